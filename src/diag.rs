@@ -1,0 +1,184 @@
+//! User-facing diagnostics (seed 001 §14): every problem a user can cause is reported with a stable
+//! `code`, a `kind`, where it is (`at`), `why` and an actionable `suggestion`, printed readably or as
+//! JSON (`--diagnostics json`). Layers keep their own `thiserror` enums and convert into this type at
+//! the boundary.
+//!
+//! Code ranges: `E00xx` document / JSON, `E01xx` graph structure, `E02xx` symbols and sizes,
+//! `E03xx` `run` inputs and outputs, `E1xxx` shape and index rules (seed numbering: E1001
+//! BroadcastMismatch, E1203 MissingDivGuard, E1304 AxisAlignmentMismatch), `W2xxx` warnings.
+
+use serde::Serialize;
+use std::fmt;
+
+/// Where a diagnostic points.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Location {
+    /// A position in the input text (1-based).
+    Source {
+        file: String,
+        line: usize,
+        column: usize,
+    },
+    /// A graph node, by name, with its op.
+    Node { node: String, op: String },
+    /// A tensor, by name.
+    Tensor { tensor: String },
+    /// A symbol, by name.
+    Symbol { symbol: String },
+    /// A field of the document that is not a node or tensor (e.g. `signature.inputs[2]`).
+    Field { path: String },
+    /// A command-line argument.
+    Argument { argument: String },
+    /// A Tiny IR node (ids print as `n12`).
+    TinyNode { tiny_node: String },
+    /// The whole input.
+    Document,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Source { file, line, column } => write!(f, "{file}:{line}:{column}"),
+            Location::Node { node, op } => write!(f, "node `{node}` ({op})"),
+            Location::Tensor { tensor } => write!(f, "tensor `{tensor}`"),
+            Location::Symbol { symbol } => write!(f, "symbol `{symbol}`"),
+            Location::Field { path } => write!(f, "field `{path}`"),
+            Location::Argument { argument } => write!(f, "argument `{argument}`"),
+            Location::TinyNode { tiny_node } => write!(f, "Tiny IR node {tiny_node}"),
+            Location::Document => f.write_str("document"),
+        }
+    }
+}
+
+/// Error or warning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One diagnostic.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Diagnostic {
+    pub code: &'static str,
+    pub kind: &'static str,
+    pub severity: Severity,
+    pub at: Location,
+    pub why: String,
+    pub suggestion: String,
+    /// Extra facts (shapes, dtypes, …), shown in JSON and after `why` in text.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub details: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Diagnostic {
+    /// An error with the given code and kind.
+    pub fn error(
+        code: &'static str,
+        kind: &'static str,
+        at: Location,
+        why: impl Into<String>,
+        suggestion: impl Into<String>,
+    ) -> Diagnostic {
+        Diagnostic {
+            code,
+            kind,
+            severity: Severity::Error,
+            at,
+            why: why.into(),
+            suggestion: suggestion.into(),
+            details: serde_json::Map::new(),
+        }
+    }
+
+    /// Adds a `key: value` detail.
+    pub fn with(mut self, key: &str, value: impl fmt::Display) -> Diagnostic {
+        self.details.insert(
+            key.to_string(),
+            serde_json::Value::String(value.to_string()),
+        );
+        self
+    }
+
+    /// Replaces the location (used when a lower layer's error is attributed to a graph node).
+    pub fn at(mut self, at: Location) -> Diagnostic {
+        self.at = at;
+        self
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// `error[E1001] BroadcastMismatch at node `add` (Elementwise): why` then indented details
+    /// and `help: suggestion`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sev = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        writeln!(
+            f,
+            "{sev}[{}] {} at {}: {}",
+            self.code, self.kind, self.at, self.why
+        )?;
+        for (k, v) in &self.details {
+            match v {
+                serde_json::Value::String(s) => writeln!(f, "    {k}: {s}")?,
+                other => writeln!(f, "    {k}: {other}")?,
+            }
+        }
+        write!(f, "  help: {}", self.suggestion)
+    }
+}
+
+/// A non-empty list of diagnostics; the error type of every user-facing entry point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl Diagnostics {
+    pub fn one(d: Diagnostic) -> Diagnostics {
+        Diagnostics(vec![d])
+    }
+
+    /// The first diagnostic's code (tests match on it).
+    pub fn first_code(&self) -> &'static str {
+        self.0.first().map(|d| d.code).unwrap_or("")
+    }
+
+    pub fn codes(&self) -> Vec<&'static str> {
+        self.0.iter().map(|d| d.code).collect()
+    }
+
+    /// `{"diagnostics": [...]}` as seed 001 §14 shows it.
+    pub fn to_json(&self) -> String {
+        let v = serde_json::json!({ "diagnostics": self.0 });
+        serde_json::to_string_pretty(&v).unwrap_or_else(|_| "{}".to_string())
+    }
+}
+
+impl From<Diagnostic> for Diagnostics {
+    fn from(d: Diagnostic) -> Diagnostics {
+        Diagnostics::one(d)
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostics {}
+
+impl Serialize for Diagnostics {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}

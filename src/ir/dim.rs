@@ -1,0 +1,426 @@
+//! Symbolic sizes. A [`Dim`] is an integer polynomial over symbols (`M`, `N`, …) whose atoms may
+//! also be `floordiv` by a positive constant, `min` and `max` (what conv/pool output sizes and
+//! clamped slices produce). The representation is canonical — a sorted map from monomials to
+//! coefficients — so equal polynomials compare equal (`M*K == K*M`), which is what shape checks need.
+//!
+//! Assumption used by the simplifier: every symbol is a size, hence `>= 0`.
+
+use serde::{Serialize, Serializer};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// An atom of a monomial.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Atom {
+    Sym(String),
+    /// `floor(e / d)`, `d > 0`, kept only when it does not simplify.
+    FloorDiv(Box<Dim>, i64),
+    Min(Box<Dim>, Box<Dim>),
+    Max(Box<Dim>, Box<Dim>),
+}
+
+/// A symbolic integer: `Σ coeff · Π atoms`. The empty monomial is the constant term.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Dim {
+    terms: BTreeMap<Vec<Atom>, i64>,
+}
+
+/// Why a [`Dim`] could not be evaluated.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DimError {
+    #[error("symbol `{0}` has no value")]
+    Unbound(String),
+    #[error("size arithmetic overflows i64")]
+    Overflow,
+}
+
+impl Dim {
+    pub fn int(v: i64) -> Dim {
+        let mut terms = BTreeMap::new();
+        if v != 0 {
+            terms.insert(Vec::new(), v);
+        }
+        Dim { terms }
+    }
+
+    pub fn sym(name: &str) -> Dim {
+        Dim::atom(Atom::Sym(name.to_string()))
+    }
+
+    fn atom(a: Atom) -> Dim {
+        let mut terms = BTreeMap::new();
+        terms.insert(vec![a], 1);
+        Dim { terms }
+    }
+
+    /// The value if the polynomial is a constant.
+    pub fn as_int(&self) -> Option<i64> {
+        match self.terms.len() {
+            0 => Some(0),
+            1 => self.terms.get(&Vec::new()).copied(),
+            _ => None,
+        }
+    }
+
+    pub fn is_int(&self, v: i64) -> bool {
+        self.as_int() == Some(v)
+    }
+
+    pub fn add(&self, o: &Dim) -> Dim {
+        let mut terms = self.terms.clone();
+        for (m, c) in &o.terms {
+            let e = terms.entry(m.clone()).or_insert(0);
+            *e = e.saturating_add(*c);
+            if *e == 0 {
+                terms.remove(m);
+            }
+        }
+        Dim { terms }
+    }
+
+    pub fn add_int(&self, v: i64) -> Dim {
+        self.add(&Dim::int(v))
+    }
+
+    pub fn neg(&self) -> Dim {
+        Dim {
+            terms: self.terms.iter().map(|(m, c)| (m.clone(), -c)).collect(),
+        }
+    }
+
+    pub fn sub(&self, o: &Dim) -> Dim {
+        self.add(&o.neg())
+    }
+
+    pub fn mul(&self, o: &Dim) -> Dim {
+        let mut out = Dim::default();
+        for (ma, ca) in &self.terms {
+            for (mb, cb) in &o.terms {
+                let mut m: Vec<Atom> = ma.iter().chain(mb.iter()).cloned().collect();
+                m.sort();
+                out = out.add(&Dim {
+                    terms: [(m, ca.saturating_mul(*cb))].into_iter().collect(),
+                });
+            }
+        }
+        out
+    }
+
+    pub fn mul_int(&self, v: i64) -> Dim {
+        self.mul(&Dim::int(v))
+    }
+
+    /// Product of a list of sizes (1 for the empty list).
+    pub fn product<'a>(dims: impl IntoIterator<Item = &'a Dim>) -> Dim {
+        dims.into_iter().fold(Dim::int(1), |acc, d| acc.mul(d))
+    }
+
+    /// `floor(self / d)` for `d > 0`. Exact when every coefficient is divisible by `d`.
+    pub fn floordiv(&self, d: i64) -> Dim {
+        assert!(d > 0, "floordiv by a non-positive constant");
+        if d == 1 {
+            return self.clone();
+        }
+        if let Some(v) = self.as_int() {
+            return Dim::int(v.div_euclid(d));
+        }
+        if self.terms.values().all(|c| c % d == 0) {
+            return Dim {
+                terms: self.terms.iter().map(|(m, c)| (m.clone(), c / d)).collect(),
+            };
+        }
+        // Pull out the symbolic part that divides exactly: floor((d·q + r)/d) = q + floor(r/d).
+        let (mut q, mut r) = (Dim::default(), Dim::default());
+        for (m, c) in &self.terms {
+            let t = Dim {
+                terms: [(m.clone(), *c)].into_iter().collect(),
+            };
+            if !m.is_empty() && c % d == 0 {
+                q = q.add(&Dim {
+                    terms: [(m.clone(), c / d)].into_iter().collect(),
+                });
+            } else {
+                r = r.add(&t);
+            }
+        }
+        if let Some(rv) = r.as_int() {
+            return q.add_int(rv.div_euclid(d));
+        }
+        q.add(&Dim::atom(Atom::FloorDiv(Box::new(r), d)))
+    }
+
+    /// `ceil(self / d)` for `d > 0`.
+    pub fn ceildiv(&self, d: i64) -> Dim {
+        self.add_int(d - 1).floordiv(d)
+    }
+
+    /// `min(self, o)`, decided when the difference is a constant.
+    pub fn min_of(&self, o: &Dim) -> Dim {
+        match self.sub(o).as_int() {
+            Some(c) if c <= 0 => self.clone(),
+            Some(_) => o.clone(),
+            None => {
+                let (a, b) = if self <= o { (self, o) } else { (o, self) };
+                Dim::atom(Atom::Min(Box::new(a.clone()), Box::new(b.clone())))
+            }
+        }
+    }
+
+    /// `max(self, o)`, decided when the difference is a constant, or when one side is a
+    /// constant `<= 0` and the other a non-negative polynomial (all symbols are sizes).
+    pub fn max_of(&self, o: &Dim) -> Dim {
+        match self.sub(o).as_int() {
+            Some(c) if c >= 0 => self.clone(),
+            Some(_) => o.clone(),
+            None => {
+                if o.as_int().is_some_and(|v| v <= 0) && self.is_nonneg() {
+                    return self.clone();
+                }
+                if self.as_int().is_some_and(|v| v <= 0) && o.is_nonneg() {
+                    return o.clone();
+                }
+                let (a, b) = if self <= o { (self, o) } else { (o, self) };
+                Dim::atom(Atom::Max(Box::new(a.clone()), Box::new(b.clone())))
+            }
+        }
+    }
+
+    /// True when every coefficient is non-negative (so the value is `>= 0` for sizes `>= 0`).
+    pub fn is_nonneg(&self) -> bool {
+        self.terms.values().all(|c| *c >= 0)
+    }
+
+    /// Symbols the polynomial mentions.
+    pub fn symbols(&self) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        self.collect_symbols(&mut out);
+        out
+    }
+
+    fn collect_symbols(&self, out: &mut BTreeSet<String>) {
+        for m in self.terms.keys() {
+            for a in m {
+                match a {
+                    Atom::Sym(s) => {
+                        out.insert(s.clone());
+                    }
+                    Atom::FloorDiv(e, _) => e.collect_symbols(out),
+                    Atom::Min(x, y) | Atom::Max(x, y) => {
+                        x.collect_symbols(out);
+                        y.collect_symbols(out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Evaluates with symbol values from `lookup`; checked arithmetic.
+    pub fn eval(&self, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<i64, DimError> {
+        let mut total: i64 = 0;
+        for (m, c) in &self.terms {
+            let mut v: i64 = *c;
+            for a in m {
+                let av = match a {
+                    Atom::Sym(s) => lookup(s).ok_or_else(|| DimError::Unbound(s.clone()))?,
+                    Atom::FloorDiv(e, d) => e.eval(lookup)?.div_euclid(*d),
+                    Atom::Min(x, y) => x.eval(lookup)?.min(y.eval(lookup)?),
+                    Atom::Max(x, y) => x.eval(lookup)?.max(y.eval(lookup)?),
+                };
+                v = v.checked_mul(av).ok_or(DimError::Overflow)?;
+            }
+            total = total.checked_add(v).ok_or(DimError::Overflow)?;
+        }
+        Ok(total)
+    }
+
+    /// Evaluates with a symbol table.
+    pub fn eval_with(&self, bindings: &BTreeMap<String, i64>) -> Result<i64, DimError> {
+        self.eval(&|s| bindings.get(s).copied())
+    }
+
+    /// Replaces symbols that have a value in `bindings` and re-simplifies.
+    pub fn substitute(&self, bindings: &BTreeMap<String, i64>) -> Dim {
+        let mut out = Dim::default();
+        for (m, c) in &self.terms {
+            let mut t = Dim::int(*c);
+            for a in m {
+                let d = match a {
+                    Atom::Sym(s) => bindings
+                        .get(s)
+                        .map(|v| Dim::int(*v))
+                        .unwrap_or_else(|| Dim::sym(s)),
+                    Atom::FloorDiv(e, d) => e.substitute(bindings).floordiv(*d),
+                    Atom::Min(x, y) => x.substitute(bindings).min_of(&y.substitute(bindings)),
+                    Atom::Max(x, y) => x.substitute(bindings).max_of(&y.substitute(bindings)),
+                };
+                t = t.mul(&d);
+            }
+            out = out.add(&t);
+        }
+        out
+    }
+}
+
+impl From<i64> for Dim {
+    fn from(v: i64) -> Dim {
+        Dim::int(v)
+    }
+}
+
+impl fmt::Display for Atom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Atom::Sym(s) => f.write_str(s),
+            Atom::FloorDiv(e, d) => write!(f, "({e})//{d}"),
+            Atom::Min(a, b) => write!(f, "min({a}, {b})"),
+            Atom::Max(a, b) => write!(f, "max({a}, {b})"),
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    /// Highest-degree terms first, constant last: `2*H+1`, `M*N`, `(H+1)//2`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.terms.is_empty() {
+            return f.write_str("0");
+        }
+        let mut items: Vec<(&Vec<Atom>, &i64)> = self.terms.iter().collect();
+        items.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(b.0)));
+        for (i, (m, c)) in items.into_iter().enumerate() {
+            let c = *c;
+            if i > 0 {
+                f.write_str(if c < 0 { "-" } else { "+" })?;
+            } else if c < 0 {
+                f.write_str("-")?;
+            }
+            let a = c.unsigned_abs();
+            if m.is_empty() {
+                write!(f, "{a}")?;
+                continue;
+            }
+            if a != 1 {
+                write!(f, "{a}*")?;
+            }
+            for (j, at) in m.iter().enumerate() {
+                if j > 0 {
+                    f.write_str("*")?;
+                }
+                write!(f, "{at}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Dim {
+    /// Constants serialize as JSON integers, symbolic sizes as their printed form.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.as_int() {
+            Some(v) => s.serialize_i64(v),
+            None => s.serialize_str(&self.to_string()),
+        }
+    }
+}
+
+/// A shape: one [`Dim`] per axis.
+pub type Shape = Vec<Dim>;
+
+/// Formats a shape as `[M, 64]`.
+pub fn fmt_shape(s: &[Dim]) -> String {
+    let parts: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// Number of elements of a shape, symbolic.
+pub fn numel(s: &[Dim]) -> Dim {
+    Dim::product(s.iter())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m() -> Dim {
+        Dim::sym("M")
+    }
+    fn k() -> Dim {
+        Dim::sym("K")
+    }
+
+    #[test]
+    fn products_are_canonical() {
+        assert_eq!(m().mul(&k()), k().mul(&m()));
+        assert_eq!(m().mul(&k()).to_string(), "K*M");
+        assert_eq!(m().add(&m()).to_string(), "2*M");
+        assert_eq!(m().sub(&m()), Dim::int(0));
+    }
+
+    #[test]
+    fn floordiv_simplifies_exact_parts() {
+        // (2H + 2 - 3)//2 + 1 = H + floor(-1/2) + 1 = H
+        let h = Dim::sym("H");
+        let o = h.mul_int(2).add_int(2 - 3).floordiv(2).add_int(1);
+        assert_eq!(o, h);
+        // (H + 2 - 3)//2 + 1 stays symbolic
+        let o = h.add_int(-1).floordiv(2).add_int(1);
+        assert_eq!(o.to_string(), "(H-1)//2+1");
+        let b: BTreeMap<String, i64> = [("H".to_string(), 56)].into_iter().collect();
+        assert_eq!(o.eval_with(&b), Ok(28));
+        assert_eq!(o.substitute(&b), Dim::int(28));
+    }
+
+    #[test]
+    fn min_max_decide_constant_differences() {
+        assert_eq!(m().min_of(&m().add_int(3)), m());
+        assert_eq!(m().max_of(&Dim::int(0)), m());
+        let s = m().min_of(&Dim::int(10));
+        assert_eq!(s.to_string(), "min(10, M)");
+        let lo: BTreeMap<String, i64> = [("M".to_string(), 4)].into_iter().collect();
+        assert_eq!(s.eval_with(&lo), Ok(4));
+    }
+
+    #[test]
+    fn eval_reports_unbound_and_overflow() {
+        assert_eq!(
+            m().eval_with(&BTreeMap::new()),
+            Err(DimError::Unbound("M".into()))
+        );
+        let big: BTreeMap<String, i64> = [("M".to_string(), i64::MAX / 2)].into_iter().collect();
+        assert_eq!(m().mul_int(4).eval_with(&big), Err(DimError::Overflow));
+    }
+
+    #[test]
+    fn serializes_ints_as_numbers() {
+        let v = serde_json::to_string(&vec![Dim::int(3), m()]).unwrap();
+        assert_eq!(v, "[3,\"M\"]");
+    }
+}
+
+/// Right-aligned (numpy) broadcast of two shapes: sizes must be equal or 1. On mismatch returns
+/// the offending pair of sizes (`lhs`, `rhs`).
+pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Result<Shape, (Dim, Dim)> {
+    let r = a.len().max(b.len());
+    let mut out = Vec::with_capacity(r);
+    for i in 0..r {
+        let da = if i + a.len() >= r {
+            Some(&a[i + a.len() - r])
+        } else {
+            None
+        };
+        let db = if i + b.len() >= r {
+            Some(&b[i + b.len() - r])
+        } else {
+            None
+        };
+        let d = match (da, db) {
+            (Some(x), None) | (None, Some(x)) => x.clone(),
+            (Some(x), Some(y)) if x == y => x.clone(),
+            (Some(x), Some(y)) if x.is_int(1) => y.clone(),
+            (Some(x), Some(y)) if y.is_int(1) => x.clone(),
+            (Some(x), Some(y)) => return Err((x.clone(), y.clone())),
+            (None, None) => unreachable!("index below both ranks"),
+        };
+        out.push(d);
+    }
+    Ok(out)
+}

@@ -1,0 +1,134 @@
+//! Frontend IR (seed 001 §2): `graph.json` as `graph-json.md` specifies it, loaded, validated and
+//! shape/dtype-inferred.
+//!
+//! [`load_str`] / [`load_file`] return a [`Graph`] whose nodes are topologically sorted and whose
+//! ops are **normalized**: every per-spatial-dimension list has one entry per spatial dim, every
+//! pad is `[lo, hi]` pairs, every axis is non-negative and every optional attribute holds its
+//! default. Lowering relies on that normal form. Every tensor (declared or inferred) is in
+//! [`Graph::tensors`].
+
+mod ops;
+pub use ops::*;
+
+mod bind;
+mod graph;
+mod infer;
+mod parse;
+
+pub use bind::resolve_symbols;
+
+use crate::diag::Diagnostics;
+use crate::ir::dim::Shape;
+use crate::ir::dtype::DType;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// `role` of a signature input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Data,
+    Param,
+}
+
+/// `mutability` of a signature input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mutability {
+    Immutable,
+    Mutable,
+}
+
+/// `storage` of a signature input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Storage {
+    Arg,
+    ConstPool,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SigInput {
+    pub tensor: String,
+    pub role: Role,
+    pub mutability: Mutability,
+    pub storage: Storage,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SigOutput {
+    pub tensor: String,
+}
+
+/// The graph signature: the ABI of the compiled program. Inputs and outputs are not nodes.
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize)]
+pub struct Signature {
+    pub inputs: Vec<SigInput>,
+    pub outputs: Vec<SigOutput>,
+}
+
+/// Dtype and (symbolic) shape of a tensor.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TensorInfo {
+    pub dtype: DType,
+    pub shape: Shape,
+}
+
+/// An operand of a node: a tensor name or a scalar constant.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Operand {
+    Tensor(String),
+    Scalar(f64),
+}
+
+/// One graph node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub op: Op,
+    pub inputs: Vec<Operand>,
+    pub outputs: Vec<String>,
+}
+
+/// A loaded, validated, inferred graph.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Graph {
+    pub signature: Signature,
+    /// Default symbol values from the document's `symbols`.
+    pub symbols: BTreeMap<String, i64>,
+    /// Every tensor: signature tensors, declared and inferred intermediates.
+    pub tensors: BTreeMap<String, TensorInfo>,
+    /// Nodes in a topological order (stable: among ready nodes, document order).
+    pub nodes: Vec<Node>,
+}
+
+impl Graph {
+    /// Info of a tensor known to exist after loading.
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.get(name)
+    }
+}
+
+/// Loads `graph.json` text. `file` names the input in diagnostics.
+pub fn load_str(text: &str, file: &str) -> Result<Graph, Diagnostics> {
+    let raw = parse::parse_document(text, file)?;
+    let ordered = graph::check_structure(raw)?;
+    infer::infer_graph(ordered)
+}
+
+/// Loads a `graph.json` file.
+pub fn load_file(path: &Path) -> Result<Graph, Diagnostics> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Diagnostics::one(crate::diag::Diagnostic::error(
+            "E0000",
+            "UnreadableInput",
+            crate::diag::Location::Argument {
+                argument: path.display().to_string(),
+            },
+            format!("cannot read the file: {e}"),
+            "check the path and the file's permissions",
+        ))
+    })?;
+    load_str(&text, &path.display().to_string())
+}

@@ -1,0 +1,14 @@
+//! The IR layers, bottom floor of the crate: nothing here imports `rules`, `extract` or `codegen`.
+//!
+//! - [`frontend`]: `graph.json` loading, validation and shape/dtype inference.
+//! - [`tiny`]: Tiny IR (seed 002), its typing rules, verifier and JSON dump.
+//! - [`lower`]: frontend graph → Tiny IR, the naive tinygrad-style way.
+
+pub mod dim;
+pub mod dtype;
+pub mod frontend;
+pub mod lower;
+pub mod tiny;
+
+pub use dim::{Dim, Shape};
+pub use dtype::DType;

@@ -1,0 +1,556 @@
+//! Tiny IR (seed 002, seed 001 §3): a pure DAG of UOps addressed by node ids, with the minimal
+//! vocabulary — movement views (RESHAPE PERMUTE EXPAND PAD SHRINK FLIP VIEW), elementwise unary /
+//! binary / ternary ops, CAST, REDUCE with a mandatory accumulation dtype, and INPUT. Two helpers
+//! beyond the seed's table come from tinygrad's UOp set: CONST (a rank-0 constant) and RANGE (the
+//! index along a 1-D axis, used for index comparisons such as causal masks). GATHER is the
+//! index-dependent view of seed 004 (`LoadIndex`).
+//!
+//! Every node records its dtype and (possibly symbolic) shape. The typing rules live in one place,
+//! [`infer::infer_node`], used by the [`Builder`] when nodes are created and by [`verify`] after
+//! every pass.
+
+mod dump;
+mod infer;
+
+pub use dump::to_json;
+pub use infer::{verify, TinyError};
+
+use crate::ir::dim::{Dim, Shape};
+use crate::ir::dtype::DType;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A node id; printed as `n12`. Ids are dense indices into [`Program::nodes`], in topological order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "n{}", self.0)
+    }
+}
+
+/// An operand: another node, or an immediate scalar (elementwise ops only, seed 002 §1.1). An
+/// immediate has the dtype of the node's tensor operands (for WHERE: of the other branch).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Src {
+    Node(NodeId),
+    Imm(f64),
+}
+
+impl From<NodeId> for Src {
+    fn from(n: NodeId) -> Src {
+        Src::Node(n)
+    }
+}
+
+/// Elementwise unary ops. All compute in `f64` and round to the node dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UnaryOp {
+    Neg,
+    Exp2,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Recip,
+    Relu,
+    Abs,
+    /// The error function (exact `gelu` needs it; tinygrad approximates it by a polynomial).
+    Erf,
+}
+
+/// Elementwise binary ops. Comparisons produce `bool`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Float division.
+    Fdiv,
+    /// Integer division truncating toward zero (i32); division by zero is an evaluation error.
+    Idiv,
+    Max,
+    Min,
+    Pow,
+    CmpLt,
+    CmpLe,
+    CmpEq,
+    CmpNe,
+}
+
+impl BinaryOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::CmpLt | BinaryOp::CmpLe | BinaryOp::CmpEq | BinaryOp::CmpNe
+        )
+    }
+}
+
+/// Reduction ops of REDUCE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+    Prod,
+}
+
+impl ReduceOp {
+    /// The neutral element for a given accumulation dtype.
+    pub fn identity(self, acc: DType) -> f64 {
+        match self {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Prod => 1.0,
+            ReduceOp::Max => acc.lowest(),
+            ReduceOp::Min => acc.highest(),
+        }
+    }
+}
+
+/// One input axis of a VIEW's index map: `offset + Σ coeff · out_axis`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AffineIndex {
+    /// `(output axis, coefficient)` pairs, output axes ascending and distinct, no zero coefficient.
+    pub terms: Vec<(usize, i64)>,
+    pub offset: i64,
+}
+
+impl AffineIndex {
+    /// `coeff·axis + offset` helper; builds a canonical term list.
+    pub fn new(mut terms: Vec<(usize, i64)>, offset: i64) -> AffineIndex {
+        terms.retain(|t| t.1 != 0);
+        terms.sort();
+        let mut merged: Vec<(usize, i64)> = Vec::new();
+        for (a, c) in terms {
+            match merged.last_mut() {
+                Some(last) if last.0 == a => last.1 += c,
+                _ => merged.push((a, c)),
+            }
+        }
+        merged.retain(|t| t.1 != 0);
+        AffineIndex {
+            terms: merged,
+            offset,
+        }
+    }
+
+    /// Value at an output index.
+    pub fn eval(&self, out: &[i64]) -> i64 {
+        self.terms
+            .iter()
+            .fold(self.offset, |acc, (a, c)| acc + c * out[*a])
+    }
+}
+
+impl fmt::Display for AffineIndex {
+    /// `2*i2+i4-1`, `0` for the zero map.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (a, c) in &self.terms {
+            let (sign, mag) = if *c < 0 { ("-", -c) } else { ("+", *c) };
+            if !first || *c < 0 {
+                f.write_str(sign)?;
+            }
+            if mag != 1 {
+                write!(f, "{mag}*")?;
+            }
+            write!(f, "i{a}")?;
+            first = false;
+        }
+        if first {
+            write!(f, "{}", self.offset)
+        } else if self.offset != 0 {
+            write!(
+                f,
+                "{}{}",
+                if self.offset < 0 { "-" } else { "+" },
+                self.offset.abs()
+            )
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The UOps. Result shapes of RESHAPE, EXPAND, VIEW, RANGE and INPUT are the node's `shape`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UOp {
+    /// An external tensor (seed 002: `INPUT{tensor_id, dtype, shape}`).
+    Input {
+        tensor_id: String,
+    },
+    /// A rank-0 constant of the node dtype.
+    Const {
+        value: f64,
+    },
+    /// `[n]` i32 tensor with value `i` at index `i`.
+    Range,
+    Reshape,
+    Permute {
+        perm: Vec<usize>,
+    },
+    /// Same rank; only size-1 axes change size.
+    Expand,
+    /// Pad every axis by `(lo, hi)` (non-negative) with `value`.
+    Pad {
+        pad: Vec<(i64, i64)>,
+        value: f64,
+    },
+    /// Keep `lo <= i < hi` with `step`; result size `ceil((hi - lo) / step)`.
+    Shrink {
+        lo: Vec<Dim>,
+        hi: Vec<Dim>,
+        step: Vec<i64>,
+    },
+    Flip {
+        axes: Vec<usize>,
+    },
+    /// General affine re-indexing (sliding windows): one [`AffineIndex`] per input axis, over the
+    /// output axes. Every output index must map inside the input.
+    View {
+        map: Vec<AffineIndex>,
+    },
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    /// `WHERE(cond, a, b)`.
+    Where,
+    /// Convert to the node dtype (round to nearest even; float→int truncates toward zero).
+    Cast,
+    /// Reduce `axes` away (keepdim = false), accumulating in `acc` (= the node dtype).
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+        acc: DType,
+    },
+    /// `torch.gather(x, axis, index)`: src `[x, index]`, result shape = index shape.
+    Gather {
+        axis: usize,
+    },
+}
+
+impl UOp {
+    /// The seed's upper-case name (`RESHAPE`, `EXP2`, `REDUCE`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            UOp::Input { .. } => "INPUT",
+            UOp::Const { .. } => "CONST",
+            UOp::Range => "RANGE",
+            UOp::Reshape => "RESHAPE",
+            UOp::Permute { .. } => "PERMUTE",
+            UOp::Expand => "EXPAND",
+            UOp::Pad { .. } => "PAD",
+            UOp::Shrink { .. } => "SHRINK",
+            UOp::Flip { .. } => "FLIP",
+            UOp::View { .. } => "VIEW",
+            UOp::Unary(u) => match u {
+                UnaryOp::Neg => "NEG",
+                UnaryOp::Exp2 => "EXP2",
+                UnaryOp::Log2 => "LOG2",
+                UnaryOp::Sqrt => "SQRT",
+                UnaryOp::Rsqrt => "RSQRT",
+                UnaryOp::Recip => "RECIP",
+                UnaryOp::Relu => "RELU",
+                UnaryOp::Abs => "ABS",
+                UnaryOp::Erf => "ERF",
+            },
+            UOp::Binary(b) => match b {
+                BinaryOp::Add => "ADD",
+                BinaryOp::Sub => "SUB",
+                BinaryOp::Mul => "MUL",
+                BinaryOp::Fdiv => "FDIV",
+                BinaryOp::Idiv => "IDIV",
+                BinaryOp::Max => "MAX",
+                BinaryOp::Min => "MIN",
+                BinaryOp::Pow => "POW",
+                BinaryOp::CmpLt => "CMPLT",
+                BinaryOp::CmpLe => "CMPLE",
+                BinaryOp::CmpEq => "CMPEQ",
+                BinaryOp::CmpNe => "CMPNE",
+            },
+            UOp::Where => "WHERE",
+            UOp::Cast => "CAST",
+            UOp::Reduce { .. } => "REDUCE",
+            UOp::Gather { .. } => "GATHER",
+        }
+    }
+
+    /// Movement ops are views: they never compute values.
+    pub fn is_movement(&self) -> bool {
+        matches!(
+            self,
+            UOp::Reshape
+                | UOp::Permute { .. }
+                | UOp::Expand
+                | UOp::Pad { .. }
+                | UOp::Shrink { .. }
+                | UOp::Flip { .. }
+                | UOp::View { .. }
+        )
+    }
+
+    /// Elementwise ops (unary, binary, WHERE, CAST).
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            UOp::Unary(_) | UOp::Binary(_) | UOp::Where | UOp::Cast
+        )
+    }
+}
+
+/// One node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub id: NodeId,
+    pub uop: UOp,
+    pub src: Vec<Src>,
+    pub dtype: DType,
+    pub shape: Shape,
+    /// The frontend node this came from (debugging; never affects semantics).
+    pub tag: Option<String>,
+}
+
+/// A graph-signature input bound to an INPUT node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgramInput {
+    pub tensor: String,
+    pub node: NodeId,
+}
+
+/// A graph-signature output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgramOutput {
+    pub tensor: String,
+    pub node: NodeId,
+}
+
+/// A Tiny IR program: nodes in topological order (`nodes[i].id == NodeId(i)`), signature inputs
+/// and outputs, and default symbol values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Program {
+    pub nodes: Vec<Node>,
+    pub inputs: Vec<ProgramInput>,
+    pub outputs: Vec<ProgramOutput>,
+    pub symbols: BTreeMap<String, i64>,
+}
+
+impl Program {
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    /// Number of uses of each node (outputs count as a use).
+    pub fn use_counts(&self) -> Vec<usize> {
+        let mut uses = vec![0usize; self.nodes.len()];
+        for n in &self.nodes {
+            for s in &n.src {
+                if let Src::Node(id) = s {
+                    uses[id.index()] += 1;
+                }
+            }
+        }
+        for o in &self.outputs {
+            uses[o.node.index()] += 1;
+        }
+        uses
+    }
+}
+
+/// Builds a [`Program`] node by node, checking every node with the typing rules as it is added.
+#[derive(Debug, Default)]
+pub struct Builder {
+    pub prog: Program,
+    /// Tag applied to nodes created from now on.
+    pub tag: Option<String>,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    pub fn dtype(&self, id: NodeId) -> DType {
+        self.prog.node(id).dtype
+    }
+
+    pub fn shape(&self, id: NodeId) -> &Shape {
+        &self.prog.node(id).shape
+    }
+
+    /// Adds a node after checking it; `shape`/`dtype` are the declared result for ops whose result
+    /// is an argument (RESHAPE, EXPAND, VIEW, RANGE, INPUT, CONST, CAST) and otherwise ignored.
+    pub fn push(
+        &mut self,
+        uop: UOp,
+        src: Vec<Src>,
+        dtype: DType,
+        shape: Shape,
+    ) -> Result<NodeId, TinyError> {
+        let id = NodeId(self.prog.nodes.len() as u32);
+        let mut node = Node {
+            id,
+            uop,
+            src,
+            dtype,
+            shape,
+            tag: self.tag.clone(),
+        };
+        let (dt, sh) = infer::infer_node(&self.prog, &node)?;
+        node.dtype = dt;
+        node.shape = sh;
+        self.prog.nodes.push(node);
+        Ok(id)
+    }
+
+    pub fn input(&mut self, tensor: &str, dtype: DType, shape: Shape) -> Result<NodeId, TinyError> {
+        let id = self.push(
+            UOp::Input {
+                tensor_id: tensor.to_string(),
+            },
+            vec![],
+            dtype,
+            shape,
+        )?;
+        self.prog.inputs.push(ProgramInput {
+            tensor: tensor.to_string(),
+            node: id,
+        });
+        Ok(id)
+    }
+
+    pub fn output(&mut self, tensor: &str, node: NodeId) {
+        self.prog.outputs.push(ProgramOutput {
+            tensor: tensor.to_string(),
+            node,
+        });
+    }
+
+    pub fn constant(&mut self, value: f64, dtype: DType) -> Result<NodeId, TinyError> {
+        self.push(UOp::Const { value }, vec![], dtype, vec![])
+    }
+
+    pub fn range(&mut self, n: Dim) -> Result<NodeId, TinyError> {
+        self.push(UOp::Range, vec![], DType::I32, vec![n])
+    }
+
+    pub fn reshape(&mut self, x: NodeId, shape: Shape) -> Result<NodeId, TinyError> {
+        if *self.shape(x) == shape {
+            return Ok(x);
+        }
+        let dt = self.dtype(x);
+        self.push(UOp::Reshape, vec![x.into()], dt, shape)
+    }
+
+    pub fn permute(&mut self, x: NodeId, perm: Vec<usize>) -> Result<NodeId, TinyError> {
+        if perm.iter().enumerate().all(|(i, p)| i == *p) && perm.len() == self.shape(x).len() {
+            return Ok(x);
+        }
+        let dt = self.dtype(x);
+        self.push(UOp::Permute { perm }, vec![x.into()], dt, vec![])
+    }
+
+    pub fn expand(&mut self, x: NodeId, shape: Shape) -> Result<NodeId, TinyError> {
+        if *self.shape(x) == shape {
+            return Ok(x);
+        }
+        let dt = self.dtype(x);
+        self.push(UOp::Expand, vec![x.into()], dt, shape)
+    }
+
+    pub fn pad(
+        &mut self,
+        x: NodeId,
+        pad: Vec<(i64, i64)>,
+        value: f64,
+    ) -> Result<NodeId, TinyError> {
+        if pad.iter().all(|p| *p == (0, 0)) {
+            return Ok(x);
+        }
+        let dt = self.dtype(x);
+        self.push(UOp::Pad { pad, value }, vec![x.into()], dt, vec![])
+    }
+
+    pub fn shrink(
+        &mut self,
+        x: NodeId,
+        lo: Vec<Dim>,
+        hi: Vec<Dim>,
+        step: Vec<i64>,
+    ) -> Result<NodeId, TinyError> {
+        let sh = self.shape(x);
+        if lo.iter().all(|d| d.is_int(0)) && hi == *sh && step.iter().all(|s| *s == 1) {
+            return Ok(x);
+        }
+        let dt = self.dtype(x);
+        self.push(UOp::Shrink { lo, hi, step }, vec![x.into()], dt, vec![])
+    }
+
+    pub fn flip(&mut self, x: NodeId, axes: Vec<usize>) -> Result<NodeId, TinyError> {
+        if axes.is_empty() {
+            return Ok(x);
+        }
+        let dt = self.dtype(x);
+        self.push(UOp::Flip { axes }, vec![x.into()], dt, vec![])
+    }
+
+    pub fn view(
+        &mut self,
+        x: NodeId,
+        shape: Shape,
+        map: Vec<AffineIndex>,
+    ) -> Result<NodeId, TinyError> {
+        let dt = self.dtype(x);
+        self.push(UOp::View { map }, vec![x.into()], dt, shape)
+    }
+
+    pub fn unary(&mut self, op: UnaryOp, x: NodeId) -> Result<NodeId, TinyError> {
+        let dt = self.dtype(x);
+        self.push(UOp::Unary(op), vec![x.into()], dt, vec![])
+    }
+
+    pub fn binary(&mut self, op: BinaryOp, a: Src, b: Src) -> Result<NodeId, TinyError> {
+        self.push(UOp::Binary(op), vec![a, b], DType::F32, vec![])
+    }
+
+    pub fn where_(&mut self, c: NodeId, a: Src, b: Src) -> Result<NodeId, TinyError> {
+        self.push(UOp::Where, vec![c.into(), a, b], DType::F32, vec![])
+    }
+
+    pub fn cast(&mut self, x: NodeId, to: DType) -> Result<NodeId, TinyError> {
+        if self.dtype(x) == to {
+            return Ok(x);
+        }
+        let sh = self.shape(x).clone();
+        self.push(UOp::Cast, vec![x.into()], to, sh)
+    }
+
+    pub fn reduce(
+        &mut self,
+        op: ReduceOp,
+        x: NodeId,
+        axes: Vec<usize>,
+        acc: DType,
+    ) -> Result<NodeId, TinyError> {
+        self.push(UOp::Reduce { op, axes, acc }, vec![x.into()], acc, vec![])
+    }
+
+    pub fn gather(&mut self, x: NodeId, index: NodeId, axis: usize) -> Result<NodeId, TinyError> {
+        let dt = self.dtype(x);
+        self.push(
+            UOp::Gather { axis },
+            vec![x.into(), index.into()],
+            dt,
+            vec![],
+        )
+    }
+
+    pub fn finish(self) -> Program {
+        self.prog
+    }
+}

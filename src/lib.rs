@@ -1,0 +1,17 @@
+//! dlc-egg: a deep-learning compiler built on egg e-graphs.
+//!
+//! Pipeline (seed 001 §10, `DESIGN.md`): `graph.json` → [`ir::frontend`] (validate, infer) →
+//! [`ir::tiny`] (via [`ir::lower`]) → e-graph ([`rules`]) → kernels and plans ([`extract`]) →
+//! CUDA ([`codegen`]). [`eval`] is the reference evaluator (CPU playback) of Tiny IR, the semantic
+//! oracle of every test.
+
+pub mod cli;
+pub mod codegen;
+pub mod diag;
+pub mod eval;
+pub mod extract;
+pub mod ir;
+pub mod rules;
+pub mod tensor;
+
+pub use diag::{Diagnostic, Diagnostics};
