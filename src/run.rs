@@ -1,0 +1,1 @@
+//! `dlc-egg run` (being written).
