@@ -16,6 +16,10 @@
 //! [`write_tensor`] writes a tensor in its dtype: `fp16` as `<f2`, `fp32` and `bf16` as `<f4`
 //! (numpy has no bfloat16), `i32` as `<i4`, `bool` as `|b1`, always C order.
 
+// A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
+// returned only on cold failure paths, so boxing it would only add noise.
+#![allow(clippy::result_large_err)]
+
 use crate::diag::{Diagnostic, Location};
 use crate::ir::dtype::DType;
 use crate::tensor::{Tensor, TensorData};
@@ -340,7 +344,10 @@ mod tests {
 
     #[test]
     fn reads_f4_as_every_float_dtype_with_rounding() {
-        let bytes = npy(&[3], vec![1.0f32, 1.0 + 1.0 / 1024.0 + 1e-7, 1.0 + 3.0 / 256.0]);
+        let bytes = npy(
+            &[3],
+            vec![1.0f32, 1.0 + 1.0 / 1024.0 + 1e-7, 1.0 + 3.0 / 256.0],
+        );
         let arr = parse_array(&bytes, "a.npy").expect("read");
         assert_eq!(arr.descr, "<f4");
         let t32 = to_tensor(arr.clone(), "A", DType::F32).expect("fp32");
@@ -367,12 +374,7 @@ mod tests {
         assert_eq!((d.code, d.kind), E_NPY_DTYPE);
         assert!(d.why.contains("<f8"), "{}", d.why);
         assert!(d.suggestion.contains("astype"), "{}", d.suggestion);
-        assert_eq!(
-            d.at,
-            Location::Tensor {
-                tensor: "A".into()
-            }
-        );
+        assert_eq!(d.at, Location::Tensor { tensor: "A".into() });
     }
 
     #[test]
@@ -381,7 +383,10 @@ mod tests {
         assert!(to_tensor(i4.clone(), "I", DType::I32).is_ok());
         assert!(to_tensor(i4, "F", DType::F32).is_err());
         let i8 = parse_array(&npy(&[2], vec![1i64, 2]), "i.npy").expect("read");
-        assert_eq!(to_tensor(i8, "I", DType::I32).expect_err("i8").code, "E0301");
+        assert_eq!(
+            to_tensor(i8, "I", DType::I32).expect_err("i8").code,
+            "E0301"
+        );
         let b = parse_array(&npy(&[2], vec![true, false]), "b.npy").expect("read");
         assert!(to_tensor(b.clone(), "B", DType::Bool).is_ok());
         assert!(to_tensor(b, "I", DType::I32).is_err());
@@ -395,7 +400,10 @@ mod tests {
         assert_eq!((d.code, d.kind), E_NPY_UNREADABLE);
         let mut bytes = npy(&[4], vec![1.0f32; 4]);
         bytes.truncate(bytes.len() - 3);
-        assert_eq!(parse_array(&bytes, "x.npy").expect_err("trunc").code, "E0300");
+        assert_eq!(
+            parse_array(&bytes, "x.npy").expect_err("trunc").code,
+            "E0300"
+        );
     }
 
     #[test]
@@ -406,7 +414,10 @@ mod tests {
         let text = format!("{header}{}\n", " ".repeat(pad));
         bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
         bytes.extend_from_slice(text.as_bytes());
-        assert_eq!(parse_array(&bytes, "x.npy").expect_err("overflow").code, "E0300");
+        assert_eq!(
+            parse_array(&bytes, "x.npy").expect_err("overflow").code,
+            "E0300"
+        );
     }
 
     #[test]
