@@ -20,6 +20,8 @@
 //! | E0307 | OutputWriteFailed | the output directory or an output file cannot be written |
 //! | E0308 | InvalidArgument | any other malformed command line |
 //! | E0309 | UnresolvedSize | a signature tensor's size cannot be computed from the symbols |
+//! | E0310 | OutputNotComputed | internal: the evaluator returned no value for an output |
+//! | E0311 | OutputMismatch | internal: an output's dtype or shape is not the declared one |
 //! | E0400 | DeviceUnavailable | `--device cuda` (CUDA code generation comes later) |
 
 // A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
@@ -146,7 +148,41 @@ pub fn run_graph(graph: &Graph, opts: &RunOptions) -> Result<Vec<WrittenOutput>,
     let prepared = prepare_inputs(graph, &opts.inputs, &opts.binds, opts.random)?;
     let prog = lower_and_verify(graph)?;
     let outputs = eval::evaluate(&prog, &prepared.bindings, &prepared.tensors)?;
+    check_outputs(graph, &outputs, &prepared.bindings)?;
     write_outputs(graph, &outputs, &opts.out_dir)
+}
+
+/// Every signature output must come back from the evaluator with its declared dtype and
+/// concrete shape; anything else is a compiler bug (`E0310`, `E0311`).
+pub fn check_outputs(
+    graph: &Graph,
+    outputs: &BTreeMap<String, Tensor>,
+    bindings: &BTreeMap<String, i64>,
+) -> Result<(), Failure> {
+    for o in &graph.signature.outputs {
+        let t = outputs
+            .get(&o.tensor)
+            .ok_or_else(|| Failure::internal(missing_output(&o.tensor)))?;
+        let info = tensor_info(graph, &o.tensor).map_err(Failure::internal)?;
+        let shape = concrete_shape(&o.tensor, info, bindings).map_err(Failure::internal)?;
+        if t.dtype != info.dtype || t.shape != shape {
+            return Err(Failure::internal(
+                Diagnostic::error(
+                    "E0311",
+                    "OutputMismatch",
+                    Location::Tensor {
+                        tensor: o.tensor.clone(),
+                    },
+                    format!(
+                        "the evaluator returned a {} tensor of shape {:?}, but the output is declared {} {:?}",
+                        t.dtype, t.shape, info.dtype, shape
+                    ),
+                    "this is a compiler bug; please report it with the graph.json",
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `E0400 DeviceUnavailable` for `cuda`.
@@ -747,6 +783,22 @@ mod tests {
         let e = check_device(Device::Cuda).expect_err("cuda");
         assert_eq!(e.diagnostics.first_code(), "E0400");
         assert!(check_device(Device::Cpu).is_ok());
+    }
+
+    #[test]
+    fn evaluator_outputs_are_checked() {
+        let g = graph();
+        let b = BTreeMap::from([("M".to_string(), 2)]);
+        let good = Tensor::from_f64(DType::F16, vec![2, 3], &[0.0; 6]);
+        let outs = BTreeMap::from([("Y".to_string(), good)]);
+        assert!(check_outputs(&g, &outs, &b).is_ok());
+        let bad = Tensor::from_f64(DType::F32, vec![2, 3], &[0.0; 6]);
+        let outs = BTreeMap::from([("Y".to_string(), bad)]);
+        let e = check_outputs(&g, &outs, &b).expect_err("dtype");
+        assert!(e.internal);
+        assert_eq!(e.diagnostics.first_code(), "E0311");
+        let e = check_outputs(&g, &BTreeMap::new(), &b).expect_err("missing");
+        assert_eq!(e.diagnostics.first_code(), "E0310");
     }
 
     #[test]
