@@ -226,6 +226,7 @@ pub fn prepare_inputs(
             missing.iter().map(|t| missing_input(t)).collect(),
         )));
     }
+    check_static_shapes(graph, &tensors)?;
     let shapes: BTreeMap<String, Vec<usize>> = tensors
         .iter()
         .map(|(k, t)| (k.clone(), t.shape.clone()))
@@ -417,6 +418,51 @@ pub fn check_shapes(
         }
     }
     diags_result(diags)
+}
+
+/// `E0302` for every given array whose rank or constant sizes contradict its tensor's declared
+/// shape; runs before symbols are resolved, so that such arrays are reported as shape mismatches
+/// rather than as symbol conflicts.
+pub fn check_static_shapes(
+    graph: &Graph,
+    tensors: &BTreeMap<String, Tensor>,
+) -> Result<(), Failure> {
+    let mut diags = Vec::new();
+    for (name, t) in tensors {
+        let Some(info) = graph.tensor(name) else {
+            continue;
+        };
+        let fits = info.shape.len() == t.shape.len()
+            && info
+                .shape
+                .iter()
+                .zip(&t.shape)
+                .all(|(d, &n)| d.as_int().is_none_or(|v| v == n as i64));
+        if !fits {
+            diags.push(static_shape_mismatch(name, &info.shape, &t.shape));
+        }
+    }
+    diags_result(diags)
+}
+
+fn static_shape_mismatch(name: &str, declared: &[Dim], found: &[usize]) -> Diagnostic {
+    Diagnostic::error(
+        "E0302",
+        "NpyShapeMismatch",
+        Location::Tensor {
+            tensor: name.to_string(),
+        },
+        format!(
+            "the array has shape {found:?}, but the tensor is declared with shape {}",
+            fmt_shape(declared)
+        ),
+        format!(
+            "pass an array of shape {} (symbols may take any size)",
+            fmt_shape(declared)
+        ),
+    )
+    .with("expected", fmt_shape(declared))
+    .with("found", format!("{found:?}"))
 }
 
 fn shape_mismatch(name: &str, declared: &[Dim], want: &[usize], found: &[usize]) -> Diagnostic {
@@ -696,6 +742,20 @@ mod tests {
         let ins = vec![("X".to_string(), x_bad_shape)];
         let e = prepare_inputs(&graph(), &ins, &BTreeMap::new(), Some(0)).expect_err("shape");
         assert_eq!(e.diagnostics.first_code(), "E0302");
+        assert!(e.diagnostics.0[0].why.contains("[M, 5]"));
+
+        // Rank and constant sizes fit, but M (bound to 2) does not: a shape mismatch here, or a
+        // symbol conflict if resolve_symbols reports it first.
+        let x_bad_symbol = save(
+            &dir,
+            "x3.npy",
+            &Tensor::from_f64(DType::F32, vec![3, 5], &[0.0; 15]),
+        );
+        let ins = vec![("X".to_string(), x_bad_symbol)];
+        let bind = BTreeMap::from([("M".to_string(), 2)]);
+        let e = prepare_inputs(&graph(), &ins, &bind, Some(0)).expect_err("M");
+        let code = e.diagnostics.first_code();
+        assert!(code == "E0302" || code.starts_with("E02"), "{code}");
 
         let ins = vec![("X".to_string(), dir.join("absent.npy"))];
         let e = prepare_inputs(&graph(), &ins, &BTreeMap::new(), Some(0)).expect_err("absent");
