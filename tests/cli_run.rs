@@ -25,7 +25,7 @@ const GEMM_BIAS_RELU: &str = r#"{
     "Y": {"dtype": "fp32", "shape": ["M", 2]}
   },
   "graph": [
-    {"op": "MatMul", "name": "mm", "inputs": ["X", "W"], "outputs": ["H"]},
+    {"op": "MatMul", "name": "mm", "inputs": ["X", "W"], "outputs": ["H"], "attrs": {}},
     {"op": "Elementwise", "name": "add", "inputs": ["H", "b"], "outputs": ["Z"], "attrs": {"fn": "add"}},
     {"op": "Elementwise", "name": "relu", "inputs": ["Z"], "outputs": ["Y"], "attrs": {"fn": "relu"}}
   ]

@@ -240,3 +240,34 @@ fn unwritable_output_is_a_diagnostic() {
     let d = write_tensor(&p, &Tensor::from_f64(DType::F32, vec![1], &[1.0])).expect_err("dir");
     assert_eq!(d.code, "E0307");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn shape_and_values() -> impl Strategy<Value = (Vec<usize>, Vec<f64>)> {
+        prop::collection::vec(0usize..4, 0..4).prop_flat_map(|shape| {
+            let n: usize = shape.iter().product();
+            (
+                Just(shape),
+                prop::collection::vec(-70000.0f64..70000.0, n..=n),
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever `write_tensor` writes, `read_array` + `to_tensor` give back unchanged.
+        #[test]
+        fn any_tensor_round_trips((shape, values) in shape_and_values(), which in 0usize..5) {
+            let dtype = DType::ALL[which];
+            let t = Tensor::from_f64(dtype, shape, &values);
+            let dir = tmp();
+            let p = dir.path().join("t.npy");
+            write_tensor(&p, &t).expect("write");
+            let back = to_tensor(read_array(&p).expect("read"), "T", dtype).expect("convert");
+            prop_assert_eq!(back, t);
+        }
+    }
+}
