@@ -336,6 +336,35 @@ pub fn numel(s: &[Dim]) -> Dim {
     Dim::product(s.iter())
 }
 
+/// Right-aligned (numpy) broadcast of two shapes: sizes must be equal or 1. On mismatch returns
+/// the offending pair of sizes (`lhs`, `rhs`).
+pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Result<Shape, (Dim, Dim)> {
+    let r = a.len().max(b.len());
+    let mut out = Vec::with_capacity(r);
+    for i in 0..r {
+        let da = if i + a.len() >= r {
+            Some(&a[i + a.len() - r])
+        } else {
+            None
+        };
+        let db = if i + b.len() >= r {
+            Some(&b[i + b.len() - r])
+        } else {
+            None
+        };
+        let d = match (da, db) {
+            (Some(x), None) | (None, Some(x)) => x.clone(),
+            (Some(x), Some(y)) if x == y => x.clone(),
+            (Some(x), Some(y)) if x.is_int(1) => y.clone(),
+            (Some(x), Some(y)) if y.is_int(1) => x.clone(),
+            (Some(x), Some(y)) => return Err((x.clone(), y.clone())),
+            (None, None) => unreachable!("index below both ranks"),
+        };
+        out.push(d);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,33 +423,4 @@ mod tests {
         let v = serde_json::to_string(&vec![Dim::int(3), m()]).unwrap();
         assert_eq!(v, "[3,\"M\"]");
     }
-}
-
-/// Right-aligned (numpy) broadcast of two shapes: sizes must be equal or 1. On mismatch returns
-/// the offending pair of sizes (`lhs`, `rhs`).
-pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Result<Shape, (Dim, Dim)> {
-    let r = a.len().max(b.len());
-    let mut out = Vec::with_capacity(r);
-    for i in 0..r {
-        let da = if i + a.len() >= r {
-            Some(&a[i + a.len() - r])
-        } else {
-            None
-        };
-        let db = if i + b.len() >= r {
-            Some(&b[i + b.len() - r])
-        } else {
-            None
-        };
-        let d = match (da, db) {
-            (Some(x), None) | (None, Some(x)) => x.clone(),
-            (Some(x), Some(y)) if x == y => x.clone(),
-            (Some(x), Some(y)) if x.is_int(1) => y.clone(),
-            (Some(x), Some(y)) if y.is_int(1) => x.clone(),
-            (Some(x), Some(y)) => return Err((x.clone(), y.clone())),
-            (None, None) => unreachable!("index below both ranks"),
-        };
-        out.push(d);
-    }
-    Ok(out)
 }
