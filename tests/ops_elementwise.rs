@@ -6,6 +6,9 @@ use dlc_egg::ir::dtype::DType;
 use dlc_egg::tensor::Tensor;
 use serde_json::json;
 
+/// `(fn name, inputs, f64 reference)`.
+type Case<'a> = (&'a str, &'a Vec<f64>, Box<dyn Fn(f64) -> f64>);
+
 fn erf(x: f64) -> f64 {
     // Abramowitz–Stegun 7.1.26 is too coarse; integrate numerically instead (Simpson, 2000 steps).
     let n = 2000;
@@ -23,7 +26,7 @@ fn unary_functions_match_f64_formulas() {
     let xs: Vec<f64> = vec![-3.0, -1.5, -0.25, 0.0, 0.1, 0.7, 2.0, 4.5];
     let pos: Vec<f64> = xs.iter().map(|x| x.abs() + 0.125).collect();
     let sig = |x: f64| 1.0 / (1.0 + (-x).exp());
-    let cases: Vec<(&str, &Vec<f64>, Box<dyn Fn(f64) -> f64>)> = vec![
+    let cases: Vec<Case> = vec![
         ("neg", &xs, Box::new(|x: f64| -x)),
         ("abs", &xs, Box::new(f64::abs)),
         ("exp", &xs, Box::new(f64::exp)),
@@ -81,9 +84,9 @@ fn binary_broadcast_and_scalar_operands() {
     let (av, bv) = (a.to_f64(), b.to_f64());
     let mut want = vec![];
     for i in 0..2 {
-        for j in 0..4 {
+        for bj in &bv {
             for k in 0..3 {
-                want.push(av[i * 3 + k] - bv[j]);
+                want.push(av[i * 3 + k] - bj);
             }
         }
     }

@@ -237,6 +237,7 @@ fn conv_transpose_equals_scatter_definition() {
     );
 }
 
+#[allow(clippy::too_many_arguments)]
 fn pool_loops(
     x: &[f64],
     c: usize,
