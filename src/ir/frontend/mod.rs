@@ -7,10 +7,15 @@
 //! default. Lowering relies on that normal form. Every tensor (declared or inferred) is in
 //! [`Graph::tensors`].
 
+// Diagnostics travel on the cold error path only; boxing them would buy nothing.
+#![allow(clippy::result_large_err)]
+
 mod ops;
 pub use ops::*;
 
+mod attrs;
 mod bind;
+mod diagnose;
 mod graph;
 mod infer;
 mod parse;
