@@ -1,7 +1,573 @@
-//! The command-line interface (stub; being written). `main.rs` only parses arguments and calls this.
+//! The command-line interface: `dlc-egg run | lower | check`. `main.rs` only calls
+//! [`main_with_args`]; this module parses arguments (clap derive), wires the pipeline's passes
+//! together and turns every failure into diagnostics on stderr.
+//!
+//! Exit status: 0 on success, 2 when the user's input is at fault (diagnostics printed), 1 for
+//! internal errors (a compiler bug: a broken invariant or a panic).
 
-/// Runs the CLI with process arguments; returns the exit status.
+// A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
+// returned only on cold failure paths, so boxing it would only add noise.
+#![allow(clippy::result_large_err)]
+
+mod frontend_json;
+
+pub use frontend_json::graph_to_json;
+
+use crate::diag::{Diagnostic, Diagnostics, Location};
+use crate::ir::frontend::{self, Graph};
+use crate::ir::tiny::{self, Program};
+use crate::run::{self, Device, Failure, RunOptions, WrittenOutput};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Exit status of a successful command.
+pub const EXIT_OK: i32 = 0;
+/// Exit status of a compiler bug (internal error).
+pub const EXIT_INTERNAL: i32 = 1;
+/// Exit status when diagnostics about the user's input were printed.
+pub const EXIT_USER: i32 = 2;
+
+/// dlc-egg: a deep-learning compiler built on e-graphs (graph.json → Tiny IR → e-graph → CUDA).
+#[derive(Debug, Parser)]
+#[command(name = "dlc-egg", version, about, long_about = None)]
+pub struct Cli {
+    /// How failures are printed on stderr: `text` (readable) or `json` (`{"diagnostics": [...]}`,
+    /// one object per problem with code, kind, at, why and suggestion).
+    #[arg(long, global = true, value_enum, default_value_t = DiagFormat::Text)]
+    pub diagnostics: DiagFormat,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Format of diagnostics on stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiagFormat {
+    /// Human-readable text.
+    Text,
+    /// A JSON document `{"diagnostics": [...]}`.
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a graph on concrete inputs with the reference evaluator and write every signature
+    /// output to `<out-dir>/<tensor>.npy`.
+    Run(RunArgs),
+    /// Load and lower a graph and print its intermediate representations as JSON on stdout.
+    Lower(LowerArgs),
+    /// Load, lower and verify a graph; print `ok` and a one-line summary.
+    Check(CheckArgs),
+}
+
+/// Arguments of `dlc-egg run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The graph.json file to run.
+    pub graph: PathBuf,
+
+    /// Value of a signature input, as TENSOR=FILE.npy (repeat for each input). Float tensors
+    /// accept `<f4` or `<f2` arrays, i32 needs `<i4`, bool needs `|b1`.
+    #[arg(long = "input", value_name = "TENSOR=FILE")]
+    pub inputs: Vec<String>,
+
+    /// Value of a symbol, as SYMBOL=INTEGER (repeatable); takes precedence over the shapes of the
+    /// input arrays and over the document's `symbols` defaults.
+    #[arg(long = "bind", value_name = "SYMBOL=VALUE")]
+    pub binds: Vec<String>,
+
+    /// Directory the output .npy files are written to (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "out")]
+    pub out_dir: PathBuf,
+
+    /// Where to run: `cpu` is the reference evaluator; `cuda` (generated kernels) is not
+    /// implemented yet.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+
+    /// Fill every input not given with --input with seeded random values (floats uniform in
+    /// [-1, 1), i32 in [0, 4) or a valid Gather index range, bool fair coin flips); the same SEED
+    /// always gives the same values.
+    #[arg(long, value_name = "SEED")]
+    pub random: Option<u64>,
+}
+
+/// `--device` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DeviceArg {
+    /// The reference evaluator on the CPU.
+    Cpu,
+    /// Generated CUDA kernels (not implemented yet).
+    Cuda,
+}
+
+/// Arguments of `dlc-egg lower`.
+#[derive(Debug, clap::Args)]
+pub struct LowerArgs {
+    /// The graph.json file to lower.
+    pub graph: PathBuf,
+
+    /// Comma-separated layers to print: `tiny` (Tiny IR, seed 002 JSON) and/or `frontend` (the
+    /// normalized, inferred graph). One layer prints its document; several print an object
+    /// keyed by layer name, in pipeline order.
+    #[arg(long, value_name = "LAYERS", default_value = "tiny")]
+    pub dump: String,
+}
+
+/// Arguments of `dlc-egg check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The graph.json file to check.
+    pub graph: PathBuf,
+}
+
+/// Runs the CLI with process arguments (the program name first); returns the exit status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
-    let _ = args;
-    0
+    let format = diag_format_from_raw(&args);
+    // Panics are reported as one internal-error diagnostic (exit 1), not the default message.
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(|| dispatch(args));
+    std::panic::set_hook(previous_hook);
+    match result {
+        Ok(code) => code,
+        Err(payload) => {
+            let msg = panic_message(payload.as_ref());
+            report(&Failure::internal(internal_error(&msg)), format)
+        }
+    }
+}
+
+fn dispatch(args: Vec<String>) -> i32 {
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return handle_clap_error(e, diag_format_from_raw(&args)),
+    };
+    let format = cli.diagnostics;
+    let outcome = match &cli.command {
+        Command::Run(a) => cmd_run(a),
+        Command::Lower(a) => cmd_lower(a),
+        Command::Check(a) => cmd_check(a),
+    };
+    match outcome {
+        Ok(()) => EXIT_OK,
+        Err(f) => report(&f, format),
+    }
+}
+
+/// Prints a failure's diagnostics on stderr in `format`; returns its exit status.
+pub fn report(f: &Failure, format: DiagFormat) -> i32 {
+    let text = match format {
+        DiagFormat::Text => f.diagnostics.to_string(),
+        DiagFormat::Json => f.diagnostics.to_json(),
+    };
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+    if f.internal {
+        EXIT_INTERNAL
+    } else {
+        EXIT_USER
+    }
+}
+
+/// `--diagnostics` read from raw arguments (used before, or when, clap parsing fails).
+fn diag_format_from_raw(args: &[String]) -> DiagFormat {
+    let mut format = DiagFormat::Text;
+    let mut iter = args.iter().peekable();
+    while let Some(a) = iter.next() {
+        let value = if a == "--diagnostics" {
+            iter.peek().map(|s| s.as_str())
+        } else {
+            a.strip_prefix("--diagnostics=")
+        };
+        if value == Some("json") {
+            format = DiagFormat::Json;
+        } else if value == Some("text") {
+            format = DiagFormat::Text;
+        }
+    }
+    format
+}
+
+/// Help and version print normally (exit 0); every other parse error becomes an `E0308
+/// InvalidArgument` diagnostic (exit 2).
+fn handle_clap_error(e: clap::Error, format: DiagFormat) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return EXIT_OK;
+    }
+    let rendered = e.render().to_string();
+    let why = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        "a command is required: run, lower or check".to_string()
+    } else {
+        first_error_line(&rendered)
+    };
+    let usage = rendered
+        .lines()
+        .find(|l| l.starts_with("Usage:"))
+        .map(|u| format!("{}; ", u.trim()))
+        .unwrap_or_default();
+    let d = Diagnostic::error(
+        "E0308",
+        "InvalidArgument",
+        Location::Argument {
+            argument: "command line".into(),
+        },
+        why,
+        format!("{usage}see `dlc-egg --help` or `dlc-egg <command> --help`"),
+    );
+    report(&Failure::user(d), format)
+}
+
+fn first_error_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid command line")
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+fn internal_error(msg: &str) -> Diagnostic {
+    Diagnostic::error(
+        "E9000",
+        "InternalError",
+        Location::Document,
+        format!("the compiler panicked: {msg}"),
+        "this is a compiler bug; please report it with the command line and the graph.json",
+    )
+}
+
+/// `dlc-egg run`.
+fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
+    let opts = run_options(a)?;
+    let written = run::run(&opts)?;
+    print_summary(&written);
+    Ok(())
+}
+
+/// Validates the raw `run` arguments into [`RunOptions`] (every bad `--input`/`--bind` reported).
+pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
+    let mut diags = Vec::new();
+    let mut inputs = Vec::new();
+    for raw in &a.inputs {
+        match parse_input_arg(raw) {
+            Ok(pair) => inputs.push(pair),
+            Err(d) => diags.push(d),
+        }
+    }
+    let binds = match parse_binds(&a.binds) {
+        Ok(b) => b,
+        Err(mut ds) => {
+            diags.append(&mut ds);
+            BTreeMap::new()
+        }
+    };
+    if !diags.is_empty() {
+        return Err(Failure::user(Diagnostics(diags)));
+    }
+    Ok(RunOptions {
+        graph: a.graph.clone(),
+        inputs,
+        binds,
+        out_dir: a.out_dir.clone(),
+        device: match a.device {
+            DeviceArg::Cpu => Device::Cpu,
+            DeviceArg::Cuda => Device::Cuda,
+        },
+        random: a.random,
+    })
+}
+
+/// Parses `TENSOR=FILE` (`E0305 InvalidInputArgument` otherwise).
+pub fn parse_input_arg(raw: &str) -> Result<(String, PathBuf), Diagnostic> {
+    match raw.split_once('=') {
+        Some((t, f)) if !t.trim().is_empty() && !f.is_empty() => {
+            Ok((t.trim().to_string(), PathBuf::from(f)))
+        }
+        _ => Err(Diagnostic::error(
+            "E0305",
+            "InvalidInputArgument",
+            Location::Argument {
+                argument: format!("--input {raw}"),
+            },
+            "an input must be given as TENSOR=FILE",
+            "write it like --input A=a.npy",
+        )),
+    }
+}
+
+/// Parses `SYMBOL=INTEGER` (`E0306 InvalidBindArgument` otherwise).
+pub fn parse_bind_arg(raw: &str) -> Result<(String, i64), Diagnostic> {
+    let bad = |why: String| {
+        Diagnostic::error(
+            "E0306",
+            "InvalidBindArgument",
+            Location::Argument {
+                argument: format!("--bind {raw}"),
+            },
+            why,
+            "write it like --bind M=128 (a symbol name, `=`, a non-negative integer)",
+        )
+    };
+    let Some((sym, value)) = raw.split_once('=') else {
+        return Err(bad("a binding must be given as SYMBOL=VALUE".into()));
+    };
+    let sym = sym.trim();
+    if !is_identifier(sym) {
+        return Err(bad(format!("`{sym}` is not a symbol name")));
+    }
+    let v: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| bad(format!("`{value}` is not an integer")))?;
+    if v < 0 {
+        return Err(bad(format!("a size cannot be negative ({v})")));
+    }
+    Ok((sym.to_string(), v))
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// Parses every `--bind`; a symbol bound twice to different values is `E0306`.
+pub fn parse_binds(raw: &[String]) -> Result<BTreeMap<String, i64>, Vec<Diagnostic>> {
+    let mut binds = BTreeMap::new();
+    let mut diags = Vec::new();
+    for r in raw {
+        match parse_bind_arg(r) {
+            Ok((s, v)) => match binds.insert(s.clone(), v) {
+                Some(old) if old != v => diags.push(Diagnostic::error(
+                    "E0306",
+                    "InvalidBindArgument",
+                    Location::Argument {
+                        argument: format!("--bind {r}"),
+                    },
+                    format!("symbol `{s}` is bound twice ({old} and {v})"),
+                    "bind each symbol once",
+                )),
+                _ => {}
+            },
+            Err(d) => diags.push(d),
+        }
+    }
+    if diags.is_empty() {
+        Ok(binds)
+    } else {
+        Err(diags)
+    }
+}
+
+/// One line per output: `Y fp16 [128, 32] -> out/Y.npy`.
+fn print_summary(written: &[WrittenOutput]) {
+    let mut out = std::io::stdout().lock();
+    for w in written {
+        let _ = writeln!(
+            out,
+            "{} {} {:?} -> {}",
+            w.tensor,
+            w.dtype,
+            w.shape,
+            w.path.display()
+        );
+    }
+}
+
+/// A layer `lower --dump` can print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DumpLayer {
+    /// The normalized frontend graph.
+    Frontend,
+    /// Tiny IR.
+    Tiny,
+}
+
+impl DumpLayer {
+    fn name(self) -> &'static str {
+        match self {
+            DumpLayer::Frontend => "frontend",
+            DumpLayer::Tiny => "tiny",
+        }
+    }
+}
+
+/// Parses `--dump` (comma-separated layer names) into layers in pipeline order.
+pub fn parse_dump(raw: &str) -> Result<Vec<DumpLayer>, Diagnostic> {
+    let mut layers = Vec::new();
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let layer = match part {
+            "frontend" => DumpLayer::Frontend,
+            "tiny" => DumpLayer::Tiny,
+            other => {
+                return Err(Diagnostic::error(
+                    "E0308",
+                    "InvalidArgument",
+                    Location::Argument {
+                        argument: format!("--dump {raw}"),
+                    },
+                    format!("`{other}` is not a layer that can be dumped yet"),
+                    "available layers: frontend, tiny (e.g. --dump tiny,frontend)",
+                ))
+            }
+        };
+        if !layers.contains(&layer) {
+            layers.push(layer);
+        }
+    }
+    if layers.is_empty() {
+        layers.push(DumpLayer::Tiny);
+    }
+    layers.sort();
+    Ok(layers)
+}
+
+/// `dlc-egg lower`.
+fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
+    let layers = parse_dump(&a.dump)?;
+    let graph = frontend::load_file(&a.graph)?;
+    let prog = if layers.contains(&DumpLayer::Tiny) {
+        Some(run::lower_and_verify(&graph)?)
+    } else {
+        None
+    };
+    let doc = dump_document(&layers, &graph, prog.as_ref());
+    let text = serde_json::to_string_pretty(&doc)
+        .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    Ok(())
+}
+
+/// The JSON `lower --dump` prints.
+pub fn dump_document(
+    layers: &[DumpLayer],
+    graph: &Graph,
+    prog: Option<&Program>,
+) -> serde_json::Value {
+    let one = |l: DumpLayer| match (l, prog) {
+        (DumpLayer::Frontend, _) => graph_to_json(graph),
+        (DumpLayer::Tiny, Some(p)) => tiny::to_json(p),
+        (DumpLayer::Tiny, None) => serde_json::Value::Null,
+    };
+    match layers {
+        [l] => one(*l),
+        _ => {
+            let map: serde_json::Map<String, serde_json::Value> = layers
+                .iter()
+                .map(|l| (l.name().to_string(), one(*l)))
+                .collect();
+            serde_json::Value::Object(map)
+        }
+    }
+}
+
+/// `dlc-egg check`.
+fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
+    let graph = frontend::load_file(&a.graph)?;
+    let prog = run::lower_and_verify(&graph)?;
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "ok: {}: {} nodes, {} inputs, {} outputs, {} symbols; Tiny IR: {} uops",
+        a.graph.display(),
+        graph.nodes.len(),
+        graph.signature.inputs.len(),
+        graph.signature.outputs.len(),
+        graph.symbols.len(),
+        prog.nodes.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_help() {
+        let cmd = Cli::command();
+        for sub in cmd.get_subcommands() {
+            assert!(sub.get_about().is_some(), "{}", sub.get_name());
+            for arg in sub.get_arguments() {
+                if arg.get_id() == "help" || arg.get_id() == "version" {
+                    continue;
+                }
+                assert!(
+                    arg.get_help().is_some(),
+                    "{} {}",
+                    sub.get_name(),
+                    arg.get_id()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn binds_parse_and_reject() {
+        assert_eq!(parse_bind_arg("M=128").expect("ok"), ("M".into(), 128));
+        for bad in ["M", "M=x", "=3", "M=-1", "1M=3", "M=1.5"] {
+            assert_eq!(parse_bind_arg(bad).expect_err(bad).code, "E0306", "{bad}");
+        }
+        let twice = vec!["M=1".to_string(), "M=2".to_string()];
+        assert_eq!(parse_binds(&twice).expect_err("twice")[0].code, "E0306");
+        let same = vec!["M=1".to_string(), "M=1".to_string()];
+        assert!(parse_binds(&same).is_ok());
+    }
+
+    #[test]
+    fn inputs_parse_and_reject() {
+        assert_eq!(
+            parse_input_arg("A=dir/a=b.npy").expect("ok"),
+            ("A".into(), PathBuf::from("dir/a=b.npy"))
+        );
+        for bad in ["A", "=a.npy", "A="] {
+            assert_eq!(parse_input_arg(bad).expect_err(bad).code, "E0305");
+        }
+    }
+
+    #[test]
+    fn dump_layers() {
+        assert_eq!(
+            parse_dump("tiny,frontend").expect("ok"),
+            vec![DumpLayer::Frontend, DumpLayer::Tiny]
+        );
+        assert_eq!(parse_dump("").expect("ok"), vec![DumpLayer::Tiny]);
+        assert_eq!(parse_dump("cu").expect_err("cu").code, "E0308");
+    }
+
+    #[test]
+    fn raw_diagnostics_format() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            diag_format_from_raw(&args(&["x", "--diagnostics", "json"])),
+            DiagFormat::Json
+        );
+        assert_eq!(
+            diag_format_from_raw(&args(&["x", "--diagnostics=json", "run"])),
+            DiagFormat::Json
+        );
+        assert_eq!(diag_format_from_raw(&args(&["x", "run"])), DiagFormat::Text);
+    }
 }

@@ -11,7 +11,9 @@ pub mod diag;
 pub mod eval;
 pub mod extract;
 pub mod ir;
+pub mod npy;
 pub mod rules;
+pub mod run;
 pub mod tensor;
 
 pub use diag::{Diagnostic, Diagnostics};

@@ -1,0 +1,759 @@
+//! `dlc-egg run` (`graph-json.md` § `dlc-egg run`): load a graph, read its inputs from `.npy` files
+//! (or fill them with seeded random values), bind symbols, lower to Tiny IR, verify, evaluate with
+//! the reference evaluator and write every signature output to `<out-dir>/<tensor>.npy`.
+//!
+//! The steps are public functions so that tests and library users can run parts of the pipeline
+//! on a [`Graph`] they built themselves: [`prepare_inputs`] (input names, arrays, dtypes, missing
+//! inputs, symbols, shapes, random fill), [`lower_and_verify`], [`write_outputs`].
+//!
+//! Diagnostic codes raised here (`E03xx`: run inputs and outputs, `E04xx`: devices):
+//!
+//! | code | kind | when |
+//! | --- | --- | --- |
+//! | E0300 | NpyUnreadable | an input file is missing, unreadable or not a valid `.npy` |
+//! | E0301 | NpyDtypeMismatch | an array's element type does not fit its tensor's dtype |
+//! | E0302 | NpyShapeMismatch | an array's shape differs from its tensor's concrete shape |
+//! | E0303 | MissingInput | a signature input has no `--input` and `--random` is not given |
+//! | E0304 | UnknownInput | `--input` names a tensor that is not a signature input |
+//! | E0305 | InvalidInputArgument | `--input` is not `TENSOR=FILE`, or names a tensor twice |
+//! | E0306 | InvalidBindArgument | `--bind` is not `SYMBOL=INTEGER`, or binds a symbol twice |
+//! | E0307 | OutputWriteFailed | the output directory or an output file cannot be written |
+//! | E0308 | InvalidArgument | any other malformed command line |
+//! | E0309 | UnresolvedSize | a signature tensor's size cannot be computed from the symbols |
+//! | E0400 | DeviceUnavailable | `--device cuda` (CUDA code generation comes later) |
+
+// A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
+// returned only on cold failure paths, so boxing it would only add noise.
+#![allow(clippy::result_large_err)]
+
+use crate::diag::{Diagnostic, Diagnostics, Location};
+use crate::eval;
+use crate::ir::dim::{fmt_shape, Dim};
+use crate::ir::dtype::DType;
+use crate::ir::frontend::{self, Graph, Op, Operand, TensorInfo};
+use crate::ir::lower;
+use crate::ir::tiny::{self, Program};
+use crate::npy;
+use crate::tensor::{Tensor, TensorData};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Largest tensor `run` materializes (elements), so that a huge binding is a diagnostic rather
+/// than an out-of-memory abort.
+pub const MAX_ELEMENTS: usize = 1 << 32;
+
+/// Where the program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Device {
+    /// The reference evaluator (CPU playback of Tiny IR).
+    #[default]
+    Cpu,
+    /// Generated CUDA kernels (not implemented yet).
+    Cuda,
+}
+
+/// Everything `dlc-egg run` is given.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// The `graph.json` file.
+    pub graph: PathBuf,
+    /// `--input TENSOR=FILE`, in command-line order.
+    pub inputs: Vec<(String, PathBuf)>,
+    /// `--bind SYMBOL=VALUE`.
+    pub binds: BTreeMap<String, i64>,
+    /// `--out-dir`.
+    pub out_dir: PathBuf,
+    /// `--device`.
+    pub device: Device,
+    /// `--random SEED`: fill missing inputs with seeded values.
+    pub random: Option<u64>,
+}
+
+/// One output file `run` wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrittenOutput {
+    /// The signature output's tensor name.
+    pub tensor: String,
+    /// Its dtype.
+    pub dtype: DType,
+    /// Its concrete shape.
+    pub shape: Vec<usize>,
+    /// The `.npy` file written.
+    pub path: PathBuf,
+}
+
+/// Why `run` (or another CLI command) failed: diagnostics, and whether the failure is the
+/// compiler's fault (exit status 1) rather than the user's (exit status 2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    /// What went wrong.
+    pub diagnostics: Diagnostics,
+    /// True for compiler bugs (a broken invariant), false for problems in the user's input.
+    pub internal: bool,
+}
+
+impl Failure {
+    /// A problem in the user's input.
+    pub fn user(d: impl Into<Diagnostics>) -> Failure {
+        Failure {
+            diagnostics: d.into(),
+            internal: false,
+        }
+    }
+
+    /// A compiler bug.
+    pub fn internal(d: impl Into<Diagnostics>) -> Failure {
+        Failure {
+            diagnostics: d.into(),
+            internal: true,
+        }
+    }
+}
+
+impl From<Diagnostics> for Failure {
+    fn from(d: Diagnostics) -> Failure {
+        Failure::user(d)
+    }
+}
+
+impl From<Diagnostic> for Failure {
+    fn from(d: Diagnostic) -> Failure {
+        Failure::user(d)
+    }
+}
+
+/// Concrete inputs of a run: symbol values and one tensor per signature input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreparedInputs {
+    /// Value of every symbol.
+    pub bindings: BTreeMap<String, i64>,
+    /// Every signature input by tensor name.
+    pub tensors: BTreeMap<String, Tensor>,
+}
+
+/// Runs `dlc-egg run` end to end and returns the outputs written, in signature order.
+pub fn run(opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
+    check_device(opts.device)?;
+    let graph = frontend::load_file(&opts.graph)?;
+    run_graph(&graph, opts)
+}
+
+/// [`run`] on an already loaded graph (`opts.graph` is not read).
+pub fn run_graph(graph: &Graph, opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
+    check_device(opts.device)?;
+    let prepared = prepare_inputs(graph, &opts.inputs, &opts.binds, opts.random)?;
+    let prog = lower_and_verify(graph)?;
+    let outputs = eval::evaluate(&prog, &prepared.bindings, &prepared.tensors)?;
+    write_outputs(graph, &outputs, &opts.out_dir)
+}
+
+/// `E0400 DeviceUnavailable` for `cuda`.
+pub fn check_device(device: Device) -> Result<(), Failure> {
+    match device {
+        Device::Cpu => Ok(()),
+        // TODO(issue 5): run the generated CUDA kernels.
+        Device::Cuda => Err(Failure::user(Diagnostic::error(
+            "E0400",
+            "DeviceUnavailable",
+            Location::Argument {
+                argument: "--device cuda".into(),
+            },
+            "CUDA code generation is not implemented yet",
+            "use --device cpu (the reference evaluator)",
+        ))),
+    }
+}
+
+/// Lowers to Tiny IR and verifies the result. A verifier failure is a compiler bug.
+pub fn lower_and_verify(graph: &Graph) -> Result<Program, Failure> {
+    let prog = lower::lower(graph)?;
+    tiny::verify(&prog).map_err(|e| Failure::internal(e.to_diagnostic()))?;
+    Ok(prog)
+}
+
+/// Checks the `--input` names, reads and converts the given arrays, reports missing inputs
+/// (unless `random` is given), resolves symbols, checks the arrays' shapes and fills the missing
+/// inputs with seeded random values.
+pub fn prepare_inputs(
+    graph: &Graph,
+    inputs: &[(String, PathBuf)],
+    binds: &BTreeMap<String, i64>,
+    random: Option<u64>,
+) -> Result<PreparedInputs, Failure> {
+    check_input_names(graph, inputs)?;
+    let mut tensors = read_given_inputs(graph, inputs)?;
+    let missing = missing_inputs(graph, &tensors);
+    if random.is_none() && !missing.is_empty() {
+        return Err(Failure::user(Diagnostics(
+            missing.iter().map(|t| missing_input(t)).collect(),
+        )));
+    }
+    let shapes: BTreeMap<String, Vec<usize>> = tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.shape.clone()))
+        .collect();
+    let bindings = frontend::resolve_symbols(graph, binds, &shapes)?;
+    check_shapes(graph, &tensors, &bindings)?;
+    if let Some(seed) = random {
+        tensors.extend(random_inputs(graph, seed, &bindings, &missing)?);
+    }
+    Ok(PreparedInputs { bindings, tensors })
+}
+
+/// `E0304` for names that are not signature inputs, `E0305` for a tensor given twice.
+pub fn check_input_names(graph: &Graph, inputs: &[(String, PathBuf)]) -> Result<(), Failure> {
+    let known: Vec<&str> = graph
+        .signature
+        .inputs
+        .iter()
+        .map(|i| i.tensor.as_str())
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut diags = Vec::new();
+    for (name, path) in inputs {
+        if !known.contains(&name.as_str()) {
+            diags.push(unknown_input(name, &known, graph));
+        } else if !seen.insert(name.as_str()) {
+            diags.push(
+                Diagnostic::error(
+                    "E0305",
+                    "InvalidInputArgument",
+                    Location::Argument {
+                        argument: format!("--input {name}={}", path.display()),
+                    },
+                    format!("tensor `{name}` is given more than once"),
+                    "pass one --input per signature input",
+                )
+                .with("tensor", name),
+            );
+        }
+    }
+    diags_result(diags)
+}
+
+fn unknown_input(name: &str, known: &[&str], graph: &Graph) -> Diagnostic {
+    let why = if graph.signature.outputs.iter().any(|o| o.tensor == name) {
+        format!("`{name}` is a signature output, not an input")
+    } else {
+        format!("`{name}` is not a signature input of the graph")
+    };
+    Diagnostic::error(
+        "E0304",
+        "UnknownInput",
+        Location::Argument {
+            argument: format!("--input {name}"),
+        },
+        why,
+        format!("the signature inputs are: {}", list_or_none(known)),
+    )
+}
+
+fn list_or_none(names: &[&str]) -> String {
+    if names.is_empty() {
+        "(none)".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Reads every `--input` file and converts it to its tensor's dtype; every bad file is reported.
+fn read_given_inputs(
+    graph: &Graph,
+    inputs: &[(String, PathBuf)],
+) -> Result<BTreeMap<String, Tensor>, Failure> {
+    let mut tensors = BTreeMap::new();
+    let mut diags = Vec::new();
+    for (name, path) in inputs {
+        match read_input(graph, name, path) {
+            Ok(t) => {
+                tensors.insert(name.clone(), t);
+            }
+            Err(d) => diags.push(d),
+        }
+    }
+    diags_result(diags).map(|()| tensors)
+}
+
+fn read_input(graph: &Graph, name: &str, path: &Path) -> Result<Tensor, Diagnostic> {
+    let info = tensor_info(graph, name)?;
+    let array = npy::read_array(path).map_err(|d| d.with("tensor", name))?;
+    npy::to_tensor(array, name, info.dtype)
+}
+
+fn tensor_info<'g>(graph: &'g Graph, name: &str) -> Result<&'g TensorInfo, Diagnostic> {
+    graph.tensor(name).ok_or_else(|| {
+        Diagnostic::error(
+            "E0309",
+            "UnresolvedSize",
+            Location::Tensor {
+                tensor: name.to_string(),
+            },
+            "the tensor has no declared dtype and shape",
+            "declare every signature tensor under `tensors` in graph.json",
+        )
+    })
+}
+
+/// Signature inputs without a tensor, in signature order.
+pub fn missing_inputs(graph: &Graph, given: &BTreeMap<String, Tensor>) -> Vec<String> {
+    graph
+        .signature
+        .inputs
+        .iter()
+        .filter(|i| !given.contains_key(&i.tensor))
+        .map(|i| i.tensor.clone())
+        .collect()
+}
+
+fn missing_input(tensor: &str) -> Diagnostic {
+    Diagnostic::error(
+        "E0303",
+        "MissingInput",
+        Location::Tensor {
+            tensor: tensor.to_string(),
+        },
+        format!("signature input `{tensor}` has no value"),
+        format!(
+            "pass it with --input {tensor}=file.npy, or fill missing inputs with --random SEED"
+        ),
+    )
+}
+
+/// The concrete shape of a tensor under `bindings` (`E0309` when a size is unbound, negative,
+/// overflows or exceeds [`MAX_ELEMENTS`]).
+pub fn concrete_shape(
+    name: &str,
+    info: &TensorInfo,
+    bindings: &BTreeMap<String, i64>,
+) -> Result<Vec<usize>, Diagnostic> {
+    let fail = |why: String| {
+        Diagnostic::error(
+            "E0309",
+            "UnresolvedSize",
+            Location::Tensor {
+                tensor: name.to_string(),
+            },
+            why,
+            "bind the symbols with --bind SYMBOL=VALUE (or give arrays whose shapes determine them)",
+        )
+        .with("shape", fmt_shape(&info.shape))
+    };
+    let mut shape = Vec::with_capacity(info.shape.len());
+    for d in &info.shape {
+        let v = d
+            .eval_with(bindings)
+            .map_err(|e| fail(format!("size `{d}` cannot be computed: {e}")))?;
+        let v = usize::try_from(v).map_err(|_| fail(format!("size `{d}` is negative ({v})")))?;
+        shape.push(v);
+    }
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|n| *n <= MAX_ELEMENTS);
+    if numel.is_none() {
+        return Err(fail(format!(
+            "the shape {shape:?} has more than {MAX_ELEMENTS} elements"
+        )));
+    }
+    Ok(shape)
+}
+
+/// `E0302` for every given array whose shape is not its tensor's concrete shape.
+pub fn check_shapes(
+    graph: &Graph,
+    tensors: &BTreeMap<String, Tensor>,
+    bindings: &BTreeMap<String, i64>,
+) -> Result<(), Failure> {
+    let mut diags = Vec::new();
+    for (name, t) in tensors {
+        let checked = tensor_info(graph, name).and_then(|info| {
+            let want = concrete_shape(name, info, bindings)?;
+            if want == t.shape {
+                Ok(())
+            } else {
+                Err(shape_mismatch(name, &info.shape, &want, &t.shape))
+            }
+        });
+        if let Err(d) = checked {
+            diags.push(d);
+        }
+    }
+    diags_result(diags)
+}
+
+fn shape_mismatch(name: &str, declared: &[Dim], want: &[usize], found: &[usize]) -> Diagnostic {
+    Diagnostic::error(
+        "E0302",
+        "NpyShapeMismatch",
+        Location::Tensor {
+            tensor: name.to_string(),
+        },
+        format!(
+            "the array has shape {found:?}, but the tensor's shape {} is {want:?}",
+            fmt_shape(declared)
+        ),
+        format!("pass an array of shape {want:?}, or bind the symbols (--bind) to match the array"),
+    )
+    .with("expected", format!("{want:?}"))
+    .with("found", format!("{found:?}"))
+}
+
+fn diags_result(diags: Vec<Diagnostic>) -> Result<(), Failure> {
+    if diags.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::user(Diagnostics(diags)))
+    }
+}
+
+/// Seeded random values for the signature inputs named in `missing`. Each tensor has its own
+/// ChaCha8 stream (seed `seed`, stream = its position in the signature), so adding an input
+/// changes no other input's values. Floats are uniform in [-1, 1) rounded to the dtype, `bool`
+/// is Bernoulli(0.5), `i32` is uniform in [0, 4) — except the `index` operand of a `Gather`,
+/// uniform in [0, size of X along the gather axis).
+pub fn random_inputs(
+    graph: &Graph,
+    seed: u64,
+    bindings: &BTreeMap<String, i64>,
+    missing: &[String],
+) -> Result<BTreeMap<String, Tensor>, Diagnostic> {
+    let bounds = gather_index_bounds(graph, bindings);
+    let mut out = BTreeMap::new();
+    for (position, input) in graph.signature.inputs.iter().enumerate() {
+        let name = &input.tensor;
+        if !missing.contains(name) {
+            continue;
+        }
+        let info = tensor_info(graph, name)?;
+        let shape = concrete_shape(name, info, bindings)?;
+        let int_bound = bounds.get(name).copied().unwrap_or(4);
+        let t = random_tensor(info.dtype, shape, seed, position as u64, int_bound);
+        out.insert(name.clone(), t);
+    }
+    Ok(out)
+}
+
+/// For every `i32` tensor used as the `index` operand of a `Gather`, the size of `X` along the
+/// gather axis (the smallest over several uses; at least 1).
+pub fn gather_index_bounds(
+    graph: &Graph,
+    bindings: &BTreeMap<String, i64>,
+) -> BTreeMap<String, i64> {
+    let mut bounds: BTreeMap<String, i64> = BTreeMap::new();
+    for node in &graph.nodes {
+        let Op::Gather { axis } = &node.op else {
+            continue;
+        };
+        let (Some(Operand::Tensor(x)), Some(Operand::Tensor(index))) =
+            (node.inputs.first(), node.inputs.get(1))
+        else {
+            continue;
+        };
+        let size = graph
+            .tensor(x)
+            .and_then(|info| info.shape.get(*axis))
+            .and_then(|d| d.eval_with(bindings).ok());
+        if let Some(size) = size {
+            let size = size.max(1);
+            let entry = bounds.entry(index.clone()).or_insert(size);
+            *entry = (*entry).min(size);
+        }
+    }
+    bounds
+}
+
+/// One seeded random tensor (see [`random_inputs`]); `int_bound` is the exclusive upper bound
+/// of `i32` values.
+pub fn random_tensor(
+    dtype: DType,
+    shape: Vec<usize>,
+    seed: u64,
+    stream: u64,
+    int_bound: i64,
+) -> Tensor {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    let n: usize = shape.iter().product();
+    let data = match dtype {
+        DType::Bool => TensorData::Bool((0..n).map(|_| rng.gen_bool(0.5)).collect()),
+        DType::I32 => {
+            let hi = int_bound.clamp(1, i32::MAX as i64) as i32;
+            TensorData::I32((0..n).map(|_| rng.gen_range(0..hi)).collect())
+        }
+        _ => TensorData::F32(
+            (0..n)
+                .map(|_| dtype.round(rng.gen_range(-1.0f64..1.0)) as f32)
+                .collect(),
+        ),
+    };
+    Tensor { dtype, shape, data }
+}
+
+/// Writes every signature output to `<out_dir>/<file name>.npy` (see [`output_file_name`]),
+/// creating the directory. An output missing from `outputs` is a compiler bug.
+pub fn write_outputs(
+    graph: &Graph,
+    outputs: &BTreeMap<String, Tensor>,
+    out_dir: &Path,
+) -> Result<Vec<WrittenOutput>, Failure> {
+    std::fs::create_dir_all(out_dir).map_err(|e| {
+        Failure::user(
+            Diagnostic::error(
+                npy::E_NPY_WRITE.0,
+                npy::E_NPY_WRITE.1,
+                Location::Argument {
+                    argument: format!("--out-dir {}", out_dir.display()),
+                },
+                format!("cannot create the output directory: {e}"),
+                "choose a writable directory with --out-dir",
+            )
+            .with("path", out_dir.display()),
+        )
+    })?;
+    let mut written = Vec::new();
+    for o in &graph.signature.outputs {
+        let t = outputs
+            .get(&o.tensor)
+            .ok_or_else(|| Failure::internal(missing_output(&o.tensor)))?;
+        let path = out_dir.join(format!("{}.npy", output_file_name(&o.tensor)));
+        npy::write_tensor(&path, t)?;
+        written.push(WrittenOutput {
+            tensor: o.tensor.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            path,
+        });
+    }
+    Ok(written)
+}
+
+/// The file stem of an output: the tensor name with every character outside
+/// `[A-Za-z0-9_.-]` (and a leading `.`) replaced by `_`, so no name can escape the directory.
+pub fn output_file_name(tensor: &str) -> String {
+    let mut s: String = tensor
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        s.replace_range(0..0, "_");
+    }
+    s
+}
+
+fn missing_output(tensor: &str) -> Diagnostic {
+    Diagnostic::error(
+        "E0310",
+        "OutputNotComputed",
+        Location::Tensor {
+            tensor: tensor.to_string(),
+        },
+        "the evaluator returned no value for this signature output",
+        "this is a compiler bug; please report it with the graph.json",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::frontend::{Mutability, Node, Role, SigInput, SigOutput, Signature, Storage};
+
+    fn sig_in(t: &str) -> SigInput {
+        SigInput {
+            tensor: t.into(),
+            role: Role::Data,
+            mutability: Mutability::Immutable,
+            storage: Storage::Arg,
+        }
+    }
+
+    fn info(dtype: DType, shape: Vec<Dim>) -> TensorInfo {
+        TensorInfo { dtype, shape }
+    }
+
+    /// `Y = gather(X[M, 5], I[2, 3], axis 1)`, plus an unused bool input `B`.
+    fn graph() -> Graph {
+        let mut g = Graph {
+            signature: Signature {
+                inputs: vec![sig_in("X"), sig_in("I"), sig_in("B")],
+                outputs: vec![SigOutput { tensor: "Y".into() }],
+            },
+            ..Graph::default()
+        };
+        g.symbols.insert("M".into(), 2);
+        g.tensors.insert(
+            "X".into(),
+            info(DType::F16, vec![Dim::sym("M"), Dim::int(5)]),
+        );
+        g.tensors
+            .insert("I".into(), info(DType::I32, vec![Dim::int(2), Dim::int(3)]));
+        g.tensors.insert("B".into(), info(DType::Bool, vec![]));
+        g.tensors
+            .insert("Y".into(), info(DType::F16, vec![Dim::int(2), Dim::int(3)]));
+        g.nodes.push(Node {
+            name: "g".into(),
+            op: Op::Gather { axis: 1 },
+            inputs: vec![Operand::Tensor("X".into()), Operand::Tensor("I".into())],
+            outputs: vec!["Y".into()],
+        });
+        g
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dlc-egg-run-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    }
+
+    fn save(dir: &Path, name: &str, t: &Tensor) -> PathBuf {
+        let p = dir.join(name);
+        npy::write_tensor(&p, t).expect("write");
+        p
+    }
+
+    #[test]
+    fn missing_inputs_are_reported_each() {
+        let e = prepare_inputs(&graph(), &[], &BTreeMap::new(), None).expect_err("missing");
+        assert!(!e.internal);
+        assert_eq!(e.diagnostics.codes(), vec!["E0303"; 3]);
+        assert!(e.diagnostics.0[0].suggestion.contains("--random"));
+    }
+
+    #[test]
+    fn unknown_and_duplicate_inputs() {
+        let g = graph();
+        let ins = vec![
+            ("Y".to_string(), PathBuf::from("y.npy")),
+            ("X".to_string(), PathBuf::from("a.npy")),
+            ("X".to_string(), PathBuf::from("b.npy")),
+        ];
+        let e = check_input_names(&g, &ins).expect_err("bad names");
+        assert_eq!(e.diagnostics.codes(), vec!["E0304", "E0305"]);
+        assert!(e.diagnostics.0[0].why.contains("output"));
+    }
+
+    #[test]
+    fn dtype_and_shape_are_checked() {
+        let dir = temp_dir("checks");
+        let x_bad_dtype = save(
+            &dir,
+            "x.npy",
+            &Tensor::from_f64(DType::I32, vec![2, 5], &[0.0; 10]),
+        );
+        let ins = vec![("X".to_string(), x_bad_dtype)];
+        let e = prepare_inputs(&graph(), &ins, &BTreeMap::new(), Some(0)).expect_err("dtype");
+        assert_eq!(e.diagnostics.first_code(), "E0301");
+
+        let x_bad_shape = save(
+            &dir,
+            "x2.npy",
+            &Tensor::from_f64(DType::F32, vec![3, 4], &[0.0; 12]),
+        );
+        let ins = vec![("X".to_string(), x_bad_shape)];
+        let e = prepare_inputs(&graph(), &ins, &BTreeMap::new(), Some(0)).expect_err("shape");
+        assert_eq!(e.diagnostics.first_code(), "E0302");
+
+        let ins = vec![("X".to_string(), dir.join("absent.npy"))];
+        let e = prepare_inputs(&graph(), &ins, &BTreeMap::new(), Some(0)).expect_err("absent");
+        assert_eq!(e.diagnostics.first_code(), "E0300");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn random_fills_only_missing_inputs_deterministically() {
+        let dir = temp_dir("random");
+        let x = Tensor::from_f64(DType::F32, vec![2, 5], &[0.25; 10]);
+        let ins = vec![("X".to_string(), save(&dir, "x.npy", &x))];
+        let a = prepare_inputs(&graph(), &ins, &BTreeMap::new(), Some(7)).expect("a");
+        let b = prepare_inputs(&graph(), &ins, &BTreeMap::new(), Some(7)).expect("b");
+        assert_eq!(a, b);
+        let c = prepare_inputs(&graph(), &ins, &BTreeMap::new(), Some(8)).expect("c");
+        assert_ne!(a.tensors["I"], c.tensors["I"]);
+        // The given input is kept (converted to fp16), not replaced.
+        assert_eq!(a.tensors["X"].to_f64(), vec![0.25; 10]);
+        assert_eq!(a.tensors["X"].dtype, DType::F16);
+        assert_eq!(a.tensors["I"].shape, vec![2, 3]);
+        assert_eq!(a.tensors["B"].shape, Vec::<usize>::new());
+        let bytes = |t: &Tensor| npy::encode_tensor(t).expect("encode");
+        assert_eq!(bytes(&a.tensors["I"]), bytes(&b.tensors["I"]));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn gather_indices_stay_in_range() {
+        let bounds = gather_index_bounds(&graph(), &BTreeMap::new());
+        assert_eq!(bounds.get("I"), Some(&5));
+        let t = random_tensor(DType::I32, vec![1000], 3, 1, 5);
+        let TensorData::I32(v) = &t.data else {
+            panic!("i32 data")
+        };
+        assert!(v.iter().all(|x| (0..5).contains(x)));
+        assert!(v.contains(&4), "covers the range");
+    }
+
+    #[test]
+    fn random_values_have_the_documented_ranges() {
+        let f = random_tensor(DType::BF16, vec![4096], 1, 0, 4);
+        assert!(f.to_f64().iter().all(|x| (-1.0..=1.0).contains(x)));
+        assert!(f.to_f64().iter().all(|x| DType::BF16.round(*x) == *x));
+        let i = random_tensor(DType::I32, vec![4096], 1, 0, 4);
+        assert!(i.to_f64().iter().all(|x| (0.0..4.0).contains(x)));
+        let b = random_tensor(DType::Bool, vec![4096], 1, 0, 4);
+        let ones = b.to_f64().iter().filter(|x| **x == 1.0).count();
+        assert!((1700..2400).contains(&ones), "{ones}");
+    }
+
+    #[test]
+    fn streams_are_per_position() {
+        // Adding an input before another must not change the other's values: the stream is the
+        // signature position, so the same position and seed give the same values.
+        let a = random_tensor(DType::F32, vec![8], 5, 2, 4);
+        let b = random_tensor(DType::F32, vec![8], 5, 2, 4);
+        let c = random_tensor(DType::F32, vec![8], 5, 3, 4);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn unbound_and_huge_sizes_are_diagnostics() {
+        let i = info(DType::F32, vec![Dim::sym("N")]);
+        let d = concrete_shape("T", &i, &BTreeMap::new()).expect_err("unbound");
+        assert_eq!(d.code, "E0309");
+        let big = BTreeMap::from([("N".to_string(), i64::MAX)]);
+        let i2 = info(DType::F32, vec![Dim::sym("N"), Dim::sym("N")]);
+        assert_eq!(
+            concrete_shape("T", &i2, &big).expect_err("big").code,
+            "E0309"
+        );
+    }
+
+    #[test]
+    fn output_names_cannot_escape_the_directory() {
+        assert_eq!(output_file_name("Y"), "Y");
+        assert_eq!(output_file_name("../etc/x"), "_.._etc_x");
+        assert_eq!(output_file_name(""), "_");
+    }
+
+    #[test]
+    fn cuda_is_unavailable() {
+        let e = check_device(Device::Cuda).expect_err("cuda");
+        assert_eq!(e.diagnostics.first_code(), "E0400");
+        assert!(check_device(Device::Cpu).is_ok());
+    }
+
+    #[test]
+    fn missing_evaluator_output_is_internal() {
+        let dir = temp_dir("out");
+        let e = write_outputs(&graph(), &BTreeMap::new(), &dir).expect_err("no outputs");
+        assert!(e.internal);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
