@@ -331,6 +331,7 @@ pub(super) fn parse_value(
         }
         Kind::Enum(names) => {
             let s = v.as_str().ok_or_else(bad)?;
+
             match names.iter().find(|n| **n == s) {
                 Some(n) => AttrVal::Name(n),
                 None => {
@@ -344,7 +345,37 @@ pub(super) fn parse_value(
             }
         }
     };
+    // Slice bounds are clamped to the axis, so any i64 is fine there (`i64::MAX` means "to the
+    // end"); elsewhere integers enter size arithmetic and must stay far from i64's limits.
+    let clamped = op == "Slice" && (name == "starts" || name == "ends");
+    if !clamped && !ints_in_range(&out) {
+        return Err(diag(
+            code::INVALID_FIELD,
+            at(),
+            format!("attribute `{name}` of {op} holds an integer beyond ±2^53: {v}"),
+            "use sizes, strides and pads of a realistic magnitude",
+        ));
+    }
     Ok(out)
+}
+
+/// Largest magnitude of an integer attribute (other than Slice bounds).
+const MAX_ATTR_INT: i64 = 1 << 53;
+
+fn ints_in_range(v: &AttrVal) -> bool {
+    let ok = |x: &i64| x.unsigned_abs() <= MAX_ATTR_INT as u64;
+    match v {
+        AttrVal::Int(x) => ok(x),
+        AttrVal::Ints { v, .. } => v.iter().all(ok),
+        AttrVal::Pad(PadSpec::All(x)) => ok(x),
+        AttrVal::Pad(PadSpec::PerDim(v)) => v.iter().all(ok),
+        AttrVal::Pad(PadSpec::Pairs(v)) => v.iter().all(|(a, b)| ok(a) && ok(b)),
+        AttrVal::Dims(d) => d.iter().all(|s| match s {
+            DimSpec::Int(x) => ok(x),
+            DimSpec::Sym(_) => true,
+        }),
+        _ => true,
+    }
 }
 
 /// Parses a node's `attrs` object against the op's table: every unknown attribute and every bad

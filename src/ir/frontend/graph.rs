@@ -161,6 +161,15 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
             ));
         }
     }
+    let consumed: BTreeSet<&str> = doc
+        .nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter())
+        .filter_map(|o| match o {
+            Operand::Tensor(t) => Some(t.as_str()),
+            Operand::Scalar(_) => None,
+        })
+        .collect();
     let outputs: BTreeSet<&str> = doc
         .signature
         .outputs
@@ -168,7 +177,11 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
         .map(|o| o.tensor.as_str())
         .collect();
     for (t, _) in &doc.tensors {
-        if !producer.contains_key(t.as_str()) && !outputs.contains(t.as_str()) {
+        // Consumed ones are already reported as dangling references.
+        if !producer.contains_key(t.as_str())
+            && !outputs.contains(t.as_str())
+            && !consumed.contains(t.as_str())
+        {
             errs.push(diag(
                 code::UNPRODUCED_TENSOR,
                 tensor_loc(t),

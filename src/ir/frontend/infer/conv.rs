@@ -233,8 +233,8 @@ pub(super) fn conv_transpose(cx: &Ctx) -> Result<Inferred, Diagnostic> {
             .mul_int(stride[i])
             .add_int(-(lo.saturating_add(hi)))
             .add(&k.add_int(-1).mul_int(dilation[i]))
-            .add_int(output_padding[i] + 1);
-        check_out(cx, i, &out, input, 0)?;
+            .add_int(output_padding[i].saturating_add(1));
+        check_out(cx, i, &out, input, 1)?;
         shape.push(out);
     }
     Ok((
