@@ -266,7 +266,8 @@ fn declared_output_may_name_a_derived_size() {
     })
     .to_string();
     let g = load_str(&text, "t").unwrap();
-    assert_eq!(shape(&g, "Y"), "[1, 4, (H-1)//2+1, (H-1)//2+1]");
+    // (H − 1)//2 + 1 = (H + 1)//2
+    assert_eq!(shape(&g, "Y"), "[1, 4, (H+1)//2, (H+1)//2]");
 }
 
 #[test]
