@@ -466,3 +466,40 @@ fn view_out_of_bounds_after_binding_is_a_diagnostic() {
         "E0204"
     );
 }
+
+#[test]
+fn parallel_results_do_not_depend_on_thread_count() {
+    let s = ConvSpec {
+        n: 2,
+        cin: 8,
+        cout: 8,
+        h: 12,
+        w: 12,
+        k: 3,
+        pad: 1,
+        stride: 1,
+        dilation: 1,
+    };
+    let conv = conv2d(s, DType::F32).unwrap();
+    let x = random_tensor(DType::F32, &[2, 8, 12, 12], 30);
+    let w = random_tensor(DType::F32, &[8, 8, 3, 3], 31);
+    let mm = matmul(48, 40, 36, DType::F32, DType::F32).unwrap();
+    let a = random_tensor(DType::F32, &[48, 40], 32);
+    let b = random_tensor(DType::F32, &[40, 36], 33);
+    let run_with = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            (
+                run1(&conv, &[("X", &x), ("W", &w)]),
+                run1(&mm, &[("A", &a), ("B", &b)]),
+            )
+        })
+    };
+    let one = run_with(1);
+    for n in [2, 3, 5] {
+        assert_eq!(run_with(n), one, "{n} threads");
+    }
+}

@@ -227,3 +227,62 @@ fn op_inst(prog: &Program, id: NodeId, regs: &HashMap<NodeId, usize>) -> Inst {
         _ => Inst::Load { leaf: 0 },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::bench_programs::matmul;
+    use crate::ir::dim::Dim;
+    use crate::ir::tiny::Builder;
+
+    #[test]
+    fn matmul_product_is_fused_into_the_reduce() {
+        let p = matmul(4, 5, 6, DType::F32, DType::F32).unwrap();
+        let roles = roles(&p);
+        let kinds: Vec<(&str, Role)> = p
+            .nodes
+            .iter()
+            .map(|n| (n.uop.name(), roles[n.id.index()]))
+            .collect();
+        assert!(kinds.contains(&("MUL", Role::Inline)));
+        assert!(kinds.contains(&("REDUCE", Role::Kernel)));
+        assert!(kinds
+            .iter()
+            .all(|(n, r)| *n != "EXPAND" || *r == Role::View));
+        let reduce = p.nodes.iter().find(|n| n.uop.name() == "REDUCE").unwrap();
+        let mul = plan_src(reduce);
+        let e = compile(&p, &roles, mul);
+        assert_eq!(e.leaves.len(), 2);
+        assert_eq!(e.insts.len(), 3);
+    }
+
+    fn plan_src(n: &crate::ir::tiny::Node) -> NodeId {
+        src_nodes(&n.src).next().unwrap()
+    }
+
+    #[test]
+    fn materializes_shared_moved_and_output_elementwise_nodes() {
+        let mut b = Builder::new();
+        let x = b.input("x", DType::F32, vec![Dim::int(4)]).unwrap();
+        let dead = b.unary(UnaryOp::Sqrt, x).unwrap();
+        let e = b.unary(UnaryOp::Exp2, x).unwrap(); // used twice -> kernel
+        let a = b.binary(BinaryOp::Add, e.into(), e.into()).unwrap(); // consumed by FLIP -> kernel
+        let f = b.flip(a, vec![0]).unwrap();
+        let n = b.unary(UnaryOp::Neg, f).unwrap(); // inline into the output MUL
+        let m = b.binary(BinaryOp::Mul, n.into(), Src::Imm(2.0)).unwrap();
+        b.output("y", m);
+        let p = b.finish();
+        let r = roles(&p);
+        let role = |id: NodeId| r[id.index()];
+        assert_eq!(role(dead), Role::Dead);
+        assert_eq!(role(e), Role::Kernel);
+        assert_eq!(role(a), Role::Kernel);
+        assert_eq!(role(f), Role::View);
+        assert_eq!(role(n), Role::Inline);
+        assert_eq!(role(m), Role::Kernel);
+        let ex = compile(&p, &r, m);
+        assert_eq!(ex.leaves, vec![f]);
+        assert_eq!(ex.insts.len(), 3);
+        assert!(matches!(ex.insts[2], Inst::Binary { b: Arg::Imm(v), .. } if v == 2.0));
+    }
+}
