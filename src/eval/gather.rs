@@ -42,6 +42,8 @@ pub fn gather(
     })
 }
 
+/// One element at a time through the views.
+// TODO(issue 2): vectorize along the last axis and parallelize with rayon like kernels do.
 fn gather_into<T: Elem>(
     node: NodeId,
     x: &Value,

@@ -225,54 +225,68 @@ pub fn select(dt: DType, c: Operand, a: Operand, b: Operand, out: &mut [f64]) ->
     })
 }
 
-/// One reduction step `acc ⊕ x` (no rounding).
-#[inline(always)]
-fn combine(op: ReduceOp, int: bool, acc: f64, x: f64) -> f64 {
-    match op {
-        ReduceOp::Sum => acc + x,
-        ReduceOp::Prod if int => imul(acc, x),
-        ReduceOp::Prod => acc * x,
-        ReduceOp::Max => fmax(acc, x),
-        ReduceOp::Min => fmin(acc, x),
-    }
+/// Runs `$body` with `$f` bound to the (unrounded) reduction step of `$op` on `$dt`.
+macro_rules! with_combine {
+    ($op:expr, $dt:expr, $f:ident => $body:expr) => {
+        match $op {
+            ReduceOp::Sum => {
+                let $f = |a: f64, x: f64| a + x;
+                $body
+            }
+            ReduceOp::Prod if $dt == DType::I32 => {
+                let $f = imul;
+                $body
+            }
+            ReduceOp::Prod => {
+                let $f = |a: f64, x: f64| a * x;
+                $body
+            }
+            ReduceOp::Max => {
+                let $f = fmax;
+                $body
+            }
+            ReduceOp::Min => {
+                let $f = fmin;
+                $body
+            }
+        }
+    };
 }
 
 /// `acc[i] = round(acc[i] ⊕ round(x[i]))` for every `i` (one accumulation step per element).
 pub fn accumulate_rows(op: ReduceOp, dt: DType, acc: &mut [f64], x: Operand) {
-    let int = dt == DType::I32;
-    with_round!(dt, r => match x {
+    with_round!(dt, r => with_combine!(op, dt, f => match x {
         Operand::S(v) => {
             let v = r(v);
             for a in acc.iter_mut() {
-                *a = r(combine(op, int, *a, v));
+                *a = r(f(*a, v));
             }
         }
         Operand::R(row) => {
             for (a, v) in acc.iter_mut().zip(row) {
-                *a = r(combine(op, int, *a, r(*v)));
+                *a = r(f(*a, r(*v)));
             }
         }
-    })
+    }))
 }
 
 /// Folds `len` elements of `x` into one accumulator, in order.
 pub fn fold_row(op: ReduceOp, dt: DType, mut acc: f64, x: Operand, len: usize) -> f64 {
-    let int = dt == DType::I32;
-    with_round!(dt, r => match x {
+    with_round!(dt, r => with_combine!(op, dt, f => match x {
         Operand::S(v) => {
             let v = r(v);
             for _ in 0..len {
-                acc = r(combine(op, int, acc, v));
+                acc = r(f(acc, v));
             }
             acc
         }
         Operand::R(row) => {
             for v in row.iter().take(len) {
-                acc = r(combine(op, int, acc, r(*v)));
+                acc = r(f(acc, r(*v)));
             }
             acc
         }
-    })
+    }))
 }
 
 #[cfg(test)]

@@ -217,6 +217,9 @@ impl View {
     pub fn permute(&mut self, perm: &[usize]) -> Result<(), ViewError> {
         let old = self.shape().to_vec();
         let r = old.len();
+        if perm.len() != r {
+            return Err(ViewError::Shape(format!("bad permutation {perm:?}")));
+        }
         let mut map = vec![Lin::constant(r, 0); r];
         let mut new_shape = vec![0; r];
         for (a, p) in perm.iter().enumerate() {
