@@ -501,22 +501,38 @@ fn merge_reshape(layer: &Layer, new_shape: &[usize]) -> Option<Layer> {
 /// The `t` in `[0, len)` with `0 <= g0 + gc·t < size`, as a half-open interval (empty: `lo == hi`).
 #[inline]
 pub fn guard_interval(g0: i64, gc: i64, size: i64, len: usize) -> (usize, usize) {
-    let (g0, gc, size, n) = (g0 as i128, gc as i128, size as i128, len as i128);
-    let (lo, hi) = if gc == 0 {
-        if 0 <= g0 && g0 < size {
-            (0, n)
+    let n = len as i64;
+    if gc == 0 {
+        return if 0 <= g0 && g0 < size {
+            (0, len)
         } else {
             (0, 0)
+        };
+    }
+    let small = |v: i64| v.unsigned_abs() < (1u64 << 40);
+    let (lo, hi) = if small(g0) && small(gc) && small(size) && small(n) {
+        if gc > 0 {
+            (-g0.div_euclid(gc), (size - 1 - g0).div_euclid(gc) + 1)
+        } else {
+            ((g0 - size).div_euclid(-gc) + 1, g0.div_euclid(-gc) + 1)
         }
-    } else if gc > 0 {
-        (ceil_div(-g0, gc), (size - 1 - g0).div_euclid(gc) + 1)
     } else {
-        let d = -gc;
-        ((g0 - size).div_euclid(d) + 1, g0.div_euclid(d) + 1)
+        guard_interval_wide(g0 as i128, gc as i128, size as i128)
     };
     let lo = lo.clamp(0, n);
     let hi = hi.clamp(lo, n);
     (lo as usize, hi as usize)
+}
+
+/// [`guard_interval`] bounds for operands that could overflow `i64`, saturated into `i64`.
+fn guard_interval_wide(g0: i128, gc: i128, size: i128) -> (i64, i64) {
+    let (lo, hi) = if gc > 0 {
+        (ceil_div(-g0, gc), (size - 1 - g0).div_euclid(gc) + 1)
+    } else {
+        ((g0 - size).div_euclid(-gc) + 1, g0.div_euclid(-gc) + 1)
+    };
+    let sat = |v: i128| v.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+    (sat(lo), sat(hi))
 }
 
 fn ceil_div(a: i128, b: i128) -> i128 {
