@@ -323,8 +323,8 @@ impl Gen {
                         let m = ns[a] * ns[a + 1];
                         ns.splice(a..a + 2, [m]);
                     }
-                    1 if r > 0 && s.iter().any(|d| d % 2 == 0) && r < 5 => {
-                        let a = (0..r).find(|a| s[*a] % 2 == 0).unwrap();
+                    1 if r > 0 && s.iter().any(|d| d.is_multiple_of(2)) && r < 5 => {
+                        let a = (0..r).find(|a| s[*a].is_multiple_of(2)).unwrap();
                         ns.splice(a..a + 1, [2, s[a] / 2]);
                     }
                     _ if r < 5 => ns.insert(rng.gen_range(0..=r), 1),
