@@ -503,3 +503,30 @@ fn parallel_results_do_not_depend_on_thread_count() {
         assert_eq!(run_with(n), one, "{n} threads");
     }
 }
+
+#[test]
+fn rows_longer_than_one_segment() {
+    let mut b = Builder::new();
+    let x = b.input("x", DType::F32, dims(&[3, 2500])).unwrap();
+    let m = b.binary(BinaryOp::Mul, x.into(), Src::Imm(0.3)).unwrap();
+    let s0 = b.reduce(ReduceOp::Sum, m, vec![0], DType::F32).unwrap();
+    let m2 = b.binary(BinaryOp::Mul, x.into(), Src::Imm(0.3)).unwrap();
+    let s1 = b.reduce(ReduceOp::Sum, m2, vec![1], DType::F32).unwrap();
+    let e = b.unary(UnaryOp::Neg, x).unwrap();
+    b.output("s0", s0);
+    b.output("s1", s1);
+    b.output("e", e);
+    let xt = random_tensor(DType::F32, &[3, 2500], 40);
+    let out = try_run(&b.finish(), &[("x", &xt)], &[]).unwrap();
+    let xv = xt.to_f64();
+    let p = |i: usize| r32(xv[i] * r32(0.3));
+    let want0: Vec<f64> = (0..2500)
+        .map(|j| (0..3).fold(0.0, |a, i| r32(a + p(i * 2500 + j))))
+        .collect();
+    let want1: Vec<f64> = (0..3)
+        .map(|i| (0..2500).fold(0.0, |a, j| r32(a + p(i * 2500 + j))))
+        .collect();
+    assert_eq!(out["s0"].to_f64(), want0);
+    assert_eq!(out["s1"].to_f64(), want1);
+    assert_eq!(out["e"].to_f64(), xv.iter().map(|v| -v).collect::<Vec<_>>());
+}

@@ -20,6 +20,8 @@ use std::sync::Arc;
 
 /// Longest row one interpreter step processes.
 const SEG: usize = 1024;
+/// Register budget per task in `f64`s: long expressions get shorter rows.
+const REG_BUDGET: usize = 1 << 18;
 /// Below this many expression elements a kernel runs on the calling thread.
 const PAR_MIN_WORK: usize = 1 << 15;
 
@@ -199,7 +201,8 @@ impl Kernel<'_, '_> {
         first: usize,
         out: &mut [T],
     ) -> Result<(), KernelError> {
-        let seg = lay.space[lay.ax].clamp(1, SEG);
+        let cap = (REG_BUDGET / self.expr.insts.len().max(1)).clamp(16, SEG);
+        let seg = lay.space[lay.ax].clamp(1, cap);
         let mut st = Scratch::new(self.expr.insts.len(), seg, lay.space.len());
         for (u, dst) in out.chunks_mut(lay.row_len).enumerate() {
             set_outer(&mut st.idx, &lay.outer, &lay.space, first + u);
