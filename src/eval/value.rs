@@ -14,6 +14,7 @@ pub enum Store<'a> {
 }
 
 impl Store<'_> {
+    /// The buffer.
     pub fn data(&self) -> &TensorData {
         match self {
             Store::Borrowed(d) => d,

@@ -179,6 +179,7 @@ impl View {
         }
     }
 
+    /// The top layer (the one indexed by the value's own index).
     pub fn top(&self) -> &Layer {
         // A view always has at least one layer (constructors guarantee it).
         &self.layers[self.layers.len() - 1]
@@ -189,6 +190,7 @@ impl View {
         &mut self.layers[n]
     }
 
+    /// The value's shape.
     pub fn shape(&self) -> &[usize] {
         &self.top().shape
     }
