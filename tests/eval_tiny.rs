@@ -402,23 +402,23 @@ fn symbolic_shapes_are_bound() {
     assert_eq!(e.first_code(), "E0201");
     assert_eq!(e.0[0].kind, "UnboundSymbol");
     let e = try_run(&p, &[("x", &xt)], &[("N", 5)]).unwrap_err();
-    assert_eq!(e.first_code(), "E0302");
+    assert_eq!(e.first_code(), "E0307");
 }
 
 #[test]
 fn input_problems_are_diagnostics() {
     let p = reduce_prog(ReduceOp::Sum, &[2], vec![0], DType::F32);
-    assert_eq!(try_run(&p, &[], &[]).unwrap_err().first_code(), "E0301");
+    assert_eq!(try_run(&p, &[], &[]).unwrap_err().first_code(), "E0303");
     let wrong = t(DType::I32, &[2], &[1.0, 2.0]);
     assert_eq!(
         try_run(&p, &[("x", &wrong)], &[]).unwrap_err().first_code(),
-        "E0303"
+        "E0308"
     );
     let mut lying = t(DType::F32, &[2], &[1.0, 2.0]);
     lying.shape = vec![3];
     assert_eq!(
         try_run(&p, &[("x", &lying)], &[]).unwrap_err().first_code(),
-        "E0302"
+        "E0307"
     );
 }
 
@@ -463,7 +463,7 @@ fn view_out_of_bounds_after_binding_is_a_diagnostic() {
         try_run(&p, &[("x", &xt)], &[("N", 4)])
             .unwrap_err()
             .first_code(),
-        "E0204"
+        "E0207"
     );
 }
 

@@ -226,12 +226,10 @@ fn attention_rows_sum_to_one_and_respect_causality() {
         &[
             ("Q", "fp16", vec![1, 1, m, d]),
             ("K", "fp16", vec![1, 1, n, d]),
-            ("V", "fp32", vec![1, 1, n, n]),
+            ("V", "fp16", vec![1, 1, n, n]),
         ],
         names(&["Q", "K", "V"]),
     );
-    // V is fp32 while Q/K are fp16: not allowed without Cast; use fp16 identity instead.
-    let g = g.replace("\"V\":{\"dtype\":\"fp32\"", "\"V\":{\"dtype\":\"fp16\"");
     let mut eye = vec![0.0; (n * n) as usize];
     for i in 0..n as usize {
         eye[i * n as usize + i] = 1.0;

@@ -88,6 +88,6 @@ mod tests {
         let big: BTreeMap<String, i64> = [("N".to_string(), i64::MAX / 2)].into_iter().collect();
         assert_eq!(bind_program(&p, &big).unwrap_err().first_code(), "E0203");
         let neg: BTreeMap<String, i64> = [("N".to_string(), -1)].into_iter().collect();
-        assert_eq!(bind_program(&p, &neg).unwrap_err().first_code(), "E0202");
+        assert_eq!(bind_program(&p, &neg).unwrap_err().first_code(), "E0206");
     }
 }

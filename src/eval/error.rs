@@ -1,9 +1,9 @@
 //! Diagnostics the evaluator reports. Every problem reachable from user input (a program, symbol
 //! values, input tensors) ends here instead of in a panic.
 //!
-//! Codes: `E0201` UnboundSymbol, `E0202` InvalidBoundShape, `E0203` ShapeOverflow, `E0204`
-//! ViewOutOfBounds, `E0205` TensorTooLarge, `E0301` MissingInput, `E0302` InputShapeMismatch,
-//! `E0303` InputDtypeMismatch, `E0304` GatherIndexOutOfRange, `E0305` DivisionByZero, `E0306`
+//! Codes: `E0201` UnboundSymbol, `E0206` InvalidBoundShape, `E0203` ShapeOverflow, `E0207`
+//! ViewOutOfBounds, `E0208` TensorTooLarge, `E0303` MissingInput, `E0307` InputShapeMismatch,
+//! `E0308` InputDtypeMismatch, `E0304` GatherIndexOutOfRange, `E0305` DivisionByZero, `E0306`
 //! EvaluatorInternal.
 
 use crate::diag::{Diagnostic, Diagnostics, Location};
@@ -52,7 +52,7 @@ pub fn overflow(node: NodeId) -> Diagnostics {
 /// A rule that can only be checked once sizes are bound is broken.
 pub fn bad_shape(node: NodeId, why: impl Into<String>) -> Diagnostics {
     Diagnostic::error(
-        "E0202",
+        "E0206",
         "InvalidBoundShape",
         at_node(node),
         why,
@@ -64,7 +64,7 @@ pub fn bad_shape(node: NodeId, why: impl Into<String>) -> Diagnostics {
 /// A VIEW maps some output index outside its input.
 pub fn view_out_of_bounds(node: NodeId, why: impl Into<String>) -> Diagnostics {
     Diagnostic::error(
-        "E0204",
+        "E0207",
         "ViewOutOfBounds",
         at_node(node),
         why,
@@ -76,7 +76,7 @@ pub fn view_out_of_bounds(node: NodeId, why: impl Into<String>) -> Diagnostics {
 /// A buffer could not be allocated.
 pub fn too_large(node: NodeId, numel: usize) -> Diagnostics {
     Diagnostic::error(
-        "E0205",
+        "E0208",
         "TensorTooLarge",
         at_node(node),
         format!("cannot allocate {numel} elements for Tiny IR node {node}"),
@@ -88,7 +88,7 @@ pub fn too_large(node: NodeId, numel: usize) -> Diagnostics {
 /// A signature input has no tensor.
 pub fn missing_input(tensor: &str) -> Diagnostics {
     Diagnostic::error(
-        "E0301",
+        "E0303",
         "MissingInput",
         Location::Tensor {
             tensor: tensor.to_string(),
@@ -102,7 +102,7 @@ pub fn missing_input(tensor: &str) -> Diagnostics {
 /// An input tensor's shape (or element count) does not match its INPUT node.
 pub fn input_shape(tensor: &str, expected: &[usize], found: &[usize], len: usize) -> Diagnostics {
     Diagnostic::error(
-        "E0302",
+        "E0307",
         "InputShapeMismatch",
         Location::Tensor {
             tensor: tensor.to_string(),
@@ -118,7 +118,7 @@ pub fn input_shape(tensor: &str, expected: &[usize], found: &[usize], len: usize
 /// An input tensor's dtype (or storage) does not match its INPUT node.
 pub fn input_dtype(tensor: &str, expected: &str, found: &str) -> Diagnostics {
     Diagnostic::error(
-        "E0303",
+        "E0308",
         "InputDtypeMismatch",
         Location::Tensor {
             tensor: tensor.to_string(),

@@ -29,7 +29,8 @@ pub fn rand_tensor(seed: u64, dtype: DType, shape: &[usize]) -> Tensor {
 }
 
 /// A one-node graph: inputs `(name, dtype, shape)`, node operands `operands` (tensor names or
-/// numbers), output `Y` (inferred).
+/// numbers), output `Y`. `Y` must be declared (signature outputs are), so its dtype and shape are
+/// taken from a probe load in which `Y` is an undeclared intermediate.
 pub fn one_op(
     op: &str,
     attrs: Value,
@@ -42,10 +43,20 @@ pub fn one_op(
         tensors.insert(name.to_string(), json!({"dtype": dt, "shape": shape}));
         sig.push(json!({"tensor": name}));
     }
+    let node =
+        json!({"op": op, "name": "node", "inputs": operands, "outputs": ["Y"], "attrs": attrs});
+    let probe = json!({
+        "signature": {"inputs": sig, "outputs": [{"tensor": ins[0].0}]},
+        "tensors": tensors,
+        "graph": [node],
+    });
+    let g = frontend::load_str(&probe.to_string(), "probe.json").unwrap_or_else(|d| panic!("{d}"));
+    let y = g.tensor("Y").expect("Y inferred");
+    tensors.insert("Y".into(), json!({"dtype": y.dtype, "shape": y.shape}));
     json!({
         "signature": {"inputs": sig, "outputs": [{"tensor": "Y"}]},
         "tensors": tensors,
-        "graph": [{"op": op, "name": "node", "inputs": operands, "outputs": ["Y"], "attrs": attrs}]
+        "graph": [node],
     })
     .to_string()
 }
