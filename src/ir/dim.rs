@@ -84,7 +84,11 @@ impl Dim {
 
     pub fn neg(&self) -> Dim {
         Dim {
-            terms: self.terms.iter().map(|(m, c)| (m.clone(), -c)).collect(),
+            terms: self
+                .terms
+                .iter()
+                .map(|(m, c)| (m.clone(), c.saturating_neg()))
+                .collect(),
         }
     }
 
@@ -132,10 +136,16 @@ impl Dim {
         // Pull out the symbolic part that divides exactly: floor((d·q + r)/d) = q + floor(r/d).
         let (mut q, mut r) = (Dim::default(), Dim::default());
         for (m, c) in &self.terms {
+            if m.is_empty() {
+                // c = d·⌊c/d⌋ + (c mod d): the multiple of d leaves the floor exactly.
+                q = q.add_int(c.div_euclid(d));
+                r = r.add_int(c.rem_euclid(d));
+                continue;
+            }
             let t = Dim {
                 terms: [(m.clone(), *c)].into_iter().collect(),
             };
-            if !m.is_empty() && c % d == 0 {
+            if c % d == 0 {
                 q = q.add(&Dim {
                     terms: [(m.clone(), c / d)].into_iter().collect(),
                 });
@@ -182,6 +192,17 @@ impl Dim {
                 let (a, b) = if self <= o { (self, o) } else { (o, self) };
                 Dim::atom(Atom::Max(Box::new(a.clone()), Box::new(b.clone())))
             }
+        }
+    }
+
+    /// The symbol's name when the polynomial is exactly one symbol.
+    pub fn as_symbol(&self) -> Option<&str> {
+        match self.terms.iter().next() {
+            Some((m, 1)) if self.terms.len() == 1 && m.len() == 1 => match &m[0] {
+                Atom::Sym(s) => Some(s),
+                _ => None,
+            },
+            _ => None,
         }
     }
 
@@ -271,6 +292,7 @@ impl fmt::Display for Atom {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Atom::Sym(s) => f.write_str(s),
+            Atom::FloorDiv(e, d) if e.as_symbol().is_some() => write!(f, "{e}//{d}"),
             Atom::FloorDiv(e, d) => write!(f, "({e})//{d}"),
             Atom::Min(a, b) => write!(f, "min({a}, {b})"),
             Atom::Max(a, b) => write!(f, "max({a}, {b})"),
@@ -336,6 +358,35 @@ pub fn numel(s: &[Dim]) -> Dim {
     Dim::product(s.iter())
 }
 
+/// Right-aligned (numpy) broadcast of two shapes: sizes must be equal or 1. On mismatch returns
+/// the offending pair of sizes (`lhs`, `rhs`).
+pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Result<Shape, (Dim, Dim)> {
+    let r = a.len().max(b.len());
+    let mut out = Vec::with_capacity(r);
+    for i in 0..r {
+        let da = if i + a.len() >= r {
+            Some(&a[i + a.len() - r])
+        } else {
+            None
+        };
+        let db = if i + b.len() >= r {
+            Some(&b[i + b.len() - r])
+        } else {
+            None
+        };
+        let d = match (da, db) {
+            (Some(x), None) | (None, Some(x)) => x.clone(),
+            (Some(x), Some(y)) if x == y => x.clone(),
+            (Some(x), Some(y)) if x.is_int(1) => y.clone(),
+            (Some(x), Some(y)) if y.is_int(1) => x.clone(),
+            (Some(x), Some(y)) => return Err((x.clone(), y.clone())),
+            (None, None) => unreachable!("index below both ranks"),
+        };
+        out.push(d);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,7 +414,9 @@ mod tests {
         assert_eq!(o, h);
         // (H + 2 - 3)//2 + 1 stays symbolic
         let o = h.add_int(-1).floordiv(2).add_int(1);
-        assert_eq!(o.to_string(), "(H-1)//2+1");
+        assert_eq!(o.to_string(), "(H+1)//2");
+        // (H − 2)//2 + 1 = H//2: whole multiples of d leave the constant term.
+        assert_eq!(h.add_int(-2).floordiv(2).add_int(1).to_string(), "H//2");
         let b: BTreeMap<String, i64> = [("H".to_string(), 56)].into_iter().collect();
         assert_eq!(o.eval_with(&b), Ok(28));
         assert_eq!(o.substitute(&b), Dim::int(28));
@@ -394,33 +447,4 @@ mod tests {
         let v = serde_json::to_string(&vec![Dim::int(3), m()]).unwrap();
         assert_eq!(v, "[3,\"M\"]");
     }
-}
-
-/// Right-aligned (numpy) broadcast of two shapes: sizes must be equal or 1. On mismatch returns
-/// the offending pair of sizes (`lhs`, `rhs`).
-pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Result<Shape, (Dim, Dim)> {
-    let r = a.len().max(b.len());
-    let mut out = Vec::with_capacity(r);
-    for i in 0..r {
-        let da = if i + a.len() >= r {
-            Some(&a[i + a.len() - r])
-        } else {
-            None
-        };
-        let db = if i + b.len() >= r {
-            Some(&b[i + b.len() - r])
-        } else {
-            None
-        };
-        let d = match (da, db) {
-            (Some(x), None) | (None, Some(x)) => x.clone(),
-            (Some(x), Some(y)) if x == y => x.clone(),
-            (Some(x), Some(y)) if x.is_int(1) => y.clone(),
-            (Some(x), Some(y)) if y.is_int(1) => x.clone(),
-            (Some(x), Some(y)) => return Err((x.clone(), y.clone())),
-            (None, None) => unreachable!("index below both ranks"),
-        };
-        out.push(d);
-    }
-    Ok(out)
 }

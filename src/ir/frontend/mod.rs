@@ -7,10 +7,15 @@
 //! default. Lowering relies on that normal form. Every tensor (declared or inferred) is in
 //! [`Graph::tensors`].
 
+// Diagnostics travel on the cold error path only; boxing them would buy nothing.
+#![allow(clippy::result_large_err)]
+
 mod ops;
 pub use ops::*;
 
+mod attrs;
 mod bind;
+mod diagnose;
 mod graph;
 mod infer;
 mod parse;
@@ -27,7 +32,9 @@ use std::path::Path;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// Activations and other per-call data (the default).
     Data,
+    /// Weights and other parameters.
     Param,
 }
 
@@ -35,7 +42,9 @@ pub enum Role {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mutability {
+    /// The program never writes the input (the default).
     Immutable,
+    /// The program may update the input in place.
     Mutable,
 }
 
@@ -43,10 +52,13 @@ pub enum Mutability {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Storage {
+    /// Passed as an argument on every call (the default).
     Arg,
+    /// Uploaded once into the constant pool.
     ConstPool,
 }
 
+/// One entry of `signature.inputs`, defaults filled in.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SigInput {
     pub tensor: String,
@@ -55,6 +67,7 @@ pub struct SigInput {
     pub storage: Storage,
 }
 
+/// One entry of `signature.outputs`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SigOutput {
     pub tensor: String,
@@ -111,6 +124,10 @@ impl Graph {
 }
 
 /// Loads `graph.json` text. `file` names the input in diagnostics.
+///
+/// Checks run in three stages, each reporting every independent problem it finds before the load
+/// stops: the document (`E00xx`), the graph structure (`E01xx`), then shapes and dtypes node by
+/// node (`E1xxx`, `E0203`); see `docs/diagnostics.md`.
 pub fn load_str(text: &str, file: &str) -> Result<Graph, Diagnostics> {
     let raw = parse::parse_document(text, file)?;
     let ordered = graph::check_structure(raw)?;

@@ -1,0 +1,170 @@
+//! Diagnostics the evaluator reports. Every problem reachable from user input (a program, symbol
+//! values, input tensors) ends here instead of in a panic.
+//!
+//! Codes: `E0201` UnboundSymbol, `E0206` InvalidBoundShape, `E0203` ShapeOverflow, `E0207`
+//! ViewOutOfBounds, `E0208` TensorTooLarge, `E0303` MissingInput, `E0307` InputShapeMismatch,
+//! `E0308` InputDtypeMismatch, `E0304` GatherIndexOutOfRange, `E0305` DivisionByZero, `E0306`
+//! EvaluatorInternal.
+
+use crate::diag::{Diagnostic, Diagnostics, Location};
+use crate::ir::dim::DimError;
+use crate::ir::tiny::NodeId;
+
+/// Shorthand result type of the evaluator.
+pub type EvalResult<T> = Result<T, Diagnostics>;
+
+/// Location of a Tiny node.
+pub fn at_node(node: NodeId) -> Location {
+    Location::TinyNode {
+        tiny_node: node.to_string(),
+    }
+}
+
+/// A symbol has no value, or sizes overflow, while binding a node's shape or arguments.
+pub fn dim_error(node: NodeId, err: &DimError) -> Diagnostics {
+    match err {
+        DimError::Unbound(sym) => Diagnostic::error(
+            "E0201",
+            "UnboundSymbol",
+            Location::Symbol {
+                symbol: sym.clone(),
+            },
+            format!("symbol `{sym}` has no value (needed by Tiny IR node {node})"),
+            format!("bind `{sym}` to a size (e.g. `--bind {sym}=4`)"),
+        )
+        .into(),
+        DimError::Overflow => overflow(node),
+    }
+}
+
+/// Size or index arithmetic overflows `i64`.
+pub fn overflow(node: NodeId) -> Diagnostics {
+    Diagnostic::error(
+        "E0203",
+        "ShapeOverflow",
+        at_node(node),
+        format!("size or index arithmetic of Tiny IR node {node} overflows"),
+        "use smaller symbol values",
+    )
+    .into()
+}
+
+/// A rule that can only be checked once sizes are bound is broken.
+pub fn bad_shape(node: NodeId, why: impl Into<String>) -> Diagnostics {
+    Diagnostic::error(
+        "E0206",
+        "InvalidBoundShape",
+        at_node(node),
+        why,
+        "check the symbol values: with them the program's sizes are inconsistent",
+    )
+    .into()
+}
+
+/// A VIEW maps some output index outside its input.
+pub fn view_out_of_bounds(node: NodeId, why: impl Into<String>) -> Diagnostics {
+    Diagnostic::error(
+        "E0207",
+        "ViewOutOfBounds",
+        at_node(node),
+        why,
+        "with these symbol values the VIEW's index map leaves its input; check the sizes",
+    )
+    .into()
+}
+
+/// A buffer could not be allocated.
+pub fn too_large(node: NodeId, numel: usize) -> Diagnostics {
+    Diagnostic::error(
+        "E0208",
+        "TensorTooLarge",
+        at_node(node),
+        format!("cannot allocate {numel} elements for Tiny IR node {node}"),
+        "use smaller symbol values or inputs",
+    )
+    .into()
+}
+
+/// A signature input has no tensor.
+pub fn missing_input(tensor: &str) -> Diagnostics {
+    Diagnostic::error(
+        "E0303",
+        "MissingInput",
+        Location::Tensor {
+            tensor: tensor.to_string(),
+        },
+        format!("no value given for input tensor `{tensor}`"),
+        format!("provide a tensor for `{tensor}`"),
+    )
+    .into()
+}
+
+/// An input tensor's shape (or element count) does not match its INPUT node.
+pub fn input_shape(tensor: &str, expected: &[usize], found: &[usize], len: usize) -> Diagnostics {
+    Diagnostic::error(
+        "E0307",
+        "InputShapeMismatch",
+        Location::Tensor {
+            tensor: tensor.to_string(),
+        },
+        format!("input `{tensor}` has shape {found:?} ({len} elements), expected {expected:?}"),
+        "give a tensor of the declared shape (after binding symbols)",
+    )
+    .with("expected", format!("{expected:?}"))
+    .with("found", format!("{found:?}"))
+    .into()
+}
+
+/// An input tensor's dtype (or storage) does not match its INPUT node.
+pub fn input_dtype(tensor: &str, expected: &str, found: &str) -> Diagnostics {
+    Diagnostic::error(
+        "E0308",
+        "InputDtypeMismatch",
+        Location::Tensor {
+            tensor: tensor.to_string(),
+        },
+        format!("input `{tensor}` is {found}, expected {expected}"),
+        "convert the input to the declared dtype",
+    )
+    .into()
+}
+
+/// A GATHER index value lies outside the gathered axis.
+pub fn gather_oob(node: NodeId, value: f64, size: usize, position: &[usize]) -> Diagnostics {
+    Diagnostic::error(
+        "E0304",
+        "GatherIndexOutOfRange",
+        at_node(node),
+        format!(
+            "GATHER index {value} at position {position:?} is outside [0, {size}) (Tiny IR node {node})"
+        ),
+        "index values must lie in [0, size of the gathered axis)",
+    )
+    .with("index", value)
+    .with("size", size)
+    .into()
+}
+
+/// IDIV by zero.
+pub fn div_by_zero(node: NodeId) -> Diagnostics {
+    Diagnostic::error(
+        "E0305",
+        "DivisionByZero",
+        at_node(node),
+        format!("integer division by zero in Tiny IR node {node}"),
+        "guard the divisor so that it is never zero",
+    )
+    .into()
+}
+
+/// An evaluator invariant failed (a bug, reported instead of panicking).
+pub fn internal(node: NodeId, why: impl Into<String>) -> Diagnostics {
+    Diagnostic::error(
+        "E0306",
+        "EvaluatorInternal",
+        at_node(node),
+        why,
+        "this is an evaluator bug; please report it with the program",
+    )
+    .into()
+}

@@ -1,0 +1,222 @@
+//! Reductions: `Reduce`, `Softmax`, `LayerNorm`, `RMSNorm` (REDUCE + elementwise in fp32) and
+//! `Cumulative`, lowered naively as tinygrad does: a scan is a REDUCE over a triangular window,
+//! here `y[i] = op_j WHERE(j ≤ i, x[j], identity)` with the triangle from RANGE + CMPLE (works for
+//! symbolic lengths; O(n²), the parallel scan is an optimization for later layers).
+
+use super::util::{add_imm, bcast, bin, count, div_count, exp, keepdim_shape, up};
+use super::{LResult, LowerError, Lowerer};
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::frontend::{CumFn, Node, Op, ReduceFn};
+use crate::ir::tiny::{BinaryOp, Builder, NodeId, ReduceOp, Src, UnaryOp};
+
+/// Numerically stable softmax over `axis` of `x` (already in its compute dtype). With `guard`,
+/// rows that are entirely −∞ give zeros instead of NaN.
+pub fn softmax_axis(b: &mut Builder, x: NodeId, axis: usize, guard: bool) -> LResult<NodeId> {
+    let dt = b.dtype(x);
+    let shape = b.shape(x).clone();
+    let mx = b.reduce(ReduceOp::Max, x, vec![axis], dt)?;
+    let mx = if guard {
+        let empty = b.binary(BinaryOp::CmpEq, mx.into(), Src::Imm(f64::NEG_INFINITY))?;
+        b.where_(empty, Src::Imm(0.0), mx.into())?
+    } else {
+        mx
+    };
+    let mx = b.reshape(mx, keepdim_shape(&shape, &[axis]))?;
+    let mx = b.expand(mx, shape.clone())?;
+    let centered = bin(b, BinaryOp::Sub, x, mx)?;
+    let e = exp(b, centered)?;
+    let z = b.reduce(ReduceOp::Sum, e, vec![axis], dt)?;
+    let z = if guard {
+        let zero = b.binary(BinaryOp::CmpEq, z.into(), Src::Imm(0.0))?;
+        b.where_(zero, Src::Imm(1.0), z.into())?
+    } else {
+        z
+    };
+    let z = b.reshape(z, keepdim_shape(&shape, &[axis]))?;
+    let z = b.expand(z, shape)?;
+    bin(b, BinaryOp::Fdiv, e, z)
+}
+
+/// `Softmax(axis)` in fp32 for fp16/bf16.
+pub fn softmax(lw: &mut Lowerer, node: &Node, axis: usize) -> LResult<NodeId> {
+    let x = lw.input(node, 0)?;
+    let x = up(&mut lw.b, x)?;
+    softmax_axis(&mut lw.b, x, axis, false)
+}
+
+/// `Reduce`: accumulate in `acc_dtype` (i32 inputs accumulate in i32, bool inputs as i32), `mean`
+/// divides the sum by the (possibly symbolic) count, `keepdim` reshapes back to rank.
+pub fn reduce(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
+    let Op::Reduce {
+        func,
+        ref axes,
+        keepdim,
+        acc,
+    } = node.op
+    else {
+        return Err(LowerError::Unsupported("not a Reduce".into()));
+    };
+    let x = lw.input(node, 0)?;
+    let b = &mut lw.b;
+    let shape = b.shape(x).clone();
+    let acc = match b.dtype(x) {
+        DType::I32 | DType::Bool => DType::I32,
+        _ => acc,
+    };
+    let xa = b.cast(x, acc)?;
+    let op = match func {
+        ReduceFn::Sum | ReduceFn::Mean => ReduceOp::Sum,
+        ReduceFn::Max => ReduceOp::Max,
+        ReduceFn::Min => ReduceOp::Min,
+        ReduceFn::Prod => ReduceOp::Prod,
+    };
+    let mut y = b.reduce(op, xa, axes.clone(), acc)?;
+    if func == ReduceFn::Mean {
+        let y_f = b.cast(y, if acc.is_float() { acc } else { DType::F32 })?;
+        let n = count(b, &shape, axes)?;
+        y = div_count(b, y_f, n)?;
+    }
+    if keepdim {
+        y = b.reshape(y, keepdim_shape(&shape, axes))?;
+    }
+    Ok(y)
+}
+
+/// The normalized axes `axis..rank` of a norm.
+fn norm_axes(b: &Builder, x: NodeId, axis: usize) -> Vec<usize> {
+    (axis..b.shape(x).len()).collect()
+}
+
+/// `mean over axes`, broadcast back to `x`'s shape.
+fn mean_bcast(b: &mut Builder, x: NodeId, axes: &[usize]) -> LResult<NodeId> {
+    let shape = b.shape(x).clone();
+    let dt = b.dtype(x);
+    let s = b.reduce(ReduceOp::Sum, x, axes.to_vec(), dt)?;
+    let n = count(b, &shape, axes)?;
+    let m = div_count(b, s, n)?;
+    let m = b.reshape(m, keepdim_shape(&shape, axes))?;
+    Ok(b.expand(m, shape)?)
+}
+
+/// Multiplies by `gamma` and adds `beta` (each broadcast over the normalized axes, fp32).
+fn affine(
+    b: &mut Builder,
+    y: NodeId,
+    gamma: Option<NodeId>,
+    beta: Option<NodeId>,
+) -> LResult<NodeId> {
+    let shape = b.shape(y).clone();
+    let dt = b.dtype(y);
+    let mut y = y;
+    if let Some(g) = gamma {
+        let g = bcast(b, g, &shape)?;
+        let g = b.cast(g, dt)?;
+        y = bin(b, BinaryOp::Mul, y, g)?;
+    }
+    if let Some(be) = beta {
+        let be = bcast(b, be, &shape)?;
+        let be = b.cast(be, dt)?;
+        y = bin(b, BinaryOp::Add, y, be)?;
+    }
+    Ok(y)
+}
+
+/// `LayerNorm`: `(x − mean) · rsqrt(var + eps) · gamma + beta` over `axis..rank`, in fp32.
+pub fn layer_norm(lw: &mut Lowerer, node: &Node, axis: usize, eps: f64) -> LResult<NodeId> {
+    let x = lw.input(node, 0)?;
+    let gamma = lw.opt_input(node, 1)?;
+    let beta = lw.opt_input(node, 2)?;
+    let b = &mut lw.b;
+    let x = up(b, x)?;
+    let axes = norm_axes(b, x, axis);
+    let mean = mean_bcast(b, x, &axes)?;
+    let xc = bin(b, BinaryOp::Sub, x, mean)?;
+    let sq = bin(b, BinaryOp::Mul, xc, xc)?;
+    let var = mean_bcast(b, sq, &axes)?;
+    let ve = add_imm(b, var, eps)?;
+    let rstd = b.unary(UnaryOp::Rsqrt, ve)?;
+    let y = bin(b, BinaryOp::Mul, xc, rstd)?;
+    affine(b, y, gamma, beta)
+}
+
+/// `RMSNorm`: `x · rsqrt(mean(x²) + eps) · gamma` over `axis..rank`, in fp32.
+pub fn rms_norm(lw: &mut Lowerer, node: &Node, axis: usize, eps: f64) -> LResult<NodeId> {
+    let x = lw.input(node, 0)?;
+    let gamma = lw.opt_input(node, 1)?;
+    let b = &mut lw.b;
+    let x = up(b, x)?;
+    let axes = norm_axes(b, x, axis);
+    let sq = bin(b, BinaryOp::Mul, x, x)?;
+    let ms = mean_bcast(b, sq, &axes)?;
+    let me = add_imm(b, ms, eps)?;
+    let r = b.unary(UnaryOp::Rsqrt, me)?;
+    let y = bin(b, BinaryOp::Mul, x, r)?;
+    affine(b, y, gamma, None)
+}
+
+/// `Cumulative`: `y[i] = op_{j ∈ W(i)} x[j]` with `W(i)` = `j ≤ i` (inclusive), `j < i`
+/// (exclusive), `j ≥ i` / `j > i` when `reverse`. Floats accumulate in fp32, i32 in i32.
+pub fn cumulative(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
+    let Op::Cumulative {
+        func,
+        axis,
+        reverse,
+        exclusive,
+    } = node.op
+    else {
+        return Err(LowerError::Unsupported("not a Cumulative".into()));
+    };
+    let x = lw.input(node, 0)?;
+    let b = &mut lw.b;
+    let shape = b.shape(x).clone();
+    let r = shape.len();
+    let n = shape[axis].clone();
+    // Move the scanned axis last, then add the window axis j: xw[…, i, j] = x[…, j].
+    let mut perm: Vec<usize> = (0..r).filter(|a| *a != axis).collect();
+    perm.push(axis);
+    let xt = b.permute(x, perm.clone())?;
+    let mut win_shape = b.shape(xt).clone();
+    win_shape.push(n.clone());
+    let mut src_shape = b.shape(xt).clone();
+    src_shape[r - 1] = Dim::int(1);
+    src_shape.push(n.clone());
+    let xw = b.reshape(xt, src_shape)?;
+    let xw = b.expand(xw, win_shape.clone())?;
+    let acc = if b.dtype(x).is_float() {
+        DType::F32
+    } else {
+        DType::I32
+    };
+    let xw = b.cast(xw, acc)?;
+    // keep[i, j]: j ≤ i (or <, ≥, > per flags), broadcast over the leading axes.
+    let nn = vec![n.clone(), n.clone()];
+    let ri = b.range(n.clone())?;
+    let ri = b.reshape(ri, vec![n.clone(), Dim::int(1)])?;
+    let ri = b.expand(ri, nn.clone())?;
+    let rj = b.range(n.clone())?;
+    let rj = b.reshape(rj, vec![Dim::int(1), n.clone()])?;
+    let rj = b.expand(rj, nn)?;
+    let (cmp, l, rr) = match (reverse, exclusive) {
+        (false, false) => (BinaryOp::CmpLe, rj, ri),
+        (false, true) => (BinaryOp::CmpLt, rj, ri),
+        (true, false) => (BinaryOp::CmpLe, ri, rj),
+        (true, true) => (BinaryOp::CmpLt, ri, rj),
+    };
+    let keep = b.binary(cmp, l.into(), rr.into())?;
+    let keep = bcast(b, keep, &win_shape)?;
+    let op = match func {
+        CumFn::Sum => ReduceOp::Sum,
+        CumFn::Prod => ReduceOp::Prod,
+        CumFn::Max => ReduceOp::Max,
+        CumFn::Min => ReduceOp::Min,
+    };
+    let masked = b.where_(keep, xw.into(), Src::Imm(op.identity(acc)))?;
+    let y = b.reduce(op, masked, vec![r], acc)?;
+    // Undo the permutation.
+    let mut inv = vec![0usize; r];
+    for (i, p) in perm.iter().enumerate() {
+        inv[*p] = i;
+    }
+    Ok(b.permute(y, inv)?)
+}

@@ -1,0 +1,129 @@
+//! Shared helpers of the end-to-end tests: one-node graphs, deterministic data, tolerant compare.
+#![allow(dead_code)]
+
+use dlc_egg::ir::dtype::DType;
+use dlc_egg::ir::{frontend, lower};
+use dlc_egg::tensor::Tensor;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// Deterministic values in [-1, 1) (a 64-bit LCG), for test inputs.
+pub fn data(seed: u64, n: usize) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// A tensor of deterministic values rounded to `dtype`.
+pub fn rand_tensor(seed: u64, dtype: DType, shape: &[usize]) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::from_f64(dtype, shape.to_vec(), &data(seed, n))
+}
+
+/// A one-node graph: inputs `(name, dtype, shape)`, node operands `operands` (tensor names or
+/// numbers), output `Y`. `Y` must be declared (signature outputs are), so its dtype and shape are
+/// taken from a probe load in which `Y` is an undeclared intermediate.
+pub fn one_op(
+    op: &str,
+    attrs: Value,
+    ins: &[(&str, &str, Vec<i64>)],
+    operands: Vec<Value>,
+) -> String {
+    let mut tensors = serde_json::Map::new();
+    let mut sig = Vec::new();
+    for (name, dt, shape) in ins {
+        tensors.insert(name.to_string(), json!({"dtype": dt, "shape": shape}));
+        sig.push(json!({"tensor": name}));
+    }
+    let node =
+        json!({"op": op, "name": "node", "inputs": operands, "outputs": ["Y"], "attrs": attrs});
+    let probe = json!({
+        "signature": {"inputs": sig, "outputs": [{"tensor": ins[0].0}]},
+        "tensors": tensors,
+        "graph": [node],
+    });
+    let g = frontend::load_str(&probe.to_string(), "probe.json").unwrap_or_else(|d| panic!("{d}"));
+    let y = g.tensor("Y").expect("Y inferred");
+    tensors.insert("Y".into(), json!({"dtype": y.dtype, "shape": y.shape}));
+    json!({
+        "signature": {"inputs": sig, "outputs": [{"tensor": "Y"}]},
+        "tensors": tensors,
+        "graph": [node],
+    })
+    .to_string()
+}
+
+/// Operand list of tensor names.
+pub fn names(ns: &[&str]) -> Vec<Value> {
+    ns.iter().map(|n| json!(n)).collect()
+}
+
+/// load → bind (from the given arrays) → lower → verify → evaluate. Panics with the diagnostics.
+pub fn run(graph_json: &str, inputs: Vec<(&str, Tensor)>) -> BTreeMap<String, Tensor> {
+    try_run(graph_json, inputs).unwrap_or_else(|d| panic!("{d}"))
+}
+
+/// Like [`run`] but returns the diagnostics.
+pub fn try_run(
+    graph_json: &str,
+    inputs: Vec<(&str, Tensor)>,
+) -> Result<BTreeMap<String, Tensor>, dlc_egg::Diagnostics> {
+    let g = frontend::load_str(graph_json, "test.json")?;
+    let arrays: BTreeMap<String, Vec<usize>> = inputs
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.shape.clone()))
+        .collect();
+    let bindings = frontend::resolve_symbols(&g, &BTreeMap::new(), &arrays)?;
+    let prog = lower::lower(&g)?;
+    let ins: BTreeMap<String, Tensor> = inputs
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t))
+        .collect();
+    dlc_egg::eval::evaluate(&prog, &bindings, &ins)
+}
+
+/// Runs a one-output graph and returns `Y`.
+pub fn run_y(graph_json: &str, inputs: Vec<(&str, Tensor)>) -> Tensor {
+    let mut out = run(graph_json, inputs);
+    out.remove("Y").expect("output Y")
+}
+
+/// Asserts `|got − want| <= atol + rtol·|want|` elementwise (NaN matches NaN, ±inf must match).
+pub fn assert_close(got: &Tensor, want: &[f64], shape: &[usize], rtol: f64, atol: f64) {
+    assert_eq!(got.shape, shape, "shape");
+    let g = got.to_f64();
+    assert_eq!(g.len(), want.len(), "element count");
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        let ok = (a.is_nan() && b.is_nan())
+            || (a.is_infinite() && a == b)
+            || (a - b).abs() <= atol + rtol * b.abs();
+        assert!(ok, "element {i}: got {a}, want {b} (all: {g:?})");
+    }
+}
+
+/// Row-major strides of a shape.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Unravels a flat index.
+pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut out = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        out[d] = i % shape[d];
+        i /= shape[d];
+    }
+    out
+}

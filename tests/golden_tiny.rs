@@ -1,0 +1,80 @@
+//! Golden Tiny IR dumps of every example (`tests/golden/tiny/<example>.json`), byte-identical
+//! across runs. Regenerate with `UPDATE_GOLDEN=1 cargo test --test golden_tiny`.
+
+use dlc_egg::ir::{frontend, lower, tiny};
+use std::path::{Path, PathBuf};
+
+fn examples() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"))
+            .expect("examples/")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+    v.sort();
+    v
+}
+
+fn dump(path: &Path) -> String {
+    let g = frontend::load_file(path).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
+    let p = lower::lower(&g).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
+    tiny::verify(&p).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::to_string_pretty(&tiny::to_json(&p)).expect("json") + "\n"
+}
+
+#[test]
+fn every_seed_example_exists() {
+    let names: Vec<String> = examples()
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for want in [
+        "gemm_bias_relu",
+        "conv3x3_s2_p1_silu",
+        "conv_relu_pool",
+        "attention_causal",
+        "layernorm",
+        "mlp_gelu",
+        "matmul_1d_2d",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "examples/{want}.json missing (have {names:?})"
+        );
+    }
+}
+
+#[test]
+fn tiny_dumps_match_golden_files() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/tiny");
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    if update {
+        std::fs::create_dir_all(&dir).expect("golden dir");
+    }
+    for ex in examples() {
+        let got = dump(&ex);
+        let golden = dir.join(ex.file_name().unwrap());
+        if update {
+            std::fs::write(&golden, &got).expect("write golden");
+            continue;
+        }
+        let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
+            panic!(
+                "{} missing: run UPDATE_GOLDEN=1 cargo test --test golden_tiny",
+                golden.display()
+            )
+        });
+        assert!(
+            got == want,
+            "{} differs from its golden dump; inspect and regenerate with UPDATE_GOLDEN=1",
+            ex.display()
+        );
+    }
+}
+
+#[test]
+fn dumps_are_byte_identical_across_runs() {
+    for ex in examples() {
+        assert_eq!(dump(&ex), dump(&ex), "{}", ex.display());
+    }
+}
