@@ -193,7 +193,7 @@ fn diag_format_from_raw(args: &[String]) -> DiagFormat {
     format
 }
 
-/// Help and version print normally (exit 0); every other parse error becomes an `E0308
+/// Help and version print normally (exit 0); every other parse error becomes an `E0313
 /// InvalidArgument` diagnostic (exit 2).
 fn handle_clap_error(e: clap::Error, format: DiagFormat) -> i32 {
     use clap::error::ErrorKind;
@@ -213,7 +213,7 @@ fn handle_clap_error(e: clap::Error, format: DiagFormat) -> i32 {
         .map(|u| format!("{}; ", u.trim()))
         .unwrap_or_default();
     let d = Diagnostic::error(
-        "E0308",
+        "E0313",
         "InvalidArgument",
         Location::Argument {
             argument: "command line".into(),
@@ -294,14 +294,14 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
     })
 }
 
-/// Parses `TENSOR=FILE` (`E0305 InvalidInputArgument` otherwise).
+/// Parses `TENSOR=FILE` (`E0310 InvalidInputArgument` otherwise).
 pub fn parse_input_arg(raw: &str) -> Result<(String, PathBuf), Diagnostic> {
     match raw.split_once('=') {
         Some((t, f)) if !t.trim().is_empty() && !f.is_empty() => {
             Ok((t.trim().to_string(), PathBuf::from(f)))
         }
         _ => Err(Diagnostic::error(
-            "E0305",
+            "E0310",
             "InvalidInputArgument",
             Location::Argument {
                 argument: format!("--input {raw}"),
@@ -312,17 +312,17 @@ pub fn parse_input_arg(raw: &str) -> Result<(String, PathBuf), Diagnostic> {
     }
 }
 
-/// Parses `SYMBOL=INTEGER` (`E0306 InvalidBindArgument` otherwise).
+/// Parses `SYMBOL=INTEGER` (`E0311 InvalidBindArgument` otherwise); only the syntax is checked.
 pub fn parse_bind_arg(raw: &str) -> Result<(String, i64), Diagnostic> {
     let bad = |why: String| {
         Diagnostic::error(
-            "E0306",
+            "E0311",
             "InvalidBindArgument",
             Location::Argument {
                 argument: format!("--bind {raw}"),
             },
             why,
-            "write it like --bind M=128 (a symbol name, `=`, a non-negative integer)",
+            "write it like --bind M=128 (a symbol name, `=`, an integer)",
         )
     };
     let Some((sym, value)) = raw.split_once('=') else {
@@ -336,9 +336,8 @@ pub fn parse_bind_arg(raw: &str) -> Result<(String, i64), Diagnostic> {
         .trim()
         .parse()
         .map_err(|_| bad(format!("`{value}` is not an integer")))?;
-    if v < 0 {
-        return Err(bad(format!("a size cannot be negative ({v})")));
-    }
+    // The value's meaning (negative sizes: E0205, unknown symbols: E0204) is checked by
+    // `frontend::resolve_symbols`, which knows the graph.
     Ok((sym.to_string(), v))
 }
 
@@ -348,7 +347,7 @@ fn is_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
 
-/// Parses every `--bind`; a symbol bound twice to different values is `E0306`.
+/// Parses every `--bind`; a symbol bound twice to different values is `E0311`.
 pub fn parse_binds(raw: &[String]) -> Result<BTreeMap<String, i64>, Vec<Diagnostic>> {
     let mut binds = BTreeMap::new();
     let mut diags = Vec::new();
@@ -356,7 +355,7 @@ pub fn parse_binds(raw: &[String]) -> Result<BTreeMap<String, i64>, Vec<Diagnost
         match parse_bind_arg(r) {
             Ok((s, v)) => match binds.insert(s.clone(), v) {
                 Some(old) if old != v => diags.push(Diagnostic::error(
-                    "E0306",
+                    "E0311",
                     "InvalidBindArgument",
                     Location::Argument {
                         argument: format!("--bind {r}"),
@@ -418,7 +417,7 @@ pub fn parse_dump(raw: &str) -> Result<Vec<DumpLayer>, Diagnostic> {
             "tiny" => DumpLayer::Tiny,
             other => {
                 return Err(Diagnostic::error(
-                    "E0308",
+                    "E0313",
                     "InvalidArgument",
                     Location::Argument {
                         argument: format!("--dump {raw}"),
@@ -527,11 +526,12 @@ mod tests {
     #[test]
     fn binds_parse_and_reject() {
         assert_eq!(parse_bind_arg("M=128").expect("ok"), ("M".into(), 128));
-        for bad in ["M", "M=x", "=3", "M=-1", "1M=3", "M=1.5"] {
-            assert_eq!(parse_bind_arg(bad).expect_err(bad).code, "E0306", "{bad}");
+        assert_eq!(parse_bind_arg("M=-1").expect("syntax ok"), ("M".into(), -1));
+        for bad in ["M", "M=x", "=3", "1M=3", "M=1.5", "M=99999999999999999999"] {
+            assert_eq!(parse_bind_arg(bad).expect_err(bad).code, "E0311", "{bad}");
         }
         let twice = vec!["M=1".to_string(), "M=2".to_string()];
-        assert_eq!(parse_binds(&twice).expect_err("twice")[0].code, "E0306");
+        assert_eq!(parse_binds(&twice).expect_err("twice")[0].code, "E0311");
         let same = vec!["M=1".to_string(), "M=1".to_string()];
         assert!(parse_binds(&same).is_ok());
     }
@@ -543,7 +543,7 @@ mod tests {
             ("A".into(), PathBuf::from("dir/a=b.npy"))
         );
         for bad in ["A", "=a.npy", "A="] {
-            assert_eq!(parse_input_arg(bad).expect_err(bad).code, "E0305");
+            assert_eq!(parse_input_arg(bad).expect_err(bad).code, "E0310");
         }
     }
 
@@ -554,7 +554,7 @@ mod tests {
             vec![DumpLayer::Frontend, DumpLayer::Tiny]
         );
         assert_eq!(parse_dump("").expect("ok"), vec![DumpLayer::Tiny]);
-        assert_eq!(parse_dump("cu").expect_err("cu").code, "E0308");
+        assert_eq!(parse_dump("cu").expect_err("cu").code, "E0313");
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub const E_NPY_UNREADABLE: (&str, &str) = ("E0300", "NpyUnreadable");
 /// Code and kind of an array whose element type does not fit the tensor's dtype.
 pub const E_NPY_DTYPE: (&str, &str) = ("E0301", "NpyDtypeMismatch");
 /// Code and kind of an output file that cannot be written.
-pub const E_NPY_WRITE: (&str, &str) = ("E0307", "OutputWriteFailed");
+pub const E_NPY_WRITE: (&str, &str) = ("E0312", "OutputWriteFailed");
 
 /// Elements of a decoded array, in C (row-major) order.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,7 +105,7 @@ pub fn to_tensor(array: NpyArray, tensor: &str, dtype: DType) -> Result<Tensor, 
     Ok(Tensor { dtype, shape, data })
 }
 
-/// Writes `t` to `path` in its dtype (see the module docs). Errors are `E0307
+/// Writes `t` to `path` in its dtype (see the module docs). Errors are `E0312
 /// OutputWriteFailed` located at the path.
 pub fn write_tensor(path: &Path, t: &Tensor) -> Result<(), Diagnostic> {
     let source = path.display().to_string();

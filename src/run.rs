@@ -14,14 +14,14 @@
 //! | E0301 | NpyDtypeMismatch | an array's element type does not fit its tensor's dtype |
 //! | E0302 | NpyShapeMismatch | an array's shape differs from its tensor's concrete shape |
 //! | E0303 | MissingInput | a signature input has no `--input` and `--random` is not given |
-//! | E0304 | UnknownInput | `--input` names a tensor that is not a signature input |
-//! | E0305 | InvalidInputArgument | `--input` is not `TENSOR=FILE`, or names a tensor twice |
-//! | E0306 | InvalidBindArgument | `--bind` is not `SYMBOL=INTEGER`, or binds a symbol twice |
-//! | E0307 | OutputWriteFailed | the output directory or an output file cannot be written |
-//! | E0308 | InvalidArgument | any other malformed command line |
-//! | E0309 | UnresolvedSize | a signature tensor's size cannot be computed from the symbols |
-//! | E0310 | OutputNotComputed | internal: the evaluator returned no value for an output |
-//! | E0311 | OutputMismatch | internal: an output's dtype or shape is not the declared one |
+//! | E0309 | UnknownInput | `--input` names a tensor that is not a signature input |
+//! | E0310 | InvalidInputArgument | `--input` is not `TENSOR=FILE`, or names a tensor twice |
+//! | E0311 | InvalidBindArgument | `--bind` is not `SYMBOL=INTEGER`, or binds a symbol twice |
+//! | E0312 | OutputWriteFailed | the output directory or an output file cannot be written |
+//! | E0313 | InvalidArgument | any other malformed command line |
+//! | E0314 | UnresolvedSize | a signature tensor's size cannot be computed from the symbols |
+//! | E0315 | OutputNotComputed | internal: the evaluator returned no value for an output |
+//! | E0316 | OutputMismatch | internal: an output's dtype or shape is not the declared one |
 //! | E0400 | DeviceUnavailable | `--device cuda` (CUDA code generation comes later) |
 
 // A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
@@ -153,7 +153,7 @@ pub fn run_graph(graph: &Graph, opts: &RunOptions) -> Result<Vec<WrittenOutput>,
 }
 
 /// Every signature output must come back from the evaluator with its declared dtype and
-/// concrete shape; anything else is a compiler bug (`E0310`, `E0311`).
+/// concrete shape; anything else is a compiler bug (`E0315`, `E0316`).
 pub fn check_outputs(
     graph: &Graph,
     outputs: &BTreeMap<String, Tensor>,
@@ -168,7 +168,7 @@ pub fn check_outputs(
         if t.dtype != info.dtype || t.shape != shape {
             return Err(Failure::internal(
                 Diagnostic::error(
-                    "E0311",
+                    "E0316",
                     "OutputMismatch",
                     Location::Tensor {
                         tensor: o.tensor.clone(),
@@ -239,7 +239,7 @@ pub fn prepare_inputs(
     Ok(PreparedInputs { bindings, tensors })
 }
 
-/// `E0304` for names that are not signature inputs, `E0305` for a tensor given twice.
+/// `E0309` for names that are not signature inputs, `E0310` for a tensor given twice.
 pub fn check_input_names(graph: &Graph, inputs: &[(String, PathBuf)]) -> Result<(), Failure> {
     let known: Vec<&str> = graph
         .signature
@@ -255,7 +255,7 @@ pub fn check_input_names(graph: &Graph, inputs: &[(String, PathBuf)]) -> Result<
         } else if !seen.insert(name.as_str()) {
             diags.push(
                 Diagnostic::error(
-                    "E0305",
+                    "E0310",
                     "InvalidInputArgument",
                     Location::Argument {
                         argument: format!("--input {name}={}", path.display()),
@@ -277,7 +277,7 @@ fn unknown_input(name: &str, known: &[&str], graph: &Graph) -> Diagnostic {
         format!("`{name}` is not a signature input of the graph")
     };
     Diagnostic::error(
-        "E0304",
+        "E0309",
         "UnknownInput",
         Location::Argument {
             argument: format!("--input {name}"),
@@ -322,7 +322,7 @@ fn read_input(graph: &Graph, name: &str, path: &Path) -> Result<Tensor, Diagnost
 fn tensor_info<'g>(graph: &'g Graph, name: &str) -> Result<&'g TensorInfo, Diagnostic> {
     graph.tensor(name).ok_or_else(|| {
         Diagnostic::error(
-            "E0309",
+            "E0314",
             "UnresolvedSize",
             Location::Tensor {
                 tensor: name.to_string(),
@@ -358,7 +358,7 @@ fn missing_input(tensor: &str) -> Diagnostic {
     )
 }
 
-/// The concrete shape of a tensor under `bindings` (`E0309` when a size is unbound, negative,
+/// The concrete shape of a tensor under `bindings` (`E0314` when a size is unbound, negative,
 /// overflows or exceeds [`MAX_ELEMENTS`]).
 pub fn concrete_shape(
     name: &str,
@@ -367,7 +367,7 @@ pub fn concrete_shape(
 ) -> Result<Vec<usize>, Diagnostic> {
     let fail = |why: String| {
         Diagnostic::error(
-            "E0309",
+            "E0314",
             "UnresolvedSize",
             Location::Tensor {
                 tensor: name.to_string(),
@@ -632,7 +632,7 @@ pub fn output_file_name(tensor: &str) -> String {
 
 fn missing_output(tensor: &str) -> Diagnostic {
     Diagnostic::error(
-        "E0310",
+        "E0315",
         "OutputNotComputed",
         Location::Tensor {
             tensor: tensor.to_string(),
@@ -718,7 +718,7 @@ mod tests {
             ("X".to_string(), PathBuf::from("b.npy")),
         ];
         let e = check_input_names(&g, &ins).expect_err("bad names");
-        assert_eq!(e.diagnostics.codes(), vec!["E0304", "E0305"]);
+        assert_eq!(e.diagnostics.codes(), vec!["E0309", "E0310"]);
         assert!(e.diagnostics.0[0].why.contains("output"));
     }
 
@@ -822,12 +822,12 @@ mod tests {
     fn unbound_and_huge_sizes_are_diagnostics() {
         let i = info(DType::F32, vec![Dim::sym("N")]);
         let d = concrete_shape("T", &i, &BTreeMap::new()).expect_err("unbound");
-        assert_eq!(d.code, "E0309");
+        assert_eq!(d.code, "E0314");
         let big = BTreeMap::from([("N".to_string(), i64::MAX)]);
         let i2 = info(DType::F32, vec![Dim::sym("N"), Dim::sym("N")]);
         assert_eq!(
             concrete_shape("T", &i2, &big).expect_err("big").code,
-            "E0309"
+            "E0314"
         );
     }
 
@@ -856,9 +856,9 @@ mod tests {
         let outs = BTreeMap::from([("Y".to_string(), bad)]);
         let e = check_outputs(&g, &outs, &b).expect_err("dtype");
         assert!(e.internal);
-        assert_eq!(e.diagnostics.first_code(), "E0311");
+        assert_eq!(e.diagnostics.first_code(), "E0316");
         let e = check_outputs(&g, &BTreeMap::new(), &b).expect_err("missing");
-        assert_eq!(e.diagnostics.first_code(), "E0310");
+        assert_eq!(e.diagnostics.first_code(), "E0315");
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! End-to-end tests of the `dlc-egg` binary: exit statuses, JSON diagnostics on stderr and the
-//! files `run` writes. Tests marked `#[ignore = "needs frontend+lower+eval (merging)"]` need the
-//! real frontend, lowering and evaluator; they are un-ignored once those are merged.
+//! files `run` writes.
 
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::npy::{read_array, to_tensor, write_tensor};
@@ -144,9 +143,9 @@ fn help_documents_every_flag() {
 fn bad_bind_is_e0306() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
-    for bind in ["M", "M=abc", "M=-3", "=4"] {
+    for bind in ["M", "M=abc", "M=1.5", "=4"] {
         let out = ctx.run(&["--diagnostics", "json", "run", s(&g), "--bind", bind]);
-        assert_eq!(codes(&json_failure(&out)), vec!["E0306"], "{bind}");
+        assert_eq!(codes(&json_failure(&out)), vec!["E0311"], "{bind}");
     }
 }
 
@@ -155,7 +154,7 @@ fn bad_input_syntax_is_e0305() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
     let out = ctx.run(&["run", s(&g), "--input", "X", "--diagnostics=json"]);
-    assert_eq!(codes(&json_failure(&out)), vec!["E0305"]);
+    assert_eq!(codes(&json_failure(&out)), vec!["E0310"]);
 }
 
 #[test]
@@ -183,7 +182,7 @@ fn malformed_command_lines_are_diagnostics() {
         vec!["--diagnostics", "json"],
     ] {
         let out = ctx.run(&args);
-        assert_eq!(codes(&json_failure(&out)), vec!["E0308"], "{args:?}");
+        assert_eq!(codes(&json_failure(&out)), vec!["E0313"], "{args:?}");
     }
 }
 
@@ -194,7 +193,7 @@ fn text_diagnostics_are_the_default() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.starts_with("error[E0306] InvalidBindArgument"),
+        stderr.starts_with("error[E0311] InvalidBindArgument"),
         "{stderr}"
     );
     assert!(stderr.contains("help:"), "{stderr}");
@@ -236,7 +235,7 @@ fn lower_rejects_unknown_dump_layers() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
     let out = ctx.run(&["--diagnostics", "json", "lower", s(&g), "--dump", "tiny,cu"]);
-    assert_eq!(codes(&json_failure(&out)), vec!["E0308"]);
+    assert_eq!(codes(&json_failure(&out)), vec!["E0313"]);
 }
 
 #[test]
@@ -249,10 +248,74 @@ fn check_prints_ok() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tests that need the real frontend, lowering and evaluator.
+// Tests through the whole pipeline (frontend, lowering, evaluator).
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
+fn bind_semantics_come_from_the_frontend() {
+    let ctx = Ctx::new();
+    let g = ctx.file("g.json", GEMM_BIAS_RELU);
+    let out = ctx.run(&[
+        "--diagnostics",
+        "json",
+        "run",
+        s(&g),
+        "--random",
+        "0",
+        "--bind",
+        "M=-3",
+    ]);
+    assert_eq!(codes(&json_failure(&out)), vec!["E0205"]);
+    let out = ctx.run(&[
+        "--diagnostics",
+        "json",
+        "run",
+        s(&g),
+        "--random",
+        "0",
+        "--bind",
+        "Q=3",
+    ]);
+    assert_eq!(codes(&json_failure(&out)), vec!["E0204"]);
+}
+
+#[test]
+fn gather_index_out_of_range_is_a_user_error() {
+    let ctx = Ctx::new();
+    let g = ctx.file("g.json", GATHER);
+    let i = ctx.tensor(
+        "i.npy",
+        &Tensor::from_f64(DType::I32, vec![3, 2], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]),
+    );
+    let out = ctx.run(&[
+        "--diagnostics",
+        "json",
+        "run",
+        s(&g),
+        "--random",
+        "0",
+        "--input",
+        &format!("I={}", s(&i)),
+    ]);
+    assert_eq!(json_failure(&out).len(), 1);
+}
+
+#[test]
+fn lower_dump_frontend_shows_normalized_attrs() {
+    let ctx = Ctx::new();
+    let g = ctx.file("g.json", GATHER);
+    let out = ctx.run(&["lower", s(&g), "--dump", "frontend"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["graph"][0]["attrs"]["axis"], 1);
+    assert_eq!(v["tensors"]["Y"]["dtype"], "fp16");
+}
+
+#[test]
 fn malformed_json_is_exit_2_with_json_diagnostics() {
     let ctx = Ctx::new();
     let g = ctx.file("bad.json", "{\"signature\": {\"inputs\": [}");
@@ -264,7 +327,6 @@ fn malformed_json_is_exit_2_with_json_diagnostics() {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn missing_input_is_e0303_naming_the_tensor() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
@@ -286,7 +348,6 @@ fn missing_input_is_e0303_naming_the_tensor() {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn unknown_input_is_e0304() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
@@ -301,11 +362,10 @@ fn unknown_input_is_e0304() {
         "--input",
         &format!("Q={}", s(&x)),
     ]);
-    assert_eq!(codes(&json_failure(&out)), vec!["E0304"]);
+    assert_eq!(codes(&json_failure(&out)), vec!["E0309"]);
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn wrong_npy_dtype_is_e0301() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
@@ -329,7 +389,6 @@ fn wrong_npy_dtype_is_e0301() {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn wrong_npy_shape_is_e0302() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
@@ -350,7 +409,6 @@ fn wrong_npy_shape_is_e0302() {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn corrupt_npy_is_e0300() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
@@ -381,7 +439,6 @@ fn gemm_bias_relu(x: &[f64], w: &[f64], b: &[f64], m: usize) -> Vec<f64> {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn gemm_bias_relu_matches_a_hand_computation() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
@@ -422,7 +479,6 @@ fn gemm_bias_relu_matches_a_hand_computation() {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn bind_and_array_shapes_set_symbols() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
@@ -457,7 +513,6 @@ fn bind_and_array_shapes_set_symbols() {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn random_runs_are_byte_identical_for_the_same_seed() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
@@ -479,7 +534,6 @@ fn random_runs_are_byte_identical_for_the_same_seed() {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn random_gather_indices_are_in_range() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GATHER);
@@ -497,7 +551,6 @@ fn random_gather_indices_are_in_range() {
 }
 
 #[test]
-#[ignore = "needs frontend+lower+eval (merging)"]
 fn example_gemm_bias_relu_runs_with_random_inputs() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gemm_bias_relu.json");
     let ctx = Ctx::new();

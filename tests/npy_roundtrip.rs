@@ -238,7 +238,7 @@ fn unwritable_output_is_a_diagnostic() {
     let dir = tmp();
     let p = dir.path().join("no_such_dir").join("y.npy");
     let d = write_tensor(&p, &Tensor::from_f64(DType::F32, vec![1], &[1.0])).expect_err("dir");
-    assert_eq!(d.code, "E0307");
+    assert_eq!(d.code, "E0312");
 }
 
 mod properties {
