@@ -10,9 +10,9 @@
 use serde::Serialize;
 use std::fmt;
 
-/// Where a diagnostic points.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// Where a diagnostic points. Serialized flat, as seed 001 §14 shows it: `{"node": "mm", "op":
+/// "MatMul"}`, `{"tensor": "A"}`, `{"file": …, "line": 3, "column": 5}`, `{"document": true}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {
     /// A position in the input text (1-based).
     Source {
@@ -34,6 +34,31 @@ pub enum Location {
     TinyNode { tiny_node: String },
     /// The whole input.
     Document,
+}
+
+impl Serialize for Location {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match self {
+            Location::Source { file, line, column } => {
+                m.serialize_entry("file", file)?;
+                m.serialize_entry("line", line)?;
+                m.serialize_entry("column", column)?;
+            }
+            Location::Node { node, op } => {
+                m.serialize_entry("node", node)?;
+                m.serialize_entry("op", op)?;
+            }
+            Location::Tensor { tensor } => m.serialize_entry("tensor", tensor)?,
+            Location::Symbol { symbol } => m.serialize_entry("symbol", symbol)?,
+            Location::Field { path } => m.serialize_entry("field", path)?,
+            Location::Argument { argument } => m.serialize_entry("argument", argument)?,
+            Location::TinyNode { tiny_node } => m.serialize_entry("tiny_node", tiny_node)?,
+            Location::Document => m.serialize_entry("document", &true)?,
+        }
+        m.end()
+    }
 }
 
 impl fmt::Display for Location {
@@ -180,5 +205,48 @@ impl std::error::Error for Diagnostics {}
 impl Serialize for Diagnostics {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_serialize_flat() {
+        let d = Diagnostic::error(
+            "E1001",
+            "BroadcastMismatch",
+            Location::Node {
+                node: "add".into(),
+                op: "Elementwise".into(),
+            },
+            "why",
+            "fix",
+        )
+        .with("lhs", "[2, 3]");
+        let v = serde_json::to_value(&d).expect("json");
+        assert_eq!(
+            v["at"],
+            serde_json::json!({"node": "add", "op": "Elementwise"})
+        );
+        assert_eq!(v["details"]["lhs"], "[2, 3]");
+        let doc = serde_json::to_value(Location::Document).expect("json");
+        assert_eq!(doc, serde_json::json!({"document": true}));
+    }
+
+    #[test]
+    fn text_form_has_code_kind_location_and_help() {
+        let d = Diagnostic::error(
+            "E0303",
+            "MissingInput",
+            Location::Tensor { tensor: "W".into() },
+            "no value",
+            "pass it",
+        );
+        assert_eq!(
+            d.to_string(),
+            "error[E0303] MissingInput at tensor `W`: no value\n  help: pass it"
+        );
     }
 }

@@ -341,7 +341,7 @@ fn missing_input_is_e0303_naming_the_tensor() {
     ]);
     let diags = json_failure(&out);
     assert_eq!(codes(&diags), vec!["E0303", "E0303"]);
-    assert_eq!(diags[0]["at"]["tensor"]["tensor"], "W");
+    assert_eq!(diags[0]["at"]["tensor"], "W");
     let suggestion = diags[0]["suggestion"].as_str().unwrap_or("");
     assert!(suggestion.contains("--input W="), "{suggestion}");
     assert!(suggestion.contains("--random"), "{suggestion}");
@@ -385,7 +385,7 @@ fn wrong_npy_dtype_is_e0301() {
     ]);
     let diags = json_failure(&out);
     assert_eq!(codes(&diags), vec!["E0301"]);
-    assert_eq!(diags[0]["at"]["tensor"]["tensor"], "X");
+    assert_eq!(diags[0]["at"]["tensor"], "X");
 }
 
 #[test]
@@ -405,7 +405,7 @@ fn wrong_npy_shape_is_e0302() {
     ]);
     let diags = json_failure(&out);
     assert_eq!(codes(&diags), vec!["E0302"]);
-    assert_eq!(diags[0]["at"]["tensor"]["tensor"], "W");
+    assert_eq!(diags[0]["at"]["tensor"], "W");
 }
 
 #[test]
