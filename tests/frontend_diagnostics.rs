@@ -1,31 +1,15 @@
 //! One test per front-end diagnostic: code, kind and location (and that nothing panics).
 
+mod common;
+use common::{probe_doc, valid_doc};
+
 use dlc_egg::diag::{Diagnostic, Diagnostics, Location};
 use dlc_egg::ir::frontend::{load_str, resolve_symbols, Graph};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-/// A valid document: Y = relu(A @ B + bias), symbolic M, K, N.
 fn base() -> Value {
-    json!({
-        "signature": {
-            "inputs": [{"tensor": "A"}, {"tensor": "B"},
-                       {"tensor": "bias", "role": "param", "storage": "const_pool"}],
-            "outputs": [{"tensor": "Y"}]
-        },
-        "symbols": {"M": 4},
-        "tensors": {
-            "A": {"dtype": "fp16", "shape": ["M", "K"]},
-            "B": {"dtype": "fp16", "shape": ["K", "N"]},
-            "bias": {"dtype": "fp16", "shape": ["N"]},
-            "Y": {"dtype": "fp16", "shape": ["M", "N"]}
-        },
-        "graph": [
-            {"op": "MatMul", "name": "mm", "inputs": ["A", "B"], "outputs": ["C"]},
-            {"op": "Elementwise", "name": "add", "inputs": ["C", "bias"], "outputs": ["D"], "attrs": {"fn": "add"}},
-            {"op": "Elementwise", "name": "relu", "inputs": ["D"], "outputs": ["Y"], "attrs": {"fn": "relu"}}
-        ]
-    })
+    valid_doc()
 }
 
 fn load(doc: &Value) -> Result<Graph, Diagnostics> {
@@ -54,17 +38,7 @@ fn at_tensor(t: &str) -> Location {
 
 /// A one-node document over the given inputs (the node's output `Y` is an intermediate).
 fn one_node(inputs: &[(&str, &str, Value)], node: Value) -> Value {
-    let mut tensors = serde_json::Map::new();
-    let mut sig = Vec::new();
-    for (n, d, s) in inputs {
-        tensors.insert(n.to_string(), json!({"dtype": d, "shape": s}));
-        sig.push(json!({"tensor": n}));
-    }
-    json!({
-        "signature": {"inputs": sig, "outputs": [{"tensor": inputs[0].0}]},
-        "tensors": tensors,
-        "graph": [node],
-    })
+    probe_doc(inputs, json!([node]))
 }
 
 fn n(op: &str, ins: Value, attrs: Value) -> Value {

@@ -2,49 +2,13 @@
 //! ops, normalizations, reductions and elementwise ops. Movement ops, graph-level behaviour and
 //! the examples: `frontend_infer_movement.rs`.
 
-use dlc_egg::ir::dim::fmt_shape;
+mod common;
+use common::fe::{doc_with, dtype, load, node, op, shape};
+
 use dlc_egg::ir::dtype::DType;
-use dlc_egg::ir::frontend::{load_str, CumFn, EwFn, Graph, Op, Operand, PoolMode, ReduceFn};
-use serde_json::{json, Value};
+use dlc_egg::ir::frontend::{load_str, CumFn, EwFn, Op, Operand, PoolMode, ReduceFn};
+use serde_json::json;
 use std::collections::BTreeMap;
-
-/// A document whose inputs are the given tensors and whose only node is `node` (output `Y`).
-/// The signature output is the first input, so `Y` is an undeclared intermediate.
-fn doc_with(inputs: &[(&str, &str, Value)], nodes: Value) -> String {
-    let mut tensors = serde_json::Map::new();
-    let mut sig = Vec::new();
-    for (n, d, s) in inputs {
-        tensors.insert(n.to_string(), json!({"dtype": d, "shape": s}));
-        sig.push(json!({"tensor": n}));
-    }
-    json!({
-        "signature": {"inputs": sig, "outputs": [{"tensor": inputs[0].0}]},
-        "tensors": tensors,
-        "graph": nodes,
-    })
-    .to_string()
-}
-
-fn load(inputs: &[(&str, &str, Value)], node: Value) -> Graph {
-    let text = doc_with(inputs, json!([node]));
-    load_str(&text, "test.json").unwrap_or_else(|d| panic!("{d}\n{text}"))
-}
-
-fn node(op: &str, ins: Value, attrs: Value) -> Value {
-    json!({"op": op, "name": "n", "inputs": ins, "outputs": ["Y"], "attrs": attrs})
-}
-
-fn shape(g: &Graph, t: &str) -> String {
-    fmt_shape(&g.tensor(t).expect("tensor").shape)
-}
-
-fn dtype(g: &Graph, t: &str) -> DType {
-    g.tensor(t).expect("tensor").dtype
-}
-
-fn op(g: &Graph) -> &Op {
-    &g.nodes[0].op
-}
 
 // ---------------------------------------------------------------- contractions
 

@@ -1,51 +1,14 @@
 //! Shape inference and normal form of the movement ops, graph-level behaviour (topological order,
 //! declared tensors, symbol binding) and the example graphs.
 
-use dlc_egg::ir::dim::{fmt_shape, Dim};
+mod common;
+use common::fe::{dtype, load, node, op, shape};
+
+use dlc_egg::ir::dim::Dim;
 use dlc_egg::ir::dtype::DType;
-use dlc_egg::ir::frontend::{
-    load_file, load_str, resolve_symbols, Graph, Mutability, Op, Role, Storage,
-};
-use serde_json::{json, Value};
+use dlc_egg::ir::frontend::{load_file, load_str, resolve_symbols, Mutability, Op, Role, Storage};
+use serde_json::json;
 use std::collections::BTreeMap;
-
-/// A document whose inputs are the given tensors and whose only node is `node` (output `Y`).
-/// The signature output is the first input, so `Y` is an undeclared intermediate.
-fn doc_with(inputs: &[(&str, &str, Value)], nodes: Value) -> String {
-    let mut tensors = serde_json::Map::new();
-    let mut sig = Vec::new();
-    for (n, d, s) in inputs {
-        tensors.insert(n.to_string(), json!({"dtype": d, "shape": s}));
-        sig.push(json!({"tensor": n}));
-    }
-    json!({
-        "signature": {"inputs": sig, "outputs": [{"tensor": inputs[0].0}]},
-        "tensors": tensors,
-        "graph": nodes,
-    })
-    .to_string()
-}
-
-fn load(inputs: &[(&str, &str, Value)], node: Value) -> Graph {
-    let text = doc_with(inputs, json!([node]));
-    load_str(&text, "test.json").unwrap_or_else(|d| panic!("{d}\n{text}"))
-}
-
-fn node(op: &str, ins: Value, attrs: Value) -> Value {
-    json!({"op": op, "name": "n", "inputs": ins, "outputs": ["Y"], "attrs": attrs})
-}
-
-fn shape(g: &Graph, t: &str) -> String {
-    fmt_shape(&g.tensor(t).expect("tensor").shape)
-}
-
-fn dtype(g: &Graph, t: &str) -> DType {
-    g.tensor(t).expect("tensor").dtype
-}
-
-fn op(g: &Graph) -> &Op {
-    &g.nodes[0].op
-}
 
 // ---------------------------------------------------------------- movement
 

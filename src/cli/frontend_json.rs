@@ -6,6 +6,7 @@
 use crate::ir::frontend::{
     ConvAttrs, CumFn, Graph, Node, Op, Operand, PoolAttrs, PoolMode, ReduceFn,
 };
+use crate::ir::tiny::scalar_json;
 use serde_json::{json, Map, Value};
 
 /// The frontend graph as a JSON document.
@@ -39,19 +40,6 @@ fn operand_json(o: &Operand) -> Value {
     match o {
         Operand::Tensor(t) => Value::String(t.clone()),
         Operand::Scalar(v) => scalar_json(*v),
-    }
-}
-
-/// A scalar: integral values as integers, non-finite ones as `"inf"`, `"-inf"`, `"nan"`.
-fn scalar_json(v: f64) -> Value {
-    if v.is_nan() {
-        Value::String("nan".into())
-    } else if v.is_infinite() {
-        Value::String(if v > 0.0 { "inf" } else { "-inf" }.into())
-    } else if v.fract() == 0.0 && v.abs() < 9.0e15 {
-        json!(v as i64)
-    } else {
-        json!(v)
     }
 }
 

@@ -1,6 +1,8 @@
 //! Shared helpers of the end-to-end tests: one-node graphs, deterministic data, tolerant compare.
 #![allow(dead_code)]
 
+pub mod fe;
+
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::tensor::Tensor;
@@ -28,37 +30,64 @@ pub fn rand_tensor(seed: u64, dtype: DType, shape: &[usize]) -> Tensor {
     Tensor::from_f64(dtype, shape.to_vec(), &data(seed, n))
 }
 
+/// A valid document: `Y = relu(A @ B + bias)` with symbolic `M`, `K`, `N` (default `M = 4`).
+pub fn valid_doc() -> Value {
+    json!({
+        "signature": {
+            "inputs": [{"tensor": "A"}, {"tensor": "B"},
+                       {"tensor": "bias", "role": "param", "storage": "const_pool"}],
+            "outputs": [{"tensor": "Y"}]
+        },
+        "symbols": {"M": 4},
+        "tensors": {
+            "A": {"dtype": "fp16", "shape": ["M", "K"]},
+            "B": {"dtype": "fp16", "shape": ["K", "N"]},
+            "bias": {"dtype": "fp16", "shape": ["N"]},
+            "Y": {"dtype": "fp16", "shape": ["M", "N"]}
+        },
+        "graph": [
+            {"op": "MatMul", "name": "mm", "inputs": ["A", "B"], "outputs": ["C"]},
+            {"op": "Elementwise", "name": "add", "inputs": ["C", "bias"], "outputs": ["D"], "attrs": {"fn": "add"}},
+            {"op": "Elementwise", "name": "relu", "inputs": ["D"], "outputs": ["Y"], "attrs": {"fn": "relu"}}
+        ]
+    })
+}
+
+/// A document whose signature inputs are `inputs` `(name, dtype, shape)` and whose nodes are
+/// `nodes`. Its signature output is the first input, so node outputs are undeclared intermediates
+/// whose dtype and shape the frontend infers.
+pub fn probe_doc(inputs: &[(&str, &str, Value)], nodes: Value) -> Value {
+    let mut tensors = serde_json::Map::new();
+    let mut sig = Vec::new();
+    for (n, d, s) in inputs {
+        tensors.insert(n.to_string(), json!({"dtype": d, "shape": s}));
+        sig.push(json!({"tensor": n}));
+    }
+    json!({
+        "signature": {"inputs": sig, "outputs": [{"tensor": inputs[0].0}]},
+        "tensors": tensors,
+        "graph": nodes,
+    })
+}
+
 /// A one-node graph: inputs `(name, dtype, shape)`, node operands `operands` (tensor names or
 /// numbers), output `Y`. `Y` must be declared (signature outputs are), so its dtype and shape are
-/// taken from a probe load in which `Y` is an undeclared intermediate.
+/// taken from a [`probe_doc`] load in which `Y` is an undeclared intermediate.
 pub fn one_op(
     op: &str,
     attrs: Value,
     ins: &[(&str, &str, Vec<i64>)],
     operands: Vec<Value>,
 ) -> String {
-    let mut tensors = serde_json::Map::new();
-    let mut sig = Vec::new();
-    for (name, dt, shape) in ins {
-        tensors.insert(name.to_string(), json!({"dtype": dt, "shape": shape}));
-        sig.push(json!({"tensor": name}));
-    }
+    let ins_v: Vec<(&str, &str, Value)> = ins.iter().map(|(n, d, s)| (*n, *d, json!(s))).collect();
     let node =
         json!({"op": op, "name": "node", "inputs": operands, "outputs": ["Y"], "attrs": attrs});
-    let probe = json!({
-        "signature": {"inputs": sig, "outputs": [{"tensor": ins[0].0}]},
-        "tensors": tensors,
-        "graph": [node],
-    });
-    let g = frontend::load_str(&probe.to_string(), "probe.json").unwrap_or_else(|d| panic!("{d}"));
+    let mut doc = probe_doc(&ins_v, json!([node]));
+    let g = frontend::load_str(&doc.to_string(), "probe.json").unwrap_or_else(|d| panic!("{d}"));
     let y = g.tensor("Y").expect("Y inferred");
-    tensors.insert("Y".into(), json!({"dtype": y.dtype, "shape": y.shape}));
-    json!({
-        "signature": {"inputs": sig, "outputs": [{"tensor": "Y"}]},
-        "tensors": tensors,
-        "graph": [node],
-    })
-    .to_string()
+    doc["tensors"]["Y"] = json!({"dtype": y.dtype, "shape": y.shape});
+    doc["signature"]["outputs"] = json!([{"tensor": "Y"}]);
+    doc.to_string()
 }
 
 /// Operand list of tensor names.

@@ -12,7 +12,7 @@
 mod dump;
 mod infer;
 
-pub use dump::to_json;
+pub use dump::{scalar_json, to_json};
 pub use infer::{verify, TinyError};
 
 use crate::ir::dim::{Dim, Shape};
