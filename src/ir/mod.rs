@@ -3,9 +3,11 @@
 //! - [`frontend`]: `graph.json` loading, validation and shape/dtype inference.
 //! - [`tiny`]: Tiny IR (seed 002), its typing rules, verifier and JSON dump.
 //! - [`lower`]: frontend graph → Tiny IR, the naive tinygrad-style way.
+//! - [`egraph`]: the e-graph language over Tiny IR and its IndexBook analysis.
 
 pub mod dim;
 pub mod dtype;
+pub mod egraph;
 pub mod frontend;
 pub mod lower;
 pub mod tiny;

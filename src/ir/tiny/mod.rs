@@ -13,7 +13,7 @@ mod dump;
 mod infer;
 
 pub use dump::{scalar_json, to_json};
-pub use infer::{verify, TinyError};
+pub use infer::{infer_node, verify, TinyError};
 
 use crate::ir::dim::{Dim, Shape};
 use crate::ir::dtype::DType;
@@ -115,7 +115,7 @@ impl ReduceOp {
 }
 
 /// One input axis of a VIEW's index map: `offset + Σ coeff · out_axis`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AffineIndex {
     /// `(output axis, coefficient)` pairs, output axes ascending and distinct, no zero coefficient.
     pub terms: Vec<(usize, i64)>,

@@ -1,0 +1,322 @@
+//! The IndexBook analysis (seed 001 §4): the facts every e-class carries. A tensor class knows its
+//! dtype and (symbolic) shape; an attribute class its value. Facts are computed by Tiny IR's typing
+//! rules ([`crate::ir::tiny::infer_node`] through [`tiny_parts`]), so the e-graph and Tiny IR can
+//! never disagree on what a node means. Two classes with different facts never merge: a rewrite that
+//! would merge them is unsound, and the merge asserts.
+//!
+//! TODO(issue 3): axis kinds (iter/broadcast/reduce), access maps (affine + floordiv), piecewise
+//! domain facts, FLOPs and bytes join [`TensorFacts`] with the movement and contraction rules.
+
+use super::attr::Attr;
+use super::lang::TensorLang;
+use crate::ir::dim::Shape;
+use crate::ir::dtype::DType;
+use crate::ir::tiny::{infer_node, Node, NodeId, Program, Src, UOp};
+use egg::{Analysis, DidMerge, EGraph, Id};
+
+/// Facts of a tensor-valued e-class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorFacts {
+    pub dtype: DType,
+    pub shape: Shape,
+}
+
+/// Facts of an e-class.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Facts {
+    Attr(Attr),
+    Tensor(TensorFacts),
+}
+
+impl Facts {
+    pub fn attr(&self) -> Option<&Attr> {
+        match self {
+            Facts::Attr(a) => Some(a),
+            Facts::Tensor(_) => None,
+        }
+    }
+
+    pub fn tensor(&self) -> Option<&TensorFacts> {
+        match self {
+            Facts::Tensor(t) => Some(t),
+            Facts::Attr(_) => None,
+        }
+    }
+}
+
+/// The IndexBook analysis.
+#[derive(Clone, Debug, Default)]
+pub struct IndexBook;
+
+/// The e-graph type of dlc-egg.
+pub type TensorGraph = EGraph<TensorLang, IndexBook>;
+
+/// An operand of a Tiny node seen from an e-node: a tensor class or an immediate number.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Operand {
+    Tensor(Id),
+    Imm(f64),
+}
+
+/// A Tiny node's op, operands and declared result, read off an e-node (attribute children resolved
+/// through `attr`). The declared dtype/shape matter only for ops whose result is an argument.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TinyParts {
+    pub uop: UOp,
+    pub operands: Vec<Operand>,
+    pub dtype: DType,
+    pub shape: Shape,
+}
+
+fn want<T>(v: Option<T>, what: &str, n: &TensorLang) -> Result<T, String> {
+    v.ok_or_else(|| format!("{n}: expected {what}"))
+}
+
+/// Reads the Tiny meaning of a non-attribute e-node.
+pub fn tiny_parts<'a>(
+    n: &TensorLang,
+    attr: &dyn Fn(Id) -> Option<&'a Attr>,
+) -> Result<TinyParts, String> {
+    use TensorLang as T;
+    let name = |id: Id| match attr(id) {
+        Some(Attr::Name(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let dtype = |id: Id| match attr(id) {
+        Some(Attr::DType(d)) => Some(*d),
+        _ => None,
+    };
+    let shape = |id: Id| match attr(id) {
+        Some(Attr::Shape(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let num = |id: Id| match attr(id) {
+        Some(Attr::Num(v)) => Some(v.0),
+        _ => None,
+    };
+    let usizes = |id: Id| attr(id).and_then(|a| a.as_usizes());
+    let operand = |id: Id| match attr(id) {
+        Some(Attr::Num(v)) => Operand::Imm(v.0),
+        _ => Operand::Tensor(id),
+    };
+    let (uop, operands, dt, sh): (UOp, Vec<Operand>, DType, Shape) = match n {
+        T::Attr(_) => return Err("attribute leaves have no Tiny meaning".into()),
+        T::Input([nm, d, s]) => (
+            UOp::Input {
+                tensor_id: want(name(*nm), "a name", n)?,
+            },
+            vec![],
+            want(dtype(*d), "a dtype", n)?,
+            want(shape(*s), "a shape", n)?,
+        ),
+        T::Const([v, d]) => (
+            UOp::Const {
+                value: want(num(*v), "a number", n)?,
+            },
+            vec![],
+            want(dtype(*d), "a dtype", n)?,
+            vec![],
+        ),
+        T::Range(s) => (
+            UOp::Range,
+            vec![],
+            DType::I32,
+            want(shape(*s), "a shape", n)?,
+        ),
+        T::Reshape([x, s]) => (
+            UOp::Reshape,
+            vec![Operand::Tensor(*x)],
+            DType::F32,
+            want(shape(*s), "a shape", n)?,
+        ),
+        T::Permute([x, p]) => (
+            UOp::Permute {
+                perm: want(usizes(*p), "a permutation", n)?,
+            },
+            vec![Operand::Tensor(*x)],
+            DType::F32,
+            vec![],
+        ),
+        T::Expand([x, s]) => (
+            UOp::Expand,
+            vec![Operand::Tensor(*x)],
+            DType::F32,
+            want(shape(*s), "a shape", n)?,
+        ),
+        T::Pad([x, p, v]) => {
+            let pad = match attr(*p) {
+                Some(Attr::Pads(p)) => p.clone(),
+                _ => return Err(format!("{n}: expected pads")),
+            };
+            (
+                UOp::Pad {
+                    pad,
+                    value: want(num(*v), "a number", n)?,
+                },
+                vec![Operand::Tensor(*x)],
+                DType::F32,
+                vec![],
+            )
+        }
+        T::Shrink([x, lo, hi, st]) => {
+            let step = match attr(*st) {
+                Some(Attr::Ints(v)) => v.clone(),
+                _ => return Err(format!("{n}: expected steps")),
+            };
+            let uop = UOp::Shrink {
+                lo: want(shape(*lo), "lo", n)?,
+                hi: want(shape(*hi), "hi", n)?,
+                step,
+            };
+            (uop, vec![Operand::Tensor(*x)], DType::F32, vec![])
+        }
+        T::Flip([x, a]) => (
+            UOp::Flip {
+                axes: want(usizes(*a), "axes", n)?,
+            },
+            vec![Operand::Tensor(*x)],
+            DType::F32,
+            vec![],
+        ),
+        T::View([x, s, m]) => {
+            let map = match attr(*m) {
+                Some(Attr::Map(m)) => m.clone(),
+                _ => return Err(format!("{n}: expected an index map")),
+            };
+            (
+                UOp::View { map },
+                vec![Operand::Tensor(*x)],
+                DType::F32,
+                want(shape(*s), "a shape", n)?,
+            )
+        }
+        T::Where([c, a, b]) => (
+            UOp::Where,
+            vec![Operand::Tensor(*c), operand(*a), operand(*b)],
+            DType::F32,
+            vec![],
+        ),
+        T::Cast([x, d]) => (
+            UOp::Cast,
+            vec![Operand::Tensor(*x)],
+            want(dtype(*d), "a dtype", n)?,
+            vec![],
+        ),
+        T::Reduce([op, ax, acc, x]) => {
+            let op = match attr(*op) {
+                Some(Attr::Op(o)) => *o,
+                _ => return Err(format!("{n}: expected a reduce op")),
+            };
+            let acc = want(dtype(*acc), "an accumulation dtype", n)?;
+            (
+                UOp::Reduce {
+                    op,
+                    axes: want(usizes(*ax), "axes", n)?,
+                    acc,
+                },
+                vec![Operand::Tensor(*x)],
+                acc,
+                vec![],
+            )
+        }
+        T::Gather([x, i, a]) => {
+            let axis = want(usizes(*a).and_then(|v| v.first().copied()), "an axis", n)?;
+            (
+                UOp::Gather { axis },
+                vec![Operand::Tensor(*x), Operand::Tensor(*i)],
+                DType::F32,
+                vec![],
+            )
+        }
+        other => {
+            if let Some((op, x)) = other.unary_op() {
+                (UOp::Unary(op), vec![Operand::Tensor(x)], DType::F32, vec![])
+            } else if let Some((op, [a, b])) = other.binary_op() {
+                (
+                    UOp::Binary(op),
+                    vec![operand(a), operand(b)],
+                    DType::F32,
+                    vec![],
+                )
+            } else {
+                return Err(format!("{other}: no Tiny meaning"));
+            }
+        }
+    };
+    Ok(TinyParts {
+        uop,
+        operands,
+        dtype: dt,
+        shape: sh,
+    })
+}
+
+/// Dtype and shape of an e-node by Tiny IR's typing rules, given its operands' facts.
+pub fn infer_facts(
+    parts: &TinyParts,
+    operand_facts: &dyn Fn(Id) -> Option<TensorFacts>,
+) -> Result<TensorFacts, String> {
+    // A two-level Tiny program: one INPUT per tensor operand, then the node itself.
+    let mut prog = Program::default();
+    let mut src = Vec::with_capacity(parts.operands.len());
+    for op in &parts.operands {
+        match op {
+            Operand::Imm(v) => src.push(Src::Imm(*v)),
+            Operand::Tensor(id) => {
+                let f =
+                    operand_facts(*id).ok_or_else(|| format!("operand {id} is not a tensor"))?;
+                let nid = NodeId(prog.nodes.len() as u32);
+                prog.nodes.push(Node {
+                    id: nid,
+                    uop: UOp::Input {
+                        tensor_id: format!("operand{}", nid.0),
+                    },
+                    src: vec![],
+                    dtype: f.dtype,
+                    shape: f.shape,
+                    tag: None,
+                });
+                src.push(Src::Node(nid));
+            }
+        }
+    }
+    let node = Node {
+        id: NodeId(prog.nodes.len() as u32),
+        uop: parts.uop.clone(),
+        src,
+        dtype: parts.dtype,
+        shape: parts.shape.clone(),
+        tag: None,
+    };
+    let (dtype, shape) = infer_node(&prog, &node).map_err(|e| e.to_string())?;
+    Ok(TensorFacts { dtype, shape })
+}
+
+impl Analysis<TensorLang> for IndexBook {
+    type Data = Facts;
+
+    /// Panics on an ill-typed e-node: only a buggy rewrite can build one.
+    fn make(egraph: &mut TensorGraph, enode: &TensorLang, _id: Id) -> Facts {
+        if let TensorLang::Attr(a) = enode {
+            return Facts::Attr(a.clone());
+        }
+        let attr = |id: Id| egraph[id].data.attr();
+        let facts = tiny_parts(enode, &attr)
+            .and_then(|p| infer_facts(&p, &|id| egraph[id].data.tensor().cloned()));
+        match facts {
+            Ok(f) => Facts::Tensor(f),
+            Err(e) => panic!(
+                "ill-typed e-node `{enode}` (a rewrite built a node Tiny IR's rules reject): {e}"
+            ),
+        }
+    }
+
+    /// Equal e-classes have equal facts; anything else is an unsound rewrite.
+    fn merge(&mut self, a: &mut Facts, b: Facts) -> DidMerge {
+        assert_eq!(
+            *a, b,
+            "merging e-classes with different IndexBook facts (an unsound rewrite)"
+        );
+        DidMerge(false, false)
+    }
+}
