@@ -5,6 +5,7 @@
 //! CUDA ([`codegen`]). [`eval`] is the reference evaluator (CPU playback) of Tiny IR, the semantic
 //! oracle of every test.
 
+pub mod bench_graphs;
 pub mod cli;
 pub mod codegen;
 pub mod diag;
