@@ -258,7 +258,13 @@ fn softmax_layernorm_rmsnorm() {
         &[("X", "fp32", json!(["B", "S", 16]))],
         node("Softmax", json!(["X"]), json!({})),
     );
-    assert_eq!(op(&g), &Op::Softmax { axis: 2 });
+    assert_eq!(
+        op(&g),
+        &Op::Softmax {
+            axis: 2,
+            acc: DType::F32
+        }
+    );
     assert_eq!(shape(&g, "Y"), "[B, S, 16]");
     let g = load(
         &[
@@ -268,12 +274,26 @@ fn softmax_layernorm_rmsnorm() {
         ],
         node("LayerNorm", json!(["X", "g", "b"]), json!({"axis": -2})),
     );
-    assert_eq!(op(&g), &Op::LayerNorm { axis: 1, eps: 1e-5 });
+    assert_eq!(
+        op(&g),
+        &Op::LayerNorm {
+            axis: 1,
+            eps: 1e-5,
+            acc: DType::F32
+        }
+    );
     let g = load(
         &[("X", "fp32", json!(["T", 8])), ("g", "fp32", json!([8]))],
         node("RMSNorm", json!(["X", "g"]), json!({})),
     );
-    assert_eq!(op(&g), &Op::RmsNorm { axis: 1, eps: 1e-6 });
+    assert_eq!(
+        op(&g),
+        &Op::RmsNorm {
+            axis: 1,
+            eps: 1e-6,
+            acc: DType::F32
+        }
+    );
 }
 
 #[test]

@@ -152,3 +152,45 @@ fn cumulative_variants() {
     let y = run_y(&g, vec![("X", t(DType::I32, &[3, 1], &[5., 2., 7.]))]);
     assert_close(&y, &[i32::MIN as f64, 5., 5.], &[3, 1], 0.0, 0.0);
 }
+
+#[test]
+fn norm_acc_dtype_fp16_is_honoured_when_asked() {
+    // graph-json: LayerNorm and Softmax accumulate in acc_dtype; fp16 only when asked explicitly.
+    let x = rand_tensor(75, DType::F16, &[2, 64]);
+    let g32 = one_op(
+        "Softmax",
+        json!({}),
+        &[("X", "fp16", vec![2, 64])],
+        names(&["X"]),
+    );
+    let g16 = one_op(
+        "Softmax",
+        json!({"acc_dtype": "fp16"}),
+        &[("X", "fp16", vec![2, 64])],
+        names(&["X"]),
+    );
+    let y32 = run_y(&g32, vec![("X", x.clone())]).to_f64();
+    let y16 = run_y(&g16, vec![("X", x.clone())]);
+    // Both are softmaxes within fp16 tolerance, but the fp16-accumulated one is computed differently.
+    assert_close(&y16, &y32, &[2, 64], 1e-2, 1e-2);
+    let prog =
+        dlc_egg::ir::lower::lower(&dlc_egg::ir::frontend::load_str(&g16, "g").expect("loads"))
+            .expect("lowers");
+    assert!(
+        prog.nodes.iter().all(|n| n.dtype != DType::F32),
+        "fp16 accumulation must not compute in fp32"
+    );
+    let gl = one_op(
+        "LayerNorm",
+        json!({"acc_dtype": "bf16"}),
+        &[("X", "fp32", vec![2, 8])],
+        names(&["X"]),
+    );
+    let prog =
+        dlc_egg::ir::lower::lower(&dlc_egg::ir::frontend::load_str(&gl, "g").expect("loads"))
+            .expect("lowers");
+    assert!(prog
+        .nodes
+        .iter()
+        .any(|n| n.uop.name() == "REDUCE" && n.dtype == DType::BF16));
+}

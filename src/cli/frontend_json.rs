@@ -117,9 +117,9 @@ fn attrs_json(op: &Op) -> Value {
         Op::Attention { causal, scale, acc } => {
             json!({"causal": causal, "scale": scalar_json(*scale), "acc_dtype": acc})
         }
-        Op::Softmax { axis } => json!({ "axis": axis }),
-        Op::LayerNorm { axis, eps } | Op::RmsNorm { axis, eps } => {
-            json!({"axis": axis, "eps": scalar_json(*eps)})
+        Op::Softmax { axis, acc } => json!({ "axis": axis, "acc_dtype": acc }),
+        Op::LayerNorm { axis, eps, acc } | Op::RmsNorm { axis, eps, acc } => {
+            json!({"axis": axis, "eps": scalar_json(*eps), "acc_dtype": acc})
         }
         Op::Elementwise { func } => json!({ "fn": func.name() }),
         Op::Reduce {

@@ -118,7 +118,11 @@ pub(super) fn specs(op: &str) -> Option<&'static [(&'static str, Kind, bool)]> {
             ("eps", Num, false),
             ("acc_dtype", DType, false),
         ],
-        "RMSNorm" => &[("axis", Int, false), ("eps", Num, false)],
+        "RMSNorm" => &[
+            ("axis", Int, false),
+            ("eps", Num, false),
+            ("acc_dtype", DType, false),
+        ],
         "Elementwise" => &[("fn", EwFn, true)],
         "Reduce" => &[
             ("fn", Enum(REDUCE_FNS), true),

@@ -178,17 +178,22 @@ pub enum Op {
         acc: DType,
     },
     /// `axis` non-negative.
+    /// Computed (max, exp, sum, divide) in `acc` (default fp32).
     Softmax {
         axis: usize,
+        acc: DType,
     },
-    /// Normalizes over `axis..rank`.
+    /// Normalizes over `axis..rank`, computed in `acc` (default fp32).
     LayerNorm {
         axis: usize,
         eps: f64,
+        acc: DType,
     },
+    /// `acc_dtype` is an extension of the graph-json table (as for LayerNorm).
     RmsNorm {
         axis: usize,
         eps: f64,
+        acc: DType,
     },
     Elementwise {
         func: EwFn,

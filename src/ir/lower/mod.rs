@@ -146,9 +146,9 @@ fn lower_node(lw: &mut Lowerer, node: &Node) -> LResult<Vec<NodeId>> {
         Op::ConvTranspose(a) => window::conv_transpose(lw, node, a)?,
         Op::Pool(a) => window::pool(lw, node, a)?,
         Op::Reduce { .. } => reduction::reduce(lw, node)?,
-        Op::Softmax { axis } => reduction::softmax(lw, node, *axis)?,
-        Op::LayerNorm { axis, eps } => reduction::layer_norm(lw, node, *axis, *eps)?,
-        Op::RmsNorm { axis, eps } => reduction::rms_norm(lw, node, *axis, *eps)?,
+        Op::Softmax { axis, acc } => reduction::softmax(lw, node, *axis, *acc)?,
+        Op::LayerNorm { axis, eps, acc } => reduction::layer_norm(lw, node, *axis, *eps, *acc)?,
+        Op::RmsNorm { axis, eps, acc } => reduction::rms_norm(lw, node, *axis, *eps, *acc)?,
         Op::Cumulative { .. } => reduction::cumulative(lw, node)?,
         _ => movement::lower(lw, node)?,
     };

@@ -3,7 +3,7 @@
 //! here `y[i] = op_j WHERE(j ≤ i, x[j], identity)` with the triangle from RANGE + CMPLE (works for
 //! symbolic lengths; O(n²), the parallel scan is an optimization for later layers).
 
-use super::util::{add_imm, bcast, bin, count, div_count, exp, keepdim_shape, up};
+use super::util::{add_imm, bcast, bin, count, div_count, exp, keepdim_shape};
 use super::{LResult, LowerError, Lowerer};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -38,10 +38,10 @@ pub fn softmax_axis(b: &mut Builder, x: NodeId, axis: usize, guard: bool) -> LRe
     bin(b, BinaryOp::Fdiv, e, z)
 }
 
-/// `Softmax(axis)` in fp32 for fp16/bf16.
-pub fn softmax(lw: &mut Lowerer, node: &Node, axis: usize) -> LResult<NodeId> {
+/// `Softmax(axis)` computed in `acc`.
+pub fn softmax(lw: &mut Lowerer, node: &Node, axis: usize, acc: DType) -> LResult<NodeId> {
     let x = lw.input(node, 0)?;
-    let x = up(&mut lw.b, x)?;
+    let x = lw.b.cast(x, acc)?;
     softmax_axis(&mut lw.b, x, axis, false)
 }
 
@@ -122,13 +122,19 @@ fn affine(
     Ok(y)
 }
 
-/// `LayerNorm`: `(x − mean) · rsqrt(var + eps) · gamma + beta` over `axis..rank`, in fp32.
-pub fn layer_norm(lw: &mut Lowerer, node: &Node, axis: usize, eps: f64) -> LResult<NodeId> {
+/// `LayerNorm`: `(x − mean) · rsqrt(var + eps) · gamma + beta` over `axis..rank`, in `acc`.
+pub fn layer_norm(
+    lw: &mut Lowerer,
+    node: &Node,
+    axis: usize,
+    eps: f64,
+    acc: DType,
+) -> LResult<NodeId> {
     let x = lw.input(node, 0)?;
     let gamma = lw.opt_input(node, 1)?;
     let beta = lw.opt_input(node, 2)?;
     let b = &mut lw.b;
-    let x = up(b, x)?;
+    let x = b.cast(x, acc)?;
     let axes = norm_axes(b, x, axis);
     let mean = mean_bcast(b, x, &axes)?;
     let xc = bin(b, BinaryOp::Sub, x, mean)?;
@@ -140,12 +146,18 @@ pub fn layer_norm(lw: &mut Lowerer, node: &Node, axis: usize, eps: f64) -> LResu
     affine(b, y, gamma, beta)
 }
 
-/// `RMSNorm`: `x · rsqrt(mean(x²) + eps) · gamma` over `axis..rank`, in fp32.
-pub fn rms_norm(lw: &mut Lowerer, node: &Node, axis: usize, eps: f64) -> LResult<NodeId> {
+/// `RMSNorm`: `x · rsqrt(mean(x²) + eps) · gamma` over `axis..rank`, in `acc`.
+pub fn rms_norm(
+    lw: &mut Lowerer,
+    node: &Node,
+    axis: usize,
+    eps: f64,
+    acc: DType,
+) -> LResult<NodeId> {
     let x = lw.input(node, 0)?;
     let gamma = lw.opt_input(node, 1)?;
     let b = &mut lw.b;
-    let x = up(b, x)?;
+    let x = b.cast(x, acc)?;
     let axes = norm_axes(b, x, axis);
     let sq = bin(b, BinaryOp::Mul, x, x)?;
     let ms = mean_bcast(b, sq, &axes)?;

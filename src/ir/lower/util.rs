@@ -74,12 +74,6 @@ pub fn compute_dtype(d: DType) -> DType {
     }
 }
 
-/// Casts to the compute dtype of `x`'s dtype.
-pub fn up(b: &mut Builder, x: NodeId) -> LResult<NodeId> {
-    let d = compute_dtype(b.dtype(x));
-    Ok(b.cast(x, d)?)
-}
-
 /// `x · c` (skipped when `c == 1`).
 pub fn mul_imm(b: &mut Builder, x: NodeId, c: f64) -> LResult<NodeId> {
     if c == 1.0 {

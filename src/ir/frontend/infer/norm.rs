@@ -8,22 +8,6 @@ use crate::ir::dtype::DType;
 use crate::ir::frontend::diagnose::code;
 use crate::ir::frontend::{CumFn, Op, ReduceFn, TensorInfo};
 
-/// Softmax and LayerNorm always accumulate in fp32 for now.
-// TODO(issue 2): `Op::Softmax`/`Op::LayerNorm` carry no `acc` field; fp16 accumulation is refused.
-fn fp32_acc_only(cx: &Ctx) -> Result<(), Diagnostic> {
-    match cx.node.attrs.dtype("acc_dtype") {
-        None | Some(DType::F32) => Ok(()),
-        Some(d) => Err(cx.err(
-            code::INVALID_FIELD,
-            format!(
-                "{} accumulates in fp32; `acc_dtype` {d} is not supported",
-                cx.node.op
-            ),
-            "remove `acc_dtype` (fp32 is the default)",
-        )),
-    }
-}
-
 fn eps(cx: &Ctx, default: f64) -> Result<f64, Diagnostic> {
     let e = cx.node.attrs.num_or("eps", default);
     if e < 0.0 {
@@ -41,13 +25,13 @@ pub(super) fn softmax(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     cx.count(1, 1, "X")?;
     let (_, x) = cx.t(0)?;
     cx.float_only(x.dtype, "Softmax")?;
-    fp32_acc_only(cx)?;
+    let acc = cx.acc(x.dtype)?;
     let axis = cx.axis(
         cx.node.attrs.int("axis").unwrap_or(-1),
         x.shape.len(),
         "axis",
     )?;
-    Ok((Op::Softmax { axis }, x.clone()))
+    Ok((Op::Softmax { axis, acc }, x.clone()))
 }
 
 /// Checks the optional affine parameters of a normalization against `X[axis..]`.
@@ -84,7 +68,7 @@ pub(super) fn layer_norm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let idx: Vec<usize> = (0..cx.ins.len()).collect();
     let dtype = cx.same_dtype(&idx)?;
     cx.float_only(dtype, "LayerNorm")?;
-    fp32_acc_only(cx)?;
+    let acc = cx.acc(dtype)?;
     let (_, x) = cx.t(0)?;
     let axis = cx.axis(
         cx.node.attrs.int("axis").unwrap_or(-1),
@@ -93,7 +77,7 @@ pub(super) fn layer_norm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     )?;
     check_params(cx, x, axis, &["gamma", "beta"])?;
     let eps = eps(cx, 1e-5)?;
-    Ok((Op::LayerNorm { axis, eps }, x.clone()))
+    Ok((Op::LayerNorm { axis, eps, acc }, x.clone()))
 }
 
 /// `RMSNorm` over `axis..rank` with optional gamma.
@@ -102,6 +86,7 @@ pub(super) fn rms_norm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let idx: Vec<usize> = (0..cx.ins.len()).collect();
     let dtype = cx.same_dtype(&idx)?;
     cx.float_only(dtype, "RMSNorm")?;
+    let acc = cx.acc(dtype)?;
     let (_, x) = cx.t(0)?;
     let axis = cx.axis(
         cx.node.attrs.int("axis").unwrap_or(-1),
@@ -110,7 +95,7 @@ pub(super) fn rms_norm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     )?;
     check_params(cx, x, axis, &["gamma"])?;
     let eps = eps(cx, 1e-6)?;
-    Ok((Op::RmsNorm { axis, eps }, x.clone()))
+    Ok((Op::RmsNorm { axis, eps, acc }, x.clone()))
 }
 
 /// `Reduce` over `axes`. Float inputs accumulate in `acc_dtype` (fp32); `i32` inputs in `i32`;
