@@ -7,6 +7,7 @@ use super::view::{numel, View};
 use crate::ir::dtype::DType;
 use crate::ir::tiny::NodeId;
 use crate::tensor::TensorData;
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Evaluates a GATHER node; `out_shape` is the index's shape.
@@ -42,8 +43,9 @@ pub fn gather(
     })
 }
 
-/// One element at a time through the views.
-// TODO(issue 2): vectorize along the last axis and parallelize with rayon like kernels do.
+/// Rows of the output (along the last axis) in parallel; within a row one element at a time
+/// through the views (the index is data, so there is no stride to exploit). The first
+/// out-of-range index in row-major order is the one reported, whatever the thread count.
 fn gather_into<T: Elem>(
     node: NodeId,
     x: &Value,
@@ -54,23 +56,38 @@ fn gather_into<T: Elem>(
 ) -> EvalResult<Vec<T>> {
     let mut out: Vec<T> = Vec::new();
     out.try_reserve_exact(n).map_err(|_| too_large(node, n))?;
+    out.resize(n, T::default());
+    let row = shape.last().copied().unwrap_or(1).max(1);
     let size = x.view.shape()[axis];
-    let mut pos = vec![0i64; shape.len()];
-    let mut scratch = Vec::new();
-    let bad = |_| internal(node, "GATHER read outside its operand");
-    for _ in 0..n {
-        let v = index.at(&pos, &mut scratch).map_err(bad)?;
-        if !(v >= 0.0 && v < size as f64) {
-            let p: Vec<usize> = pos.iter().map(|i| *i as usize).collect();
-            return Err(gather_oob(node, v, size, &p));
-        }
-        let keep = pos[axis];
-        pos[axis] = v as i64;
-        let e = x.at(&pos, &mut scratch).map_err(bad)?;
-        pos[axis] = keep;
-        out.push(T::from_f64(e));
-        advance(&mut pos, shape);
-    }
+    let results: Vec<EvalResult<()>> = out
+        .par_chunks_mut(row)
+        .enumerate()
+        .map(|(r, chunk)| {
+            let mut pos = vec![0i64; shape.len()];
+            let mut flat = r * row;
+            for (p, d) in pos.iter_mut().zip(shape).rev() {
+                *p = (flat % d.max(&1)) as i64;
+                flat /= d.max(&1);
+            }
+            let mut scratch = Vec::new();
+            let bad = |_| internal(node, "GATHER read outside its operand");
+            for slot in chunk.iter_mut() {
+                let v = index.at(&pos, &mut scratch).map_err(bad)?;
+                if !(v >= 0.0 && v < size as f64) {
+                    let p: Vec<usize> = pos.iter().map(|i| *i as usize).collect();
+                    return Err(gather_oob(node, v, size, &p));
+                }
+                let keep = pos[axis];
+                pos[axis] = v as i64;
+                let e = x.at(&pos, &mut scratch).map_err(bad)?;
+                pos[axis] = keep;
+                *slot = T::from_f64(e);
+                advance(&mut pos, shape);
+            }
+            Ok(())
+        })
+        .collect();
+    results.into_iter().collect::<EvalResult<Vec<()>>>()?;
     Ok(out)
 }
 
