@@ -1,2 +1,6 @@
 //! Kernel extraction from the e-graph. Built on `ir`; takes rules and costs as parameters.
-//! TODO(issue 4): cost model, schedule plans and DAG-aware extraction.
+//!
+//! Landed: [`serialize`], interchange with the public `egraph-serialize` format.
+//! TODO(issue 4): cost model, schedule plans, the fast and exact DAG-aware extractors.
+
+pub mod serialize;
