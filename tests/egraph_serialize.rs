@@ -75,9 +75,11 @@ fn extraction_gym_files_load() {
 fn malformed_files_are_diagnostics() {
     let p = std::env::temp_dir().join(format!("dlc-egg-bad-egraph-{}.json", std::process::id()));
     std::fs::write(&p, "{\"nodes\": [}").expect("write");
-    assert_eq!(load(&p).unwrap_err().code, "E0001");
+    assert_eq!(load(&p).unwrap_err().first_code(), "E0001");
     assert_eq!(
-        load(Path::new("/nonexistent/x.json")).unwrap_err().code,
+        load(Path::new("/nonexistent/x.json"))
+            .unwrap_err()
+            .first_code(),
         "E0000"
     );
     let _ = std::fs::remove_file(&p);

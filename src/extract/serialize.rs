@@ -6,7 +6,7 @@
 //! format lets an extractor pick any node of that class). `class_data[c].typ` is the IndexBook fact
 //! (`fp16[M,K]` or `attr`). The same e-graph always exports to the same bytes.
 
-use crate::diag::{Diagnostic, Location};
+use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::egraph::{Facts, TensorGraph, TensorLang};
 use egg::{Id, Language};
 pub use egraph_serialize::EGraph as SerializedEGraph;
@@ -81,8 +81,8 @@ pub fn to_json(g: &SerializedEGraph) -> String {
 }
 
 /// Loads an `egraph-serialize` JSON file; a missing or malformed file is a diagnostic.
-pub fn load(path: &Path) -> Result<SerializedEGraph, Diagnostic> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+pub fn load(path: &Path) -> Result<SerializedEGraph, Diagnostics> {
+    let text = std::fs::read_to_string(path).map_err(|e| -> Diagnostics {
         Diagnostic::error(
             "E0000",
             "UnreadableInput",
@@ -92,8 +92,9 @@ pub fn load(path: &Path) -> Result<SerializedEGraph, Diagnostic> {
             format!("cannot read the e-graph file: {e}"),
             "check the path and the file's permissions",
         )
+        .into()
     })?;
-    serde_json::from_str(&text).map_err(|e| {
+    serde_json::from_str(&text).map_err(|e| -> Diagnostics {
         Diagnostic::error(
             "E0001",
             "MalformedJson",
@@ -101,5 +102,6 @@ pub fn load(path: &Path) -> Result<SerializedEGraph, Diagnostic> {
             format!("not an egraph-serialize document: {e}"),
             "the file must be egraph-serialize JSON: {\"nodes\": {id: {op, children, eclass, cost}}, \"root_eclasses\": [...]}",
         )
+        .into()
     })
 }
