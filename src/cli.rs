@@ -111,9 +111,10 @@ pub struct LowerArgs {
     /// The graph.json file to lower.
     pub graph: PathBuf,
 
-    /// Comma-separated layers to print: `tiny` (Tiny IR, seed 002 JSON) and/or `frontend` (the
-    /// normalized, inferred graph). One layer prints its document; several print an object
-    /// keyed by layer name, in pipeline order.
+    /// Comma-separated layers to print: `frontend` (the normalized, inferred graph), `tiny`
+    /// (Tiny IR, seed 002 JSON), `egraph` (the Tiny program as an e-graph, before any rewrite,
+    /// in the public egraph-serialize JSON format). One layer prints its document; several print
+    /// an object keyed by layer name, in pipeline order.
     #[arg(long, value_name = "LAYERS", default_value = "tiny")]
     pub dump: String,
 }
@@ -397,6 +398,8 @@ pub enum DumpLayer {
     Frontend,
     /// Tiny IR.
     Tiny,
+    /// The Tiny program added to an e-graph (no rewrites), egraph-serialize JSON.
+    Egraph,
 }
 
 impl DumpLayer {
@@ -404,6 +407,7 @@ impl DumpLayer {
         match self {
             DumpLayer::Frontend => "frontend",
             DumpLayer::Tiny => "tiny",
+            DumpLayer::Egraph => "egraph",
         }
     }
 }
@@ -415,6 +419,7 @@ pub fn parse_dump(raw: &str) -> Result<Vec<DumpLayer>, Diagnostic> {
         let layer = match part {
             "frontend" => DumpLayer::Frontend,
             "tiny" => DumpLayer::Tiny,
+            "egraph" => DumpLayer::Egraph,
             other => {
                 return Err(Diagnostic::error(
                     "E0313",
@@ -423,7 +428,7 @@ pub fn parse_dump(raw: &str) -> Result<Vec<DumpLayer>, Diagnostic> {
                         argument: format!("--dump {raw}"),
                     },
                     format!("`{other}` is not a layer that can be dumped yet"),
-                    "available layers: frontend, tiny (e.g. --dump tiny,frontend)",
+                    "available layers: frontend, tiny, egraph (e.g. --dump tiny,frontend)",
                 ))
             }
         };
@@ -442,7 +447,7 @@ pub fn parse_dump(raw: &str) -> Result<Vec<DumpLayer>, Diagnostic> {
 fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
     let layers = parse_dump(&a.dump)?;
     let graph = frontend::load_file(&a.graph)?;
-    let prog = if layers.contains(&DumpLayer::Tiny) {
+    let prog = if layers.iter().any(|l| *l != DumpLayer::Frontend) {
         Some(run::lower_and_verify(&graph)?)
     } else {
         None
@@ -463,7 +468,8 @@ pub fn dump_document(
     let one = |l: DumpLayer| match (l, prog) {
         (DumpLayer::Frontend, _) => graph_to_json(graph),
         (DumpLayer::Tiny, Some(p)) => tiny::to_json(p),
-        (DumpLayer::Tiny, None) => serde_json::Value::Null,
+        (DumpLayer::Egraph, Some(p)) => egraph_json(p),
+        (DumpLayer::Tiny | DumpLayer::Egraph, None) => serde_json::Value::Null,
     };
     match layers {
         [l] => one(*l),
@@ -475,6 +481,24 @@ pub fn dump_document(
             serde_json::Value::Object(map)
         }
     }
+}
+
+/// The e-graph of a Tiny program in egraph-serialize form, roots = the signature outputs. Costs:
+/// 1 per operation e-node, 0 per attribute leaf (TODO(issue 4): the cost model's kernel costs).
+fn egraph_json(p: &Program) -> serde_json::Value {
+    use crate::ir::egraph::{add_program, TensorGraph};
+    let mut eg = TensorGraph::default();
+    let class = add_program(&mut eg, p);
+    eg.rebuild();
+    let roots: Vec<egg::Id> = p.outputs.iter().map(|o| class[o.node.index()]).collect();
+    let s = crate::extract::serialize::to_serialized(&eg, &roots, &|n| {
+        if n.is_attr() {
+            0.0
+        } else {
+            1.0
+        }
+    });
+    serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
 }
 
 /// `dlc-egg check`.

@@ -568,3 +568,30 @@ fn example_gemm_bias_relu_runs_with_random_inputs() {
         assert!(ctx.path(path).exists(), "{line}");
     }
 }
+
+#[test]
+fn lower_dump_egraph_is_egraph_serialize_json() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlc-egg"))
+        .args([
+            "lower",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/gemm_bias_relu.json"),
+            "--dump",
+            "egraph",
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let g: dlc_egg::extract::serialize::SerializedEGraph =
+        serde_json::from_slice(&out.stdout).expect("egraph-serialize JSON");
+    assert_eq!(g.root_eclasses.len(), 1);
+    assert!(g.nodes.values().any(|n| n.op == "reduce"));
+    let typ = g
+        .class_data
+        .get(&g.root_eclasses[0])
+        .and_then(|d| d.typ.clone());
+    assert_eq!(typ.as_deref(), Some("fp16[M,N]"));
+}
