@@ -142,12 +142,12 @@ pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
     vec![("movement", movement::rules())]
 }
 
-/// The attribute of an attribute e-class.
-pub(crate) fn attr(eg: &TensorGraph, id: Id) -> Option<&Attr> {
+/// The attribute of an attribute e-class (for conditions and appliers of any rule set).
+pub fn attr(eg: &TensorGraph, id: Id) -> Option<&Attr> {
     eg[id].data.attr()
 }
 
-/// The dtype and shape of a tensor e-class.
-pub(crate) fn tensor(eg: &TensorGraph, id: Id) -> Option<&TensorFacts> {
+/// The dtype and shape of a tensor e-class (for conditions and appliers of any rule set).
+pub fn tensor(eg: &TensorGraph, id: Id) -> Option<&TensorFacts> {
     eg[id].data.tensor()
 }
