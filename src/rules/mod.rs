@@ -1,2 +1,153 @@
-//! Rewrite rules, one file per theme (movement, srnf, contraction, fusion). Built on `ir` only.
-//! TODO(issue 3): the e-graph language and rule sets land with the e-graph core issue.
+//! Rewrite rules, one file per theme (`DESIGN.md` item 4), and the phase runner. Built on `ir` only.
+//!
+//! A *rule set* is a plain `Vec<Rewrite<TensorLang, IndexBook>>`: library users extend it with their
+//! own rules and hand it to [`run_phase`], which runs egg's [`Runner`] under an explicit [`Budget`]
+//! and reports what happened as [`PhaseStats`]. [`all_phases`] lists the built-in phases in order.
+//!
+//! Conventions every rule file follows: `rw!("kebab-name"; …)` with a one-line math comment;
+//! conditions and appliers read facts from the IndexBook analysis (never rely on a node being
+//! absent from an e-class); a rule that cannot prove its side condition (e.g. for symbolic sizes)
+//! does not fire; no blanket commutativity or associativity. [`testing`] is the soundness harness
+//! every rule file's tests use.
+//!
+//! TODO(issue 3): `srnf`, `contraction` and `fusion` phases.
+
+pub mod movement;
+#[doc(hidden)]
+pub mod testing;
+
+use crate::ir::egraph::{Attr, IndexBook, TensorFacts, TensorGraph, TensorLang};
+use egg::{Id, Rewrite, Runner, StopReason};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// A rewrite rule over dlc-egg's e-graph.
+pub type Rule = Rewrite<TensorLang, IndexBook>;
+
+/// Limits of one phase: egg's runner stops at whichever it hits first.
+///
+/// Defaults and why:
+/// - `iter_limit = 32`: movement chains in lowered graphs are a handful of ops long and every
+///   built-in rule shortens a chain, so the movement phase saturates in a few iterations (the
+///   examples: 1; random chains of up to 7 views in `tests/rules_movement.rs`: at most 5). 32
+///   leaves room for user rules while bounding a runaway rule set.
+/// - `node_limit = 100_000` e-nodes: the lowered examples have at most 70 e-nodes and the movement
+///   rules grow an e-graph by less than 2× (random chains: at most 1.7×); a phase that grows it
+///   1000× is a bug in a rule set, not a workload.
+/// - `time_limit = 10 s`: a safety net only. Wall-clock stops are not reproducible, so tests
+///   require that built-in phases stop by saturation (`stop_reason == "Saturated"`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Budget {
+    pub iter_limit: usize,
+    pub node_limit: usize,
+    pub time_limit: Duration,
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget {
+            iter_limit: 32,
+            node_limit: 100_000,
+            time_limit: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What one phase did (for `--explain` / `--report`). Everything except `time` is deterministic:
+/// egg is built with its `deterministic` feature, so two runs on the same input give equal stats.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseStats {
+    pub name: String,
+    /// Runner iterations (the last one found nothing new when the phase saturated).
+    pub iterations: usize,
+    /// E-nodes before the phase.
+    pub egraph_nodes_before: usize,
+    /// E-nodes and e-classes after the phase.
+    pub egraph_nodes: usize,
+    pub egraph_classes: usize,
+    /// `Saturated`, `IterationLimit(n)`, `NodeLimit(n)`, `TimeLimit(s)` or `Other(..)`.
+    pub stop_reason: String,
+    /// Rule name → number of new applications, summed over iterations (rules that never applied
+    /// are absent).
+    pub applied: BTreeMap<String, usize>,
+    /// Wall-clock seconds (the only non-deterministic field).
+    pub time: f64,
+}
+
+impl PhaseStats {
+    /// True when the rule applied at least once.
+    pub fn fired(&self, rule: &str) -> bool {
+        self.applied.get(rule).is_some_and(|n| *n > 0)
+    }
+
+    /// True when the phase stopped because no rule found anything new.
+    pub fn saturated(&self) -> bool {
+        self.stop_reason == "Saturated"
+    }
+}
+
+fn stop_text(r: Option<&StopReason>) -> String {
+    match r {
+        None => "None".into(),
+        Some(StopReason::Saturated) => "Saturated".into(),
+        Some(StopReason::IterationLimit(n)) => format!("IterationLimit({n})"),
+        Some(StopReason::NodeLimit(n)) => format!("NodeLimit({n})"),
+        Some(StopReason::TimeLimit(s)) => format!("TimeLimit({s})"),
+        Some(StopReason::Other(s)) => format!("Other({s})"),
+    }
+}
+
+/// Runs `rules` on `egraph` under `budget` (egg's default backoff scheduler, which keeps a rule
+/// that matches explosively from starving the others). Returns the rebuilt e-graph and the stats.
+pub fn run_phase(
+    egraph: TensorGraph,
+    name: &str,
+    rules: &[Rule],
+    budget: &Budget,
+) -> (TensorGraph, PhaseStats) {
+    let start = Instant::now();
+    let before = egraph.total_number_of_nodes();
+    let runner = Runner::default()
+        .with_egraph(egraph)
+        .with_iter_limit(budget.iter_limit)
+        .with_node_limit(budget.node_limit)
+        .with_time_limit(budget.time_limit)
+        .run(rules);
+    let mut applied: BTreeMap<String, usize> = BTreeMap::new();
+    for it in &runner.iterations {
+        for (rule, n) in &it.applied {
+            if *n > 0 {
+                *applied.entry(rule.to_string()).or_insert(0) += n;
+            }
+        }
+    }
+    let mut egraph = runner.egraph;
+    egraph.rebuild();
+    let stats = PhaseStats {
+        name: name.to_string(),
+        iterations: runner.iterations.len(),
+        egraph_nodes_before: before,
+        egraph_nodes: egraph.total_number_of_nodes(),
+        egraph_classes: egraph.number_of_classes(),
+        stop_reason: stop_text(runner.stop_reason.as_ref()),
+        applied,
+        time: start.elapsed().as_secs_f64(),
+    };
+    (egraph, stats)
+}
+
+/// The built-in phases, in pipeline order. TODO(issue 3): srnf, contraction, fusion.
+pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
+    vec![("movement", movement::rules())]
+}
+
+/// The attribute of an attribute e-class (for conditions and appliers of any rule set).
+pub fn attr(eg: &TensorGraph, id: Id) -> Option<&Attr> {
+    eg[id].data.attr()
+}
+
+/// The dtype and shape of a tensor e-class (for conditions and appliers of any rule set).
+pub fn tensor(eg: &TensorGraph, id: Id) -> Option<&TensorFacts> {
+    eg[id].data.tensor()
+}

@@ -1,0 +1,177 @@
+//! Soundness harness for rule files (verification ladder rung 2: every rewrite sound). Given a Tiny
+//! program, [`optimize`] adds it to an e-graph, runs a rule set with [`run_phase`], extracts the
+//! smallest program (`egg::AstSize`, so a rule whose right-hand side is smaller wins) and rebuilds a
+//! verified Tiny program; [`check_sound`] evaluates original and rewritten programs with the
+//! reference evaluator on seeded random inputs and compares the outputs. [`check`] does both and
+//! panics with a readable message, for tests; [`assert_fired`] / [`assert_not_fired`] check a
+//! rule's positive and negative cases.
+
+use super::{run_phase, Budget, PhaseStats, Rule};
+use crate::eval::evaluate;
+use crate::ir::egraph::{add_program, extract_program, TensorGraph};
+use crate::ir::tiny::Program;
+use crate::tensor::Tensor;
+use egg::{AstSize, Extractor};
+use std::collections::BTreeMap;
+
+/// A program before and after a phase.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub original: Program,
+    pub rewritten: Program,
+    pub stats: PhaseStats,
+}
+
+/// How outputs must agree.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Compare {
+    /// Same dtype, shape and bit pattern of every element (movement rules: views never compute).
+    BitExact,
+    /// `|a - b| <= atol + rtol·|b|` elementwise (rules that reassociate arithmetic).
+    Close { rtol: f64, atol: f64 },
+}
+
+/// Adds `prog` to a fresh e-graph, runs `rules` as phase `name`, and extracts the smallest program.
+pub fn optimize(
+    prog: &Program,
+    name: &str,
+    rules: &[Rule],
+    budget: &Budget,
+) -> Result<(Program, PhaseStats), String> {
+    let mut eg = TensorGraph::default();
+    let class = add_program(&mut eg, prog);
+    let (eg, stats) = run_phase(eg, name, rules, budget);
+    let ex = Extractor::new(&eg, AstSize);
+    let q = extract_program(&eg, prog, &class, &|c| ex.find_best_node(c).clone())
+        .map_err(|e| format!("extraction after phase `{name}`: {e}"))?;
+    Ok((q, stats))
+}
+
+/// Deterministic values in [-1, 1) (the same 64-bit LCG as the integration tests' helpers).
+fn lcg(seed: u64, n: usize) -> Vec<f64> {
+    let step = |s: u64| {
+        s.wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407)
+    };
+    let mut s = step(seed);
+    (0..n)
+        .map(|_| {
+            s = step(s);
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Seeded random values for every signature input, with sizes from `bindings` falling back to the
+/// program's default symbol values.
+pub fn random_inputs(
+    prog: &Program,
+    bindings: &BTreeMap<String, i64>,
+    seed: u64,
+) -> Result<BTreeMap<String, Tensor>, String> {
+    let mut syms = prog.symbols.clone();
+    syms.extend(bindings.iter().map(|(k, v)| (k.clone(), *v)));
+    let mut out = BTreeMap::new();
+    for (i, inp) in prog.inputs.iter().enumerate() {
+        let n = prog.node(inp.node);
+        let shape = n
+            .shape
+            .iter()
+            .map(|d| {
+                let v = d
+                    .eval_with(&syms)
+                    .map_err(|e| format!("{}: {e}", inp.tensor))?;
+                usize::try_from(v).map_err(|_| format!("{}: negative size {v}", inp.tensor))
+            })
+            .collect::<Result<Vec<usize>, String>>()?;
+        let count = shape.iter().product();
+        let vals = lcg(seed.wrapping_mul(1000).wrapping_add(i as u64), count);
+        out.insert(inp.tensor.clone(), Tensor::from_f64(n.dtype, shape, &vals));
+    }
+    Ok(out)
+}
+
+fn compare_tensor(name: &str, got: &Tensor, want: &Tensor, how: Compare) -> Result<(), String> {
+    if got.dtype != want.dtype || got.shape != want.shape {
+        return Err(format!(
+            "output `{name}`: {} {:?} instead of {} {:?}",
+            got.dtype, got.shape, want.dtype, want.shape
+        ));
+    }
+    for i in 0..want.numel() {
+        let (a, b) = (got.get_f64(i), want.get_f64(i));
+        let ok = match how {
+            Compare::BitExact => a.to_bits() == b.to_bits(),
+            Compare::Close { rtol, atol } => {
+                a.to_bits() == b.to_bits() || (a - b).abs() <= atol + rtol * b.abs()
+            }
+        };
+        if !ok {
+            return Err(format!("output `{name}` element {i}: {a} instead of {b}"));
+        }
+    }
+    Ok(())
+}
+
+/// Evaluates both programs on inputs from every seed and compares every signature output.
+pub fn check_sound(
+    original: &Program,
+    rewritten: &Program,
+    bindings: &BTreeMap<String, i64>,
+    seeds: &[u64],
+    how: Compare,
+) -> Result<(), String> {
+    for seed in seeds {
+        let inputs = random_inputs(original, bindings, *seed)?;
+        let want = evaluate(original, bindings, &inputs).map_err(|d| format!("original: {d}"))?;
+        let got = evaluate(rewritten, bindings, &inputs).map_err(|d| format!("rewritten: {d}"))?;
+        if got.len() != want.len() {
+            return Err(format!("{} outputs instead of {}", got.len(), want.len()));
+        }
+        for (name, w) in &want {
+            let g = got
+                .get(name)
+                .ok_or_else(|| format!("output `{name}` missing"))?;
+            compare_tensor(name, g, w, how).map_err(|e| format!("seed {seed}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Optimizes `prog` with `rules` under the default budget and checks soundness on three seeds;
+/// panics with the programs on any failure.
+pub fn check(
+    prog: &Program,
+    rules: &[Rule],
+    bindings: &BTreeMap<String, i64>,
+    how: Compare,
+) -> Outcome {
+    let (rewritten, stats) = optimize(prog, "test", rules, &Budget::default())
+        .unwrap_or_else(|e| panic!("{e}\nprogram: {prog:#?}"));
+    if let Err(e) = check_sound(prog, &rewritten, bindings, &[1, 2, 3], how) {
+        panic!("unsound rewrite: {e}\nstats: {stats:?}\noriginal: {prog:#?}\nrewritten: {rewritten:#?}");
+    }
+    Outcome {
+        original: prog.clone(),
+        rewritten,
+        stats,
+    }
+}
+
+/// Panics unless `rule` applied at least once.
+pub fn assert_fired(stats: &PhaseStats, rule: &str) {
+    assert!(
+        stats.fired(rule),
+        "rule `{rule}` did not fire; applied: {:?}",
+        stats.applied
+    );
+}
+
+/// Panics if `rule` applied.
+pub fn assert_not_fired(stats: &PhaseStats, rule: &str) {
+    assert!(
+        !stats.fired(rule),
+        "rule `{rule}` fired on a near-miss; applied: {:?}",
+        stats.applied
+    );
+}
