@@ -32,6 +32,15 @@
 //! - **Iter sizes.** An iter without `size` takes the size of the same position of the first
 //!   output's shape (seed §6.8.2/§6.8.3 leave iter sizes out).
 //! - Constants print as JSON floats (`0.0`); the strings above stand for non-finite values.
+//!   Size strings print in [`Dim`]'s canonical form (`"(H-1)//2+1"` prints as `"(H+1)//2"`), so
+//!   only canonical sizes (plain symbols, as in the seed) round-trip verbatim.
+//!
+//! Seed points this module settles:
+//! - Binary ops broadcast implicitly by axis name (seed §6.8.3 writes `sub(S, Mrow)` with no
+//!   `BroadcastInDim`); an explicit `BroadcastInDim` is checked (`BroadcastMismatch`) but is a
+//!   pass-through, like `transpose`.
+//! - The seed's conv guard `< H+2` is wrong for the unpadded index `2·ho + kh − 1`: the test
+//!   dump uses `< H` (PyTorch semantics); with `H+2` the region is rejected (`UnguardedAccess`).
 //!
 //! # Semantics
 //!
@@ -50,11 +59,15 @@
 //! - `yield` rounds (casts) a let to its output's dtype and writes it to the output, whose shape
 //!   is the iters' sizes, row-major in iters order (a let missing some iters is broadcast).
 //!
-//! Layers: [`json`] (the wire form), [`verify`] (structural and shape checks, `E12xx`),
-//! [`eval`] (CPU playback, seed §6.11).
+//! Layers: [`json`] and [`size`] (the wire form), [`verify`] (structural and shape checks,
+//! `E12xx`, with the interval analysis of `bounds`; errors in `error`), [`eval`] (CPU playback,
+//! seed §6.11).
 
+mod bounds;
+mod error;
 pub mod eval;
 pub mod json;
+pub mod size;
 pub mod verify;
 
 pub use eval::evaluate_region;
