@@ -59,7 +59,7 @@
 //! - `yield` rounds (casts) a let to its output's dtype and writes it to the output, whose shape
 //!   is the iters' sizes, row-major in iters order (a let missing some iters is broadcast).
 //!
-//! Layers: [`json`] and [`size`] (the wire form), [`verify`] (structural and shape checks,
+//! Layers: [`json`] and [`size`] (the wire form), [`mod@verify`] (structural and shape checks,
 //! `E12xx`, with the interval analysis of `bounds`; errors in `error`), [`eval`] (CPU playback,
 //! seed §6.11).
 
