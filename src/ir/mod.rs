@@ -10,6 +10,7 @@ pub mod dtype;
 pub mod egraph;
 pub mod frontend;
 pub mod lower;
+pub mod region;
 pub mod tiny;
 
 pub use dim::{Dim, Shape};

@@ -1,0 +1,143 @@
+//! Best-effort index ranges for the `UnguardedAccess` check: exact intervals of affine indices
+//! over the box of axis extents, narrowed by guard facts `x op y` of enclosing selects whose
+//! difference `x - y` is the index up to sign and a constant.
+
+use super::{AxisExpr, CmpOp};
+use crate::ir::dim::Dim;
+use std::collections::BTreeMap;
+
+/// Position of the innermost binding of `name` in `scope`.
+pub(super) fn lookup(scope: &[(String, Dim)], name: &str) -> Option<usize> {
+    scope.iter().rposition(|(n, _)| n == name)
+}
+
+/// Linear form: coefficients per scope position, plus a constant.
+pub(super) type Linear = (BTreeMap<usize, i64>, i64);
+
+pub(super) struct Bounds<'a> {
+    pub(super) scope: &'a [(String, Dim)],
+    pub(super) bindings: &'a BTreeMap<String, i64>,
+}
+
+impl Bounds<'_> {
+    fn name(&self, n: &str) -> Option<Result<usize, i64>> {
+        match lookup(self.scope, n) {
+            Some(p) => Some(Ok(p)),
+            None => self.bindings.get(n).map(|v| Err(*v)),
+        }
+    }
+
+    pub(super) fn linear(&self, e: &AxisExpr) -> Option<Linear> {
+        match e {
+            AxisExpr::Const(c) => Some((BTreeMap::new(), *c)),
+            AxisExpr::Name(n) => match self.name(n)? {
+                Ok(p) => Some(([(p, 1)].into(), 0)),
+                Err(v) => Some((BTreeMap::new(), v)),
+            },
+            AxisExpr::Add(l) => {
+                let mut acc: Linear = (BTreeMap::new(), 0);
+                for x in l {
+                    let (m, c) = self.linear(x)?;
+                    acc.1 = acc.1.checked_add(c)?;
+                    for (p, k) in m {
+                        *acc.0.entry(p).or_insert(0) += k;
+                    }
+                }
+                acc.0.retain(|_, k| *k != 0);
+                Some(acc)
+            }
+            AxisExpr::Mul(a, b) => {
+                let (la, lb) = (self.linear(a)?, self.linear(b)?);
+                let (k, (m, c)) = match (la.0.is_empty(), lb.0.is_empty()) {
+                    (true, _) => (la.1, lb),
+                    (_, true) => (lb.1, la),
+                    _ => return None,
+                };
+                let m = m
+                    .into_iter()
+                    .map(|(p, x)| Some((p, x.checked_mul(k)?)))
+                    .collect::<Option<BTreeMap<_, _>>>()?;
+                Some((
+                    m.into_iter().filter(|(_, x)| *x != 0).collect(),
+                    c.checked_mul(k)?,
+                ))
+            }
+            AxisExpr::FloorDiv(..) => None,
+        }
+    }
+
+    fn extent(&self, p: usize) -> Option<i64> {
+        self.scope[p].1.eval_with(self.bindings).ok()
+    }
+
+    pub(super) fn interval(&self, e: &AxisExpr) -> Option<(i64, i64)> {
+        if let Some((m, c)) = self.linear(e) {
+            let (mut lo, mut hi) = (c, c);
+            for (p, k) in m {
+                let top = self.extent(p)?.checked_sub(1)?.checked_mul(k)?;
+                lo = lo.checked_add(top.min(0))?;
+                hi = hi.checked_add(top.max(0))?;
+            }
+            return Some((lo, hi));
+        }
+        match e {
+            AxisExpr::FloorDiv(x, c) if *c > 0 => {
+                let (lo, hi) = self.interval(x)?;
+                Some((lo.div_euclid(*c), hi.div_euclid(*c)))
+            }
+            AxisExpr::Add(l) => l.iter().try_fold((0i64, 0i64), |(a, b), x| {
+                let (lo, hi) = self.interval(x)?;
+                Some((a.checked_add(lo)?, b.checked_add(hi)?))
+            }),
+            AxisExpr::Mul(a, b) => {
+                let (a, b) = (self.interval(a)?, self.interval(b)?);
+                let ps = [a.0 * b.0, a.0 * b.1, a.1 * b.0, a.1 * b.1];
+                Some((*ps.iter().min()?, *ps.iter().max()?))
+            }
+            _ => None,
+        }
+    }
+
+    /// The range a guard `x op y` allows for the linear index `lm`, when `x - y = ±lm + d`.
+    pub(super) fn narrow(
+        &self,
+        lm: &Linear,
+        op: CmpOp,
+        x: &AxisExpr,
+        y: &AxisExpr,
+    ) -> Option<(i64, i64)> {
+        let (mx, cx) = self.linear(x)?;
+        let (my, cy) = self.linear(y)?;
+        let mut diff = mx;
+        for (p, k) in my {
+            *diff.entry(p).or_insert(0) -= k;
+        }
+        diff.retain(|_, k| *k != 0);
+        let dconst = cx.checked_sub(cy)?;
+        let neg: BTreeMap<usize, i64> = lm.0.iter().map(|(p, k)| (*p, -k)).collect();
+        // x - y = s·(lm - lm.c) + dconst, so `lm = s·(x - y - dconst) + lm.c`.
+        let s = if diff == lm.0 {
+            1
+        } else if diff == neg {
+            -1
+        } else {
+            return None;
+        };
+        // Range of t = x - y allowed by `t op 0`.
+        let big = i64::MAX / 4;
+        let (tlo, thi) = match op {
+            CmpOp::Ge => (0, big),
+            CmpOp::Gt => (1, big),
+            CmpOp::Le => (-big, 0),
+            CmpOp::Lt => (-big, -1),
+            CmpOp::Eq => (0, 0),
+        };
+        let at = |t: i64| {
+            t.saturating_sub(dconst)
+                .saturating_mul(s)
+                .saturating_add(lm.1)
+        };
+        let (a, b) = (at(tlo), at(thi));
+        Some((a.min(b), a.max(b)))
+    }
+}

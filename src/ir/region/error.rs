@@ -1,0 +1,182 @@
+//! Region errors (`E12xx`) and their diagnostics (seed 001 §6.10).
+
+use crate::diag::{Diagnostic, Diagnostics, Location};
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RegionError {
+    #[error("invalid region JSON: {0}")]
+    Json(String),
+    #[error("the name `{name}` is declared twice ({what})")]
+    DuplicateName { name: String, what: &'static str },
+    #[error("`{name}` is not a let defined before `{at}`")]
+    UndefinedLet { name: String, at: String },
+    #[error("`{at}` reads `{tensor}`, which is not a region input")]
+    UnknownTensor { tensor: String, at: String },
+    #[error("`{at}` reads `{tensor}` with {got} indices, but it has rank {rank}")]
+    ReadRankMismatch {
+        tensor: String,
+        at: String,
+        rank: usize,
+        got: usize,
+    },
+    #[error("`{name}` in `{at}` is neither an axis in scope nor a size symbol of the region")]
+    UnboundName { name: String, at: String },
+    #[error("index expression in `{at}` is not affine + floordiv: {why}")]
+    NonAffineMap { at: String, why: String },
+    #[error("reduce axis `{axis}` in `{at}` has no extent: {why}")]
+    ReduceExtentUnknown {
+        axis: String,
+        at: String,
+        why: String,
+    },
+    #[error("the reduce in `{at}` has no accumulation `dtype`")]
+    AccDtypeMissing { at: String },
+    #[error("`{at}` reads `{tensor}` axis {axis} at indices [{lo}, {hi}] outside [0, {size}) without a guarding select")]
+    UnguardedAccess {
+        tensor: String,
+        at: String,
+        axis: usize,
+        lo: i64,
+        hi: i64,
+        size: i64,
+    },
+    #[error("BroadcastInDim in `{at}`: operand shape {operand} does not fit result shape {result} along broadcast_dimensions {dims:?}")]
+    BroadcastMismatch {
+        at: String,
+        operand: String,
+        result: String,
+        dims: Vec<usize>,
+    },
+    #[error("`{at}`: {why}")]
+    AxisAlignmentMismatch { at: String, why: String },
+    #[error("the reduce ({op}) in `{at}` selects the neutral {got}, but its identity is {want}")]
+    NeutralInvalid {
+        at: String,
+        op: &'static str,
+        got: f64,
+        want: f64,
+    },
+    #[error("yield: {why}")]
+    BadYield { why: String },
+    #[error("output `{output}` has shape {got}, but the iteration space is {want}")]
+    OutputShapeMismatch {
+        output: String,
+        got: String,
+        want: String,
+    },
+    #[error("yield casts to {cast} but output `{output}` is {dtype}")]
+    YieldDtypeMismatch {
+        output: String,
+        cast: String,
+        dtype: String,
+    },
+    #[error("iter `{iter}` has no size and no output gives one")]
+    IterSizeMissing { iter: String },
+    #[error("`{at}` reads `{tensor}` at {index:?}, outside its shape {shape:?}")]
+    OutOfBounds {
+        tensor: String,
+        at: String,
+        index: Vec<i64>,
+        shape: Vec<usize>,
+    },
+    #[error("symbol `{0}` has no value (or a size overflows)")]
+    UnboundSymbol(String),
+    #[error("input `{name}`: {why}")]
+    InputMismatch { name: String, why: String },
+    #[error("size of `{what}` is negative or too large: {value}")]
+    BadSize { what: String, value: i64 },
+}
+
+impl RegionError {
+    /// `(code, kind)`.
+    pub fn code(&self) -> (&'static str, &'static str) {
+        use RegionError as E;
+        match self {
+            E::Json(_) => ("E1200", "InvalidRegion"),
+            E::DuplicateName { .. } => ("E1201", "DuplicateName"),
+            E::UndefinedLet { .. } => ("E1202", "UndefinedLet"),
+            E::UnknownTensor { .. } => ("E1203", "UnknownTensor"),
+            E::ReadRankMismatch { .. } => ("E1204", "AxisAlignmentMismatch"),
+            E::UnboundName { .. } => ("E1205", "UnboundAxis"),
+            E::NonAffineMap { .. } => ("E1206", "NonAffineMap"),
+            E::ReduceExtentUnknown { .. } => ("E1207", "ReduceExtentUnknown"),
+            E::AccDtypeMissing { .. } => ("E1208", "AccDtypeMissing"),
+            E::UnguardedAccess { .. } => ("E1209", "UnguardedAccess"),
+            E::BroadcastMismatch { .. } => ("E1210", "BroadcastMismatch"),
+            E::AxisAlignmentMismatch { .. } => ("E1211", "AxisAlignmentMismatch"),
+            E::NeutralInvalid { .. } => ("E1212", "NeutralInvalid"),
+            E::BadYield { .. } => ("E1213", "BadYield"),
+            E::OutputShapeMismatch { .. } => ("E1214", "OutputShapeMismatch"),
+            E::YieldDtypeMismatch { .. } => ("E1215", "YieldDtypeMismatch"),
+            E::IterSizeMissing { .. } => ("E1216", "IterSizeMissing"),
+            E::OutOfBounds { .. } => ("E1220", "UnguardedAccess"),
+            E::UnboundSymbol(_) => ("E1221", "UnboundSymbol"),
+            E::InputMismatch { .. } => ("E1222", "InputMismatch"),
+            E::BadSize { .. } => ("E1223", "BadSize"),
+        }
+    }
+
+    fn suggestion(&self) -> &'static str {
+        use RegionError as E;
+        match self {
+            E::Json(_) => "write the seed 001 §6.8 form: {\"region\": {\"name\", \"iters\", \"inputs\", \"outputs\", \"lets\", \"yield\"}}",
+            E::DuplicateName { .. } => "rename one of them",
+            E::UndefinedLet { .. } => "define the let earlier (lets are SSA, in order)",
+            E::UnknownTensor { .. } => "declare the tensor in `inputs`",
+            E::ReadRankMismatch { .. } | E::AxisAlignmentMismatch { .. } => {
+                "give one index (or dimension) per axis"
+            }
+            E::UnboundName { .. } => "bind the axis with an iter or an enclosing reduce, or use a symbol of a shape",
+            E::NonAffineMap { .. } => "keep one side of `mul` free of axes and divide by a positive integer",
+            E::ReduceExtentUnknown { .. } => "add `\"extents\": {\"k\": \"K\"}` to the reduce",
+            E::AccDtypeMissing { .. } => "add `\"dtype\": \"fp32\"` to the reduce",
+            E::UnguardedAccess { .. } | E::OutOfBounds { .. } => {
+                "wrap the read in a `select` whose predicate keeps the index inside the tensor"
+            }
+            E::BroadcastMismatch { .. } => "make every operand dimension equal its result dimension (or 1)",
+            E::NeutralInvalid { .. } => "select the reduce op's identity (0 for sum, -INF for max, …)",
+            E::BadYield { .. } => "yield every output exactly once from a let",
+            E::OutputShapeMismatch { .. } => "make the output shape the iters' sizes",
+            E::YieldDtypeMismatch { .. } => "cast to the output's dtype",
+            E::IterSizeMissing { .. } => "give the iter a `size`",
+            E::UnboundSymbol(_) => "pass a value for the symbol",
+            E::InputMismatch { .. } => "pass every input with its declared dtype and shape",
+            E::BadSize { .. } => "bind symbols so that sizes are non-negative",
+        }
+    }
+
+    /// The user-facing diagnostic.
+    pub fn to_diagnostic(&self) -> Diagnostic {
+        let (code, kind) = self.code();
+        let at = match self {
+            RegionError::UnknownTensor { tensor, .. }
+            | RegionError::UnguardedAccess { tensor, .. }
+            | RegionError::OutOfBounds { tensor, .. }
+            | RegionError::ReadRankMismatch { tensor, .. } => Location::Tensor {
+                tensor: tensor.clone(),
+            },
+            RegionError::InputMismatch { name, .. } => Location::Tensor {
+                tensor: name.clone(),
+            },
+            RegionError::OutputShapeMismatch { output, .. }
+            | RegionError::YieldDtypeMismatch { output, .. } => Location::Tensor {
+                tensor: output.clone(),
+            },
+            RegionError::UnboundSymbol(s) => Location::Symbol { symbol: s.clone() },
+            _ => Location::Document,
+        };
+        Diagnostic::error(code, kind, at, self.to_string(), self.suggestion())
+    }
+}
+
+impl From<RegionError> for Diagnostic {
+    fn from(e: RegionError) -> Diagnostic {
+        e.to_diagnostic()
+    }
+}
+
+impl From<RegionError> for Diagnostics {
+    fn from(e: RegionError) -> Diagnostics {
+        Diagnostics::one(e.to_diagnostic())
+    }
+}

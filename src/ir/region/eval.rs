@@ -1,0 +1,539 @@
+//! CPU playback of a region (seed 001 §6.11): verify, bind sizes, compile names to slots, then
+//! materialize every let over its free iters in order (parallel over points with rayon) and write
+//! the yields. An out-of-bounds read is an error (`E1220`), never a panic.
+
+use super::verify::{reduce_extents, verify_with, Checked, RegionError};
+use super::{AxisExpr, BinaryFn, CmpOp, Expr, Pred, Region, UnaryFn};
+use crate::diag::Diagnostics;
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::tiny::ReduceOp;
+use crate::tensor::Tensor;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+
+type EResult<T> = Result<T, RegionError>;
+
+/// Evaluates `region` with symbol values `bindings` and inputs by name; returns every output by
+/// name. Inputs must have their declared dtype and bound shape.
+pub fn evaluate_region(
+    region: &Region,
+    bindings: &BTreeMap<String, i64>,
+    inputs: &BTreeMap<String, Tensor>,
+) -> Result<BTreeMap<String, Tensor>, Diagnostics> {
+    run(region, bindings, inputs).map_err(Diagnostics::from)
+}
+
+fn bind(d: &Dim, what: &str, b: &BTreeMap<String, i64>) -> EResult<usize> {
+    let v = d.eval_with(b).map_err(|e| match e {
+        crate::ir::dim::DimError::Unbound(s) => RegionError::UnboundSymbol(s),
+        crate::ir::dim::DimError::Overflow => RegionError::UnboundSymbol(d.to_string()),
+    })?;
+    usize::try_from(v)
+        .ok()
+        .filter(|v| *v <= u32::MAX as usize)
+        .ok_or(RegionError::BadSize {
+            what: what.to_string(),
+            value: v,
+        })
+}
+
+fn run(
+    r: &Region,
+    b: &BTreeMap<String, i64>,
+    inputs: &BTreeMap<String, Tensor>,
+) -> EResult<BTreeMap<String, Tensor>> {
+    let Checked {
+        iter_sizes,
+        let_free,
+    } = verify_with(r, b)?;
+    let sizes: Vec<usize> = iter_sizes
+        .iter()
+        .zip(&r.iters)
+        .map(|(d, it)| bind(d, &it.name, b))
+        .collect::<EResult<_>>()?;
+    let total = sizes
+        .iter()
+        .try_fold(1usize, |a, s| a.checked_mul(*s))
+        .ok_or(RegionError::BadSize {
+            what: "iteration space".into(),
+            value: i64::MAX,
+        })?;
+    let mut ins = Vec::new();
+    for inp in &r.inputs {
+        let t = inputs
+            .get(&inp.name)
+            .ok_or_else(|| RegionError::InputMismatch {
+                name: inp.name.clone(),
+                why: "no value given".into(),
+            })?;
+        let shape: Vec<usize> = inp
+            .memref
+            .shape
+            .iter()
+            .map(|s| bind(&s.0, &inp.name, b))
+            .collect::<EResult<_>>()?;
+        if t.dtype != inp.dtype || t.shape != shape {
+            return Err(RegionError::InputMismatch {
+                name: inp.name.clone(),
+                why: format!(
+                    "declared {} {:?}, given {} {:?}",
+                    inp.dtype, shape, t.dtype, t.shape
+                ),
+            });
+        }
+        ins.push(t);
+    }
+    let mut comp = Compiler {
+        r,
+        b,
+        iter_sizes: &iter_sizes,
+        let_free: &let_free,
+        sizes: &sizes,
+        nslots: r.iters.len(),
+        at: String::new(),
+    };
+    let mut values: Vec<Vec<f64>> = Vec::new();
+    for (li, l) in r.lets.iter().enumerate() {
+        comp.at = l.name.clone();
+        let scope: Vec<(String, usize)> = r
+            .iters
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (it.name.clone(), i))
+            .collect();
+        let code = comp.expr(&l.expr, &mut scope.clone())?;
+        let free = &let_free[li];
+        let fsizes: Vec<usize> = free.iter().map(|i| sizes[*i]).collect();
+        let n: usize = fsizes.iter().product();
+        let cx = Ctx {
+            inputs: &ins,
+            names: r.inputs.iter().map(|i| i.name.clone()).collect(),
+            lets: &values,
+            at: &l.name,
+        };
+        let nslots = comp.nslots;
+        let vals = (0..n)
+            .into_par_iter()
+            .map_init(
+                || vec![0i64; nslots],
+                |env, flat| {
+                    let mut rest = flat;
+                    for (slot, s) in free.iter().zip(&fsizes).rev() {
+                        env[*slot] = (rest % s) as i64;
+                        rest /= s;
+                    }
+                    cx.eval(&code, env)
+                },
+            )
+            .collect::<EResult<Vec<f64>>>()?;
+        values.push(vals);
+    }
+    let mut out = BTreeMap::new();
+    for y in &r.yields {
+        let (Some(li), Some(o)) = (
+            r.lets.iter().position(|l| l.name == y.from),
+            r.output(&y.to),
+        ) else {
+            continue;
+        };
+        let strides = let_strides(&let_free[li], &sizes);
+        let src = &values[li];
+        let vals: Vec<f64> = (0..total)
+            .map(|flat| {
+                let mut rest = flat;
+                let mut idx = 0;
+                for i in (0..sizes.len()).rev() {
+                    let c = rest % sizes[i];
+                    rest /= sizes[i];
+                    idx += c * strides[i];
+                }
+                src.get(idx).copied().unwrap_or(f64::NAN)
+            })
+            .collect();
+        out.insert(
+            o.name.clone(),
+            Tensor::from_f64(o.dtype, sizes.clone(), &vals),
+        );
+    }
+    Ok(out)
+}
+
+/// Row-major strides of a let's array, per iter (0 for iters it does not depend on).
+fn let_strides(free: &[usize], sizes: &[usize]) -> Vec<usize> {
+    let mut strides = vec![0; sizes.len()];
+    let mut s = 1;
+    for i in free.iter().rev() {
+        strides[*i] = s;
+        s *= sizes[*i];
+    }
+    strides
+}
+
+#[derive(Debug)]
+enum CAxis {
+    Const(i64),
+    Slot(usize),
+    Add(Vec<CAxis>),
+    Mul(Box<CAxis>, Box<CAxis>),
+    FloorDiv(Box<CAxis>, i64),
+}
+
+#[derive(Debug)]
+enum CPred {
+    And(Vec<CPred>),
+    Or(Vec<CPred>),
+    Cmp(CmpOp, CAxis, CAxis),
+}
+
+#[derive(Debug)]
+enum CExpr {
+    Const(f64),
+    /// A let's array, addressed by `(env slot, stride)` pairs.
+    Let(usize, Vec<(usize, usize)>),
+    Read {
+        input: usize,
+        map: Vec<CAxis>,
+        shape: Vec<usize>,
+    },
+    Unary(UnaryFn, Box<CExpr>),
+    Binary(BinaryFn, Box<CExpr>, Box<CExpr>),
+    Select(CPred, Box<CExpr>, Box<CExpr>),
+    Reduce {
+        op: ReduceOp,
+        slots: Vec<usize>,
+        extents: Vec<i64>,
+        init: f64,
+        dtype: DType,
+        body: Box<CExpr>,
+    },
+    Cast(DType, Box<CExpr>),
+}
+
+struct Compiler<'a> {
+    r: &'a Region,
+    b: &'a BTreeMap<String, i64>,
+    iter_sizes: &'a [Dim],
+    let_free: &'a [Vec<usize>],
+    sizes: &'a [usize],
+    nslots: usize,
+    at: String,
+}
+
+fn lookup(scope: &[(String, usize)], n: &str) -> Option<usize> {
+    scope.iter().rev().find(|(m, _)| m == n).map(|(_, s)| *s)
+}
+
+impl Compiler<'_> {
+    fn expr(&mut self, e: &Expr, scope: &mut Vec<(String, usize)>) -> EResult<CExpr> {
+        Ok(match e {
+            Expr::Const(c) => CExpr::Const(DType::F32.round(*c)),
+            Expr::Let(n) => {
+                let li = self
+                    .r
+                    .lets
+                    .iter()
+                    .position(|l| &l.name == n)
+                    .ok_or_else(|| RegionError::UndefinedLet {
+                        name: n.clone(),
+                        at: self.at.clone(),
+                    })?;
+                let strides = let_strides(&self.let_free[li], self.sizes);
+                let mut addr = Vec::new();
+                for i in &self.let_free[li] {
+                    let name = &self.r.iters[*i].name;
+                    let slot = lookup(scope, name).ok_or_else(|| RegionError::UnboundName {
+                        name: name.clone(),
+                        at: self.at.clone(),
+                    })?;
+                    addr.push((slot, strides[*i]));
+                }
+                CExpr::Let(li, addr)
+            }
+            Expr::Read { tensor, map } => {
+                let input = self
+                    .r
+                    .inputs
+                    .iter()
+                    .position(|i| &i.name == tensor)
+                    .ok_or_else(|| RegionError::UnknownTensor {
+                        tensor: tensor.clone(),
+                        at: self.at.clone(),
+                    })?;
+                let shape = self.r.inputs[input]
+                    .memref
+                    .shape
+                    .iter()
+                    .map(|s| bind(&s.0, tensor, self.b))
+                    .collect::<EResult<_>>()?;
+                let map = map
+                    .iter()
+                    .map(|m| self.axis(m, scope))
+                    .collect::<EResult<_>>()?;
+                CExpr::Read { input, map, shape }
+            }
+            Expr::Unary(f, x) => CExpr::Unary(*f, Box::new(self.expr(x, scope)?)),
+            Expr::Binary(f, a, b) => CExpr::Binary(
+                *f,
+                Box::new(self.expr(a, scope)?),
+                Box::new(self.expr(b, scope)?),
+            ),
+            Expr::Select {
+                pred,
+                then,
+                otherwise,
+            } => CExpr::Select(
+                self.pred(pred, scope)?,
+                Box::new(self.expr(then, scope)?),
+                Box::new(self.expr(otherwise, scope)?),
+            ),
+            Expr::Reduce(red) => {
+                let ext = reduce_extents(self.r, red, self.iter_sizes, &self.at)?;
+                let extents = ext
+                    .iter()
+                    .zip(&red.axes)
+                    .map(|(d, a)| bind(d, a, self.b).map(|v| v as i64))
+                    .collect::<EResult<Vec<_>>>()?;
+                let dtype = red.dtype.ok_or_else(|| RegionError::AccDtypeMissing {
+                    at: self.at.clone(),
+                })?;
+                let base = scope.len();
+                let mut slots = Vec::new();
+                for a in &red.axes {
+                    slots.push(self.nslots);
+                    scope.push((a.clone(), self.nslots));
+                    self.nslots += 1;
+                }
+                let body = self.expr(&red.body, scope);
+                scope.truncate(base);
+                CExpr::Reduce {
+                    op: red.op,
+                    slots,
+                    extents,
+                    init: dtype.round(red.init.unwrap_or_else(|| red.op.identity(dtype))),
+                    dtype,
+                    body: Box::new(body?),
+                }
+            }
+            Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
+                self.expr(operand, scope)?
+            }
+            Expr::Cast { to, x } => CExpr::Cast(*to, Box::new(self.expr(x, scope)?)),
+        })
+    }
+
+    fn pred(&self, p: &Pred, scope: &[(String, usize)]) -> EResult<CPred> {
+        Ok(match p {
+            Pred::And(ps) => CPred::And(
+                ps.iter()
+                    .map(|q| self.pred(q, scope))
+                    .collect::<EResult<_>>()?,
+            ),
+            Pred::Or(ps) => CPred::Or(
+                ps.iter()
+                    .map(|q| self.pred(q, scope))
+                    .collect::<EResult<_>>()?,
+            ),
+            Pred::Cmp(op, a, b) => CPred::Cmp(*op, self.axis(a, scope)?, self.axis(b, scope)?),
+        })
+    }
+
+    fn axis(&self, e: &AxisExpr, scope: &[(String, usize)]) -> EResult<CAxis> {
+        Ok(match e {
+            AxisExpr::Const(c) => CAxis::Const(*c),
+            AxisExpr::Name(n) => match lookup(scope, n) {
+                Some(s) => CAxis::Slot(s),
+                None => CAxis::Const(
+                    *self
+                        .b
+                        .get(n)
+                        .ok_or_else(|| RegionError::UnboundSymbol(n.clone()))?,
+                ),
+            },
+            AxisExpr::Add(l) => CAxis::Add(
+                l.iter()
+                    .map(|x| self.axis(x, scope))
+                    .collect::<EResult<_>>()?,
+            ),
+            AxisExpr::Mul(a, b) => CAxis::Mul(
+                Box::new(self.axis(a, scope)?),
+                Box::new(self.axis(b, scope)?),
+            ),
+            AxisExpr::FloorDiv(x, c) => CAxis::FloorDiv(Box::new(self.axis(x, scope)?), *c),
+        })
+    }
+}
+
+struct Ctx<'a> {
+    inputs: &'a [&'a Tensor],
+    names: Vec<String>,
+    lets: &'a [Vec<f64>],
+    at: &'a str,
+}
+
+fn axis(e: &CAxis, env: &[i64]) -> i64 {
+    match e {
+        CAxis::Const(c) => *c,
+        CAxis::Slot(s) => env[*s],
+        CAxis::Add(l) => l.iter().fold(0i64, |a, x| a.saturating_add(axis(x, env))),
+        CAxis::Mul(a, b) => axis(a, env).saturating_mul(axis(b, env)),
+        CAxis::FloorDiv(x, c) if *c > 0 => axis(x, env).div_euclid(*c),
+        CAxis::FloorDiv(..) => 0,
+    }
+}
+
+fn pred(p: &CPred, env: &[i64]) -> bool {
+    match p {
+        CPred::And(ps) => ps.iter().all(|q| pred(q, env)),
+        CPred::Or(ps) => ps.iter().any(|q| pred(q, env)),
+        CPred::Cmp(op, a, b) => {
+            let (a, b) = (axis(a, env), axis(b, env));
+            match op {
+                CmpOp::Ge => a >= b,
+                CmpOp::Gt => a > b,
+                CmpOp::Le => a <= b,
+                CmpOp::Lt => a < b,
+                CmpOp::Eq => a == b,
+            }
+        }
+    }
+}
+
+fn unary(f: UnaryFn, x: f64) -> f64 {
+    match f {
+        UnaryFn::Neg => -x,
+        UnaryFn::Exp => x.exp(),
+        UnaryFn::Exp2 => x.exp2(),
+        UnaryFn::Log => x.ln(),
+        UnaryFn::Log2 => x.log2(),
+        UnaryFn::Sqrt => x.sqrt(),
+        UnaryFn::Rsqrt => 1.0 / x.sqrt(),
+        UnaryFn::Recip => 1.0 / x,
+        UnaryFn::Relu => {
+            if x.is_nan() {
+                x
+            } else {
+                x.max(0.0)
+            }
+        }
+        UnaryFn::Abs => x.abs(),
+        UnaryFn::Erf => libm::erf(x),
+        UnaryFn::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryFn::Tanh => x.tanh(),
+    }
+}
+
+fn nan_or(a: f64, b: f64, f: fn(f64, f64) -> f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        f(a, b)
+    }
+}
+
+fn binary(f: BinaryFn, a: f64, b: f64) -> f64 {
+    let t = |c: bool| if c { 1.0 } else { 0.0 };
+    match f {
+        BinaryFn::Add => a + b,
+        BinaryFn::Sub => a - b,
+        BinaryFn::Mul => a * b,
+        BinaryFn::Div => a / b,
+        BinaryFn::Idiv => (a / b).trunc(),
+        BinaryFn::Max => nan_or(a, b, f64::max),
+        BinaryFn::Min => nan_or(a, b, f64::min),
+        BinaryFn::Pow => a.powf(b),
+        BinaryFn::Cmplt => t(a < b),
+        BinaryFn::Cmple => t(a <= b),
+        BinaryFn::Cmpeq => t(a == b),
+        BinaryFn::Cmpne => t(a != b),
+    }
+}
+
+fn fold(op: ReduceOp, acc: f64, v: f64) -> f64 {
+    match op {
+        ReduceOp::Sum => acc + v,
+        ReduceOp::Prod => acc * v,
+        ReduceOp::Max => nan_or(acc, v, f64::max),
+        ReduceOp::Min => nan_or(acc, v, f64::min),
+    }
+}
+
+impl Ctx<'_> {
+    fn eval(&self, e: &CExpr, env: &mut [i64]) -> EResult<f64> {
+        Ok(match e {
+            CExpr::Const(c) => *c,
+            CExpr::Let(li, addr) => {
+                let idx: usize = addr.iter().map(|(s, st)| env[*s] as usize * st).sum();
+                self.lets
+                    .get(*li)
+                    .and_then(|v| v.get(idx))
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            }
+            CExpr::Read { input, map, shape } => {
+                let t = self.inputs[*input];
+                let mut flat = 0usize;
+                let mut index = Vec::with_capacity(map.len());
+                for m in map {
+                    index.push(axis(m, env));
+                }
+                let inb = index
+                    .iter()
+                    .zip(shape)
+                    .all(|(i, s)| *i >= 0 && (*i as usize) < *s);
+                if !inb {
+                    return Err(RegionError::OutOfBounds {
+                        tensor: self.names.get(*input).cloned().unwrap_or_default(),
+                        at: self.at.to_string(),
+                        index,
+                        shape: shape.clone(),
+                    });
+                }
+                for (i, s) in index.iter().zip(shape) {
+                    flat = flat * s + *i as usize;
+                }
+                t.get_f64(flat)
+            }
+            CExpr::Unary(f, x) => DType::F32.round(unary(*f, self.eval(x, env)?)),
+            CExpr::Binary(f, a, b) => {
+                let a = self.eval(a, env)?;
+                DType::F32.round(binary(*f, a, self.eval(b, env)?))
+            }
+            CExpr::Select(p, t, f) => {
+                if pred(p, env) {
+                    self.eval(t, env)?
+                } else {
+                    self.eval(f, env)?
+                }
+            }
+            CExpr::Reduce {
+                op,
+                slots,
+                extents,
+                init,
+                dtype,
+                body,
+            } => {
+                let mut acc = *init;
+                if extents.iter().all(|e| *e > 0) {
+                    for s in slots {
+                        env[*s] = 0;
+                    }
+                    'outer: loop {
+                        acc = dtype.round(fold(*op, acc, self.eval(body, env)?));
+                        for k in (0..slots.len()).rev() {
+                            env[slots[k]] += 1;
+                            if env[slots[k]] < extents[k] {
+                                continue 'outer;
+                            }
+                            env[slots[k]] = 0;
+                        }
+                        break;
+                    }
+                }
+                acc
+            }
+            CExpr::Cast(to, x) => to.round(self.eval(x, env)?),
+        })
+    }
+}

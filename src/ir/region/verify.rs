@@ -1,0 +1,542 @@
+//! The region verifier: names, scopes, access maps, reduce extents and accumulators, view shapes,
+//! yields, and (best effort, when sizes are known) out-of-bounds reads without a guarding
+//! `select` (seed 001 §6.7, §6.10). Errors carry codes `E12xx`.
+
+use super::bounds::{lookup, Bounds};
+pub use super::error::RegionError;
+use super::{AxisExpr, CmpOp, Expr, Pred, Reduce, Region};
+use crate::ir::dim::{fmt_shape, Dim};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A region error (verifier `E1200`–`E1216`, playback `E1220`–`E1223`).
+type VResult<T> = Result<T, RegionError>;
+
+/// What the verifier learned: resolved iter sizes and, per let, the iters it depends on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    /// One size per iter.
+    pub iter_sizes: Vec<Dim>,
+    /// Per let (in order), the indices of the iters its value depends on, ascending.
+    pub let_free: Vec<Vec<usize>>,
+}
+
+/// Verifies `region` with no symbol values (the out-of-bounds check runs on constant sizes).
+pub fn verify(region: &Region) -> VResult<Checked> {
+    verify_with(region, &BTreeMap::new())
+}
+
+/// Verifies `region`; symbols with a value in `bindings` make more sizes known to the
+/// out-of-bounds check.
+pub fn verify_with(region: &Region, bindings: &BTreeMap<String, i64>) -> VResult<Checked> {
+    let iter_sizes = iter_sizes(region)?;
+    unique(region.iters.iter().map(|i| &i.name), "iters")?;
+    unique(
+        region
+            .inputs
+            .iter()
+            .map(|i| &i.name)
+            .chain(region.outputs.iter().map(|o| &o.name)),
+        "tensors",
+    )?;
+    unique(region.lets.iter().map(|l| &l.name), "lets")?;
+    let mut symbols = BTreeSet::new();
+    for d in iter_sizes
+        .iter()
+        .chain(
+            region
+                .inputs
+                .iter()
+                .flat_map(|i| i.memref.shape.iter().map(|s| &s.0)),
+        )
+        .chain(
+            region
+                .outputs
+                .iter()
+                .flat_map(|o| o.memref.shape.iter().map(|s| &s.0)),
+        )
+    {
+        symbols.extend(d.symbols());
+    }
+    for l in &region.lets {
+        collect_symbols(&l.expr, &mut symbols);
+    }
+    symbols.extend(bindings.keys().cloned());
+    let mut cx = Cx {
+        r: region,
+        symbols,
+        bindings,
+        let_free: BTreeMap::new(),
+        at: String::new(),
+    };
+    let scope0: Vec<(String, Dim)> = region
+        .iters
+        .iter()
+        .zip(&iter_sizes)
+        .map(|(i, d)| (i.name.clone(), d.clone()))
+        .collect();
+    let mut let_free = Vec::new();
+    for l in &region.lets {
+        cx.at = l.name.clone();
+        let mut scope = scope0.clone();
+        let free = cx.expr(&l.expr, &mut scope, &mut Vec::new())?;
+        let free: Vec<usize> = free.into_iter().collect();
+        cx.let_free.insert(l.name.clone(), free.clone());
+        let_free.push(free);
+    }
+    check_outputs(region, &iter_sizes)?;
+    Ok(Checked {
+        iter_sizes,
+        let_free,
+    })
+}
+
+/// The iters' sizes: `size`, else the first output's size at the same position.
+pub fn iter_sizes(r: &Region) -> VResult<Vec<Dim>> {
+    r.iters
+        .iter()
+        .enumerate()
+        .map(|(i, it)| match &it.size {
+            Some(s) => Ok(s.0.clone()),
+            None => r
+                .outputs
+                .first()
+                .filter(|o| o.memref.shape.len() == r.iters.len())
+                .map(|o| o.memref.shape[i].0.clone())
+                .ok_or_else(|| RegionError::IterSizeMissing {
+                    iter: it.name.clone(),
+                }),
+        })
+        .collect()
+}
+
+/// The extent of each axis of `red` (see the module doc of `region`): explicit `extents`, else
+/// the size of the iter of the same name, else the agreeing sizes of the input dimensions that
+/// reads directly in the body index with exactly that axis.
+pub fn reduce_extents(r: &Region, red: &Reduce, iter_sizes: &[Dim], at: &str) -> VResult<Vec<Dim>> {
+    let mut out = Vec::new();
+    for a in &red.axes {
+        if let Some((_, s)) = red.extents.iter().find(|(n, _)| n == a) {
+            out.push(s.0.clone());
+            continue;
+        }
+        if let Some(i) = r.iters.iter().position(|it| &it.name == a) {
+            out.push(iter_sizes[i].clone());
+            continue;
+        }
+        let mut found = Vec::new();
+        derive_extent(r, &red.body, a, &mut found);
+        found.dedup();
+        let err = |why: String| RegionError::ReduceExtentUnknown {
+            axis: a.clone(),
+            at: at.to_string(),
+            why,
+        };
+        match found.as_slice() {
+            [d] => out.push(d.clone()),
+            [] => {
+                return Err(err(
+                    "no `extents` entry, iter or read that indexes with it".into()
+                ))
+            }
+            _ => return Err(err(format!("reads disagree: {}", fmt_shape(&found)))),
+        }
+    }
+    Ok(out)
+}
+
+fn derive_extent(r: &Region, e: &Expr, axis: &str, out: &mut Vec<Dim>) {
+    match e {
+        Expr::Read { tensor, map } => {
+            if let Some(inp) = r.input(tensor) {
+                for (j, m) in map.iter().enumerate() {
+                    if matches!(m, AxisExpr::Name(n) if n == axis) {
+                        if let Some(s) = inp.memref.shape.get(j) {
+                            if !out.contains(&s.0) {
+                                out.push(s.0.clone());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Expr::Reduce(red) if red.axes.iter().any(|a| a == axis) => {}
+        _ => children(e)
+            .into_iter()
+            .for_each(|c| derive_extent(r, c, axis, out)),
+    }
+}
+
+/// The direct sub-expressions of `e`.
+pub fn children(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } => vec![],
+        Expr::Unary(_, x) | Expr::Cast { x, .. } => vec![x],
+        Expr::Binary(_, a, b) => vec![a, b],
+        Expr::Select {
+            then, otherwise, ..
+        } => vec![then, otherwise],
+        Expr::Reduce(r) => vec![&r.body],
+        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => vec![operand],
+    }
+}
+
+fn collect_symbols(e: &Expr, out: &mut BTreeSet<String>) {
+    match e {
+        Expr::Reduce(r) => r
+            .extents
+            .iter()
+            .for_each(|(_, s)| out.extend(s.0.symbols())),
+        Expr::BroadcastInDim { result_shape, .. } => {
+            result_shape.iter().for_each(|s| out.extend(s.0.symbols()))
+        }
+        _ => {}
+    }
+    children(e)
+        .into_iter()
+        .for_each(|c| collect_symbols(c, out));
+}
+
+fn unique<'a>(names: impl Iterator<Item = &'a String>, what: &'static str) -> VResult<()> {
+    let mut seen = BTreeSet::new();
+    for n in names {
+        if !seen.insert(n) {
+            return Err(RegionError::DuplicateName {
+                name: n.clone(),
+                what,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_outputs(r: &Region, iter_sizes: &[Dim]) -> VResult<()> {
+    for o in &r.outputs {
+        let shape: Vec<Dim> = o.memref.shape.iter().map(|s| s.0.clone()).collect();
+        if shape != iter_sizes {
+            return Err(RegionError::OutputShapeMismatch {
+                output: o.name.clone(),
+                got: fmt_shape(&shape),
+                want: fmt_shape(iter_sizes),
+            });
+        }
+        let n = r.yields.iter().filter(|y| y.to == o.name).count();
+        if n != 1 {
+            return Err(RegionError::BadYield {
+                why: format!("output `{}` is yielded {n} times", o.name),
+            });
+        }
+    }
+    for y in &r.yields {
+        if !r.lets.iter().any(|l| l.name == y.from) {
+            return Err(RegionError::BadYield {
+                why: format!("`{}` is not a let", y.from),
+            });
+        }
+        let Some(o) = r.output(&y.to) else {
+            return Err(RegionError::BadYield {
+                why: format!("`{}` is not an output", y.to),
+            });
+        };
+        if let Some(c) = y.cast.filter(|c| *c != o.dtype) {
+            return Err(RegionError::YieldDtypeMismatch {
+                output: o.name.clone(),
+                cast: c.to_string(),
+                dtype: o.dtype.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A guard fact from an enclosing `select`: `a op b`.
+type Guard = (CmpOp, AxisExpr, AxisExpr);
+
+struct Cx<'a> {
+    r: &'a Region,
+    symbols: BTreeSet<String>,
+    bindings: &'a BTreeMap<String, i64>,
+    /// Free iters of each let defined so far.
+    let_free: BTreeMap<String, Vec<usize>>,
+    /// The let being checked (for messages).
+    at: String,
+}
+
+impl Cx<'_> {
+    /// Checks `e`; returns its free axes as scope positions.
+    fn expr(
+        &self,
+        e: &Expr,
+        scope: &mut Vec<(String, Dim)>,
+        guards: &mut Vec<Guard>,
+    ) -> VResult<BTreeSet<usize>> {
+        let at = || self.at.clone();
+        match e {
+            Expr::Const(_) => Ok(BTreeSet::new()),
+            Expr::Let(n) => {
+                let free = self
+                    .let_free
+                    .get(n)
+                    .ok_or_else(|| RegionError::UndefinedLet {
+                        name: n.clone(),
+                        at: at(),
+                    })?;
+                free.iter()
+                    .map(|i| {
+                        let name = &self.r.iters[*i].name;
+                        lookup(scope, name).ok_or_else(|| RegionError::UnboundName {
+                            name: name.clone(),
+                            at: at(),
+                        })
+                    })
+                    .collect()
+            }
+            Expr::Read { tensor, map } => {
+                let inp = self
+                    .r
+                    .input(tensor)
+                    .ok_or_else(|| RegionError::UnknownTensor {
+                        tensor: tensor.clone(),
+                        at: at(),
+                    })?;
+                if map.len() != inp.memref.shape.len() {
+                    return Err(RegionError::ReadRankMismatch {
+                        tensor: tensor.clone(),
+                        at: at(),
+                        rank: inp.memref.shape.len(),
+                        got: map.len(),
+                    });
+                }
+                let mut free = BTreeSet::new();
+                for (j, m) in map.iter().enumerate() {
+                    free.extend(self.axis(m, scope)?);
+                    self.bounds_check(tensor, j, m, &inp.memref.shape[j].0, scope, guards)?;
+                }
+                Ok(free)
+            }
+            Expr::Unary(_, x) | Expr::Cast { x, .. } => self.expr(x, scope, guards),
+            Expr::Binary(_, a, b) => {
+                let mut f = self.expr(a, scope, guards)?;
+                f.extend(self.expr(b, scope, guards)?);
+                Ok(f)
+            }
+            Expr::Select {
+                pred,
+                then,
+                otherwise,
+            } => {
+                let mut f = self.pred(pred, scope)?;
+                let n = guards.len();
+                conjuncts(pred, guards);
+                let t = self.expr(then, scope, guards);
+                guards.truncate(n);
+                f.extend(t?);
+                f.extend(self.expr(otherwise, scope, guards)?);
+                Ok(f)
+            }
+            Expr::Reduce(red) => self.reduce(red, scope, guards),
+            Expr::BroadcastInDim {
+                operand,
+                result_shape,
+                broadcast_dimensions: dims,
+            } => {
+                let f = self.expr(operand, scope, guards)?;
+                let shape: Vec<Dim> = f.iter().map(|p| scope[*p].1.clone()).collect();
+                let result: Vec<Dim> = result_shape.iter().map(|s| s.0.clone()).collect();
+                let increasing = dims.windows(2).all(|w| w[0] < w[1]);
+                if dims.len() != shape.len()
+                    || !increasing
+                    || dims.iter().any(|d| *d >= result.len())
+                {
+                    return Err(RegionError::AxisAlignmentMismatch {
+                        at: at(),
+                        why: format!(
+                            "broadcast_dimensions {dims:?} must be strictly increasing positions of result shape {} , one per operand axis (operand shape {})",
+                            fmt_shape(&result),
+                            fmt_shape(&shape)
+                        ),
+                    });
+                }
+                if shape
+                    .iter()
+                    .zip(dims)
+                    .any(|(s, d)| !s.is_int(1) && *s != result[*d])
+                {
+                    return Err(RegionError::BroadcastMismatch {
+                        at: at(),
+                        operand: fmt_shape(&shape),
+                        result: fmt_shape(&result),
+                        dims: dims.clone(),
+                    });
+                }
+                Ok(f)
+            }
+            Expr::Transpose {
+                operand,
+                permutation,
+            } => {
+                let f = self.expr(operand, scope, guards)?;
+                let mut sorted = permutation.clone();
+                sorted.sort_unstable();
+                if sorted != (0..f.len()).collect::<Vec<_>>() {
+                    return Err(RegionError::AxisAlignmentMismatch {
+                        at: at(),
+                        why: format!(
+                            "permutation {permutation:?} is not a permutation of the operand's {} axes",
+                            f.len()
+                        ),
+                    });
+                }
+                Ok(f)
+            }
+        }
+    }
+
+    fn reduce(
+        &self,
+        red: &Reduce,
+        scope: &mut Vec<(String, Dim)>,
+        guards: &mut Vec<Guard>,
+    ) -> VResult<BTreeSet<usize>> {
+        let at = self.at.clone();
+        let Some(dt) = red.dtype else {
+            return Err(RegionError::AccDtypeMissing { at });
+        };
+        unique(red.axes.iter(), "reduce axes")?;
+        if let Some((n, _)) = red.extents.iter().find(|(n, _)| !red.axes.contains(n)) {
+            return Err(RegionError::ReduceExtentUnknown {
+                axis: n.clone(),
+                at,
+                why: "`extents` names an axis the reduce does not reduce".into(),
+            });
+        }
+        let sizes = iter_sizes(self.r)?;
+        let ext = reduce_extents(self.r, red, &sizes, &at)?;
+        if let Expr::Select { otherwise, .. } = &red.body {
+            let want = red.op.identity(dt);
+            if let Expr::Const(c) = **otherwise {
+                if c != want && !(c.is_nan() && want.is_nan()) {
+                    return Err(RegionError::NeutralInvalid {
+                        at,
+                        op: super::json::reduce_op_name(red.op),
+                        got: c,
+                        want,
+                    });
+                }
+            }
+        }
+        let base = scope.len();
+        scope.extend(red.axes.iter().cloned().zip(ext));
+        let body = self.expr(&red.body, scope, guards);
+        scope.truncate(base);
+        Ok(body?.into_iter().filter(|p| *p < base).collect())
+    }
+
+    fn pred(&self, p: &Pred, scope: &[(String, Dim)]) -> VResult<BTreeSet<usize>> {
+        match p {
+            Pred::And(ps) | Pred::Or(ps) => {
+                let mut f = BTreeSet::new();
+                for q in ps {
+                    f.extend(self.pred(q, scope)?);
+                }
+                Ok(f)
+            }
+            Pred::Cmp(_, a, b) => {
+                let mut f = self.axis(a, scope)?;
+                f.extend(self.axis(b, scope)?);
+                Ok(f)
+            }
+        }
+    }
+
+    /// Checks an index expression; returns the axes it uses.
+    fn axis(&self, e: &AxisExpr, scope: &[(String, Dim)]) -> VResult<BTreeSet<usize>> {
+        match e {
+            AxisExpr::Const(_) => Ok(BTreeSet::new()),
+            AxisExpr::Name(n) => match lookup(scope, n) {
+                Some(p) => Ok([p].into()),
+                None if self.symbols.contains(n) => Ok(BTreeSet::new()),
+                None => Err(RegionError::UnboundName {
+                    name: n.clone(),
+                    at: self.at.clone(),
+                }),
+            },
+            AxisExpr::Add(l) => {
+                let mut f = BTreeSet::new();
+                for x in l {
+                    f.extend(self.axis(x, scope)?);
+                }
+                Ok(f)
+            }
+            AxisExpr::Mul(a, b) => {
+                let fa = self.axis(a, scope)?;
+                let fb = self.axis(b, scope)?;
+                if !fa.is_empty() && !fb.is_empty() {
+                    return Err(RegionError::NonAffineMap {
+                        at: self.at.clone(),
+                        why: "both sides of `mul` depend on axes".into(),
+                    });
+                }
+                Ok(fa.into_iter().chain(fb).collect())
+            }
+            AxisExpr::FloorDiv(x, c) => {
+                if *c <= 0 {
+                    return Err(RegionError::NonAffineMap {
+                        at: self.at.clone(),
+                        why: format!("floordiv by {c}"),
+                    });
+                }
+                self.axis(x, scope)
+            }
+        }
+    }
+
+    /// `UnguardedAccess` when the index range is known and leaves `[0, size)`.
+    fn bounds_check(
+        &self,
+        tensor: &str,
+        j: usize,
+        m: &AxisExpr,
+        size: &Dim,
+        scope: &[(String, Dim)],
+        guards: &[Guard],
+    ) -> VResult<()> {
+        let Ok(size) = size.eval_with(self.bindings) else {
+            return Ok(());
+        };
+        let b = Bounds {
+            scope,
+            bindings: self.bindings,
+        };
+        let Some((mut lo, mut hi)) = b.interval(m) else {
+            return Ok(());
+        };
+        if let Some(lm) = b.linear(m).filter(|l| !l.0.is_empty()) {
+            for (op, x, y) in guards {
+                if let Some((l2, h2)) = b.narrow(&lm, *op, x, y) {
+                    lo = lo.max(l2);
+                    hi = hi.min(h2);
+                }
+            }
+        }
+        if lo <= hi && (lo < 0 || hi >= size) {
+            return Err(RegionError::UnguardedAccess {
+                tensor: tensor.to_string(),
+                at: self.at.clone(),
+                axis: j,
+                lo,
+                hi,
+                size,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn conjuncts(p: &Pred, out: &mut Vec<Guard>) {
+    match p {
+        Pred::And(ps) => ps.iter().for_each(|q| conjuncts(q, out)),
+        Pred::Or(ps) if ps.len() == 1 => conjuncts(&ps[0], out),
+        Pred::Or(_) => {}
+        Pred::Cmp(op, a, b) => out.push((*op, a.clone(), b.clone())),
+    }
+}
