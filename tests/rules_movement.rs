@@ -278,3 +278,41 @@ fn library_users_can_extend_the_rule_set() {
     assert!(o.stats.fired("relu-relu") && o.stats.fired("flip-flip"));
     assert_eq!(o.rewritten.nodes.len(), 2);
 }
+
+#[test]
+fn attention_k_path_collapses_to_a_reshape() {
+    // tinygrad lowers QKᵀ with K → PERMUTE → RESHAPE (insert 1) → PERMUTE; after the movement phase
+    // K is read through one RESHAPE, as seed 001 §6.8.3 reads `K[b,h,n,d]` (no transpose). Only
+    // PV's genuine transpose of V remains.
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/attention_causal.json");
+    let g = dlc_egg::ir::frontend::load_file(&path).unwrap_or_else(|d| panic!("{d}"));
+    let p = dlc_egg::ir::lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
+    let permutes = |p: &dlc_egg::ir::tiny::Program| {
+        p.nodes.iter().filter(|n| n.uop.name() == "PERMUTE").count()
+    };
+    let rules = dlc_egg::rules::movement::rules();
+    let (q, stats) = dlc_egg::rules::testing::optimize(
+        &p,
+        "movement",
+        &rules,
+        &dlc_egg::rules::Budget::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (permutes(&p), permutes(&q)),
+        (3, 1),
+        "applied: {:?}",
+        stats.applied
+    );
+    assert!(stats.fired("unsqueeze-past-permute") && stats.fired("permute-moving-ones"));
+    let b = p.symbols.clone();
+    dlc_egg::rules::testing::check_sound(
+        &p,
+        &q,
+        &b,
+        &[1, 2],
+        dlc_egg::rules::testing::Compare::BitExact,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}

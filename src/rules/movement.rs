@@ -16,9 +16,13 @@
 //! - Appliers that build new attribute leaves (`permute-permute`, `pad-pad`) compute the new
 //!   node's facts with Tiny's typing rules first and add nothing unless they equal the matched
 //!   class's facts (so a rule can never trip the IndexBook's merge assertion).
-//! - Every rule's right-hand side is smaller than its left-hand side (fewer e-nodes, counting
-//!   attribute leaves), so `egg::AstSize` extraction prefers the rewritten form and the rule set
-//!   saturates: new nodes only combine existing classes with attributes drawn from a finite set.
+//! - Every rule's right-hand side is no larger than its left-hand side (e-nodes, counting attribute
+//!   leaves) and all but `unsqueeze-past-permute` are strictly smaller, so `egg::AstSize` extraction
+//!   prefers rewritten forms. That rule moves a size-1-inserting RESHAPE below a PERMUTE, where
+//!   `permute-permute` and `permute-moving-ones` can cancel it; every application moves a RESHAPE
+//!   strictly closer to the leaves, so it cannot repeat forever, and the phase budget bounds the rest.
+//! - A size is "one" only when its `Dim` is the constant 1; a symbolic size may be 1 at run time
+//!   but is treated as possibly larger, so rules that reorder axes keep its relative position.
 
 use super::{attr, tensor, Rule};
 use crate::ir::dtype::DType;
@@ -222,8 +226,119 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for ComposePad {
     }
 }
 
+/// Aligns `to` against `from` as `from` with size-1 axes inserted: for each axis of `to`, the axis
+/// of `from` it is (or `None` for an inserted 1). `None` overall when `to` is not such a shape or
+/// inserts nothing.
+fn inserted_ones(
+    from: &[crate::ir::dim::Dim],
+    to: &[crate::ir::dim::Dim],
+) -> Option<Vec<Option<usize>>> {
+    let mut j = 0;
+    let mut out = Vec::with_capacity(to.len());
+    for d in to {
+        if j < from.len() && *d == from[j] {
+            out.push(Some(j));
+            j += 1;
+        } else if d.is_int(1) {
+            out.push(None);
+        } else {
+            return None;
+        }
+    }
+    (j == from.len() && out.iter().any(|a| a.is_none())).then_some(out)
+}
+
+/// `reshape(permute(x, p), s) = permute(reshape(x, shape(x) ++ [1]·t), q)` when `s` is the
+/// permuted shape with `t` size-1 axes inserted: `q[i] = p[k]` where axis `i` of `s` is axis `k`
+/// of the permuted shape, and the `u`-th inserted axis takes `rank(x) + u`.
+struct UnsqueezePastPermute {
+    x: Var,
+    p: Var,
+    s: Var,
+}
+
+impl Applier<TensorLang, crate::ir::egraph::IndexBook> for UnsqueezePastPermute {
+    fn apply_one(
+        &self,
+        eg: &mut TensorGraph,
+        eclass: Id,
+        m: &Subst,
+        _ast: Option<&PatternAst<TensorLang>>,
+        _rule: Symbol,
+    ) -> Vec<Id> {
+        let (Some(xf), Some(p), Some(Attr::Shape(s))) = (
+            tensor(eg, m[self.x]).cloned(),
+            ints(eg, m, self.p),
+            attr(eg, m[self.s]).cloned(),
+        ) else {
+            return vec![];
+        };
+        if p.len() != xf.shape.len() || p.iter().any(|a| *a >= p.len()) {
+            return vec![];
+        }
+        let permuted: Vec<_> = p.iter().map(|a| xf.shape[*a].clone()).collect();
+        let Some(align) = inserted_ones(&permuted, &s) else {
+            return vec![];
+        };
+        let rank = xf.shape.len();
+        let mut widened = xf.shape.clone();
+        let mut q = Vec::with_capacity(s.len());
+        for a in &align {
+            match a {
+                Some(k) => q.push(p[*k]),
+                None => {
+                    q.push(widened.len());
+                    widened.push(crate::ir::dim::Dim::int(1));
+                }
+            }
+        }
+        debug_assert!(widened.len() > rank);
+        let shape_leaf = eg.add(TensorLang::Attr(Attr::Shape(widened)));
+        let reshaped = eg.add(TensorLang::Reshape([m[self.x], shape_leaf]));
+        let q_leaf = eg.add(TensorLang::Attr(Attr::usizes(&q)));
+        add_same_facts(eg, eclass, TensorLang::Permute([reshaped, q_leaf]))
+    }
+}
+
+/// `permute(x, p) = reshape(x, permuted shape)` when `p` keeps every axis whose size is not the
+/// constant 1 in its original relative order (only size-1 axes move, so row-major order is kept).
+struct PermuteMovingOnes {
+    x: Var,
+    p: Var,
+}
+
+impl Applier<TensorLang, crate::ir::egraph::IndexBook> for PermuteMovingOnes {
+    fn apply_one(
+        &self,
+        eg: &mut TensorGraph,
+        eclass: Id,
+        m: &Subst,
+        _ast: Option<&PatternAst<TensorLang>>,
+        _rule: Symbol,
+    ) -> Vec<Id> {
+        let (Some(xf), Some(p)) = (tensor(eg, m[self.x]).cloned(), ints(eg, m, self.p)) else {
+            return vec![];
+        };
+        if p.len() != xf.shape.len() || p.iter().any(|a| *a >= p.len()) {
+            return vec![];
+        }
+        let kept: Vec<usize> = p
+            .iter()
+            .copied()
+            .filter(|a| !xf.shape[*a].is_int(1))
+            .collect();
+        let identity = p.iter().enumerate().all(|(i, a)| i == *a);
+        if identity || kept.windows(2).any(|w| w[0] > w[1]) {
+            return vec![];
+        }
+        let permuted: Vec<_> = p.iter().map(|a| xf.shape[*a].clone()).collect();
+        let leaf = eg.add(TensorLang::Attr(Attr::Shape(permuted)));
+        add_same_facts(eg, eclass, TensorLang::Reshape([m[self.x], leaf]))
+    }
+}
+
 /// Names of the movement rules, in [`rules`] order.
-pub const RULE_NAMES: [&str; 13] = [
+pub const RULE_NAMES: [&str; 15] = [
     "permute-permute",
     "permute-identity",
     "reshape-reshape",
@@ -237,6 +352,8 @@ pub const RULE_NAMES: [&str; 13] = [
     "pad-pad",
     "cast-identity",
     "cast-widen-narrow",
+    "unsqueeze-past-permute",
+    "permute-moving-ones",
 ];
 
 /// The movement rule set.
@@ -270,6 +387,12 @@ pub fn rules() -> Vec<Rule> {
         rw!("cast-identity"; "(cast ?x ?d)" => "?x" if dtype_is("?x", "?d")),
         // cast(cast(x, w), d) = x   when dtype(x) = d and every d value is exact in w.
         rw!("cast-widen-narrow"; "(cast (cast ?x ?w) ?d)" => "?x" if round_trip("?x", "?w", "?d")),
+        // reshape(permute(x, p), s) = permute(reshape(x, shape(x) ++ 1s), q)   when s only inserts 1s.
+        rw!("unsqueeze-past-permute"; "(reshape (permute ?x ?p) ?s)" =>
+            { UnsqueezePastPermute { x: var("?x"), p: var("?p"), s: var("?s") } }),
+        // permute(x, p) = reshape(x, permuted shape)   when p moves only size-1 axes.
+        rw!("permute-moving-ones"; "(permute ?x ?p)" =>
+            { PermuteMovingOnes { x: var("?x"), p: var("?p") } }),
     ]
 }
 

@@ -166,6 +166,23 @@ fn positive_cases() -> Vec<(&'static str, Program)> {
                 b.cast(y, DType::Bool)
             }),
         ),
+        // Attention's K path in tinygrad order: permute → reshape (insert a 1) → permute collapses
+        // to one reshape ([M,N] → [1,M,N] here): seed 001 §6.8.3 reads K without a transpose.
+        (
+            "unsqueeze-past-permute",
+            f32p(vec![m(), n()], |b, x| {
+                let y = perm(b, x, &[1, 0])?;
+                let y = b.reshape(y, vec![Dim::int(1), n(), m()])?;
+                perm(b, y, &[0, 2, 1])
+            }),
+        ),
+        (
+            "permute-moving-ones",
+            f32p(vec![m(), Dim::int(1), n()], |b, x| {
+                let y = perm(b, x, &[1, 0, 2])?;
+                b.reshape(y, vec![m(), n()])
+            }),
+        ),
     ]
 }
 
@@ -265,6 +282,19 @@ fn negative_cases() -> Vec<(&'static str, Program)> {
                 b.cast(y, DType::I32)
             }),
         ),
+        // The reshape merges axes instead of inserting ones.
+        (
+            "unsqueeze-past-permute",
+            f32p(sh(&[2, 3]), |b, x| {
+                let y = perm(b, x, &[1, 0])?;
+                b.reshape(y, sh(&[6]))
+            }),
+        ),
+        // A true transpose: M and N may both exceed 1.
+        (
+            "permute-moving-ones",
+            f32p(vec![m(), n()], |b, x| perm(b, x, &[1, 0])),
+        ),
     ]
 }
 
@@ -338,6 +368,8 @@ rule_tests! {
     "pad-pad" => pad_pad_fires, pad_pad_near_miss;
     "cast-identity" => cast_identity_fires, cast_identity_near_miss;
     "cast-widen-narrow" => cast_widen_narrow_fires, cast_widen_narrow_near_miss;
+    "unsqueeze-past-permute" => unsqueeze_past_permute_fires, unsqueeze_past_permute_near_miss;
+    "permute-moving-ones" => permute_moving_ones_fires, permute_moving_ones_near_miss;
 }
 
 #[test]
