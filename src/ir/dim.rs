@@ -195,6 +195,18 @@ impl Dim {
         }
     }
 
+    /// The length of the range `self..end` of an axis of size `size` (`0 <= self`, `end <= size`):
+    /// `size` itself for the whole axis, else `max(end − self, 0)` (0 when it is empty). Every
+    /// layer derives slice lengths with it: `min`/`max` atoms are not normalized, so the same
+    /// length computed two ways (`max(e, s) − s` and `max(e − s, 0)`, or `max(S−3, 0)` and `S−3`)
+    /// would not compare equal.
+    pub fn range_len(&self, end: &Dim, size: &Dim) -> Dim {
+        if self.is_int(0) && end == size {
+            return size.clone();
+        }
+        end.sub(self).max_of(&Dim::int(0))
+    }
+
     /// The symbol's name when the polynomial is exactly one symbol.
     pub fn as_symbol(&self) -> Option<&str> {
         match self.terms.iter().next() {

@@ -37,8 +37,14 @@ pub fn lower(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
             ends,
             steps,
         } => {
-            // An empty range (end <= start) has size 0.
-            let hi: Shape = starts.iter().zip(ends).map(|(s, e)| e.max_of(s)).collect();
+            // An empty range (end <= start) has size 0. `start + range_len` (not `max(end,
+            // start)`) so that SHRINK's size is the frontend's exactly, also symbolically.
+            let hi: Shape = starts
+                .iter()
+                .zip(ends)
+                .zip(&shape)
+                .map(|((s, e), d)| s.add(&s.range_len(e, d)))
+                .collect();
             b.shrink(x, starts.clone(), hi, steps.clone())?
         }
         Op::Flip { axes } => {
