@@ -299,9 +299,27 @@ impl<'a> Gen<'a> {
                 .wrapping_add(self.inputs.len() as u64),
             n,
         );
+        // Now and then some elements are special values: infinities, NaN, overflowing or
+        // subnormal magnitudes, signed zeros, extreme i32s.
+        let special = fill == Fill::Normal && self.tp.chance(1, 10);
         let vals: Vec<f64> = raw
             .iter()
-            .map(|v| match (dtype, fill) {
+            .enumerate()
+            .map(|(k, v)| match (dtype, fill) {
+                (DType::I32, Fill::Normal) if special && k % 3 == 0 => {
+                    [i32::MAX as f64, i32::MIN as f64, -1.0, 0.0][(k / 3) % 4]
+                }
+                (DType::F16 | DType::BF16 | DType::F32, Fill::Normal) if special && k % 3 == 0 => [
+                    f64::INFINITY,
+                    -0.0,
+                    1e5,
+                    f64::NAN,
+                    -1e30,
+                    65504.0,
+                    1e-8,
+                    f64::NEG_INFINITY,
+                    70000.0,
+                ][(k / 3) % 9],
                 (_, Fill::Index(b)) => ((v + 1.0) / 2.0 * b as f64).floor().min(b as f64 - 1.0),
                 (DType::I32, Fill::NonZero) => {
                     let k = (v * 3.0).floor();
@@ -348,7 +366,7 @@ impl<'a> Gen<'a> {
             .filter(|t| t.conc.iter().product::<usize>() <= 1024 && pred(t))
             .cloned()
             .collect();
-        if cands.is_empty() || self.tp.chance(1, 4) {
+        if cands.is_empty() || self.tp.chance(1, 6) {
             return None;
         }
         // Prefer recent tensors: chains rather than forests.
@@ -381,8 +399,10 @@ impl<'a> Gen<'a> {
             .inputs
             .iter()
             .enumerate()
-            .map(|(k, i)| match k % 3 {
+            .map(|(k, i)| match k % 4 {
                 1 => json!({"tensor": i.name, "role": "param", "storage": "const_pool"}),
+                2 => json!({"tensor": i.name, "mutability": "mutable"}),
+                3 => json!({"tensor": i.name, "role": "data", "storage": "arg", "mutability": "immutable"}),
                 _ => json!({"tensor": i.name}),
             })
             .collect();
@@ -456,8 +476,6 @@ impl<'a> Gen<'a> {
     }
 
     fn set_ref(&mut self, i: usize, r: Option<Vec<f64>>) {
-        // NaN propagation through max/min/compare is not part of what is replayed.
-        let r = r.filter(|v| !v.iter().any(|x| x.is_nan()));
         if let Some(v) = &r {
             let n: usize = self.vals[i].conc.iter().product();
             assert_eq!(
@@ -723,11 +741,24 @@ impl<'a> Gen<'a> {
         let cout = g * self.tp.range(1, 2);
         let nsp = x.rank() - 2;
         let (mut ks, mut st, mut dl, mut pd) = (vec![], vec![], vec![], vec![]);
+        // Symbols that can be a kernel size (Conv takes symbolic kernels).
+        let ksyms: Vec<(String, i64)> = self
+            .syms
+            .iter()
+            .filter(|(_, v)| (1..=3).contains(*v))
+            .map(|(s, v)| (s.clone(), *v))
+            .collect();
         for i in 0..nsp {
             let input = x.conc[i + 2] as i64;
             let mut ok = false;
             for _ in 0..6 {
-                let k = self.tp.range(1, 3);
+                let (k, kd) = if !ksyms.is_empty() && self.tp.chance(1, 6) {
+                    let (s, v) = self.tp.pick(&ksyms);
+                    (v, Dim::sym(&s))
+                } else {
+                    let k = self.tp.range(1, 3);
+                    (k, Dim::int(k))
+                };
                 let d = self.tp.range(1, 2);
                 let lo = self.tp.range(0, 2);
                 let hi = if self.tp.chance(1, 2) {
@@ -737,7 +768,10 @@ impl<'a> Gen<'a> {
                 };
                 let s = self.tp.range(1, 3);
                 if input + lo + hi > d * (k - 1) {
-                    ks.push(k);
+                    if kd.as_symbol().is_some() {
+                        self.label("Conv:symbolic-kernel");
+                    }
+                    ks.push(kd);
                     dl.push(d);
                     pd.push((lo, hi));
                     st.push(s);
@@ -746,7 +780,7 @@ impl<'a> Gen<'a> {
                 }
             }
             if !ok {
-                ks.push(1);
+                ks.push(Dim::int(1));
                 dl.push(1);
                 pd.push((1, 1));
                 st.push(1);
@@ -757,7 +791,7 @@ impl<'a> Gen<'a> {
             None => c.clone(),
         };
         let mut sw = vec![Dim::int(cout), cg];
-        sw.extend(ks.iter().map(|k| Dim::int(*k)));
+        sw.extend(ks);
         let w = self.input(x.dtype, sw, Fill::Normal);
         let mut ins = vec![json!(x.name), json!(w.name)];
         if self.tp.chance(1, 2) {
@@ -1081,7 +1115,7 @@ impl<'a> Gen<'a> {
             let g: fn(f64) -> f64 = match f {
                 "neg" => |a| -a,
                 "abs" => f64::abs,
-                "relu" => |a| if a > 0.0 { a } else { 0.0 },
+                "relu" => |a| if a > 0.0 || a.is_nan() { a } else { 0.0 },
                 _ => return None,
             };
             Some(v.iter().map(|a| dt.round(g(*a))).collect())
@@ -1178,13 +1212,18 @@ impl<'a> Gen<'a> {
         } else {
             out.dtype
         };
+        let int = in_dt == DType::I32;
         let g: Option<fn(f64, f64) -> f64> = match f {
+            // i32 arithmetic wraps (two's complement), exactly.
+            "add" if int => Some(|a, b| f64::from((a as i32).wrapping_add(b as i32))),
+            "sub" if int => Some(|a, b| f64::from((a as i32).wrapping_sub(b as i32))),
+            "mul" if int => Some(|a, b| f64::from((a as i32).wrapping_mul(b as i32))),
             "add" => Some(|a, b| a + b),
             "sub" => Some(|a, b| a - b),
             "mul" => Some(|a, b| a * b),
             "div" if in_dt.is_float() => Some(|a, b| a / b),
-            "max" => Some(f64::max),
-            "min" => Some(f64::min),
+            "max" => Some(nan_max),
+            "min" => Some(nan_min),
             "lt" => Some(|a, b| f64::from(u8::from(a < b))),
             "le" => Some(|a, b| f64::from(u8::from(a <= b))),
             "gt" => Some(|a, b| f64::from(u8::from(a > b))),
@@ -1279,22 +1318,15 @@ impl<'a> Gen<'a> {
 
     fn reduce(&mut self) {
         let f = self.tp.pick(&["sum", "max", "min", "mean", "prod"]);
-        let x = self.existing(|t| {
-            t.rank() >= 1
-                && match t.dtype {
-                    DType::Bool => f == "max" || f == "min",
-                    DType::I32 => f != "mean",
-                    _ => true,
-                }
-        });
+        let dt = match f {
+            "max" | "min" => self.any_dt(),
+            "mean" => self.float_dt(),
+            _ => self
+                .tp
+                .pick(&[DType::F16, DType::BF16, DType::F32, DType::I32]),
+        };
+        let x = self.existing(|t| t.rank() >= 1 && t.dtype == dt);
         let x = x.unwrap_or_else(|| {
-            let dt = match f {
-                "max" | "min" => self.any_dt(),
-                "mean" => self.float_dt(),
-                _ => self
-                    .tp
-                    .pick(&[DType::F16, DType::BF16, DType::F32, DType::I32]),
-            };
             let r = self.tp.range(1, 4) as usize;
             let s = self.rand_shape(r);
             self.input(dt, s, Fill::Normal)
@@ -1377,11 +1409,9 @@ impl<'a> Gen<'a> {
     }
 
     fn cast(&mut self) {
-        let x = self.existing(|_| true);
-        let x = x.unwrap_or_else(|| {
-            let dt = self.any_dt();
-            self.fresh(dt)
-        });
+        let from = self.any_dt();
+        let x = self.existing(|t| t.dtype == from);
+        let x = x.unwrap_or_else(|| self.fresh(from));
         let to = self.any_dt();
         self.label(format!("Cast:{}->{}", x.dtype.name(), to.name()));
         let i = self.node("Cast", vec![json!(x.name)], json!({"to": to.name()}));
@@ -1396,7 +1426,7 @@ impl<'a> Gen<'a> {
         let x = self.existing(|t| t.rank() >= min_rank);
         x.unwrap_or_else(|| {
             let dt = self.any_dt();
-            let r = self.tp.range(min_rank.max(1) as i64, 4) as usize;
+            let r = self.tp.range(min_rank as i64, 4) as usize;
             let s = self.rand_shape(r);
             self.input(dt, s, Fill::Normal)
         })
@@ -1979,9 +2009,26 @@ impl<'a> Gen<'a> {
                 }
             }
         }
+        // A signature input may be an output too.
+        if self.tp.chance(1, 10) {
+            let k = self.tp.below(self.inputs.len());
+            let name = self.inputs[k].name.clone();
+            if let Some(t) = self.vals.iter().find(|t| t.name == name) {
+                outs.push(t.clone());
+            }
+        }
         let out_refs: Vec<&Tn> = outs.iter().collect();
         let decl_refs: Vec<&Tn> = declare.iter().collect();
-        let doc = self.doc(&out_refs, &decl_refs, &symbols);
+        let mut doc = self.doc(&out_refs, &decl_refs, &symbols);
+        // Nodes may come in any order.
+        if self.tp.chance(1, 3) {
+            if let Some(g) = doc["graph"].as_array_mut() {
+                for i in (1..g.len()).rev() {
+                    let j = self.tp.below(i + 1);
+                    g.swap(i, j);
+                }
+            }
+        }
         Case {
             doc,
             inputs: self.inputs,
@@ -2043,6 +2090,27 @@ fn tabulate(shape: &[usize], f: impl Fn(&[usize]) -> f64) -> Vec<f64> {
     (0..n).map(|k| f(&common::unravel(k, shape))).collect()
 }
 
+/// `max` as graph-json's reductions and PyTorch define it: NaN propagates.
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a >= b {
+        a
+    } else {
+        b
+    }
+}
+
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a <= b {
+        a
+    } else {
+        b
+    }
+}
+
 fn ref_reduce(shape: &[usize], v: &[f64], axes: &[usize], max: bool, dt: DType) -> Vec<f64> {
     let out: Vec<usize> = shape
         .iter()
@@ -2057,7 +2125,11 @@ fn ref_reduce(shape: &[usize], v: &[f64], axes: &[usize], max: bool, dt: DType) 
             i[*a] = 0;
         }
         let o = ravel(&i, &out);
-        acc[o] = if max { acc[o].max(*x) } else { acc[o].min(*x) };
+        acc[o] = if max {
+            nan_max(acc[o], *x)
+        } else {
+            nan_min(acc[o], *x)
+        };
     }
     acc
 }
@@ -2086,7 +2158,11 @@ fn ref_scan(
             if take {
                 j[axis] = k;
                 let x = v[ravel(&j, shape)];
-                acc = if max { acc.max(x) } else { acc.min(x) };
+                acc = if max {
+                    nan_max(acc, x)
+                } else {
+                    nan_min(acc, x)
+                };
             }
         }
         acc
@@ -2228,7 +2304,7 @@ proptest! {
 fn generator_covers_every_op_and_dtype() {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut s: u64 = 12345;
-    for _ in 0..400 {
+    for _ in 0..1500 {
         let tape: Vec<u32> = (0..400)
             .map(|_| {
                 s = s
@@ -2261,7 +2337,51 @@ fn generator_covers_every_op_and_dtype() {
             "dtype {d:?} never generated"
         );
     }
+    for a in DType::ALL {
+        for b in DType::ALL {
+            let l = format!("Cast:{}->{}", a.name(), b.name());
+            assert!(seen.contains(&l), "{l} never generated");
+        }
+    }
+    for f in ["sum", "max", "min", "mean", "prod"] {
+        for k in [false, true] {
+            assert!(
+                seen.iter().any(|l| l.starts_with(&format!("Reduce:{f}:"))
+                    && l.ends_with(&format!(":keepdim:{k}"))),
+                "Reduce {f} keepdim={k} never generated"
+            );
+        }
+    }
+    for f in ["sum", "prod", "max", "min"] {
+        for rev in [false, true] {
+            for ex in [false, true] {
+                assert!(
+                    seen.iter()
+                        .any(|l| l.starts_with(&format!("Cumulative:{f}:"))
+                            && l.ends_with(&format!(":rev:{rev}:excl:{ex}"))),
+                    "Cumulative {f} reverse={rev} exclusive={ex} never generated"
+                );
+            }
+        }
+    }
     for l in [
+        "Reduce:max:bool:keepdim:false",
+        "Reduce:min:i32:keepdim:true",
+        "Conv:1d:g2",
+        "Conv:2d:g3",
+        "Conv:symbolic-kernel",
+        "ConvTranspose:1d:g2",
+        "ConvTranspose:2d:g1",
+        "Pool:max:2d:i32",
+        "Pool:avg:1d:bf16",
+        "Attention:mask:fp32",
+        "Attention:causal:false",
+        "LayerNorm:params2",
+        "RMSNorm:params1",
+        "Reshape:0->2",
+        "Reshape:3->1",
+        "MatMul:4x4",
+        "acc:fp16",
         "MatMul:1x1",
         "MatMul:1x2",
         "MatMul:2x1",

@@ -251,3 +251,66 @@ fn conv_transpose_of_an_empty_input_is_bias() {
     assert_eq!(y.shape, [1, 2, 1]);
     assert_eq!(y.to_f64(), [0.5, -1.0]);
 }
+
+/// `Dim::is_nonneg` trusted every atom to be a size, but `(-2*S)//3` (from a Conv with a
+/// symbolic kernel) is negative: a Pad cropping 3 off that axis of `(-2*S)//3+3` (= 2 at S = 1)
+/// while padding 3 was judged to fit, lowered as SHRINK first, and the evaluator found a size of
+/// -1 (E0206).
+#[test]
+fn crop_of_a_floordiv_size_is_not_assumed_to_fit() {
+    let doc = json!({
+        "signature": {"inputs": [{"tensor": "X"}, {"tensor": "W"}], "outputs": [{"tensor": "Y"}]},
+        "symbols": {"S": 1},
+        "tensors": {
+            "X": {"dtype": "fp32", "shape": [1, 1, 4]},
+            "W": {"dtype": "fp32", "shape": [1, 1, "S"]},
+            "Y": {"dtype": "fp32", "shape": [1, 1]}
+        },
+        "graph": [
+            {"op": "Conv", "name": "c", "inputs": ["X", "W"], "outputs": ["C"],
+             "attrs": {"stride": 3, "dilation": 2, "pad": [[0, 1]]}},
+            {"op": "Pad", "name": "p", "inputs": ["C"], "outputs": ["P"],
+             "attrs": {"pad": [[0, 0], [0, 0], [-3, 3]], "value": 1}},
+            {"op": "Reduce", "name": "r", "inputs": ["P"], "outputs": ["Y"],
+             "attrs": {"fn": "sum", "axes": [2]}}
+        ]
+    });
+    let out = run(
+        &doc.to_string(),
+        vec![
+            ("X", f32s(&[1, 1, 4], &[1.0, 2.0, 3.0, 4.0])),
+            ("W", f32s(&[1, 1, 1], &[1.0])),
+        ],
+    );
+    // The conv output has 2 elements: cropping 3 and padding 3 leaves 2 elements of padding.
+    assert_eq!(out["Y"].to_f64(), [2.0]);
+}
+
+/// `Concat` is lowered as pad-with-zeros-and-add; `−0.0 + 0.0 = +0.0` turned a negative zero
+/// into a positive one (visible downstream: `1 / x` gave +inf instead of −inf). Parts are now
+/// padded with −0.0, which leaves every value exact.
+#[test]
+fn concat_keeps_negative_zeros() {
+    for dt in ["fp32", "fp16", "bf16"] {
+        let g = one_op(
+            "Concat",
+            json!({"axis": 0}),
+            &[("A", dt, vec![2]), ("B", dt, vec![1])],
+            names(&["A", "B"]),
+        );
+        let d = DType::parse(dt).expect("dtype");
+        let y = run_y(
+            &g,
+            vec![
+                ("A", Tensor::from_f64(d, vec![2], &[-0.0, 1.0])),
+                ("B", Tensor::from_f64(d, vec![1], &[-0.0])),
+            ],
+        );
+        let v = y.to_f64();
+        assert_eq!(v, [0.0, 1.0, 0.0]);
+        assert!(
+            v[0].is_sign_negative() && v[2].is_sign_negative(),
+            "{dt}: {v:?}"
+        );
+    }
+}

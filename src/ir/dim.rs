@@ -19,6 +19,18 @@ pub enum Atom {
     Max(Box<Dim>, Box<Dim>),
 }
 
+impl Atom {
+    /// Provably `>= 0` for sizes `>= 0`.
+    fn is_nonneg(&self) -> bool {
+        match self {
+            Atom::Sym(_) => true,
+            Atom::FloorDiv(e, _) => e.is_nonneg(),
+            Atom::Min(a, b) => a.is_nonneg() && b.is_nonneg(),
+            Atom::Max(a, b) => a.is_nonneg() || b.is_nonneg(),
+        }
+    }
+}
+
 /// A symbolic integer: `Σ coeff · Π atoms`. The empty monomial is the constant term.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Dim {
@@ -218,9 +230,13 @@ impl Dim {
         }
     }
 
-    /// True when every coefficient is non-negative (so the value is `>= 0` for sizes `>= 0`).
+    /// True when the value is provably `>= 0` for sizes `>= 0`: every coefficient is
+    /// non-negative and so is every atom (a `floordiv` of a negative polynomial, such as the
+    /// `(-2*S)//3` of a conv output size, is not).
     pub fn is_nonneg(&self) -> bool {
-        self.terms.values().all(|c| *c >= 0)
+        self.terms
+            .iter()
+            .all(|(m, c)| *c >= 0 && m.iter().all(Atom::is_nonneg))
     }
 
     /// Symbols the polynomial mentions.
@@ -405,6 +421,17 @@ mod tests {
 
     fn m() -> Dim {
         Dim::sym("M")
+    }
+
+    #[test]
+    fn nonneg_looks_inside_atoms() {
+        assert!(m().floordiv(2).add_int(1).is_nonneg());
+        assert!(m().min_of(&Dim::sym("N")).is_nonneg());
+        // (-2*M)//3 + 3 is -1 at M = 6: its floordiv atom is negative.
+        let conv_out = m().mul_int(-2).add_int(6).floordiv(3).add_int(1);
+        assert!(!conv_out.is_nonneg(), "{conv_out}");
+        assert!(!conv_out.add_int(-3).is_nonneg());
+        assert!(m().add_int(-3).max_of(&m()).is_nonneg());
     }
     fn k() -> Dim {
         Dim::sym("K")
