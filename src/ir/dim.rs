@@ -422,17 +422,6 @@ mod tests {
     fn m() -> Dim {
         Dim::sym("M")
     }
-
-    #[test]
-    fn nonneg_looks_inside_atoms() {
-        assert!(m().floordiv(2).add_int(1).is_nonneg());
-        assert!(m().min_of(&Dim::sym("N")).is_nonneg());
-        // (-2*M)//3 + 3 is -1 at M = 6: its floordiv atom is negative.
-        let conv_out = m().mul_int(-2).add_int(6).floordiv(3).add_int(1);
-        assert!(!conv_out.is_nonneg(), "{conv_out}");
-        assert!(!conv_out.add_int(-3).is_nonneg());
-        assert!(m().add_int(-3).max_of(&m()).is_nonneg());
-    }
     fn k() -> Dim {
         Dim::sym("K")
     }
@@ -485,5 +474,27 @@ mod tests {
     fn serializes_ints_as_numbers() {
         let v = serde_json::to_string(&vec![Dim::int(3), m()]).unwrap();
         assert_eq!(v, "[3,\"M\"]");
+    }
+
+    #[test]
+    fn nonneg_looks_inside_atoms() {
+        assert!(m().floordiv(2).add_int(1).is_nonneg());
+        assert!(m().min_of(&Dim::sym("N")).is_nonneg());
+        // (-2*M)//3 + 3 is -1 at M = 6: its floordiv atom is negative.
+        let conv_out = m().mul_int(-2).add_int(6).floordiv(3).add_int(1);
+        assert!(!conv_out.is_nonneg(), "{conv_out}");
+        assert!(!conv_out.add_int(-3).is_nonneg());
+        assert!(m().add_int(-3).max_of(&m()).is_nonneg());
+    }
+
+    #[test]
+    fn range_len_of_the_whole_axis_is_the_axis() {
+        let d = m().add_int(-3);
+        assert_eq!(Dim::int(0).range_len(&d, &d), d);
+        assert_eq!(Dim::int(1).range_len(&Dim::int(4), &m()), Dim::int(3));
+        assert_eq!(Dim::int(5).range_len(&Dim::int(2), &m()), Dim::int(0));
+        // Empty when the end is before the start: max(0, end − start), not end − start.
+        let e = m().min_of(&Dim::int(2));
+        assert_eq!(m().range_len(&e, &m()), e.sub(&m()).max_of(&Dim::int(0)));
     }
 }
