@@ -19,6 +19,18 @@ pub enum Atom {
     Max(Box<Dim>, Box<Dim>),
 }
 
+impl Atom {
+    /// Provably `>= 0` for sizes `>= 0`.
+    fn is_nonneg(&self) -> bool {
+        match self {
+            Atom::Sym(_) => true,
+            Atom::FloorDiv(e, _) => e.is_nonneg(),
+            Atom::Min(a, b) => a.is_nonneg() && b.is_nonneg(),
+            Atom::Max(a, b) => a.is_nonneg() || b.is_nonneg(),
+        }
+    }
+}
+
 /// A symbolic integer: `Σ coeff · Π atoms`. The empty monomial is the constant term.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Dim {
@@ -195,6 +207,18 @@ impl Dim {
         }
     }
 
+    /// The length of the range `self..end` of an axis of size `size` (`0 <= self`, `end <= size`):
+    /// `size` itself for the whole axis, else `max(end − self, 0)` (0 when it is empty). Every
+    /// layer derives slice lengths with it: `min`/`max` atoms are not normalized, so the same
+    /// length computed two ways (`max(e, s) − s` and `max(e − s, 0)`, or `max(S−3, 0)` and `S−3`)
+    /// would not compare equal.
+    pub fn range_len(&self, end: &Dim, size: &Dim) -> Dim {
+        if self.is_int(0) && end == size {
+            return size.clone();
+        }
+        end.sub(self).max_of(&Dim::int(0))
+    }
+
     /// The symbol's name when the polynomial is exactly one symbol.
     pub fn as_symbol(&self) -> Option<&str> {
         match self.terms.iter().next() {
@@ -206,9 +230,13 @@ impl Dim {
         }
     }
 
-    /// True when every coefficient is non-negative (so the value is `>= 0` for sizes `>= 0`).
+    /// True when the value is provably `>= 0` for sizes `>= 0`: every coefficient is
+    /// non-negative and so is every atom (a `floordiv` of a negative polynomial, such as the
+    /// `(-2*S)//3` of a conv output size, is not).
     pub fn is_nonneg(&self) -> bool {
-        self.terms.values().all(|c| *c >= 0)
+        self.terms
+            .iter()
+            .all(|(m, c)| *c >= 0 && m.iter().all(Atom::is_nonneg))
     }
 
     /// Symbols the polynomial mentions.
@@ -446,5 +474,27 @@ mod tests {
     fn serializes_ints_as_numbers() {
         let v = serde_json::to_string(&vec![Dim::int(3), m()]).unwrap();
         assert_eq!(v, "[3,\"M\"]");
+    }
+
+    #[test]
+    fn nonneg_looks_inside_atoms() {
+        assert!(m().floordiv(2).add_int(1).is_nonneg());
+        assert!(m().min_of(&Dim::sym("N")).is_nonneg());
+        // (-2*M)//3 + 3 is -1 at M = 6: its floordiv atom is negative.
+        let conv_out = m().mul_int(-2).add_int(6).floordiv(3).add_int(1);
+        assert!(!conv_out.is_nonneg(), "{conv_out}");
+        assert!(!conv_out.add_int(-3).is_nonneg());
+        assert!(m().add_int(-3).max_of(&m()).is_nonneg());
+    }
+
+    #[test]
+    fn range_len_of_the_whole_axis_is_the_axis() {
+        let d = m().add_int(-3);
+        assert_eq!(Dim::int(0).range_len(&d, &d), d);
+        assert_eq!(Dim::int(1).range_len(&Dim::int(4), &m()), Dim::int(3));
+        assert_eq!(Dim::int(5).range_len(&Dim::int(2), &m()), Dim::int(0));
+        // Empty when the end is before the start: max(0, end − start), not end − start.
+        let e = m().min_of(&Dim::int(2));
+        assert_eq!(m().range_len(&e, &m()), e.sub(&m()).max_of(&Dim::int(0)));
     }
 }

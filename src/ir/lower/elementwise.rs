@@ -18,7 +18,15 @@ pub fn lower(lw: &mut Lowerer, node: &Node, func: EwFn) -> LResult<NodeId> {
         1 => unary(b, func, node_src(&srcs[0])?),
         2 => binary(b, func, srcs[0], srcs[1]),
         _ => {
-            let c = node_src(&srcs[0])?;
+            let c = match srcs[0] {
+                Src::Node(id) => id,
+                // A scalar condition adopts bool (non-zero is true), as scalars adopt the dtype
+                // their position calls for.
+                Src::Imm(v) => {
+                    let c = b.constant(DType::Bool.round(v), DType::Bool)?;
+                    bcast(b, c, &out.shape)?
+                }
+            };
             Ok(b.where_(c, srcs[1], srcs[2])?)
         }
     }
@@ -174,6 +182,19 @@ fn binary(b: &mut Builder, func: EwFn, x: Src, y: Src) -> LResult<NodeId> {
             )))
         }
     };
-    let (l, r) = if swap { (y, x) } else { (x, y) };
+    let (mut l, mut r) = if swap { (y, x) } else { (x, y) };
+    if matches!(op, BinaryOp::CmpLt | BinaryOp::CmpLe) {
+        // Tiny orders numbers only: compare bool operands as i32 (false < true). An immediate
+        // first adopts bool (non-zero is true), as it would in the bool comparison.
+        let is_bool = |s: &Src| matches!(s, Src::Node(id) if b.dtype(*id) == DType::Bool);
+        if is_bool(&l) || is_bool(&r) {
+            for s in [&mut l, &mut r] {
+                *s = match *s {
+                    Src::Node(id) => Src::Node(b.cast(id, DType::I32)?),
+                    Src::Imm(v) => Src::Imm(DType::Bool.round(v)),
+                };
+            }
+        }
+    }
     Ok(b.binary(op, l, r)?)
 }

@@ -37,8 +37,14 @@ pub fn lower(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
             ends,
             steps,
         } => {
-            // An empty range (end <= start) has size 0.
-            let hi: Shape = starts.iter().zip(ends).map(|(s, e)| e.max_of(s)).collect();
+            // An empty range (end <= start) has size 0. `start + range_len` (not `max(end,
+            // start)`) so that SHRINK's size is the frontend's exactly, also symbolically.
+            let hi: Shape = starts
+                .iter()
+                .zip(ends)
+                .zip(&shape)
+                .map(|((s, e), d)| s.add(&s.range_len(e, d)))
+                .collect();
             b.shrink(x, starts.clone(), hi, steps.clone())?
         }
         Op::Flip { axes } => {
@@ -98,8 +104,8 @@ pub fn lower(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
     })
 }
 
-/// `Concat`: each part padded with zeros to the full size along `axis`, then summed (bool parts
-/// are summed as i32). Pad amounts must be concrete.
+/// `Concat`: each part padded with (negative) zeros to the full size along `axis`, then summed
+/// (bool parts are summed as i32). Pad amounts must be concrete.
 fn concat(lw: &mut Lowerer, node: &Node, axis: usize) -> LResult<NodeId> {
     let parts: Vec<NodeId> = (0..node.inputs.len())
         .map(|i| lw.input(node, i))
@@ -122,7 +128,9 @@ fn concat(lw: &mut Lowerer, node: &Node, axis: usize) -> LResult<NodeId> {
     let mut acc: Option<NodeId> = None;
     let mut offset = 0;
     for (p, n) in parts.iter().zip(&sizes) {
-        let padded = pad_signed(b, *p, &[(axis, offset, total - offset - n)], 0.0)?;
+        // Padding with −0.0 keeps the sum exact: x + (−0.0) = x for every x, −0.0 included
+        // (+0.0 would turn a −0.0 element into +0.0).
+        let padded = pad_signed(b, *p, &[(axis, offset, total - offset - n)], -0.0)?;
         let padded = b.cast(padded, sum_dt)?;
         acc = Some(match acc {
             None => padded,

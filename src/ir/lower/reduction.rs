@@ -72,6 +72,9 @@ pub fn reduce(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
         ReduceFn::Prod => ReduceOp::Prod,
     };
     let mut y = b.reduce(op, xa, axes.clone(), acc)?;
+    if b.dtype(x) == DType::Bool {
+        y = bool_of_i32(b, y)?;
+    }
     if func == ReduceFn::Mean {
         let y_f = b.cast(y, if acc.is_float() { acc } else { DType::F32 })?;
         let n = count(b, &shape, axes)?;
@@ -81,6 +84,12 @@ pub fn reduce(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
         y = b.reshape(y, keepdim_shape(&shape, axes))?;
     }
     Ok(y)
+}
+
+/// A max/min of bool values accumulated in i32, back to bool: `y > 0`. A CAST would turn the
+/// identity of an empty max (`i32::MIN`) into `true`; `any` of nothing is `false` (`DType::lowest`).
+fn bool_of_i32(b: &mut Builder, y: NodeId) -> LResult<NodeId> {
+    Ok(b.binary(BinaryOp::CmpLt, Src::Imm(0.0), y.into())?)
 }
 
 /// The normalized axes `axis..rank` of a norm.
@@ -224,7 +233,10 @@ pub fn cumulative(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
         CumFn::Min => ReduceOp::Min,
     };
     let masked = b.where_(keep, xw.into(), Src::Imm(op.identity(acc)))?;
-    let y = b.reduce(op, masked, vec![r], acc)?;
+    let mut y = b.reduce(op, masked, vec![r], acc)?;
+    if b.dtype(x) == DType::Bool {
+        y = bool_of_i32(b, y)?;
+    }
     // Undo the permutation.
     let mut inv = vec![0usize; r];
     for (i, p) in perm.iter().enumerate() {

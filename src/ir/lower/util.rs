@@ -54,12 +54,15 @@ pub fn count(b: &mut Builder, shape: &[Dim], axes: &[usize]) -> LResult<Src> {
     Ok(Src::Node(b.reduce(ReduceOp::Sum, ones, all, DType::F32)?))
 }
 
-/// Divides `x` by a count (immediate or rank-0 node broadcast to `x`).
+/// Divides `x` by a count (immediate or rank-0 node broadcast to `x`). A count node (fp32) is
+/// cast to `x`'s dtype, as an immediate count adopts it (a `mean` accumulating in fp16).
 pub fn div_count(b: &mut Builder, x: NodeId, n: Src) -> LResult<NodeId> {
     let n = match n {
         Src::Node(id) => {
             let s = b.shape(x).clone();
-            Src::Node(bcast(b, id, &s)?)
+            let dt = b.dtype(x);
+            let n = bcast(b, id, &s)?;
+            Src::Node(b.cast(n, dt)?)
         }
         imm => imm,
     };
@@ -100,6 +103,10 @@ pub fn bin(b: &mut Builder, op: BinaryOp, x: NodeId, y: NodeId) -> LResult<NodeI
 
 /// Normalizes negative-or-positive pad pairs into SHRINK (negative parts crop) then PAD (positive
 /// parts) on the listed axes of `x`.
+///
+/// A side may crop more than the axis holds when the other side pads (`[-2, 2]` on an axis of 1:
+/// the output is all padding); SHRINK alone cannot express that, so such an axis is PADded first
+/// (its positive side) and then cropped.
 pub fn pad_signed(
     b: &mut Builder,
     x: NodeId,
@@ -108,10 +115,34 @@ pub fn pad_signed(
 ) -> LResult<NodeId> {
     let shape = b.shape(x).clone();
     let r = shape.len();
+    let fits = |c: i64, d: &Dim| {
+        let rest = d.add_int(c);
+        rest.as_int().map_or(rest.is_nonneg(), |v| v >= 0)
+    };
+    let mut first = vec![(0i64, 0i64); r];
+    let mut rest = Vec::with_capacity(pads.len());
+    for &(axis, l, h) in pads {
+        let d = &shape[axis];
+        if l < 0 && h > 0 && !fits(l, d) {
+            first[axis].1 = h;
+            rest.push((axis, l, 0));
+        } else if h < 0 && l > 0 && !fits(h, d) {
+            first[axis].0 = l;
+            rest.push((axis, 0, h));
+        } else {
+            rest.push((axis, l, h));
+        }
+    }
+    let (x, shape) = if first.iter().any(|p| *p != (0, 0)) {
+        let x = b.pad(x, first, value)?;
+        (x, b.shape(x).clone())
+    } else {
+        (x, shape)
+    };
     let mut lo: Vec<Dim> = vec![Dim::int(0); r];
     let mut hi: Shape = shape.clone();
     let mut pad = vec![(0i64, 0i64); r];
-    for &(axis, l, h) in pads {
+    for &(axis, l, h) in &rest {
         if l < 0 {
             lo[axis] = Dim::int(-l);
         } else {

@@ -143,9 +143,11 @@ pub fn conv(lw: &mut Lowerer, node: &Node, a: &ConvAttrs) -> LResult<NodeId> {
 
 /// `ConvTranspose` (PyTorch `conv_transpose`), as tinygrad's `conv_transpose2d`:
 /// `W[Cin, Cout/G, *k]` → `[G, Cin/G, Cout/G, *k]` → transpose the two channel axes → flip the
-/// kernel → `[Cout, Cin/G, *k]`; `x` gets `stride − 1` zeros between elements (reshape to
-/// `[…, H, 1, …]`, pad to `[…, H, s, …]`, reshape to `[…, H·s, …]`, shrink to `(H−1)·s + 1`); then
-/// a stride-1 conv with pads `(d(k−1) − lo, d(k−1) − hi + output_padding)`.
+/// kernel → `[Cout, Cin/G, *k]`; `x` gets `stride − 1` zeros after every element (reshape to
+/// `[…, H, 1, …]`, pad to `[…, H, s, …]`, reshape to `[…, H·s, …]`); then a stride-1 conv with
+/// pads `(d(k−1) − lo, d(k−1) − hi + output_padding − (s − 1))`, the high pad dropping the
+/// trailing `s − 1` zeros. (Shrinking to `(H−1)·s + 1` instead would fail for an empty input,
+/// `H = 0`, whose output is all bias.)
 pub fn conv_transpose(lw: &mut Lowerer, node: &Node, a: &ConvAttrs) -> LResult<NodeId> {
     let x = lw.input(node, 0)?;
     let w = lw.input(node, 1)?;
@@ -174,14 +176,17 @@ pub fn conv_transpose(lw: &mut Lowerer, node: &Node, a: &ConvAttrs) -> LResult<N
             LowerError::Unsupported("ConvTranspose needs a concrete kernel size".into())
         })?;
         let span = a.dilation[d] * (k - 1);
-        pads.push((span - a.pad[d].0, span - a.pad[d].1 + a.output_padding[d]));
+        pads.push((
+            span - a.pad[d].0,
+            span - a.pad[d].1 + a.output_padding[d] - (a.stride[d] - 1),
+        ));
     }
     let ones = vec![1; nsp];
     let y = conv_core(b, xd, wt, &ones, &pads, &a.dilation, g, a.acc)?;
     add_bias(b, y, bias, a.acc)
 }
 
-/// Inserts `s − 1` zeros between consecutive elements of each spatial dim (movement ops only).
+/// Inserts `s − 1` zeros after every element of each spatial dim (movement ops only).
 fn zero_insert(b: &mut Builder, x: NodeId, stride: &[i64]) -> LResult<NodeId> {
     if stride.iter().all(|s| *s == 1) {
         return Ok(x);
@@ -199,15 +204,10 @@ fn zero_insert(b: &mut Builder, x: NodeId, stride: &[i64]) -> LResult<NodeId> {
     let x1 = b.reshape(x, s1)?;
     let x2 = b.pad(x1, pad, 0.0)?;
     let mut s3: Shape = xs[..2].to_vec();
-    let mut hi: Shape = xs[..2].to_vec();
     for d in 0..nsp {
         s3.push(xs[2 + d].mul_int(stride[d]));
-        hi.push(xs[2 + d].mul_int(stride[d]).add_int(-(stride[d] - 1)));
     }
-    let x3 = b.reshape(x2, s3)?;
-    let lo = vec![Dim::int(0); 2 + nsp];
-    let steps = vec![1; 2 + nsp];
-    Ok(b.shrink(x3, lo, hi, steps)?)
+    Ok(b.reshape(x2, s3)?)
 }
 
 /// `Pool`: max pads with the dtype's lowest value (−∞), avg sums in fp32 and divides by the window

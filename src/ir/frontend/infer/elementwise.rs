@@ -7,12 +7,13 @@ use crate::ir::dtype::DType;
 use crate::ir::frontend::diagnose::code;
 use crate::ir::frontend::{EwFn, Op, TensorInfo};
 
-/// Functions only defined on floating-point values.
+/// Functions only defined on floating-point values. `pow` is among them: Tiny IR's POW is
+/// float-only and an exact integer power has no lowering, so i32 operands must be Cast first.
 fn float_only(f: EwFn) -> bool {
     use EwFn::*;
     matches!(
         f,
-        Exp | Exp2 | Log | Sqrt | Rsqrt | Recip | Sigmoid | Tanh | Silu | Gelu | GeluTanh
+        Exp | Exp2 | Log | Sqrt | Rsqrt | Recip | Sigmoid | Tanh | Silu | Gelu | GeluTanh | Pow
     )
 }
 

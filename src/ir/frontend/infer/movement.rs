@@ -351,13 +351,7 @@ pub(super) fn slice(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         let dim = &x.shape[ax];
         let s = clamp_bound(starts[i], dim);
         let e = clamp_bound(ends[i], dim);
-        let diff = e.sub(&s);
-        let diff = match diff.as_int() {
-            Some(v) => Dim::int(v.max(0)),
-            None if diff.is_nonneg() => diff,
-            None => diff.max_of(&Dim::int(0)),
-        };
-        shape[ax] = diff.ceildiv(step);
+        shape[ax] = s.range_len(&e, dim).ceildiv(step);
         r_starts[ax] = s;
         r_ends[ax] = e;
         r_steps[ax] = step;
