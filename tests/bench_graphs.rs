@@ -32,23 +32,7 @@ fn one_layer_encoder_runs_on_a_short_sequence() {
     let g = frontend::load_str(&doc.to_string(), "encoder.json").unwrap_or_else(|d| panic!("{d}"));
     let b = frontend::resolve_symbols(&g, &BTreeMap::new(), &BTreeMap::new()).expect("binds");
     let p = lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
-    let inputs = p
-        .inputs
-        .iter()
-        .enumerate()
-        .map(|(i, inp)| {
-            let n = p.node(inp.node);
-            let shape: Vec<usize> = n
-                .shape
-                .iter()
-                .map(|d| d.eval_with(&b).expect("bound") as usize)
-                .collect();
-            (
-                inp.tensor.clone(),
-                common::rand_tensor(i as u64, n.dtype, &shape),
-            )
-        })
-        .collect();
+    let inputs = common::program_inputs(&p, &b, 0);
     let out = dlc_egg::eval::evaluate(&p, &b, &inputs).unwrap_or_else(|d| panic!("{d}"));
     let y = &out["Y"];
     assert_eq!(y.shape, vec![3, 768]);

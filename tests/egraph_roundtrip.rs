@@ -3,14 +3,12 @@
 //! and merging classes with different facts asserts.
 
 mod common;
-use common::rand_tensor;
+use common::{program_inputs, SEED_EXAMPLES};
 use dlc_egg::ir::egraph::{
     add_program, extract_program, Attr, Facts, IndexBook, TensorGraph, TensorLang,
 };
 use dlc_egg::ir::{frontend, lower, tiny};
-use dlc_egg::tensor::Tensor;
 use egg::{AstSize, Extractor};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 fn example(name: &str) -> tiny::Program {
@@ -21,38 +19,9 @@ fn example(name: &str) -> tiny::Program {
     lower::lower(&g).unwrap_or_else(|d| panic!("{d}"))
 }
 
-fn random_inputs(p: &tiny::Program, bindings: &BTreeMap<String, i64>) -> BTreeMap<String, Tensor> {
-    p.inputs
-        .iter()
-        .enumerate()
-        .map(|(i, inp)| {
-            let n = p.node(inp.node);
-            let shape: Vec<usize> = n
-                .shape
-                .iter()
-                .map(|d| d.eval_with(bindings).expect("bound") as usize)
-                .collect();
-            (
-                inp.tensor.clone(),
-                rand_tensor(100 + i as u64, n.dtype, &shape),
-            )
-        })
-        .collect()
-}
-
-const EXAMPLES: [&str; 7] = [
-    "gemm_bias_relu",
-    "conv3x3_s2_p1_silu",
-    "conv_relu_pool",
-    "attention_causal",
-    "layernorm",
-    "mlp_gelu",
-    "matmul_1d_2d",
-];
-
 #[test]
 fn examples_round_trip_with_identical_semantics() {
-    for name in EXAMPLES {
+    for name in SEED_EXAMPLES {
         let p = example(name);
         let mut eg = TensorGraph::default();
         let class = add_program(&mut eg, &p);
@@ -70,7 +39,7 @@ fn examples_round_trip_with_identical_semantics() {
             "{name}: extraction must not duplicate shared nodes"
         );
         let b = p.symbols.clone();
-        let inputs = random_inputs(&p, &b);
+        let inputs = program_inputs(&p, &b, 100);
         let want = dlc_egg::eval::evaluate(&p, &b, &inputs).unwrap_or_else(|d| panic!("{d}"));
         let got = dlc_egg::eval::evaluate(&q, &b, &inputs).unwrap_or_else(|d| panic!("{d}"));
         assert_eq!(got, want, "{name}: outputs differ after the round trip");

@@ -1,6 +1,8 @@
 //! Golden Tiny IR dumps of every example (`tests/golden/tiny/<example>.json`), byte-identical
 //! across runs. Regenerate with `UPDATE_GOLDEN=1 cargo test --test golden_tiny`.
 
+mod common;
+
 use dlc_egg::ir::{frontend, lower, tiny};
 use std::path::{Path, PathBuf};
 
@@ -28,15 +30,7 @@ fn every_seed_example_exists() {
         .iter()
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
-    for want in [
-        "gemm_bias_relu",
-        "conv3x3_s2_p1_silu",
-        "conv_relu_pool",
-        "attention_causal",
-        "layernorm",
-        "mlp_gelu",
-        "matmul_1d_2d",
-    ] {
+    for want in common::SEED_EXAMPLES {
         assert!(
             names.iter().any(|n| n == want),
             "examples/{want}.json missing (have {names:?})"

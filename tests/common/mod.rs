@@ -9,6 +9,42 @@ use dlc_egg::tensor::Tensor;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
+/// The seed examples every example-driven test covers (`examples/<name>.json`).
+pub const SEED_EXAMPLES: [&str; 7] = [
+    "gemm_bias_relu",
+    "conv3x3_s2_p1_silu",
+    "conv_relu_pool",
+    "attention_causal",
+    "layernorm",
+    "mlp_gelu",
+    "matmul_1d_2d",
+];
+
+/// Deterministic random values for every signature input of a Tiny program, shapes bound with
+/// `bindings`; input `i` uses seed `seed + i`.
+pub fn program_inputs(
+    p: &dlc_egg::ir::tiny::Program,
+    bindings: &BTreeMap<String, i64>,
+    seed: u64,
+) -> BTreeMap<String, Tensor> {
+    p.inputs
+        .iter()
+        .enumerate()
+        .map(|(i, inp)| {
+            let n = p.node(inp.node);
+            let shape: Vec<usize> = n
+                .shape
+                .iter()
+                .map(|d| d.eval_with(bindings).expect("bound") as usize)
+                .collect();
+            (
+                inp.tensor.clone(),
+                rand_tensor(seed + i as u64, n.dtype, &shape),
+            )
+        })
+        .collect()
+}
+
 /// Deterministic values in [-1, 1) (a 64-bit LCG), for test inputs.
 pub fn data(seed: u64, n: usize) -> Vec<f64> {
     let mut s = seed

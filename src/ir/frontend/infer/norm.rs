@@ -62,12 +62,25 @@ fn check_params(cx: &Ctx, x: &TensorInfo, axis: usize, names: &[&str]) -> Result
     Ok(())
 }
 
-/// `LayerNorm` over `axis..rank` with optional gamma and beta.
-pub(super) fn layer_norm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
-    cx.count(1, 3, "X and optionally gamma, beta")?;
+/// What a normalization over `axis..rank` shares: operands X and the affine parameters `params`
+/// (all one float dtype, shaped like X's normalized axes), `axis`, `eps` and `acc_dtype`.
+struct NormAttrs<'a> {
+    x: &'a TensorInfo,
+    axis: usize,
+    eps: f64,
+    acc: DType,
+}
+
+fn norm_attrs<'a>(
+    cx: &'a Ctx,
+    params: &[&str],
+    default_eps: f64,
+) -> Result<NormAttrs<'a>, Diagnostic> {
+    let what = format!("X and optionally {}", params.join(", "));
+    cx.count(1, 1 + params.len(), &what)?;
     let idx: Vec<usize> = (0..cx.ins.len()).collect();
     let dtype = cx.same_dtype(&idx)?;
-    cx.float_only(dtype, "LayerNorm")?;
+    cx.float_only(dtype, &cx.node.op)?;
     let acc = cx.acc(dtype)?;
     let (_, x) = cx.t(0)?;
     let axis = cx.axis(
@@ -75,27 +88,35 @@ pub(super) fn layer_norm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         x.shape.len(),
         "axis",
     )?;
-    check_params(cx, x, axis, &["gamma", "beta"])?;
-    let eps = eps(cx, 1e-5)?;
-    Ok((Op::LayerNorm { axis, eps, acc }, x.clone()))
+    check_params(cx, x, axis, params)?;
+    let eps = eps(cx, default_eps)?;
+    Ok(NormAttrs { x, axis, eps, acc })
+}
+
+/// `LayerNorm` over `axis..rank` with optional gamma and beta.
+pub(super) fn layer_norm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
+    let n = norm_attrs(cx, &["gamma", "beta"], 1e-5)?;
+    Ok((
+        Op::LayerNorm {
+            axis: n.axis,
+            eps: n.eps,
+            acc: n.acc,
+        },
+        n.x.clone(),
+    ))
 }
 
 /// `RMSNorm` over `axis..rank` with optional gamma.
 pub(super) fn rms_norm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
-    cx.count(1, 2, "X and optionally gamma")?;
-    let idx: Vec<usize> = (0..cx.ins.len()).collect();
-    let dtype = cx.same_dtype(&idx)?;
-    cx.float_only(dtype, "RMSNorm")?;
-    let acc = cx.acc(dtype)?;
-    let (_, x) = cx.t(0)?;
-    let axis = cx.axis(
-        cx.node.attrs.int("axis").unwrap_or(-1),
-        x.shape.len(),
-        "axis",
-    )?;
-    check_params(cx, x, axis, &["gamma"])?;
-    let eps = eps(cx, 1e-6)?;
-    Ok((Op::RmsNorm { axis, eps, acc }, x.clone()))
+    let n = norm_attrs(cx, &["gamma"], 1e-6)?;
+    Ok((
+        Op::RmsNorm {
+            axis: n.axis,
+            eps: n.eps,
+            acc: n.acc,
+        },
+        n.x.clone(),
+    ))
 }
 
 /// `Reduce` over `axes`. Float inputs accumulate in `acc_dtype` (fp32); `i32` inputs in `i32`;
