@@ -80,7 +80,7 @@ fn norm_attrs<'a>(
     cx.count(1, 1 + params.len(), &what)?;
     let idx: Vec<usize> = (0..cx.ins.len()).collect();
     let dtype = cx.same_dtype(&idx)?;
-    cx.float_only(dtype, &cx.node.op)?;
+    cx.float_only(dtype, cx.node.op)?;
     let acc = cx.acc(dtype)?;
     let (_, x) = cx.t(0)?;
     let axis = cx.axis(
