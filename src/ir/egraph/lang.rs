@@ -134,14 +134,3 @@ impl TensorLang {
         matches!(self, TensorLang::Attr(_))
     }
 }
-
-/// The Tiny UOp name of an e-node (for messages).
-pub fn uop_name(n: &TensorLang) -> String {
-    match n {
-        TensorLang::Attr(a) => a.to_string(),
-        other => {
-            let s = format!("{other}");
-            s.to_uppercase()
-        }
-    }
-}

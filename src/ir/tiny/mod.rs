@@ -344,22 +344,6 @@ impl Program {
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.index()]
     }
-
-    /// Number of uses of each node (outputs count as a use).
-    pub fn use_counts(&self) -> Vec<usize> {
-        let mut uses = vec![0usize; self.nodes.len()];
-        for n in &self.nodes {
-            for s in &n.src {
-                if let Src::Node(id) = s {
-                    uses[id.index()] += 1;
-                }
-            }
-        }
-        for o in &self.outputs {
-            uses[o.node.index()] += 1;
-        }
-        uses
-    }
 }
 
 /// Builds a [`Program`] node by node, checking every node with the typing rules as it is added.
