@@ -3,6 +3,7 @@
 use super::{same_size, Ctx, Inferred};
 use crate::diag::Diagnostic;
 use crate::ir::dim::{fmt_shape, Dim};
+use crate::ir::dtype::DType;
 use crate::ir::frontend::diagnose::code;
 use crate::ir::frontend::{ConvAttrs, Op, PoolAttrs, PoolMode, TensorInfo};
 
@@ -120,12 +121,26 @@ fn divisible(cx: &Ctx, c: &Dim, g: i64, what: &str) -> Result<(), Diagnostic> {
         .with("groups", g))
 }
 
-/// `Conv`: `out = floor((in + lo + hi - dilation·(k-1) - 1) / stride) + 1`.
-pub(super) fn conv(cx: &Ctx) -> Result<Inferred, Diagnostic> {
+/// What Conv and ConvTranspose read first, in this order: two or three float operands of one
+/// dtype (X, W, bias), `acc_dtype`, X's spatial rank, W, `groups`, `stride`, `dilation`.
+struct ConvOperands<'a> {
+    dtype: DType,
+    acc: DType,
+    xn: &'a str,
+    x: &'a TensorInfo,
+    nsp: usize,
+    wn: &'a str,
+    w: &'a TensorInfo,
+    g: i64,
+    stride: Vec<i64>,
+    dilation: Vec<i64>,
+}
+
+fn conv_operands<'a>(cx: &'a Ctx) -> Result<ConvOperands<'a>, Diagnostic> {
     cx.count(2, 3, "X, W and optionally bias")?;
     let idx: Vec<usize> = (0..cx.ins.len()).collect();
     let dtype = cx.same_dtype(&idx)?;
-    cx.float_only(dtype, "Conv")?;
+    cx.float_only(dtype, cx.node.op)?;
     let acc = cx.acc(dtype)?;
     let (xn, x) = cx.t(0)?;
     let nsp = spatial_rank(cx, xn, x)?;
@@ -133,6 +148,34 @@ pub(super) fn conv(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let g = groups(cx)?;
     let stride = cx.spatial("stride", nsp, Some(1), 1)?;
     let dilation = cx.spatial("dilation", nsp, Some(1), 1)?;
+    Ok(ConvOperands {
+        dtype,
+        acc,
+        xn,
+        x,
+        nsp,
+        wn,
+        w,
+        g,
+        stride,
+        dilation,
+    })
+}
+
+/// `Conv`: `out = floor((in + lo + hi - dilation·(k-1) - 1) / stride) + 1`.
+pub(super) fn conv(cx: &Ctx) -> Result<Inferred, Diagnostic> {
+    let ConvOperands {
+        dtype,
+        acc,
+        xn,
+        x,
+        nsp,
+        wn,
+        w,
+        g,
+        stride,
+        dilation,
+    } = conv_operands(cx)?;
     let pad = cx.spatial_pad(nsp)?;
     let cout = &w.shape[0];
     same_size(
@@ -181,17 +224,18 @@ pub(super) fn conv(cx: &Ctx) -> Result<Inferred, Diagnostic> {
 
 /// `ConvTranspose`: `out = (in-1)·stride - lo - hi + dilation·(k-1) + output_padding + 1`.
 pub(super) fn conv_transpose(cx: &Ctx) -> Result<Inferred, Diagnostic> {
-    cx.count(2, 3, "X, W and optionally bias")?;
-    let idx: Vec<usize> = (0..cx.ins.len()).collect();
-    let dtype = cx.same_dtype(&idx)?;
-    cx.float_only(dtype, "ConvTranspose")?;
-    let acc = cx.acc(dtype)?;
-    let (xn, x) = cx.t(0)?;
-    let nsp = spatial_rank(cx, xn, x)?;
-    let (wn, w) = weights(cx, x.shape.len())?;
-    let g = groups(cx)?;
-    let stride = cx.spatial("stride", nsp, Some(1), 1)?;
-    let dilation = cx.spatial("dilation", nsp, Some(1), 1)?;
+    let ConvOperands {
+        dtype,
+        acc,
+        xn,
+        x,
+        nsp,
+        wn,
+        w,
+        g,
+        stride,
+        dilation,
+    } = conv_operands(cx)?;
     let output_padding = cx.spatial("output_padding", nsp, Some(0), 0)?;
     let pad = cx.spatial_pad(nsp)?;
     for i in 0..nsp {
