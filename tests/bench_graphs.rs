@@ -4,8 +4,6 @@ use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::ir::{frontend, lower};
 use std::collections::BTreeMap;
 
-mod common;
-
 #[test]
 fn encoder_graphs_load_and_lower_with_linear_size() {
     let mut sizes = vec![];
@@ -32,7 +30,8 @@ fn one_layer_encoder_runs_on_a_short_sequence() {
     let g = frontend::load_str(&doc.to_string(), "encoder.json").unwrap_or_else(|d| panic!("{d}"));
     let b = frontend::resolve_symbols(&g, &BTreeMap::new(), &BTreeMap::new()).expect("binds");
     let p = lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
-    let inputs = common::program_inputs(&p, &b, 0);
+    let inputs =
+        dlc_egg::rules::testing::random_inputs(&p, &b, 0).unwrap_or_else(|e| panic!("{e}"));
     let out = dlc_egg::eval::evaluate(&p, &b, &inputs).unwrap_or_else(|d| panic!("{d}"));
     let y = &out["Y"];
     assert_eq!(y.shape, vec![3, 768]);

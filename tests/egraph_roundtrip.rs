@@ -3,11 +3,12 @@
 //! and merging classes with different facts asserts.
 
 mod common;
-use common::{program_inputs, SEED_EXAMPLES};
+use common::SEED_EXAMPLES;
 use dlc_egg::ir::egraph::{
     add_program, extract_program, Attr, Facts, IndexBook, TensorGraph, TensorLang,
 };
 use dlc_egg::ir::{frontend, lower, tiny};
+use dlc_egg::rules::testing::random_inputs;
 use egg::{AstSize, Extractor};
 use std::path::Path;
 
@@ -39,7 +40,7 @@ fn examples_round_trip_with_identical_semantics() {
             "{name}: extraction must not duplicate shared nodes"
         );
         let b = p.symbols.clone();
-        let inputs = program_inputs(&p, &b, 100);
+        let inputs = random_inputs(&p, &b, 100).unwrap_or_else(|e| panic!("{name}: {e}"));
         let want = dlc_egg::eval::evaluate(&p, &b, &inputs).unwrap_or_else(|d| panic!("{d}"));
         let got = dlc_egg::eval::evaluate(&q, &b, &inputs).unwrap_or_else(|d| panic!("{d}"));
         assert_eq!(got, want, "{name}: outputs differ after the round trip");

@@ -47,8 +47,9 @@ pub fn optimize(
     Ok((q, stats))
 }
 
-/// Deterministic values in [-1, 1) (the same 64-bit LCG as the integration tests' helpers).
-fn lcg(seed: u64, n: usize) -> Vec<f64> {
+/// Deterministic values in [-1, 1) from a 64-bit LCG: the test inputs of the rule harness and of
+/// the integration tests (`tests/common::data`).
+pub fn lcg(seed: u64, n: usize) -> Vec<f64> {
     let step = |s: u64| {
         s.wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407)

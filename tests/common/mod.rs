@@ -20,44 +20,9 @@ pub const SEED_EXAMPLES: [&str; 7] = [
     "matmul_1d_2d",
 ];
 
-/// Deterministic random values for every signature input of a Tiny program, shapes bound with
-/// `bindings`; input `i` uses seed `seed + i`.
-pub fn program_inputs(
-    p: &dlc_egg::ir::tiny::Program,
-    bindings: &BTreeMap<String, i64>,
-    seed: u64,
-) -> BTreeMap<String, Tensor> {
-    p.inputs
-        .iter()
-        .enumerate()
-        .map(|(i, inp)| {
-            let n = p.node(inp.node);
-            let shape: Vec<usize> = n
-                .shape
-                .iter()
-                .map(|d| d.eval_with(bindings).expect("bound") as usize)
-                .collect();
-            (
-                inp.tensor.clone(),
-                rand_tensor(seed + i as u64, n.dtype, &shape),
-            )
-        })
-        .collect()
-}
-
-/// Deterministic values in [-1, 1) (a 64-bit LCG), for test inputs.
+/// Deterministic values in [-1, 1) (the library's test LCG), for test inputs.
 pub fn data(seed: u64, n: usize) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
+    dlc_egg::rules::testing::lcg(seed, n)
 }
 
 /// A tensor of deterministic values rounded to `dtype`.
