@@ -5,6 +5,7 @@
 //! - [`lower`]: frontend graph → Tiny IR, the naive tinygrad-style way.
 //! - [`egraph`]: the e-graph language over Tiny IR and its IndexBook analysis.
 
+pub mod axis;
 pub mod dim;
 pub mod dtype;
 pub mod egraph;

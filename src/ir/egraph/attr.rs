@@ -7,6 +7,8 @@
 //! `#[0,2,1]` integer list (perm, axes, steps), `pad[0:0,1:1]` pads, `sum` reduce op,
 //! `map[i0,2*i2+i4]` affine index map.
 
+use super::kernel::KernelBody;
+use crate::ir::axis::AccessMap;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::tiny::{AffineIndex, ReduceOp};
@@ -29,6 +31,12 @@ pub enum Attr {
     Pads(Vec<(i64, i64)>),
     Op(ReduceOp),
     Map(Vec<AffineIndex>),
+    /// The access map of a `read` node.
+    Access(AccessMap),
+    /// Placeholder `$i` for a kernel body's `i`-th input.
+    Arg(u32),
+    /// The body of a `kernel` node.
+    Body(KernelBody),
 }
 
 impl Attr {
@@ -79,6 +87,20 @@ impl fmt::Display for Attr {
             }
             Attr::Op(op) => f.write_str(reduce_name(*op)),
             Attr::Map(m) => write!(f, "map[{}]", join(m)),
+            Attr::Access(a) => {
+                write!(
+                    f,
+                    "access[{}]{}",
+                    join(&a.index),
+                    crate::ir::dim::fmt_shape(&a.shape)
+                )?;
+                if let Some(g) = &a.guard {
+                    write!(f, "?{g}:{}", a.fill.0)?;
+                }
+                Ok(())
+            }
+            Attr::Arg(i) => write!(f, "${i}"),
+            Attr::Body(b) => write!(f, "{{{}}}", b.text()),
         }
     }
 }
@@ -103,6 +125,9 @@ impl FromStr for Attr {
     /// Parses the forms patterns use: names, dtypes, reduce ops, numbers, integer lists and shapes
     /// of integers and plain symbols. Pads, maps and compound sizes are built by code, not parsed.
     fn from_str(s: &str) -> Result<Attr, String> {
+        if let Some(i) = s.strip_prefix('$').and_then(|i| i.parse::<u32>().ok()) {
+            return Ok(Attr::Arg(i));
+        }
         if let Some(n) = s.strip_prefix('@') {
             return Ok(Attr::Name(n.to_string()));
         }
@@ -145,7 +170,7 @@ mod tests {
     #[test]
     fn pattern_forms_round_trip() {
         for s in [
-            "@A", "fp16", "sum", "0.5", "-inf", "#[0,2,1]", "[M,1,K]", "[]", "#[]",
+            "@A", "$3", "fp16", "sum", "0.5", "-inf", "#[0,2,1]", "[M,1,K]", "[]", "#[]",
         ] {
             let a: Attr = s.parse().expect(s);
             assert_eq!(a.to_string(), s);

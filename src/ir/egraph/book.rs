@@ -8,6 +8,7 @@
 //! domain facts, FLOPs and bytes join [`TensorFacts`] with the movement and contraction rules.
 
 use super::attr::Attr;
+use super::kernel::{body_facts, kernel_parts};
 use super::lang::TensorLang;
 use crate::ir::dim::Shape;
 use crate::ir::dtype::DType;
@@ -101,6 +102,10 @@ pub fn tiny_parts<'a>(
     };
     let (uop, operands, dt, sh): (UOp, Vec<Operand>, DType, Shape) = match n {
         T::Attr(_) => return Err("attribute leaves have no Tiny meaning".into()),
+        T::Kernel(_) => {
+            return Err("kernel nodes have no single Tiny meaning (see kernel::body_facts)".into())
+        }
+        T::Read(_) => return Err("TODO(issue 3): read nodes need Tiny's READ".into()),
         T::Input([nm, d, s]) => (
             UOp::Input {
                 tensor_id: want(name(*nm), "a name", n)?,
@@ -301,8 +306,24 @@ impl Analysis<TensorLang> for IndexBook {
             return Facts::Attr(a.clone());
         }
         let attr = |id: Id| egraph[id].data.attr();
-        let facts = tiny_parts(enode, &attr)
-            .and_then(|p| infer_facts(&p, &|id| egraph[id].data.tensor().cloned()));
+        let facts = if let TensorLang::Kernel(children) = enode {
+            kernel_parts(children, &attr).and_then(|(body, inputs)| {
+                let ins = inputs
+                    .iter()
+                    .map(|c| {
+                        egraph[*c]
+                            .data
+                            .tensor()
+                            .cloned()
+                            .ok_or("a kernel input is not a tensor")
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                body_facts(body.expr(), &ins)
+            })
+        } else {
+            tiny_parts(enode, &attr)
+                .and_then(|p| infer_facts(&p, &|id| egraph[id].data.tensor().cloned()))
+        };
         match facts {
             Ok(f) => Facts::Tensor(f),
             Err(e) => panic!(

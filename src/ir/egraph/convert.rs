@@ -4,9 +4,10 @@
 
 use super::attr::Attr;
 use super::book::{tiny_parts, Operand, TensorGraph};
+use super::kernel::kernel_parts;
 use super::lang::TensorLang;
 use crate::ir::tiny::{Builder, NodeId, Program, Src, TinyError, UOp};
-use egg::Id;
+use egg::{Id, RecExpr};
 use ordered_float::OrderedFloat;
 use std::collections::HashMap;
 
@@ -106,6 +107,53 @@ pub fn extract_program(
     Ok(prog)
 }
 
+/// Pushes the Tiny nodes of a kernel body whose placeholder `$i` is the built node `args[i]`;
+/// returns the node of the body's root.
+pub fn inline_body(
+    body: &RecExpr<TensorLang>,
+    args: &[NodeId],
+    b: &mut Builder,
+) -> Result<NodeId, String> {
+    let mut built: Vec<Option<NodeId>> = Vec::with_capacity(body.as_ref().len());
+    for node in body.as_ref() {
+        let id = match node {
+            TensorLang::Attr(Attr::Arg(i)) => Some(
+                *args
+                    .get(*i as usize)
+                    .ok_or_else(|| format!("placeholder ${i} has no input"))?,
+            ),
+            TensorLang::Attr(_) => None,
+            op => {
+                let attr = |id: Id| match &body[id] {
+                    TensorLang::Attr(a) if !matches!(a, Attr::Arg(_)) => Some(a),
+                    _ => None,
+                };
+                let parts = tiny_parts(op, &attr)?;
+                let src: Vec<Src> = parts
+                    .operands
+                    .iter()
+                    .map(|o| match o {
+                        Operand::Tensor(id) => built[usize::from(*id)]
+                            .map(Src::Node)
+                            .ok_or_else(|| format!("operand {id} of `{op}` is not a tensor")),
+                        Operand::Imm(v) => Ok(Src::Imm(*v)),
+                    })
+                    .collect::<Result<_, _>>()?;
+                Some(
+                    b.push(parts.uop, src, parts.dtype, parts.shape)
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+        };
+        built.push(id);
+    }
+    built
+        .last()
+        .copied()
+        .flatten()
+        .ok_or_else(|| "a kernel body must end in a tensor-valued node".to_string())
+}
+
 /// Post-order construction of e-class `root` without recursion (graphs can be deep).
 fn build(
     eg: &TensorGraph,
@@ -127,6 +175,30 @@ fn build(
         }
         let node = choose(c);
         let attr = |id: Id| eg[id].data.attr();
+        if let TensorLang::Kernel(children) = &node {
+            let (body, inputs) = kernel_parts(children, &attr).map_err(&malformed)?;
+            let inputs: Vec<Id> = inputs.iter().map(|i| eg.find(*i)).collect();
+            if !expanded {
+                stack.push((c, true));
+                for t in inputs.iter().rev() {
+                    if !memo.contains_key(t) {
+                        stack.push((*t, false));
+                    }
+                }
+                continue;
+            }
+            let args: Vec<NodeId> = inputs
+                .iter()
+                .map(|i| {
+                    memo.get(i).copied().ok_or_else(|| {
+                        malformed(format!("input {i} of a kernel was not built (a cycle?)"))
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let id = inline_body(body.expr(), &args, b).map_err(&malformed)?;
+            memo.insert(c, id);
+            continue;
+        }
         let parts = tiny_parts(&node, &attr).map_err(&malformed)?;
         let tensor_ops: Vec<Id> = parts
             .operands

@@ -2,9 +2,8 @@
 //! Operand order follows Tiny IR; attribute children come after the tensor operands, except
 //! REDUCE, which reads like seed 001 §6.3: `(reduce op axes acc body)`.
 //!
-//! TODO(issue 3): RB-SSA expressions (`read` with an AxisMap, `bcast_in_dim`, `transpose`,
-//! `select`) and kernel nodes join this enum with the rule sets that introduce them
-//! (`docs/egraph-design.md`).
+//! RB-SSA's `read` (an access map with a guard, seed 001 §6.3) and kernel nodes
+//! (`(kernel {body} in…)`, [`super::kernel`]) live in the same enum (`docs/egraph-design.md`).
 
 use super::attr::Attr;
 use crate::ir::tiny::{BinaryOp, UnaryOp};
@@ -52,6 +51,10 @@ define_language! {
         "cast" = Cast([Id; 2]),       // x dtype
         "reduce" = Reduce([Id; 4]),   // op #axes acc x
         "gather" = Gather([Id; 3]),   // x index #axis
+        // RB-SSA
+        "read" = Read([Id; 2]),       // x access
+        // kernels
+        "kernel" = Kernel(Box<[Id]>), // {body} inputs...
         Attr(Attr),
     }
 }

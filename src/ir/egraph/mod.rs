@@ -5,9 +5,11 @@
 pub mod attr;
 pub mod book;
 pub mod convert;
+pub mod kernel;
 pub mod lang;
 
 pub use attr::Attr;
 pub use book::{Facts, IndexBook, TensorFacts, TensorGraph};
 pub use convert::{add_program, extract_program};
+pub use kernel::KernelBody;
 pub use lang::TensorLang;

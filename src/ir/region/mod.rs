@@ -70,6 +70,7 @@ pub mod json;
 pub mod size;
 pub mod verify;
 
+pub use crate::ir::axis::{AxisExpr, CmpOp, Pred};
 pub use eval::evaluate_region;
 pub use verify::{verify, verify_with, RegionError};
 
@@ -321,42 +322,6 @@ pub enum BinaryFn {
     Cmple,
     Cmpeq,
     Cmpne,
-}
-
-/// An index expression: affine in axes (with axis-free coefficients) plus floordiv.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum AxisExpr {
-    /// An integer.
-    Const(i64),
-    /// An axis in scope, else a symbol.
-    Name(String),
-    /// A sum of two or more terms.
-    Add(Vec<AxisExpr>),
-    /// A product; one side must be free of axes.
-    Mul(Box<AxisExpr>, Box<AxisExpr>),
-    /// `floor(e / c)`, `c > 0`.
-    FloorDiv(Box<AxisExpr>, i64),
-}
-
-/// Comparison operators of predicates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CmpOp {
-    Ge,
-    Gt,
-    Le,
-    Lt,
-    Eq,
-}
-
-/// A predicate over axes and symbols.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Pred {
-    /// Conjunction.
-    And(Vec<Pred>),
-    /// Disjunction.
-    Or(Vec<Pred>),
-    /// `a op b`.
-    Cmp(CmpOp, AxisExpr, AxisExpr),
 }
 
 impl Region {

@@ -1,0 +1,289 @@
+//! Kernel e-nodes (`docs/egraph-design.md` §4): `(kernel {body} in0 in1 …)` sits in the e-class of
+//! the value it computes. `{body}` is an [`Attr::Body`] leaf holding a term over Tiny e-nodes whose
+//! leaves are attribute leaves and placeholders `$i` ([`Attr::Arg`]) standing for the kernel's
+//! `i`-th input class. Its meaning is the body with every `$i` replaced by input `i`; its facts are
+//! computed from the body by the same Tiny typing rules as every other e-node ([`body_facts`]).
+//!
+//! Bodies are kept canonical ([`canonical`]): structurally equal subterms shared, placeholders
+//! numbered by first use, inputs distinct — so two fusions that build the same kernel build the same
+//! e-node and hash-consing merges them.
+
+use super::attr::Attr;
+use super::book::{infer_facts, tiny_parts, Facts, TensorFacts};
+use super::lang::TensorLang;
+use egg::{Id, Language, RecExpr};
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// The body of a kernel: a term over Tiny e-nodes with `$i` placeholders. Compared, ordered and
+/// hashed by its printed form (which is canonical, see [`canonical`]).
+#[derive(Clone)]
+pub struct KernelBody {
+    expr: Arc<RecExpr<TensorLang>>,
+    text: Arc<str>,
+}
+
+impl KernelBody {
+    /// Wraps a body term (callers pass canonical terms, see [`canonical`]).
+    pub fn new(expr: RecExpr<TensorLang>) -> KernelBody {
+        let text: Arc<str> = expr.to_string().into();
+        KernelBody {
+            expr: Arc::new(expr),
+            text,
+        }
+    }
+
+    /// The term; its last node is the root.
+    pub fn expr(&self) -> &RecExpr<TensorLang> {
+        &self.expr
+    }
+
+    /// The printed term.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The root node.
+    pub fn root(&self) -> &TensorLang {
+        &self.expr[Id::from(self.expr.as_ref().len() - 1)]
+    }
+
+    /// Number of non-attribute nodes (ops) in the body.
+    pub fn op_count(&self) -> usize {
+        self.expr.as_ref().iter().filter(|n| !n.is_attr()).count()
+    }
+}
+
+impl PartialEq for KernelBody {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+impl Eq for KernelBody {}
+impl PartialOrd for KernelBody {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for KernelBody {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.text.cmp(&other.text)
+    }
+}
+impl Hash for KernelBody {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.text.hash(state)
+    }
+}
+impl fmt::Debug for KernelBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KernelBody({})", self.text)
+    }
+}
+
+/// The body and input classes of a kernel e-node, given the attribute of its first child.
+pub fn kernel_parts<'a>(
+    children: &'a [Id],
+    attr: &dyn Fn(Id) -> Option<&'a Attr>,
+) -> Result<(&'a KernelBody, &'a [Id]), String> {
+    let (first, inputs) = children
+        .split_first()
+        .ok_or("a kernel e-node needs a body child")?;
+    match attr(*first) {
+        Some(Attr::Body(b)) => Ok((b, inputs)),
+        _ => Err("the first child of a kernel e-node must be a body leaf".into()),
+    }
+}
+
+/// Facts of every node of a body, given the facts of the kernel's inputs.
+pub fn body_node_facts(
+    body: &RecExpr<TensorLang>,
+    inputs: &[TensorFacts],
+) -> Result<Vec<Facts>, String> {
+    let mut facts: Vec<Facts> = Vec::with_capacity(body.as_ref().len());
+    for node in body.as_ref() {
+        let f = match node {
+            TensorLang::Attr(Attr::Arg(i)) => Facts::Tensor(
+                inputs
+                    .get(*i as usize)
+                    .cloned()
+                    .ok_or_else(|| format!("placeholder ${i} has no input"))?,
+            ),
+            TensorLang::Attr(a) => Facts::Attr(a.clone()),
+            TensorLang::Kernel(_) => return Err("a kernel body cannot contain a kernel".into()),
+            op => {
+                let attr = |id: Id| facts[usize::from(id)].attr();
+                let parts = tiny_parts(op, &attr)?;
+                let f = infer_facts(&parts, &|id| facts[usize::from(id)].tensor().cloned())?;
+                Facts::Tensor(f)
+            }
+        };
+        facts.push(f);
+    }
+    Ok(facts)
+}
+
+/// Dtype and shape of a kernel's value.
+pub fn body_facts(
+    body: &RecExpr<TensorLang>,
+    inputs: &[TensorFacts],
+) -> Result<TensorFacts, String> {
+    let facts = body_node_facts(body, inputs)?;
+    match facts.last() {
+        Some(Facts::Tensor(t)) => Ok(t.clone()),
+        _ => Err("a kernel body must end in a tensor-valued node".into()),
+    }
+}
+
+/// Copies `body` into `out`, replacing `$i` by `args[i]` (node ids of `out`). Returns the id of
+/// the copied root.
+pub fn graft(out: &mut RecExpr<TensorLang>, body: &RecExpr<TensorLang>, args: &[Id]) -> Id {
+    let mut map: Vec<Id> = Vec::with_capacity(body.as_ref().len());
+    for node in body.as_ref() {
+        let id = match node {
+            TensorLang::Attr(Attr::Arg(i)) => args[*i as usize],
+            n => out.add(n.clone().map_children(|c| map[usize::from(c)])),
+        };
+        map.push(id);
+    }
+    *map.last().expect("bodies are non-empty")
+}
+
+/// Canonical form of a body whose placeholder `$i` stands for class `inputs[i]`: equal subterms
+/// shared, placeholders bound to the same class merged, placeholders numbered by first use in
+/// node order, unused inputs dropped. Returns the body and its input classes in placeholder order.
+pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLang>, Vec<Id>) {
+    let mut out: RecExpr<TensorLang> = RecExpr::default();
+    let mut memo: HashMap<TensorLang, Id> = HashMap::new();
+    let mut new_inputs: Vec<Id> = Vec::new();
+    let mut map: Vec<Id> = Vec::with_capacity(body.as_ref().len());
+    let root = body.as_ref().len() - 1;
+    // Only nodes reachable from the root survive.
+    let mut live = vec![false; body.as_ref().len()];
+    live[root] = true;
+    for k in (0..=root).rev() {
+        if live[k] {
+            for c in body[Id::from(k)].children() {
+                live[usize::from(*c)] = true;
+            }
+        }
+    }
+    for (k, node) in body.as_ref().iter().enumerate() {
+        if !live[k] {
+            map.push(Id::from(0usize));
+            continue;
+        }
+        let n = match node {
+            TensorLang::Attr(Attr::Arg(i)) => {
+                let class = inputs[*i as usize];
+                let pos = match new_inputs.iter().position(|c| *c == class) {
+                    Some(p) => p,
+                    None => {
+                        new_inputs.push(class);
+                        new_inputs.len() - 1
+                    }
+                };
+                TensorLang::Attr(Attr::Arg(pos as u32))
+            }
+            n => n.clone().map_children(|c| map[usize::from(c)]),
+        };
+        let id = match memo.get(&n) {
+            Some(id) => *id,
+            None => {
+                let id = out.add(n.clone());
+                memo.insert(n, id);
+                id
+            }
+        };
+        map.push(id);
+    }
+    (out, new_inputs)
+}
+
+/// A single-op body: `node` with each tensor child `c` replaced by a placeholder for `c` and
+/// each attribute child copied (its attribute given by `attr`). Returns the canonical body and
+/// its input classes.
+pub fn single_op_body(
+    node: &TensorLang,
+    attr: &dyn Fn(Id) -> Option<Attr>,
+) -> (RecExpr<TensorLang>, Vec<Id>) {
+    let mut out: RecExpr<TensorLang> = RecExpr::default();
+    let mut inputs: Vec<Id> = Vec::new();
+    let n = node.clone().map_children(|c| match attr(c) {
+        Some(a) => out.add(TensorLang::Attr(a)),
+        None => {
+            inputs.push(c);
+            out.add(TensorLang::Attr(Attr::Arg(inputs.len() as u32 - 1)))
+        }
+    });
+    out.add(n);
+    canonical(&out, &inputs)
+}
+
+/// Fuses producer `(p_body, p_inputs)` into consumer `(k_body, k_inputs)` at the consumer's
+/// placeholder `arg`: the consumer's `$arg` becomes the producer's body. Returns the canonical
+/// fused body and inputs.
+pub fn fuse(
+    k_body: &RecExpr<TensorLang>,
+    k_inputs: &[Id],
+    arg: usize,
+    p_body: &RecExpr<TensorLang>,
+    p_inputs: &[Id],
+) -> (RecExpr<TensorLang>, Vec<Id>) {
+    // Placeholders of the assembled term index `all`: consumer inputs, then producer inputs.
+    let mut all: Vec<Id> = k_inputs.to_vec();
+    all.extend_from_slice(p_inputs);
+    let mut out: RecExpr<TensorLang> = RecExpr::default();
+    let p_args: Vec<Id> = (0..p_inputs.len())
+        .map(|j| out.add(TensorLang::Attr(Attr::Arg((k_inputs.len() + j) as u32))))
+        .collect();
+    let p_root = graft(&mut out, p_body, &p_args);
+    let k_args: Vec<Id> = (0..k_inputs.len())
+        .map(|j| {
+            if j == arg {
+                p_root
+            } else {
+                out.add(TensorLang::Attr(Attr::Arg(j as u32)))
+            }
+        })
+        .collect();
+    graft(&mut out, k_body, &k_args);
+    canonical(&out, &all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classes(n: usize) -> Vec<Id> {
+        (100..100 + n).map(Id::from).collect()
+    }
+
+    #[test]
+    fn canonical_merges_inputs_and_renumbers() {
+        let body: RecExpr<TensorLang> = "(add (relu $1) (relu $0))".parse().unwrap();
+        let c = classes(2);
+        let (b, ins) = canonical(&body, &[c[0], c[0]]);
+        assert_eq!(b.to_string(), "(add (relu $0) (relu $0))");
+        assert_eq!(ins, vec![c[0]]);
+        let (b, ins) = canonical(&body, &c);
+        assert_eq!(b.to_string(), "(add (relu $0) (relu $1))");
+        assert_eq!(ins, vec![c[1], c[0]]);
+    }
+
+    #[test]
+    fn fuse_substitutes_the_producer() {
+        let c = classes(3);
+        let k: RecExpr<TensorLang> = "(add $0 $1)".parse().unwrap();
+        let p: RecExpr<TensorLang> = "(relu $0)".parse().unwrap();
+        let (b, ins) = fuse(&k, &[c[0], c[1]], 1, &p, &[c[2]]);
+        assert_eq!(b.to_string(), "(add $0 (relu $1))");
+        assert_eq!(ins, vec![c[0], c[2]]);
+        // Producer input shared with the consumer: one placeholder.
+        let (b, ins) = fuse(&k, &[c[0], c[1]], 1, &p, &[c[0]]);
+        assert_eq!(b.to_string(), "(add $0 (relu $0))");
+        assert_eq!(ins, vec![c[0]]);
+    }
+}
