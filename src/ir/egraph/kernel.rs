@@ -151,28 +151,27 @@ pub fn graft(out: &mut RecExpr<TensorLang>, body: &RecExpr<TensorLang>, args: &[
     *map.last().expect("bodies are non-empty")
 }
 
-/// Canonical form of a body whose placeholder `$i` stands for class `inputs[i]`: equal subterms
-/// shared, placeholders bound to the same class merged, placeholders numbered by first use in
-/// node order, unused inputs dropped. Returns the body and its input classes in placeholder order.
+/// Canonical form of a body whose placeholder `$i` stands for class `inputs[i]`: nodes in
+/// depth-first post-order from the root (children left to right), equal subterms shared,
+/// placeholders bound to the same class merged and numbered by first use in that order, unused
+/// inputs dropped. Returns the body and its input classes in placeholder order.
 pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLang>, Vec<Id>) {
     let mut out: RecExpr<TensorLang> = RecExpr::default();
     let mut memo: HashMap<TensorLang, Id> = HashMap::new();
     let mut new_inputs: Vec<Id> = Vec::new();
-    let mut map: Vec<Id> = Vec::with_capacity(body.as_ref().len());
-    let root = body.as_ref().len() - 1;
-    // Only nodes reachable from the root survive.
-    let mut live = vec![false; body.as_ref().len()];
-    live[root] = true;
-    for k in (0..=root).rev() {
-        if live[k] {
-            for c in body[Id::from(k)].children() {
-                live[usize::from(*c)] = true;
-            }
+    let mut map: Vec<Option<Id>> = vec![None; body.as_ref().len()];
+    let root = Id::from(body.as_ref().len() - 1);
+    let mut stack: Vec<(Id, bool)> = vec![(root, false)];
+    while let Some((k, expanded)) = stack.pop() {
+        if map[usize::from(k)].is_some() {
+            continue;
         }
-    }
-    for (k, node) in body.as_ref().iter().enumerate() {
-        if !live[k] {
-            map.push(Id::from(0usize));
+        let node = &body[k];
+        if !expanded {
+            stack.push((k, true));
+            for c in node.children().iter().rev() {
+                stack.push((*c, false));
+            }
             continue;
         }
         let n = match node {
@@ -187,17 +186,12 @@ pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLa
                 };
                 TensorLang::Attr(Attr::Arg(pos as u32))
             }
-            n => n.clone().map_children(|c| map[usize::from(c)]),
+            n => n
+                .clone()
+                .map_children(|c| map[usize::from(c)].expect("children come first")),
         };
-        let id = match memo.get(&n) {
-            Some(id) => *id,
-            None => {
-                let id = out.add(n.clone());
-                memo.insert(n, id);
-                id
-            }
-        };
-        map.push(id);
+        let id = *memo.entry(n.clone()).or_insert_with(|| out.add(n));
+        map[usize::from(k)] = Some(id);
     }
     (out, new_inputs)
 }
