@@ -12,6 +12,7 @@
 //!
 //! TODO(issue 3): `srnf`, `contraction` and `fusion` phases.
 
+pub mod fusion;
 pub mod movement;
 #[doc(hidden)]
 pub mod testing;
