@@ -12,7 +12,11 @@
 //!
 //! TODO(issue 3): `srnf`, `contraction` and `fusion` phases.
 
+pub mod contraction;
+pub mod epilogue;
+mod helpers;
 pub mod movement;
+pub mod srnf;
 #[doc(hidden)]
 pub mod testing;
 
@@ -139,7 +143,12 @@ pub fn run_phase(
 
 /// The built-in phases, in pipeline order. TODO(issue 3): srnf, contraction, fusion.
 pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
-    vec![("movement", movement::rules())]
+    vec![
+        ("movement", movement::rules()),
+        ("srnf", srnf::rules()),
+        ("contraction", contraction::rules()),
+        ("epilogue", epilogue::rules()),
+    ]
 }
 
 /// The attribute of an attribute e-class (for conditions and appliers of any rule set).
