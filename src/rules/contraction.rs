@@ -1,4 +1,6 @@
 //! placeholder
 use super::Rule;
 pub const RULE_NAMES: [&str; 0] = [];
-pub fn rules() -> Vec<Rule> { vec![] }
+pub fn rules() -> Vec<Rule> {
+    vec![]
+}

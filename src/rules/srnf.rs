@@ -61,9 +61,11 @@ impl Applier<TensorLang, IndexBook> for MergeReduce {
         _ast: Option<&PatternAst<TensorLang>>,
         _rule: Symbol,
     ) -> Vec<Id> {
-        let (Some(k1), Some(k2), Some(ef)) =
-            (ints(eg, s[self.k1]), ints(eg, s[self.k2]), tensor(eg, s[self.e]))
-        else {
+        let (Some(k1), Some(k2), Some(ef)) = (
+            ints(eg, s[self.k1]),
+            ints(eg, s[self.k2]),
+            tensor(eg, s[self.e]),
+        ) else {
             return vec![];
         };
         let rank = ef.shape.len();
@@ -106,7 +108,9 @@ impl Applier<TensorLang, IndexBook> for UnitAxes {
         ) else {
             return vec![];
         };
-        if k.iter().any(|a| !xf.shape.get(*a).is_some_and(|d| d.is_int(1))) {
+        if k.iter()
+            .any(|a| !xf.shape.get(*a).is_some_and(|d| d.is_int(1)))
+        {
             return vec![];
         }
         let Some(c) = cast_to(eg, s[self.x], acc) else {
@@ -181,7 +185,10 @@ impl Applier<TensorLang, IndexBook> for Hoist {
         ) else {
             return vec![];
         };
-        if !op_ok || k.iter().any(|a| !gf.shape.get(*a).is_some_and(|d| d.is_int(1))) {
+        if !op_ok
+            || k.iter()
+                .any(|a| !gf.shape.get(*a).is_some_and(|d| d.is_int(1)))
+        {
             return vec![];
         }
         let Some(out) = tensor(eg, eclass).map(|f| f.shape.clone()) else {

@@ -5,9 +5,7 @@
 use super::{rules, RULE_NAMES};
 use crate::ir::dim::{Dim, Shape};
 use crate::ir::dtype::DType;
-use crate::ir::tiny::{
-    BinaryOp, Builder, NodeId, Program, ReduceOp, Src, TinyError, UOp, UnaryOp,
-};
+use crate::ir::tiny::{BinaryOp, Builder, NodeId, Program, ReduceOp, Src, TinyError, UOp, UnaryOp};
 use crate::rules::testing::{
     assert_fired, assert_not_fired, check_sound, check_work, proves, Compare, Outcome,
 };
@@ -266,7 +264,10 @@ fn positive(rule: &str) {
         let o = run(&p, how);
         assert_fired(&o.stats, rule);
         assert!(o.stats.saturated(), "{rule}: {:?}", o.stats);
-        assert_ne!(o.rewritten, o.original, "{rule}: nothing extracted differently");
+        assert_ne!(
+            o.rewritten, o.original,
+            "{rule}: nothing extracted differently"
+        );
     }
 }
 

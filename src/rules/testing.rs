@@ -212,8 +212,14 @@ impl egg::CostFunction<crate::ir::egraph::TensorLang> for WorkCost<'_> {
             .sum();
         let own = match enode {
             T::Attr(_) | T::Input(_) | T::Const(_) | T::Range(_) => 0.0,
-            T::Reshape(_) | T::Permute(_) | T::Expand(_) | T::Pad(_) | T::Shrink(_) | T::Flip(_)
-            | T::View(_) | T::Read(_) => 0.0,
+            T::Reshape(_)
+            | T::Permute(_)
+            | T::Expand(_)
+            | T::Pad(_)
+            | T::Shrink(_)
+            | T::Flip(_)
+            | T::View(_)
+            | T::Read(_) => 0.0,
             T::Reduce([_, _, _, x]) => {
                 numel(*x) + self.egraph.lookup(enode.clone()).map_or(0.0, numel)
             }
