@@ -10,6 +10,7 @@ pub mod dim;
 pub mod dtype;
 pub mod egraph;
 pub mod frontend;
+pub mod indexbook;
 pub mod lower;
 pub mod region;
 pub mod tiny;
