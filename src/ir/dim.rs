@@ -219,6 +219,11 @@ impl Dim {
         end.sub(self).max_of(&Dim::int(0))
     }
 
+    /// The monomials as `(atoms, coefficient)`, the constant term (no atoms) first.
+    pub fn monomials(&self) -> impl Iterator<Item = (&[Atom], i64)> {
+        self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
+    }
+
     /// The symbol's name when the polynomial is exactly one symbol.
     pub fn as_symbol(&self) -> Option<&str> {
         match self.terms.iter().next() {
