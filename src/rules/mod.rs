@@ -13,6 +13,7 @@
 //! TODO(issue 3): `srnf`, `contraction` and `fusion` phases.
 
 pub mod movement;
+pub mod rbssa;
 #[doc(hidden)]
 pub mod testing;
 
@@ -139,7 +140,7 @@ pub fn run_phase(
 
 /// The built-in phases, in pipeline order. TODO(issue 3): srnf, contraction, fusion.
 pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
-    vec![("movement", movement::rules())]
+    vec![("movement", movement::rules()), ("rbssa", rbssa::rules())]
 }
 
 /// The attribute of an attribute e-class (for conditions and appliers of any rule set).
