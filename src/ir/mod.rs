@@ -6,6 +6,7 @@
 //! - [`egraph`]: the e-graph language over Tiny IR and its IndexBook analysis.
 
 pub mod axis;
+pub mod axis_simplify;
 pub mod dim;
 pub mod dtype;
 pub mod egraph;
