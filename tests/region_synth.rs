@@ -35,15 +35,17 @@ fn examples() -> Vec<(String, Program)> {
         .collect();
     names.sort();
     assert!(names.len() >= 7, "{names:?}");
-    names.into_iter().map(|n| (n.clone(), example(&n))).collect()
+    names
+        .into_iter()
+        .map(|n| (n.clone(), example(&n)))
+        .collect()
 }
 
 /// Every non-movement node its own kernel (movement, CONST and RANGE inlined into consumers).
 fn single_op_program(p: &Program) -> RegionProgram {
     let is_root = |id: NodeId| {
         let u = &p.node(id).uop;
-        !(u.is_movement()
-            || matches!(u, UOp::Input { .. } | UOp::Const { .. } | UOp::Range))
+        !(u.is_movement() || matches!(u, UOp::Input { .. } | UOp::Const { .. } | UOp::Range))
     };
     let outputs: Vec<NodeId> = p.outputs.iter().map(|o| o.node).collect();
     let mut steps = Vec::new();
@@ -93,8 +95,8 @@ fn every_example_as_single_op_kernels_matches_the_evaluator() {
         assert_eq!(back, rp, "{name}");
         let inputs = random_inputs(&p, &BTreeMap::new(), 7).expect("inputs");
         let want = evaluate(&p, &BTreeMap::new(), &inputs).unwrap_or_else(|d| panic!("{d}"));
-        let got = evaluate_program(&rp, &p.symbols, &inputs)
-            .unwrap_or_else(|d| panic!("{name}: {d}"));
+        let got =
+            evaluate_program(&rp, &p.symbols, &inputs).unwrap_or_else(|d| panic!("{name}: {d}"));
         for (k, w) in &want {
             assert_close(&format!("{name}/{k}"), &got[k], w);
         }
@@ -105,7 +107,13 @@ fn every_example_as_single_op_kernels_matches_the_evaluator() {
 fn whole(p: &Program) -> Result<Region, SynthError> {
     let root = p.outputs[0].node;
     let (body, args) = body_from_program(p, root, &|_| false);
-    synthesize("whole", &body, &synth_args(p, &args), "OUT", Materialize::Gmem)
+    synthesize(
+        "whole",
+        &body,
+        &synth_args(p, &args),
+        "OUT",
+        Materialize::Gmem,
+    )
 }
 
 fn check_region(name: &str, p: &Program, r: &Region, root: NodeId) {
@@ -117,7 +125,12 @@ fn check_region(name: &str, p: &Program, r: &Region, root: NodeId) {
 
 #[test]
 fn whole_programs_that_are_one_region() {
-    for name in ["gemm_bias_relu", "layernorm", "conv3x3_s2_p1_silu", "matmul_1d_2d"] {
+    for name in [
+        "gemm_bias_relu",
+        "layernorm",
+        "conv3x3_s2_p1_silu",
+        "matmul_1d_2d",
+    ] {
         let p = example(name);
         let r = whole(&p).unwrap_or_else(|e| panic!("{name}: {e}"));
         let again = Region::from_json_value(r.to_json_value()).expect("round trip");
@@ -159,15 +172,28 @@ fn gemm_region_has_the_seed_structure() {
         panic!("body is not a product: {}", red.body.to_json());
     };
     let read = |e: &Expr| match e {
-        Expr::Read { tensor, map } => (tensor.clone(), map.iter().map(|m| m.to_string()).collect::<Vec<_>>()),
+        Expr::Read { tensor, map } => (
+            tensor.clone(),
+            map.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+        ),
         other => panic!("not a plain read (C-CON1): {}", other.to_json()),
     };
-    assert_eq!(read(a), ("A".to_string(), vec!["m".to_string(), k.to_string()]));
-    assert_eq!(read(b), ("B".to_string(), vec![k.to_string(), "n".to_string()]));
+    assert_eq!(
+        read(a),
+        ("A".to_string(), vec!["m".to_string(), k.to_string()])
+    );
+    assert_eq!(
+        read(b),
+        ("B".to_string(), vec![k.to_string(), "n".to_string()])
+    );
     // No extents: the verifier derives k from the reads.
     assert!(red.extents.is_empty());
     // The bias is broadcast explicitly (seed §6.8.1).
-    assert!(r.to_json_string().contains("BroadcastInDim"), "{}", r.to_json_string());
+    assert!(
+        r.to_json_string().contains("BroadcastInDim"),
+        "{}",
+        r.to_json_string()
+    );
     assert_eq!(r.yields[0].cast, Some(DType::F16));
 }
 
@@ -183,8 +209,14 @@ fn attention_softmax_is_one_region_with_shadowing_reduces() {
         .map(|n| n.id)
         .expect("softmax division");
     let (body, args) = body_from_program(&p, pnode, &|_| false);
-    let r = synthesize("softmax", &body, &synth_args(&p, &args), "OUT", Materialize::Deferred)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let r = synthesize(
+        "softmax",
+        &body,
+        &synth_args(&p, &args),
+        "OUT",
+        Materialize::Deferred,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<&str> = r.iters.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["b", "h", "m", "n"]);
     let reduces: Vec<(String, Vec<String>, dlc_egg::ir::tiny::ReduceOp)> = r
@@ -200,10 +232,22 @@ fn attention_softmax_is_one_region_with_shadowing_reduces() {
     use dlc_egg::ir::tiny::ReduceOp::{Max, Sum};
     assert_eq!(reduces[0].2, Sum);
     assert_ne!(reduces[0].1, vec!["n".to_string()]);
-    assert_eq!((reduces[1].1.clone(), reduces[1].2), (vec!["n".to_string()], Max));
-    assert_eq!((reduces[2].1.clone(), reduces[2].2), (vec!["n".to_string()], Sum));
+    assert_eq!(
+        (reduces[1].1.clone(), reduces[1].2),
+        (vec!["n".to_string()], Max)
+    );
+    assert_eq!(
+        (reduces[2].1.clone(), reduces[2].2),
+        (vec!["n".to_string()], Sum)
+    );
     // The max's body is the score let itself at the shadowed point (no recomputation).
-    let Expr::Reduce(mx) = &r.lets.iter().find(|l| l.name == reduces[1].0).expect("max").expr else {
+    let Expr::Reduce(mx) = &r
+        .lets
+        .iter()
+        .find(|l| l.name == reduces[1].0)
+        .expect("max")
+        .expr
+    else {
         unreachable!()
     };
     assert!(matches!(mx.body, Expr::Let(_)), "{}", mx.body.to_json());
@@ -223,7 +267,13 @@ fn dump_softmax() {
         .expect("softmax division");
     let (body, args) = body_from_program(&p, pnode, &|_| false);
     println!("{body}");
-    let r = synthesize("softmax", &body, &synth_args(&p, &args), "OUT", Materialize::Deferred)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let r = synthesize(
+        "softmax",
+        &body,
+        &synth_args(&p, &args),
+        "OUT",
+        Materialize::Deferred,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     println!("{}", r.to_json_string());
 }

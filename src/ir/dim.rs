@@ -319,32 +319,6 @@ impl Dim {
         self.eval(&|s| bindings.get(s).copied())
     }
 
-    /// `self / d` when the division is exact term by term: `d` a non-zero integer dividing every
-    /// coefficient, or a single monomial (`N`, `2*M*N`) dividing every term (`4*M*N / N = 4*M`).
-    /// `None` otherwise (which does not prove the division inexact).
-    pub fn div_exact(&self, d: &Dim) -> Option<Dim> {
-        if self == d && !self.terms.is_empty() {
-            return Some(Dim::int(1));
-        }
-        let (dm, dc) = match d.terms.iter().next() {
-            Some((m, c)) if d.terms.len() == 1 => (m, *c),
-            _ => return None,
-        };
-        let mut out = BTreeMap::new();
-        for (m, c) in &self.terms {
-            if c % dc != 0 {
-                return None;
-            }
-            let mut rest = m.clone();
-            for a in dm {
-                let at = rest.iter().position(|x| x == a)?;
-                rest.remove(at);
-            }
-            out.insert(rest, c / dc);
-        }
-        Some(Dim { terms: out })
-    }
-
     /// Replaces symbols that have a value in `bindings` and re-simplifies.
     pub fn substitute(&self, bindings: &BTreeMap<String, i64>) -> Dim {
         let mut out = Dim::default();

@@ -7,6 +7,10 @@
 //! "of", "dtype", "shape"}}], "outputs": [["graph output", "buffer"]]}`, regions in their seed
 //! 001 §6.8 form.
 
+// `ProgramError` carries the failing region's `RegionError`; it is returned only on cold
+// failure paths, so boxing it would only add noise (as in `crate::cli`).
+#![allow(clippy::result_large_err)]
+
 use super::eval::evaluate_region;
 use super::{Region, RegionError, Size};
 use crate::diag::{Diagnostic, Diagnostics, Location};
@@ -181,7 +185,6 @@ pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
     for b in &p.inputs {
         define(0, &b.name, b.dtype, b.shape.clone())?;
     }
-    drop(define);
     for (step, s) in p.steps.iter().enumerate() {
         let get = |defined: &BTreeMap<String, (DType, Vec<Dim>)>, name: &str| {
             defined
@@ -308,7 +311,10 @@ pub fn evaluate_program(
                 })?;
                 let mut dims = Vec::with_capacity(shape.len());
                 for d in shape {
-                    let v = d.eval_with(bindings).ok().and_then(|v| usize::try_from(v).ok());
+                    let v = d
+                        .eval_with(bindings)
+                        .ok()
+                        .and_then(|v| usize::try_from(v).ok());
                     dims.push(v.ok_or_else(|| {
                         Diagnostics::from(RegionError::UnboundSymbol(d.to_string()))
                     })?);

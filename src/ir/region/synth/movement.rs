@@ -14,7 +14,12 @@ pub(super) fn permute(env: &[Ix], perm: &[usize]) -> Result<Vec<Ix>, String> {
         let (slot, e) = (out.get_mut(*p), env.get(i));
         match (slot, e) {
             (Some(s), Some(e)) => *s = e.clone(),
-            _ => return Err(format!("permutation {perm:?} does not fit rank {}", env.len())),
+            _ => {
+                return Err(format!(
+                    "permutation {perm:?} does not fit rank {}",
+                    env.len()
+                ))
+            }
         }
     }
     Ok(out)
@@ -24,7 +29,13 @@ pub(super) fn permute(env: &[Ix], perm: &[usize]) -> Result<Vec<Ix>, String> {
 pub(super) fn expand(env: &[Ix], in_shape: &[Dim]) -> Vec<Ix> {
     env.iter()
         .zip(in_shape)
-        .map(|(e, d)| if d.is_int(1) { Ix::default() } else { e.clone() })
+        .map(|(e, d)| {
+            if d.is_int(1) {
+                Ix::default()
+            } else {
+                e.clone()
+            }
+        })
         .collect()
 }
 
@@ -51,6 +62,66 @@ pub(super) fn flip(env: &[Ix], axes: &[usize], in_shape: &[Dim]) -> Vec<Ix> {
         .collect()
 }
 
+/// An index expression of a READ's access map, with output axis `i_k` replaced by `env[k]` and
+/// every other name read as a size symbol.
+pub(super) fn access_index(
+    e: &crate::ir::axis::AxisExpr,
+    env: &[Ix],
+    ext: Extents,
+) -> Result<Ix, String> {
+    use crate::ir::axis::AxisExpr as A;
+    let axis_free_dim = |e: &A| -> Option<Dim> {
+        fn go(e: &A) -> Option<Dim> {
+            match e {
+                A::Const(c) => Some(Dim::int(*c)),
+                A::Name(n) if !is_out_axis(n) => Some(Dim::sym(n)),
+                A::Add(ts) => ts
+                    .iter()
+                    .try_fold(Dim::int(0), |acc, t| Some(acc.add(&go(t)?))),
+                A::Mul(a, b) => Some(go(a)?.mul(&go(b)?)),
+                _ => None,
+            }
+        }
+        go(e)
+    };
+    Ok(match e {
+        A::Const(c) => Ix::int(*c),
+        A::Name(n) => match out_axis(n) {
+            Some(k) => env
+                .get(k)
+                .cloned()
+                .ok_or_else(|| format!("access map names {n}, beyond rank {}", env.len()))?,
+            None => Ix::konst(Dim::sym(n)),
+        },
+        A::Add(ts) => ts.iter().try_fold(Ix::int(0), |acc, t| {
+            Ok::<Ix, String>(acc.add(&access_index(t, env, ext)?))
+        })?,
+        A::Mul(a, b) => match (axis_free_dim(a), axis_free_dim(b)) {
+            (Some(d), _) => access_index(b, env, ext)?.scale(&d),
+            (_, Some(d)) => access_index(a, env, ext)?.scale(&d),
+            _ => return Err(format!("`{e}` multiplies two axis expressions")),
+        },
+        A::FloorDiv(x, c) => access_index(x, env, ext)?.floordiv(&Dim::int(*c), ext)?,
+    })
+}
+
+fn out_axis(n: &str) -> Option<usize> {
+    n.strip_prefix('i')
+        .filter(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+        .and_then(|d| d.parse().ok())
+}
+
+fn is_out_axis(n: &str) -> bool {
+    out_axis(n).is_some()
+}
+
+/// The guard of a READ with output axis `i_k` replaced by `env[k]`.
+pub(super) fn access_guard(p: &Pred, env: &[Ix]) -> Result<Pred, String> {
+    let subst: Vec<crate::ir::axis::AxisExpr> =
+        env.iter().map(|e| e.to_axis()).collect::<Result<_, _>>()?;
+    Ok(p.substitute(&|n| out_axis(n).and_then(|k| subst.get(k).cloned())))
+}
+
 /// VIEW: `offset + Σ coeff · i_axis` per operand dim.
 pub(super) fn view(env: &[Ix], map: &[AffineIndex]) -> Result<Vec<Ix>, String> {
     map.iter()
@@ -58,7 +129,9 @@ pub(super) fn view(env: &[Ix], map: &[AffineIndex]) -> Result<Vec<Ix>, String> {
             m.terms.iter().try_fold(Ix::int(m.offset), |acc, (a, c)| {
                 env.get(*a)
                     .map(|e| acc.add(&e.scale(&Dim::int(*c))))
-                    .ok_or_else(|| format!("VIEW map names axis {a} of a rank-{} result", env.len()))
+                    .ok_or_else(|| {
+                        format!("VIEW map names axis {a} of a rank-{} result", env.len())
+                    })
             })
         })
         .collect()
@@ -125,7 +198,11 @@ pub(super) fn reshape(
         let mut stride = Dim::int(1);
         for (k, d) in ig.iter().enumerate().rev() {
             let q = lin.floordiv(&stride, ext)?;
-            res[*d] = if k == 0 { q } else { q.rem(&in_shape[*d], ext)? };
+            res[*d] = if k == 0 {
+                q
+            } else {
+                q.rem(&in_shape[*d], ext)?
+            };
             stride = stride.mul(&in_shape[*d]);
         }
         i += gi;
@@ -179,16 +256,31 @@ mod tests {
         // [M*N] viewed as [M, 1, N]: operand index m*N + n.
         let env = [Ix::var("m"), Ix::default(), Ix::var("n")];
         let mn = Dim::sym("M").mul(&Dim::sym("N"));
-        let r = reshape(&env, &[mn], &[Dim::sym("M"), Dim::int(1), Dim::sym("N")], &ext);
+        let r = reshape(
+            &env,
+            &[mn],
+            &[Dim::sym("M"), Dim::int(1), Dim::sym("N")],
+            &ext,
+        );
         assert_eq!(r.map(|v| show(&v)), Ok(vec!["N*m+n".to_string()]));
     }
 
     #[test]
     fn reshape_merge_needs_constant_strides() {
         let mn = Dim::sym("M").mul(&Dim::sym("N"));
-        let r = reshape(&[Ix::var("i")], &[Dim::sym("M"), Dim::sym("N")], &[mn], &ext);
+        let r = reshape(
+            &[Ix::var("i")],
+            &[Dim::sym("M"), Dim::sym("N")],
+            &[mn],
+            &ext,
+        );
         assert!(r.is_err());
-        let r = reshape(&[Ix::var("i")], &[Dim::int(4), Dim::int(6)], &[Dim::int(24)], &ext);
+        let r = reshape(
+            &[Ix::var("i")],
+            &[Dim::int(4), Dim::int(6)],
+            &[Dim::int(24)],
+            &ext,
+        );
         assert_eq!(
             r.map(|v| show(&v)),
             Ok(vec!["i//6".to_string(), "i+-6*i//6".to_string()])

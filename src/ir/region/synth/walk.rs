@@ -179,9 +179,32 @@ impl Cx<'_> {
             UOp::Shrink { lo, step, .. } => movement::shrink(env, lo, step),
             UOp::Flip { axes } => movement::flip(env, axes, &in_t.shape),
             UOp::View { map } => movement::view(env, map).map_err(SynthError::Typing)?,
+            UOp::Read { access } => {
+                let ext = |n: &str| self.extent(n);
+                let in_env = access
+                    .index
+                    .iter()
+                    .map(|e| movement::access_index(e, env, &ext))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(non_affine)?;
+                let then = self.eval(x, &in_env)?;
+                let Some(g) = &access.guard else {
+                    return Ok(then);
+                };
+                let pred = movement::access_guard(g, env).map_err(non_affine)?;
+                let mut free = BTreeSet::new();
+                env.iter().for_each(|e| e.vars(&mut free));
+                return Ok(Val {
+                    free: union(&free, &then.free),
+                    e: Expr::Select {
+                        pred,
+                        then: Box::new(then.e),
+                        otherwise: Box::new(Expr::Const(in_t.dtype.round(access.fill.0))),
+                    },
+                });
+            }
             UOp::Pad { pad, value } => {
-                let (in_env, guard) =
-                    movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
+                let (in_env, guard) = movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
                 let then = self.eval(x, &in_env)?;
                 let Some(pred) = guard else {
                     return Ok(then);
@@ -246,11 +269,9 @@ impl Cx<'_> {
                 let e = env.first().cloned().unwrap_or_default();
                 let mut free = BTreeSet::new();
                 e.vars(&mut free);
-                let ax = e.to_axis().map_err(|what| SynthError::Unsupported {
-                    node: id,
-                    op,
-                    what,
-                })?;
+                let ax =
+                    e.to_axis()
+                        .map_err(|what| SynthError::Unsupported { node: id, op, what })?;
                 Val {
                     e: Expr::Index(ax),
                     free,
@@ -271,7 +292,11 @@ impl Cx<'_> {
                 let c2 = self.broadcast(c, &a.free);
                 let e = Expr::Binary(binary_fn(*b), Box::new(a2.e), Box::new(c2.e));
                 Val {
-                    e: if b.is_comparison() { e } else { round_to(e, dt) },
+                    e: if b.is_comparison() {
+                        e
+                    } else {
+                        round_to(e, dt)
+                    },
                     free,
                 }
             }
@@ -282,10 +307,7 @@ impl Cx<'_> {
                 let b = self.operand_val(id, parts, 2, env, dt)?;
                 let free = union(&union(&c.free, &a.free), &b.free);
                 Val {
-                    e: round_to(
-                        Expr::Where(Box::new(c.e), Box::new(a.e), Box::new(b.e)),
-                        dt,
-                    ),
+                    e: round_to(Expr::Where(Box::new(c.e), Box::new(a.e), Box::new(b.e)), dt),
                     free,
                 }
             }
