@@ -130,7 +130,8 @@ impl Bounds<'_> {
             [one] => one.clone(),
             _ => AxisExpr::Add(rest),
         };
-        let same = same || matches!((self.linear(&rest_e), self.linear(x)), (Some(a), Some(b)) if a == b);
+        let same =
+            same || matches!((self.linear(&rest_e), self.linear(x)), (Some(a), Some(b)) if a == b);
         same.then_some((0, c - 1))
     }
 

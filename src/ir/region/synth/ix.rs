@@ -90,7 +90,9 @@ impl Ix {
     /// The axis name when the index is exactly one axis.
     pub(crate) fn as_var(&self) -> Option<&str> {
         match self.terms.iter().next() {
-            Some((Atom::Var(v), c)) if self.terms.len() == 1 && c.is_int(1) && self.konst.is_int(0) => {
+            Some((Atom::Var(v), c))
+                if self.terms.len() == 1 && c.is_int(1) && self.konst.is_int(0) =>
+            {
                 Some(v)
             }
             _ => None,
@@ -229,9 +231,7 @@ impl Ix {
 
     /// Printed form for messages.
     pub(crate) fn show(&self) -> String {
-        self.to_axis()
-            .map(|e| e.to_string())
-            .unwrap_or_else(|e| e)
+        self.to_axis().map(|e| e.to_string()).unwrap_or_else(|e| e)
     }
 }
 
@@ -300,7 +300,10 @@ mod tests {
         assert_eq!(c.floordiv(&Dim::int(4), &ext), Ok(Ix::default()));
         assert_eq!(c.rem(&Dim::int(4), &ext), Ok(c.clone()));
         // (c + 5) // 4 with c in [0, 3]: 1 + (c + 1) // 4, not constant.
-        let e = c.add(&Ix::int(5)).floordiv(&Dim::int(4), &ext).expect("div");
+        let e = c
+            .add(&Ix::int(5))
+            .floordiv(&Dim::int(4), &ext)
+            .expect("div");
         assert!(e.show().contains("//4"));
     }
 

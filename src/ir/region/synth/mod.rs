@@ -85,7 +85,9 @@ pub enum SynthError {
         second: String,
     },
     /// An access that is not affine + floordiv by a positive constant.
-    #[error("body node {node} ({op}): {why} (not affine + floordiv by a constant; a region boundary)")]
+    #[error(
+        "body node {node} ({op}): {why} (not affine + floordiv by a constant; a region boundary)"
+    )]
     NonAffine {
         node: usize,
         op: &'static str,
@@ -228,7 +230,9 @@ pub fn synthesize(
     for n in nodes {
         parts.push(match n {
             TensorLang::Attr(_) => None,
-            op => Some(tiny_parts(op, &|id| facts[usize::from(id)].attr()).map_err(SynthError::Typing)?),
+            op => Some(
+                tiny_parts(op, &|id| facts[usize::from(id)].attr()).map_err(SynthError::Typing)?,
+            ),
         });
     }
     let mut has_reduce = vec![false; nodes.len()];
@@ -435,8 +439,7 @@ impl Cx<'_> {
     fn aligned(&self, env: &[Ix]) -> bool {
         env.iter().all(|e| {
             e.is_zero()
-                || e
-                    .as_var()
+                || e.as_var()
                     .is_some_and(|v| self.iters.iter().any(|(n, _)| n == v))
         })
     }

@@ -14,7 +14,12 @@ pub(super) fn permute(env: &[Ix], perm: &[usize]) -> Result<Vec<Ix>, String> {
         let (slot, e) = (out.get_mut(*p), env.get(i));
         match (slot, e) {
             (Some(s), Some(e)) => *s = e.clone(),
-            _ => return Err(format!("permutation {perm:?} does not fit rank {}", env.len())),
+            _ => {
+                return Err(format!(
+                    "permutation {perm:?} does not fit rank {}",
+                    env.len()
+                ))
+            }
         }
     }
     Ok(out)
@@ -24,7 +29,13 @@ pub(super) fn permute(env: &[Ix], perm: &[usize]) -> Result<Vec<Ix>, String> {
 pub(super) fn expand(env: &[Ix], in_shape: &[Dim]) -> Vec<Ix> {
     env.iter()
         .zip(in_shape)
-        .map(|(e, d)| if d.is_int(1) { Ix::default() } else { e.clone() })
+        .map(|(e, d)| {
+            if d.is_int(1) {
+                Ix::default()
+            } else {
+                e.clone()
+            }
+        })
         .collect()
 }
 
@@ -58,7 +69,9 @@ pub(super) fn view(env: &[Ix], map: &[AffineIndex]) -> Result<Vec<Ix>, String> {
             m.terms.iter().try_fold(Ix::int(m.offset), |acc, (a, c)| {
                 env.get(*a)
                     .map(|e| acc.add(&e.scale(&Dim::int(*c))))
-                    .ok_or_else(|| format!("VIEW map names axis {a} of a rank-{} result", env.len()))
+                    .ok_or_else(|| {
+                        format!("VIEW map names axis {a} of a rank-{} result", env.len())
+                    })
             })
         })
         .collect()
@@ -125,7 +138,11 @@ pub(super) fn reshape(
         let mut stride = Dim::int(1);
         for (k, d) in ig.iter().enumerate().rev() {
             let q = lin.floordiv(&stride, ext)?;
-            res[*d] = if k == 0 { q } else { q.rem(&in_shape[*d], ext)? };
+            res[*d] = if k == 0 {
+                q
+            } else {
+                q.rem(&in_shape[*d], ext)?
+            };
             stride = stride.mul(&in_shape[*d]);
         }
         i += gi;
@@ -179,16 +196,31 @@ mod tests {
         // [M*N] viewed as [M, 1, N]: operand index m*N + n.
         let env = [Ix::var("m"), Ix::default(), Ix::var("n")];
         let mn = Dim::sym("M").mul(&Dim::sym("N"));
-        let r = reshape(&env, &[mn], &[Dim::sym("M"), Dim::int(1), Dim::sym("N")], &ext);
+        let r = reshape(
+            &env,
+            &[mn],
+            &[Dim::sym("M"), Dim::int(1), Dim::sym("N")],
+            &ext,
+        );
         assert_eq!(r.map(|v| show(&v)), Ok(vec!["N*m+n".to_string()]));
     }
 
     #[test]
     fn reshape_merge_needs_constant_strides() {
         let mn = Dim::sym("M").mul(&Dim::sym("N"));
-        let r = reshape(&[Ix::var("i")], &[Dim::sym("M"), Dim::sym("N")], &[mn], &ext);
+        let r = reshape(
+            &[Ix::var("i")],
+            &[Dim::sym("M"), Dim::sym("N")],
+            &[mn],
+            &ext,
+        );
         assert!(r.is_err());
-        let r = reshape(&[Ix::var("i")], &[Dim::int(4), Dim::int(6)], &[Dim::int(24)], &ext);
+        let r = reshape(
+            &[Ix::var("i")],
+            &[Dim::int(4), Dim::int(6)],
+            &[Dim::int(24)],
+            &ext,
+        );
         assert_eq!(
             r.map(|v| show(&v)),
             Ok(vec!["i//6".to_string(), "i+-6*i//6".to_string()])

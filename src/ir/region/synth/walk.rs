@@ -180,8 +180,7 @@ impl Cx<'_> {
             UOp::Flip { axes } => movement::flip(env, axes, &in_t.shape),
             UOp::View { map } => movement::view(env, map).map_err(SynthError::Typing)?,
             UOp::Pad { pad, value } => {
-                let (in_env, guard) =
-                    movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
+                let (in_env, guard) = movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
                 let then = self.eval(x, &in_env)?;
                 let Some(pred) = guard else {
                     return Ok(then);
@@ -246,11 +245,9 @@ impl Cx<'_> {
                 let e = env.first().cloned().unwrap_or_default();
                 let mut free = BTreeSet::new();
                 e.vars(&mut free);
-                let ax = e.to_axis().map_err(|what| SynthError::Unsupported {
-                    node: id,
-                    op,
-                    what,
-                })?;
+                let ax =
+                    e.to_axis()
+                        .map_err(|what| SynthError::Unsupported { node: id, op, what })?;
                 Val {
                     e: Expr::Index(ax),
                     free,
@@ -271,7 +268,11 @@ impl Cx<'_> {
                 let c2 = self.broadcast(c, &a.free);
                 let e = Expr::Binary(binary_fn(*b), Box::new(a2.e), Box::new(c2.e));
                 Val {
-                    e: if b.is_comparison() { e } else { round_to(e, dt) },
+                    e: if b.is_comparison() {
+                        e
+                    } else {
+                        round_to(e, dt)
+                    },
                     free,
                 }
             }
@@ -282,10 +283,7 @@ impl Cx<'_> {
                 let b = self.operand_val(id, parts, 2, env, dt)?;
                 let free = union(&union(&c.free, &a.free), &b.free);
                 Val {
-                    e: round_to(
-                        Expr::Where(Box::new(c.e), Box::new(a.e), Box::new(b.e)),
-                        dt,
-                    ),
+                    e: round_to(Expr::Where(Box::new(c.e), Box::new(a.e), Box::new(b.e)), dt),
                     free,
                 }
             }
