@@ -335,9 +335,11 @@ impl Cx<'_> {
     }
 
     /// `v` wrapped in `BroadcastInDim` when it is not a let or constant and its axes are a strict
-    /// subset of `other` (seed §6.4).
+    /// subset of `other` (seed §6.4) — except inside a reduce body, where reads stay plain
+    /// (C-CON1: no broadcast tensors in a contraction's body).
     fn broadcast(&self, v: Val, other: &BTreeSet<String>) -> Val {
-        if matches!(v.e, Expr::Const(_) | Expr::Let(_))
+        if self.scope.len() > self.iters.len()
+            || matches!(v.e, Expr::Const(_) | Expr::Let(_))
             || v.free.len() >= other.len()
             || !v.free.is_subset(other)
         {
