@@ -412,3 +412,26 @@ fn single_op_bodies_of_the_builders_run_as_programs() {
         }
     }
 }
+
+#[test]
+fn tiny_read_becomes_a_guarded_read() {
+    use dlc_egg::ir::axis::{AccessMap, AxisExpr, CmpOp, Pred};
+    // out[i] = i >= 1 ? x[2i - 1] : 0.25, over [4]; then exp2.
+    let mut b = Builder::new();
+    let x = b.input("x", DType::F16, d(&[7])).expect("x");
+    let i0 = || AxisExpr::Name("i0".into());
+    let access = AccessMap {
+        shape: d(&[4]),
+        index: vec![AxisExpr::Add(vec![
+            AxisExpr::Mul(Box::new(AxisExpr::Const(2)), Box::new(i0())),
+            AxisExpr::Const(-1),
+        ])],
+        guard: Some(Pred::Cmp(CmpOp::Ge, i0(), AxisExpr::Const(1))),
+        fill: 0.25.into(),
+    };
+    let r = b.read(x, access).expect("read");
+    let y = b.unary(UnaryOp::Exp2, r).expect("exp2");
+    b.output("y", y);
+    let reg = check_random(&b.finish());
+    assert!(reg.to_json_string().contains("\"select\""));
+}

@@ -191,7 +191,8 @@ impl Bounds<'_> {
         same.then_some((0, c - 1))
     }
 
-    /// The range a guard `x op y` allows for the linear index `lm`, when `x - y = ±lm + d`.
+    /// The range a guard `x op y` allows for the linear index `lm`, when `lm` is an integer
+    /// multiple of `x - y` up to constants.
     pub(super) fn narrow(
         &self,
         lm: &Linear,
@@ -207,15 +208,21 @@ impl Bounds<'_> {
         }
         diff.retain(|_, k| *k != 0);
         let dconst = cx.checked_sub(cy)?;
-        let neg: BTreeMap<usize, i64> = lm.0.iter().map(|(p, k)| (*p, -k)).collect();
-        // x - y = s·(lm - lm.c) + dconst, so `lm = s·(x - y - dconst) + lm.c`.
-        let s = if diff == lm.0 {
-            1
-        } else if diff == neg {
-            -1
-        } else {
+        // x - y = (lm - lm.c)/s + dconst for an integer s ≠ 0 (the index is a multiple of the
+        // guarded expression: `2i - 1` under `i >= 1`), so `lm = s·(x - y - dconst) + lm.c`.
+        let (p0, k0) = diff.iter().next()?;
+        let l0 = *lm.0.get(p0)?;
+        if *k0 == 0 || l0 % k0 != 0 || diff.len() != lm.0.len() {
             return None;
-        };
+        }
+        let s = l0 / k0;
+        if s == 0
+            || diff
+                .iter()
+                .any(|(p, k)| lm.0.get(p).copied() != k.checked_mul(s))
+        {
+            return None;
+        }
         // Range of t = x - y allowed by `t op 0`.
         let big = i64::MAX / 4;
         let (tlo, thi) = match op {

@@ -207,7 +207,6 @@ pub fn synthesize(
     }
     for (i, n) in nodes.iter().enumerate() {
         let what = match n {
-            TensorLang::Read(_) => "a `read` node (needs Tiny's READ)",
             TensorLang::Kernel(_) => "a kernel inside a kernel body",
             TensorLang::Input(_) => "an `input` node inside a kernel body (use a placeholder)",
             _ => continue,

@@ -179,8 +179,19 @@ impl Cx<'_> {
             UOp::Shrink { lo, step, .. } => movement::shrink(env, lo, step),
             UOp::Flip { axes } => movement::flip(env, axes, &in_t.shape),
             UOp::View { map } => movement::view(env, map).map_err(SynthError::Typing)?,
-            UOp::Pad { pad, value } => {
-                let (in_env, guard) = movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
+            UOp::Pad { .. } | UOp::Read { .. } => {
+                let (in_env, guard, value) = match &parts.uop {
+                    UOp::Pad { pad, value } => {
+                        let (e, g) = movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
+                        (e, g, *value)
+                    }
+                    UOp::Read { access } => {
+                        let ext = |n: &str| self.extent(n);
+                        let (e, g) = movement::read(env, access, &ext).map_err(non_affine)?;
+                        (e, g, access.fill.0)
+                    }
+                    _ => return Err(SynthError::Typing("not a guarded view".into())),
+                };
                 let then = self.eval(x, &in_env)?;
                 let Some(pred) = guard else {
                     return Ok(then);
@@ -192,7 +203,7 @@ impl Cx<'_> {
                     e: Expr::Select {
                         pred,
                         then: Box::new(then.e),
-                        otherwise: Box::new(Expr::Const(in_t.dtype.round(*value))),
+                        otherwise: Box::new(Expr::Const(in_t.dtype.round(value))),
                     },
                 });
             }
