@@ -99,6 +99,11 @@ impl Ix {
         }
     }
 
+    /// The constant, when the index mentions no axis.
+    pub(crate) fn as_konst(&self) -> Option<&Dim> {
+        self.terms.is_empty().then_some(&self.konst)
+    }
+
     /// True for the constant 0.
     pub(crate) fn is_zero(&self) -> bool {
         self.terms.is_empty() && self.konst.is_int(0)
@@ -294,7 +299,7 @@ mod tests {
         let q = d.floordiv(&Dim::int(4), &ext).expect("constant divisor");
         assert_eq!(q.to_axis().map(|e| e.to_string()), Ok("d//4".into()));
         let r = d.rem(&Dim::int(4), &ext).expect("mod");
-        assert_eq!(r.to_axis().map(|e| e.to_string()), Ok("d+-4*d//4".into()));
+        assert_eq!(r.to_axis().map(|e| e.to_string()), Ok("d+-4*(d//4)".into()));
         // Provably small: c < 4, so c // 4 = 0 and c mod 4 = c.
         let c = Ix::var("c");
         assert_eq!(c.floordiv(&Dim::int(4), &ext), Ok(Ix::default()));

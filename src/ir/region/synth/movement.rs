@@ -3,7 +3,7 @@
 //! PAD, the guard under which the operand is read). Views never compute (seed 001 §6.5).
 
 use super::ix::{Extents, Ix};
-use crate::ir::axis::{CmpOp, Pred};
+use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
 use crate::ir::dim::Dim;
 use crate::ir::tiny::AffineIndex;
 
@@ -62,66 +62,6 @@ pub(super) fn flip(env: &[Ix], axes: &[usize], in_shape: &[Dim]) -> Vec<Ix> {
         .collect()
 }
 
-/// An index expression of a READ's access map, with output axis `i_k` replaced by `env[k]` and
-/// every other name read as a size symbol.
-pub(super) fn access_index(
-    e: &crate::ir::axis::AxisExpr,
-    env: &[Ix],
-    ext: Extents,
-) -> Result<Ix, String> {
-    use crate::ir::axis::AxisExpr as A;
-    let axis_free_dim = |e: &A| -> Option<Dim> {
-        fn go(e: &A) -> Option<Dim> {
-            match e {
-                A::Const(c) => Some(Dim::int(*c)),
-                A::Name(n) if !is_out_axis(n) => Some(Dim::sym(n)),
-                A::Add(ts) => ts
-                    .iter()
-                    .try_fold(Dim::int(0), |acc, t| Some(acc.add(&go(t)?))),
-                A::Mul(a, b) => Some(go(a)?.mul(&go(b)?)),
-                _ => None,
-            }
-        }
-        go(e)
-    };
-    Ok(match e {
-        A::Const(c) => Ix::int(*c),
-        A::Name(n) => match out_axis(n) {
-            Some(k) => env
-                .get(k)
-                .cloned()
-                .ok_or_else(|| format!("access map names {n}, beyond rank {}", env.len()))?,
-            None => Ix::konst(Dim::sym(n)),
-        },
-        A::Add(ts) => ts.iter().try_fold(Ix::int(0), |acc, t| {
-            Ok::<Ix, String>(acc.add(&access_index(t, env, ext)?))
-        })?,
-        A::Mul(a, b) => match (axis_free_dim(a), axis_free_dim(b)) {
-            (Some(d), _) => access_index(b, env, ext)?.scale(&d),
-            (_, Some(d)) => access_index(a, env, ext)?.scale(&d),
-            _ => return Err(format!("`{e}` multiplies two axis expressions")),
-        },
-        A::FloorDiv(x, c) => access_index(x, env, ext)?.floordiv(&Dim::int(*c), ext)?,
-    })
-}
-
-fn out_axis(n: &str) -> Option<usize> {
-    n.strip_prefix('i')
-        .filter(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
-        .and_then(|d| d.parse().ok())
-}
-
-fn is_out_axis(n: &str) -> bool {
-    out_axis(n).is_some()
-}
-
-/// The guard of a READ with output axis `i_k` replaced by `env[k]`.
-pub(super) fn access_guard(p: &Pred, env: &[Ix]) -> Result<Pred, String> {
-    let subst: Vec<crate::ir::axis::AxisExpr> =
-        env.iter().map(|e| e.to_axis()).collect::<Result<_, _>>()?;
-    Ok(p.substitute(&|n| out_axis(n).and_then(|k| subst.get(k).cloned())))
-}
-
 /// VIEW: `offset + Σ coeff · i_axis` per operand dim.
 pub(super) fn view(env: &[Ix], map: &[AffineIndex]) -> Result<Vec<Ix>, String> {
     map.iter()
@@ -162,6 +102,68 @@ pub(super) fn pad(
         _ => Some(Pred::And(conj)),
     };
     Ok((out, guard))
+}
+
+/// An access-map index with its output axes `i0…` replaced by `env` (other names are sizes).
+fn substitute(e: &AxisExpr, env: &[Ix], ext: Extents) -> Result<Ix, String> {
+    Ok(match e {
+        AxisExpr::Const(c) => Ix::int(*c),
+        AxisExpr::Name(n) => match (0..env.len()).find(|k| axis_name(*k) == *n) {
+            Some(k) => env[k].clone(),
+            None => Ix::konst(Dim::sym(n)),
+        },
+        AxisExpr::Add(l) => l.iter().try_fold(Ix::default(), |acc, x| {
+            substitute(x, env, ext).map(|v| acc.add(&v))
+        })?,
+        AxisExpr::Mul(a, b) => {
+            let (a, b) = (substitute(a, env, ext)?, substitute(b, env, ext)?);
+            match (a.as_konst(), b.as_konst()) {
+                (Some(k), _) => b.scale(k),
+                (_, Some(k)) => a.scale(k),
+                _ => return Err(format!("`{e}` multiplies two axes")),
+            }
+        }
+        AxisExpr::FloorDiv(x, c) => substitute(x, env, ext)?.floordiv(&Dim::int(*c), ext)?,
+    })
+}
+
+fn substitute_pred(p: &Pred, env: &[Ix], ext: Extents) -> Result<Pred, String> {
+    Ok(match p {
+        Pred::And(ps) => Pred::And(
+            ps.iter()
+                .map(|q| substitute_pred(q, env, ext))
+                .collect::<Result<_, _>>()?,
+        ),
+        Pred::Or(ps) => Pred::Or(
+            ps.iter()
+                .map(|q| substitute_pred(q, env, ext))
+                .collect::<Result<_, _>>()?,
+        ),
+        Pred::Cmp(op, a, b) => Pred::Cmp(
+            *op,
+            substitute(a, env, ext)?.to_axis()?,
+            substitute(b, env, ext)?.to_axis()?,
+        ),
+    })
+}
+
+/// READ (Tiny's general view): the operand index `access.index` and guard `access.guard` with
+/// `i_k := env[k]`.
+pub(super) fn read(
+    env: &[Ix],
+    access: &AccessMap,
+    ext: Extents,
+) -> Result<(Vec<Ix>, Option<Pred>), String> {
+    let index = access
+        .index
+        .iter()
+        .map(|e| substitute(e, env, ext))
+        .collect::<Result<_, _>>()?;
+    let guard = match &access.guard {
+        Some(g) => Some(substitute_pred(g, env, ext)?),
+        None => None,
+    };
+    Ok((index, guard))
 }
 
 /// RESHAPE: dims are grouped into runs of equal element count (unit dims aside: an operand unit
@@ -283,7 +285,7 @@ mod tests {
         );
         assert_eq!(
             r.map(|v| show(&v)),
-            Ok(vec!["i//6".to_string(), "i+-6*i//6".to_string()])
+            Ok(vec!["i//6".to_string(), "i+-6*(i//6)".to_string()])
         );
         // [4, 6] as [6, 4]: one group, through the linear index.
         let r = reshape(
@@ -294,6 +296,29 @@ mod tests {
         )
         .expect("constant sizes");
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn read_substitutes_output_axes() {
+        let access = AccessMap {
+            shape: vec![Dim::int(3)],
+            index: vec![AxisExpr::Add(vec![
+                AxisExpr::Mul(
+                    Box::new(AxisExpr::Const(2)),
+                    Box::new(AxisExpr::Name("i0".into())),
+                ),
+                AxisExpr::Const(-1),
+            ])],
+            guard: Some(Pred::Cmp(
+                CmpOp::Ge,
+                AxisExpr::Name("i0".into()),
+                AxisExpr::Const(1),
+            )),
+            fill: 0.0.into(),
+        };
+        let (idx, g) = read(&[Ix::var("m")], &access, &ext).expect("read");
+        assert_eq!(show(&idx), vec!["2*m+-1".to_string()]);
+        assert_eq!(g.map(|p| p.to_string()), Some("m>=1".to_string()));
     }
 
     #[test]

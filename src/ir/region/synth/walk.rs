@@ -179,32 +179,19 @@ impl Cx<'_> {
             UOp::Shrink { lo, step, .. } => movement::shrink(env, lo, step),
             UOp::Flip { axes } => movement::flip(env, axes, &in_t.shape),
             UOp::View { map } => movement::view(env, map).map_err(SynthError::Typing)?,
-            UOp::Read { access } => {
-                let ext = |n: &str| self.extent(n);
-                let in_env = access
-                    .index
-                    .iter()
-                    .map(|e| movement::access_index(e, env, &ext))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(non_affine)?;
-                let then = self.eval(x, &in_env)?;
-                let Some(g) = &access.guard else {
-                    return Ok(then);
+            UOp::Pad { .. } | UOp::Read { .. } => {
+                let (in_env, guard, value) = match &parts.uop {
+                    UOp::Pad { pad, value } => {
+                        let (e, g) = movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
+                        (e, g, *value)
+                    }
+                    UOp::Read { access } => {
+                        let ext = |n: &str| self.extent(n);
+                        let (e, g) = movement::read(env, access, &ext).map_err(non_affine)?;
+                        (e, g, access.fill.0)
+                    }
+                    _ => return Err(SynthError::Typing("not a guarded view".into())),
                 };
-                let pred = movement::access_guard(g, env).map_err(non_affine)?;
-                let mut free = BTreeSet::new();
-                env.iter().for_each(|e| e.vars(&mut free));
-                return Ok(Val {
-                    free: union(&free, &then.free),
-                    e: Expr::Select {
-                        pred,
-                        then: Box::new(then.e),
-                        otherwise: Box::new(Expr::Const(in_t.dtype.round(access.fill.0))),
-                    },
-                });
-            }
-            UOp::Pad { pad, value } => {
-                let (in_env, guard) = movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
                 let then = self.eval(x, &in_env)?;
                 let Some(pred) = guard else {
                     return Ok(then);
@@ -216,7 +203,7 @@ impl Cx<'_> {
                     e: Expr::Select {
                         pred,
                         then: Box::new(then.e),
-                        otherwise: Box::new(Expr::Const(in_t.dtype.round(*value))),
+                        otherwise: Box::new(Expr::Const(in_t.dtype.round(value))),
                     },
                 });
             }
@@ -359,9 +346,11 @@ impl Cx<'_> {
     }
 
     /// `v` wrapped in `BroadcastInDim` when it is not a let or constant and its axes are a strict
-    /// subset of `other` (seed §6.4).
+    /// subset of `other` (seed §6.4) — except inside a reduce body, where reads stay plain
+    /// (C-CON1: no broadcast tensors in a contraction's body).
     fn broadcast(&self, v: Val, other: &BTreeSet<String>) -> Val {
-        if matches!(v.e, Expr::Const(_) | Expr::Let(_))
+        if self.scope.len() > self.iters.len()
+            || matches!(v.e, Expr::Const(_) | Expr::Let(_))
             || v.free.len() >= other.len()
             || !v.free.is_subset(other)
         {
