@@ -32,7 +32,12 @@ fn run(p: &Program) -> (usize, usize, usize) {
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("optimize_encoder");
     g.sample_size(10);
-    for layers in [1usize, 2, 4, 8, 12] {
+    // `ENCODER_LAYERS=1,2` runs a subset (CI's smoke run uses 1).
+    let sizes: Vec<usize> = std::env::var("ENCODER_LAYERS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 2, 4, 8, 12]);
+    for layers in sizes {
         let p = lowered(layers);
         let t = Instant::now();
         let (nodes, classes, kernels) = run(&p);
