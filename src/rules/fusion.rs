@@ -166,6 +166,29 @@ fn input_facts(eg: &TensorGraph, ins: &[Id]) -> Option<Vec<TensorFacts>> {
 }
 
 impl Grow {
+    /// `fuse` of a producer into the consumer's input `pos`, kept only when the result is within
+    /// the body limit, well-typed and legal.
+    fn try_fuse(
+        &self,
+        eg: &TensorGraph,
+        body: &RecExpr<TensorLang>,
+        ins: &[Id],
+        pos: usize,
+        p: &RecExpr<TensorLang>,
+        p_ins: &[Id],
+    ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
+        let (b, i) = fuse(body, ins, pos, p, p_ins);
+        let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
+        if ops > self.limits.max_body_ops {
+            return None;
+        }
+        let facts = input_facts(eg, &i)?;
+        if body_facts(&b, &facts).is_err() || (self.legal)(&b, &facts).is_err() {
+            return None;
+        }
+        Some((b, i))
+    }
+
     /// Grows one single-op body breadth-first: input classes are visited in order (new inputs
     /// queued behind), and each absorbs the first of its op e-nodes whose single-op body keeps
     /// the kernel legal and within limits. Returns every successive body (each one a kernel of
@@ -193,17 +216,9 @@ impl Grow {
                 if p_ins.contains(&eclass) {
                     continue; // would make the kernel its own input
                 }
-                let (b, i) = fuse(&body, &ins, pos, &p, &p_ins);
-                let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
-                if ops > self.limits.max_body_ops {
-                    continue;
-                }
-                let Some(facts) = input_facts(eg, &i) else {
+                let Some((b, i)) = self.try_fuse(eg, &body, &ins, pos, &p, &p_ins) else {
                     continue;
                 };
-                if body_facts(&b, &facts).is_err() || (self.legal)(&b, &facts).is_err() {
-                    continue;
-                }
                 for c in &p_ins {
                     if visited.insert(*c) {
                         queue.push_back(*c);
@@ -265,17 +280,9 @@ impl Grow {
                 if p_ins.contains(&eclass) {
                     continue;
                 }
-                let (b, i) = fuse(&body, &ins, pos, p.expr(), &p_ins);
-                let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
-                if ops > self.limits.max_body_ops {
-                    continue;
-                }
-                let Some(facts) = input_facts(eg, &i) else {
+                let Some((b, i)) = self.try_fuse(eg, &body, &ins, pos, p.expr(), &p_ins) else {
                     continue;
                 };
-                if body_facts(&b, &facts).is_err() || (self.legal)(&b, &facts).is_err() {
-                    continue;
-                }
                 body = b;
                 ins = i;
                 grew = true;

@@ -17,6 +17,7 @@
 //!   equal the matched class's facts. A map without a guard has fill 0 (the fill is unused), so
 //!   equal maps reached along different chains are one attribute leaf.
 
+use super::helpers::var;
 use super::{attr, run_phase, tensor, Budget, PhaseStats, Rule};
 use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
 use crate::ir::axis_simplify::{dim_to_expr, simplify_access};
@@ -28,10 +29,6 @@ use egg::{
     rewrite as rw, Applier, CostFunction, Extractor, Id, Language, PatternAst, Subst, Symbol, Var,
 };
 use ordered_float::OrderedFloat;
-
-fn var(s: &str) -> Var {
-    s.parse().expect("static pattern variable")
-}
 
 fn ax(k: usize) -> AxisExpr {
     AxisExpr::Name(axis_name(k))
