@@ -43,7 +43,7 @@ impl Default for OptimizeOptions {
     fn default() -> OptimizeOptions {
         OptimizeOptions {
             budget: Budget::default(),
-            kernel_budget: Budget::default(),
+            kernel_budget: Budget::kernels(),
             fusion: FusionLimits::default(),
             default_size: 1024,
             explain: false,
