@@ -3,7 +3,7 @@
 //! the final e-graphs of `dlc_egg::optimize` for `examples/*.json` (kernel e-nodes priced by
 //! `kernel_own_cost` bytes, inputs, reshapes and attributes free, every other e-node unusable:
 //! the pricing of `dlc-egg optimize --dump egraph`), and on a 100k-e-node union of five copies of
-//! `tensat/bert.json` (fast only).
+//! `tensat/bert.json` (fast only; run when all gym files are).
 //!
 //! Before timing, prints one table row per e-graph: sizes, both DAG costs, fast/exact, both times
 //! (one untimed run each) and whether exact proved optimality; then the geometric mean and the
@@ -40,12 +40,20 @@ fn gym_dir() -> Option<PathBuf> {
     if dir.exists() {
         return Some(dir);
     }
-    assert!(std::env::var("CI").is_err(), "{} missing under CI", dir.display());
-    eprintln!("skipping the extraction-gym files: {} not present", dir.display());
+    assert!(
+        std::env::var("CI").is_err(),
+        "{} missing under CI",
+        dir.display()
+    );
+    eprintln!(
+        "skipping the extraction-gym files: {} not present",
+        dir.display()
+    );
     None
 }
 
-fn gym_files(dir: &Path, timed: bool) -> Vec<String> {
+/// The gym files to run, and whether that is all of them.
+fn gym_files(dir: &Path, timed: bool) -> (Vec<String>, bool) {
     let all = || {
         let mut v = Vec::new();
         for sub in ["tensat", "diospyros"] {
@@ -63,12 +71,16 @@ fn gym_files(dir: &Path, timed: bool) -> Vec<String> {
         }
         v
     };
+    let small = || SMALL.iter().map(|s| s.to_string()).collect();
     match std::env::var("EXTRACT_FILES").ok().as_deref() {
-        Some("all") => all(),
-        Some("small") => SMALL.iter().map(|s| s.to_string()).collect(),
-        Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
-        None if timed => all(),
-        None => SMALL.iter().map(|s| s.to_string()).collect(),
+        Some("all") => (all(), true),
+        Some("small") => (small(), false),
+        Some(list) => (
+            list.split(',').map(|s| s.trim().to_string()).collect(),
+            false,
+        ),
+        None if timed => (all(), true),
+        None => (small(), false),
     }
 }
 
@@ -106,7 +118,8 @@ struct Case {
 fn cases(timed: bool) -> Vec<Case> {
     let mut out = Vec::new();
     if let Some(dir) = gym_dir() {
-        for f in gym_files(&dir, timed) {
+        let (files, every) = gym_files(&dir, timed);
+        for f in files {
             let g = load(&dir.join(&f)).unwrap_or_else(|d| panic!("{d}"));
             let problem = Problem::from_serialized(&g).unwrap_or_else(|e| panic!("{f}: {e}"));
             out.push(Case {
@@ -115,7 +128,7 @@ fn cases(timed: bool) -> Vec<Case> {
                 run_exact: true,
             });
         }
-        if timed && std::env::var("EXTRACT_FILES").is_err() {
+        if every {
             let g = load(&dir.join("tensat/bert.json")).unwrap_or_else(|d| panic!("{d}"));
             let bert = Problem::from_serialized(&g).expect("bert is valid");
             let mut big = Problem::new();
@@ -136,7 +149,10 @@ fn cases(timed: bool) -> Vec<Case> {
     names.retain(|p| p.extension().is_some_and(|x| x == "json"));
     names.sort();
     for path in names {
-        let name = format!("examples/{}", path.file_name().unwrap_or_default().to_string_lossy());
+        let name = format!(
+            "examples/{}",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        );
         out.push(Case {
             name,
             problem: example_problem(&path),
@@ -167,15 +183,23 @@ fn bench(c: &mut Criterion) {
     for case in &cases {
         let p = &case.problem;
         let t = Instant::now();
-        let f = fast.extract(p, &opts).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let f = fast
+            .extract(p, &opts)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let fast_s = t.elapsed().as_secs_f64();
         let fast_cost = dag_cost(p, &f).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let (exact_cost, exact_s, status) = if case.run_exact {
             let t = Instant::now();
-            let e = exact.extract(p, &opts).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            let e = exact
+                .extract(p, &opts)
+                .unwrap_or_else(|e| panic!("{}: {e}", case.name));
             let s = t.elapsed().as_secs_f64();
             let cost = dag_cost(p, &e).unwrap_or_else(|e| panic!("{}: {e}", case.name));
-            assert!(cost <= fast_cost * (1.0 + 1e-9), "{}: exact worse than fast", case.name);
+            assert!(
+                cost <= fast_cost * (1.0 + 1e-9),
+                "{}: exact worse than fast",
+                case.name
+            );
             let status = match e.status {
                 Status::Optimal => "optimal".to_string(),
                 _ => format!("time limit, bound {:.6}", e.lower_bound.unwrap_or(f64::NAN)),
@@ -217,13 +241,17 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("extract");
     g.sample_size(10);
     for case in &cases {
-        g.bench_with_input(BenchmarkId::new("fast", &case.name), &case.problem, |b, p| {
-            b.iter(|| black_box(fast.extract(p, &opts).map(|e| e.len())))
-        });
+        g.bench_with_input(
+            BenchmarkId::new("fast", &case.name),
+            &case.problem,
+            |b, p| b.iter(|| black_box(fast.extract(p, &opts).map(|e| e.len()))),
+        );
         if exact_quick.contains(&case.name) {
-            g.bench_with_input(BenchmarkId::new("exact", &case.name), &case.problem, |b, p| {
-                b.iter(|| black_box(exact.extract(p, &opts).map(|e| e.len())))
-            });
+            g.bench_with_input(
+                BenchmarkId::new("exact", &case.name),
+                &case.problem,
+                |b, p| b.iter(|| black_box(exact.extract(p, &opts).map(|e| e.len()))),
+            );
         }
     }
     g.finish();

@@ -185,8 +185,14 @@ fn problem_diagnostic(file: &str, e: &ProblemError) -> Failure {
         ),
     };
     Failure::user(
-        Diagnostic::error("E1300", "InvalidEGraph", Location::Field { path: at }, e.to_string(), suggestion)
-            .with("file", file),
+        Diagnostic::error(
+            "E1300",
+            "InvalidEGraph",
+            Location::Field { path: at },
+            e.to_string(),
+            suggestion,
+        )
+        .with("file", file),
     )
 }
 

@@ -154,7 +154,8 @@ mod tests {
     #[test]
     fn tree_and_dag_costs_differ_on_sharing() {
         let (p, n) = shared();
-        let e = Extraction::from_choices(&p, &[Some(n[0]), Some(n[1]), Some(n[3])], Status::Heuristic);
+        let e =
+            Extraction::from_choices(&p, &[Some(n[0]), Some(n[1]), Some(n[3])], Status::Heuristic);
         assert_eq!(dag_cost(&p, &e), Ok(13.0));
         assert_eq!(tree_cost(&p, &e), Ok(1.0 + 2.0 * 12.0));
     }
@@ -163,7 +164,10 @@ mod tests {
     fn cycles_and_missing_choices_are_rejected() {
         let (p, n) = shared();
         let cyc = Extraction::from_choices(&p, &[Some(n[0]), Some(n[2]), None], Status::Heuristic);
-        assert!(matches!(validate(&p, &cyc), Err(ValidationError::Cycle { .. })));
+        assert!(matches!(
+            validate(&p, &cyc),
+            Err(ValidationError::Cycle { .. })
+        ));
         let missing =
             Extraction::from_choices(&p, &[Some(n[0]), Some(n[1]), None], Status::Heuristic);
         assert!(matches!(
@@ -171,10 +175,17 @@ mod tests {
             Err(ValidationError::MissingChild { .. })
         ));
         let none = Extraction::from_choices(&p, &[None, None, None], Status::Heuristic);
-        assert!(matches!(validate(&p, &none), Err(ValidationError::MissingRoot { .. })));
-        let mut wrong = Extraction::from_choices(&p, &[Some(n[0]), Some(n[1]), Some(n[3])], Status::Heuristic);
+        assert!(matches!(
+            validate(&p, &none),
+            Err(ValidationError::MissingRoot { .. })
+        ));
+        let mut wrong =
+            Extraction::from_choices(&p, &[Some(n[0]), Some(n[1]), Some(n[3])], Status::Heuristic);
         wrong.choices[2] = Some(n[1]);
-        assert!(matches!(validate(&p, &wrong), Err(ValidationError::WrongClass { .. })));
+        assert!(matches!(
+            validate(&p, &wrong),
+            Err(ValidationError::WrongClass { .. })
+        ));
     }
 
     #[test]
@@ -184,6 +195,9 @@ mod tests {
         let n = p.add_node(a, "x", f64::INFINITY, &[]).expect("node");
         p.add_root(a).expect("root");
         let e = Extraction::from_choices(&p, &[Some(n)], Status::Heuristic);
-        assert!(matches!(validate(&p, &e), Err(ValidationError::InfiniteCost { .. })));
+        assert!(matches!(
+            validate(&p, &e),
+            Err(ValidationError::InfiniteCost { .. })
+        ));
     }
 }

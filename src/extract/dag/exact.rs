@@ -21,8 +21,7 @@
 use super::fast::FastExtractor;
 use super::reduce::Reduced;
 use super::{
-    dag_cost, ExtractError, ExtractOptions, Extraction, Extractor, NodeIx, Problem,
-    Status,
+    dag_cost, ExtractError, ExtractOptions, Extraction, Extractor, NodeIx, Problem, Status,
 };
 use microlp::{ComparisonOp, OptimizationDirection, SolveOptions, TerminationReason, Variable};
 use std::time::{Duration, Instant};
@@ -102,7 +101,9 @@ impl Extractor for ExactExtractor {
                     // claiming otherwise is numerical trouble.
                     return match incumbent {
                         Some(_) => timed_out(incumbent, lower_bound),
-                        None => Err(ExtractError::Solver("the solver reported the relaxation infeasible".into())),
+                        None => Err(ExtractError::Solver(
+                            "the solver reported the relaxation infeasible".into(),
+                        )),
                     };
                 }
                 Err(SolveFailure::Error(msg)) => {
@@ -122,7 +123,9 @@ impl Extractor for ExactExtractor {
                 }
                 if solved.optimal {
                     let Some((_, mut e)) = incumbent else {
-                        return Err(ExtractError::Solver("no incumbent after an optimal solve".into()));
+                        return Err(ExtractError::Solver(
+                            "no incumbent after an optimal solve".into(),
+                        ));
                     };
                     e.status = Status::Optimal;
                     e.lower_bound = lower_bound;
@@ -255,7 +258,11 @@ impl Model {
             for &n in ns {
                 for &d in &self.children[self.var[n as usize] as usize] {
                     let mut row: Vec<(Variable, f64)> = vec![(v(n), 1.0)];
-                    row.extend(self.nodes[self.pos[d as usize] as usize].iter().map(|m| (v(*m), -1.0)));
+                    row.extend(
+                        self.nodes[self.pos[d as usize] as usize]
+                            .iter()
+                            .map(|m| (v(*m), -1.0)),
+                    );
                     lp.add_constraint(row.as_slice(), ComparisonOp::Le, 0.0);
                 }
             }
@@ -296,7 +303,11 @@ impl Model {
             .collect();
         Ok(Solved {
             chosen,
-            bound: if optimal { Some(sol.objective()) } else { bound },
+            bound: if optimal {
+                Some(sol.objective())
+            } else {
+                bound
+            },
             optimal,
         })
     }
@@ -352,7 +363,10 @@ impl Model {
         for (i, &c) in cycle.iter().enumerate() {
             let next = self.classes[cycle[(i + 1) % cycle.len()] as usize];
             for &n in &self.nodes[c as usize] {
-                if self.children[self.var[n as usize] as usize].binary_search(&next).is_ok() {
+                if self.children[self.var[n as usize] as usize]
+                    .binary_search(&next)
+                    .is_ok()
+                {
                     cut.push(n);
                 }
             }
@@ -372,4 +386,3 @@ impl Model {
         Extraction::from_choices(p, &full, Status::Optimal)
     }
 }
-

@@ -80,27 +80,7 @@ pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
     let nodes = p.nodes();
     let ch = &red.children;
     // parents[d]: kept nodes with d among their children.
-    let mut start = vec![0u32; nc + 1];
-    for n in 0..nn {
-        if red.keep[n] {
-            for &d in ch.get(n as u32) {
-                start[d as usize + 1] += 1;
-            }
-        }
-    }
-    for i in 0..nc {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut parents = vec![0u32; start[nc] as usize];
-    for n in 0..nn {
-        if red.keep[n] {
-            for &d in ch.get(n as u32) {
-                parents[fill[d as usize] as usize] = n as u32;
-                fill[d as usize] += 1;
-            }
-        }
-    }
+    let (start, parents) = red.parents(p);
     // consumers[d]: kept nodes of not-yet-final classes that read d; d's set is freed at 0.
     let mut consumers: Vec<u32> = (0..nc).map(|d| start[d + 1] - start[d]).collect();
     let mut pending: Vec<u32> = (0..nn).map(|n| ch.get(n as u32).len() as u32).collect();
@@ -151,7 +131,11 @@ pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
         rank[c] = next_rank;
         next_rank += 1;
         own[c] = nodes[n as usize].cost;
-        let mut set: Vec<u32> = ch.get(n).iter().flat_map(|d| sets[*d as usize].iter().copied()).collect();
+        let mut set: Vec<u32> = ch
+            .get(n)
+            .iter()
+            .flat_map(|d| sets[*d as usize].iter().copied())
+            .collect();
         set.push(c as u32);
         set.sort_unstable();
         set.dedup();

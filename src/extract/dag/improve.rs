@@ -43,13 +43,19 @@ pub(crate) struct Improver<'a> {
     /// Scratch marks for the cycle search.
     seen: Vec<u32>,
     epoch: u32,
+    /// Per class, the kept nodes that read it (compressed rows).
+    parent_start: Vec<u32>,
+    parent_list: Vec<u32>,
 }
 
 impl<'a> Improver<'a> {
     /// Starts from an acyclic `choice` of every derivable class, with `rank` ordering it.
     pub(crate) fn new(p: &'a Problem, red: &'a Reduced, choice: Vec<u32>, rank: Vec<u32>) -> Self {
         let nc = p.num_classes();
+        let (parent_start, parent_list) = red.parents(p);
         let mut s = Improver {
+            parent_start,
+            parent_list,
             p,
             red,
             choice,
@@ -214,8 +220,9 @@ impl<'a> Improver<'a> {
                 continue;
             }
             let base = self.cost(n) - self.cost(old) - freed;
-            if base >= -eps || best.is_some_and(|(b, _)| base >= b) {
-                continue; // adding edges never lowers the cost
+            // Without lookahead, adding edges never lowers the cost below `base`.
+            if !lookahead && (base >= -eps || best.is_some_and(|(b, _)| base >= b)) {
+                continue;
             }
             let delta = self.trial(c, n, base, eps, lookahead);
             self.rollback(after_removal);
@@ -234,7 +241,13 @@ impl<'a> Improver<'a> {
     fn trial(&mut self, c: u32, n: u32, base: f64, eps: f64, lookahead: bool) -> f64 {
         self.set_choice(c, n);
         let rc = self.rank[c as usize];
-        if self.red.children.get(n).iter().any(|d| self.rank[*d as usize] > rc) {
+        if self
+            .red
+            .children
+            .get(n)
+            .iter()
+            .any(|d| self.rank[*d as usize] > rc)
+        {
             self.ranks_valid = false;
         }
         self.added.clear();
@@ -247,34 +260,77 @@ impl<'a> Improver<'a> {
         if lookahead {
             let mut newly = std::mem::take(&mut self.added);
             newly.sort_unstable_by_key(|d| (std::cmp::Reverse(self.rank[*d as usize]), *d));
-            for d in newly {
-                if self.refc[d as usize] == 0 || self.red.class_nodes[d as usize].len() < 2 {
-                    continue;
+            for &d in &newly {
+                if self.refc[d as usize] > 0 && self.red.class_nodes[d as usize].len() > 1 {
+                    if let Some((dd, m)) = self.best_move(d, eps, false) {
+                        self.apply(d, m);
+                        delta += dd;
+                    }
                 }
-                if let Some((dd, m)) = self.best_move(d, eps, false) {
-                    let old = self.choice[d as usize];
-                    for &e in self.red.children.get(old) {
-                        self.dec(e);
+            }
+            // Classes already paid for that have a node reading a newly paid class: re-choosing
+            // them may share it (the sharing a single move cannot see).
+            let mut siblings: Vec<u32> = Vec::new();
+            for &d in &newly {
+                if self.refc[d as usize] > 0 {
+                    siblings.extend(
+                        self.parents(d)
+                            .iter()
+                            .map(|m| self.p.nodes()[*m as usize].class.0),
+                    );
+                }
+            }
+            siblings.retain(|x| *x != c && self.refc[*x as usize] > 0);
+            siblings.sort_unstable_by_key(|x| (std::cmp::Reverse(self.rank[*x as usize]), *x));
+            siblings.dedup();
+            for x in siblings {
+                if self.refc[x as usize] > 0 {
+                    if let Some((dx, m)) = self.best_move(x, eps, false) {
+                        self.apply(x, m);
+                        delta += dx;
                     }
-                    self.set_choice(d, m);
-                    let rd = self.rank[d as usize];
-                    if self.red.children.get(m).iter().any(|e| self.rank[*e as usize] > rd) {
-                        self.ranks_valid = false;
-                    }
-                    for &e in self.red.children.get(m) {
-                        self.inc(e);
-                    }
-                    delta += dd;
                 }
             }
         }
         delta
     }
 
+    /// Re-chooses `m` for reachable class `d` (logged).
+    fn apply(&mut self, d: u32, m: u32) {
+        let old = self.choice[d as usize];
+        for &e in self.red.children.get(old) {
+            self.dec(e);
+        }
+        self.set_choice(d, m);
+        let rd = self.rank[d as usize];
+        if self
+            .red
+            .children
+            .get(m)
+            .iter()
+            .any(|e| self.rank[*e as usize] > rd)
+        {
+            self.ranks_valid = false;
+        }
+        for &e in self.red.children.get(m) {
+            self.inc(e);
+        }
+    }
+
+    /// The kept nodes that read class `d`.
+    fn parents(&self, d: u32) -> &[u32] {
+        &self.parent_list
+            [self.parent_start[d as usize] as usize..self.parent_start[d as usize + 1] as usize]
+    }
+
     /// Whether a child of node `n` reaches class `c` through the current choices. While the ranks
     /// are valid, classes ranked below `c` cannot reach it and are not searched.
     fn reaches(&mut self, n: u32, c: u32) -> bool {
-        let floor = if self.ranks_valid { self.rank[c as usize] } else { 0 };
+        let floor = if self.ranks_valid {
+            self.rank[c as usize]
+        } else {
+            0
+        };
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.seen.iter_mut().for_each(|s| *s = 0);

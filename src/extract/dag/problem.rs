@@ -273,7 +273,8 @@ impl Problem {
     /// Appends a copy of `other` (classes and nodes renamed `"<prefix><name>"`, its roots added
     /// as roots): the union of two independent e-graphs, used to build large test inputs.
     pub fn append(&mut self, other: &Problem, prefix: &str) -> Result<(), ProblemError> {
-        let base = u32::try_from(self.classes.len()).map_err(|_| ProblemError::TooLarge(u32::MAX))?;
+        let base =
+            u32::try_from(self.classes.len()).map_err(|_| ProblemError::TooLarge(u32::MAX))?;
         let shift = |c: ClassIx| ClassIx(c.0 + base);
         for c in &other.classes {
             self.add_class(format!("{prefix}{}", c.name))?;
@@ -321,14 +322,19 @@ mod tests {
 
     #[test]
     fn bad_documents_are_errors() {
-        let unknown = doc(r#"{"nodes": {"a": {"op": "x", "eclass": "A", "children": ["zz"]}},
-            "root_eclasses": ["A"]}"#);
+        let unknown = doc(
+            r#"{"nodes": {"a": {"op": "x", "eclass": "A", "children": ["zz"]}},
+            "root_eclasses": ["A"]}"#,
+        );
         assert!(matches!(
             Problem::from_serialized(&unknown),
             Err(ProblemError::UnknownChild { .. })
         ));
         let no_root = doc(r#"{"nodes": {"a": {"op": "x", "eclass": "A"}}}"#);
-        assert_eq!(Problem::from_serialized(&no_root), Err(ProblemError::NoRoots));
+        assert_eq!(
+            Problem::from_serialized(&no_root),
+            Err(ProblemError::NoRoots)
+        );
         let bad_root =
             doc(r#"{"nodes": {"a": {"op": "x", "eclass": "A"}}, "root_eclasses": ["B"]}"#);
         assert!(matches!(
@@ -354,7 +360,11 @@ mod tests {
         let p = Problem::from_serialized(&g).expect("valid");
         let usable: Vec<bool> = p.nodes().iter().map(Node::usable).collect();
         assert_eq!(usable, vec![false, false, true]);
-        assert_eq!(p.node(NodeIx(2)).cost, 1.0, "the format's default cost is 1");
+        assert_eq!(
+            p.node(NodeIx(2)).cost,
+            1.0,
+            "the format's default cost is 1"
+        );
     }
 
     #[test]

@@ -71,7 +71,13 @@ impl Reduced {
         let class_nodes = p
             .classes()
             .iter()
-            .map(|c| c.nodes.iter().map(|n| n.0).filter(|n| keep[*n as usize]).collect())
+            .map(|c| {
+                c.nodes
+                    .iter()
+                    .map(|n| n.0)
+                    .filter(|n| keep[*n as usize])
+                    .collect()
+            })
             .collect();
         Reduced {
             children,
@@ -79,6 +85,34 @@ impl Reduced {
             class_nodes,
             derivable,
         }
+    }
+
+    /// Per class, the kept nodes that have it among their children, as compressed rows
+    /// (`start` has one entry per class plus one).
+    pub(crate) fn parents(&self, p: &Problem) -> (Vec<u32>, Vec<u32>) {
+        let nc = p.num_classes();
+        let mut start = vec![0u32; nc + 1];
+        for n in 0..p.num_nodes() {
+            if self.keep[n] {
+                for &d in self.children.get(n as u32) {
+                    start[d as usize + 1] += 1;
+                }
+            }
+        }
+        for i in 0..nc {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut list = vec![0u32; start[nc] as usize];
+        for n in 0..p.num_nodes() {
+            if self.keep[n] {
+                for &d in self.children.get(n as u32) {
+                    list[fill[d as usize] as usize] = n as u32;
+                    fill[d as usize] += 1;
+                }
+            }
+        }
+        (start, list)
     }
 
     /// The first root that has no finite acyclic term, if any.
@@ -162,7 +196,12 @@ fn subset(a: &[u32], b: &[u32]) -> bool {
 /// kept ones suffices (domination is transitive).
 fn drop_dominated(p: &Problem, ch: &Children, keep: &mut [bool]) {
     for class in p.classes() {
-        let mut nodes: Vec<u32> = class.nodes.iter().map(|n| n.0).filter(|n| keep[*n as usize]).collect();
+        let mut nodes: Vec<u32> = class
+            .nodes
+            .iter()
+            .map(|n| n.0)
+            .filter(|n| keep[*n as usize])
+            .collect();
         if nodes.len() < 2 {
             continue;
         }
