@@ -203,10 +203,15 @@ fn has_cycle(p: &Problem, e: &Extraction) -> bool {
     p.roots().iter().any(|r| visit(p, e, *r, &mut colour))
 }
 
-/// A random e-graph: `classes` classes of 1–3 nodes, 0–2 children each (any class, so cycles and
-/// self-loops occur), costs 0–9 or (rarely) infinite; roots: class 0 and sometimes class 1.
+/// A random e-graph: `classes` classes, one to three nodes per class on average (at least one
+/// each), 0–2 children per node (any class, so cycles and self-loops occur), costs 0–9 or
+/// (rarely) infinite; roots: class 0 and sometimes class 1.
 fn random_problem() -> impl Strategy<Value = Problem> {
-    (2usize..=10).prop_flat_map(|classes| {
+    random_problem_of(2..=10)
+}
+
+fn random_problem_of(classes: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Problem> {
+    classes.prop_flat_map(|classes| {
         let node = (
             0..classes,
             prop::collection::vec(0..classes, 0..=2),
@@ -222,7 +227,14 @@ fn random_problem() -> impl Strategy<Value = Problem> {
                 let cls: Vec<ClassIx> = (0..classes)
                     .map(|i| p.add_class(format!("c{i}")).expect("class"))
                     .collect();
-                for (class, children, cost) in nodes {
+                for (i, (class, children, cost)) in nodes.into_iter().enumerate() {
+                    // The first node of each class only reads classes numbered above it (an
+                    // acyclic backbone, so most problems are feasible); the others read any.
+                    let (class, children) = if i < classes {
+                        (i, children.into_iter().filter(|c| *c > i).collect())
+                    } else {
+                        (class, children)
+                    };
                     let ch: Vec<ClassIx> = children.iter().map(|c| cls[*c]).collect();
                     p.add_node(cls[class], "op", cost, &ch).expect("node");
                 }
@@ -255,6 +267,26 @@ proptest! {
                 prop_assert_eq!(ec, best);
                 prop_assert!(fc >= ec);
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Larger random e-graphs (too many for brute force): both answers valid, fast no better.
+    #[test]
+    fn larger_random_egraphs_give_valid_answers(p in random_problem_of(20..=60)) {
+        let fast = FastExtractor::default().extract(&p, &opts(30));
+        let exact = ExactExtractor::default().extract(&p, &opts(30));
+        match (fast, exact) {
+            (Ok(f), Ok(e)) => {
+                let fc = dag_cost(&p, &f).expect("fast valid");
+                let ec = dag_cost(&p, &e).expect("exact valid");
+                prop_assert!(fc >= ec - 1e-9);
+            }
+            (Err(ExtractError::NoFiniteSolution { .. }), Err(ExtractError::NoFiniteSolution { .. })) => {}
+            (f, e) => prop_assert!(false, "fast {:?}, exact {:?}", f.map(|x| x.len()), e.map(|x| x.len())),
         }
     }
 }

@@ -386,3 +386,39 @@ impl Model {
         Extraction::from_choices(p, &full, Status::Optimal)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_two_cycle_gets_one_cut_over_its_edges() {
+        // a: f(b) or leaf; b: g(a) or leaf.
+        let mut p = Problem::new();
+        let [a, b] = ["a", "b"].map(|n| p.add_class(n).expect("class"));
+        p.add_node(a, "f", 0.0, &[b]).expect("node");
+        p.add_node(a, "a-leaf", 3.0, &[]).expect("node");
+        p.add_node(b, "g", 0.0, &[a]).expect("node");
+        p.add_node(b, "b-leaf", 3.0, &[]).expect("node");
+        p.add_root(a).expect("root");
+        let red = Reduced::new(&p, true);
+        let model = Model::new(&p, &red);
+        // a = f(b), b = g(a): a cycle; the cut is x_f + x_g <= 1.
+        let cuts = model.cycles(&[0, 2]);
+        assert_eq!(cuts, vec![vec![0, 2, 1]]);
+        assert!(model.cycles(&[0, 3]).is_empty());
+        let e = ExactExtractor::default()
+            .extract(&p, &ExtractOptions::default())
+            .expect("ok");
+        assert_eq!(e.status, Status::Optimal);
+        assert_eq!(dag_cost(&p, &e), Ok(3.0));
+        assert_eq!(e.lower_bound, Some(3.0));
+    }
+
+    #[test]
+    fn bounds_combine() {
+        assert_eq!(max_bound(None, Some(1.0)), Some(1.0));
+        assert_eq!(max_bound(Some(2.0), Some(1.0)), Some(2.0));
+        assert_eq!(max_bound(None, None), None);
+    }
+}

@@ -90,29 +90,7 @@ impl Reduced {
     /// Per class, the kept nodes that have it among their children, as compressed rows
     /// (`start` has one entry per class plus one).
     pub(crate) fn parents(&self, p: &Problem) -> (Vec<u32>, Vec<u32>) {
-        let nc = p.num_classes();
-        let mut start = vec![0u32; nc + 1];
-        for n in 0..p.num_nodes() {
-            if self.keep[n] {
-                for &d in self.children.get(n as u32) {
-                    start[d as usize + 1] += 1;
-                }
-            }
-        }
-        for i in 0..nc {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut list = vec![0u32; start[nc] as usize];
-        for n in 0..p.num_nodes() {
-            if self.keep[n] {
-                for &d in self.children.get(n as u32) {
-                    list[fill[d as usize] as usize] = n as u32;
-                    fill[d as usize] += 1;
-                }
-            }
-        }
-        (start, list)
+        parent_rows(p.num_classes(), &self.children, &self.keep)
     }
 
     /// The first root that has no finite acyclic term, if any.
@@ -125,38 +103,19 @@ impl Reduced {
 fn live_nodes(p: &Problem, ch: &Children) -> (Vec<bool>, Vec<bool>) {
     let nn = p.num_nodes();
     let nc = p.num_classes();
-    // parents[d]: nodes with d among their distinct children (candidates only).
-    let mut pcount = vec![0u32; nc + 1];
-    let candidate = |n: usize| {
-        let node = &p.nodes()[n];
-        node.cost.is_finite() && !ch.get(n as u32).contains(&node.class.0)
-    };
-    let cand: Vec<bool> = (0..nn).map(candidate).collect();
-    for n in 0..nn {
-        if cand[n] {
-            for &d in ch.get(n as u32) {
-                pcount[d as usize + 1] += 1;
-            }
-        }
-    }
-    for i in 0..nc {
-        pcount[i + 1] += pcount[i];
-    }
-    let mut fill = pcount.clone();
-    let mut parents = vec![0u32; pcount[nc] as usize];
-    for n in 0..nn {
-        if cand[n] {
-            for &d in ch.get(n as u32) {
-                parents[fill[d as usize] as usize] = n as u32;
-                fill[d as usize] += 1;
-            }
-        }
-    }
+    let cand: Vec<bool> = (0..nn)
+        .map(|n| {
+            let node = &p.nodes()[n];
+            node.cost.is_finite() && !ch.get(n as u32).contains(&node.class.0)
+        })
+        .collect();
+    // parents[d]: candidate nodes with d among their distinct children.
+    let (pcount, parents) = parent_rows(nc, ch, &cand);
     let mut pending: Vec<u32> = (0..nn).map(|n| ch.get(n as u32).len() as u32).collect();
     let mut derivable = vec![false; nc];
     let mut queue: Vec<u32> = Vec::new();
-    for n in 0..nn {
-        let c = p.nodes()[n].class.ix();
+    for (n, node) in p.nodes().iter().enumerate() {
+        let c = node.class.ix();
         if cand[n] && pending[n] == 0 && !derivable[c] {
             derivable[c] = true;
             queue.push(c as u32);
@@ -174,6 +133,36 @@ fn live_nodes(p: &Problem, ch: &Children) -> (Vec<bool>, Vec<bool>) {
     }
     let live = (0..nn).map(|n| cand[n] && pending[n] == 0).collect();
     (live, derivable)
+}
+
+/// Per class, the nodes `n` with `include[n]` that have it among their children, as compressed
+/// rows (`start` has one entry per class plus one).
+fn parent_rows(nc: usize, ch: &Children, include: &[bool]) -> (Vec<u32>, Vec<u32>) {
+    let mut start = vec![0u32; nc + 1];
+    let included = || {
+        include
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| **k)
+            .map(|(n, _)| n as u32)
+    };
+    for n in included() {
+        for &d in ch.get(n) {
+            start[d as usize + 1] += 1;
+        }
+    }
+    for i in 0..nc {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut list = vec![0u32; start[nc] as usize];
+    for n in included() {
+        for &d in ch.get(n) {
+            list[fill[d as usize] as usize] = n;
+            fill[d as usize] += 1;
+        }
+    }
+    (start, list)
 }
 
 /// Whether sorted `a` is a subset of sorted `b`.
