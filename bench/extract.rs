@@ -12,9 +12,9 @@
 //! under 2 s.
 //!
 //! Environment: `EXTRACT_FILES=all|small|a.json,b.json` (gym files by name; default: all under
-//! `cargo bench`, i.e. with `--bench`, and a few small ones otherwise — the smoke run of
-//! `cargo test --all-targets` and `cargo bench --bench extract --profile test -- --test`);
-//! `EXTRACT_TIMEOUT=SECS` (exact's limit: 60 s under `cargo bench`, 10 s otherwise).
+//! a timed `cargo bench`, and a few small ones in the smoke runs — `cargo test --all-targets` and
+//! `cargo bench --bench extract --profile test -- --test`); `EXTRACT_TIMEOUT=SECS` (exact's
+//! limit: 60 s timed, 10 s in the smoke runs).
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dlc_egg::extract::dag::{
     dag_cost, ExactExtractor, ExtractOptions, Extractor, FastExtractor, Problem, Status,
@@ -163,7 +163,10 @@ fn cases(timed: bool) -> Vec<Case> {
 }
 
 fn bench(c: &mut Criterion) {
-    let timed = std::env::args().any(|a| a == "--bench");
+    // `cargo bench` passes `--bench`; its `-- --test` smoke mode adds `--test`; `cargo test
+    // --all-targets` passes neither.
+    let args: Vec<String> = std::env::args().collect();
+    let timed = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
     let timeout = std::env::var("EXTRACT_TIMEOUT")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
