@@ -1,4 +1,4 @@
-//! The command-line interface: `dlc-egg run | lower | check`. `main.rs` only calls
+//! The command-line interface: `dlc-egg run | lower | optimize | extract | check`. `main.rs` only calls
 //! [`main_with_args`]; this module parses arguments (clap derive), wires the pipeline's passes
 //! together and turns every failure into diagnostics on stderr.
 //!
@@ -9,9 +9,11 @@
 // returned only on cold failure paths, so boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+mod extract;
 mod frontend_json;
 mod optimize;
 
+pub use extract::{ExtractArgs, ExtractorArg};
 pub use frontend_json::graph_to_json;
 pub use optimize::OptimizeArgs;
 
@@ -64,6 +66,9 @@ pub enum Command {
     Lower(LowerArgs),
     /// Optimize a graph: e-graph rewriting, kernel fusion and extraction into RB-SSA regions.
     Optimize(OptimizeArgs),
+    /// Extract a least-cost term DAG from any egraph-serialize e-graph (extraction-gym's format)
+    /// with the fast or the exact DAG-aware extractor; print tree cost, DAG cost and time.
+    Extract(ExtractArgs),
     /// Load, lower and verify a graph; print `ok` and a one-line summary.
     Check(CheckArgs),
 }
@@ -162,6 +167,7 @@ fn dispatch(args: Vec<String>) -> i32 {
         Command::Run(a) => cmd_run(a),
         Command::Lower(a) => cmd_lower(a),
         Command::Optimize(a) => optimize::cmd_optimize(a),
+        Command::Extract(a) => extract::cmd_extract(a),
         Command::Check(a) => cmd_check(a),
     };
     match outcome {
