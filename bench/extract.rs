@@ -1,8 +1,7 @@
 //! DAG-aware extraction, quality and speed: the fast and the exact extractor
 //! (`dlc_egg::extract::dag`) on every extraction-gym e-graph in `shared/data/extraction-gym`, on
-//! the final e-graphs of `dlc_egg::optimize` for `examples/*.json` (kernel e-nodes priced by
-//! `kernel_own_cost` bytes, inputs, reshapes and attributes free, every other e-node unusable:
-//! the pricing of `dlc-egg optimize --dump egraph`), and on a 100k-e-node union of five copies of
+//! the final e-graphs of `dlc_egg::optimize` for `examples/*.json` (priced by
+//! `extract::cover::node_price`, as the optimizer and `dlc-egg optimize --dump egraph` price them), and on a 100k-e-node union of five copies of
 //! `tensat/bert.json` (fast only; run when all gym files are).
 //!
 //! Before timing, prints one table row per e-graph: sizes, both DAG costs, fast/exact, both times
@@ -19,9 +18,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dlc_egg::extract::dag::{
     dag_cost, ExactExtractor, ExtractOptions, Extractor, FastExtractor, Problem, Status,
 };
-use dlc_egg::extract::kernels::{kernel_own_cost, CostSizes};
+use dlc_egg::extract::cover::node_price;
+use dlc_egg::extract::kernels::CostSizes;
 use dlc_egg::extract::serialize::{load, to_serialized};
-use dlc_egg::ir::egraph::TensorLang;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use std::hint::black_box;
@@ -94,18 +93,7 @@ fn example_problem(path: &Path) -> Problem {
         default_size: OptimizeOptions::default().default_size,
     };
     let eg = &o.egraph;
-    let s = to_serialized(eg, &o.roots, &|n| match n {
-        TensorLang::Attr(_) | TensorLang::Input(_) | TensorLang::Reshape(_) => 0.0,
-        TensorLang::Kernel(_) => {
-            let c = kernel_own_cost(eg, n, &sizes);
-            if c.is_infinite() {
-                f64::INFINITY
-            } else {
-                c.bytes as f64
-            }
-        }
-        _ => f64::INFINITY,
-    });
+    let s = to_serialized(eg, &o.roots, &|n| node_price(eg, n, &sizes));
     Problem::from_serialized(&s).expect("exported e-graphs are valid problems")
 }
 

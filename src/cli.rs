@@ -554,22 +554,18 @@ fn egraph_json(p: &Program) -> serde_json::Value {
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
 }
 
-/// The optimizer's final e-graph in egraph-serialize form: kernels cost their bytes (the
-/// extraction cost), inputs and attributes nothing, every other e-node is not realizable
-/// (infinite cost).
+/// The optimizer's final e-graph in egraph-serialize form, priced as the optimizer's extraction
+/// prices it (`extract::cover::node_price`: kernels their byte-equivalents, inputs, reshapes and
+/// attributes nothing, every other e-node not realizable: +∞, written as `f64::MAX`).
 fn optimized_egraph_json(o: &crate::optimize::Optimized, p: &Program) -> serde_json::Value {
-    use crate::extract::kernels::{kernel_own_cost, CostSizes};
-    use crate::ir::egraph::TensorLang;
+    use crate::extract::cover::node_price;
+    use crate::extract::kernels::CostSizes;
     let eg = &o.egraph;
     let sizes = CostSizes {
         bindings: p.symbols.clone(),
         default_size: crate::optimize::OptimizeOptions::default().default_size,
     };
-    let s = crate::extract::serialize::to_serialized(eg, &o.roots, &|n| match n {
-        TensorLang::Attr(_) | TensorLang::Input(_) | TensorLang::Reshape(_) => 0.0,
-        TensorLang::Kernel(_) => kernel_own_cost(eg, n, &sizes).bytes as f64,
-        _ => f64::INFINITY,
-    });
+    let s = crate::extract::serialize::to_serialized(eg, &o.roots, &|n| node_price(eg, n, &sizes));
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
 }
 

@@ -10,7 +10,11 @@
 mod build;
 pub mod explain;
 
-use crate::extract::kernels::{dag_cost, BytesCost, CostSizes, KernelCost};
+use crate::extract::cover::{extract_cover, Cover, CoverError};
+use crate::extract::dag::{
+    ExactExtractor, ExtractError, ExtractOptions, Extractor, FastExtractor, Status,
+};
+use crate::extract::kernels::{dag_cost, CostSizes, KernelCost};
 use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
 use crate::ir::region::synth::{synthesize, SynthArg};
@@ -18,9 +22,10 @@ use crate::ir::region::Materialize;
 use crate::ir::tiny::Program;
 use crate::rules::fusion::{self, FusionLimits, Legality};
 use crate::rules::{all_phases, run_phase, Budget, PhaseStats};
-use egg::{Extractor, Id, RecExpr};
+use egg::{Id, RecExpr};
 use serde::Serialize;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use build::KernelInfo;
 
@@ -37,6 +42,22 @@ pub struct OptimizeOptions {
     pub default_size: i64,
     /// Record egg explanations so the report can give the rewrite chain of every output.
     pub explain: bool,
+    /// Which extractor chooses the kernel cover.
+    pub extractor: ExtractorKind,
+    /// The exact extractor's time limit; at it, the best cover found so far is used (never
+    /// worse than the fast extractor's, which seeds it).
+    pub extract_time_limit: Duration,
+}
+
+/// The extractors `dlc-egg optimize --extractor` offers (both DAG-aware: a kernel read by
+/// several consumers is paid once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtractorKind {
+    /// Greedy DAG fixpoint plus local improvement (`extract::dag::FastExtractor`).
+    Fast,
+    /// Integer linear program with lazy cycle cuts (`extract::dag::ExactExtractor`).
+    Exact,
 }
 
 impl Default for OptimizeOptions {
@@ -47,6 +68,8 @@ impl Default for OptimizeOptions {
             fusion: FusionLimits::default(),
             default_size: 1024,
             explain: false,
+            extractor: ExtractorKind::Fast,
+            extract_time_limit: Duration::from_secs(60),
         }
     }
 }
@@ -61,6 +84,8 @@ pub enum OptimizeError {
     Region { kernel: String, why: String },
     #[error("the extracted program is invalid: {0}")]
     Program(String),
+    #[error("extraction failed: {0}")]
+    Extraction(String),
 }
 
 /// The result of [`optimize`].
@@ -73,6 +98,8 @@ pub struct Optimized {
     pub kernels: Vec<KernelInfo>,
     /// The cover's cost counted as a DAG (every kernel once).
     pub cost: KernelCost,
+    /// How the cover was chosen.
+    pub extraction: ExtractionInfo,
     /// Per output, the rules on the rewrite chain from the input term to the extracted one
     /// (empty unless `explain`).
     pub rewrites: Vec<explain::RewriteChain>,
@@ -122,30 +149,41 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         bindings: prog.symbols.clone(),
         default_size: opts.default_size,
     };
-    let ex = Extractor::new(&eg, BytesCost::new(&eg, sizes.clone()));
     let roots: Vec<Id> = prog
         .outputs
         .iter()
         .map(|o| eg.find(class[o.node.index()]))
         .collect();
-    for (o, r) in prog.outputs.iter().zip(&roots) {
-        if ex.find_best_cost(*r).is_infinite() {
-            return Err(OptimizeError::Unrealizable(o.tensor.clone()));
-        }
-    }
-    let choose = |c: Id| ex.find_best_node(c).clone();
+    let cover = choose_cover(&eg, prog, &roots, &sizes, opts)?;
+    let choose = |c: Id| {
+        cover
+            .node(eg.find(c))
+            .cloned()
+            .expect("the extractor covers every class reachable from the roots")
+    };
     let cost = dag_cost(&eg, &roots, &choose, &sizes);
     let (program, kernels) = build::build_program(&eg, prog, &class, &roots, &choose, &sizes)?;
     let extracted: Vec<(String, Id, RecExpr<TensorLang>)> = if opts.explain {
         prog.outputs
             .iter()
             .zip(&roots)
-            .map(|(o, r)| (o.tensor.clone(), class[o.node.index()], ex.find_best(*r).1))
+            .filter_map(|(o, r)| {
+                Some((
+                    o.tensor.clone(),
+                    class[o.node.index()],
+                    cover.term(&eg, *r)?,
+                ))
+            })
             .collect()
     } else {
         Vec::new()
     };
-    drop(ex);
+    let extraction = ExtractionInfo {
+        extractor: opts.extractor,
+        status: cover.status,
+        price: cover.price,
+        lower_bound: cover.lower_bound,
+    };
     let mut eg = eg;
     let rewrites = explain::rewrite_chains(&mut eg, &extracted);
     Ok(Optimized {
@@ -153,9 +191,53 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         program,
         kernels,
         cost,
+        extraction,
         rewrites,
         egraph: eg,
         roots,
+    })
+}
+
+/// How the kernel cover was chosen (for `--explain` and `--report`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExtractionInfo {
+    pub extractor: ExtractorKind,
+    /// `optimal` (proven), `heuristic` (fast) or `time_limit` (exact stopped at its limit).
+    pub status: Status,
+    /// The cover's DAG cost in byte-equivalents (`KernelCost::scalar` summed over kernels), and
+    /// the exact extractor's proven lower bound on it.
+    pub price: f64,
+    pub lower_bound: Option<f64>,
+}
+
+/// The kernel cover of the outputs by the chosen extractor; an output without a finite cover
+/// is [`OptimizeError::Unrealizable`].
+fn choose_cover(
+    eg: &TensorGraph,
+    prog: &Program,
+    roots: &[Id],
+    sizes: &CostSizes,
+    opts: &OptimizeOptions,
+) -> Result<Cover, OptimizeError> {
+    let extractor: Box<dyn Extractor> = match opts.extractor {
+        ExtractorKind::Fast => Box::new(FastExtractor::default()),
+        ExtractorKind::Exact => Box::new(ExactExtractor::default()),
+    };
+    let limits = ExtractOptions {
+        time_limit: Some(opts.extract_time_limit),
+    };
+    extract_cover(eg, roots, sizes, extractor.as_ref(), &limits).map_err(|e| match e {
+        CoverError::Extract(ExtractError::NoFiniteSolution { root }) => {
+            let output = prog
+                .outputs
+                .iter()
+                .zip(roots)
+                .find(|(_, r)| r.to_string() == root)
+                .map(|(o, _)| o.tensor.clone())
+                .unwrap_or(root);
+            OptimizeError::Unrealizable(output)
+        }
+        e => OptimizeError::Extraction(e.to_string()),
     })
 }
 
@@ -164,6 +246,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
 pub struct Report {
     pub kernels: Vec<KernelInfo>,
     pub cost: KernelCost,
+    pub extraction: ExtractionInfo,
     pub phases: Vec<PhaseStats>,
     pub rewrites: Vec<explain::RewriteChain>,
 }
@@ -174,6 +257,7 @@ impl Optimized {
         Report {
             kernels: self.kernels.clone(),
             cost: self.cost,
+            extraction: self.extraction.clone(),
             phases: self.phases.clone(),
             rewrites: self.rewrites.clone(),
         }
