@@ -15,10 +15,10 @@
 //! `cargo bench --bench extract --profile test -- --test`); `EXTRACT_TIMEOUT=SECS` (exact's
 //! limit: 60 s timed, 10 s in the smoke runs).
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use dlc_egg::extract::cover::node_price;
 use dlc_egg::extract::dag::{
     dag_cost, ExactExtractor, ExtractOptions, Extractor, FastExtractor, Problem, Status,
 };
-use dlc_egg::extract::cover::node_price;
 use dlc_egg::extract::kernels::CostSizes;
 use dlc_egg::extract::serialize::{load, to_serialized};
 use dlc_egg::ir::{frontend, lower};

@@ -81,7 +81,12 @@ fn fast_matches_the_exact_optimum_on_the_examples() {
         let p = lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
         let fast = run(&p, ExtractorKind::Fast);
         let exact = run(&p, ExtractorKind::Exact);
-        assert_eq!(exact.extraction.status, Status::Optimal, "{}", path.display());
+        assert_eq!(
+            exact.extraction.status,
+            Status::Optimal,
+            "{}",
+            path.display()
+        );
         assert_eq!(fast.extraction.status, Status::Heuristic);
         assert!(
             fast.extraction.price <= exact.extraction.price * 1.01,

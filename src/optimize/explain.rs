@@ -5,10 +5,10 @@
 use super::Report;
 use crate::ir::egraph::{TensorGraph, TensorLang};
 use egg::{RecExpr, TreeExplanation, TreeTerm};
-use std::collections::HashSet;
-use std::rc::Rc;
 use serde::Serialize;
+use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::rc::Rc;
 
 /// A run of consecutive uses of one rule on a rewrite chain.
 #[derive(Clone, Debug, PartialEq, Serialize)]
