@@ -203,12 +203,10 @@ fn conv_reads_are_select_guarded() {
 /// Seed 001 §6.8.3 / §15.3: QKᵀ + row softmax in one region (P deferred to the next), P·V in
 /// the second; the max and the sum stay different reductions (R4).
 ///
-/// TODO(issue 3): today the extractor picks four kernels (QKᵀ+mask+max, exp2, the row sum, and
-/// P·V with exp2/div as its prologue): egg's tree extractor prices shared producers once per
-/// consumer, so it prefers recomputation to the §6.8.3 region. The DAG-aware extractor of issue 4
-/// is the fix; until then this test documents the target.
+/// This needs the kernels phase to merge the two spellings of QKᵀ growth meets (inside the row
+/// max and beside it) into one reduction, and the cost to charge the softmax recomputed in P·V's
+/// prologue once per head-dimension column (`body_flops`).
 #[test]
-#[ignore = "TODO(issue 3/4): needs the DAG-aware extractor, see the doc comment"]
 fn attention_is_two_regions_with_separate_reductions() {
     let o = optimize(&lowered("attention_causal"), &OptimizeOptions::default()).expect("optimizes");
     let rs = regions(&o);

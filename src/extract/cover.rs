@@ -152,17 +152,24 @@ pub fn extract_cover(
     })
 }
 
+/// Element operations priced like one byte of global memory traffic: an H100 SXM's fp32 peak
+/// over its memory bandwidth (67 TFLOP/s / 3.35 TB/s = 20; an A100's is 10), rounded down to a
+/// power of two. TODO(cost model): issue 4's roofline replaces it.
+pub const FLOPS_PER_BYTE: f64 = 16.0;
+
 impl KernelCost {
     /// The cost as one number of byte-equivalents, for extractors that add costs: bytes, plus
-    /// 4096 per launch (a launch priced like moving 4 KiB), plus one per narrow rounding and per
-    /// op (tie-breakers); `+∞` for [`KernelCost::INFINITY`]. TODO(cost model): issue 4's time.
+    /// 4096 per launch (a launch priced like moving 4 KiB), plus flops / [`FLOPS_PER_BYTE`],
+    /// plus one per narrow rounding and per op (tie-breakers); `+∞` for
+    /// [`KernelCost::INFINITY`]. TODO(cost model): issue 4's time.
     pub fn scalar(&self) -> f64 {
         if self.is_infinite() {
             return f64::INFINITY;
         }
         self.bytes as f64
             + 4096.0 * self.kernels as f64
-            + (self.roundings + self.inner_ops + self.ops) as f64
+            + self.flops as f64 / FLOPS_PER_BYTE
+            + (self.roundings + self.ops) as f64
     }
 }
 

@@ -3,31 +3,29 @@
 //! a materialized row-major buffer is an alias (same bytes, new shape). Every other e-node costs
 //! [`KernelCost::INFINITY`], so the extracted DAG is a program of kernels.
 //!
-//! TODO(cost model): issue 4 replaces [`BytesCost`] (bytes to and from global memory, then kernel
-//! count) with the roofline cost model and a DAG-aware extractor; this one is egg's tree
-//! extractor, so a kernel shared by two consumers is counted once per consumer while choosing
-//! (the reported [`dag_cost`] counts it once).
+//! TODO(cost model): issue 4 replaces [`KernelCost`] (bytes to and from global memory, launches,
+//! then an estimate of the arithmetic) with the roofline cost model of seed 001 §11.
 
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::egraph::kernel::{body_node_facts, kernel_parts};
 use crate::ir::egraph::{Facts, TensorFacts, TensorGraph, TensorLang};
-use egg::{CostFunction, Id};
+use egg::Id;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-/// Cost of realizing a value: compared lexicographically — bytes moved to and from global
-/// memory, then kernel launches, then roundings to a narrow float type inside kernel bodies
-/// (fewer means the epilogue runs on the fp32 accumulator), then ops inside reductions (work
-/// repeated per reduction step: an elementwise producer recomputed in a matmul's prologue),
-/// then body ops. Sums saturate;
+/// Cost of realizing a value: bytes moved to and from global memory, kernel launches, roundings
+/// to a narrow float type inside kernel bodies (fewer means the epilogue runs on the fp32
+/// accumulator), arithmetic ([`body_flops`]: recomputation of an elementwise producer inlined
+/// under a broadcast is paid per use), then body ops. The derived order is lexicographic in
+/// that order; extractors add costs as `KernelCost::scalar`. Sums saturate;
 /// [`KernelCost::INFINITY`] marks an unrealizable e-node.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct KernelCost {
     pub bytes: u64,
     pub kernels: u64,
     pub roundings: u64,
-    pub inner_ops: u64,
+    pub flops: u64,
     pub ops: u64,
 }
 
@@ -37,7 +35,7 @@ impl KernelCost {
         bytes: u64::MAX,
         kernels: u64::MAX,
         roundings: u64::MAX,
-        inner_ops: u64::MAX,
+        flops: u64::MAX,
         ops: u64::MAX,
     };
 
@@ -46,7 +44,7 @@ impl KernelCost {
         bytes: 0,
         kernels: 0,
         roundings: 0,
-        inner_ops: 0,
+        flops: 0,
         ops: 0,
     };
 
@@ -64,7 +62,7 @@ impl KernelCost {
             bytes: self.bytes.saturating_add(o.bytes),
             kernels: self.kernels.saturating_add(o.kernels),
             roundings: self.roundings.saturating_add(o.roundings),
-            inner_ops: self.inner_ops.saturating_add(o.inner_ops),
+            flops: self.flops.saturating_add(o.flops),
             ops: self.ops.saturating_add(o.ops),
         }
     }
@@ -141,72 +139,51 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, sizes: &CostSizes) -
         bytes: read.saturating_add(out),
         kernels: 1,
         roundings,
-        inner_ops: ops_under_reduce(body.expr()),
+        flops: body_flops(body.expr(), &facts, sizes),
         ops: body.op_count() as u64,
     }
 }
 
-/// Compute ops strictly inside a reduction's operand (a mul feeding the sum counts: it is the
-/// same in every contraction, so it never decides between two).
-fn ops_under_reduce(body: &egg::RecExpr<TensorLang>) -> u64 {
+/// Arithmetic of a body, in element operations: each computing node (not an attribute, a
+/// placeholder, movement or a cast) counts once per evaluation, and a reduction once per
+/// element of its operand (the accumulation). A reduction is evaluated once per element of its
+/// own value (region synthesis makes it a `let`); any other node once per evaluation of each of
+/// its users, so an elementwise producer read under a broadcast by a contraction (attention's
+/// softmax in the P·V prologue) is paid once per element of the contraction, and one used twice
+/// inline is paid twice.
+pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &CostSizes) -> u64 {
     let nodes = body.as_ref();
-    let mut under = vec![false; nodes.len()];
+    let numel = |k: usize| match &facts[k] {
+        Facts::Tensor(t) => sizes.numel(&t.shape),
+        Facts::Attr(_) => 0,
+    };
+    let mut evals = vec![0u64; nodes.len()];
+    let mut flops = 0u64;
     for (k, n) in nodes.iter().enumerate().rev() {
-        if under[k] || matches!(n, TensorLang::Reduce(_)) {
-            for c in egg::Language::children(n) {
-                under[usize::from(*c)] = true;
+        if n.is_attr() {
+            continue;
+        }
+        let is_reduce = matches!(n, TensorLang::Reduce(_));
+        if is_reduce || k + 1 == nodes.len() {
+            evals[k] = numel(k);
+        }
+        let counted = !n.is_movement() && !matches!(n, TensorLang::Cast(_));
+        for c in egg::Language::children(n) {
+            let c = usize::from(*c);
+            if !matches!(facts[c], Facts::Tensor(_)) {
+                continue;
+            }
+            let e = if is_reduce { numel(c) } else { evals[k] };
+            evals[c] = evals[c].saturating_add(e);
+            if is_reduce && counted {
+                flops = flops.saturating_add(e);
             }
         }
-    }
-    nodes
-        .iter()
-        .zip(&under)
-        .filter(|(n, u)| **u && !n.is_attr() && !n.is_movement())
-        .count() as u64
-}
-
-/// The extraction cost: kernels pay [`kernel_own_cost`] plus their inputs, inputs are free,
-/// reshapes cost their operand (an alias), anything else is unrealizable.
-pub struct BytesCost<'a> {
-    eg: &'a TensorGraph,
-    sizes: CostSizes,
-    memo: HashMap<TensorLang, KernelCost>,
-}
-
-impl<'a> BytesCost<'a> {
-    pub fn new(eg: &'a TensorGraph, sizes: CostSizes) -> BytesCost<'a> {
-        BytesCost {
-            eg,
-            sizes,
-            memo: HashMap::new(),
+        if counted && !is_reduce {
+            flops = flops.saturating_add(evals[k]);
         }
     }
-}
-
-impl CostFunction<TensorLang> for BytesCost<'_> {
-    type Cost = KernelCost;
-
-    fn cost<C>(&mut self, enode: &TensorLang, mut costs: C) -> KernelCost
-    where
-        C: FnMut(Id) -> KernelCost,
-    {
-        match enode {
-            TensorLang::Input(_) | TensorLang::Attr(_) => KernelCost::ZERO,
-            TensorLang::Reshape([x, _]) => costs(*x),
-            TensorLang::Kernel(children) => {
-                let own = match self.memo.get(enode) {
-                    Some(c) => *c,
-                    None => {
-                        let c = kernel_own_cost(self.eg, enode, &self.sizes);
-                        self.memo.insert(enode.clone(), c);
-                        c
-                    }
-                };
-                children[1..].iter().fold(own, |acc, c| acc.plus(costs(*c)))
-            }
-            _ => KernelCost::INFINITY,
-        }
-    }
+    flops
 }
 
 /// The cost of a chosen cover counted as a DAG: every distinct kernel once.

@@ -342,10 +342,15 @@ pub fn build_program(
                     })
                     .collect::<Result<_, _>>()?;
                 let kname = kernel_name(infos.len(), body.expr());
+                // Deferred: the only consumer is the next step that runs (inputs are not steps).
+                let next_step = order[k + 1..]
+                    .iter()
+                    .position(|(_, r)| !matches!(r, Realized::Input(_)))
+                    .map(|j| k + 1 + j);
                 let deferred = !outputs.contains(c)
                     && consumers
                         .get(c)
-                        .is_some_and(|v| v.len() == 1 && v[0] == k + 1);
+                        .is_some_and(|v| v.len() == 1 && Some(v[0]) == next_step);
                 let mat = if deferred {
                     Materialize::Deferred
                 } else {

@@ -27,7 +27,7 @@
 //! kernel can grow (the examples and the encoder: a few iterations, see the tests).
 
 use super::Rule;
-use crate::ir::egraph::kernel::{body_facts, fuse, kernel_parts, single_op_body};
+use crate::ir::egraph::kernel::{body_facts, fuse, kernel_parts, merge_same_class, single_op_body};
 use crate::ir::egraph::{Attr, IndexBook, KernelBody, TensorFacts, TensorGraph, TensorLang};
 use egg::{Applier, Id, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
 use rayon::prelude::*;
@@ -220,8 +220,10 @@ fn lock(m: &Mutex<GrowMemo>) -> std::sync::MutexGuard<'_, GrowMemo> {
 impl Grow {
     /// `fuse` of a producer into the consumer's input `pos`, when the result is within the
     /// body limits (not yet checked for legality).
+    /// Nodes of one e-class are merged ([`merge_same_class`]).
     fn fuse_within_limits(
         &self,
+        eg: &TensorGraph,
         body: &RecExpr<TensorLang>,
         ins: &[Id],
         pos: usize,
@@ -229,6 +231,7 @@ impl Grow {
         p_ins: &[Id],
     ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
         let (b, i) = fuse(body, ins, pos, p, p_ins);
+        let (b, i) = merge_same_class(&b, &i, &|n| eg.lookup(n.clone()));
         let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
         let reduces = b
             .as_ref()
@@ -263,7 +266,7 @@ impl Grow {
         p: &RecExpr<TensorLang>,
         p_ins: &[Id],
     ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
-        let (b, i) = self.fuse_within_limits(body, ins, pos, p, p_ins)?;
+        let (b, i) = self.fuse_within_limits(eg, body, ins, pos, p, p_ins)?;
         self.is_legal(eg, &b, &i).then_some((b, i))
     }
 
@@ -274,11 +277,14 @@ impl Grow {
     /// the MLP's second matmul with its operand's movement folded in but the first matmul's
     /// epilogue left to the first kernel.
     ///
-    /// Free ops (movement, casts) are absorbed in batches: legality is checked, and a prefix
-    /// emitted, only before absorbing a computing op and at the end (a cut inside a movement
-    /// chain is never better than reading through it). When a batch turns out illegal, growth
-    /// restarts from the last legal body checking every op, which gives exactly the one-op-at-a-
-    /// time result.
+    /// Free ops (movement, casts) come first: before each computing op, every queued input
+    /// absorbs its free producers, transitively (so every prefix reads through all the movement
+    /// it can: attention's P·V with V's transpose folded in but P read from memory). Inputs
+    /// with only computing producers wait, in order, for the next computing step. Legality is
+    /// checked, and a prefix emitted, once per batch of free ops (a cut inside a movement chain
+    /// is never better than reading through it); when a batch turns out illegal, growth
+    /// restarts from the last legal body checking every op, which gives exactly the
+    /// one-op-at-a-time result.
     fn grow(
         &self,
         eg: &TensorGraph,
@@ -292,63 +298,103 @@ impl Grow {
         let mut last_legal = g.clone();
         let mut strict = false;
         loop {
-            let Some(d) = g.queue.pop_front() else {
-                if g.pending > 0 {
-                    if !self.is_legal(eg, &g.body, &g.ins) {
-                        g = last_legal.clone();
-                        strict = true;
-                        continue;
+            // Free closure.
+            while let Some(d) = g.queue.pop_front() {
+                match self.absorb_free(eg, eclass, &mut g, d, strict) {
+                    Absorbed::Yes if strict => {
+                        out.push((g.body.clone(), g.ins.clone()));
+                        last_legal = g.clone();
                     }
-                    out.push((g.body.clone(), g.ins.clone()));
+                    Absorbed::Yes => g.pending += 1,
+                    Absorbed::No => g.waiting.push_back(d),
+                    Absorbed::Gone => {}
                 }
-                break;
-            };
-            let Some(pos) = g.ins.iter().position(|c| *c == d) else {
-                continue;
-            };
-            let mut restart = false;
-            for (p, p_ins) in single_op_bodies(eg, d) {
-                // Past the budget only free ops are absorbed, so the kernel's reads stay whole
-                // (a contraction whose broadcast operand is cut off would read it materialized).
-                let free = p.as_ref().last().is_some_and(is_free);
-                if p_ins.contains(&eclass) || (!free && g.computing >= self.limits.max_prefixes) {
-                    continue; // (the first: would make the kernel its own input)
-                }
-                if !free && g.pending > 0 {
-                    // Close the batch of free ops before a computing op.
-                    if !self.is_legal(eg, &g.body, &g.ins) {
-                        restart = true;
-                        break;
-                    }
-                    out.push((g.body.clone(), g.ins.clone()));
-                    g.pending = 0;
-                    last_legal = g.clone();
-                    last_legal.queue.push_front(d);
-                }
-                let Some((b, i)) = self.fuse_within_limits(&g.body, &g.ins, pos, &p, &p_ins) else {
-                    continue;
-                };
-                if free && !strict {
-                    g.absorb(b, i, &p_ins);
-                    g.pending += 1;
-                    break;
-                }
-                if !self.is_legal(eg, &b, &i) {
+            }
+            if g.pending > 0 {
+                if !self.is_legal(eg, &g.body, &g.ins) {
+                    g = last_legal.clone();
+                    strict = true;
                     continue;
                 }
-                g.absorb(b, i, &p_ins);
-                g.computing += usize::from(!free);
+                g.pending = 0;
                 out.push((g.body.clone(), g.ins.clone()));
-                last_legal = g.clone();
+            }
+            // One computing op.
+            let Some(d) = g.waiting.pop_front() else {
                 break;
+            };
+            if g.computing < self.limits.max_prefixes && self.absorb_computing(eg, eclass, &mut g, d)
+            {
+                out.push((g.body.clone(), g.ins.clone()));
             }
-            if restart {
-                g = last_legal.clone();
-                strict = true;
-            }
+            last_legal = g.clone();
         }
         out
     }
+
+    /// The single-op bodies of input class `d` that growth may absorb: not using the kernel's
+    /// own class (the kernel would be its own input), free or computing as asked.
+    fn candidates(
+        eg: &TensorGraph,
+        eclass: Id,
+        d: Id,
+        free: bool,
+    ) -> impl Iterator<Item = (RecExpr<TensorLang>, Vec<Id>)> {
+        single_op_bodies(eg, d).into_iter().filter(move |(p, p_ins)| {
+            !p_ins.contains(&eclass) && p.as_ref().last().is_some_and(is_free) == free
+        })
+    }
+
+    /// Absorbs the first free producer of input `d` within limits (checked for legality only in
+    /// strict mode; otherwise the batch is checked as a whole).
+    fn absorb_free(
+        &self,
+        eg: &TensorGraph,
+        eclass: Id,
+        g: &mut Growth,
+        d: Id,
+        strict: bool,
+    ) -> Absorbed {
+        let Some(pos) = g.ins.iter().position(|c| *c == d) else {
+            return Absorbed::Gone;
+        };
+        for (p, p_ins) in Self::candidates(eg, eclass, d, true) {
+            let Some((b, i)) = self.fuse_within_limits(eg, &g.body, &g.ins, pos, &p, &p_ins) else {
+                continue;
+            };
+            if strict && !self.is_legal(eg, &b, &i) {
+                continue;
+            }
+            g.absorb(b, i, &p_ins);
+            return Absorbed::Yes;
+        }
+        Absorbed::No
+    }
+
+    /// Absorbs the first computing producer of input `d` that keeps the body legal.
+    fn absorb_computing(&self, eg: &TensorGraph, eclass: Id, g: &mut Growth, d: Id) -> bool {
+        let Some(pos) = g.ins.iter().position(|c| *c == d) else {
+            return false;
+        };
+        for (p, p_ins) in Self::candidates(eg, eclass, d, false) {
+            if let Some((b, i)) = self.try_fuse(eg, &g.body, &g.ins, pos, &p, &p_ins) {
+                g.absorb(b, i, &p_ins);
+                g.computing += 1;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// What [`Grow::absorb_free`] did with an input class.
+enum Absorbed {
+    /// A free producer was absorbed.
+    Yes,
+    /// The class has no free producer to absorb (it waits for a computing step).
+    No,
+    /// The class is no longer an input (absorbed along another path).
+    Gone,
 }
 
 /// The state of one breadth-first growth.
@@ -358,6 +404,8 @@ struct Growth {
     ins: Vec<Id>,
     /// Input classes still to visit, and every class ever queued (the seed's class included).
     queue: VecDeque<Id>,
+    /// Input classes with no free producer, waiting for a computing step (in order).
+    waiting: VecDeque<Id>,
     visited: BTreeSet<Id>,
     /// Computing ops absorbed so far.
     computing: usize,
@@ -371,6 +419,7 @@ impl Growth {
         visited.insert(eclass);
         Growth {
             queue: ins.iter().copied().collect(),
+            waiting: VecDeque::new(),
             visited,
             body,
             ins,

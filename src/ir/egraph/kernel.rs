@@ -196,6 +196,67 @@ pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLa
     (out, new_inputs)
 }
 
+/// Merges the nodes of a body that compute the same e-class, and replaces a node computing one
+/// of the kernel's input classes by that input's placeholder. `class_of` looks a node up in the
+/// e-graph, its children given as e-class ids (`None`: not an e-node there). Growth builds bodies
+/// from different producers' kernels, which may spell one value two ways (the QK contraction of
+/// attention inside the row max and beside it); without the merge the body recomputes it, and
+/// region synthesis sees two reductions where there is one. Sound because nodes of one e-class
+/// denote the same value. Returns the canonical body; the body is kept as it is when the merge
+/// would reduce it to a bare placeholder.
+pub fn merge_same_class(
+    body: &RecExpr<TensorLang>,
+    inputs: &[Id],
+    class_of: &dyn Fn(&TensorLang) -> Option<Id>,
+) -> (RecExpr<TensorLang>, Vec<Id>) {
+    let nodes = body.as_ref();
+    let mut out: RecExpr<TensorLang> = RecExpr::default();
+    let mut classes: Vec<Option<Id>> = Vec::with_capacity(nodes.len());
+    let mut map: Vec<Id> = Vec::with_capacity(nodes.len());
+    let mut by_class: HashMap<Id, Id> = HashMap::new();
+    let mut merged = false;
+    for node in nodes {
+        let class = match node {
+            TensorLang::Attr(Attr::Arg(i)) => inputs.get(*i as usize).copied(),
+            n => {
+                let mut known = true;
+                let looked = n.clone().map_children(|c| {
+                    let cc = classes[usize::from(c)];
+                    known &= cc.is_some();
+                    cc.unwrap_or(c)
+                });
+                if known {
+                    class_of(&looked)
+                } else {
+                    None
+                }
+            }
+        };
+        classes.push(class);
+        if let Some(&id) = class.and_then(|c| by_class.get(&c)) {
+            merged = true;
+            map.push(id);
+            continue;
+        }
+        let id = out.add(node.clone().map_children(|c| map[usize::from(c)]));
+        if let Some(c) = class {
+            by_class.insert(c, id);
+        }
+        map.push(id);
+    }
+    let root = *map.last().expect("bodies are non-empty");
+    if !merged || matches!(out[root], TensorLang::Attr(_)) {
+        return canonical(body, inputs);
+    }
+    // `out` may hold nodes no longer reachable from the root: canonical keeps only the root's.
+    let mut trimmed: RecExpr<TensorLang> = RecExpr::default();
+    let mut keep: Vec<Id> = Vec::with_capacity(usize::from(root) + 1);
+    for node in &out.as_ref()[..=usize::from(root)] {
+        keep.push(trimmed.add(node.clone().map_children(|c| keep[usize::from(c)])));
+    }
+    canonical(&trimmed, inputs)
+}
+
 /// A single-op body: `node` with each tensor child `c` replaced by a placeholder for `c` and
 /// each attribute child copied (its attribute given by `attr`). Returns the canonical body and
 /// its input classes.
