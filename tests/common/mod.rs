@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fe;
+pub mod graphgen;
 
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::{frontend, lower};
