@@ -260,7 +260,7 @@ fn naive(p: &Program, inputs: &BTreeMap<String, Tensor>) -> BTreeMap<String, Den
                     a
                 })
             }
-            UOp::Where | UOp::Gather { .. } => unreachable!("not generated"),
+            UOp::Where | UOp::Gather { .. } | UOp::Read { .. } => unreachable!("not generated"),
         };
         vals.push(d);
     }

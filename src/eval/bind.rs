@@ -13,6 +13,8 @@ pub struct Bound {
     pub shapes: Vec<Vec<usize>>,
     /// `(lo, hi)` of every SHRINK node (empty for other nodes).
     pub shrink: Vec<(Vec<i64>, Vec<i64>)>,
+    /// The symbol table the sizes were bound with (READ maps name symbols).
+    pub syms: BTreeMap<String, i64>,
 }
 
 /// The symbol table used: the program's defaults overridden by `bindings`.
@@ -24,7 +26,10 @@ pub fn symbol_table(prog: &Program, bindings: &BTreeMap<String, i64>) -> BTreeMa
 
 /// Binds every node of `prog` with `syms`.
 pub fn bind_program(prog: &Program, syms: &BTreeMap<String, i64>) -> EvalResult<Bound> {
-    let mut b = Bound::default();
+    let mut b = Bound {
+        syms: syms.clone(),
+        ..Bound::default()
+    };
     for n in &prog.nodes {
         b.shapes.push(bind_shape(n.id, &n.shape, syms)?);
         let args = match &n.uop {

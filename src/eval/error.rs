@@ -2,7 +2,7 @@
 //! values, input tensors) ends here instead of in a panic.
 //!
 //! Codes: `E0201` UnboundSymbol, `E0206` InvalidBoundShape, `E0203` ShapeOverflow, `E0207`
-//! ViewOutOfBounds, `E0208` TensorTooLarge, `E0303` MissingInput, `E0307` InputShapeMismatch,
+//! ViewOutOfBounds, `E0208` TensorTooLarge, `E0209` ReadOutOfBounds, `E0303` MissingInput, `E0307` InputShapeMismatch,
 //! `E0308` InputDtypeMismatch, `E0304` GatherIndexOutOfRange, `E0305` DivisionByZero, `E0306`
 //! EvaluatorInternal.
 
@@ -70,6 +70,29 @@ pub fn view_out_of_bounds(node: NodeId, why: impl Into<String>) -> Diagnostics {
         why,
         "with these symbol values the VIEW's index map leaves its input; check the sizes",
     )
+    .into()
+}
+
+/// A READ index the guard admits lies outside its operand.
+pub fn read_out_of_bounds(
+    node: NodeId,
+    position: &[i64],
+    axis: usize,
+    value: i64,
+    size: usize,
+) -> Diagnostics {
+    Diagnostic::error(
+        "E0209",
+        "ReadOutOfBounds",
+        at_node(node),
+        format!(
+            "READ at output position {position:?} reads index {value} on operand axis {axis}, \
+             outside [0, {size}) (Tiny IR node {node})"
+        ),
+        "with these symbol values the READ's index map leaves its operand where its guard holds",
+    )
+    .with("index", value)
+    .with("size", size)
     .into()
 }
 

@@ -7,7 +7,8 @@
 //! Design:
 //! - [`bind`] turns every symbolic size into an integer up front (unbound → `E0201`).
 //! - [`plan`] decides what is materialized; elementwise chains with one consumer are fused into it.
-//! - Movement ops are views ([`view`]): stacks of affine layers with validity guards, never copies.
+//! - Movement ops are views ([`view`]): stacks of affine layers with validity guards, never copies;
+//!   READ (affine + floordiv) is materialized element by element ([`read`]).
 //! - Materialized elementwise/REDUCE nodes run as fused [`kernel`]s: a vectorized interpreter that
 //!   evaluates a whole row per instruction, parallel over output rows with rayon (deterministic).
 //! - Values ([`value`]) borrow input tensors and share owned buffers through `Arc`; a buffer is
@@ -21,6 +22,7 @@ mod kernel;
 mod nodes;
 mod ops;
 mod plan;
+mod read;
 mod value;
 mod view;
 

@@ -110,6 +110,9 @@ fn input<'a>(
 pub fn movement<'a>(node: &Node, src: &Value<'a>, bound: &Bound) -> EvalResult<Value<'a>> {
     let id = node.id;
     let shape = &bound.shapes[id.index()];
+    if let UOp::Read { access } = &node.uop {
+        return super::read::read(id, src, access, shape, &bound.syms);
+    }
     let mut v = src.clone();
     let r = match &node.uop {
         UOp::Reshape => v.view.reshape(shape),

@@ -124,3 +124,199 @@ impl std::fmt::Display for Pred {
         }
     }
 }
+
+/// Why an [`AxisExpr`] or [`Pred`] could not be evaluated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AxisEvalError {
+    /// A name has no value.
+    Unbound(String),
+    /// Arithmetic overflows `i64`, or a floordiv divisor is not positive.
+    Overflow,
+}
+
+impl AxisExpr {
+    /// `Σ terms` as an [`AxisExpr`]: `0` for none, the term itself for one.
+    pub fn sum(mut terms: Vec<AxisExpr>) -> AxisExpr {
+        match terms.len() {
+            0 => AxisExpr::Const(0),
+            1 => terms.remove(0),
+            _ => AxisExpr::Add(terms),
+        }
+    }
+
+    /// `a * b`.
+    pub fn product(a: AxisExpr, b: AxisExpr) -> AxisExpr {
+        AxisExpr::Mul(Box::new(a), Box::new(b))
+    }
+
+    /// Value with names looked up in `env` (checked arithmetic; floordiv rounds toward −∞).
+    pub fn eval(&self, env: &dyn Fn(&str) -> Option<i64>) -> Result<i64, AxisEvalError> {
+        Ok(match self {
+            AxisExpr::Const(c) => *c,
+            AxisExpr::Name(n) => env(n).ok_or_else(|| AxisEvalError::Unbound(n.clone()))?,
+            AxisExpr::Add(ts) => ts.iter().try_fold(0i64, |acc, t| {
+                acc.checked_add(t.eval(env)?).ok_or(AxisEvalError::Overflow)
+            })?,
+            AxisExpr::Mul(a, b) => a
+                .eval(env)?
+                .checked_mul(b.eval(env)?)
+                .ok_or(AxisEvalError::Overflow)?,
+            AxisExpr::FloorDiv(e, c) if *c > 0 => e.eval(env)?.div_euclid(*c),
+            AxisExpr::FloorDiv(..) => return Err(AxisEvalError::Overflow),
+        })
+    }
+
+    /// Calls `f` on every name, in order.
+    pub fn for_each_name(&self, f: &mut dyn FnMut(&str)) {
+        match self {
+            AxisExpr::Const(_) => {}
+            AxisExpr::Name(n) => f(n),
+            AxisExpr::Add(ts) => ts.iter().for_each(|t| t.for_each_name(f)),
+            AxisExpr::Mul(a, b) => {
+                a.for_each_name(f);
+                b.for_each_name(f);
+            }
+            AxisExpr::FloorDiv(e, _) => e.for_each_name(f),
+        }
+    }
+
+    /// True when some name satisfies `is_axis`.
+    pub fn mentions(&self, is_axis: &dyn Fn(&str) -> bool) -> bool {
+        let mut hit = false;
+        self.for_each_name(&mut |n| hit |= is_axis(n));
+        hit
+    }
+
+    /// The expression with every name `n` for which `f(n)` is `Some(e)` replaced by `e`.
+    pub fn substitute(&self, f: &dyn Fn(&str) -> Option<AxisExpr>) -> AxisExpr {
+        match self {
+            AxisExpr::Const(_) => self.clone(),
+            AxisExpr::Name(n) => f(n).unwrap_or_else(|| self.clone()),
+            AxisExpr::Add(ts) => AxisExpr::Add(ts.iter().map(|t| t.substitute(f)).collect()),
+            AxisExpr::Mul(a, b) => AxisExpr::product(a.substitute(f), b.substitute(f)),
+            AxisExpr::FloorDiv(e, c) => AxisExpr::FloorDiv(Box::new(e.substitute(f)), *c),
+        }
+    }
+}
+
+impl Pred {
+    /// Truth value with names looked up in `env`.
+    pub fn eval(&self, env: &dyn Fn(&str) -> Option<i64>) -> Result<bool, AxisEvalError> {
+        Ok(match self {
+            Pred::And(ps) => {
+                for p in ps {
+                    if !p.eval(env)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            Pred::Or(ps) => {
+                for p in ps {
+                    if p.eval(env)? {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            Pred::Cmp(op, a, b) => {
+                let (a, b) = (a.eval(env)?, b.eval(env)?);
+                match op {
+                    CmpOp::Ge => a >= b,
+                    CmpOp::Gt => a > b,
+                    CmpOp::Le => a <= b,
+                    CmpOp::Lt => a < b,
+                    CmpOp::Eq => a == b,
+                }
+            }
+        })
+    }
+
+    /// Calls `f` on every expression compared.
+    pub fn for_each_expr(&self, f: &mut dyn FnMut(&AxisExpr)) {
+        match self {
+            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|p| p.for_each_expr(f)),
+            Pred::Cmp(_, a, b) => {
+                f(a);
+                f(b);
+            }
+        }
+    }
+
+    /// The predicate with names substituted as in [`AxisExpr::substitute`].
+    pub fn substitute(&self, f: &dyn Fn(&str) -> Option<AxisExpr>) -> Pred {
+        match self {
+            Pred::And(ps) => Pred::And(ps.iter().map(|p| p.substitute(f)).collect()),
+            Pred::Or(ps) => Pred::Or(ps.iter().map(|p| p.substitute(f)).collect()),
+            Pred::Cmp(op, a, b) => Pred::Cmp(*op, a.substitute(f), b.substitute(f)),
+        }
+    }
+}
+
+impl AccessMap {
+    /// The output axis named `n` (`i3` → 3), when `n` names one of this map's axes.
+    pub fn axis_of(&self, n: &str) -> Option<usize> {
+        let k: usize = n.strip_prefix('i')?.parse().ok()?;
+        (k < self.shape.len() && axis_name(k) == n).then_some(k)
+    }
+
+    /// Checks the map's form against an operand of rank `operand_rank`: one index per operand
+    /// axis; names are output axes `i0..i{r-1}` or size symbols (not `i<k>` for `k >= r`);
+    /// floordiv divisors positive; every product has an axis-free side.
+    pub fn check(&self, operand_rank: usize) -> Result<(), String> {
+        if self.index.len() != operand_rank {
+            return Err(format!(
+                "READ index has {} entries for an operand of rank {operand_rank}",
+                self.index.len()
+            ));
+        }
+        let mut err: Option<String> = None;
+        let mut check_expr = |e: &AxisExpr| {
+            if err.is_none() {
+                if let Err(m) = self.check_expr(e) {
+                    err = Some(m);
+                }
+            }
+        };
+        for e in &self.index {
+            check_expr(e);
+        }
+        if let Some(g) = &self.guard {
+            g.for_each_expr(&mut check_expr);
+        }
+        err.map_or(Ok(()), Err)
+    }
+
+    fn check_expr(&self, e: &AxisExpr) -> Result<(), String> {
+        let is_axis = |n: &str| self.axis_of(n).is_some();
+        match e {
+            AxisExpr::Const(_) => Ok(()),
+            AxisExpr::Name(n) => {
+                let looks_axis = n
+                    .strip_prefix('i')
+                    .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+                if looks_axis && !is_axis(n) {
+                    return Err(format!(
+                        "READ names axis `{n}` but the result has rank {}",
+                        self.shape.len()
+                    ));
+                }
+                Ok(())
+            }
+            AxisExpr::Add(ts) => ts.iter().try_for_each(|t| self.check_expr(t)),
+            AxisExpr::Mul(a, b) => {
+                if a.mentions(&is_axis) && b.mentions(&is_axis) {
+                    return Err(format!("READ product `{e}` has axes on both sides"));
+                }
+                self.check_expr(a)?;
+                self.check_expr(b)
+            }
+            AxisExpr::FloorDiv(x, c) => {
+                if *c <= 0 {
+                    return Err(format!("READ floordiv `{e}` by a non-positive {c}"));
+                }
+                self.check_expr(x)
+            }
+        }
+    }
+}

@@ -219,6 +219,38 @@ impl Dim {
         end.sub(self).max_of(&Dim::int(0))
     }
 
+    /// The terms `(atoms, coefficient)` in canonical order (the constant term has no atoms).
+    pub fn monomials(&self) -> impl Iterator<Item = (&[Atom], i64)> {
+        self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
+    }
+
+    /// `self / d` when `d` is a single non-zero monomial dividing every term exactly (`M*K / K`,
+    /// `6*N / 3`), or `self` equals `d`; `None` otherwise.
+    pub fn div_exact(&self, d: &Dim) -> Option<Dim> {
+        if self == d && !d.terms.is_empty() {
+            return Some(Dim::int(1));
+        }
+        let (dm, dc) = match d.terms.iter().next() {
+            Some((m, c)) if d.terms.len() == 1 && *c != 0 => (m, *c),
+            _ => return None,
+        };
+        let mut out = Dim::default();
+        for (m, c) in &self.terms {
+            if c % dc != 0 {
+                return None;
+            }
+            let mut rest = m.clone();
+            for a in dm {
+                let p = rest.iter().position(|x| x == a)?;
+                rest.remove(p);
+            }
+            out = out.add(&Dim {
+                terms: [(rest, c / dc)].into_iter().collect(),
+            });
+        }
+        Some(out)
+    }
+
     /// The symbol's name when the polynomial is exactly one symbol.
     pub fn as_symbol(&self) -> Option<&str> {
         match self.terms.iter().next() {

@@ -10,10 +10,15 @@
 //! does not fire; no blanket commutativity or associativity. [`testing`] is the soundness harness
 //! every rule file's tests use.
 //!
-//! TODO(issue 3): `srnf`, `contraction` and `fusion` phases.
+//! Phases: `movement`, `srnf`, `contraction`, `epilogue` ([`all_phases`]) and `kernels`
+//! ([`fusion`], which takes the legality oracle of the pipeline).
 
+pub mod contraction;
+pub mod epilogue;
 pub mod fusion;
+mod helpers;
 pub mod movement;
+pub mod srnf;
 #[doc(hidden)]
 pub mod testing;
 
@@ -140,7 +145,12 @@ pub fn run_phase(
 
 /// The built-in phases, in pipeline order. TODO(issue 3): srnf, contraction, fusion.
 pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
-    vec![("movement", movement::rules())]
+    vec![
+        ("movement", movement::rules()),
+        ("srnf", srnf::rules()),
+        ("contraction", contraction::rules()),
+        ("epilogue", epilogue::rules()),
+    ]
 }
 
 /// The attribute of an attribute e-class (for conditions and appliers of any rule set).

@@ -176,3 +176,117 @@ pub fn assert_not_fired(stats: &PhaseStats, rule: &str) {
         stats.applied
     );
 }
+
+/// A test cost for rules whose right-hand side is not smaller: the elementwise work of a term
+/// (elements computed, summed over compute nodes; a REDUCE pays for the elements it reads and
+/// the accumulators it writes), with
+/// `narrow_weight`× the work for arithmetic in fp16/bf16 (the epilogue prefers fp32 arithmetic),
+/// plus one per node so that ties go to the smaller term. Movement ops, inputs and attributes
+/// cost one. Sizes are evaluated with `bindings`; an unbound size counts as 64.
+pub struct WorkCost<'a> {
+    pub egraph: &'a TensorGraph,
+    pub bindings: BTreeMap<String, i64>,
+    pub narrow_weight: f64,
+}
+
+impl egg::CostFunction<crate::ir::egraph::TensorLang> for WorkCost<'_> {
+    type Cost = f64;
+
+    fn cost<C>(&mut self, enode: &crate::ir::egraph::TensorLang, mut costs: C) -> f64
+    where
+        C: FnMut(egg::Id) -> f64,
+    {
+        use crate::ir::dtype::DType;
+        use crate::ir::egraph::TensorLang as T;
+        let numel = |id: egg::Id| -> f64 {
+            self.egraph[id].data.tensor().map_or(1.0, |f| {
+                f.shape
+                    .iter()
+                    .map(|d| d.eval_with(&self.bindings).unwrap_or(64) as f64)
+                    .product()
+            })
+        };
+        let children: f64 = egg::Language::children(enode)
+            .iter()
+            .map(|c| costs(*c))
+            .sum();
+        let own = match enode {
+            T::Attr(_) | T::Input(_) | T::Const(_) | T::Range(_) => 0.0,
+            T::Reshape(_)
+            | T::Permute(_)
+            | T::Expand(_)
+            | T::Pad(_)
+            | T::Shrink(_)
+            | T::Flip(_)
+            | T::View(_)
+            | T::Read(_) => 0.0,
+            T::Reduce([_, _, _, x]) => {
+                numel(*x) + self.egraph.lookup(enode.clone()).map_or(0.0, numel)
+            }
+            other => match self.egraph.lookup(other.clone()) {
+                Some(id) => {
+                    let w = match (other, self.egraph[id].data.tensor()) {
+                        (T::Cast(_), _) => 1.0,
+                        (_, Some(f)) if matches!(f.dtype, DType::F16 | DType::BF16) => {
+                            self.narrow_weight
+                        }
+                        _ => 1.0,
+                    };
+                    w * numel(id)
+                }
+                None => 0.0,
+            },
+        };
+        1.0 + own + children
+    }
+}
+
+/// Like [`check`], but extracts with [`WorkCost`] (for rule sets whose rewritten forms are larger
+/// but do less work) and checks soundness on three seeds.
+pub fn check_work(
+    prog: &Program,
+    rules: &[Rule],
+    bindings: &BTreeMap<String, i64>,
+    how: Compare,
+    narrow_weight: f64,
+) -> Outcome {
+    let mut eg = TensorGraph::default();
+    let class = crate::ir::egraph::add_program(&mut eg, prog);
+    let (eg, stats) = run_phase(eg, "test", rules, &Budget::default());
+    let mut syms = prog.symbols.clone();
+    syms.extend(bindings.iter().map(|(k, v)| (k.clone(), *v)));
+    let cost = WorkCost {
+        egraph: &eg,
+        bindings: syms,
+        narrow_weight,
+    };
+    let ex = Extractor::new(&eg, cost);
+    let rewritten = extract_program(&eg, prog, &class, &|c| ex.find_best_node(c).clone())
+        .unwrap_or_else(|e| panic!("extraction: {e}\nprogram: {prog:#?}"));
+    if let Err(e) = check_sound(prog, &rewritten, bindings, &[1, 2, 3], how) {
+        panic!("unsound rewrite: {e}\nstats: {stats:?}\noriginal: {prog:#?}\nrewritten: {rewritten:#?}");
+    }
+    Outcome {
+        original: prog.clone(),
+        rewritten,
+        stats,
+    }
+}
+
+/// Runs `rules` on `prog`, then adds `expected` (same signature) to the same e-graph: true when
+/// every output of `expected` landed in the e-class of the same output of `prog`, i.e. the rules
+/// proved `expected` equal to `prog`. Soundness of `expected` itself is [`check_sound`]'s job.
+pub fn proves(prog: &Program, expected: &Program, rules: &[Rule]) -> bool {
+    let mut eg = TensorGraph::default();
+    let class = crate::ir::egraph::add_program(&mut eg, prog);
+    let (mut eg, _) = run_phase(eg, "test", rules, &Budget::default());
+    let exp = crate::ir::egraph::add_program(&mut eg, expected);
+    eg.rebuild();
+    prog.outputs.iter().all(|o| {
+        expected
+            .outputs
+            .iter()
+            .find(|e| e.tensor == o.tensor)
+            .is_some_and(|e| eg.find(class[o.node.index()]) == eg.find(exp[e.node.index()]))
+    })
+}

@@ -105,7 +105,19 @@ pub fn tiny_parts<'a>(
         T::Kernel(_) => {
             return Err("kernel nodes have no single Tiny meaning (see kernel::body_facts)".into())
         }
-        T::Read(_) => return Err("TODO(issue 3): read nodes need Tiny's READ".into()),
+        T::Read([x, a]) => {
+            let access = match attr(*a) {
+                Some(Attr::Access(acc)) => acc.clone(),
+                _ => return Err(format!("{n}: expected an access map")),
+            };
+            let shape = access.shape.clone();
+            (
+                UOp::Read { access },
+                vec![Operand::Tensor(*x)],
+                DType::F32,
+                shape,
+            )
+        }
         T::Input([nm, d, s]) => (
             UOp::Input {
                 tensor_id: want(name(*nm), "a name", n)?,

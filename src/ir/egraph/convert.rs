@@ -56,6 +56,7 @@ fn enode_of(
             leaf(Attr::Shape(n.shape.clone())),
             leaf(Attr::Map(map.clone())),
         ]),
+        UOp::Read { access } => T::Read([ops[0], leaf(Attr::Access(access.clone()))]),
         UOp::Unary(op) => T::unary(*op, ops[0]),
         UOp::Binary(op) => T::binary(*op, [ops[0], ops[1]]),
         UOp::Where => T::Where([ops[0], ops[1], ops[2]]),

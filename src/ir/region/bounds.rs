@@ -85,6 +85,7 @@ impl Bounds<'_> {
                 let (lo, hi) = self.interval(x)?;
                 Some((lo.div_euclid(*c), hi.div_euclid(*c)))
             }
+            AxisExpr::Add(l) if self.is_mod(l).is_some() => self.is_mod(l),
             AxisExpr::Add(l) => l.iter().try_fold((0i64, 0i64), |(a, b), x| {
                 let (lo, hi) = self.interval(x)?;
                 Some((a.checked_add(lo)?, b.checked_add(hi)?))
@@ -96,6 +97,41 @@ impl Bounds<'_> {
             }
             _ => None,
         }
+    }
+
+    /// `[0, c-1]` when the sum `l` is `x mod c` written `x + -c·(x // c)` (how region synthesis
+    /// spells a remainder), with `x` given as the other terms (structurally or as equal linear
+    /// forms).
+    fn is_mod(&self, l: &[AxisExpr]) -> Option<(i64, i64)> {
+        let (k, x, c) = l.iter().enumerate().find_map(|(k, t)| match t {
+            AxisExpr::Mul(a, b) => match (&**a, &**b) {
+                (AxisExpr::Const(n), AxisExpr::FloorDiv(x, c)) if *c > 0 && *n == -*c => {
+                    Some((k, &**x, *c))
+                }
+                _ => None,
+            },
+            _ => None,
+        })?;
+        let rest: Vec<AxisExpr> = l
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != k)
+            .map(|(_, t)| t.clone())
+            .collect();
+        let mut want = match x {
+            AxisExpr::Add(xs) => xs.clone(),
+            _ => vec![x.clone()],
+        };
+        let mut have = rest.clone();
+        want.sort();
+        have.sort();
+        let same = want == have;
+        let rest_e = match rest.as_slice() {
+            [one] => one.clone(),
+            _ => AxisExpr::Add(rest),
+        };
+        let same = same || matches!((self.linear(&rest_e), self.linear(x)), (Some(a), Some(b)) if a == b);
+        same.then_some((0, c - 1))
     }
 
     /// The range a guard `x op y` allows for the linear index `lm`, when `x - y = ±lm + d`.

@@ -208,6 +208,15 @@ enum CExpr {
         body: Box<CExpr>,
     },
     Cast(DType, Box<CExpr>),
+    Index(CAxis),
+    Where(Box<CExpr>, Box<CExpr>, Box<CExpr>),
+    Gather {
+        input: usize,
+        map: Vec<CAxis>,
+        shape: Vec<usize>,
+        axis: usize,
+        index: Box<CExpr>,
+    },
 }
 
 struct Compiler<'a> {
@@ -225,6 +234,26 @@ fn lookup(scope: &[(String, usize)], n: &str) -> Option<usize> {
 }
 
 impl Compiler<'_> {
+    /// The position of input `tensor` and its bound shape.
+    fn input_slot(&self, tensor: &str) -> EResult<(usize, Vec<usize>)> {
+        let input = self
+            .r
+            .inputs
+            .iter()
+            .position(|i| i.name == tensor)
+            .ok_or_else(|| RegionError::UnknownTensor {
+                tensor: tensor.to_string(),
+                at: self.at.clone(),
+            })?;
+        let shape = self.r.inputs[input]
+            .memref
+            .shape
+            .iter()
+            .map(|s| bind(&s.0, tensor, self.b))
+            .collect::<EResult<_>>()?;
+        Ok((input, shape))
+    }
+
     fn expr(&mut self, e: &Expr, scope: &mut Vec<(String, usize)>) -> EResult<CExpr> {
         Ok(match e {
             Expr::Const(c) => CExpr::Const(DType::F32.round(*c)),
@@ -251,21 +280,7 @@ impl Compiler<'_> {
                 CExpr::Let(li, addr)
             }
             Expr::Read { tensor, map } => {
-                let input = self
-                    .r
-                    .inputs
-                    .iter()
-                    .position(|i| &i.name == tensor)
-                    .ok_or_else(|| RegionError::UnknownTensor {
-                        tensor: tensor.clone(),
-                        at: self.at.clone(),
-                    })?;
-                let shape = self.r.inputs[input]
-                    .memref
-                    .shape
-                    .iter()
-                    .map(|s| bind(&s.0, tensor, self.b))
-                    .collect::<EResult<_>>()?;
+                let (input, shape) = self.input_slot(tensor)?;
                 let map = map
                     .iter()
                     .map(|m| self.axis(m, scope))
@@ -319,6 +334,31 @@ impl Compiler<'_> {
                 self.expr(operand, scope)?
             }
             Expr::Cast { to, x } => CExpr::Cast(*to, Box::new(self.expr(x, scope)?)),
+            Expr::Index(m) => CExpr::Index(self.axis(m, scope)?),
+            Expr::Where(c, a, b) => CExpr::Where(
+                Box::new(self.expr(c, scope)?),
+                Box::new(self.expr(a, scope)?),
+                Box::new(self.expr(b, scope)?),
+            ),
+            Expr::Gather {
+                tensor,
+                map,
+                axis,
+                index,
+            } => {
+                let (input, shape) = self.input_slot(tensor)?;
+                let map = map
+                    .iter()
+                    .map(|m| self.axis(m, scope))
+                    .collect::<EResult<_>>()?;
+                CExpr::Gather {
+                    input,
+                    map,
+                    shape,
+                    axis: *axis,
+                    index: Box::new(self.expr(index, scope)?),
+                }
+            }
         })
     }
 
@@ -471,28 +511,21 @@ impl Ctx<'_> {
                     .unwrap_or(f64::NAN)
             }
             CExpr::Read { input, map, shape } => {
-                let t = self.inputs[*input];
-                let mut flat = 0usize;
-                let mut index = Vec::with_capacity(map.len());
-                for m in map {
-                    index.push(axis(m, env));
-                }
-                let inb = index
-                    .iter()
-                    .zip(shape)
-                    .all(|(i, s)| *i >= 0 && (*i as usize) < *s);
-                if !inb {
-                    return Err(RegionError::OutOfBounds {
-                        tensor: self.names.get(*input).cloned().unwrap_or_default(),
-                        at: self.at.to_string(),
-                        index,
-                        shape: shape.clone(),
-                    });
-                }
-                for (i, s) in index.iter().zip(shape) {
-                    flat = flat * s + *i as usize;
-                }
-                t.get_f64(flat)
+                let index: Vec<i64> = map.iter().map(|m| axis(m, env)).collect();
+                self.load(*input, index, shape)?
+            }
+            CExpr::Gather {
+                input,
+                map,
+                shape,
+                axis: g,
+                index,
+            } => {
+                let v = self.eval(index, env)?;
+                let mut at: Vec<i64> = map.iter().map(|m| axis(m, env)).collect();
+                // A non-finite or huge index saturates, then fails the bounds check.
+                at[*g] = at[*g].saturating_add(v.trunc() as i64);
+                self.load(*input, at, shape)?
             }
             CExpr::Unary(f, x) => DType::F32.round(unary(*f, self.eval(x, env)?)),
             CExpr::Binary(f, a, b) => {
@@ -533,7 +566,37 @@ impl Ctx<'_> {
                 }
                 acc
             }
+            CExpr::Index(m) => axis(m, env) as f64,
+            CExpr::Where(c, a, b) => {
+                if self.eval(c, env)? != 0.0 {
+                    self.eval(a, env)?
+                } else {
+                    self.eval(b, env)?
+                }
+            }
             CExpr::Cast(to, x) => to.round(self.eval(x, env)?),
         })
+    }
+
+    /// Loads input `input` at `index` (an error outside `shape`).
+    fn load(&self, input: usize, index: Vec<i64>, shape: &[usize]) -> EResult<f64> {
+        let t = self.inputs[input];
+        let inb = index
+            .iter()
+            .zip(shape)
+            .all(|(i, s)| *i >= 0 && (*i as usize) < *s);
+        if !inb {
+            return Err(RegionError::OutOfBounds {
+                tensor: self.names.get(input).cloned().unwrap_or_default(),
+                at: self.at.to_string(),
+                index,
+                shape: shape.to_vec(),
+            });
+        }
+        let mut flat = 0usize;
+        for (i, s) in index.iter().zip(shape) {
+            flat = flat * s + *i as usize;
+        }
+        Ok(t.get_f64(flat))
     }
 }

@@ -374,6 +374,28 @@ impl Expr {
                     permutation: index_list(field(o, k, "permutation")?, "permutation")?,
                 })
             }
+            "index" => Ok(Expr::Index(AxisExpr::from_json(a)?)),
+            "where" => {
+                let l = exactly(a, k, 3)?;
+                Ok(Expr::Where(sub(&l[0])?, sub(&l[1])?, sub(&l[2])?))
+            }
+            "gather" => {
+                let o = fields(a, k, &["tensor", "map", "axis", "index"])?;
+                let map = list(field(o, k, "map")?, "map")?
+                    .iter()
+                    .map(AxisExpr::from_json)
+                    .collect::<R<_>>()?;
+                let axis = field(o, k, "axis")?
+                    .as_u64()
+                    .and_then(|x| usize::try_from(x).ok())
+                    .ok_or_else(|| "`gather.axis` must be a non-negative integer".to_string())?;
+                Ok(Expr::Gather {
+                    tensor: string(field(o, k, "tensor")?, "tensor")?,
+                    map,
+                    axis,
+                    index: sub(field(o, k, "index")?)?,
+                })
+            }
             "cast" => {
                 let o = fields(a, k, &["to", "x"])?;
                 Ok(Expr::Cast {
@@ -423,6 +445,19 @@ impl Expr {
                 permutation,
             } => json!({"transpose": {"operand": operand.to_json(), "permutation": permutation}}),
             Expr::Cast { to, x } => json!({"cast": {"to": to, "x": x.to_json()}}),
+            Expr::Index(e) => json!({"index": e.to_json()}),
+            Expr::Where(c, a, b) => json!({"where": [c.to_json(), a.to_json(), b.to_json()]}),
+            Expr::Gather {
+                tensor,
+                map,
+                axis,
+                index,
+            } => json!({"gather": {
+                "tensor": tensor,
+                "map": map.iter().map(|e| e.to_json()).collect::<Vec<_>>(),
+                "axis": axis,
+                "index": index.to_json(),
+            }}),
         }
     }
 }
@@ -522,5 +557,18 @@ mod tests {
         assert!(Expr::from_json(&json!({"frob": [1.0]})).is_err());
         assert!(Expr::from_json(&json!({"add": [1.0]})).is_err());
         assert!(AxisExpr::from_json(&json!(1.5)).is_err());
+    }
+
+    #[test]
+    fn extensions_round_trip() {
+        let v = json!({"where": [{"index": {"add": ["m", 1]}},
+            {"gather": {"tensor": "X", "map": ["m", 0], "axis": 1,
+                "index": {"read": {"tensor": "I", "map": ["m"]}}}}, 0.0]});
+        let e = Expr::from_json(&v).expect("parse");
+        assert_eq!(e.to_json(), v);
+        assert!(Expr::from_json(&json!({"where": [1.0, 2.0]})).is_err());
+        assert!(Expr::from_json(&json!({"gather": {"tensor": "X", "map": [], "axis": -1,
+            "index": 0.0}}))
+        .is_err());
     }
 }

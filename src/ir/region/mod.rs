@@ -24,6 +24,14 @@
 //!
 //! Differences from the seed's dumps (all additive):
 //! - `dtype` on every input and output (the seed leaves element types implicit).
+//! - **Three value expressions** the seed's vocabulary lacks, needed to express every Tiny op
+//!   ([`synth`]): `{"index": AxisExpr}` (the integer value of an index expression: Tiny's RANGE),
+//!   `{"where": [c, a, b]}` (value select `c != 0 ? a : b`: Tiny's WHERE; the seed's `select` is
+//!   over axis predicates) and `{"gather": {"tensor", "map", "axis", "index"}}` (Tiny's GATHER:
+//!   like `read`, except that dimension `axis` reads `map[axis] + trunc(index)`, where `index` is
+//!   a value expression). A gather is a data-dependent, non-affine access — `non_scop` in the
+//!   seed's terms (§6.5): polyhedral analyses must treat it as an opaque read of the whole
+//!   dimension. Its out-of-range index is a run-time error (`E1220`), never guarded.
 //! - **Reduce extents.** A reduce axis needs an extent. It is, in this order: the explicit
 //!   `"extents": {"k": "K"}` entry of the reduce; the size of the iter of the same name (a reduce
 //!   axis named like an iter shadows it inside the body, as seed §6.8.3 reduces over `n`); the
@@ -61,13 +69,16 @@
 //!
 //! Layers: [`json`] and [`size`] (the wire form), [`mod@verify`] (structural and shape checks,
 //! `E12xx`, with the interval analysis of `bounds`; errors in `error`), [`eval`] (CPU playback,
-//! seed §6.11).
+//! seed §6.11), [`synth`] (kernel body → region, seed §6.7) and [`program`] (a list of regions and
+//! buffer aliases: a whole optimized graph).
 
 mod bounds;
 mod error;
 pub mod eval;
 pub mod json;
+pub mod program;
 pub mod size;
+pub mod synth;
 pub mod verify;
 
 pub use crate::ir::axis::{AxisExpr, CmpOp, Pred};
@@ -270,6 +281,24 @@ pub enum Expr {
         /// The value.
         x: Box<Expr>,
     },
+    /// The value of an index expression (Tiny's RANGE seen at an index): `{"index": e}`.
+    Index(AxisExpr),
+    /// A data-dependent read (Tiny's GATHER, non-affine: `non_scop`): `tensor[map]` except that
+    /// dimension `axis` reads `map[axis] + int(index)`. `{"gather": {"tensor", "map", "axis",
+    /// "index"}}`.
+    Gather {
+        /// Input name.
+        tensor: String,
+        /// One index expression per input dimension (`map[axis]` is an offset).
+        map: Vec<AxisExpr>,
+        /// The dimension addressed by data.
+        axis: usize,
+        /// The data index (truncated to an integer).
+        index: Box<Expr>,
+    },
+    /// Value select `c != 0 ? a : b` (Tiny's WHERE): `{"where": [c, a, b]}`; only the taken branch
+    /// is evaluated.
+    Where(Box<Expr>, Box<Expr>, Box<Expr>),
 }
 
 /// `Reduce(op, axes, init, dtype, body)`.

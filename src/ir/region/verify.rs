@@ -159,6 +159,25 @@ fn derive_extent(r: &Region, e: &Expr, axis: &str, out: &mut Vec<Dim>) {
                 }
             }
         }
+        Expr::Gather {
+            tensor,
+            map,
+            axis: g,
+            index,
+        } => {
+            if let Some(inp) = r.input(tensor) {
+                for (j, m) in map.iter().enumerate() {
+                    if j != *g && matches!(m, AxisExpr::Name(n) if n == axis) {
+                        if let Some(s) = inp.memref.shape.get(j) {
+                            if !out.contains(&s.0) {
+                                out.push(s.0.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            derive_extent(r, index, axis, out);
+        }
         Expr::Reduce(red) if red.axes.iter().any(|a| a == axis) => {}
         _ => children(e)
             .into_iter()
@@ -169,8 +188,10 @@ fn derive_extent(r: &Region, e: &Expr, axis: &str, out: &mut Vec<Dim>) {
 /// The direct sub-expressions of `e`.
 pub fn children(e: &Expr) -> Vec<&Expr> {
     match e {
-        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } => vec![],
+        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => vec![],
         Expr::Unary(_, x) | Expr::Cast { x, .. } => vec![x],
+        Expr::Gather { index, .. } => vec![index],
+        Expr::Where(c, a, b) => vec![c, a, b],
         Expr::Binary(_, a, b) => vec![a, b],
         Expr::Select {
             then, otherwise, ..
@@ -314,6 +335,43 @@ impl Cx<'_> {
                 Ok(free)
             }
             Expr::Unary(_, x) | Expr::Cast { x, .. } => self.expr(x, scope, guards),
+            Expr::Index(m) => self.axis(m, scope),
+            Expr::Where(c, a, b) => {
+                let mut f = self.expr(c, scope, guards)?;
+                f.extend(self.expr(a, scope, guards)?);
+                f.extend(self.expr(b, scope, guards)?);
+                Ok(f)
+            }
+            Expr::Gather {
+                tensor,
+                map,
+                axis,
+                index,
+            } => {
+                let inp = self
+                    .r
+                    .input(tensor)
+                    .ok_or_else(|| RegionError::UnknownTensor {
+                        tensor: tensor.clone(),
+                        at: at(),
+                    })?;
+                if map.len() != inp.memref.shape.len() || *axis >= map.len() {
+                    return Err(RegionError::ReadRankMismatch {
+                        tensor: tensor.clone(),
+                        at: at(),
+                        rank: inp.memref.shape.len(),
+                        got: map.len().max(*axis + 1),
+                    });
+                }
+                let mut free = self.expr(index, scope, guards)?;
+                for (j, m) in map.iter().enumerate() {
+                    free.extend(self.axis(m, scope)?);
+                    if j != *axis {
+                        self.bounds_check(tensor, j, m, &inp.memref.shape[j].0, scope, guards)?;
+                    }
+                }
+                Ok(free)
+            }
             Expr::Binary(_, a, b) => {
                 let mut f = self.expr(a, scope, guards)?;
                 f.extend(self.expr(b, scope, guards)?);

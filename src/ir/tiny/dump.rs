@@ -68,6 +68,17 @@ pub fn to_json(prog: &Program) -> Value {
                 let m: Vec<String> = map.iter().map(|e| e.to_string()).collect();
                 json!({"result_shape": n.shape, "index_map": m})
             }
+            UOp::Read { access } => {
+                let index: Vec<Value> = access.index.iter().map(|e| e.to_json()).collect();
+                let mut m = Map::new();
+                m.insert("result_shape".into(), json!(access.shape));
+                m.insert("index".into(), Value::Array(index));
+                if let Some(g) = &access.guard {
+                    m.insert("guard".into(), g.to_json());
+                }
+                m.insert("fill".into(), scalar_json(access.fill.0));
+                Value::Object(m)
+            }
             UOp::Cast => json!({ "to": n.dtype }),
             UOp::Reduce { op, axes, acc } => {
                 json!({"op": reduce_name(*op), "axes": axes, "dtype": acc})

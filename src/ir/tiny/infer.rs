@@ -339,6 +339,14 @@ pub fn infer_node(prog: &Program, n: &Node) -> Result<(DType, Shape), TinyError>
             }
             Ok((x.dtype, n.shape.clone()))
         }
+        UOp::Read { access } => {
+            arity(n, 1)?;
+            let x = src_node(prog, n, 0)?;
+            access
+                .check(x.shape.len())
+                .map_err(|detail| TinyError::Malformed { node: n.id, detail })?;
+            Ok((x.dtype, access.shape.clone()))
+        }
         UOp::Unary(op) => {
             arity(n, 1)?;
             let x = src_node(prog, n, 0)?;

@@ -15,6 +15,7 @@ mod infer;
 pub use dump::{scalar_json, to_json};
 pub use infer::{infer_node, verify, TinyError};
 
+use crate::ir::axis::AccessMap;
 use crate::ir::dim::{Dim, Shape};
 use crate::ir::dtype::DType;
 use std::collections::BTreeMap;
@@ -217,6 +218,13 @@ pub enum UOp {
     View {
         map: Vec<AffineIndex>,
     },
+    /// The general VIEW of seed 002 (affine + floordiv, with a guard):
+    /// `out[i] = guard(i) ? x[index(i)] : fill`; result shape `access.shape`, dtype of `x`.
+    /// Output axes are named `i0..i{r-1}`; other names are size symbols. An index the guard
+    /// admits must lie inside `x` (checked at evaluation).
+    Read {
+        access: AccessMap,
+    },
     Unary(UnaryOp),
     Binary(BinaryOp),
     /// `WHERE(cond, a, b)`.
@@ -249,6 +257,7 @@ impl UOp {
             UOp::Shrink { .. } => "SHRINK",
             UOp::Flip { .. } => "FLIP",
             UOp::View { .. } => "VIEW",
+            UOp::Read { .. } => "READ",
             UOp::Unary(u) => match u {
                 UnaryOp::Neg => "NEG",
                 UnaryOp::Exp2 => "EXP2",
@@ -292,6 +301,7 @@ impl UOp {
                 | UOp::Shrink { .. }
                 | UOp::Flip { .. }
                 | UOp::View { .. }
+                | UOp::Read { .. }
         )
     }
 
@@ -491,6 +501,13 @@ impl Builder {
     ) -> Result<NodeId, TinyError> {
         let dt = self.dtype(x);
         self.push(UOp::View { map }, vec![x.into()], dt, shape)
+    }
+
+    /// READ `x` through `access` (result shape `access.shape`).
+    pub fn read(&mut self, x: NodeId, access: AccessMap) -> Result<NodeId, TinyError> {
+        let dt = self.dtype(x);
+        let shape = access.shape.clone();
+        self.push(UOp::Read { access }, vec![x.into()], dt, shape)
     }
 
     pub fn unary(&mut self, op: UnaryOp, x: NodeId) -> Result<NodeId, TinyError> {

@@ -1,0 +1,342 @@
+//! A region program: a whole graph as a sequence of kernels ([`Region`]s) and buffer aliases over
+//! named buffers. Every buffer is defined once — a graph input, a region output, or an alias (a
+//! reshape of a materialized row-major buffer: same data, new shape, no kernel) — before it is
+//! used.
+//!
+//! JSON: `{"inputs": [{"name", "dtype", "shape"}], "steps": [{"region": {…}} | {"alias": {"name",
+//! "of", "dtype", "shape"}}], "outputs": [["graph output", "buffer"]]}`, regions in their seed
+//! 001 §6.8 form.
+
+use super::eval::evaluate_region;
+use super::{Region, RegionError, Size};
+use crate::diag::{Diagnostic, Diagnostics, Location};
+use crate::ir::dim::{fmt_shape, numel, Dim};
+use crate::ir::dtype::DType;
+use crate::tensor::Tensor;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A named buffer's type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Buffer {
+    /// Buffer name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    #[serde(with = "dims")]
+    pub shape: Vec<Dim>,
+}
+
+/// One step of a program.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    /// A kernel: reads region inputs from buffers of the same names, defines its outputs.
+    Region(Region),
+    /// `name` is buffer `of` reshaped (same row-major data, same element count).
+    Alias {
+        /// The new buffer.
+        name: String,
+        /// The aliased buffer.
+        of: String,
+        /// Element type (that of `of`).
+        dtype: DType,
+        /// The new shape.
+        #[serde(with = "dims")]
+        shape: Vec<Dim>,
+    },
+}
+
+/// Inputs, steps in order, and `(graph output, buffer)` pairs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionProgram {
+    /// Graph inputs (buffers defined before the first step).
+    pub inputs: Vec<Buffer>,
+    /// Kernels and aliases, in execution order.
+    pub steps: Vec<Step>,
+    /// Which buffer each graph output is.
+    pub outputs: Vec<(String, String)>,
+}
+
+mod dims {
+    use super::{Dim, Size};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[Dim], s: S) -> Result<S::Ok, S::Error> {
+        let sizes: Vec<Size> = v.iter().cloned().map(Size).collect();
+        sizes.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Dim>, D::Error> {
+        Ok(Vec::<Size>::deserialize(d)?
+            .into_iter()
+            .map(|s| s.0)
+            .collect())
+    }
+}
+
+/// A malformed program (`E1230`–`E1233`), or a step's region error.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ProgramError {
+    #[error("step {step}: buffer `{name}` is used before it is defined")]
+    UndefinedBuffer { step: usize, name: String },
+    #[error("step {step}: buffer `{name}` is defined twice")]
+    BufferRedefined { step: usize, name: String },
+    #[error("step {step}: buffer `{name}` is {have}, but the step declares {want}")]
+    BufferMismatch {
+        step: usize,
+        name: String,
+        have: String,
+        want: String,
+    },
+    #[error("step {step}: alias `{name}` of `{of}` has {want} elements, `{of}` has {have}")]
+    AliasSizeMismatch {
+        step: usize,
+        name: String,
+        of: String,
+        have: String,
+        want: String,
+    },
+    #[error("step {step} (region `{region}`): {error}")]
+    Region {
+        step: usize,
+        region: String,
+        error: RegionError,
+    },
+}
+
+impl ProgramError {
+    /// The user-facing diagnostic.
+    pub fn to_diagnostic(&self) -> Diagnostic {
+        let (code, kind, hint, name) = match self {
+            ProgramError::UndefinedBuffer { name, .. } => (
+                "E1230",
+                "UndefinedBuffer",
+                "define the buffer (an input, an earlier region's output or alias) first",
+                name,
+            ),
+            ProgramError::BufferRedefined { name, .. } => (
+                "E1231",
+                "BufferRedefined",
+                "give every buffer one definition",
+                name,
+            ),
+            ProgramError::BufferMismatch { name, .. } => (
+                "E1232",
+                "BufferMismatch",
+                "declare region inputs and aliases with the buffer's dtype and shape",
+                name,
+            ),
+            ProgramError::AliasSizeMismatch { name, .. } => (
+                "E1233",
+                "AliasSizeMismatch",
+                "an alias keeps the element count of the buffer it reshapes",
+                name,
+            ),
+            ProgramError::Region { error, .. } => {
+                let mut d = error.to_diagnostic();
+                d.why = self.to_string();
+                return d;
+            }
+        };
+        Diagnostic::error(
+            code,
+            kind,
+            Location::Tensor {
+                tensor: name.clone(),
+            },
+            self.to_string(),
+            hint,
+        )
+    }
+}
+
+impl From<ProgramError> for Diagnostics {
+    fn from(e: ProgramError) -> Diagnostics {
+        Diagnostics::one(e.to_diagnostic())
+    }
+}
+
+fn ty(dtype: DType, shape: &[Dim]) -> String {
+    format!("{dtype}{}", fmt_shape(shape))
+}
+
+/// Checks that every buffer is defined once before use, region inputs match their buffers'
+/// dtypes and shapes, aliases keep element counts, and every region verifies.
+pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
+    let mut defined: BTreeMap<String, (DType, Vec<Dim>)> = BTreeMap::new();
+    let mut define = |step: usize, name: &str, dt: DType, shape: Vec<Dim>| {
+        if defined.contains_key(name) {
+            return Err(ProgramError::BufferRedefined {
+                step,
+                name: name.to_string(),
+            });
+        }
+        defined.insert(name.to_string(), (dt, shape));
+        Ok(())
+    };
+    for b in &p.inputs {
+        define(0, &b.name, b.dtype, b.shape.clone())?;
+    }
+    drop(define);
+    for (step, s) in p.steps.iter().enumerate() {
+        let get = |defined: &BTreeMap<String, (DType, Vec<Dim>)>, name: &str| {
+            defined
+                .get(name)
+                .cloned()
+                .ok_or_else(|| ProgramError::UndefinedBuffer {
+                    step,
+                    name: name.to_string(),
+                })
+        };
+        match s {
+            Step::Region(r) => {
+                super::verify(r).map_err(|error| ProgramError::Region {
+                    step,
+                    region: r.name.clone(),
+                    error,
+                })?;
+                for i in &r.inputs {
+                    let (dt, shape) = get(&defined, &i.name)?;
+                    let want: Vec<Dim> = i.memref.shape.iter().map(|s| s.0.clone()).collect();
+                    if dt != i.dtype || shape != want {
+                        return Err(ProgramError::BufferMismatch {
+                            step,
+                            name: i.name.clone(),
+                            have: ty(dt, &shape),
+                            want: ty(i.dtype, &want),
+                        });
+                    }
+                }
+                for o in &r.outputs {
+                    if defined.contains_key(&o.name) {
+                        return Err(ProgramError::BufferRedefined {
+                            step,
+                            name: o.name.clone(),
+                        });
+                    }
+                    let shape = o.memref.shape.iter().map(|s| s.0.clone()).collect();
+                    defined.insert(o.name.clone(), (o.dtype, shape));
+                }
+            }
+            Step::Alias {
+                name,
+                of,
+                dtype,
+                shape,
+            } => {
+                let (dt, src) = get(&defined, of)?;
+                if dt != *dtype {
+                    return Err(ProgramError::BufferMismatch {
+                        step,
+                        name: of.clone(),
+                        have: ty(dt, &src),
+                        want: ty(*dtype, shape),
+                    });
+                }
+                if numel(&src) != numel(shape) {
+                    return Err(ProgramError::AliasSizeMismatch {
+                        step,
+                        name: name.clone(),
+                        of: of.clone(),
+                        have: numel(&src).to_string(),
+                        want: numel(shape).to_string(),
+                    });
+                }
+                if defined.contains_key(name) {
+                    return Err(ProgramError::BufferRedefined {
+                        step,
+                        name: name.clone(),
+                    });
+                }
+                defined.insert(name.clone(), (*dtype, shape.clone()));
+            }
+        }
+    }
+    for (_, b) in &p.outputs {
+        if !defined.contains_key(b) {
+            return Err(ProgramError::UndefinedBuffer {
+                step: p.steps.len(),
+                name: b.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs `p` on the CPU: verifies it, then evaluates every region with [`evaluate_region`] and
+/// applies every alias; returns the graph outputs by name. `inputs` are the graph inputs by
+/// buffer name.
+pub fn evaluate_program(
+    p: &RegionProgram,
+    bindings: &BTreeMap<String, i64>,
+    inputs: &BTreeMap<String, Tensor>,
+) -> Result<BTreeMap<String, Tensor>, Diagnostics> {
+    verify_program(p)?;
+    let mut bufs: BTreeMap<String, Tensor> = BTreeMap::new();
+    for b in &p.inputs {
+        let t = inputs.get(&b.name).ok_or_else(|| {
+            Diagnostics::from(RegionError::InputMismatch {
+                name: b.name.clone(),
+                why: "no value given".into(),
+            })
+        })?;
+        bufs.insert(b.name.clone(), t.clone());
+    }
+    for (step, s) in p.steps.iter().enumerate() {
+        match s {
+            Step::Region(r) => {
+                let ins: BTreeMap<String, Tensor> = r
+                    .inputs
+                    .iter()
+                    .filter_map(|i| bufs.get(&i.name).map(|t| (i.name.clone(), t.clone())))
+                    .collect();
+                let outs = evaluate_region(r, bindings, &ins)?;
+                bufs.extend(outs);
+            }
+            Step::Alias {
+                name, of, shape, ..
+            } => {
+                let mut t = bufs.get(of).cloned().ok_or_else(|| {
+                    Diagnostics::from(ProgramError::UndefinedBuffer {
+                        step,
+                        name: of.clone(),
+                    })
+                })?;
+                let mut dims = Vec::with_capacity(shape.len());
+                for d in shape {
+                    let v = d.eval_with(bindings).ok().and_then(|v| usize::try_from(v).ok());
+                    dims.push(v.ok_or_else(|| {
+                        Diagnostics::from(RegionError::UnboundSymbol(d.to_string()))
+                    })?);
+                }
+                if dims.iter().product::<usize>() != t.numel() {
+                    return Err(ProgramError::AliasSizeMismatch {
+                        step,
+                        name: name.clone(),
+                        of: of.clone(),
+                        have: t.numel().to_string(),
+                        want: dims.iter().product::<usize>().to_string(),
+                    }
+                    .into());
+                }
+                t.shape = dims;
+                bufs.insert(name.clone(), t);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (g, b) in &p.outputs {
+        let t = bufs.get(b).cloned().ok_or_else(|| {
+            Diagnostics::from(ProgramError::UndefinedBuffer {
+                step: p.steps.len(),
+                name: b.clone(),
+            })
+        })?;
+        out.insert(g.clone(), t);
+    }
+    Ok(out)
+}

@@ -1,0 +1,458 @@
+//! Region synthesis (seed 001 §6.7): a kernel body (a term over Tiny e-nodes with placeholders
+//! `$i`, `crate::ir::egraph::kernel`) becomes one RB-SSA [`Region`] — or an error saying why it
+//! cannot be one region. The fusion rules use [`synthesize`] as the legality oracle of a candidate
+//! fused kernel.
+//!
+//! # Algorithm: index-environment evaluation
+//!
+//! The iteration space is the root's shape (iters named by rank: `i`; `m,n`; `b,m,n`; `b,h,m,n`;
+//! `i0…`). The body is evaluated top-down: a node is evaluated at an *environment* — one index
+//! expression ([`ix::Ix`], affine + floordiv) per dimension of its shape; the root at the iters.
+//!
+//! - A placeholder `$i` is `read(args[i], env)`; CONST a constant; RANGE `{"index": env[0]}`.
+//! - Movement ops transform the environment ([`movement`]): PERMUTE permutes it, EXPAND and unit
+//!   dims read 0, RESHAPE goes through row-major linear indices (floordiv only by positive
+//!   constants, else [`SynthError::NonAffine`]), PAD guards with a `select`, SHRINK/FLIP/VIEW are
+//!   affine.
+//! - Elementwise ops evaluate their operands at the same environment. Region values are fp32
+//!   except reads, reduces and casts, so a CAST to fp32 disappears and every other op whose Tiny
+//!   dtype is not fp32 is wrapped in `cast` (Tiny rounds every op to its dtype). A binary op whose
+//!   non-let operand depends on a strict subset of the other side's axes gets an explicit
+//!   `BroadcastInDim` (seed §6.4).
+//! - REDUCE evaluates its operand at the environment extended by one reduce variable per reduced
+//!   dim: named after an iter the environment does not use and whose extent is the same (it
+//!   shadows the iter, as seed §6.8.3's `Mrow = max_n S`), else `k`, `k1`, …
+//!
+//! SSA sharing (seed §6.7 step 6): every REDUCE is a `let` (`acc`, `acc1`, …), and so is every node
+//! evaluated at an *aligned* environment (each index a plain iter name — or a variable shadowing
+//! one — or 0) that contains a REDUCE or is used more than once (`c1`, `c2`, …). Lets are keyed by
+//! (node, environment): a value needed twice at the same point is computed once. Dynamic scoping of
+//! axis names (see the `region` module) makes a let defined over iter `n` read at a shadowing
+//! reduce variable `n` inside a reduce body.
+//!
+//! Legality: a REDUCE must be evaluated at an aligned environment — anything else means one
+//! reduction per point of an inner loop, i.e. recomputation ([`SynthError::Recompute`]: the second
+//! matmul of an MLP reading `relu(matmul1)` inside its reduce over `k`) — and at one environment
+//! only ([`SynthError::MultiEnv`]). Reduce-free subterms may be evaluated anywhere (recomputing an
+//! elementwise producer is fine).
+
+mod body;
+mod ix;
+mod movement;
+mod walk;
+
+pub use body::body_from_program;
+
+use super::verify::{iter_sizes, reduce_extents, verify, RegionError};
+use super::{Expr, Input, Iter, Layout, LayoutKind, Let, Materialize, MemRef, Output, Reduce};
+use super::{Region, Size, Yield};
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::egraph::book::{tiny_parts, TinyParts};
+use crate::ir::egraph::kernel::body_node_facts;
+use crate::ir::egraph::{Facts, TensorFacts, TensorLang};
+use crate::ir::tiny::UOp;
+use egg::RecExpr;
+use ix::Ix;
+use std::collections::{BTreeSet, HashMap};
+
+/// A kernel input as the region sees it: the buffer name and its type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SynthArg {
+    /// Region input (buffer) name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: Vec<Dim>,
+}
+
+/// Why a body is not one region.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SynthError {
+    /// A reduction would be computed once per point of an inner loop (illegal fusion).
+    #[error("body node {node} ({op}) would be recomputed: it is needed at [{env}], which is not one point per iteration")]
+    Recompute {
+        node: usize,
+        op: &'static str,
+        env: String,
+    },
+    /// A reduction needed at two different index environments.
+    #[error("the reduction at body node {node} is needed at [{first}] and at [{second}]; one region computes it once")]
+    MultiEnv {
+        node: usize,
+        first: String,
+        second: String,
+    },
+    /// An access that is not affine + floordiv by a positive constant.
+    #[error("body node {node} ({op}): {why} (not affine + floordiv by a constant; a region boundary)")]
+    NonAffine {
+        node: usize,
+        op: &'static str,
+        why: String,
+    },
+    /// Something regions cannot express (yet).
+    #[error("body node {node} ({op}): {what} is not supported")]
+    Unsupported {
+        node: usize,
+        op: &'static str,
+        what: String,
+    },
+    /// An ill-typed body or bad arguments.
+    #[error("kernel body: {0}")]
+    Typing(String),
+    /// The synthesized region fails the verifier (a synthesis bug or a verifier limitation).
+    #[error("the synthesized region fails verification: {0}")]
+    Verify(RegionError),
+}
+
+type R<T> = Result<T, SynthError>;
+
+/// A value expression and the axis names it depends on.
+#[derive(Clone, Debug)]
+struct Val {
+    e: Expr,
+    free: BTreeSet<String>,
+}
+
+impl Val {
+    fn konst(v: f64) -> Val {
+        Val {
+            e: Expr::Const(v),
+            free: BTreeSet::new(),
+        }
+    }
+}
+
+/// Synthesis state.
+struct Cx<'a> {
+    nodes: &'a [TensorLang],
+    facts: Vec<Facts>,
+    parts: Vec<Option<TinyParts>>,
+    has_reduce: Vec<bool>,
+    uses: Vec<usize>,
+    args: &'a [SynthArg],
+    /// Iters (name, extent).
+    iters: Vec<(String, Dim)>,
+    /// Axes in scope: the iters, then reduce variables (innermost last).
+    scope: Vec<(String, Dim)>,
+    /// Names fresh reduce variables avoid: iters and size symbols.
+    reserved: BTreeSet<String>,
+    lets: Vec<Let>,
+    let_free: HashMap<String, BTreeSet<String>>,
+    keyed: HashMap<(usize, Vec<Ix>), String>,
+    reduce_at: HashMap<usize, Vec<Ix>>,
+    n_acc: usize,
+    n_c: usize,
+}
+
+/// The iter names of a rank (`i`; `m,n`; `b,m,n`; `b,h,m,n`; `i0…`), suffixed with `_` while one
+/// collides with a size symbol.
+fn iter_names(rank: usize, symbols: &BTreeSet<String>) -> Vec<String> {
+    let base: Vec<String> = match rank {
+        1 => vec!["i".into()],
+        2 => vec!["m".into(), "n".into()],
+        3 => vec!["b".into(), "m".into(), "n".into()],
+        4 => vec!["b".into(), "h".into(), "m".into(), "n".into()],
+        _ => (0..rank).map(|k| format!("i{k}")).collect(),
+    };
+    base.into_iter()
+        .map(|mut n| {
+            while symbols.contains(&n) {
+                n.push('_');
+            }
+            n
+        })
+        .collect()
+}
+
+fn memref(shape: &[Dim]) -> MemRef {
+    MemRef {
+        shape: shape.iter().cloned().map(Size).collect(),
+        alignment: 128,
+        noalias: true,
+        layout: Layout {
+            kind: LayoutKind::RowMajor,
+            params: None,
+        },
+    }
+}
+
+/// Synthesizes the region `name` computing `body` (whose `$i` is `args[i]`) into the output
+/// buffer `output`. See the module doc for the algorithm and the errors.
+pub fn synthesize(
+    name: &str,
+    body: &RecExpr<TensorLang>,
+    args: &[SynthArg],
+    output: &str,
+    materialize: Materialize,
+) -> Result<Region, SynthError> {
+    let nodes = body.as_ref();
+    let root = nodes
+        .len()
+        .checked_sub(1)
+        .ok_or_else(|| SynthError::Typing("empty body".into()))?;
+    let mut names = BTreeSet::new();
+    for a in args {
+        if !names.insert(a.name.as_str()) {
+            return Err(SynthError::Typing(format!("two inputs named `{}`", a.name)));
+        }
+    }
+    if names.contains(output) {
+        return Err(SynthError::Typing(format!(
+            "the output `{output}` is also an input"
+        )));
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        let what = match n {
+            TensorLang::Read(_) => "a `read` node (needs Tiny's READ)",
+            TensorLang::Kernel(_) => "a kernel inside a kernel body",
+            TensorLang::Input(_) => "an `input` node inside a kernel body (use a placeholder)",
+            _ => continue,
+        };
+        return Err(SynthError::Unsupported {
+            node: i,
+            op: "node",
+            what: what.into(),
+        });
+    }
+    let ins: Vec<TensorFacts> = args
+        .iter()
+        .map(|a| TensorFacts {
+            dtype: a.dtype,
+            shape: a.shape.clone(),
+        })
+        .collect();
+    let facts = body_node_facts(body, &ins).map_err(SynthError::Typing)?;
+    let mut parts = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        parts.push(match n {
+            TensorLang::Attr(_) => None,
+            op => Some(tiny_parts(op, &|id| facts[usize::from(id)].attr()).map_err(SynthError::Typing)?),
+        });
+    }
+    let mut has_reduce = vec![false; nodes.len()];
+    let mut uses = vec![0usize; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if n.is_attr() {
+            continue;
+        }
+        let mut h = matches!(parts[i].as_ref().map(|p| &p.uop), Some(UOp::Reduce { .. }));
+        for c in egg::Language::children(n) {
+            let c = usize::from(*c);
+            h |= has_reduce[c];
+            uses[c] += 1;
+        }
+        has_reduce[i] = h;
+    }
+    let out = facts[root]
+        .tensor()
+        .cloned()
+        .ok_or_else(|| SynthError::Typing("the root is not a tensor".into()))?;
+    let mut symbols: BTreeSet<String> = BTreeSet::new();
+    for f in &facts {
+        if let Some(t) = f.tensor() {
+            t.shape.iter().for_each(|d| symbols.extend(d.symbols()));
+        }
+    }
+    let iters: Vec<(String, Dim)> = iter_names(out.shape.len(), &symbols)
+        .into_iter()
+        .zip(out.shape.iter().cloned())
+        .collect();
+    let mut reserved = symbols;
+    reserved.extend(iters.iter().map(|(n, _)| n.clone()));
+    let mut cx = Cx {
+        nodes,
+        facts,
+        parts,
+        has_reduce,
+        uses,
+        args,
+        scope: iters.clone(),
+        iters,
+        reserved,
+        lets: Vec::new(),
+        let_free: HashMap::new(),
+        keyed: HashMap::new(),
+        reduce_at: HashMap::new(),
+        n_acc: 0,
+        n_c: 0,
+    };
+    // The value yielded: the root, or the operand of a root CAST (the yield casts).
+    let ynode = match cx.parts[root].as_ref() {
+        Some(TinyParts {
+            uop: UOp::Cast,
+            operands,
+            ..
+        }) => match operands.first() {
+            Some(crate::ir::egraph::book::Operand::Tensor(x)) => usize::from(*x),
+            _ => root,
+        },
+        _ => root,
+    };
+    let env: Vec<Ix> = cx.iters.iter().map(|(n, _)| Ix::var(n)).collect();
+    let v = cx.eval(ynode, &env)?;
+    let from = match v.e {
+        Expr::Let(n) => n,
+        e => {
+            let e = match e {
+                Expr::Cast { to, x } if to == out.dtype => *x,
+                e => e,
+            };
+            let n = cx.fresh_c();
+            cx.push_let(&n, e, v.free);
+            n
+        }
+    };
+    let mut region = Region {
+        name: name.to_string(),
+        iters: cx
+            .iters
+            .iter()
+            .map(|(n, d)| Iter {
+                name: n.clone(),
+                size: Some(Size(d.clone())),
+            })
+            .collect(),
+        inputs: args
+            .iter()
+            .map(|a| Input {
+                name: a.name.clone(),
+                dtype: a.dtype,
+                memref: memref(&a.shape),
+            })
+            .collect(),
+        outputs: vec![Output {
+            name: output.to_string(),
+            dtype: out.dtype,
+            memref: memref(&out.shape),
+            materialize,
+        }],
+        lets: std::mem::take(&mut cx.lets),
+        yields: vec![Yield {
+            from,
+            to: output.to_string(),
+            cast: (out.dtype != DType::F32).then_some(out.dtype),
+        }],
+    };
+    prune_extents(&mut region);
+    verify(&region).map_err(SynthError::Verify)?;
+    Ok(region)
+}
+
+/// Drops every explicit reduce extent the verifier derives by itself (same value).
+fn prune_extents(region: &mut Region) {
+    let mut skeleton = region.clone();
+    skeleton.lets.clear();
+    let Ok(sizes) = iter_sizes(&skeleton) else {
+        return;
+    };
+    for l in &mut region.lets {
+        walk_reduces(&mut l.expr, &mut |red: &mut Reduce| {
+            let mut k = 0;
+            while k < red.extents.len() {
+                let mut trial = red.clone();
+                let (axis, size) = trial.extents.remove(k);
+                let derived = reduce_extents(&skeleton, &trial, &sizes, "");
+                let pos = red.axes.iter().position(|a| *a == axis);
+                match (derived, pos) {
+                    (Ok(d), Some(p)) if d.get(p) == Some(&size.0) => {
+                        red.extents.remove(k);
+                    }
+                    _ => k += 1,
+                }
+            }
+        });
+    }
+}
+
+fn walk_reduces(e: &mut Expr, f: &mut dyn FnMut(&mut Reduce)) {
+    match e {
+        Expr::Reduce(r) => {
+            walk_reduces(&mut r.body, f);
+            f(r);
+        }
+        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => {}
+        Expr::Unary(_, x) | Expr::Cast { x, .. } => walk_reduces(x, f),
+        Expr::Gather { index, .. } => walk_reduces(index, f),
+        Expr::Binary(_, a, b) => {
+            walk_reduces(a, f);
+            walk_reduces(b, f);
+        }
+        Expr::Where(c, a, b) => {
+            walk_reduces(c, f);
+            walk_reduces(a, f);
+            walk_reduces(b, f);
+        }
+        Expr::Select {
+            then, otherwise, ..
+        } => {
+            walk_reduces(then, f);
+            walk_reduces(otherwise, f);
+        }
+        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
+            walk_reduces(operand, f)
+        }
+    }
+}
+
+fn show_env(env: &[Ix]) -> String {
+    env.iter().map(|e| e.show()).collect::<Vec<_>>().join(", ")
+}
+
+impl Cx<'_> {
+    fn fresh_c(&mut self) -> String {
+        self.n_c += 1;
+        format!("c{}", self.n_c)
+    }
+
+    fn fresh_acc(&mut self) -> String {
+        let n = if self.n_acc == 0 {
+            "acc".to_string()
+        } else {
+            format!("acc{}", self.n_acc)
+        };
+        self.n_acc += 1;
+        n
+    }
+
+    fn push_let(&mut self, name: &str, e: Expr, free: BTreeSet<String>) {
+        self.lets.push(Let {
+            name: name.to_string(),
+            expr: e,
+        });
+        self.let_free.insert(name.to_string(), free);
+    }
+
+    fn let_ref(&self, name: &str) -> Val {
+        Val {
+            e: Expr::Let(name.to_string()),
+            free: self.let_free.get(name).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// Every index a plain iter name (or a variable shadowing one) or 0.
+    fn aligned(&self, env: &[Ix]) -> bool {
+        env.iter().all(|e| {
+            e.is_zero()
+                || e
+                    .as_var()
+                    .is_some_and(|v| self.iters.iter().any(|(n, _)| n == v))
+        })
+    }
+
+    /// Extent of an axis in scope.
+    fn extent(&self, name: &str) -> Option<Dim> {
+        self.scope
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, d)| d.clone())
+    }
+
+    fn tensor(&self, id: usize) -> R<&TensorFacts> {
+        self.facts[id]
+            .tensor()
+            .ok_or_else(|| SynthError::Typing(format!("node {id} is not a tensor")))
+    }
+}

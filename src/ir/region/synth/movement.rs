@@ -1,0 +1,215 @@
+//! Movement ops as index-environment transformers: given the environment (one index per result
+//! dimension) at which a movement node is evaluated, the environment of its operand (and, for
+//! PAD, the guard under which the operand is read). Views never compute (seed 001 §6.5).
+
+use super::ix::{Extents, Ix};
+use crate::ir::axis::{CmpOp, Pred};
+use crate::ir::dim::Dim;
+use crate::ir::tiny::AffineIndex;
+
+/// PERMUTE: result dim `i` is operand dim `perm[i]`.
+pub(super) fn permute(env: &[Ix], perm: &[usize]) -> Result<Vec<Ix>, String> {
+    let mut out = vec![Ix::default(); perm.len()];
+    for (i, p) in perm.iter().enumerate() {
+        let (slot, e) = (out.get_mut(*p), env.get(i));
+        match (slot, e) {
+            (Some(s), Some(e)) => *s = e.clone(),
+            _ => return Err(format!("permutation {perm:?} does not fit rank {}", env.len())),
+        }
+    }
+    Ok(out)
+}
+
+/// EXPAND (and any size-1 operand dim): index 0 where the operand has size 1.
+pub(super) fn expand(env: &[Ix], in_shape: &[Dim]) -> Vec<Ix> {
+    env.iter()
+        .zip(in_shape)
+        .map(|(e, d)| if d.is_int(1) { Ix::default() } else { e.clone() })
+        .collect()
+}
+
+/// SHRINK: `lo + step · i`.
+pub(super) fn shrink(env: &[Ix], lo: &[Dim], step: &[i64]) -> Vec<Ix> {
+    env.iter()
+        .zip(lo)
+        .zip(step)
+        .map(|((e, l), s)| e.scale(&Dim::int(*s)).add(&Ix::konst(l.clone())))
+        .collect()
+}
+
+/// FLIP: `size - 1 - i` on the flipped dims.
+pub(super) fn flip(env: &[Ix], axes: &[usize], in_shape: &[Dim]) -> Vec<Ix> {
+    env.iter()
+        .enumerate()
+        .map(|(d, e)| {
+            if axes.contains(&d) {
+                Ix::konst(in_shape[d].add_int(-1)).sub(e)
+            } else {
+                e.clone()
+            }
+        })
+        .collect()
+}
+
+/// VIEW: `offset + Σ coeff · i_axis` per operand dim.
+pub(super) fn view(env: &[Ix], map: &[AffineIndex]) -> Result<Vec<Ix>, String> {
+    map.iter()
+        .map(|m| {
+            m.terms.iter().try_fold(Ix::int(m.offset), |acc, (a, c)| {
+                env.get(*a)
+                    .map(|e| acc.add(&e.scale(&Dim::int(*c))))
+                    .ok_or_else(|| format!("VIEW map names axis {a} of a rank-{} result", env.len()))
+            })
+        })
+        .collect()
+}
+
+/// PAD: the operand index `i - lo` and the guard `lo <= i < lo + size` (only the bounds a pad
+/// can violate). The guard is `None` when nothing is padded.
+pub(super) fn pad(
+    env: &[Ix],
+    pads: &[(i64, i64)],
+    in_shape: &[Dim],
+) -> Result<(Vec<Ix>, Option<Pred>), String> {
+    let mut out = Vec::with_capacity(env.len());
+    let mut conj = Vec::new();
+    for ((e, (lo, hi)), size) in env.iter().zip(pads).zip(in_shape) {
+        out.push(e.sub(&Ix::int(*lo)));
+        if *lo > 0 {
+            conj.push(Pred::Cmp(CmpOp::Ge, e.to_axis()?, Ix::int(*lo).to_axis()?));
+        }
+        if *hi > 0 {
+            let end = Ix::konst(size.add_int(*lo));
+            conj.push(Pred::Cmp(CmpOp::Lt, e.to_axis()?, end.to_axis()?));
+        }
+    }
+    let guard = match conj.len() {
+        0 => None,
+        1 => conj.pop(),
+        _ => Some(Pred::And(conj)),
+    };
+    Ok((out, guard))
+}
+
+/// RESHAPE: dims are grouped into runs of equal element count (unit dims aside: an operand unit
+/// dim reads 0). Within a group the result indices form a row-major linear index `L`, and operand
+/// dim `j` reads `(L // stride_j) mod size_j`; splitting one operand dim is affine (symbolic
+/// strides are fine), merging needs `floordiv` by a positive constant (`Err` otherwise).
+pub(super) fn reshape(
+    env: &[Ix],
+    in_shape: &[Dim],
+    out_shape: &[Dim],
+    ext: Extents,
+) -> Result<Vec<Ix>, String> {
+    let outs: Vec<usize> = (0..out_shape.len())
+        .filter(|d| !out_shape[*d].is_int(1))
+        .collect();
+    let ins: Vec<usize> = (0..in_shape.len())
+        .filter(|d| !in_shape[*d].is_int(1))
+        .collect();
+    let mut res = vec![Ix::default(); in_shape.len()];
+    let (mut i, mut j) = (0usize, 0usize);
+    while i < outs.len() || j < ins.len() {
+        let (gi, gj) = group(&outs[i..], &ins[j..], out_shape, in_shape).ok_or_else(|| {
+            format!("no matching dimension groups from {in_shape:?} to {out_shape:?}")
+        })?;
+        let og = &outs[i..i + gi];
+        let ig = &ins[j..j + gj];
+        // Row-major linear index of the result group.
+        let mut lin = Ix::default();
+        let mut stride = Dim::int(1);
+        for d in og.iter().rev() {
+            lin = lin.add(&env[*d].scale(&stride));
+            stride = stride.mul(&out_shape[*d]);
+        }
+        let mut stride = Dim::int(1);
+        for (k, d) in ig.iter().enumerate().rev() {
+            let q = lin.floordiv(&stride, ext)?;
+            res[*d] = if k == 0 { q } else { q.rem(&in_shape[*d], ext)? };
+            stride = stride.mul(&in_shape[*d]);
+        }
+        i += gi;
+        j += gj;
+    }
+    Ok(res)
+}
+
+/// The smallest non-empty prefixes (`a` result dims, `b` operand dims) with equal products; both
+/// remaining lists must be non-empty unless both are empty.
+fn group(outs: &[usize], ins: &[usize], out: &[Dim], inp: &[Dim]) -> Option<(usize, usize)> {
+    if outs.is_empty() || ins.is_empty() {
+        return None;
+    }
+    let mut best: Option<(usize, usize)> = None;
+    for a in 1..=outs.len() {
+        let pa = Dim::product(outs[..a].iter().map(|d| &out[*d]));
+        for b in 1..=ins.len() {
+            let pb = Dim::product(ins[..b].iter().map(|d| &inp[*d]));
+            let last = a == outs.len() || b == ins.len();
+            let both_last = a == outs.len() && b == ins.len();
+            if pa == pb && (!last || both_last) && best.is_none_or(|(x, y)| a + b < x + y) {
+                best = Some((a, b));
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(v: &str) -> Option<Dim> {
+        match v {
+            "m" => Some(Dim::sym("M")),
+            "n" => Some(Dim::sym("N")),
+            "i" => Some(Dim::int(24)),
+            "a" => Some(Dim::int(4)),
+            "b" => Some(Dim::int(6)),
+            _ => None,
+        }
+    }
+
+    fn show(v: &[Ix]) -> Vec<String> {
+        v.iter().map(|e| e.show()).collect()
+    }
+
+    #[test]
+    fn reshape_split_and_unit_dims() {
+        // [M*N] viewed as [M, 1, N]: operand index m*N + n.
+        let env = [Ix::var("m"), Ix::default(), Ix::var("n")];
+        let mn = Dim::sym("M").mul(&Dim::sym("N"));
+        let r = reshape(&env, &[mn], &[Dim::sym("M"), Dim::int(1), Dim::sym("N")], &ext);
+        assert_eq!(r.map(|v| show(&v)), Ok(vec!["N*m+n".to_string()]));
+    }
+
+    #[test]
+    fn reshape_merge_needs_constant_strides() {
+        let mn = Dim::sym("M").mul(&Dim::sym("N"));
+        let r = reshape(&[Ix::var("i")], &[Dim::sym("M"), Dim::sym("N")], &[mn], &ext);
+        assert!(r.is_err());
+        let r = reshape(&[Ix::var("i")], &[Dim::int(4), Dim::int(6)], &[Dim::int(24)], &ext);
+        assert_eq!(
+            r.map(|v| show(&v)),
+            Ok(vec!["i//6".to_string(), "i+-6*i//6".to_string()])
+        );
+        // [4, 6] as [6, 4]: one group, through the linear index.
+        let r = reshape(
+            &[Ix::var("b"), Ix::var("a")],
+            &[Dim::int(4), Dim::int(6)],
+            &[Dim::int(6), Dim::int(4)],
+            &ext,
+        )
+        .expect("constant sizes");
+        assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn pad_guards_only_padded_sides() {
+        let (e, g) = pad(&[Ix::var("i")], &[(1, 0)], &[Dim::int(23)]).expect("pad");
+        assert_eq!(show(&e), vec!["i+-1".to_string()]);
+        assert_eq!(g.map(|p| p.to_string()), Some("i>=1".to_string()));
+        let (_, g) = pad(&[Ix::var("i")], &[(0, 0)], &[Dim::int(24)]).expect("pad");
+        assert!(g.is_none());
+    }
+}
