@@ -10,8 +10,10 @@
 #![allow(clippy::result_large_err)]
 
 mod frontend_json;
+mod optimize;
 
 pub use frontend_json::graph_to_json;
+pub use optimize::OptimizeArgs;
 
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::frontend::{self, Graph};
@@ -60,6 +62,8 @@ pub enum Command {
     Run(RunArgs),
     /// Load and lower a graph and print its intermediate representations as JSON on stdout.
     Lower(LowerArgs),
+    /// Optimize a graph: e-graph rewriting, kernel fusion and extraction into RB-SSA regions.
+    Optimize(OptimizeArgs),
     /// Load, lower and verify a graph; print `ok` and a one-line summary.
     Check(CheckArgs),
 }
@@ -94,6 +98,11 @@ pub struct RunArgs {
     /// always gives the same values.
     #[arg(long, value_name = "SEED")]
     pub random: Option<u64>,
+
+    /// Evaluate the optimized program (the RB-SSA regions `dlc-egg optimize` extracts, played
+    /// back on the CPU) instead of the Tiny IR.
+    #[arg(long)]
+    pub optimized: bool,
 }
 
 /// `--device` values.
@@ -113,8 +122,8 @@ pub struct LowerArgs {
 
     /// Comma-separated layers to print: `frontend` (the normalized, inferred graph), `tiny`
     /// (Tiny IR, seed 002 JSON), `egraph` (the Tiny program as an e-graph, before any rewrite,
-    /// in the public egraph-serialize JSON format). One layer prints its document; several print
-    /// an object keyed by layer name, in pipeline order.
+    /// in the public egraph-serialize JSON format), `indexbook` (seed 001 §4.5 form). One layer
+    /// prints its document; several print an object keyed by layer name, in pipeline order.
     #[arg(long, value_name = "LAYERS", default_value = "tiny")]
     pub dump: String,
 }
@@ -152,6 +161,7 @@ fn dispatch(args: Vec<String>) -> i32 {
     let outcome = match &cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Lower(a) => cmd_lower(a),
+        Command::Optimize(a) => optimize::cmd_optimize(a),
         Command::Check(a) => cmd_check(a),
     };
     match outcome {
@@ -292,6 +302,7 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
             DeviceArg::Cuda => Device::Cuda,
         },
         random: a.random,
+        optimized: a.optimized,
     })
 }
 
@@ -391,46 +402,70 @@ fn print_summary(written: &[WrittenOutput]) {
     }
 }
 
-/// A layer `lower --dump` can print.
+/// A layer `lower --dump` / `optimize --dump` can print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DumpLayer {
     /// The normalized frontend graph.
     Frontend,
     /// Tiny IR.
     Tiny,
-    /// The Tiny program added to an e-graph (no rewrites), egraph-serialize JSON.
+    /// The IndexBook of the Tiny program (seed 001 §4.5).
+    Indexbook,
+    /// The e-graph, egraph-serialize JSON (`lower`: before any rewrite; `optimize`: final).
     Egraph,
+    /// The extracted region program (`optimize` only).
+    Region,
 }
 
 impl DumpLayer {
+    /// Every layer (`optimize`).
+    pub const ALL: &'static [DumpLayer] = &[
+        DumpLayer::Frontend,
+        DumpLayer::Tiny,
+        DumpLayer::Indexbook,
+        DumpLayer::Egraph,
+        DumpLayer::Region,
+    ];
+    /// The layers `lower` can print.
+    pub const LOWER: &'static [DumpLayer] = &[
+        DumpLayer::Frontend,
+        DumpLayer::Tiny,
+        DumpLayer::Indexbook,
+        DumpLayer::Egraph,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             DumpLayer::Frontend => "frontend",
             DumpLayer::Tiny => "tiny",
+            DumpLayer::Indexbook => "indexbook",
             DumpLayer::Egraph => "egraph",
+            DumpLayer::Region => "region",
         }
     }
 }
 
-/// Parses `--dump` (comma-separated layer names) into layers in pipeline order.
-pub fn parse_dump(raw: &str) -> Result<Vec<DumpLayer>, Diagnostic> {
+/// Parses `--dump` (comma-separated layer names, each one of `allowed`) into layers in pipeline
+/// order.
+pub fn parse_dump(raw: &str, allowed: &[DumpLayer]) -> Result<Vec<DumpLayer>, Diagnostic> {
     let mut layers = Vec::new();
     for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let layer = match part {
-            "frontend" => DumpLayer::Frontend,
-            "tiny" => DumpLayer::Tiny,
-            "egraph" => DumpLayer::Egraph,
-            other => {
-                return Err(Diagnostic::error(
-                    "E0313",
-                    "InvalidArgument",
-                    Location::Argument {
-                        argument: format!("--dump {raw}"),
-                    },
-                    format!("`{other}` is not a layer that can be dumped yet"),
-                    "available layers: frontend, tiny, egraph (e.g. --dump tiny,frontend)",
-                ))
-            }
+        let layer = allowed.iter().copied().find(|l| l.name() == part);
+        let Some(layer) = layer else {
+            let names: Vec<&str> = allowed.iter().map(|l| l.name()).collect();
+            return Err(Diagnostic::error(
+                "E0313",
+                "InvalidArgument",
+                Location::Argument {
+                    argument: format!("--dump {raw}"),
+                },
+                format!("`{part}` is not a layer this command can dump"),
+                format!(
+                    "available layers: {} (e.g. --dump {})",
+                    names.join(", "),
+                    names.join(",")
+                ),
+            ));
         };
         if !layers.contains(&layer) {
             layers.push(layer);
@@ -445,40 +480,52 @@ pub fn parse_dump(raw: &str) -> Result<Vec<DumpLayer>, Diagnostic> {
 
 /// `dlc-egg lower`.
 fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
-    let layers = parse_dump(&a.dump)?;
+    let layers = parse_dump(&a.dump, DumpLayer::LOWER)?;
     let graph = frontend::load_file(&a.graph)?;
     let prog = if layers.iter().any(|l| *l != DumpLayer::Frontend) {
         Some(run::lower_and_verify(&graph)?)
     } else {
         None
     };
-    let doc = dump_document(&layers, &graph, prog.as_ref());
+    let doc = dump_document(&layers, &graph, prog.as_ref(), None);
     let text = serde_json::to_string_pretty(&doc)
         .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
     let _ = writeln!(std::io::stdout().lock(), "{text}");
     Ok(())
 }
 
-/// The JSON `lower --dump` prints.
+/// The JSON `lower --dump` / `optimize --dump` prints (`optimized`: the optimizer's result, for
+/// `region` and the final `egraph`).
 pub fn dump_document(
     layers: &[DumpLayer],
     graph: &Graph,
     prog: Option<&Program>,
+    optimized: Option<&crate::optimize::Optimized>,
 ) -> serde_json::Value {
+    use serde_json::Value;
     let one = |l: DumpLayer| match (l, prog) {
         (DumpLayer::Frontend, _) => graph_to_json(graph),
         (DumpLayer::Tiny, Some(p)) => tiny::to_json(p),
-        (DumpLayer::Egraph, Some(p)) => egraph_json(p),
-        (DumpLayer::Tiny | DumpLayer::Egraph, None) => serde_json::Value::Null,
+        (DumpLayer::Indexbook, Some(p)) => crate::ir::indexbook::index_book(p)
+            .map(|b| b.to_json())
+            .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()})),
+        (DumpLayer::Egraph, Some(p)) => match optimized {
+            Some(o) => optimized_egraph_json(o, p),
+            None => egraph_json(p),
+        },
+        (DumpLayer::Region, _) => optimized
+            .map(|o| serde_json::to_value(&o.program).unwrap_or(Value::Null))
+            .unwrap_or(Value::Null),
+        (_, None) => Value::Null,
     };
     match layers {
         [l] => one(*l),
         _ => {
-            let map: serde_json::Map<String, serde_json::Value> = layers
+            let map: serde_json::Map<String, Value> = layers
                 .iter()
                 .map(|l| (l.name().to_string(), one(*l)))
                 .collect();
-            serde_json::Value::Object(map)
+            Value::Object(map)
         }
     }
 }
@@ -497,6 +544,25 @@ fn egraph_json(p: &Program) -> serde_json::Value {
         } else {
             1.0
         }
+    });
+    serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
+}
+
+/// The optimizer's final e-graph in egraph-serialize form: kernels cost their bytes (the
+/// extraction cost), inputs and attributes nothing, every other e-node is not realizable
+/// (infinite cost).
+fn optimized_egraph_json(o: &crate::optimize::Optimized, p: &Program) -> serde_json::Value {
+    use crate::extract::kernels::{kernel_own_cost, CostSizes};
+    use crate::ir::egraph::TensorLang;
+    let eg = &o.egraph;
+    let sizes = CostSizes {
+        bindings: p.symbols.clone(),
+        default_size: crate::optimize::OptimizeOptions::default().default_size,
+    };
+    let s = crate::extract::serialize::to_serialized(eg, &o.roots, &|n| match n {
+        TensorLang::Attr(_) | TensorLang::Input(_) | TensorLang::Reshape(_) => 0.0,
+        TensorLang::Kernel(_) => kernel_own_cost(eg, n, &sizes).bytes as f64,
+        _ => f64::INFINITY,
     });
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
 }
@@ -574,11 +640,17 @@ mod tests {
     #[test]
     fn dump_layers() {
         assert_eq!(
-            parse_dump("tiny,frontend").expect("ok"),
+            parse_dump("tiny,frontend", DumpLayer::LOWER).expect("ok"),
             vec![DumpLayer::Frontend, DumpLayer::Tiny]
         );
-        assert_eq!(parse_dump("").expect("ok"), vec![DumpLayer::Tiny]);
-        assert_eq!(parse_dump("cu").expect_err("cu").code, "E0313");
+        assert_eq!(
+            parse_dump("", DumpLayer::LOWER).expect("ok"),
+            vec![DumpLayer::Tiny]
+        );
+        assert_eq!(
+            parse_dump("cu", DumpLayer::LOWER).expect_err("cu").code,
+            "E0313"
+        );
     }
 
     #[test]

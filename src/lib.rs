@@ -1,7 +1,7 @@
 //! dlc-egg: a deep-learning compiler built on egg e-graphs.
 //!
 //! Pipeline (seed 001 §10, `DESIGN.md`): `graph.json` → [`ir::frontend`] (validate, infer) →
-//! [`ir::tiny`] (via [`ir::lower`]) → e-graph ([`rules`]) → kernels and plans ([`extract`]) →
+//! [`ir::tiny`] (via [`ir::lower`]) → e-graph ([`rules`]) → kernels ([`extract`], [`optimize`]) →
 //! CUDA ([`codegen`]). [`eval`] is the reference evaluator (CPU playback) of Tiny IR, the semantic
 //! oracle of every test.
 
@@ -13,6 +13,7 @@ pub mod eval;
 pub mod extract;
 pub mod ir;
 pub mod npy;
+pub mod optimize;
 pub mod rules;
 pub mod run;
 pub mod tensor;

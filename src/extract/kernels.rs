@@ -18,13 +18,16 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Cost of realizing a value: compared lexicographically — bytes moved to and from global
 /// memory, then kernel launches, then roundings to a narrow float type inside kernel bodies
-/// (fewer means the epilogue runs on the fp32 accumulator), then body ops. Sums saturate;
+/// (fewer means the epilogue runs on the fp32 accumulator), then ops inside reductions (work
+/// repeated per reduction step: an elementwise producer recomputed in a matmul's prologue),
+/// then body ops. Sums saturate;
 /// [`KernelCost::INFINITY`] marks an unrealizable e-node.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct KernelCost {
     pub bytes: u64,
     pub kernels: u64,
     pub roundings: u64,
+    pub inner_ops: u64,
     pub ops: u64,
 }
 
@@ -34,6 +37,7 @@ impl KernelCost {
         bytes: u64::MAX,
         kernels: u64::MAX,
         roundings: u64::MAX,
+        inner_ops: u64::MAX,
         ops: u64::MAX,
     };
 
@@ -42,6 +46,7 @@ impl KernelCost {
         bytes: 0,
         kernels: 0,
         roundings: 0,
+        inner_ops: 0,
         ops: 0,
     };
 
@@ -59,6 +64,7 @@ impl KernelCost {
             bytes: self.bytes.saturating_add(o.bytes),
             kernels: self.kernels.saturating_add(o.kernels),
             roundings: self.roundings.saturating_add(o.roundings),
+            inner_ops: self.inner_ops.saturating_add(o.inner_ops),
             ops: self.ops.saturating_add(o.ops),
         }
     }
@@ -135,8 +141,28 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, sizes: &CostSizes) -
         bytes: read.saturating_add(out),
         kernels: 1,
         roundings,
+        inner_ops: ops_under_reduce(body.expr()),
         ops: body.op_count() as u64,
     }
+}
+
+/// Compute ops strictly inside a reduction's operand (a mul feeding the sum counts: it is the
+/// same in every contraction, so it never decides between two).
+fn ops_under_reduce(body: &egg::RecExpr<TensorLang>) -> u64 {
+    let nodes = body.as_ref();
+    let mut under = vec![false; nodes.len()];
+    for (k, n) in nodes.iter().enumerate().rev() {
+        if under[k] || matches!(n, TensorLang::Reduce(_)) {
+            for c in egg::Language::children(n) {
+                under[usize::from(*c)] = true;
+            }
+        }
+    }
+    nodes
+        .iter()
+        .zip(&under)
+        .filter(|(n, u)| **u && !n.is_attr() && !is_movement(n))
+        .count() as u64
 }
 
 fn is_movement(n: &TensorLang) -> bool {

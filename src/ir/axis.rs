@@ -79,7 +79,7 @@ impl std::fmt::Display for AxisExpr {
             }
             AxisExpr::Mul(a, b) => {
                 let wrap = |e: &AxisExpr| match e {
-                    AxisExpr::Add(_) => format!("({e})"),
+                    AxisExpr::Add(_) | AxisExpr::FloorDiv(..) => format!("({e})"),
                     _ => e.to_string(),
                 };
                 write!(f, "{}*{}", wrap(a), wrap(b))

@@ -224,33 +224,6 @@ impl Dim {
         self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
     }
 
-    /// `self / d` when `d` is a single non-zero monomial dividing every term exactly (`M*K / K`,
-    /// `6*N / 3`), or `self` equals `d`; `None` otherwise.
-    pub fn div_exact(&self, d: &Dim) -> Option<Dim> {
-        if self == d && !d.terms.is_empty() {
-            return Some(Dim::int(1));
-        }
-        let (dm, dc) = match d.terms.iter().next() {
-            Some((m, c)) if d.terms.len() == 1 && *c != 0 => (m, *c),
-            _ => return None,
-        };
-        let mut out = Dim::default();
-        for (m, c) in &self.terms {
-            if c % dc != 0 {
-                return None;
-            }
-            let mut rest = m.clone();
-            for a in dm {
-                let p = rest.iter().position(|x| x == a)?;
-                rest.remove(p);
-            }
-            out = out.add(&Dim {
-                terms: [(rest, c / dc)].into_iter().collect(),
-            });
-        }
-        Some(out)
-    }
-
     /// The symbol's name when the polynomial is exactly one symbol.
     pub fn as_symbol(&self) -> Option<&str> {
         match self.terms.iter().next() {
@@ -312,6 +285,32 @@ impl Dim {
             total = total.checked_add(v).ok_or(DimError::Overflow)?;
         }
         Ok(total)
+    }
+
+    /// `self / d` when the division is exact term by term: `d` a non-zero integer dividing every
+    /// coefficient, or a single monomial (`N`, `2*M*N`) dividing every term (`4*M*N / N = 4*M`).
+    /// `None` otherwise (which does not prove the division inexact).
+    pub fn div_exact(&self, d: &Dim) -> Option<Dim> {
+        if self == d && !self.terms.is_empty() {
+            return Some(Dim::int(1));
+        }
+        let (dm, dc) = match d.terms.iter().next() {
+            Some((m, c)) if d.terms.len() == 1 && *c != 0 => (m, *c),
+            _ => return None,
+        };
+        let mut out = BTreeMap::new();
+        for (m, c) in &self.terms {
+            if c % dc != 0 {
+                return None;
+            }
+            let mut rest = m.clone();
+            for a in dm {
+                let at = rest.iter().position(|x| x == a)?;
+                rest.remove(at);
+            }
+            out.insert(rest, c / dc);
+        }
+        Some(Dim { terms: out })
     }
 
     /// Evaluates with a symbol table.
@@ -517,6 +516,17 @@ mod tests {
         assert!(!conv_out.is_nonneg(), "{conv_out}");
         assert!(!conv_out.add_int(-3).is_nonneg());
         assert!(m().add_int(-3).max_of(&m()).is_nonneg());
+    }
+
+    #[test]
+    fn div_exact_divides_by_monomials() {
+        let mk = m().mul(&k()).mul_int(4);
+        assert_eq!(mk.div_exact(&k()), Some(m().mul_int(4)));
+        assert_eq!(mk.div_exact(&Dim::int(2)), Some(m().mul(&k()).mul_int(2)));
+        assert_eq!(mk.div_exact(&Dim::int(3)), None);
+        assert_eq!(m().add_int(1).div_exact(&m()), None);
+        assert_eq!(m().add(&k()).div_exact(&m().add(&k())), Some(Dim::int(1)));
+        assert_eq!(Dim::int(0).div_exact(&m()), Some(Dim::int(0)));
     }
 
     #[test]

@@ -6,10 +6,12 @@
 //! - [`egraph`]: the e-graph language over Tiny IR and its IndexBook analysis.
 
 pub mod axis;
+pub mod axis_simplify;
 pub mod dim;
 pub mod dtype;
 pub mod egraph;
 pub mod frontend;
+pub mod indexbook;
 pub mod lower;
 pub mod region;
 pub mod tiny;

@@ -14,10 +14,14 @@
 //!   (`crate::ir::region::synth`), which rejects a reduction evaluated inside another reduction
 //!   over a fresh axis (the MLP's second matmul reading `relu(matmul1)`), a reduction needed at
 //!   two index environments, and non-affine maps.
-//! - Growth is greedy and deterministic: a kernel absorbs, input by input, the largest legal
-//!   kernel of the input's class (ties broken by the body's text). The extractor chooses between
-//!   the single-op kernel, the grown ones and the producers' own kernels, so fusion that does not
-//!   pay stays optional.
+//! - Growth is greedy, breadth-first and deterministic: starting from each single-op kernel, the
+//!   input classes are visited in order and each absorbs its first op e-node that keeps the body
+//!   legal. Every intermediate body is a kernel too, so the extractor chooses where a kernel
+//!   stops (fusion that does not pay stays optional). Kernel nodes are linear in e-nodes times
+//!   the body limit. A second, maximal growth absorbs, input by input, the largest legal kernel
+//!   of the input's class (built on the producers' own growth, so it reaches across alternative
+//!   spellings the first path does not take); it depends on other kernels, so the phase runs
+//!   until no kernel grows (two to four iterations on the examples).
 //!
 //! Budget: bodies are capped at [`FusionLimits::max_body_ops`] ops; the phase saturates once no
 //! kernel can grow (the examples and the encoder: a few iterations, see the tests).
@@ -52,8 +56,8 @@ pub fn rules(legal: Legality, limits: FusionLimits) -> Vec<Rule> {
     vec![
         // v ⇒ kernel{op($0, …)}(children): every value computed by one op is a one-op kernel.
         Rewrite::new("kernel-wrap", OpNodes, Wrap).expect("static rule"),
-        // kernel{B}(…, d, …) ⇒ kernel{B[$d := P]}(…, inputs of P, …) for P the largest legal
-        // kernel of d: producers absorbed into their consumer.
+        // kernel{B}(…, d, …) ⇒ kernel{B[$d := op(…)]}(…, inputs of op, …) for an op e-node of d
+        // that keeps B legal: producers absorbed into their consumer, breadth-first.
         Rewrite::new("kernel-fuse", OpNodes, Grow { legal, limits }).expect("static rule"),
     ]
 }
@@ -157,6 +161,79 @@ struct Grow {
     limits: FusionLimits,
 }
 
+fn input_facts(eg: &TensorGraph, ins: &[Id]) -> Option<Vec<TensorFacts>> {
+    ins.iter().map(|i| eg[*i].data.tensor().cloned()).collect()
+}
+
+impl Grow {
+    /// `fuse` of a producer into the consumer's input `pos`, kept only when the result is within
+    /// the body limit, well-typed and legal.
+    fn try_fuse(
+        &self,
+        eg: &TensorGraph,
+        body: &RecExpr<TensorLang>,
+        ins: &[Id],
+        pos: usize,
+        p: &RecExpr<TensorLang>,
+        p_ins: &[Id],
+    ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
+        let (b, i) = fuse(body, ins, pos, p, p_ins);
+        let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
+        if ops > self.limits.max_body_ops {
+            return None;
+        }
+        let facts = input_facts(eg, &i)?;
+        if body_facts(&b, &facts).is_err() || (self.legal)(&b, &facts).is_err() {
+            return None;
+        }
+        Some((b, i))
+    }
+
+    /// Grows one single-op body breadth-first: input classes are visited in order (new inputs
+    /// queued behind), and each absorbs the first of its op e-nodes whose single-op body keeps
+    /// the kernel legal and within limits. Returns every successive body (each one a kernel of
+    /// `eclass`): the prefixes give the extractor the choice of where the kernel stops — e.g.
+    /// the MLP's second matmul with its operand's movement folded in but the first matmul's
+    /// epilogue left to the first kernel.
+    fn grow(
+        &self,
+        eg: &TensorGraph,
+        eclass: Id,
+        body: RecExpr<TensorLang>,
+        ins: Vec<Id>,
+    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+        let eclass = eg.find(eclass);
+        let mut out = Vec::new();
+        let mut queue: std::collections::VecDeque<Id> = ins.iter().copied().collect();
+        let mut visited: std::collections::BTreeSet<Id> = ins.iter().copied().collect();
+        visited.insert(eclass);
+        let (mut body, mut ins) = (body, ins);
+        while let Some(d) = queue.pop_front() {
+            let Some(pos) = ins.iter().position(|c| *c == d) else {
+                continue;
+            };
+            for (p, p_ins) in single_op_bodies(eg, d) {
+                if p_ins.contains(&eclass) {
+                    continue; // would make the kernel its own input
+                }
+                let Some((b, i)) = self.try_fuse(eg, &body, &ins, pos, &p, &p_ins) else {
+                    continue;
+                };
+                for c in &p_ins {
+                    if visited.insert(*c) {
+                        queue.push_back(*c);
+                    }
+                }
+                body = b;
+                ins = i;
+                out.push((body.clone(), ins.clone()));
+                break;
+            }
+        }
+        out
+    }
+}
+
 /// The kernels of a class, largest body first (ties: body text), as (body, inputs).
 fn kernels_largest_first(eg: &TensorGraph, class: Id) -> Vec<(KernelBody, Vec<Id>)> {
     let attr = |id: Id| eg[id].data.attr();
@@ -179,14 +256,12 @@ fn kernels_largest_first(eg: &TensorGraph, class: Id) -> Vec<(KernelBody, Vec<Id
     ks
 }
 
-fn input_facts(eg: &TensorGraph, ins: &[Id]) -> Option<Vec<TensorFacts>> {
-    ins.iter().map(|i| eg[*i].data.tensor().cloned()).collect()
-}
-
 impl Grow {
-    /// Grows one single-op body: for each of its inputs in order, absorbs the largest kernel of
-    /// that input's class that keeps the body legal and within limits.
-    fn grow(
+    /// Grows one single-op body by whole producer kernels: for each input in order, absorbs the
+    /// largest kernel of the input's class that keeps the body legal (maximal fusion, built on
+    /// the producers' own growth, so it reaches across alternative spellings the breadth-first
+    /// growth does not take).
+    fn grow_max(
         &self,
         eg: &TensorGraph,
         eclass: Id,
@@ -203,19 +278,11 @@ impl Grow {
             };
             for (p, p_ins) in kernels_largest_first(eg, d) {
                 if p_ins.contains(&eclass) {
-                    continue; // would make the kernel its own input
-                }
-                let (b, i) = fuse(&body, &ins, pos, p.expr(), &p_ins);
-                let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
-                if ops > self.limits.max_body_ops || i.contains(&eclass) {
                     continue;
                 }
-                let Some(facts) = input_facts(eg, &i) else {
+                let Some((b, i)) = self.try_fuse(eg, &body, &ins, pos, p.expr(), &p_ins) else {
                     continue;
                 };
-                if body_facts(&b, &facts).is_err() || (self.legal)(&b, &facts).is_err() {
-                    continue;
-                }
                 body = b;
                 ins = i;
                 grew = true;
@@ -237,7 +304,9 @@ impl Applier<TensorLang, IndexBook> for Grow {
     ) -> Vec<Id> {
         let mut changed = Vec::new();
         for (body, ins) in single_op_bodies(eg, eclass) {
-            if let Some((b, i)) = self.grow(eg, eclass, body, ins) {
+            let mut grown = self.grow(eg, eclass, body.clone(), ins.clone());
+            grown.extend(self.grow_max(eg, eclass, body, ins));
+            for (b, i) in grown {
                 changed.extend(add_kernel(eg, eclass, b, &i, rule));
             }
         }

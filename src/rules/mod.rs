@@ -10,7 +10,7 @@
 //! does not fire; no blanket commutativity or associativity. [`testing`] is the soundness harness
 //! every rule file's tests use.
 //!
-//! Phases: `movement`, `srnf`, `contraction`, `epilogue` ([`all_phases`]) and `kernels`
+//! Phases: `movement`, `rbssa`, `srnf`, `contraction`, `epilogue` ([`all_phases`]) and `kernels`
 //! ([`fusion`], which takes the legality oracle of the pipeline).
 
 pub mod contraction;
@@ -18,6 +18,7 @@ pub mod epilogue;
 pub mod fusion;
 mod helpers;
 pub mod movement;
+pub mod rbssa;
 pub mod srnf;
 #[doc(hidden)]
 pub mod testing;
@@ -143,10 +144,12 @@ pub fn run_phase(
     (egraph, stats)
 }
 
-/// The built-in phases, in pipeline order. TODO(issue 3): srnf, contraction, fusion.
+/// The built-in rewrite phases, in pipeline order (the kernels phase, [`fusion::rules`], runs
+/// after them with the pipeline's legality oracle).
 pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
     vec![
         ("movement", movement::rules()),
+        ("rbssa", rbssa::rules()),
         ("srnf", srnf::rules()),
         ("contraction", contraction::rules()),
         ("epilogue", epilogue::rules()),

@@ -24,20 +24,11 @@
 //! - A size is "one" only when its `Dim` is the constant 1; a symbolic size may be 1 at run time
 //!   but is treated as possibly larger, so rules that reorder axes keep its relative position.
 
+use super::helpers::{union_same_facts, var, when};
 use super::{attr, tensor, Rule};
 use crate::ir::dtype::DType;
-use crate::ir::egraph::book::{infer_facts, tiny_parts};
 use crate::ir::egraph::{Attr, TensorGraph, TensorLang};
 use egg::{rewrite as rw, Applier, Id, PatternAst, Subst, Symbol, Var};
-
-fn var(s: &str) -> Var {
-    s.parse().expect("static pattern variable")
-}
-
-/// A side condition reading the analysis only.
-fn when(f: impl Fn(&TensorGraph, &Subst) -> bool) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
-    move |eg, _, s| f(eg, s)
-}
 
 fn ints(eg: &TensorGraph, s: &Subst, v: Var) -> Option<Vec<usize>> {
     attr(eg, s[v]).and_then(|a| a.as_usizes())
@@ -147,26 +138,6 @@ fn zero_pads(p: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
     )
 }
 
-/// Adds `node` (whose attribute leaves are already in the e-graph) and unions it with `eclass`,
-/// but only when Tiny's typing rules give it exactly `eclass`'s facts; otherwise adds nothing.
-fn add_same_facts(eg: &mut TensorGraph, eclass: Id, node: TensorLang) -> Vec<Id> {
-    let facts = {
-        let a = |id: Id| eg[id].data.attr();
-        tiny_parts(&node, &a).and_then(|p| infer_facts(&p, &|id| eg[id].data.tensor().cloned()))
-    };
-    match (facts, tensor(eg, eclass)) {
-        (Ok(f), Some(want)) if f == *want => {
-            let id = eg.add(node);
-            if eg.union(eclass, id) {
-                vec![eclass]
-            } else {
-                vec![]
-            }
-        }
-        _ => vec![],
-    }
-}
-
 /// `permute(permute(x, p), q) = permute(x, r)` with `r[j] = p[q[j]]`.
 struct ComposePermute {
     x: Var,
@@ -191,7 +162,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for ComposePermute {
         }
         let r: Vec<usize> = q.iter().map(|j| p[*j]).collect();
         let leaf = eg.add(TensorLang::Attr(Attr::usizes(&r)));
-        add_same_facts(eg, eclass, TensorLang::Permute([s[self.x], leaf]))
+        union_same_facts(eg, eclass, TensorLang::Permute([s[self.x], leaf]))
     }
 }
 
@@ -222,7 +193,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for ComposePad {
         };
         let Some(sum) = sum else { return vec![] };
         let leaf = eg.add(TensorLang::Attr(Attr::Pads(sum)));
-        add_same_facts(eg, eclass, TensorLang::Pad([s[self.x], leaf, s[self.v]]))
+        union_same_facts(eg, eclass, TensorLang::Pad([s[self.x], leaf, s[self.v]]))
     }
 }
 
@@ -296,7 +267,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for UnsqueezePastPermute 
         let shape_leaf = eg.add(TensorLang::Attr(Attr::Shape(widened)));
         let reshaped = eg.add(TensorLang::Reshape([m[self.x], shape_leaf]));
         let q_leaf = eg.add(TensorLang::Attr(Attr::usizes(&q)));
-        add_same_facts(eg, eclass, TensorLang::Permute([reshaped, q_leaf]))
+        union_same_facts(eg, eclass, TensorLang::Permute([reshaped, q_leaf]))
     }
 }
 
@@ -333,7 +304,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for PermuteMovingOnes {
         }
         let permuted: Vec<_> = p.iter().map(|a| xf.shape[*a].clone()).collect();
         let leaf = eg.add(TensorLang::Attr(Attr::Shape(permuted)));
-        add_same_facts(eg, eclass, TensorLang::Reshape([m[self.x], leaf]))
+        union_same_facts(eg, eclass, TensorLang::Reshape([m[self.x], leaf]))
     }
 }
 

@@ -72,6 +72,8 @@ pub struct RunOptions {
     pub device: Device,
     /// `--random SEED`: fill missing inputs with seeded values.
     pub random: Option<u64>,
+    /// `--optimized`: evaluate the optimizer's region program instead of the Tiny IR.
+    pub optimized: bool,
 }
 
 /// One output file `run` wrote.
@@ -148,9 +150,36 @@ pub fn run_graph(graph: &Graph, opts: &RunOptions) -> Result<Vec<WrittenOutput>,
     check_device(opts.device)?;
     let prepared = prepare_inputs(graph, &opts.inputs, &opts.binds, opts.random)?;
     let prog = lower_and_verify(graph)?;
-    let outputs = eval::evaluate(&prog, &prepared.bindings, &prepared.tensors)?;
+    let outputs = if opts.optimized {
+        evaluate_optimized(&prog, &prepared)?
+    } else {
+        eval::evaluate(&prog, &prepared.bindings, &prepared.tensors)?
+    };
     check_outputs(graph, &outputs, &prepared.bindings)?;
     write_outputs(graph, &outputs, &opts.out_dir)
+}
+
+/// Optimizes `prog` and plays the extracted region program back on the CPU. Failures here are
+/// compiler bugs (the inputs were already validated), so they exit with status 1.
+pub fn evaluate_optimized(
+    prog: &Program,
+    prepared: &PreparedInputs,
+) -> Result<BTreeMap<String, Tensor>, Failure> {
+    let o = crate::optimize::optimize(prog, &crate::optimize::OptimizeOptions::default())
+        .map_err(|e| Failure::internal(optimizer_bug(&e.to_string())))?;
+    crate::ir::region::program::evaluate_program(&o.program, &prepared.bindings, &prepared.tensors)
+        .map_err(Failure::internal)
+}
+
+fn optimizer_bug(why: &str) -> Diagnostic {
+    Diagnostic::error(
+        "E0317",
+        "OptimizerFailed",
+        Location::Document,
+        format!("the optimizer could not compile this graph: {why}"),
+        "this is a compiler bug; run without --optimized to get the reference result, and \
+         report the graph.json",
+    )
 }
 
 /// Every signature output must come back from the evaluator with its declared dtype and

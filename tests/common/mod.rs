@@ -3,6 +3,7 @@
 
 pub mod fe;
 pub mod graphgen;
+pub mod movement_chains;
 
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::{frontend, lower};

@@ -99,6 +99,62 @@ impl Bounds<'_> {
         }
     }
 
+    /// Interval of `e` under the guard facts `x op y` of enclosing selects: linear parts are
+    /// narrowed by every guard whose difference matches them, and narrowing propagates through
+    /// sums, products, floordivs and remainders (an empty interval stays empty: the guard is
+    /// unsatisfiable there and the read never happens).
+    pub(super) fn guarded(
+        &self,
+        e: &AxisExpr,
+        guards: &[(CmpOp, AxisExpr, AxisExpr)],
+    ) -> Option<(i64, i64)> {
+        if let Some(lm) = self.linear(e) {
+            let (mut lo, mut hi) = self.interval(e)?;
+            if !lm.0.is_empty() {
+                for (op, x, y) in guards {
+                    if let Some((l2, h2)) = self.narrow(&lm, *op, x, y) {
+                        lo = lo.max(l2);
+                        hi = hi.min(h2);
+                    }
+                }
+            }
+            return Some((lo, hi));
+        }
+        match e {
+            AxisExpr::FloorDiv(x, c) if *c > 0 => {
+                let (lo, hi) = self.guarded(x, guards)?;
+                Some((lo.div_euclid(*c), hi.div_euclid(*c)))
+            }
+            AxisExpr::Add(l) if self.is_mod(l).is_some() => self.is_mod(l),
+            AxisExpr::Add(l) => {
+                let (mut lo, mut hi) = (0i64, 0i64);
+                for x in l {
+                    let (a, b) = self.guarded(x, guards)?;
+                    if a > b {
+                        return Some((a, b));
+                    }
+                    lo = lo.checked_add(a)?;
+                    hi = hi.checked_add(b)?;
+                }
+                Some((lo, hi))
+            }
+            AxisExpr::Mul(a, b) => {
+                let (a, b) = (self.guarded(a, guards)?, self.guarded(b, guards)?);
+                if a.0 > a.1 || b.0 > b.1 {
+                    return Some((1, 0));
+                }
+                let ps = [
+                    a.0.checked_mul(b.0)?,
+                    a.0.checked_mul(b.1)?,
+                    a.1.checked_mul(b.0)?,
+                    a.1.checked_mul(b.1)?,
+                ];
+                Some((*ps.iter().min()?, *ps.iter().max()?))
+            }
+            _ => self.interval(e),
+        }
+    }
+
     /// `[0, c-1]` when the sum `l` is `x mod c` written `x + -c·(x // c)` (how region synthesis
     /// spells a remainder), with `x` given as the other terms (structurally or as equal linear
     /// forms).
@@ -130,11 +186,13 @@ impl Bounds<'_> {
             [one] => one.clone(),
             _ => AxisExpr::Add(rest),
         };
-        let same = same || matches!((self.linear(&rest_e), self.linear(x)), (Some(a), Some(b)) if a == b);
+        let same =
+            same || matches!((self.linear(&rest_e), self.linear(x)), (Some(a), Some(b)) if a == b);
         same.then_some((0, c - 1))
     }
 
-    /// The range a guard `x op y` allows for the linear index `lm`, when `x - y = ±lm + d`.
+    /// The range a guard `x op y` allows for the linear index `lm`, when `lm` is an integer
+    /// multiple of `x - y` up to constants.
     pub(super) fn narrow(
         &self,
         lm: &Linear,
@@ -150,15 +208,21 @@ impl Bounds<'_> {
         }
         diff.retain(|_, k| *k != 0);
         let dconst = cx.checked_sub(cy)?;
-        let neg: BTreeMap<usize, i64> = lm.0.iter().map(|(p, k)| (*p, -k)).collect();
-        // x - y = s·(lm - lm.c) + dconst, so `lm = s·(x - y - dconst) + lm.c`.
-        let s = if diff == lm.0 {
-            1
-        } else if diff == neg {
-            -1
-        } else {
+        // x - y = (lm - lm.c)/s + dconst for an integer s ≠ 0 (the index is a multiple of the
+        // guarded expression: `2i - 1` under `i >= 1`), so `lm = s·(x - y - dconst) + lm.c`.
+        let (p0, k0) = diff.iter().next()?;
+        let l0 = *lm.0.get(p0)?;
+        if *k0 == 0 || l0 % k0 != 0 || diff.len() != lm.0.len() {
             return None;
-        };
+        }
+        let s = l0 / k0;
+        if s == 0
+            || diff
+                .iter()
+                .any(|(p, k)| lm.0.get(p).copied() != k.checked_mul(s))
+        {
+            return None;
+        }
         // Range of t = x - y allowed by `t op 0`.
         let big = i64::MAX / 4;
         let (tlo, thi) = match op {

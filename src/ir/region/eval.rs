@@ -137,9 +137,18 @@ fn run(
         ) else {
             continue;
         };
-        let strides = let_strides(&let_free[li], &sizes);
         let src = &values[li];
+        if let_free[li].len() == sizes.len() {
+            // The let depends on every iter: its array is the output, row-major.
+            out.insert(
+                o.name.clone(),
+                Tensor::from_f64(o.dtype, sizes.clone(), src),
+            );
+            continue;
+        }
+        let strides = let_strides(&let_free[li], &sizes);
         let vals: Vec<f64> = (0..total)
+            .into_par_iter()
             .map(|flat| {
                 let mut rest = flat;
                 let mut idx = 0;
@@ -510,10 +519,7 @@ impl Ctx<'_> {
                     .copied()
                     .unwrap_or(f64::NAN)
             }
-            CExpr::Read { input, map, shape } => {
-                let index: Vec<i64> = map.iter().map(|m| axis(m, env)).collect();
-                self.load(*input, index, shape)?
-            }
+            CExpr::Read { input, map, shape } => self.load(*input, map, env, shape, None)?,
             CExpr::Gather {
                 input,
                 map,
@@ -521,11 +527,9 @@ impl Ctx<'_> {
                 axis: g,
                 index,
             } => {
-                let v = self.eval(index, env)?;
-                let mut at: Vec<i64> = map.iter().map(|m| axis(m, env)).collect();
                 // A non-finite or huge index saturates, then fails the bounds check.
-                at[*g] = at[*g].saturating_add(v.trunc() as i64);
-                self.load(*input, at, shape)?
+                let v = self.eval(index, env)?.trunc() as i64;
+                self.load(*input, map, env, shape, Some((*g, v)))?
             }
             CExpr::Unary(f, x) => DType::F32.round(unary(*f, self.eval(x, env)?)),
             CExpr::Binary(f, a, b) => {
@@ -578,25 +582,33 @@ impl Ctx<'_> {
         })
     }
 
-    /// Loads input `input` at `index` (an error outside `shape`).
-    fn load(&self, input: usize, index: Vec<i64>, shape: &[usize]) -> EResult<f64> {
-        let t = self.inputs[input];
-        let inb = index
-            .iter()
-            .zip(shape)
-            .all(|(i, s)| *i >= 0 && (*i as usize) < *s);
-        if !inb {
-            return Err(RegionError::OutOfBounds {
-                tensor: self.names.get(input).cloned().unwrap_or_default(),
-                at: self.at.to_string(),
-                index,
-                shape: shape.to_vec(),
-            });
-        }
+    /// Loads input `input` at `map(env)`, dimension `shift.0` moved by `shift.1` (a gather);
+    /// an error outside `shape`.
+    fn load(
+        &self,
+        input: usize,
+        map: &[CAxis],
+        env: &[i64],
+        shape: &[usize],
+        shift: Option<(usize, i64)>,
+    ) -> EResult<f64> {
+        let at = |j: usize, m: &CAxis| match shift {
+            Some((g, v)) if g == j => axis(m, env).saturating_add(v),
+            _ => axis(m, env),
+        };
         let mut flat = 0usize;
-        for (i, s) in index.iter().zip(shape) {
-            flat = flat * s + *i as usize;
+        for (j, (m, s)) in map.iter().zip(shape).enumerate() {
+            let i = at(j, m);
+            if i < 0 || i as usize >= *s {
+                return Err(RegionError::OutOfBounds {
+                    tensor: self.names.get(input).cloned().unwrap_or_default(),
+                    at: self.at.to_string(),
+                    index: map.iter().enumerate().map(|(j, m)| at(j, m)).collect(),
+                    shape: shape.to_vec(),
+                });
+            }
+            flat = flat * s + i as usize;
         }
-        Ok(t.get_f64(flat))
+        Ok(self.inputs[input].get_f64(flat))
     }
 }

@@ -567,8 +567,10 @@ mod tests {
         let e = Expr::from_json(&v).expect("parse");
         assert_eq!(e.to_json(), v);
         assert!(Expr::from_json(&json!({"where": [1.0, 2.0]})).is_err());
-        assert!(Expr::from_json(&json!({"gather": {"tensor": "X", "map": [], "axis": -1,
+        assert!(
+            Expr::from_json(&json!({"gather": {"tensor": "X", "map": [], "axis": -1,
             "index": 0.0}}))
-        .is_err());
+            .is_err()
+        );
     }
 }

@@ -7,6 +7,10 @@
 //! "of", "dtype", "shape"}}], "outputs": [["graph output", "buffer"]]}`, regions in their seed
 //! 001 §6.8 form.
 
+// `ProgramError` carries the failing region's `RegionError`; it is returned only on cold
+// failure paths, so boxing it would only add noise (as in `crate::cli`).
+#![allow(clippy::result_large_err)]
+
 use super::eval::evaluate_region;
 use super::{Region, RegionError, Size};
 use crate::diag::{Diagnostic, Diagnostics, Location};
@@ -104,7 +108,7 @@ pub enum ProgramError {
     Region {
         step: usize,
         region: String,
-        error: RegionError,
+        error: Box<RegionError>,
     },
 }
 
@@ -168,20 +172,15 @@ fn ty(dtype: DType, shape: &[Dim]) -> String {
 /// dtypes and shapes, aliases keep element counts, and every region verifies.
 pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
     let mut defined: BTreeMap<String, (DType, Vec<Dim>)> = BTreeMap::new();
-    let mut define = |step: usize, name: &str, dt: DType, shape: Vec<Dim>| {
-        if defined.contains_key(name) {
+    for b in &p.inputs {
+        if defined.contains_key(&b.name) {
             return Err(ProgramError::BufferRedefined {
-                step,
-                name: name.to_string(),
+                step: 0,
+                name: b.name.clone(),
             });
         }
-        defined.insert(name.to_string(), (dt, shape));
-        Ok(())
-    };
-    for b in &p.inputs {
-        define(0, &b.name, b.dtype, b.shape.clone())?;
+        defined.insert(b.name.clone(), (b.dtype, b.shape.clone()));
     }
-    drop(define);
     for (step, s) in p.steps.iter().enumerate() {
         let get = |defined: &BTreeMap<String, (DType, Vec<Dim>)>, name: &str| {
             defined
@@ -197,7 +196,7 @@ pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
                 super::verify(r).map_err(|error| ProgramError::Region {
                     step,
                     region: r.name.clone(),
-                    error,
+                    error: Box::new(error),
                 })?;
                 for i in &r.inputs {
                     let (dt, shape) = get(&defined, &i.name)?;
@@ -289,13 +288,15 @@ pub fn evaluate_program(
     for (step, s) in p.steps.iter().enumerate() {
         match s {
             Step::Region(r) => {
+                // Lend the input buffers to the region (no copies), then put them back.
                 let ins: BTreeMap<String, Tensor> = r
                     .inputs
                     .iter()
-                    .filter_map(|i| bufs.get(&i.name).map(|t| (i.name.clone(), t.clone())))
+                    .filter_map(|i| bufs.remove_entry(&i.name))
                     .collect();
-                let outs = evaluate_region(r, bindings, &ins)?;
-                bufs.extend(outs);
+                let outs = evaluate_region(r, bindings, &ins);
+                bufs.extend(ins);
+                bufs.extend(outs?);
             }
             Step::Alias {
                 name, of, shape, ..
@@ -308,7 +309,10 @@ pub fn evaluate_program(
                 })?;
                 let mut dims = Vec::with_capacity(shape.len());
                 for d in shape {
-                    let v = d.eval_with(bindings).ok().and_then(|v| usize::try_from(v).ok());
+                    let v = d
+                        .eval_with(bindings)
+                        .ok()
+                        .and_then(|v| usize::try_from(v).ok());
                     dims.push(v.ok_or_else(|| {
                         Diagnostics::from(RegionError::UnboundSymbol(d.to_string()))
                     })?);

@@ -565,17 +565,9 @@ impl Cx<'_> {
             scope,
             bindings: self.bindings,
         };
-        let Some((mut lo, mut hi)) = b.interval(m) else {
+        let Some((lo, hi)) = b.guarded(m, guards) else {
             return Ok(());
         };
-        if let Some(lm) = b.linear(m).filter(|l| !l.0.is_empty()) {
-            for (op, x, y) in guards {
-                if let Some((l2, h2)) = b.narrow(&lm, *op, x, y) {
-                    lo = lo.max(l2);
-                    hi = hi.min(h2);
-                }
-            }
-        }
         if lo <= hi && (lo < 0 || hi >= size) {
             return Err(RegionError::UnguardedAccess {
                 tensor: tensor.to_string(),

@@ -90,11 +90,18 @@ impl Ix {
     /// The axis name when the index is exactly one axis.
     pub(crate) fn as_var(&self) -> Option<&str> {
         match self.terms.iter().next() {
-            Some((Atom::Var(v), c)) if self.terms.len() == 1 && c.is_int(1) && self.konst.is_int(0) => {
+            Some((Atom::Var(v), c))
+                if self.terms.len() == 1 && c.is_int(1) && self.konst.is_int(0) =>
+            {
                 Some(v)
             }
             _ => None,
         }
+    }
+
+    /// The constant, when the index mentions no axis.
+    pub(crate) fn as_konst(&self) -> Option<&Dim> {
+        self.terms.is_empty().then_some(&self.konst)
     }
 
     /// True for the constant 0.
@@ -229,9 +236,7 @@ impl Ix {
 
     /// Printed form for messages.
     pub(crate) fn show(&self) -> String {
-        self.to_axis()
-            .map(|e| e.to_string())
-            .unwrap_or_else(|e| e)
+        self.to_axis().map(|e| e.to_string()).unwrap_or_else(|e| e)
     }
 }
 
@@ -294,13 +299,16 @@ mod tests {
         let q = d.floordiv(&Dim::int(4), &ext).expect("constant divisor");
         assert_eq!(q.to_axis().map(|e| e.to_string()), Ok("d//4".into()));
         let r = d.rem(&Dim::int(4), &ext).expect("mod");
-        assert_eq!(r.to_axis().map(|e| e.to_string()), Ok("d+-4*d//4".into()));
+        assert_eq!(r.to_axis().map(|e| e.to_string()), Ok("d+-4*(d//4)".into()));
         // Provably small: c < 4, so c // 4 = 0 and c mod 4 = c.
         let c = Ix::var("c");
         assert_eq!(c.floordiv(&Dim::int(4), &ext), Ok(Ix::default()));
         assert_eq!(c.rem(&Dim::int(4), &ext), Ok(c.clone()));
         // (c + 5) // 4 with c in [0, 3]: 1 + (c + 1) // 4, not constant.
-        let e = c.add(&Ix::int(5)).floordiv(&Dim::int(4), &ext).expect("div");
+        let e = c
+            .add(&Ix::int(5))
+            .floordiv(&Dim::int(4), &ext)
+            .expect("div");
         assert!(e.show().contains("//4"));
     }
 

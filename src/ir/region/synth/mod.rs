@@ -85,7 +85,9 @@ pub enum SynthError {
         second: String,
     },
     /// An access that is not affine + floordiv by a positive constant.
-    #[error("body node {node} ({op}): {why} (not affine + floordiv by a constant; a region boundary)")]
+    #[error(
+        "body node {node} ({op}): {why} (not affine + floordiv by a constant; a region boundary)"
+    )]
     NonAffine {
         node: usize,
         op: &'static str,
@@ -205,7 +207,6 @@ pub fn synthesize(
     }
     for (i, n) in nodes.iter().enumerate() {
         let what = match n {
-            TensorLang::Read(_) => "a `read` node (needs Tiny's READ)",
             TensorLang::Kernel(_) => "a kernel inside a kernel body",
             TensorLang::Input(_) => "an `input` node inside a kernel body (use a placeholder)",
             _ => continue,
@@ -228,7 +229,9 @@ pub fn synthesize(
     for n in nodes {
         parts.push(match n {
             TensorLang::Attr(_) => None,
-            op => Some(tiny_parts(op, &|id| facts[usize::from(id)].attr()).map_err(SynthError::Typing)?),
+            op => Some(
+                tiny_parts(op, &|id| facts[usize::from(id)].attr()).map_err(SynthError::Typing)?,
+            ),
         });
     }
     let mut has_reduce = vec![false; nodes.len()];
@@ -435,8 +438,7 @@ impl Cx<'_> {
     fn aligned(&self, env: &[Ix]) -> bool {
         env.iter().all(|e| {
             e.is_zero()
-                || e
-                    .as_var()
+                || e.as_var()
                     .is_some_and(|v| self.iters.iter().any(|(n, _)| n == v))
         })
     }

@@ -3,7 +3,7 @@
 //! PAD, the guard under which the operand is read). Views never compute (seed 001 §6.5).
 
 use super::ix::{Extents, Ix};
-use crate::ir::axis::{CmpOp, Pred};
+use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
 use crate::ir::dim::Dim;
 use crate::ir::tiny::AffineIndex;
 
@@ -14,7 +14,12 @@ pub(super) fn permute(env: &[Ix], perm: &[usize]) -> Result<Vec<Ix>, String> {
         let (slot, e) = (out.get_mut(*p), env.get(i));
         match (slot, e) {
             (Some(s), Some(e)) => *s = e.clone(),
-            _ => return Err(format!("permutation {perm:?} does not fit rank {}", env.len())),
+            _ => {
+                return Err(format!(
+                    "permutation {perm:?} does not fit rank {}",
+                    env.len()
+                ))
+            }
         }
     }
     Ok(out)
@@ -24,7 +29,13 @@ pub(super) fn permute(env: &[Ix], perm: &[usize]) -> Result<Vec<Ix>, String> {
 pub(super) fn expand(env: &[Ix], in_shape: &[Dim]) -> Vec<Ix> {
     env.iter()
         .zip(in_shape)
-        .map(|(e, d)| if d.is_int(1) { Ix::default() } else { e.clone() })
+        .map(|(e, d)| {
+            if d.is_int(1) {
+                Ix::default()
+            } else {
+                e.clone()
+            }
+        })
         .collect()
 }
 
@@ -58,7 +69,9 @@ pub(super) fn view(env: &[Ix], map: &[AffineIndex]) -> Result<Vec<Ix>, String> {
             m.terms.iter().try_fold(Ix::int(m.offset), |acc, (a, c)| {
                 env.get(*a)
                     .map(|e| acc.add(&e.scale(&Dim::int(*c))))
-                    .ok_or_else(|| format!("VIEW map names axis {a} of a rank-{} result", env.len()))
+                    .ok_or_else(|| {
+                        format!("VIEW map names axis {a} of a rank-{} result", env.len())
+                    })
             })
         })
         .collect()
@@ -89,6 +102,68 @@ pub(super) fn pad(
         _ => Some(Pred::And(conj)),
     };
     Ok((out, guard))
+}
+
+/// An access-map index with its output axes `i0…` replaced by `env` (other names are sizes).
+fn substitute(e: &AxisExpr, env: &[Ix], ext: Extents) -> Result<Ix, String> {
+    Ok(match e {
+        AxisExpr::Const(c) => Ix::int(*c),
+        AxisExpr::Name(n) => match (0..env.len()).find(|k| axis_name(*k) == *n) {
+            Some(k) => env[k].clone(),
+            None => Ix::konst(Dim::sym(n)),
+        },
+        AxisExpr::Add(l) => l.iter().try_fold(Ix::default(), |acc, x| {
+            substitute(x, env, ext).map(|v| acc.add(&v))
+        })?,
+        AxisExpr::Mul(a, b) => {
+            let (a, b) = (substitute(a, env, ext)?, substitute(b, env, ext)?);
+            match (a.as_konst(), b.as_konst()) {
+                (Some(k), _) => b.scale(k),
+                (_, Some(k)) => a.scale(k),
+                _ => return Err(format!("`{e}` multiplies two axes")),
+            }
+        }
+        AxisExpr::FloorDiv(x, c) => substitute(x, env, ext)?.floordiv(&Dim::int(*c), ext)?,
+    })
+}
+
+fn substitute_pred(p: &Pred, env: &[Ix], ext: Extents) -> Result<Pred, String> {
+    Ok(match p {
+        Pred::And(ps) => Pred::And(
+            ps.iter()
+                .map(|q| substitute_pred(q, env, ext))
+                .collect::<Result<_, _>>()?,
+        ),
+        Pred::Or(ps) => Pred::Or(
+            ps.iter()
+                .map(|q| substitute_pred(q, env, ext))
+                .collect::<Result<_, _>>()?,
+        ),
+        Pred::Cmp(op, a, b) => Pred::Cmp(
+            *op,
+            substitute(a, env, ext)?.to_axis()?,
+            substitute(b, env, ext)?.to_axis()?,
+        ),
+    })
+}
+
+/// READ (Tiny's general view): the operand index `access.index` and guard `access.guard` with
+/// `i_k := env[k]`.
+pub(super) fn read(
+    env: &[Ix],
+    access: &AccessMap,
+    ext: Extents,
+) -> Result<(Vec<Ix>, Option<Pred>), String> {
+    let index = access
+        .index
+        .iter()
+        .map(|e| substitute(e, env, ext))
+        .collect::<Result<_, _>>()?;
+    let guard = match &access.guard {
+        Some(g) => Some(substitute_pred(g, env, ext)?),
+        None => None,
+    };
+    Ok((index, guard))
 }
 
 /// RESHAPE: dims are grouped into runs of equal element count (unit dims aside: an operand unit
@@ -125,7 +200,11 @@ pub(super) fn reshape(
         let mut stride = Dim::int(1);
         for (k, d) in ig.iter().enumerate().rev() {
             let q = lin.floordiv(&stride, ext)?;
-            res[*d] = if k == 0 { q } else { q.rem(&in_shape[*d], ext)? };
+            res[*d] = if k == 0 {
+                q
+            } else {
+                q.rem(&in_shape[*d], ext)?
+            };
             stride = stride.mul(&in_shape[*d]);
         }
         i += gi;
@@ -179,19 +258,34 @@ mod tests {
         // [M*N] viewed as [M, 1, N]: operand index m*N + n.
         let env = [Ix::var("m"), Ix::default(), Ix::var("n")];
         let mn = Dim::sym("M").mul(&Dim::sym("N"));
-        let r = reshape(&env, &[mn], &[Dim::sym("M"), Dim::int(1), Dim::sym("N")], &ext);
+        let r = reshape(
+            &env,
+            &[mn],
+            &[Dim::sym("M"), Dim::int(1), Dim::sym("N")],
+            &ext,
+        );
         assert_eq!(r.map(|v| show(&v)), Ok(vec!["N*m+n".to_string()]));
     }
 
     #[test]
     fn reshape_merge_needs_constant_strides() {
         let mn = Dim::sym("M").mul(&Dim::sym("N"));
-        let r = reshape(&[Ix::var("i")], &[Dim::sym("M"), Dim::sym("N")], &[mn], &ext);
+        let r = reshape(
+            &[Ix::var("i")],
+            &[Dim::sym("M"), Dim::sym("N")],
+            &[mn],
+            &ext,
+        );
         assert!(r.is_err());
-        let r = reshape(&[Ix::var("i")], &[Dim::int(4), Dim::int(6)], &[Dim::int(24)], &ext);
+        let r = reshape(
+            &[Ix::var("i")],
+            &[Dim::int(4), Dim::int(6)],
+            &[Dim::int(24)],
+            &ext,
+        );
         assert_eq!(
             r.map(|v| show(&v)),
-            Ok(vec!["i//6".to_string(), "i+-6*i//6".to_string()])
+            Ok(vec!["i//6".to_string(), "i+-6*(i//6)".to_string()])
         );
         // [4, 6] as [6, 4]: one group, through the linear index.
         let r = reshape(
@@ -202,6 +296,29 @@ mod tests {
         )
         .expect("constant sizes");
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn read_substitutes_output_axes() {
+        let access = AccessMap {
+            shape: vec![Dim::int(3)],
+            index: vec![AxisExpr::Add(vec![
+                AxisExpr::Mul(
+                    Box::new(AxisExpr::Const(2)),
+                    Box::new(AxisExpr::Name("i0".into())),
+                ),
+                AxisExpr::Const(-1),
+            ])],
+            guard: Some(Pred::Cmp(
+                CmpOp::Ge,
+                AxisExpr::Name("i0".into()),
+                AxisExpr::Const(1),
+            )),
+            fill: 0.0.into(),
+        };
+        let (idx, g) = read(&[Ix::var("m")], &access, &ext).expect("read");
+        assert_eq!(show(&idx), vec!["2*m+-1".to_string()]);
+        assert_eq!(g.map(|p| p.to_string()), Some("m>=1".to_string()));
     }
 
     #[test]

@@ -179,9 +179,19 @@ impl Cx<'_> {
             UOp::Shrink { lo, step, .. } => movement::shrink(env, lo, step),
             UOp::Flip { axes } => movement::flip(env, axes, &in_t.shape),
             UOp::View { map } => movement::view(env, map).map_err(SynthError::Typing)?,
-            UOp::Pad { pad, value } => {
-                let (in_env, guard) =
-                    movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
+            UOp::Pad { .. } | UOp::Read { .. } => {
+                let (in_env, guard, value) = match &parts.uop {
+                    UOp::Pad { pad, value } => {
+                        let (e, g) = movement::pad(env, pad, &in_t.shape).map_err(unsupported)?;
+                        (e, g, *value)
+                    }
+                    UOp::Read { access } => {
+                        let ext = |n: &str| self.extent(n);
+                        let (e, g) = movement::read(env, access, &ext).map_err(non_affine)?;
+                        (e, g, access.fill.0)
+                    }
+                    _ => return Err(SynthError::Typing("not a guarded view".into())),
+                };
                 let then = self.eval(x, &in_env)?;
                 let Some(pred) = guard else {
                     return Ok(then);
@@ -193,7 +203,7 @@ impl Cx<'_> {
                     e: Expr::Select {
                         pred,
                         then: Box::new(then.e),
-                        otherwise: Box::new(Expr::Const(in_t.dtype.round(*value))),
+                        otherwise: Box::new(Expr::Const(in_t.dtype.round(value))),
                     },
                 });
             }
@@ -246,11 +256,9 @@ impl Cx<'_> {
                 let e = env.first().cloned().unwrap_or_default();
                 let mut free = BTreeSet::new();
                 e.vars(&mut free);
-                let ax = e.to_axis().map_err(|what| SynthError::Unsupported {
-                    node: id,
-                    op,
-                    what,
-                })?;
+                let ax =
+                    e.to_axis()
+                        .map_err(|what| SynthError::Unsupported { node: id, op, what })?;
                 Val {
                     e: Expr::Index(ax),
                     free,
@@ -271,7 +279,11 @@ impl Cx<'_> {
                 let c2 = self.broadcast(c, &a.free);
                 let e = Expr::Binary(binary_fn(*b), Box::new(a2.e), Box::new(c2.e));
                 Val {
-                    e: if b.is_comparison() { e } else { round_to(e, dt) },
+                    e: if b.is_comparison() {
+                        e
+                    } else {
+                        round_to(e, dt)
+                    },
                     free,
                 }
             }
@@ -282,10 +294,7 @@ impl Cx<'_> {
                 let b = self.operand_val(id, parts, 2, env, dt)?;
                 let free = union(&union(&c.free, &a.free), &b.free);
                 Val {
-                    e: round_to(
-                        Expr::Where(Box::new(c.e), Box::new(a.e), Box::new(b.e)),
-                        dt,
-                    ),
+                    e: round_to(Expr::Where(Box::new(c.e), Box::new(a.e), Box::new(b.e)), dt),
                     free,
                 }
             }
@@ -337,9 +346,11 @@ impl Cx<'_> {
     }
 
     /// `v` wrapped in `BroadcastInDim` when it is not a let or constant and its axes are a strict
-    /// subset of `other` (seed §6.4).
+    /// subset of `other` (seed §6.4) — except inside a reduce body, where reads stay plain
+    /// (C-CON1: no broadcast tensors in a contraction's body).
     fn broadcast(&self, v: Val, other: &BTreeSet<String>) -> Val {
-        if matches!(v.e, Expr::Const(_) | Expr::Let(_))
+        if self.scope.len() > self.iters.len()
+            || matches!(v.e, Expr::Const(_) | Expr::Let(_))
             || v.free.len() >= other.len()
             || !v.free.is_subset(other)
         {

@@ -1,0 +1,111 @@
+//! `dlc-egg optimize graph.json [--explain] [--report FILE] [--dump LAYERS] [--timings]`.
+
+use super::{internal_error, parse_dump, DumpLayer};
+use crate::diag::{Diagnostic, Location};
+use crate::ir::frontend;
+use crate::optimize::{explain, optimize, OptimizeOptions, Optimized};
+use crate::run::{self, Failure};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Arguments of `dlc-egg optimize`.
+#[derive(Debug, clap::Args)]
+pub struct OptimizeArgs {
+    /// The graph.json file to optimize.
+    pub graph: PathBuf,
+
+    /// Print, readably: each kernel with the frontend nodes it covers and why they fused, the
+    /// rewrite chain of every output (the rules that mattered, from egg's explanations), and
+    /// e-graph statistics per phase. Printed on stdout, or on stderr when --dump prints JSON.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Write the same information as JSON to FILE (byte-identical across runs unless --timings).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Comma-separated layers to print as JSON on stdout: `frontend`, `tiny`, `indexbook` (seed
+    /// 001 §4.5 form, of the Tiny program), `egraph` (the final e-graph, egraph-serialize JSON,
+    /// kernel nodes priced by the extraction cost), `region` (the extracted program: one RB-SSA
+    /// region per kernel, seed 001 §6.8 form, plus buffer aliases). One layer prints its
+    /// document; several print an object keyed by layer name.
+    #[arg(long, value_name = "LAYERS")]
+    pub dump: Option<String>,
+
+    /// Include wall-clock phase times in --explain and --report (they differ between runs).
+    #[arg(long)]
+    pub timings: bool,
+}
+
+/// `dlc-egg optimize`.
+pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
+    let layers = match &a.dump {
+        Some(raw) => parse_dump(raw, DumpLayer::ALL)?,
+        None => Vec::new(),
+    };
+    let graph = frontend::load_file(&a.graph)?;
+    let prog = run::lower_and_verify(&graph)?;
+    let opts = OptimizeOptions {
+        explain: a.explain,
+        ..OptimizeOptions::default()
+    };
+    let o =
+        optimize(&prog, &opts).map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+    let mut report = o.report();
+    if !a.timings {
+        for p in &mut report.phases {
+            p.time = 0.0;
+        }
+    }
+    if let Some(path) = &a.report {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+        std::fs::write(path, text + "\n").map_err(|e| {
+            Failure::user(Diagnostic::error(
+                "E0312",
+                "OutputWriteFailed",
+                Location::Argument {
+                    argument: format!("--report {}", path.display()),
+                },
+                format!("cannot write the report: {e}"),
+                "check that the directory exists and is writable",
+            ))
+        })?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if !layers.is_empty() {
+        let doc = super::dump_document(&layers, &graph, Some(&prog), Some(&o));
+        let text = serde_json::to_string_pretty(&doc)
+            .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+        let _ = writeln!(stdout, "{text}");
+    }
+    if a.explain {
+        let text = explain::render(&report, a.timings);
+        if layers.is_empty() {
+            let _ = write!(stdout, "{text}");
+        } else {
+            let _ = write!(std::io::stderr().lock(), "{text}");
+        }
+    } else if layers.is_empty() {
+        let _ = write!(stdout, "{}", summary(&o));
+    }
+    Ok(())
+}
+
+/// The default output: one line per kernel.
+fn summary(o: &Optimized) -> String {
+    let mut s = format!(
+        "{} kernel(s), {} bytes to/from global memory\n",
+        o.kernels.len(),
+        o.cost.bytes
+    );
+    for k in &o.kernels {
+        s.push_str(&format!(
+            "  {}: {} <- {}\n",
+            k.name,
+            k.output,
+            k.inputs.join(", ")
+        ));
+    }
+    s
+}

@@ -1,0 +1,454 @@
+//! A normal form for the index expressions of [`AccessMap`]s (seed 001 §4.3), so that folded
+//! movement chains stay small: an expression is a linear combination `Σ coeff·atom + const` whose
+//! coefficients and constant are axis-free sizes ([`Dim`], symbols included) and whose atoms are
+//! output axes `i<k>` and `floordiv(normal form, c)` with `c > 0`.
+//!
+//! Simplifications (all exact on integers):
+//! - like atoms merge, so `c*(e//c) + (e - c*(e//c)) = e`;
+//! - `(c*q + r)//c = q + r//c` for integer `q` (coefficients divisible by `c` leave the floor);
+//! - `r//c = k` when `floor(lo/c) = floor(hi/c) = k` for provable bounds `lo <= r <= hi` (output
+//!   axis `i<k>` ranges over `[0, size_k - 1]`); `(e//a)//b = e//(a·b)`;
+//! - guard comparisons provably true everywhere on the output domain are dropped (so `0 <= i_k`
+//!   and `i_k < size_k` vanish); a guard that is always true becomes no guard.
+//!
+//! Output axes of a map of rank `r` are `i0..i{r-1}`; every other name is a size symbol (`>= 0`).
+
+use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
+use crate::ir::dim::{Atom, Dim};
+use std::collections::BTreeMap;
+
+/// An atom of a linear form.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Term {
+    Axis(usize),
+    Div(Box<Lin>, i64),
+}
+
+/// `Σ coeff·term + konst`; no zero coefficient is stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Lin {
+    terms: BTreeMap<Term, Dim>,
+    konst: Dim,
+}
+
+impl Lin {
+    fn konst(d: Dim) -> Lin {
+        Lin {
+            terms: BTreeMap::new(),
+            konst: d,
+        }
+    }
+
+    fn term(t: Term) -> Lin {
+        Lin {
+            terms: [(t, Dim::int(1))].into_iter().collect(),
+            konst: Dim::int(0),
+        }
+    }
+
+    fn add_scaled(&mut self, o: &Lin, s: &Dim) {
+        for (t, c) in &o.terms {
+            let v = self.terms.entry(t.clone()).or_default().add(&c.mul(s));
+            if v.is_int(0) {
+                self.terms.remove(t);
+            } else {
+                self.terms.insert(t.clone(), v);
+            }
+        }
+        self.konst = self.konst.add(&o.konst.mul(s));
+    }
+
+    fn scaled(&self, s: &Dim) -> Lin {
+        let mut out = Lin::default();
+        out.add_scaled(self, s);
+        out
+    }
+}
+
+/// Sizes of the output axes: the domain the simplifier proves facts on.
+struct Ctx<'a> {
+    sizes: &'a [Dim],
+}
+
+impl Ctx<'_> {
+    fn axis_of(&self, n: &str) -> Option<usize> {
+        let k: usize = n.strip_prefix('i')?.parse().ok()?;
+        (k < self.sizes.len() && axis_name(k) == n).then_some(k)
+    }
+
+    /// The linear form of `e`; `None` when `e` is not affine + floordiv (a product of two axis
+    /// terms, a non-positive divisor, an out-of-range axis name).
+    fn lin(&self, e: &AxisExpr) -> Option<Lin> {
+        Some(match e {
+            AxisExpr::Const(c) => Lin::konst(Dim::int(*c)),
+            AxisExpr::Name(n) => match self.axis_of(n) {
+                Some(k) => Lin::term(Term::Axis(k)),
+                None if looks_like_axis(n) => return None,
+                None => Lin::konst(Dim::sym(n)),
+            },
+            AxisExpr::Add(ts) => {
+                let mut out = Lin::default();
+                for t in ts {
+                    out.add_scaled(&self.lin(t)?, &Dim::int(1));
+                }
+                out
+            }
+            AxisExpr::Mul(a, b) => {
+                let (a, b) = (self.lin(a)?, self.lin(b)?);
+                if a.terms.is_empty() {
+                    b.scaled(&a.konst)
+                } else if b.terms.is_empty() {
+                    a.scaled(&b.konst)
+                } else {
+                    return None;
+                }
+            }
+            AxisExpr::FloorDiv(x, c) if *c > 0 => self.floordiv(self.lin(x)?, *c),
+            AxisExpr::FloorDiv(..) => return None,
+        })
+    }
+
+    /// `floor(l / c)`, `c > 0`, simplified.
+    fn floordiv(&self, l: Lin, c: i64) -> Lin {
+        if c == 1 {
+            return l;
+        }
+        if l.terms.is_empty() {
+            return Lin::konst(l.konst.floordiv(c));
+        }
+        // floor((c·q + r)/c) = q + floor(r/c) for integer q.
+        let (mut q, mut r) = (Lin::default(), Lin::default());
+        for (t, coef) in &l.terms {
+            let exact = coef.floordiv(c);
+            let part = Lin::term(t.clone());
+            if exact.mul_int(c) == *coef {
+                q.add_scaled(&part, &exact);
+            } else {
+                r.add_scaled(&part, coef);
+            }
+        }
+        for (atoms, k) in l.konst.monomials() {
+            let m = monomial(atoms);
+            if atoms.is_empty() {
+                q.konst = q.konst.add_int(k.div_euclid(c));
+                r.konst = r.konst.add_int(k.rem_euclid(c));
+            } else if k % c == 0 {
+                q.konst = q.konst.add(&m.mul_int(k / c));
+            } else {
+                r.konst = r.konst.add(&m.mul_int(k));
+            }
+        }
+        if r.terms.is_empty() {
+            q.konst = q.konst.add(&r.konst.floordiv(c));
+            return q;
+        }
+        if let Some((lo, hi)) = self.bounds(&r) {
+            let (a, b) = (lo.floordiv(c), hi.floordiv(c));
+            if a == b {
+                q.konst = q.konst.add(&a);
+                return q;
+            }
+        }
+        // (e//a)//c = e//(a·c).
+        let nested = match (r.terms.len(), r.terms.iter().next()) {
+            (1, Some((Term::Div(e, a), coef))) if coef.is_int(1) && r.konst.is_int(0) => {
+                a.checked_mul(c).map(|ac| Term::Div(e.clone(), ac))
+            }
+            _ => None,
+        };
+        let atom = nested.unwrap_or_else(|| Term::Div(Box::new(r), c));
+        q.add_scaled(&Lin::term(atom), &Dim::int(1));
+        q
+    }
+
+    /// Provable `(lo, hi)` with `lo <= l <= hi` on the whole output domain (vacuous when some
+    /// size is 0), or `None` when a coefficient's sign is unknown.
+    fn bounds(&self, l: &Lin) -> Option<(Dim, Dim)> {
+        let (mut lo, mut hi) = (l.konst.clone(), l.konst.clone());
+        for (t, coef) in &l.terms {
+            let (tl, th) = match t {
+                Term::Axis(k) => (Dim::int(0), self.sizes.get(*k)?.add_int(-1)),
+                Term::Div(e, c) => {
+                    let (a, b) = self.bounds(e)?;
+                    (a.floordiv(*c), b.floordiv(*c))
+                }
+            };
+            let (a, b) = if coef.is_nonneg() {
+                (coef.mul(&tl), coef.mul(&th))
+            } else if coef.neg().is_nonneg() {
+                (coef.mul(&th), coef.mul(&tl))
+            } else {
+                return None;
+            };
+            lo = lo.add(&a);
+            hi = hi.add(&b);
+        }
+        Some((lo, hi))
+    }
+
+    /// The comparison `d op 0`: decided when the bounds prove it, else kept.
+    fn cmp(&self, op: CmpOp, d: &Lin) -> Option<Truth> {
+        if let Some((lo, hi)) = self.bounds(d) {
+            let nonneg = |x: &Dim| x.is_nonneg();
+            let (always, never) = match op {
+                CmpOp::Ge => (nonneg(&lo), nonneg(&hi.neg().add_int(-1))),
+                CmpOp::Gt => (nonneg(&lo.add_int(-1)), nonneg(&hi.neg())),
+                CmpOp::Le => (nonneg(&hi.neg()), nonneg(&lo.add_int(-1))),
+                CmpOp::Lt => (nonneg(&hi.neg().add_int(-1)), nonneg(&lo)),
+                CmpOp::Eq => (
+                    lo.is_int(0) && hi.is_int(0),
+                    nonneg(&lo.add_int(-1)) || nonneg(&hi.neg().add_int(-1)),
+                ),
+            };
+            if always {
+                return Some(Truth::True);
+            }
+            if never {
+                return Some(Truth::False);
+            }
+        }
+        let mut lhs = d.clone();
+        let rhs = lhs.konst.neg();
+        lhs.konst = Dim::int(0);
+        Some(Truth::Pred(Pred::Cmp(op, expr(&lhs)?, dim_to_expr(&rhs)?)))
+    }
+
+    fn pred(&self, p: &Pred) -> Option<Truth> {
+        Some(match p {
+            Pred::Cmp(op, a, b) => {
+                let mut d = self.lin(a)?;
+                d.add_scaled(&self.lin(b)?, &Dim::int(-1));
+                self.cmp(*op, &d)?
+            }
+            Pred::And(ps) => {
+                let mut kept = Vec::new();
+                for q in ps {
+                    match self.pred(q)? {
+                        Truth::True => {}
+                        Truth::False => return Some(Truth::False),
+                        Truth::Pred(Pred::And(inner)) => kept.extend(inner),
+                        Truth::Pred(x) => kept.push(x),
+                    }
+                }
+                match kept.len() {
+                    0 => Truth::True,
+                    1 => Truth::Pred(kept.remove(0)),
+                    _ => Truth::Pred(Pred::And(kept)),
+                }
+            }
+            Pred::Or(ps) => {
+                let mut kept = Vec::new();
+                for q in ps {
+                    match self.pred(q)? {
+                        Truth::True => return Some(Truth::True),
+                        Truth::False => {}
+                        Truth::Pred(x) => kept.push(x),
+                    }
+                }
+                match kept.len() {
+                    0 => Truth::False,
+                    1 => Truth::Pred(kept.remove(0)),
+                    _ => Truth::Pred(Pred::Or(kept)),
+                }
+            }
+        })
+    }
+}
+
+enum Truth {
+    True,
+    False,
+    Pred(Pred),
+}
+
+fn looks_like_axis(n: &str) -> bool {
+    n.strip_prefix('i')
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The product of a monomial's atoms as a [`Dim`].
+fn monomial(atoms: &[Atom]) -> Dim {
+    atoms.iter().fold(Dim::int(1), |acc, a| {
+        acc.mul(&match a {
+            Atom::Sym(s) => Dim::sym(s),
+            Atom::FloorDiv(e, d) => e.floordiv(*d),
+            Atom::Min(x, y) => x.min_of(y),
+            Atom::Max(x, y) => x.max_of(y),
+        })
+    })
+}
+
+/// A size as an index expression; `None` for `min`/`max` atoms and for symbols named like axes.
+pub fn dim_to_expr(d: &Dim) -> Option<AxisExpr> {
+    let mut terms = Vec::new();
+    for (atoms, c) in d.monomials() {
+        let mut factors = Vec::with_capacity(atoms.len());
+        for a in atoms {
+            factors.push(match a {
+                Atom::Sym(s) if !looks_like_axis(s) => AxisExpr::Name(s.clone()),
+                Atom::FloorDiv(e, k) => AxisExpr::FloorDiv(Box::new(dim_to_expr(e)?), *k),
+                _ => return None,
+            });
+        }
+        let mut t = match factors.len() {
+            0 => AxisExpr::Const(c),
+            _ => factors.remove(0),
+        };
+        for f in factors {
+            t = AxisExpr::product(t, f);
+        }
+        if c != 1 && !atoms.is_empty() {
+            t = AxisExpr::product(AxisExpr::Const(c), t);
+        }
+        terms.push(t);
+    }
+    // Constant term last, as in printed sizes.
+    if d.monomials().next().is_some_and(|(a, _)| a.is_empty()) && terms.len() > 1 {
+        let k = terms.remove(0);
+        terms.push(k);
+    }
+    Some(AxisExpr::sum(terms))
+}
+
+fn expr(l: &Lin) -> Option<AxisExpr> {
+    let mut parts = Vec::with_capacity(l.terms.len() + 1);
+    for (t, coef) in &l.terms {
+        let atom = match t {
+            Term::Axis(k) => AxisExpr::Name(axis_name(*k)),
+            Term::Div(e, c) => AxisExpr::FloorDiv(Box::new(expr(e)?), *c),
+        };
+        parts.push(if coef.is_int(1) {
+            atom
+        } else {
+            AxisExpr::product(dim_to_expr(coef)?, atom)
+        });
+    }
+    if !l.konst.is_int(0) || parts.is_empty() {
+        parts.push(dim_to_expr(&l.konst)?);
+    }
+    Some(AxisExpr::sum(parts))
+}
+
+/// `e` in normal form over output axes of sizes `sizes`; `None` when it is not affine + floordiv.
+pub fn simplify_expr(e: &AxisExpr, sizes: &[Dim]) -> Option<AxisExpr> {
+    let cx = Ctx { sizes };
+    expr(&cx.lin(e)?)
+}
+
+/// The map with every index in normal form and the guard's always-true comparisons dropped
+/// (`guard: None` when nothing is left; an always-false guard becomes `or()`). `None` when some
+/// expression is not affine + floordiv.
+pub fn simplify_access(a: &AccessMap) -> Option<AccessMap> {
+    let cx = Ctx { sizes: &a.shape };
+    let index = a
+        .index
+        .iter()
+        .map(|e| expr(&cx.lin(e)?))
+        .collect::<Option<Vec<_>>>()?;
+    let guard = match &a.guard {
+        None => None,
+        Some(g) => match cx.pred(g)? {
+            Truth::True => None,
+            Truth::False => Some(Pred::Or(vec![])),
+            Truth::Pred(p) => Some(p),
+        },
+    };
+    Some(AccessMap {
+        shape: a.shape.clone(),
+        index,
+        guard,
+        fill: a.fill,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> AxisExpr {
+        AxisExpr::Name(s.into())
+    }
+
+    fn c(v: i64) -> AxisExpr {
+        AxisExpr::Const(v)
+    }
+
+    fn div(e: AxisExpr, d: i64) -> AxisExpr {
+        AxisExpr::FloorDiv(Box::new(e), d)
+    }
+
+    fn mul(a: AxisExpr, b: AxisExpr) -> AxisExpr {
+        AxisExpr::product(a, b)
+    }
+
+    fn sizes(v: &[i64]) -> Vec<Dim> {
+        v.iter().map(|d| Dim::int(*d)).collect()
+    }
+
+    fn s(e: &AxisExpr, sz: &[Dim]) -> String {
+        simplify_expr(e, sz).expect("affine").to_string()
+    }
+
+    #[test]
+    fn div_mod_recombine_to_the_original() {
+        // (e//c)*c + (e - c*(e//c)) = e, with e = 2*i0 + i1 + N.
+        let e = AxisExpr::Add(vec![mul(c(2), n("i0")), n("i1"), n("N")]);
+        let q = div(e.clone(), 4);
+        let r = AxisExpr::Add(vec![e.clone(), mul(c(-4), q.clone())]);
+        let whole = AxisExpr::Add(vec![mul(q, c(4)), r]);
+        let sz = vec![Dim::sym("M"), Dim::sym("K")];
+        assert_eq!(s(&whole, &sz), s(&e, &sz));
+        assert_eq!(s(&e, &sz), "2*i0+i1+N");
+    }
+
+    #[test]
+    fn exact_multiples_leave_the_floor() {
+        // (3*i0 + i1)//3 = i0 + i1//3 = i0   with 0 <= i1 < 3.
+        let e = div(AxisExpr::Add(vec![mul(c(3), n("i0")), n("i1")]), 3);
+        assert_eq!(s(&e, &sizes(&[2, 3])), "i0");
+        // With i1 < 4 the remainder's floor is not constant.
+        assert_eq!(s(&e, &sizes(&[2, 4])), "i0+i1//3");
+        // (3*i0 + i1) - 3*((3*i0+i1)//3) = i1.
+        let f = AxisExpr::Add(vec![mul(c(3), n("i0")), n("i1")]);
+        let m = AxisExpr::Add(vec![f.clone(), mul(c(-3), div(f, 3))]);
+        assert_eq!(s(&m, &sizes(&[2, 3])), "i1");
+        // Symbolic coefficients divisible by c leave too: (2*N*i0 + 1)//2 = N*i0.
+        let g = div(
+            AxisExpr::Add(vec![mul(mul(c(2), n("N")), n("i0")), c(1)]),
+            2,
+        );
+        assert_eq!(s(&g, &sizes(&[5])), "N*i0");
+        // (i0//2)//3 = i0//6.
+        assert_eq!(s(&div(div(n("i0"), 2), 3), &sizes(&[100])), "i0//6");
+    }
+
+    #[test]
+    fn always_true_guards_are_dropped() {
+        let a = AccessMap {
+            shape: vec![Dim::sym("N"), Dim::int(4)],
+            index: vec![n("i0"), n("i1")],
+            guard: Some(Pred::And(vec![
+                Pred::Cmp(CmpOp::Ge, n("i0"), c(0)),
+                Pred::Cmp(CmpOp::Lt, n("i0"), n("N")),
+                Pred::Cmp(CmpOp::Lt, n("i1"), c(4)),
+                Pred::Cmp(CmpOp::Ge, AxisExpr::Add(vec![n("i1"), c(-1)]), c(0)),
+            ])),
+            fill: 0.0.into(),
+        };
+        let b = simplify_access(&a).expect("affine");
+        assert_eq!(b.guard.expect("one comparison left").to_string(), "i1>=1");
+        let mut never = a.clone();
+        never.guard = Some(Pred::Cmp(CmpOp::Lt, n("i1"), c(0)));
+        let b = simplify_access(&never).expect("affine");
+        assert_eq!(b.guard, Some(Pred::Or(vec![])));
+    }
+
+    #[test]
+    fn non_affine_forms_are_refused() {
+        assert!(simplify_expr(&mul(n("i0"), n("i1")), &sizes(&[2, 2])).is_none());
+        assert!(simplify_expr(&n("i5"), &sizes(&[2, 2])).is_none());
+        assert!(simplify_expr(&div(n("i0"), 0), &sizes(&[2])).is_none());
+        // A symbolic coefficient times an axis is fine.
+        assert_eq!(s(&mul(n("K"), n("i0")), &sizes(&[2])), "K*i0");
+    }
+}

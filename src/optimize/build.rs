@@ -1,0 +1,454 @@
+//! From the extracted kernel cover to a [`RegionProgram`]: a post-order walk from the outputs
+//! names one buffer per materialized value, synthesizes one region per kernel and records what
+//! each kernel covers (for `--explain`).
+
+use super::OptimizeError;
+use crate::extract::kernels::{kernel_own_cost, CostSizes, KernelCost};
+use crate::ir::egraph::kernel::kernel_parts;
+use crate::ir::egraph::{Attr, TensorGraph, TensorLang};
+use crate::ir::region::program::{Buffer, RegionProgram, Step};
+use crate::ir::region::synth::{synthesize, SynthArg};
+use crate::ir::region::Materialize;
+use crate::ir::tiny::{Program, Src};
+use egg::{Id, RecExpr};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What one kernel of the optimized program is, for `--explain` and `--report`.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelInfo {
+    /// Region name.
+    pub name: String,
+    /// Buffers read, in region-input order.
+    pub inputs: Vec<String>,
+    /// Buffer written.
+    pub output: String,
+    /// Frontend nodes whose values this kernel computes (graph order).
+    pub covers: Vec<String>,
+    /// Why these ops are one kernel.
+    pub fused_because: Vec<String>,
+    /// The kernel body as an e-graph term (`$i` = input `i`).
+    pub body: String,
+    /// Its own cost (without its inputs).
+    pub cost: KernelCost,
+}
+
+/// One step of the walk: a class and how it is realized.
+enum Realized {
+    Input(String),
+    Alias(Id),
+    Kernel(TensorLang),
+}
+
+fn kernel_name(index: usize, body: &RecExpr<TensorLang>) -> String {
+    let mut names: Vec<&'static str> = Vec::new();
+    for n in body.as_ref().iter().rev() {
+        let s = op_word(n);
+        if let Some(s) = s {
+            if !names.contains(&s) && names.len() < 4 {
+                names.push(s);
+            }
+        }
+    }
+    if names.is_empty() {
+        names.push("copy");
+    }
+    format!("k{index}_{}", names.join("_"))
+}
+
+fn op_word(n: &TensorLang) -> Option<&'static str> {
+    use TensorLang as T;
+    Some(match n {
+        T::Reduce(_) => "reduce",
+        T::Where(_) => "where",
+        T::Gather(_) => "gather",
+        T::Range(_) => "range",
+        T::Const(_) => "const",
+        n => {
+            if let Some((op, _)) = n.unary_op() {
+                return Some(lower_static(crate::ir::tiny::UOp::Unary(op).name()));
+            }
+            if let Some((op, _)) = n.binary_op() {
+                return Some(lower_static(crate::ir::tiny::UOp::Binary(op).name()));
+            }
+            return None;
+        }
+    })
+}
+
+/// Lower-case names of Tiny ops (static, so kernel names need no allocation per op).
+fn lower_static(s: &'static str) -> &'static str {
+    const NAMES: &[(&str, &str)] = &[
+        ("NEG", "neg"),
+        ("EXP2", "exp2"),
+        ("LOG2", "log2"),
+        ("SQRT", "sqrt"),
+        ("RSQRT", "rsqrt"),
+        ("RECIP", "recip"),
+        ("RELU", "relu"),
+        ("ABS", "abs"),
+        ("ERF", "erf"),
+        ("ADD", "add"),
+        ("SUB", "sub"),
+        ("MUL", "mul"),
+        ("FDIV", "div"),
+        ("IDIV", "idiv"),
+        ("MAX", "max"),
+        ("MIN", "min"),
+        ("POW", "pow"),
+        ("CMPLT", "cmplt"),
+        ("CMPLE", "cmple"),
+        ("CMPEQ", "cmpeq"),
+        ("CMPNE", "cmpne"),
+    ];
+    NAMES
+        .iter()
+        .find(|(u, _)| *u == s)
+        .map(|(_, l)| *l)
+        .unwrap_or("op")
+}
+
+/// Reasons a body is one kernel, read off its structure.
+pub fn fusion_reasons(body: &RecExpr<TensorLang>) -> Vec<String> {
+    use TensorLang as T;
+    let nodes = body.as_ref();
+    let mut reasons = Vec::new();
+    let mut under_reduce = vec![false; nodes.len()];
+    for (k, n) in nodes.iter().enumerate().rev() {
+        let inside = under_reduce[k] || matches!(n, T::Reduce(_));
+        if inside {
+            for c in egg::Language::children(n) {
+                under_reduce[usize::from(*c)] = true;
+            }
+        }
+    }
+    let reduces: Vec<&TensorLang> = nodes.iter().filter(|n| matches!(n, T::Reduce(_))).collect();
+    let contraction = nodes.iter().any(|n| match n {
+        T::Reduce([op, _, _, x]) => {
+            matches!(
+                &body[*op],
+                T::Attr(Attr::Op(crate::ir::tiny::ReduceOp::Sum))
+            ) && matches!(&body[*x], T::Mul(_))
+        }
+        _ => false,
+    });
+    if contraction {
+        reasons.push(
+            "contraction: a sum of a product of reads (C-CON1), the accumulator in registers"
+                .into(),
+        );
+    }
+    if reduces.len() > 1 {
+        reasons.push(format!(
+            "{} reductions share the kernel's iteration space (row reductions whose results are \
+             broadcast back: softmax / normalization)",
+            reduces.len()
+        ));
+    }
+    let words = |pred: &dyn Fn(usize) -> bool| -> Vec<&'static str> {
+        let mut w: Vec<&'static str> = Vec::new();
+        for (k, n) in nodes.iter().enumerate() {
+            if pred(k) {
+                if let Some(s) = op_word(n) {
+                    if s != "reduce" && !w.contains(&s) {
+                        w.push(s);
+                    }
+                }
+            }
+        }
+        w
+    };
+    if !reduces.is_empty() {
+        let post = words(&|k| !under_reduce[k]);
+        if !post.is_empty() {
+            reasons.push(format!(
+                "epilogue: {} applied to the accumulator before the single store",
+                post.join(", ")
+            ));
+        }
+        let pre = words(&|k| under_reduce[k] && !matches!(nodes[k], T::Mul(_)));
+        if !pre.is_empty() {
+            reasons.push(format!(
+                "prologue: elementwise producers ({}) recomputed at the reads",
+                pre.join(", ")
+            ));
+        }
+    } else {
+        let all = words(&|_| true);
+        if all.len() > 1 {
+            reasons.push(format!(
+                "elementwise chain ({}) in one pass over memory",
+                all.join(", ")
+            ));
+        }
+    }
+    let moves = nodes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n,
+                T::Reshape(_)
+                    | T::Permute(_)
+                    | T::Expand(_)
+                    | T::Pad(_)
+                    | T::Shrink(_)
+                    | T::Flip(_)
+                    | T::View(_)
+                    | T::Read(_)
+            )
+        })
+        .count();
+    if moves > 0 {
+        reasons.push(format!(
+            "{moves} movement op(s) folded into the reads' index maps (no copy kernel)"
+        ));
+    }
+    reasons
+}
+
+/// Builds the region program of the cover `choose` picks for `roots` (the program's outputs).
+pub fn build_program(
+    eg: &TensorGraph,
+    prog: &Program,
+    class: &[Id],
+    roots: &[Id],
+    choose: &dyn Fn(Id) -> TensorLang,
+    sizes: &CostSizes,
+) -> Result<(RegionProgram, Vec<KernelInfo>), OptimizeError> {
+    let attr = |id: Id| eg[id].data.attr();
+    // Post-order from the outputs, in signature order.
+    let mut order: Vec<(Id, Realized)> = Vec::new();
+    let mut seen: BTreeSet<Id> = BTreeSet::new();
+    let mut stack: Vec<(Id, bool)> = roots.iter().rev().map(|r| (*r, false)).collect();
+    while let Some((c, expanded)) = stack.pop() {
+        let c = eg.find(c);
+        if seen.contains(&c) && !expanded {
+            continue;
+        }
+        let node = choose(c);
+        let deps: Vec<Id> = match &node {
+            TensorLang::Kernel(ch) => ch[1..].iter().map(|i| eg.find(*i)).collect(),
+            TensorLang::Reshape([x, _]) => vec![eg.find(*x)],
+            _ => vec![],
+        };
+        if !expanded {
+            seen.insert(c);
+            stack.push((c, true));
+            for d in deps.iter().rev() {
+                if !seen.contains(d) {
+                    stack.push((*d, false));
+                }
+            }
+            continue;
+        }
+        let r = match &node {
+            TensorLang::Kernel(_) => Realized::Kernel(node.clone()),
+            TensorLang::Reshape([x, _]) => Realized::Alias(eg.find(*x)),
+            TensorLang::Input([n, _, _]) => match attr(*n) {
+                Some(Attr::Name(s)) => Realized::Input(s.clone()),
+                _ => return Err(OptimizeError::Program("an input without a name".into())),
+            },
+            other => {
+                return Err(OptimizeError::Program(format!(
+                    "the cover chose `{other}`, which no kernel computes"
+                )))
+            }
+        };
+        order.push((c, r));
+    }
+
+    // Buffer names: inputs keep theirs, outputs take the first output name of their class,
+    // everything else `_tK` (skipping names the graph uses).
+    let taken: BTreeSet<String> = prog
+        .inputs
+        .iter()
+        .map(|i| i.tensor.clone())
+        .chain(prog.outputs.iter().map(|o| o.tensor.clone()))
+        .collect();
+    let mut out_name: HashMap<Id, String> = HashMap::new();
+    for (o, r) in prog.outputs.iter().zip(roots) {
+        out_name
+            .entry(eg.find(*r))
+            .or_insert_with(|| o.tensor.clone());
+    }
+    let mut buf: HashMap<Id, String> = HashMap::new();
+    let mut fresh = 0usize;
+    for (c, r) in &order {
+        let name = match r {
+            Realized::Input(n) => n.clone(),
+            _ => match out_name.get(c) {
+                Some(n) => n.clone(),
+                None => loop {
+                    let n = format!("_t{fresh}");
+                    fresh += 1;
+                    if !taken.contains(&n) {
+                        break n;
+                    }
+                },
+            },
+        };
+        buf.insert(*c, name);
+    }
+    let facts = |c: Id| {
+        eg[c]
+            .data
+            .tensor()
+            .cloned()
+            .ok_or_else(|| OptimizeError::Program(format!("class {c} is not a tensor")))
+    };
+    // Consumers per materialized class, in step order (for `deferred`).
+    let mut consumers: HashMap<Id, Vec<usize>> = HashMap::new();
+    for (k, (_, r)) in order.iter().enumerate() {
+        match r {
+            Realized::Kernel(TensorLang::Kernel(ch)) => {
+                for i in &ch[1..] {
+                    consumers.entry(eg.find(*i)).or_default().push(k);
+                }
+            }
+            Realized::Alias(x) => consumers.entry(*x).or_default().push(k),
+            _ => {}
+        }
+    }
+    let outputs: BTreeSet<Id> = roots.iter().map(|r| eg.find(*r)).collect();
+
+    let mut steps = Vec::new();
+    let mut infos = Vec::new();
+    let covers = cover_map(eg, prog, class, &order);
+    for (k, (c, r)) in order.iter().enumerate() {
+        let name = buf[c].clone();
+        let f = facts(*c)?;
+        match r {
+            Realized::Input(_) => {}
+            Realized::Alias(x) => steps.push(Step::Alias {
+                name,
+                of: buf[x].clone(),
+                dtype: f.dtype,
+                shape: f.shape.clone(),
+            }),
+            Realized::Kernel(node) => {
+                let TensorLang::Kernel(ch) = node else {
+                    unreachable!("Realized::Kernel holds kernels")
+                };
+                let (body, inputs) = kernel_parts(ch, &attr).map_err(OptimizeError::Program)?;
+                let args: Vec<SynthArg> = inputs
+                    .iter()
+                    .map(|i| {
+                        let i = eg.find(*i);
+                        facts(i).map(|t| SynthArg {
+                            name: buf[&i].clone(),
+                            dtype: t.dtype,
+                            shape: t.shape,
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+                let kname = kernel_name(infos.len(), body.expr());
+                let deferred = !outputs.contains(c)
+                    && consumers
+                        .get(c)
+                        .is_some_and(|v| v.len() == 1 && v[0] == k + 1);
+                let mat = if deferred {
+                    Materialize::Deferred
+                } else {
+                    Materialize::Gmem
+                };
+                let region = synthesize(&kname, body.expr(), &args, &name, mat).map_err(|e| {
+                    OptimizeError::Region {
+                        kernel: kname.clone(),
+                        why: e.to_string(),
+                    }
+                })?;
+                infos.push(KernelInfo {
+                    name: kname,
+                    inputs: args.iter().map(|a| a.name.clone()).collect(),
+                    output: name,
+                    covers: covers.get(c).cloned().unwrap_or_default(),
+                    fused_because: fusion_reasons(body.expr()),
+                    body: body.text().to_string(),
+                    cost: kernel_own_cost(eg, node, sizes),
+                });
+                steps.push(Step::Region(region));
+            }
+        }
+    }
+    // Outputs whose class is an input or shared with an earlier output get an alias.
+    let mut outs = Vec::new();
+    for (o, r) in prog.outputs.iter().zip(roots) {
+        let c = eg.find(*r);
+        let b = buf[&c].clone();
+        if b != o.tensor {
+            let f = facts(c)?;
+            steps.push(Step::Alias {
+                name: o.tensor.clone(),
+                of: b,
+                dtype: f.dtype,
+                shape: f.shape.clone(),
+            });
+        }
+        outs.push((o.tensor.clone(), o.tensor.clone()));
+    }
+    let inputs = prog
+        .inputs
+        .iter()
+        .map(|i| {
+            let n = prog.node(i.node);
+            Buffer {
+                name: i.tensor.clone(),
+                dtype: n.dtype,
+                shape: n.shape.clone(),
+            }
+        })
+        .collect();
+    let program = RegionProgram {
+        inputs,
+        steps,
+        outputs: outs,
+    };
+    Ok((program, infos))
+}
+
+/// For each kernel's class, the frontend nodes (Tiny tags) of the original nodes it computes:
+/// walking the original program down from the nodes in the kernel's class, stopping at values
+/// another step materializes.
+fn cover_map(
+    eg: &TensorGraph,
+    prog: &Program,
+    class: &[Id],
+    order: &[(Id, Realized)],
+) -> HashMap<Id, Vec<String>> {
+    let materialized: BTreeSet<Id> = order.iter().map(|(c, _)| *c).collect();
+    let mut by_class: BTreeMap<Id, Vec<usize>> = BTreeMap::new();
+    for (k, c) in class.iter().enumerate() {
+        by_class.entry(eg.find(*c)).or_default().push(k);
+    }
+    let mut out = HashMap::new();
+    for (c, r) in order {
+        if !matches!(r, Realized::Kernel(_)) {
+            continue;
+        }
+        let mut seen: BTreeSet<usize> = BTreeSet::new();
+        let mut stack: Vec<usize> = by_class.get(c).cloned().unwrap_or_default();
+        while let Some(k) = stack.pop() {
+            if !seen.insert(k) {
+                continue;
+            }
+            for s in &prog.nodes[k].src {
+                if let Src::Node(n) = s {
+                    let cn = eg.find(class[n.index()]);
+                    if !materialized.contains(&cn) || cn == *c {
+                        stack.push(n.index());
+                    }
+                }
+            }
+        }
+        let mut tags: Vec<(usize, String)> = Vec::new();
+        for k in seen {
+            if let Some(t) = &prog.nodes[k].tag {
+                if !tags.iter().any(|(_, x)| x == t) {
+                    tags.push((k, t.clone()));
+                }
+            }
+        }
+        out.insert(*c, tags.into_iter().map(|(_, t)| t).collect());
+    }
+    out
+}

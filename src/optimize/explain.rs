@@ -1,0 +1,160 @@
+//! `--explain`: the rewrite chain from each output's input term to the extracted kernel term, from
+//! egg's explanations, shortened to the rules that mattered (each rule once per run of
+//! consecutive uses, with a count), and a readable text rendering of a [`super::Report`].
+
+use super::Report;
+use crate::ir::egraph::{TensorGraph, TensorLang};
+use egg::{FlatTerm, RecExpr};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// A run of consecutive uses of one rule on a rewrite chain.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RuleUse {
+    pub rule: String,
+    pub count: usize,
+}
+
+/// The rules on the chain from one output's input term to its extracted term.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RewriteChain {
+    pub output: String,
+    /// Rewrite steps in egg's explanation (each step may rewrite several subterms).
+    pub steps: usize,
+    pub rules: Vec<RuleUse>,
+}
+
+fn collect_rules(t: &FlatTerm<TensorLang>, out: &mut Vec<String>) {
+    if let Some(r) = t.forward_rule.or(t.backward_rule) {
+        out.push(r.to_string());
+    }
+    for c in &t.children {
+        collect_rules(c, out);
+    }
+}
+
+/// Shortens a rule list: consecutive repeats become one entry with a count.
+pub fn shorten(rules: &[String]) -> Vec<RuleUse> {
+    let mut out: Vec<RuleUse> = Vec::new();
+    for r in rules {
+        match out.last_mut() {
+            Some(last) if last.rule == *r => last.count += 1,
+            _ => out.push(RuleUse {
+                rule: r.clone(),
+                count: 1,
+            }),
+        }
+    }
+    out
+}
+
+/// The rewrite chain of every output (`outputs[i]` was added as e-class `originals[i]` and
+/// extracted as `extracted[i]`). Needs an e-graph built with explanations enabled.
+pub fn rewrite_chains(
+    eg: &mut TensorGraph,
+    outputs: &[(String, egg::Id, RecExpr<TensorLang>)],
+) -> Vec<RewriteChain> {
+    outputs
+        .iter()
+        .map(|(name, original, extracted)| {
+            let start = eg.id_to_expr(*original);
+            let mut expl = eg.explain_equivalence(&start, extracted);
+            let flat = expl.make_flat_explanation();
+            let mut rules = Vec::new();
+            for t in flat.iter() {
+                collect_rules(t, &mut rules);
+            }
+            RewriteChain {
+                output: name.clone(),
+                steps: flat.len().saturating_sub(1),
+                rules: shorten(&rules),
+            }
+        })
+        .collect()
+}
+
+/// The readable `--explain` text of a report.
+pub fn render(report: &Report, timings: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} kernel(s); cost: {} bytes to/from global memory, {} launch(es) (TODO(cost model))",
+        report.kernels.len(),
+        report.cost.bytes,
+        report.cost.kernels
+    );
+    for k in &report.kernels {
+        let _ = writeln!(
+            s,
+            "\nkernel {}: {} <- {}",
+            k.name,
+            k.output,
+            k.inputs.join(", ")
+        );
+        if !k.covers.is_empty() {
+            let _ = writeln!(s, "  covers: {}", k.covers.join(", "));
+        }
+        for r in &k.fused_because {
+            let _ = writeln!(s, "  fused: {r}");
+        }
+        let _ = writeln!(
+            s,
+            "  cost: {} bytes, {} op(s), {} narrow rounding(s)",
+            k.cost.bytes, k.cost.ops, k.cost.roundings
+        );
+    }
+    if !report.rewrites.is_empty() {
+        let _ = writeln!(s, "\nrewrite chains (rules that mattered, in order):");
+        for c in &report.rewrites {
+            let rules: Vec<String> = c
+                .rules
+                .iter()
+                .map(|u| {
+                    if u.count > 1 {
+                        format!("{} ×{}", u.rule, u.count)
+                    } else {
+                        u.rule.clone()
+                    }
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "  {}: {} step(s): {}",
+                c.output,
+                c.steps,
+                if rules.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    rules.join(" → ")
+                }
+            );
+        }
+    }
+    let _ = writeln!(s, "\ne-graph phases:");
+    let _ = writeln!(
+        s,
+        "  {:<12} {:>5} {:>9} {:>9} {:<18}{}",
+        "phase",
+        "iters",
+        "e-nodes",
+        "e-classes",
+        "stop",
+        if timings { " time" } else { "" }
+    );
+    for p in &report.phases {
+        let _ = write!(
+            s,
+            "  {:<12} {:>5} {:>9} {:>9} {:<18}",
+            p.name, p.iterations, p.egraph_nodes, p.egraph_classes, p.stop_reason
+        );
+        if timings {
+            let _ = write!(s, " {:.3} s", p.time);
+        }
+        let _ = writeln!(s);
+        let fired: Vec<String> = p.applied.iter().map(|(r, n)| format!("{r} ×{n}")).collect();
+        if !fired.is_empty() {
+            let _ = writeln!(s, "      rules: {}", fired.join(", "));
+        }
+    }
+    s
+}
