@@ -2,11 +2,12 @@
 //! materialize every let over its free iters in order (parallel over points with rayon) and write
 //! the yields. An out-of-bounds read is an error (`E1220`), never a panic.
 
+use super::kind::{const_value, imul, Kind, Kinds};
 use super::verify::{reduce_extents, verify_with, Checked, RegionError};
 use super::{AxisExpr, BinaryFn, CmpOp, Expr, Pred, Region, UnaryFn};
 use crate::diag::Diagnostics;
 use crate::ir::dim::Dim;
-use crate::ir::dtype::DType;
+use crate::ir::dtype::{wrap_i32, DType};
 use crate::ir::tiny::ReduceOp;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
@@ -92,6 +93,7 @@ fn run(
         sizes: &sizes,
         nslots: r.iters.len(),
         at: String::new(),
+        let_kinds: Vec::new(),
     };
     let mut values: Vec<Vec<f64>> = Vec::new();
     for (li, l) in r.lets.iter().enumerate() {
@@ -103,6 +105,8 @@ fn run(
             .map(|(i, it)| (it.name.clone(), i))
             .collect();
         let code = comp.expr(&l.expr, &mut scope.clone())?;
+        let kind = comp.kind(&l.expr);
+        comp.let_kinds.push(kind);
         let free = &let_free[li];
         let fsizes: Vec<usize> = free.iter().map(|i| sizes[*i]).collect();
         let n: usize = fsizes.iter().product();
@@ -205,8 +209,9 @@ enum CExpr {
         map: Vec<CAxis>,
         shape: Vec<usize>,
     },
-    Unary(UnaryFn, Box<CExpr>),
-    Binary(BinaryFn, Box<CExpr>, Box<CExpr>),
+    /// An op computing in a kind (see [`Kind`]).
+    Unary(UnaryFn, Kind, Box<CExpr>),
+    Binary(BinaryFn, Kind, Box<CExpr>, Box<CExpr>),
     Select(CPred, Box<CExpr>, Box<CExpr>),
     Reduce {
         op: ReduceOp,
@@ -236,6 +241,8 @@ struct Compiler<'a> {
     sizes: &'a [usize],
     nslots: usize,
     at: String,
+    /// The kinds of the lets compiled so far.
+    let_kinds: Vec<Kind>,
 }
 
 fn lookup(scope: &[(String, usize)], n: &str) -> Option<usize> {
@@ -243,6 +250,28 @@ fn lookup(scope: &[(String, usize)], n: &str) -> Option<usize> {
 }
 
 impl Compiler<'_> {
+    /// The kind of `e`'s value.
+    fn kind(&self, e: &Expr) -> Kind {
+        self.with_kinds(&|k| k.of(e))
+    }
+
+    /// The kind the operands `es` of one op compute in.
+    fn kinds_of(&self, es: &[&Expr]) -> Kind {
+        self.with_kinds(&|k| k.operands(es))
+    }
+
+    fn with_kinds(&self, f: &dyn Fn(&Kinds) -> Kind) -> Kind {
+        let input = |n: &str| self.r.input(n).map(|i| i.dtype);
+        let let_kind = |n: &str| {
+            let li = self.r.lets.iter().position(|l| l.name == n)?;
+            self.let_kinds.get(li).copied()
+        };
+        f(&Kinds {
+            input: &input,
+            let_kind: &let_kind,
+        })
+    }
+
     /// The position of input `tensor` and its bound shape.
     fn input_slot(&self, tensor: &str) -> EResult<(usize, Vec<usize>)> {
         let input = self
@@ -265,7 +294,7 @@ impl Compiler<'_> {
 
     fn expr(&mut self, e: &Expr, scope: &mut Vec<(String, usize)>) -> EResult<CExpr> {
         Ok(match e {
-            Expr::Const(c) => CExpr::Const(DType::F32.round(*c)),
+            Expr::Const(c) => CExpr::Const(const_value(*c)),
             Expr::Let(n) => {
                 let li = self
                     .r
@@ -296,9 +325,10 @@ impl Compiler<'_> {
                     .collect::<EResult<_>>()?;
                 CExpr::Read { input, map, shape }
             }
-            Expr::Unary(f, x) => CExpr::Unary(*f, Box::new(self.expr(x, scope)?)),
+            Expr::Unary(f, x) => CExpr::Unary(*f, self.kind(x), Box::new(self.expr(x, scope)?)),
             Expr::Binary(f, a, b) => CExpr::Binary(
                 *f,
+                self.kinds_of(&[a, b]),
                 Box::new(self.expr(a, scope)?),
                 Box::new(self.expr(b, scope)?),
             ),
@@ -480,7 +510,28 @@ fn nan_or(a: f64, b: f64, f: fn(f64, f64) -> f64) -> f64 {
     }
 }
 
-fn binary(f: BinaryFn, a: f64, b: f64) -> f64 {
+/// `a f b` computed in `kind` and rounded to it (comparisons give 0/1): i32 and bool products
+/// are exact, integer division truncates (0 for a zero divisor, whose Tiny IDIV is an error).
+fn binary(f: BinaryFn, kind: Kind, a: f64, b: f64) -> f64 {
+    if f.is_comparison() {
+        return binary_f64(f, a, b);
+    }
+    match (kind, f) {
+        (Kind::Float, _) => DType::F32.round(binary_f64(f, a, b)),
+        (_, BinaryFn::Mul) => kind.round(imul(a, b)),
+        (_, BinaryFn::Idiv) => {
+            let (x, y) = (wrap_i32(a), wrap_i32(b));
+            kind.round(if y == 0 {
+                0.0
+            } else {
+                x.wrapping_div(y) as f64
+            })
+        }
+        _ => kind.round(binary_f64(f, a, b)),
+    }
+}
+
+fn binary_f64(f: BinaryFn, a: f64, b: f64) -> f64 {
     let t = |c: bool| if c { 1.0 } else { 0.0 };
     match f {
         BinaryFn::Add => a + b,
@@ -498,9 +549,11 @@ fn binary(f: BinaryFn, a: f64, b: f64) -> f64 {
     }
 }
 
-fn fold(op: ReduceOp, acc: f64, v: f64) -> f64 {
+/// One accumulation step in `dtype` (an i32 product is exact).
+fn fold(op: ReduceOp, dtype: DType, acc: f64, v: f64) -> f64 {
     match op {
         ReduceOp::Sum => acc + v,
+        ReduceOp::Prod if dtype == DType::I32 => imul(acc, v),
         ReduceOp::Prod => acc * v,
         ReduceOp::Max => nan_or(acc, v, f64::max),
         ReduceOp::Min => nan_or(acc, v, f64::min),
@@ -531,10 +584,10 @@ impl Ctx<'_> {
                 let v = self.eval(index, env)?.trunc() as i64;
                 self.load(*input, map, env, shape, Some((*g, v)))?
             }
-            CExpr::Unary(f, x) => DType::F32.round(unary(*f, self.eval(x, env)?)),
-            CExpr::Binary(f, a, b) => {
+            CExpr::Unary(f, k, x) => k.round(unary(*f, self.eval(x, env)?)),
+            CExpr::Binary(f, k, a, b) => {
                 let a = self.eval(a, env)?;
-                DType::F32.round(binary(*f, a, self.eval(b, env)?))
+                binary(*f, *k, a, self.eval(b, env)?)
             }
             CExpr::Select(p, t, f) => {
                 if pred(p, env) {
@@ -557,7 +610,8 @@ impl Ctx<'_> {
                         env[*s] = 0;
                     }
                     'outer: loop {
-                        acc = dtype.round(fold(*op, acc, self.eval(body, env)?));
+                        let v = dtype.round(self.eval(body, env)?);
+                        acc = dtype.round(fold(*op, *dtype, acc, v));
                         for k in (0..slots.len()).rev() {
                             env[slots[k]] += 1;
                             if env[slots[k]] < extents[k] {

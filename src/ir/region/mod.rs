@@ -59,11 +59,18 @@
 //! - `read` loads `tensor[map(point)]`. An out-of-bounds read is an error (`E1220`): guards must
 //!   be explicit `select`s (seed §6.7 "unguarded 禁止"); `select` evaluates only the taken branch.
 //! - `reduce` folds its body over the row-major box of its axes, starting from `init` (or the op's
-//!   identity), rounding the accumulator to `dtype` after every step, like Tiny's REDUCE.
+//!   identity), rounding each value and the accumulator to `dtype` at every step, like Tiny's
+//!   REDUCE (an i32 product is exact).
 //! - `BroadcastInDim` and `transpose` are logical views: with named-axis point semantics they pass
 //!   values through; the verifier checks their shapes against the operand's free axes.
-//! - Every value is rounded to its dtype: a `read` has its input's dtype, a `reduce` its `dtype`,
-//!   a `cast` its `to`, everything else is fp32. Comparisons give 1.0 / 0.0.
+//! - Every value has a *kind* ([`kind`]): fp32, i32 or bool. A `read`/`gather` has its input's
+//!   dtype, a `reduce` its `dtype`, a `cast` its `to`, an `index` is i32, a comparison bool. A
+//!   constant is exact when it is an integer in the i32 range and fp32 otherwise, and is *weak*: it
+//!   adopts the kind of the other operands of its op. Every other unary / binary op computes in
+//!   the join of its operands' kinds (fp32 over i32 over bool) and rounds its result to it: fp32
+//!   ops round to fp32, i32 ops wrap (products exactly), bool ops give non-zero → 1; `where` and
+//!   `select` pass the taken value through. So i32 values beyond fp32's exact range survive, as
+//!   in Tiny, whose ops compute in their dtype. Comparisons give 1.0 / 0.0.
 //! - `yield` rounds (casts) a let to its output's dtype and writes it to the output, whose shape
 //!   is the iters' sizes, row-major in iters order (a let missing some iters is broadcast).
 //!
@@ -76,6 +83,7 @@ mod bounds;
 mod error;
 pub mod eval;
 pub mod json;
+pub mod kind;
 pub mod program;
 pub mod size;
 pub mod synth;
@@ -232,7 +240,7 @@ pub struct Yield {
 /// A value expression.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
-    /// A constant (fp32).
+    /// A constant: exact when an i32-range integer, else fp32 (see [`kind`]).
     Const(f64),
     /// A reference to an earlier `let`.
     Let(String),
@@ -351,6 +359,16 @@ pub enum BinaryFn {
     Cmple,
     Cmpeq,
     Cmpne,
+}
+
+impl BinaryFn {
+    /// Comparisons give 1.0 / 0.0 (a bool value).
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryFn::Cmplt | BinaryFn::Cmple | BinaryFn::Cmpeq | BinaryFn::Cmpne
+        )
+    }
 }
 
 impl Region {

@@ -43,6 +43,7 @@ mod walk;
 
 pub use body::body_from_program;
 
+use super::kind::{Kind, Kinds};
 use super::verify::{iter_sizes, reduce_extents, verify, RegionError};
 use super::{Expr, Input, Iter, Layout, LayoutKind, Let, Materialize, MemRef, Output, Reduce};
 use super::{Region, Size, Yield};
@@ -142,6 +143,8 @@ struct Cx<'a> {
     reserved: BTreeSet<String>,
     lets: Vec<Let>,
     let_free: HashMap<String, BTreeSet<String>>,
+    /// The value kind of each let.
+    let_kinds: HashMap<String, Kind>,
     keyed: HashMap<(usize, Vec<Ix>), String>,
     reduce_at: HashMap<usize, Vec<Ix>>,
     n_acc: usize,
@@ -276,6 +279,7 @@ pub fn synthesize(
         reserved,
         lets: Vec::new(),
         let_free: HashMap::new(),
+        let_kinds: HashMap::new(),
         keyed: HashMap::new(),
         reduce_at: HashMap::new(),
         n_acc: 0,
@@ -420,6 +424,8 @@ impl Cx<'_> {
     }
 
     fn push_let(&mut self, name: &str, e: Expr, free: BTreeSet<String>) {
+        let k = self.kind(&e);
+        self.let_kinds.insert(name.to_string(), k);
         self.lets.push(Let {
             name: name.to_string(),
             expr: e,
@@ -432,6 +438,25 @@ impl Cx<'_> {
             e: Expr::Let(name.to_string()),
             free: self.let_free.get(name).cloned().unwrap_or_default(),
         }
+    }
+
+    /// The value kind of `e` (see [`crate::ir::region::kind`]).
+    fn kind(&self, e: &Expr) -> Kind {
+        self.with_kinds(&|k| k.of(e))
+    }
+
+    /// The kind the operands `es` of one op compute in.
+    fn operands_kind(&self, es: &[&Expr]) -> Kind {
+        self.with_kinds(&|k| k.operands(es))
+    }
+
+    fn with_kinds(&self, f: &dyn Fn(&Kinds) -> Kind) -> Kind {
+        let input = |n: &str| self.args.iter().find(|a| a.name == n).map(|a| a.dtype);
+        let let_kind = |n: &str| self.let_kinds.get(n).copied();
+        f(&Kinds {
+            input: &input,
+            let_kind: &let_kind,
+        })
     }
 
     /// Every index a plain iter name (or a variable shadowing one) or 0.

@@ -7,6 +7,7 @@ use super::{movement, show_env, Cx, SynthError, Val, R};
 use crate::ir::dtype::DType;
 use crate::ir::egraph::book::{Operand, TinyParts};
 use crate::ir::egraph::{Attr, TensorLang};
+use crate::ir::region::kind::Kind;
 use crate::ir::region::{BinaryFn, Expr, Reduce, Size, UnaryFn};
 use crate::ir::tiny::{BinaryOp, ReduceOp, UOp, UnaryOp};
 use std::collections::BTreeSet;
@@ -266,6 +267,7 @@ impl Cx<'_> {
             }
             UOp::Unary(u) => {
                 let x = self.operand_val(id, parts, 0, env, dt)?;
+                let [x] = self.coerce([x], dt);
                 Val {
                     e: round_to(Expr::Unary(unary_fn(*u), Box::new(x.e)), dt),
                     free: x.free,
@@ -274,6 +276,12 @@ impl Cx<'_> {
             UOp::Binary(b) => {
                 let a = self.operand_val(id, parts, 0, env, self.other_dtype(parts, 0))?;
                 let c = self.operand_val(id, parts, 1, env, self.other_dtype(parts, 1))?;
+                let odt = if b.is_comparison() {
+                    self.other_dtype(parts, usize::MAX)
+                } else {
+                    dt
+                };
+                let [a, c] = self.coerce([a, c], odt);
                 let free = union(&a.free, &c.free);
                 let a2 = self.broadcast(a.clone(), &c.free);
                 let c2 = self.broadcast(c, &a.free);
@@ -292,6 +300,7 @@ impl Cx<'_> {
                 // An immediate branch has the node's dtype (that of the other branch).
                 let a = self.operand_val(id, parts, 1, env, dt)?;
                 let b = self.operand_val(id, parts, 2, env, dt)?;
+                let [a, b] = self.coerce([a, b], dt);
                 let free = union(&union(&c.free, &a.free), &b.free);
                 Val {
                     e: round_to(Expr::Where(Box::new(c.e), Box::new(a.e), Box::new(b.e)), dt),
@@ -300,10 +309,17 @@ impl Cx<'_> {
             }
             UOp::Cast => {
                 let x = self.operand_val(id, parts, 0, env, dt)?;
-                Val {
-                    e: round_to(x.e, dt),
-                    free: x.free,
-                }
+                // A CAST to fp32 of an fp32 (or fp16/bf16) value is a no-op; of an i32 or bool
+                // value it changes how later ops compute (see `region::kind`).
+                let e = if dt == DType::F32 && self.kind(&x.e) != Kind::Float {
+                    Expr::Cast {
+                        to: dt,
+                        x: Box::new(x.e),
+                    }
+                } else {
+                    round_to(x.e, dt)
+                };
+                Val { e, free: x.free }
             }
             UOp::Gather { axis } => self.gather(id, parts, env, *axis)?,
             other => {
@@ -312,6 +328,29 @@ impl Cx<'_> {
                     op: other.name(),
                     what: "this op in a kernel body".into(),
                 })
+            }
+        })
+    }
+
+    /// The operands of one op, cast to `dt` where their kinds would make the op compute in another
+    /// kind than its Tiny dtype's (constants are weak: an op over an integral fp32 constant alone,
+    /// as `where(c, 2.0, 0.0)`, would compute in i32).
+    fn coerce<const N: usize>(&self, vals: [Val; N], dt: DType) -> [Val; N] {
+        let want = Kind::of(dt);
+        let es: Vec<&Expr> = vals.iter().map(|v| &v.e).collect();
+        if self.operands_kind(&es) == want {
+            return vals;
+        }
+        vals.map(|v| {
+            if self.kind(&v.e) == want {
+                return v;
+            }
+            Val {
+                e: Expr::Cast {
+                    to: dt,
+                    x: Box::new(v.e),
+                },
+                free: v.free,
             }
         })
     }
@@ -461,12 +500,13 @@ impl Cx<'_> {
         let identity = op.identity(acc);
         let mut body_e = body.e;
         // The verifier reads a top-level select's else-value as the reduce's neutral element;
-        // a pad value that is not the identity is a value, not a neutral: hide it behind a cast.
+        // a pad value that is not the identity is a value, not a neutral: hide it behind a cast
+        // (to the accumulation dtype, the body's own: a no-op on its values).
         if let Expr::Select { otherwise, .. } = &body_e {
             if let Expr::Const(c) = **otherwise {
                 if c != identity && !(c.is_nan() && identity.is_nan()) {
                     body_e = Expr::Cast {
-                        to: DType::F32,
+                        to: acc,
                         x: Box::new(body_e),
                     };
                 }
