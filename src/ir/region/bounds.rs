@@ -63,6 +63,18 @@ impl Bounds<'_> {
                 ))
             }
             AxisExpr::FloorDiv(..) => None,
+            // Axis-free (checked by the verifier): a constant once its symbols are bound.
+            AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+                let (la, lb) = (self.linear(a)?, self.linear(b)?);
+                if !la.0.is_empty() || !lb.0.is_empty() {
+                    return None;
+                }
+                let v = match e {
+                    AxisExpr::Min(..) => la.1.min(lb.1),
+                    _ => la.1.max(lb.1),
+                };
+                Some((BTreeMap::new(), v))
+            }
         }
     }
 

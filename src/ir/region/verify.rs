@@ -545,6 +545,17 @@ impl Cx<'_> {
                 }
                 self.axis(x, scope)
             }
+            AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+                let mut f = self.axis(a, scope)?;
+                f.extend(self.axis(b, scope)?);
+                if !f.is_empty() {
+                    return Err(RegionError::NonAffineMap {
+                        at: self.at.clone(),
+                        why: format!("`{e}` takes the min/max of an axis (only sizes may be)"),
+                    });
+                }
+                Ok(f)
+            }
         }
     }
 
