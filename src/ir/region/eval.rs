@@ -97,6 +97,11 @@ fn run(
     };
     let mut values: Vec<Vec<f64>> = Vec::new();
     for (li, l) in r.lets.iter().enumerate() {
+        if total == 0 {
+            // An empty iteration space has no point to evaluate a let at: nothing is read.
+            values.push(Vec::new());
+            continue;
+        }
         comp.at = l.name.clone();
         let scope: Vec<(String, usize)> = r
             .iters
@@ -678,3 +683,7 @@ impl Ctx<'_> {
         Ok(self.inputs[input].get_f64(flat))
     }
 }
+
+#[cfg(test)]
+#[path = "eval_tests.rs"]
+mod tests;

@@ -483,3 +483,6 @@ impl Cx<'_> {
             .ok_or_else(|| SynthError::Typing(format!("node {id} is not a tensor")))
     }
 }
+
+#[cfg(test)]
+mod tests;
