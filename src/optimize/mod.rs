@@ -11,6 +11,8 @@ mod build;
 pub mod explain;
 
 use crate::extract::kernels::{dag_cost, BytesCost, CostSizes, KernelCost};
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
 use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
 use crate::ir::region::synth::{synthesize, SynthArg};
@@ -20,7 +22,8 @@ use crate::rules::fusion::{self, FusionLimits, Legality};
 use crate::rules::{all_phases, run_phase, Budget, PhaseStats};
 use egg::{Extractor, Id, RecExpr};
 use serde::Serialize;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 pub use build::KernelInfo;
 
@@ -82,22 +85,44 @@ pub struct Optimized {
     pub roots: Vec<Id>,
 }
 
+/// A candidate kernel as the legality oracle sees it: its body and its inputs' types.
+type LegalityKey = (RecExpr<TensorLang>, Vec<(DType, Vec<Dim>)>);
+
 /// Legality oracle of the kernels phase: a body is one kernel when region synthesis accepts it.
+/// Answers are memoized: the phase re-grows every kernel at each iteration, so most candidates
+/// are asked about several times (about six times on average on `optimize_fuzz`'s graphs).
 pub fn region_legality() -> Legality {
-    Arc::new(|body: &RecExpr<TensorLang>, inputs: &[TensorFacts]| {
-        let args: Vec<SynthArg> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, f)| SynthArg {
-                name: format!("in{i}"),
-                dtype: f.dtype,
-                shape: f.shape.clone(),
-            })
-            .collect();
-        synthesize("candidate", body, &args, "out", Materialize::Gmem)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    let memo: Mutex<HashMap<LegalityKey, Result<(), String>>> = Mutex::default();
+    Arc::new(move |body: &RecExpr<TensorLang>, inputs: &[TensorFacts]| {
+        let key: LegalityKey = (
+            body.clone(),
+            inputs.iter().map(|f| (f.dtype, f.shape.clone())).collect(),
+        );
+        if let Some(r) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return r;
+        }
+        let r = synthesize_candidate(body, inputs);
+        if let Ok(mut m) = memo.lock() {
+            m.insert(key, r.clone());
+        }
+        r
     })
+}
+
+/// Region synthesis of a candidate body (inputs named `in0`, `in1`, …).
+fn synthesize_candidate(body: &RecExpr<TensorLang>, inputs: &[TensorFacts]) -> Result<(), String> {
+    let args: Vec<SynthArg> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| SynthArg {
+            name: format!("in{i}"),
+            dtype: f.dtype,
+            shape: f.shape.clone(),
+        })
+        .collect();
+    synthesize("candidate", body, &args, "out", Materialize::Gmem)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Runs the pipeline on a verified Tiny program.
