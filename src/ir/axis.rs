@@ -6,7 +6,7 @@
 //! `crate::ir::region::json`.
 
 use crate::ir::dim::Dim;
-use ordered_float::OrderedFloat;
+use crate::ir::num::Num;
 
 /// An index expression: affine in axes (with axis-free coefficients) plus floordiv.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,7 +60,7 @@ pub struct AccessMap {
     /// Where the read is valid; `None` means everywhere.
     pub guard: Option<Pred>,
     /// Value outside the guard (PAD's value).
-    pub fill: OrderedFloat<f64>,
+    pub fill: Num,
 }
 
 /// The name of output axis `k` in an [`AccessMap`].
