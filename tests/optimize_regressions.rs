@@ -114,6 +114,40 @@ fn softmax_with_symbol_bound_to_zero() {
     );
 }
 
+/// A Pad that crops more than the axis holds and pads the rest: every output element is the fill,
+/// and the read under the never-true guard must not be rejected (found by `optimize_fuzz`).
+#[test]
+fn pad_whose_output_is_all_fill() {
+    let doc = one_op(
+        "Pad",
+        json!({"pad": [[-5, 6]], "value": 1.5}),
+        &[("X", "fp32", vec![4])],
+        names(&["X"]),
+    );
+    check_optimized(&doc, vec![("X", rand_tensor(6, DType::F32, &[4]))]);
+}
+
+/// A strided slice to empty, then repeated: the read's index no longer mentions the empty axis
+/// (it is the constant start), but the iteration space is empty (found by `optimize_fuzz`).
+#[test]
+fn repeat_of_an_empty_strided_slice() {
+    let doc = json!({
+        "signature": {"inputs": [{"tensor": "X"}], "outputs": [{"tensor": "Y"}]},
+        "tensors": {"X": {"dtype": "i32", "shape": [4, 2]}, "Y": {"dtype": "i32", "shape": [3, 3, 0]}},
+        "graph": [{"op": "Slice", "name": "s", "inputs": ["X"], "outputs": ["A"],
+                   "attrs": {"starts": [-1, 1000], "ends": [4, 1000], "axes": [0, -1], "steps": [3, 3]}},
+                  {"op": "Repeat", "name": "r", "inputs": ["A"], "outputs": ["Y"],
+                   "attrs": {"repeats": [3, 3, 3]}}]
+    });
+    check_optimized(
+        &doc.to_string(),
+        vec![(
+            "X",
+            i32_tensor(&[4, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]),
+        )],
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Slices clamped against a symbolic size.
 
@@ -155,6 +189,30 @@ fn slice_with_small_clamped_start_on_symbolic_axis() {
     check_optimized(
         &doc.to_string(),
         vec![("X", rand_tensor(4, DType::F32, &[2, 4]))],
+    );
+}
+
+/// A slice of a slice of a symbolic axis: the second start `min(1000, (S - max(0, S-2) + 2)//3)`
+/// clamps against a size with a floordiv (found by `optimize_fuzz`).
+#[test]
+fn slice_clamped_against_a_floordiv_size() {
+    let doc = json!({
+        "signature": {"inputs": [{"tensor": "X"}], "outputs": [{"tensor": "Y"}]},
+        "tensors": {
+            "X": {"dtype": "i32", "shape": ["S", "S"]},
+            "Y": {"dtype": "i32", "shape": [0, "S"]}
+        },
+        "graph": [{"op": "Slice", "name": "a", "inputs": ["X"], "outputs": ["A"],
+                   "attrs": {"starts": [-2], "ends": [1000], "axes": [0], "steps": [3]}},
+                  {"op": "Slice", "name": "b", "inputs": ["A"], "outputs": ["Y"],
+                   "attrs": {"starts": [1000], "ends": [1000], "axes": [0]}}]
+    });
+    check_optimized(
+        &doc.to_string(),
+        vec![(
+            "X",
+            i32_tensor(&[3, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]),
+        )],
     );
 }
 
@@ -209,19 +267,43 @@ fn i32_mul_by_scalar_is_exact() {
 // ---------------------------------------------------------------------------------------------
 // Other classes.
 
-/// A Cast to bf16 feeding a cumulative product: the output must have a finite-cost kernel cover.
-#[test]
-fn cast_then_cumulative_prod_has_a_cover() {
-    let doc = json!({
+/// A Cast to bf16 feeding a cumulative product (its permutes of unit axes are identities, which
+/// leave cycles in the e-graph).
+fn cast_then_cumulative_prod() -> serde_json::Value {
+    json!({
         "signature": {"inputs": [{"tensor": "X"}], "outputs": [{"tensor": "Y"}]},
         "tensors": {"X": {"dtype": "fp16", "shape": [1, 1]}, "Y": {"dtype": "bf16", "shape": [1, 1]}},
         "graph": [{"op": "Cast", "name": "c", "inputs": ["X"], "outputs": ["A"], "attrs": {"to": "bf16"}},
                   {"op": "Cumulative", "name": "n", "inputs": ["A"], "outputs": ["Y"], "attrs": {"fn": "prod", "axis": 0}}]
-    });
+    })
+}
+
+/// The output must have a finite-cost kernel cover: moving casts past identity movements must not
+/// grow the e-graph to its node limit before any kernel exists.
+#[test]
+fn cast_then_cumulative_prod_has_a_cover() {
+    let doc = cast_then_cumulative_prod();
     check_optimized(
         &doc.to_string(),
         vec![("X", rand_tensor(5, DType::F16, &[1, 1]))],
     );
+}
+
+/// Kernel growth must not absorb identity movements (`x = permute(x)`): the kernels phase
+/// saturates in a few iterations instead of growing bodies around the cycle to the body limit.
+#[test]
+fn kernel_growth_stops_at_identity_movements() {
+    let g = load_str(&cast_then_cumulative_prod().to_string(), "test.json")
+        .unwrap_or_else(|d| panic!("{d}"));
+    let prog = lower(&g).unwrap_or_else(|d| panic!("{d}"));
+    let o = optimize(&prog, &OptimizeOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let k = o
+        .phases
+        .iter()
+        .find(|p| p.name == "kernels")
+        .expect("a kernels phase");
+    assert_eq!(k.stop_reason, "Saturated", "{k:?}");
+    assert!(k.iterations <= 4, "{k:?}");
 }
 
 /// ConvTranspose (stride 3, dilation 2, groups 2) over an input whose height is the symbol `S`
@@ -234,6 +316,61 @@ fn conv_transpose_over_symbolic_spatial_size() {
         vec![
             ("in0", rand_tensor(1, DType::F32, &[1, 4, 1, 2])),
             ("in2", rand_tensor(3, DType::F32, &[4, 1, 3, 1])),
+        ],
+    );
+}
+
+/// ConvTranspose (stride 2, dilation 2) over a symbolic height `T` (bound to 4), summed over the
+/// height: its read `x[k + (m+1)//2 - 1]` is in bounds only through the guards on `m` and `k`,
+/// which interval arithmetic cannot relate to the floordiv (found by `optimize_fuzz`).
+#[test]
+fn strided_conv_transpose_over_symbolic_height() {
+    let doc = r#"{"signature":{"inputs":[{"tensor":"X"},{"tensor":"W"}],"outputs":[{"tensor":"Y"}]},"tensors":{"X":{"dtype":"bf16","shape":[3,4,"T",3]},"W":{"dtype":"bf16","shape":[4,1,2,3]},"Y":{"dtype":"bf16","shape":[3,1,1,3]}},"graph":[{"op":"ConvTranspose","name":"c","inputs":["X","W"],"outputs":["A"],"attrs":{"stride":[2,1],"dilation":[2,1],"pad":[[1,1],[0,2]]}},{"op":"Reduce","name":"r","inputs":["A"],"outputs":["Y"],"attrs":{"fn":"sum","axes":[2],"keepdim":true}}]}"#;
+    check_optimized(
+        doc,
+        vec![
+            ("X", rand_tensor(7, DType::BF16, &[3, 4, 4, 3])),
+            ("W", rand_tensor(8, DType::BF16, &[4, 1, 2, 3])),
+        ],
+    );
+}
+
+/// Unfold, then a reshape that splits the windows: the read's floordiv/mod indices are in bounds,
+/// which intervals cannot show (found by `optimize_fuzz`).
+#[test]
+fn reshape_of_unfolded_windows() {
+    let doc = json!({
+        "signature": {"inputs": [{"tensor": "X"}], "outputs": [{"tensor": "Y"}]},
+        "symbols": {"T": 4},
+        "tensors": {"X": {"dtype": "i32", "shape": ["T", 4]}, "Y": {"dtype": "i32", "shape": [6, "T", 1, 1]}},
+        "graph": [{"op": "Unfold", "name": "u", "inputs": ["X"], "outputs": ["A"],
+                   "attrs": {"axis": 1, "size": 3, "step": 1}},
+                  {"op": "Reshape", "name": "r", "inputs": ["A"], "outputs": ["B"],
+                   "attrs": {"shape": [6, -1, 1, 1]}},
+                  {"op": "Cumulative", "name": "c", "inputs": ["B"], "outputs": ["Y"],
+                   "attrs": {"fn": "max", "axis": 0}}]
+    });
+    let x: Vec<f64> = (0..12).map(|v| (v * 7 % 5) as f64 - 2.0).collect();
+    check_optimized(&doc.to_string(), vec![("X", i32_tensor(&[3, 4], &x))]);
+}
+
+/// `recip(0.0)` is `+inf` even when the graph also pads with `-0.0` (Concat's additive identity):
+/// the two constants must be distinct e-graph leaves (found by `optimize_fuzz`).
+#[test]
+fn signed_zero_constants_stay_distinct() {
+    let doc = json!({
+        "signature": {"inputs": [{"tensor": "A"}, {"tensor": "B"}],
+                      "outputs": [{"tensor": "C"}, {"tensor": "R"}]},
+        "tensors": {"A": {"dtype": "fp16", "shape": [1]}, "B": {"dtype": "fp16", "shape": [2]},
+                    "C": {"dtype": "fp16", "shape": [3]}, "R": {"dtype": "fp32", "shape": []}},
+        "graph": [{"op": "Concat", "name": "c", "inputs": ["A", "B"], "outputs": ["C"], "attrs": {"axis": 0}},
+                  {"op": "Elementwise", "name": "r", "inputs": [0.0], "outputs": ["R"], "attrs": {"fn": "recip"}}]
+    });
+    check_optimized(
+        &doc.to_string(),
+        vec![
+            ("A", rand_tensor(9, DType::F16, &[1])),
+            ("B", rand_tensor(10, DType::F16, &[2])),
         ],
     );
 }
