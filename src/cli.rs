@@ -1,4 +1,4 @@
-//! The command-line interface: `dlc-egg run | lower | check`. `main.rs` only calls
+//! The command-line interface: `dlc-egg run | lower | optimize | extract | check`. `main.rs` only calls
 //! [`main_with_args`]; this module parses arguments (clap derive), wires the pipeline's passes
 //! together and turns every failure into diagnostics on stderr.
 //!
@@ -9,9 +9,11 @@
 // returned only on cold failure paths, so boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+mod extract;
 mod frontend_json;
 mod optimize;
 
+pub use extract::{ExtractArgs, ExtractorArg};
 pub use frontend_json::graph_to_json;
 pub use optimize::OptimizeArgs;
 
@@ -64,6 +66,9 @@ pub enum Command {
     Lower(LowerArgs),
     /// Optimize a graph: e-graph rewriting, kernel fusion and extraction into RB-SSA regions.
     Optimize(OptimizeArgs),
+    /// Extract a least-cost term DAG from any egraph-serialize e-graph (extraction-gym's format)
+    /// with the fast or the exact DAG-aware extractor; print tree cost, DAG cost and time.
+    Extract(ExtractArgs),
     /// Load, lower and verify a graph; print `ok` and a one-line summary.
     Check(CheckArgs),
 }
@@ -162,6 +167,7 @@ fn dispatch(args: Vec<String>) -> i32 {
         Command::Run(a) => cmd_run(a),
         Command::Lower(a) => cmd_lower(a),
         Command::Optimize(a) => optimize::cmd_optimize(a),
+        Command::Extract(a) => extract::cmd_extract(a),
         Command::Check(a) => cmd_check(a),
     };
     match outcome {
@@ -548,22 +554,18 @@ fn egraph_json(p: &Program) -> serde_json::Value {
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
 }
 
-/// The optimizer's final e-graph in egraph-serialize form: kernels cost their bytes (the
-/// extraction cost), inputs and attributes nothing, every other e-node is not realizable
-/// (infinite cost).
+/// The optimizer's final e-graph in egraph-serialize form, priced as the optimizer's extraction
+/// prices it (`extract::cover::node_price`: kernels their byte-equivalents, inputs, reshapes and
+/// attributes nothing, every other e-node not realizable: +∞, written as `f64::MAX`).
 fn optimized_egraph_json(o: &crate::optimize::Optimized, p: &Program) -> serde_json::Value {
-    use crate::extract::kernels::{kernel_own_cost, CostSizes};
-    use crate::ir::egraph::TensorLang;
+    use crate::extract::cover::node_price;
+    use crate::extract::kernels::CostSizes;
     let eg = &o.egraph;
     let sizes = CostSizes {
         bindings: p.symbols.clone(),
         default_size: crate::optimize::OptimizeOptions::default().default_size,
     };
-    let s = crate::extract::serialize::to_serialized(eg, &o.roots, &|n| match n {
-        TensorLang::Attr(_) | TensorLang::Input(_) | TensorLang::Reshape(_) => 0.0,
-        TensorLang::Kernel(_) => kernel_own_cost(eg, n, &sizes).bytes as f64,
-        _ => f64::INFINITY,
-    });
+    let s = crate::extract::serialize::to_serialized(eg, &o.roots, &|n| node_price(eg, n, &sizes));
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
 }
 

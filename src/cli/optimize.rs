@@ -1,12 +1,15 @@
-//! `dlc-egg optimize graph.json [--explain] [--report FILE] [--dump LAYERS] [--timings]`.
+//! `dlc-egg optimize graph.json [--explain] [--report FILE] [--dump LAYERS] [--timings]
+//! [--extractor fast|exact] [--extract-timeout SECS]`.
 
+use super::extract::ExtractorArg;
 use super::{internal_error, parse_dump, DumpLayer};
 use crate::diag::{Diagnostic, Location};
 use crate::ir::frontend;
-use crate::optimize::{explain, optimize, OptimizeOptions, Optimized};
+use crate::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized};
 use crate::run::{self, Failure};
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Arguments of `dlc-egg optimize`.
 #[derive(Debug, clap::Args)]
@@ -35,6 +38,16 @@ pub struct OptimizeArgs {
     /// Include wall-clock phase times in --explain and --report (they differ between runs).
     #[arg(long)]
     pub timings: bool,
+
+    /// Which DAG-aware extractor chooses the kernel cover: `fast` (greedy fixpoint plus local
+    /// improvement) or `exact` (ILP, proven optimal when it finishes within --extract-timeout).
+    #[arg(long, value_enum, default_value_t = ExtractorArg::Fast)]
+    pub extractor: ExtractorArg,
+
+    /// Time limit of the exact extractor in seconds; at it, the best cover so far is used (never
+    /// worse than the fast extractor's, which seeds it) and the report says `time_limit`.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub extract_timeout: f64,
 }
 
 /// `dlc-egg optimize`.
@@ -45,8 +58,25 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     };
     let graph = frontend::load_file(&a.graph)?;
     let prog = run::lower_and_verify(&graph)?;
+    if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
+        return Err(Failure::user(Diagnostic::error(
+            "E0313",
+            "InvalidArgument",
+            Location::Argument {
+                argument: format!("--extract-timeout {}", a.extract_timeout),
+            },
+            "--extract-timeout must be a positive number of seconds",
+            "for example `--extract-timeout 60`",
+        )));
+    }
+    let extract_time_limit = Duration::from_secs_f64(a.extract_timeout);
     let opts = OptimizeOptions {
         explain: a.explain,
+        extractor: match a.extractor {
+            ExtractorArg::Fast => ExtractorKind::Fast,
+            ExtractorArg::Exact => ExtractorKind::Exact,
+        },
+        extract_time_limit,
         ..OptimizeOptions::default()
     };
     let o =

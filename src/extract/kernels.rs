@@ -133,7 +133,7 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, sizes: &CostSizes) -
         .filter(|(k, (n, f))| {
             *k != root
                 && !n.is_attr()
-                && !is_movement(n)
+                && !n.is_movement()
                 && matches!(f, Facts::Tensor(t) if matches!(t.dtype, DType::F16 | DType::BF16))
         })
         .count() as u64;
@@ -161,23 +161,8 @@ fn ops_under_reduce(body: &egg::RecExpr<TensorLang>) -> u64 {
     nodes
         .iter()
         .zip(&under)
-        .filter(|(n, u)| **u && !n.is_attr() && !is_movement(n))
+        .filter(|(n, u)| **u && !n.is_attr() && !n.is_movement())
         .count() as u64
-}
-
-fn is_movement(n: &TensorLang) -> bool {
-    use TensorLang as T;
-    matches!(
-        n,
-        T::Reshape(_)
-            | T::Permute(_)
-            | T::Expand(_)
-            | T::Pad(_)
-            | T::Shrink(_)
-            | T::Flip(_)
-            | T::View(_)
-            | T::Read(_)
-    )
 }
 
 /// The extraction cost: kernels pay [`kernel_own_cost`] plus their inputs, inputs are free,

@@ -1,7 +1,12 @@
 //! Kernel extraction from the e-graph. Built on `ir`; takes rules and costs as parameters.
 //!
-//! Landed: [`serialize`], interchange with the public `egraph-serialize` format.
-//! TODO(issue 4): cost model, schedule plans, the fast and exact DAG-aware extractors.
+//! Landed: [`serialize`], interchange with the public `egraph-serialize` format; [`dag`], the
+//! DAG-aware extractors (a fast greedy one and an exact ILP one behind one trait) over any
+//! e-graph in that format; [`kernels`], kernel nodes and their own costs; [`cover`], the
+//! optimizer's kernel cover chosen by a DAG-aware extractor.
+//! TODO(issue 4): cost model and schedule plans.
 
+pub mod cover;
+pub mod dag;
 pub mod kernels;
 pub mod serialize;

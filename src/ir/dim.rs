@@ -8,6 +8,7 @@
 use serde::{Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 /// An atom of a monomial.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,7 +35,7 @@ impl Atom {
 /// A symbolic integer: `Σ coeff · Π atoms`. The empty monomial is the constant term.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Dim {
-    terms: BTreeMap<Vec<Atom>, i64>,
+    terms: Arc<BTreeMap<Vec<Atom>, i64>>,
 }
 
 /// Why a [`Dim`] could not be evaluated.
@@ -52,7 +53,9 @@ impl Dim {
         if v != 0 {
             terms.insert(Vec::new(), v);
         }
-        Dim { terms }
+        Dim {
+            terms: Arc::new(terms),
+        }
     }
 
     pub fn sym(name: &str) -> Dim {
@@ -62,7 +65,9 @@ impl Dim {
     fn atom(a: Atom) -> Dim {
         let mut terms = BTreeMap::new();
         terms.insert(vec![a], 1);
-        Dim { terms }
+        Dim {
+            terms: Arc::new(terms),
+        }
     }
 
     /// The value if the polynomial is a constant.
@@ -79,15 +84,27 @@ impl Dim {
     }
 
     pub fn add(&self, o: &Dim) -> Dim {
-        let mut terms = self.terms.clone();
-        for (m, c) in &o.terms {
+        // Fast paths (most sizes are constants): no map is built for `x + 0` or `a + b`.
+        if o.terms.is_empty() {
+            return self.clone();
+        }
+        if self.terms.is_empty() {
+            return o.clone();
+        }
+        if let (Some(a), Some(b)) = (self.as_int(), o.as_int()) {
+            return Dim::int(a.saturating_add(b));
+        }
+        let mut terms = (*self.terms).clone();
+        for (m, c) in o.terms.iter() {
             let e = terms.entry(m.clone()).or_insert(0);
             *e = e.saturating_add(*c);
             if *e == 0 {
                 terms.remove(m);
             }
         }
-        Dim { terms }
+        Dim {
+            terms: Arc::new(terms),
+        }
     }
 
     pub fn add_int(&self, v: i64) -> Dim {
@@ -96,11 +113,12 @@ impl Dim {
 
     pub fn neg(&self) -> Dim {
         Dim {
-            terms: self
-                .terms
-                .iter()
-                .map(|(m, c)| (m.clone(), c.saturating_neg()))
-                .collect(),
+            terms: Arc::new(
+                self.terms
+                    .iter()
+                    .map(|(m, c)| (m.clone(), c.saturating_neg()))
+                    .collect(),
+            ),
         }
     }
 
@@ -109,13 +127,19 @@ impl Dim {
     }
 
     pub fn mul(&self, o: &Dim) -> Dim {
+        match (self.as_int(), o.as_int()) {
+            (Some(a), Some(b)) => return Dim::int(a.saturating_mul(b)),
+            (Some(1), None) => return o.clone(),
+            (None, Some(1)) => return self.clone(),
+            _ => {}
+        }
         let mut out = Dim::default();
-        for (ma, ca) in &self.terms {
-            for (mb, cb) in &o.terms {
+        for (ma, ca) in self.terms.iter() {
+            for (mb, cb) in o.terms.iter() {
                 let mut m: Vec<Atom> = ma.iter().chain(mb.iter()).cloned().collect();
                 m.sort();
                 out = out.add(&Dim {
-                    terms: [(m, ca.saturating_mul(*cb))].into_iter().collect(),
+                    terms: Arc::new([(m, ca.saturating_mul(*cb))].into_iter().collect()),
                 });
             }
         }
@@ -142,12 +166,12 @@ impl Dim {
         }
         if self.terms.values().all(|c| c % d == 0) {
             return Dim {
-                terms: self.terms.iter().map(|(m, c)| (m.clone(), c / d)).collect(),
+                terms: Arc::new(self.terms.iter().map(|(m, c)| (m.clone(), c / d)).collect()),
             };
         }
         // Pull out the symbolic part that divides exactly: floor((d·q + r)/d) = q + floor(r/d).
         let (mut q, mut r) = (Dim::default(), Dim::default());
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             if m.is_empty() {
                 // c = d·⌊c/d⌋ + (c mod d): the multiple of d leaves the floor exactly.
                 q = q.add_int(c.div_euclid(d));
@@ -155,11 +179,11 @@ impl Dim {
                 continue;
             }
             let t = Dim {
-                terms: [(m.clone(), *c)].into_iter().collect(),
+                terms: Arc::new([(m.clone(), *c)].into_iter().collect()),
             };
             if c % d == 0 {
                 q = q.add(&Dim {
-                    terms: [(m.clone(), c / d)].into_iter().collect(),
+                    terms: Arc::new([(m.clone(), c / d)].into_iter().collect()),
                 });
             } else {
                 r = r.add(&t);
@@ -271,7 +295,7 @@ impl Dim {
     /// Evaluates with symbol values from `lookup`; checked arithmetic.
     pub fn eval(&self, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<i64, DimError> {
         let mut total: i64 = 0;
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             let mut v: i64 = *c;
             for a in m {
                 let av = match a {
@@ -299,7 +323,7 @@ impl Dim {
             _ => return None,
         };
         let mut out = BTreeMap::new();
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             if c % dc != 0 {
                 return None;
             }
@@ -310,7 +334,9 @@ impl Dim {
             }
             out.insert(rest, c / dc);
         }
-        Some(Dim { terms: out })
+        Some(Dim {
+            terms: Arc::new(out),
+        })
     }
 
     /// Evaluates with a symbol table.
@@ -321,7 +347,7 @@ impl Dim {
     /// Replaces symbols that have a value in `bindings` and re-simplifies.
     pub fn substitute(&self, bindings: &BTreeMap<String, i64>) -> Dim {
         let mut out = Dim::default();
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             let mut t = Dim::int(*c);
             for a in m {
                 let d = match a {

@@ -10,9 +10,11 @@
 mod build;
 pub mod explain;
 
-use crate::extract::kernels::{dag_cost, BytesCost, CostSizes, KernelCost};
-use crate::ir::dim::Dim;
-use crate::ir::dtype::DType;
+use crate::extract::cover::{extract_cover, Cover, CoverError};
+use crate::extract::dag::{
+    ExactExtractor, ExtractError, ExtractOptions, Extractor, FastExtractor, Status,
+};
+use crate::extract::kernels::{dag_cost, CostSizes, KernelCost};
 use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
 use crate::ir::region::synth::{synthesize, SynthArg};
@@ -20,10 +22,10 @@ use crate::ir::region::Materialize;
 use crate::ir::tiny::Program;
 use crate::rules::fusion::{self, FusionLimits, Legality};
 use crate::rules::{all_phases, run_phase, Budget, PhaseStats};
-use egg::{Extractor, Id, RecExpr};
+use egg::{Id, RecExpr};
 use serde::Serialize;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
 
 pub use build::KernelInfo;
 
@@ -40,16 +42,34 @@ pub struct OptimizeOptions {
     pub default_size: i64,
     /// Record egg explanations so the report can give the rewrite chain of every output.
     pub explain: bool,
+    /// Which extractor chooses the kernel cover.
+    pub extractor: ExtractorKind,
+    /// The exact extractor's time limit; at it, the best cover found so far is used (never
+    /// worse than the fast extractor's, which seeds it).
+    pub extract_time_limit: Duration,
+}
+
+/// The extractors `dlc-egg optimize --extractor` offers (both DAG-aware: a kernel read by
+/// several consumers is paid once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtractorKind {
+    /// Greedy DAG fixpoint plus local improvement (`extract::dag::FastExtractor`).
+    Fast,
+    /// Integer linear program with lazy cycle cuts (`extract::dag::ExactExtractor`).
+    Exact,
 }
 
 impl Default for OptimizeOptions {
     fn default() -> OptimizeOptions {
         OptimizeOptions {
             budget: Budget::default(),
-            kernel_budget: Budget::default(),
+            kernel_budget: Budget::kernels(),
             fusion: FusionLimits::default(),
             default_size: 1024,
             explain: false,
+            extractor: ExtractorKind::Fast,
+            extract_time_limit: Duration::from_secs(60),
         }
     }
 }
@@ -64,6 +84,8 @@ pub enum OptimizeError {
     Region { kernel: String, why: String },
     #[error("the extracted program is invalid: {0}")]
     Program(String),
+    #[error("extraction failed: {0}")]
+    Extraction(String),
 }
 
 /// The result of [`optimize`].
@@ -76,6 +98,8 @@ pub struct Optimized {
     pub kernels: Vec<KernelInfo>,
     /// The cover's cost counted as a DAG (every kernel once).
     pub cost: KernelCost,
+    /// How the cover was chosen.
+    pub extraction: ExtractionInfo,
     /// Per output, the rules on the rewrite chain from the input term to the extracted one
     /// (empty unless `explain`).
     pub rewrites: Vec<explain::RewriteChain>,
@@ -85,44 +109,22 @@ pub struct Optimized {
     pub roots: Vec<Id>,
 }
 
-/// A candidate kernel as the legality oracle sees it: its body and its inputs' types.
-type LegalityKey = (RecExpr<TensorLang>, Vec<(DType, Vec<Dim>)>);
-
 /// Legality oracle of the kernels phase: a body is one kernel when region synthesis accepts it.
-/// Answers are memoized: the phase re-grows every kernel at each iteration, so most candidates
-/// are asked about several times (about six times on average on `optimize_fuzz`'s graphs).
 pub fn region_legality() -> Legality {
-    let memo: Mutex<HashMap<LegalityKey, Result<(), String>>> = Mutex::default();
-    Arc::new(move |body: &RecExpr<TensorLang>, inputs: &[TensorFacts]| {
-        let key: LegalityKey = (
-            body.clone(),
-            inputs.iter().map(|f| (f.dtype, f.shape.clone())).collect(),
-        );
-        if let Some(r) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            return r;
-        }
-        let r = synthesize_candidate(body, inputs);
-        if let Ok(mut m) = memo.lock() {
-            m.insert(key, r.clone());
-        }
-        r
+    Arc::new(|body: &RecExpr<TensorLang>, inputs: &[TensorFacts]| {
+        let args: Vec<SynthArg> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| SynthArg {
+                name: format!("in{i}"),
+                dtype: f.dtype,
+                shape: f.shape.clone(),
+            })
+            .collect();
+        synthesize("candidate", body, &args, "out", Materialize::Gmem)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     })
-}
-
-/// Region synthesis of a candidate body (inputs named `in0`, `in1`, …).
-fn synthesize_candidate(body: &RecExpr<TensorLang>, inputs: &[TensorFacts]) -> Result<(), String> {
-    let args: Vec<SynthArg> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, f)| SynthArg {
-            name: format!("in{i}"),
-            dtype: f.dtype,
-            shape: f.shape.clone(),
-        })
-        .collect();
-    synthesize("candidate", body, &args, "out", Materialize::Gmem)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 /// Runs the pipeline on a verified Tiny program.
@@ -147,30 +149,41 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         bindings: prog.symbols.clone(),
         default_size: opts.default_size,
     };
-    let ex = Extractor::new(&eg, BytesCost::new(&eg, sizes.clone()));
     let roots: Vec<Id> = prog
         .outputs
         .iter()
         .map(|o| eg.find(class[o.node.index()]))
         .collect();
-    for (o, r) in prog.outputs.iter().zip(&roots) {
-        if ex.find_best_cost(*r).is_infinite() {
-            return Err(OptimizeError::Unrealizable(o.tensor.clone()));
-        }
-    }
-    let choose = |c: Id| ex.find_best_node(c).clone();
+    let cover = choose_cover(&eg, prog, &roots, &sizes, opts)?;
+    let choose = |c: Id| {
+        cover
+            .node(eg.find(c))
+            .cloned()
+            .expect("the extractor covers every class reachable from the roots")
+    };
     let cost = dag_cost(&eg, &roots, &choose, &sizes);
     let (program, kernels) = build::build_program(&eg, prog, &class, &roots, &choose, &sizes)?;
     let extracted: Vec<(String, Id, RecExpr<TensorLang>)> = if opts.explain {
         prog.outputs
             .iter()
             .zip(&roots)
-            .map(|(o, r)| (o.tensor.clone(), class[o.node.index()], ex.find_best(*r).1))
+            .filter_map(|(o, r)| {
+                Some((
+                    o.tensor.clone(),
+                    class[o.node.index()],
+                    cover.term(&eg, *r)?,
+                ))
+            })
             .collect()
     } else {
         Vec::new()
     };
-    drop(ex);
+    let extraction = ExtractionInfo {
+        extractor: opts.extractor,
+        status: cover.status,
+        price: cover.price,
+        lower_bound: cover.lower_bound,
+    };
     let mut eg = eg;
     let rewrites = explain::rewrite_chains(&mut eg, &extracted);
     Ok(Optimized {
@@ -178,9 +191,53 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         program,
         kernels,
         cost,
+        extraction,
         rewrites,
         egraph: eg,
         roots,
+    })
+}
+
+/// How the kernel cover was chosen (for `--explain` and `--report`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExtractionInfo {
+    pub extractor: ExtractorKind,
+    /// `optimal` (proven), `heuristic` (fast) or `time_limit` (exact stopped at its limit).
+    pub status: Status,
+    /// The cover's DAG cost in byte-equivalents (`KernelCost::scalar` summed over kernels), and
+    /// the exact extractor's proven lower bound on it.
+    pub price: f64,
+    pub lower_bound: Option<f64>,
+}
+
+/// The kernel cover of the outputs by the chosen extractor; an output without a finite cover
+/// is [`OptimizeError::Unrealizable`].
+fn choose_cover(
+    eg: &TensorGraph,
+    prog: &Program,
+    roots: &[Id],
+    sizes: &CostSizes,
+    opts: &OptimizeOptions,
+) -> Result<Cover, OptimizeError> {
+    let extractor: Box<dyn Extractor> = match opts.extractor {
+        ExtractorKind::Fast => Box::new(FastExtractor::default()),
+        ExtractorKind::Exact => Box::new(ExactExtractor::default()),
+    };
+    let limits = ExtractOptions {
+        time_limit: Some(opts.extract_time_limit),
+    };
+    extract_cover(eg, roots, sizes, extractor.as_ref(), &limits).map_err(|e| match e {
+        CoverError::Extract(ExtractError::NoFiniteSolution { root }) => {
+            let output = prog
+                .outputs
+                .iter()
+                .zip(roots)
+                .find(|(_, r)| r.to_string() == root)
+                .map(|(o, _)| o.tensor.clone())
+                .unwrap_or(root);
+            OptimizeError::Unrealizable(output)
+        }
+        e => OptimizeError::Extraction(e.to_string()),
     })
 }
 
@@ -189,6 +246,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
 pub struct Report {
     pub kernels: Vec<KernelInfo>,
     pub cost: KernelCost,
+    pub extraction: ExtractionInfo,
     pub phases: Vec<PhaseStats>,
     pub rewrites: Vec<explain::RewriteChain>,
 }
@@ -199,6 +257,7 @@ impl Optimized {
         Report {
             kernels: self.kernels.clone(),
             cost: self.cost,
+            extraction: self.extraction.clone(),
             phases: self.phases.clone(),
             rewrites: self.rewrites.clone(),
         }

@@ -30,9 +30,13 @@ use super::Rule;
 use crate::ir::egraph::kernel::{body_facts, fuse, kernel_parts, single_op_body};
 use crate::ir::egraph::{Attr, IndexBook, KernelBody, TensorFacts, TensorGraph, TensorLang};
 use egg::{Applier, Id, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
-use std::sync::Arc;
+use rayon::prelude::*;
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// Decides whether a body (with inputs of the given facts) can be one kernel; `Err` says why not.
+/// An ill-typed body must be rejected (the phase does not type-check candidates separately:
+/// region synthesis types the body anyway, and typing twice was a fifth of the phase's time).
 pub type Legality =
     Arc<dyn Fn(&RecExpr<TensorLang>, &[TensorFacts]) -> Result<(), String> + Send + Sync>;
 
@@ -43,11 +47,27 @@ pub struct FusionLimits {
     /// LayerNorm or softmax-with-mask with room; bigger bodies only come from long elementwise
     /// chains, where splitting costs one extra round trip.
     pub max_body_ops: usize,
+    /// Most reductions in one body. 4 is attention's first region (the QK contraction, the
+    /// softmax max and sum) plus its second contraction, and leaves LayerNorm (2) room for a
+    /// following contraction; it stops growth from reaching back through a whole transformer
+    /// layer, which is never one region and made the phase quadratic in the body size.
+    pub max_reduces: usize,
+    /// Most computing ops one seed's breadth-first growth absorbs (movement and casts, which
+    /// fold into reads, are always absorbed); each absorption is a kernel and a legality check.
+    /// Growth
+    /// near the seed gives the fine-grained choices (movement folded into reads, an epilogue
+    /// kept or not); larger fusions are composed from producers' kernels by the maximal growth.
+    /// Without it the phase did ~60 checks per op on a transformer layer.
+    pub max_prefixes: usize,
 }
 
 impl Default for FusionLimits {
     fn default() -> FusionLimits {
-        FusionLimits { max_body_ops: 160 }
+        FusionLimits {
+            max_body_ops: 64,
+            max_reduces: 4,
+            max_prefixes: 24,
+        }
     }
 }
 
@@ -58,7 +78,16 @@ pub fn rules(legal: Legality, limits: FusionLimits) -> Vec<Rule> {
         Rewrite::new("kernel-wrap", OpNodes, Wrap).expect("static rule"),
         // kernel{B}(…, d, …) ⇒ kernel{B[$d := op(…)]}(…, inputs of op, …) for an op e-node of d
         // that keeps B legal: producers absorbed into their consumer, breadth-first.
-        Rewrite::new("kernel-fuse", OpNodes, Grow { legal, limits }).expect("static rule"),
+        Rewrite::new(
+            "kernel-fuse",
+            OpNodes,
+            Grow {
+                legal,
+                limits,
+                memo: Mutex::default(),
+            },
+        )
+        .expect("static rule"),
     ]
 }
 
@@ -165,18 +194,75 @@ impl Applier<TensorLang, IndexBook> for Wrap {
     }
 }
 
+/// A single-op body of a class with its input classes: the seed of one kernel growth.
+type Seed = (Id, RecExpr<TensorLang>, Vec<Id>);
+
+/// What `kernel-fuse` remembers between applications (the phase applies it once per iteration to
+/// every class; the e-graph's op nodes do not change during the phase, only kernels are added).
+#[derive(Default)]
+struct GrowMemo {
+    /// Seeds already grown breadth-first: that growth reads only op e-nodes, so it is final.
+    grown: HashSet<Seed>,
+    /// Per seed, the kernel counts of its input classes when it was last grown maximally: the
+    /// maximal growth reads only those classes' kernels, so equal counts give equal results.
+    maxed: HashMap<Seed, Vec<usize>>,
+    /// Legality verdicts by (body, input facts): synthesis is the phase's dominant cost and the
+    /// same body is reached from several seeds.
+    legal: HashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), bool>,
+}
+
 struct Grow {
     legal: Legality,
     limits: FusionLimits,
+    memo: Mutex<GrowMemo>,
 }
 
 fn input_facts(eg: &TensorGraph, ins: &[Id]) -> Option<Vec<TensorFacts>> {
     ins.iter().map(|i| eg[*i].data.tensor().cloned()).collect()
 }
 
+fn lock(m: &Mutex<GrowMemo>) -> std::sync::MutexGuard<'_, GrowMemo> {
+    // A panic while holding the lock leaves only caches behind, which stay valid.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Grow {
+    /// `fuse` of a producer into the consumer's input `pos`, when the result is within the
+    /// body limits (not yet checked for legality).
+    fn fuse_within_limits(
+        &self,
+        body: &RecExpr<TensorLang>,
+        ins: &[Id],
+        pos: usize,
+        p: &RecExpr<TensorLang>,
+        p_ins: &[Id],
+    ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
+        let (b, i) = fuse(body, ins, pos, p, p_ins);
+        let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
+        let reduces = b
+            .as_ref()
+            .iter()
+            .filter(|n| matches!(n, TensorLang::Reduce(_)))
+            .count();
+        (ops <= self.limits.max_body_ops && reduces <= self.limits.max_reduces).then_some((b, i))
+    }
+
+    /// The legality verdict on a body over input classes (memoized by body and input facts).
+    fn is_legal(&self, eg: &TensorGraph, body: &RecExpr<TensorLang>, ins: &[Id]) -> bool {
+        let Some(facts) = input_facts(eg, ins) else {
+            return false;
+        };
+        let key = (body.clone(), facts);
+        if let Some(ok) = lock(&self.memo).legal.get(&key) {
+            return *ok;
+        }
+        let ok = (self.legal)(&key.0, &key.1).is_ok();
+        lock(&self.memo).legal.insert(key, ok);
+        ok
+    }
+
     /// `fuse` of a producer into the consumer's input `pos`, kept only when the result is within
-    /// the body limit, well-typed and legal.
+    /// the body limits and legal.
     fn try_fuse(
         &self,
         eg: &TensorGraph,
@@ -186,24 +272,22 @@ impl Grow {
         p: &RecExpr<TensorLang>,
         p_ins: &[Id],
     ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
-        let (b, i) = fuse(body, ins, pos, p, p_ins);
-        let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
-        if ops > self.limits.max_body_ops {
-            return None;
-        }
-        let facts = input_facts(eg, &i)?;
-        if body_facts(&b, &facts).is_err() || (self.legal)(&b, &facts).is_err() {
-            return None;
-        }
-        Some((b, i))
+        let (b, i) = self.fuse_within_limits(body, ins, pos, p, p_ins)?;
+        self.is_legal(eg, &b, &i).then_some((b, i))
     }
 
     /// Grows one single-op body breadth-first: input classes are visited in order (new inputs
     /// queued behind), and each absorbs the first of its op e-nodes whose single-op body keeps
-    /// the kernel legal and within limits. Returns every successive body (each one a kernel of
+    /// the kernel legal and within limits. Returns the successive bodies (each one a kernel of
     /// `eclass`): the prefixes give the extractor the choice of where the kernel stops — e.g.
     /// the MLP's second matmul with its operand's movement folded in but the first matmul's
     /// epilogue left to the first kernel.
+    ///
+    /// Free ops (movement, casts) are absorbed in batches: legality is checked, and a prefix
+    /// emitted, only before absorbing a computing op and at the end (a cut inside a movement
+    /// chain is never better than reading through it). When a batch turns out illegal, growth
+    /// restarts from the last legal body checking every op, which gives exactly the one-op-at-a-
+    /// time result.
     fn grow(
         &self,
         eg: &TensorGraph,
@@ -212,35 +296,114 @@ impl Grow {
         ins: Vec<Id>,
     ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
         let eclass = eg.find(eclass);
+        let mut g = Growth::new(eclass, body, ins);
         let mut out = Vec::new();
-        let mut queue: std::collections::VecDeque<Id> = ins.iter().copied().collect();
-        let mut visited: std::collections::BTreeSet<Id> = ins.iter().copied().collect();
-        visited.insert(eclass);
-        let (mut body, mut ins) = (body, ins);
-        while let Some(d) = queue.pop_front() {
-            let Some(pos) = ins.iter().position(|c| *c == d) else {
+        let mut last_legal = g.clone();
+        let mut strict = false;
+        loop {
+            let Some(d) = g.queue.pop_front() else {
+                if g.pending > 0 {
+                    if !self.is_legal(eg, &g.body, &g.ins) {
+                        g = last_legal.clone();
+                        strict = true;
+                        continue;
+                    }
+                    out.push((g.body.clone(), g.ins.clone()));
+                }
+                break;
+            };
+            let Some(pos) = g.ins.iter().position(|c| *c == d) else {
                 continue;
             };
+            let mut restart = false;
             for (p, p_ins) in single_op_bodies(eg, d) {
-                if p_ins.contains(&eclass) {
-                    continue; // would make the kernel its own input
+                // Past the budget only free ops are absorbed, so the kernel's reads stay whole
+                // (a contraction whose broadcast operand is cut off would read it materialized).
+                let free = p.as_ref().last().is_some_and(is_free);
+                if p_ins.contains(&eclass) || (!free && g.computing >= self.limits.max_prefixes) {
+                    continue; // (the first: would make the kernel its own input)
                 }
-                let Some((b, i)) = self.try_fuse(eg, &body, &ins, pos, &p, &p_ins) else {
+                if !free && g.pending > 0 {
+                    // Close the batch of free ops before a computing op.
+                    if !self.is_legal(eg, &g.body, &g.ins) {
+                        restart = true;
+                        break;
+                    }
+                    out.push((g.body.clone(), g.ins.clone()));
+                    g.pending = 0;
+                    last_legal = g.clone();
+                    last_legal.queue.push_front(d);
+                }
+                let Some((b, i)) = self.fuse_within_limits(&g.body, &g.ins, pos, &p, &p_ins) else {
                     continue;
                 };
-                for c in &p_ins {
-                    if visited.insert(*c) {
-                        queue.push_back(*c);
-                    }
+                if free && !strict {
+                    g.absorb(b, i, &p_ins);
+                    g.pending += 1;
+                    break;
                 }
-                body = b;
-                ins = i;
-                out.push((body.clone(), ins.clone()));
+                if !self.is_legal(eg, &b, &i) {
+                    continue;
+                }
+                g.absorb(b, i, &p_ins);
+                g.computing += usize::from(!free);
+                out.push((g.body.clone(), g.ins.clone()));
+                last_legal = g.clone();
                 break;
+            }
+            if restart {
+                g = last_legal.clone();
+                strict = true;
             }
         }
         out
     }
+}
+
+/// The state of one breadth-first growth.
+#[derive(Clone)]
+struct Growth {
+    body: RecExpr<TensorLang>,
+    ins: Vec<Id>,
+    /// Input classes still to visit, and every class ever queued (the seed's class included).
+    queue: VecDeque<Id>,
+    visited: BTreeSet<Id>,
+    /// Computing ops absorbed so far.
+    computing: usize,
+    /// Free ops absorbed since the last legality check.
+    pending: usize,
+}
+
+impl Growth {
+    fn new(eclass: Id, body: RecExpr<TensorLang>, ins: Vec<Id>) -> Growth {
+        let mut visited: BTreeSet<Id> = ins.iter().copied().collect();
+        visited.insert(eclass);
+        Growth {
+            queue: ins.iter().copied().collect(),
+            visited,
+            body,
+            ins,
+            computing: 0,
+            pending: 0,
+        }
+    }
+
+    /// Takes the fused body; the producer's inputs are queued behind.
+    fn absorb(&mut self, body: RecExpr<TensorLang>, ins: Vec<Id>, p_ins: &[Id]) {
+        for c in p_ins {
+            if self.visited.insert(*c) {
+                self.queue.push_back(*c);
+            }
+        }
+        self.body = body;
+        self.ins = ins;
+    }
+}
+
+/// Ops a kernel absorbs without computing anything per element: movement (an access map) and
+/// casts (a conversion on load).
+fn is_free(n: &TensorLang) -> bool {
+    n.is_movement() || matches!(n, TensorLang::Cast(_))
 }
 
 /// The kernels of a class, largest body first (ties: body text), as (body, inputs).
@@ -302,7 +465,87 @@ impl Grow {
     }
 }
 
+impl Grow {
+    /// The breadth-first growth of a seed, once per seed (it reads only op e-nodes, which the
+    /// phase does not change).
+    fn grow_once(&self, eg: &TensorGraph, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+        if lock(&self.memo).grown.contains(seed) {
+            return Vec::new();
+        }
+        let (eclass, body, ins) = seed.clone();
+        let out = self.grow(eg, eclass, body, ins);
+        lock(&self.memo).grown.insert(seed.clone());
+        out
+    }
+
+    /// The maximal growth of a seed, again only when its input classes gained kernels since.
+    fn grow_max_if_changed(
+        &self,
+        eg: &TensorGraph,
+        seed: &Seed,
+    ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
+        let (eclass, body, ins) = seed.clone();
+        let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg, *i)).collect();
+        if lock(&self.memo).maxed.get(seed) == Some(&counts) {
+            return None;
+        }
+        lock(&self.memo).maxed.insert(seed.clone(), counts);
+        self.grow_max(eg, eclass, body, ins)
+    }
+
+    /// The seeds of a class: its single-op bodies.
+    fn seeds(eg: &TensorGraph, eclass: Id) -> Vec<Seed> {
+        let eclass = eg.find(eclass);
+        single_op_bodies(eg, eclass)
+            .into_iter()
+            .map(|(b, i)| (eclass, b, i))
+            .collect()
+    }
+}
+
+fn kernel_count(eg: &TensorGraph, class: Id) -> usize {
+    eg[class]
+        .nodes
+        .iter()
+        .filter(|n| matches!(n, TensorLang::Kernel(_)))
+        .count()
+}
+
 impl Applier<TensorLang, IndexBook> for Grow {
+    /// First the breadth-first growth of every matched seed, in parallel on the unchanged
+    /// e-graph (it reads only op e-nodes); its kernels are added in match order. Then the maximal
+    /// growth, sequentially in match order, so a consumer sees the kernels its producers (lower
+    /// class ids, added first) just gained. Deterministic: results do not depend on the thread
+    /// schedule, and the memo only skips work whose result is already in the e-graph.
+    fn apply_matches(
+        &self,
+        eg: &mut TensorGraph,
+        matches: &[SearchMatches<TensorLang>],
+        rule: Symbol,
+    ) -> Vec<Id> {
+        let seeds: Vec<Seed> = matches
+            .iter()
+            .flat_map(|m| Grow::seeds(eg, m.eclass))
+            .collect();
+        let shared: &TensorGraph = eg;
+        let grown: Vec<Vec<(RecExpr<TensorLang>, Vec<Id>)>> = seeds
+            .par_iter()
+            .map(|seed| self.grow_once(shared, seed))
+            .collect();
+        let mut changed = Vec::new();
+        for (seed, kernels) in seeds.iter().zip(grown) {
+            for (b, i) in kernels {
+                changed.extend(add_kernel(eg, seed.0, b, &i, rule));
+            }
+        }
+        for seed in &seeds {
+            if let Some((b, i)) = self.grow_max_if_changed(eg, seed) {
+                changed.extend(add_kernel(eg, seed.0, b, &i, rule));
+            }
+        }
+        changed
+    }
+
     fn apply_one(
         &self,
         eg: &mut TensorGraph,
@@ -312,10 +555,10 @@ impl Applier<TensorLang, IndexBook> for Grow {
         rule: Symbol,
     ) -> Vec<Id> {
         let mut changed = Vec::new();
-        for (body, ins) in single_op_bodies(eg, eclass) {
-            let mut grown = self.grow(eg, eclass, body.clone(), ins.clone());
-            grown.extend(self.grow_max(eg, eclass, body, ins));
-            for (b, i) in grown {
+        for seed in Grow::seeds(eg, eclass) {
+            let mut kernels = self.grow_once(eg, &seed);
+            kernels.extend(self.grow_max_if_changed(eg, &seed));
+            for (b, i) in kernels {
                 changed.extend(add_kernel(eg, eclass, b, &i, rule));
             }
         }
@@ -335,5 +578,5 @@ pub fn kernel_nodes(eg: &TensorGraph, class: Id) -> Vec<TensorLang> {
 
 /// A legality oracle that accepts every well-typed body (for tests of the rules themselves).
 pub fn any_body() -> Legality {
-    Arc::new(|_, _| Ok(()))
+    Arc::new(|body, inputs| body_facts(body, inputs).map(|_| ()))
 }

@@ -61,6 +61,21 @@ impl Default for Budget {
     }
 }
 
+impl Budget {
+    /// The kernels phase's budget: it adds up to `FusionLimits::max_prefixes` + 1 kernels per
+    /// op e-node and class per growth round, so its e-graph is ~25–40 e-nodes per input e-node
+    /// (a transformer layer: ~10k); `node_limit = 2_000_000` is 4× the 12-layer encoder's
+    /// target and stops only a runaway rule set. `time_limit = 300 s` is a safety net on loaded
+    /// 2-core machines; tests require that the phase saturates.
+    pub fn kernels() -> Budget {
+        Budget {
+            iter_limit: 32,
+            node_limit: 2_000_000,
+            time_limit: Duration::from_secs(300),
+        }
+    }
+}
+
 /// What one phase did (for `--explain` / `--report`). Everything except `time` is deterministic:
 /// egg is built with its `deterministic` feature, so two runs on the same input give equal stats.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -16,7 +16,7 @@ use crate::ir::tiny::{infer_node, Node, NodeId, Program, Src, UOp};
 use egg::{Analysis, DidMerge, EGraph, Id};
 
 /// Facts of a tensor-valued e-class.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorFacts {
     pub dtype: DType,
     pub shape: Shape,

@@ -136,4 +136,21 @@ impl TensorLang {
     pub fn is_attr(&self) -> bool {
         matches!(self, TensorLang::Attr(_))
     }
+
+    /// True for movement ops (views and `read`s): inside a kernel they become access maps and
+    /// compute nothing.
+    pub fn is_movement(&self) -> bool {
+        use TensorLang as T;
+        matches!(
+            self,
+            T::Reshape(_)
+                | T::Permute(_)
+                | T::Expand(_)
+                | T::Pad(_)
+                | T::Shrink(_)
+                | T::Flip(_)
+                | T::View(_)
+                | T::Read(_)
+        )
+    }
 }

@@ -1,0 +1,205 @@
+//! The kernel cover of an optimized e-graph, chosen by a DAG-aware extractor ([`super::dag`]):
+//! every kernel is paid once however many consumers read its output, which is what a program
+//! that materializes each kernel's output once costs.
+//!
+//! The e-graph becomes an extraction [`Problem`] with one class per tensor e-class and these
+//! realizable e-nodes (everything else computes a value but is not a kernel, so it cannot be
+//! chosen):
+//! - a kernel, priced by [`node_price`] (its own bytes and launch, not its inputs), whose
+//!   children are its input classes;
+//! - an input, free;
+//! - a reshape, free, whose child is its operand (a reshape of a materialized buffer is an
+//!   alias).
+//!
+//! Prices are byte-equivalents ([`KernelCost::scalar`]). TODO(cost model): issue 4 replaces them
+//! with predicted times.
+
+use super::dag::{
+    ExtractError, ExtractOptions, Extraction, Extractor, Problem, ProblemError, Status,
+};
+use super::kernels::{kernel_own_cost, CostSizes, KernelCost};
+use crate::ir::egraph::{TensorGraph, TensorLang};
+use egg::Id;
+use std::collections::HashMap;
+
+/// The price of one e-node in the extraction problem (`+∞`: not realizable).
+pub fn node_price(eg: &TensorGraph, n: &TensorLang, sizes: &CostSizes) -> f64 {
+    match n {
+        TensorLang::Attr(_) | TensorLang::Input(_) | TensorLang::Reshape(_) => 0.0,
+        TensorLang::Kernel(_) => kernel_own_cost(eg, n, sizes).scalar(),
+        _ => f64::INFINITY,
+    }
+}
+
+/// An extraction problem built from an e-graph, with the way back to e-classes and e-nodes.
+pub struct KernelProblem {
+    pub problem: Problem,
+    /// The e-class of every problem class, by class index.
+    pub classes: Vec<Id>,
+    /// The e-node of every problem node, by node index.
+    pub nodes: Vec<TensorLang>,
+}
+
+/// The extraction problem of `eg` with `roots` (canonical or not). Classes are taken in e-class
+/// id order and nodes in e-class order, so the same e-graph gives the same problem.
+pub fn kernel_problem(
+    eg: &TensorGraph,
+    roots: &[Id],
+    sizes: &CostSizes,
+) -> Result<KernelProblem, ProblemError> {
+    let mut ids: Vec<Id> = eg
+        .classes()
+        .filter(|c| c.data.tensor().is_some())
+        .map(|c| c.id)
+        .collect();
+    ids.sort();
+    let mut problem = Problem::new();
+    let mut index = HashMap::with_capacity(ids.len());
+    for id in &ids {
+        index.insert(*id, problem.add_class(id.to_string())?);
+    }
+    let mut nodes = Vec::new();
+    for id in &ids {
+        for n in &eg[*id].nodes {
+            let children: Vec<Id> = match n {
+                TensorLang::Kernel(ch) => ch[1..].to_vec(),
+                TensorLang::Reshape([x, _]) => vec![*x],
+                TensorLang::Input(_) => Vec::new(),
+                _ => continue,
+            };
+            let Some(children) = children
+                .iter()
+                .map(|c| index.get(&eg.find(*c)).copied())
+                .collect::<Option<Vec<_>>>()
+            else {
+                continue; // a child without tensor facts: not a buffer
+            };
+            let price = node_price(eg, n, sizes);
+            problem.add_node(index[id], op_name(n), price, &children)?;
+            nodes.push(n.clone());
+        }
+    }
+    for r in roots {
+        let c = eg.find(*r);
+        let ix = index.get(&c).copied().ok_or(ProblemError::NoRoots)?;
+        problem.add_root(ix)?;
+    }
+    Ok(KernelProblem {
+        problem,
+        classes: ids,
+        nodes,
+    })
+}
+
+fn op_name(n: &TensorLang) -> &'static str {
+    match n {
+        TensorLang::Kernel(_) => "kernel",
+        TensorLang::Reshape(_) => "reshape",
+        _ => "input",
+    }
+}
+
+/// A chosen cover: the realization of every needed e-class.
+#[derive(Clone, Debug)]
+pub struct Cover {
+    choice: HashMap<Id, TensorLang>,
+    /// Whether the extractor proved the cover optimal.
+    pub status: Status,
+    /// The cover's DAG cost in byte-equivalents, and the extractor's lower bound when it has one.
+    pub price: f64,
+    pub lower_bound: Option<f64>,
+}
+
+impl Cover {
+    /// The e-node realizing the canonical class `c` (`None` when `c` is not needed).
+    pub fn node(&self, c: Id) -> Option<&TensorLang> {
+        self.choice.get(&c)
+    }
+}
+
+/// Why no cover was found.
+#[derive(Debug, thiserror::Error)]
+pub enum CoverError {
+    #[error("the extraction problem is malformed: {0}")]
+    Problem(#[from] ProblemError),
+    #[error(transparent)]
+    Extract(#[from] ExtractError),
+    #[error("the extractor returned an invalid cover: {0}")]
+    Invalid(String),
+}
+
+/// Extracts a cover of `roots` with `extractor`.
+pub fn extract_cover(
+    eg: &TensorGraph,
+    roots: &[Id],
+    sizes: &CostSizes,
+    extractor: &dyn Extractor,
+    opts: &ExtractOptions,
+) -> Result<Cover, CoverError> {
+    let kp = kernel_problem(eg, roots, sizes)?;
+    let e: Extraction = extractor.extract(&kp.problem, opts)?;
+    let price =
+        super::dag::dag_cost(&kp.problem, &e).map_err(|v| CoverError::Invalid(v.to_string()))?;
+    let choice = e
+        .chosen()
+        .map(|(c, n)| (kp.classes[c.ix()], kp.nodes[n.ix()].clone()))
+        .collect();
+    Ok(Cover {
+        choice,
+        status: e.status,
+        price,
+        lower_bound: e.lower_bound,
+    })
+}
+
+impl KernelCost {
+    /// The cost as one number of byte-equivalents, for extractors that add costs: bytes, plus
+    /// 4096 per launch (a launch priced like moving 4 KiB), plus one per narrow rounding and per
+    /// op (tie-breakers); `+∞` for [`KernelCost::INFINITY`]. TODO(cost model): issue 4's time.
+    pub fn scalar(&self) -> f64 {
+        if self.is_infinite() {
+            return f64::INFINITY;
+        }
+        self.bytes as f64
+            + 4096.0 * self.kernels as f64
+            + (self.roundings + self.inner_ops + self.ops) as f64
+    }
+}
+
+impl Cover {
+    /// The chosen term of `root` as an expression (shared sub-terms shared; attribute leaves
+    /// copied from their classes), for egg's explanations. `None` when a needed class has no
+    /// choice (not a cover of `root`).
+    pub fn term(&self, eg: &TensorGraph, root: Id) -> Option<egg::RecExpr<TensorLang>> {
+        use egg::Language;
+        let mut out = egg::RecExpr::default();
+        let mut done: HashMap<Id, Id> = HashMap::new();
+        let mut stack = vec![(eg.find(root), false)];
+        while let Some((c, expanded)) = stack.pop() {
+            if done.contains_key(&c) {
+                continue;
+            }
+            let node = match self.choice.get(&c) {
+                Some(n) => n,
+                None => eg[c].nodes.iter().find(|n| n.is_attr())?,
+            };
+            if !expanded {
+                stack.push((c, true));
+                for ch in node.children() {
+                    stack.push((eg.find(*ch), false));
+                }
+                continue;
+            }
+            if !node
+                .children()
+                .iter()
+                .all(|ch| done.contains_key(&eg.find(*ch)))
+            {
+                return None;
+            }
+            let mapped = node.clone().map_children(|ch| done[&eg.find(ch)]);
+            done.insert(c, out.add(mapped));
+        }
+        Some(out)
+    }
+}

@@ -1,0 +1,393 @@
+//! Phase 2 of the fast extractor: DAG-cost local improvement.
+//!
+//! State: a choice for every derivable class (reachable from the roots or not), acyclic, with a
+//! rank per class that orders it topologically (a chosen node's children rank lower), and per
+//! class a reference count: the number of chosen-node edges into it from classes reachable from
+//! the roots (plus one for a root). In an acyclic choice graph a class is reachable exactly when
+//! its count is positive, and the DAG cost is the sum of the chosen costs of those classes.
+//!
+//! A move re-chooses one reachable class `c`: drop the edges of its old node (a class whose count
+//! falls to zero is no longer paid, and drops its own edges, recursively), add the edges of the
+//! new node (a class whose count rises from zero is paid, and adds its edges). Every count and
+//! choice change is logged so a trial move is undone exactly. A move is kept when it lowers the
+//! DAG cost and the new node cannot reach `c`: children ranked below `c` cannot; for the others a
+//! search decides, and the ranks are recomputed after such a move.
+//!
+//! With *lookahead*, a trial move is followed by the best single moves of the classes it made
+//! reachable (a class newly needed may have been chosen for another context: re-choosing it can
+//! share what is already paid), and the move is judged with them. Classes are visited from the
+//! roots' side down (decreasing rank), sweep after sweep: first plain moves to a fixpoint, then
+//! moves with lookahead to a fixpoint, or until the work budget (counted in cascade and search
+//! steps) is spent.
+
+use super::fast::NONE;
+use super::reduce::Reduced;
+use super::Problem;
+
+pub(crate) struct Improver<'a> {
+    p: &'a Problem,
+    red: &'a Reduced,
+    choice: Vec<u32>,
+    rank: Vec<u32>,
+    refc: Vec<u32>,
+    /// (class, count before) for every count change since the last commit.
+    log: Vec<(u32, u32)>,
+    /// (class, choice before) for every choice change since the last commit.
+    clog: Vec<(u32, u32)>,
+    /// Classes whose count rose from zero, while `collect` is set.
+    added: Vec<u32>,
+    collect: bool,
+    /// Whether `rank` orders the current choices (false inside a trial that added an edge upward).
+    ranks_valid: bool,
+    work: u64,
+    /// Scratch marks for the cycle search.
+    seen: Vec<u32>,
+    epoch: u32,
+    /// Per class, the kept nodes that read it (compressed rows).
+    parent_start: Vec<u32>,
+    parent_list: Vec<u32>,
+}
+
+impl<'a> Improver<'a> {
+    /// Starts from an acyclic `choice` of every derivable class, with `rank` ordering it.
+    pub(crate) fn new(p: &'a Problem, red: &'a Reduced, choice: Vec<u32>, rank: Vec<u32>) -> Self {
+        let nc = p.num_classes();
+        let (parent_start, parent_list) = red.parents(p);
+        let mut s = Improver {
+            parent_start,
+            parent_list,
+            p,
+            red,
+            choice,
+            rank,
+            refc: vec![0; nc],
+            log: Vec::new(),
+            clog: Vec::new(),
+            added: Vec::new(),
+            collect: false,
+            ranks_valid: true,
+            work: 0,
+            seen: vec![0; nc],
+            epoch: 0,
+        };
+        for r in p.roots() {
+            s.inc(r.0);
+        }
+        s.log.clear();
+        s
+    }
+
+    pub(crate) fn into_choices(self) -> Vec<u32> {
+        self.choice
+    }
+
+    fn cost(&self, n: u32) -> f64 {
+        self.p.nodes()[n as usize].cost
+    }
+
+    /// Adds one reference to class `c`; returns the cost that became paid.
+    fn inc(&mut self, c: u32) -> f64 {
+        let mut paid = 0.0;
+        let mut stack = vec![c];
+        while let Some(d) = stack.pop() {
+            self.work += 1;
+            self.log.push((d, self.refc[d as usize]));
+            self.refc[d as usize] += 1;
+            if self.refc[d as usize] == 1 {
+                let n = self.choice[d as usize];
+                paid += self.cost(n);
+                stack.extend_from_slice(self.red.children.get(n));
+                if self.collect {
+                    self.added.push(d);
+                }
+            }
+        }
+        paid
+    }
+
+    /// Removes one reference from class `c`; returns the cost no longer paid.
+    fn dec(&mut self, c: u32) -> f64 {
+        let mut freed = 0.0;
+        let mut stack = vec![c];
+        while let Some(d) = stack.pop() {
+            self.work += 1;
+            self.log.push((d, self.refc[d as usize]));
+            self.refc[d as usize] -= 1;
+            if self.refc[d as usize] == 0 {
+                let n = self.choice[d as usize];
+                freed += self.cost(n);
+                stack.extend_from_slice(self.red.children.get(n));
+            }
+        }
+        freed
+    }
+
+    fn set_choice(&mut self, c: u32, n: u32) {
+        self.clog.push((c, self.choice[c as usize]));
+        self.choice[c as usize] = n;
+    }
+
+    fn marks(&self) -> (usize, usize) {
+        (self.log.len(), self.clog.len())
+    }
+
+    /// Undoes count and choice changes back to `marks`.
+    fn rollback(&mut self, (counts, choices): (usize, usize)) {
+        while self.log.len() > counts {
+            if let Some((c, before)) = self.log.pop() {
+                self.refc[c as usize] = before;
+            }
+        }
+        while self.clog.len() > choices {
+            if let Some((c, before)) = self.clog.pop() {
+                self.choice[c as usize] = before;
+            }
+        }
+    }
+
+    /// Sweeps (plain moves, then moves with lookahead) until nothing improves or `budget` steps
+    /// are spent; returns the number of moves made.
+    pub(crate) fn run(&mut self, budget: u64) -> usize {
+        let total: f64 = (0..self.p.num_classes())
+            .filter(|c| self.refc[*c] > 0)
+            .map(|c| self.cost(self.choice[c]))
+            .sum();
+        let eps = 1e-9 * total.abs().max(1.0);
+        let mut moves = 0;
+        for lookahead in [false, true] {
+            loop {
+                let mut order: Vec<u32> = (0..self.p.num_classes() as u32)
+                    .filter(|c| {
+                        self.refc[*c as usize] > 0 && self.red.class_nodes[*c as usize].len() > 1
+                    })
+                    .collect();
+                order.sort_unstable_by_key(|c| std::cmp::Reverse(self.rank[*c as usize]));
+                let mut improved = false;
+                for c in order {
+                    if self.work > budget {
+                        return moves;
+                    }
+                    if self.refc[c as usize] > 0 && self.try_class(c, eps, lookahead) {
+                        improved = true;
+                        moves += 1;
+                    }
+                }
+                if !improved {
+                    break;
+                }
+            }
+        }
+        moves
+    }
+
+    /// Makes the best improving acyclic move of reachable class `c`, if any.
+    fn try_class(&mut self, c: u32, eps: f64, lookahead: bool) -> bool {
+        let Some((_, n)) = self.best_move(c, eps, lookahead) else {
+            return false;
+        };
+        // Replay the winning trial (deterministic), then keep it.
+        let old = self.choice[c as usize];
+        let mut freed = 0.0;
+        for &d in self.red.children.get(old) {
+            freed += self.dec(d);
+        }
+        let base = self.cost(n) - self.cost(old) - freed;
+        self.trial(c, n, base, eps, lookahead);
+        self.log.clear();
+        self.clog.clear();
+        if !self.ranks_valid {
+            self.rerank();
+            self.ranks_valid = true;
+        }
+        true
+    }
+
+    /// The best improving acyclic alternative of reachable class `c` and its cost change; the
+    /// state is left as it was.
+    fn best_move(&mut self, c: u32, eps: f64, lookahead: bool) -> Option<(f64, u32)> {
+        let old = self.choice[c as usize];
+        let start = self.marks();
+        let valid = self.ranks_valid;
+        let mut freed = 0.0;
+        for &d in self.red.children.get(old) {
+            freed += self.dec(d);
+        }
+        let after_removal = self.marks();
+        let mut best: Option<(f64, u32)> = None;
+        let alternatives = self.red.class_nodes[c as usize].clone();
+        for n in alternatives {
+            if n == old {
+                continue;
+            }
+            let base = self.cost(n) - self.cost(old) - freed;
+            // Without lookahead, adding edges never lowers the cost below `base`.
+            if !lookahead && (base >= -eps || best.is_some_and(|(b, _)| base >= b)) {
+                continue;
+            }
+            let delta = self.trial(c, n, base, eps, lookahead);
+            self.rollback(after_removal);
+            self.ranks_valid = valid;
+            if delta < -eps && best.is_none_or(|(b, _)| delta < b) && !self.reaches(n, c) {
+                best = Some((delta, n));
+            }
+        }
+        self.rollback(start);
+        best
+    }
+
+    /// With `c`'s old edges removed (`base`: the cost change so far), chooses `n` for `c`, and with
+    /// `lookahead` makes the best move of each class that became reachable; returns the total cost
+    /// change.
+    fn trial(&mut self, c: u32, n: u32, base: f64, eps: f64, lookahead: bool) -> f64 {
+        self.set_choice(c, n);
+        let rc = self.rank[c as usize];
+        if self
+            .red
+            .children
+            .get(n)
+            .iter()
+            .any(|d| self.rank[*d as usize] > rc)
+        {
+            self.ranks_valid = false;
+        }
+        self.added.clear();
+        self.collect = true;
+        let mut delta = base;
+        for &d in self.red.children.get(n) {
+            delta += self.inc(d);
+        }
+        self.collect = false;
+        if lookahead {
+            let mut newly = std::mem::take(&mut self.added);
+            newly.sort_unstable_by_key(|d| (std::cmp::Reverse(self.rank[*d as usize]), *d));
+            for &d in &newly {
+                if self.refc[d as usize] > 0 && self.red.class_nodes[d as usize].len() > 1 {
+                    if let Some((dd, m)) = self.best_move(d, eps, false) {
+                        self.apply(d, m);
+                        delta += dd;
+                    }
+                }
+            }
+            // Classes already paid for that have a node reading a newly paid class: re-choosing
+            // them may share it (the sharing a single move cannot see).
+            let mut siblings: Vec<u32> = Vec::new();
+            for &d in &newly {
+                if self.refc[d as usize] > 0 {
+                    siblings.extend(
+                        self.parents(d)
+                            .iter()
+                            .map(|m| self.p.nodes()[*m as usize].class.0),
+                    );
+                }
+            }
+            siblings.retain(|x| *x != c && self.refc[*x as usize] > 0);
+            siblings.sort_unstable_by_key(|x| (std::cmp::Reverse(self.rank[*x as usize]), *x));
+            siblings.dedup();
+            for x in siblings {
+                if self.refc[x as usize] > 0 {
+                    if let Some((dx, m)) = self.best_move(x, eps, false) {
+                        self.apply(x, m);
+                        delta += dx;
+                    }
+                }
+            }
+        }
+        delta
+    }
+
+    /// Re-chooses `m` for reachable class `d` (logged).
+    fn apply(&mut self, d: u32, m: u32) {
+        let old = self.choice[d as usize];
+        for &e in self.red.children.get(old) {
+            self.dec(e);
+        }
+        self.set_choice(d, m);
+        let rd = self.rank[d as usize];
+        if self
+            .red
+            .children
+            .get(m)
+            .iter()
+            .any(|e| self.rank[*e as usize] > rd)
+        {
+            self.ranks_valid = false;
+        }
+        for &e in self.red.children.get(m) {
+            self.inc(e);
+        }
+    }
+
+    /// The kept nodes that read class `d`.
+    fn parents(&self, d: u32) -> &[u32] {
+        &self.parent_list
+            [self.parent_start[d as usize] as usize..self.parent_start[d as usize + 1] as usize]
+    }
+
+    /// Whether a child of node `n` reaches class `c` through the current choices. While the ranks
+    /// are valid, classes ranked below `c` cannot reach it and are not searched.
+    fn reaches(&mut self, n: u32, c: u32) -> bool {
+        let floor = if self.ranks_valid {
+            self.rank[c as usize]
+        } else {
+            0
+        };
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.seen.iter_mut().for_each(|s| *s = 0);
+            self.epoch = 1;
+        }
+        let mut stack: Vec<u32> = self
+            .red
+            .children
+            .get(n)
+            .iter()
+            .copied()
+            .filter(|d| self.rank[*d as usize] >= floor)
+            .collect();
+        while let Some(d) = stack.pop() {
+            if d == c {
+                return true;
+            }
+            if self.seen[d as usize] == self.epoch {
+                continue;
+            }
+            self.seen[d as usize] = self.epoch;
+            self.work += 1;
+            for &e in self.red.children.get(self.choice[d as usize]) {
+                if self.rank[e as usize] >= floor && self.seen[e as usize] != self.epoch {
+                    stack.push(e);
+                }
+            }
+        }
+        false
+    }
+    /// Recomputes the ranks: a post-order of the (acyclic) choice graph of all chosen classes.
+    fn rerank(&mut self) {
+        let nc = self.p.num_classes();
+        let mut done = vec![false; nc];
+        let mut next = 0u32;
+        for root in 0..nc as u32 {
+            if self.choice[root as usize] == NONE || done[root as usize] {
+                continue;
+            }
+            let mut stack: Vec<(u32, usize)> = vec![(root, 0)];
+            done[root as usize] = true;
+            while let Some(top) = stack.last_mut() {
+                let (c, i) = *top;
+                let ch = self.red.children.get(self.choice[c as usize]);
+                if let Some(&d) = ch.get(i) {
+                    top.1 += 1;
+                    if !done[d as usize] {
+                        done[d as usize] = true;
+                        stack.push((d, 0));
+                    }
+                } else {
+                    self.rank[c as usize] = next;
+                    next += 1;
+                    stack.pop();
+                }
+            }
+        }
+        self.work += nc as u64;
+    }
+}
