@@ -7,10 +7,10 @@ use dlc_egg::ir::axis::{AccessMap, AxisExpr, CmpOp, Pred};
 use dlc_egg::ir::dim::Dim;
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::egraph::{add_program, extract_program, TensorGraph};
+use dlc_egg::ir::num::Num;
 use dlc_egg::ir::tiny::{self, Builder, NodeId, Program, TinyError};
 use dlc_egg::rules::testing::random_inputs;
 use egg::{AstSize, Extractor};
-use ordered_float::OrderedFloat;
 use std::collections::BTreeMap;
 
 fn dims(v: &[i64]) -> Vec<Dim> {
@@ -46,7 +46,7 @@ fn access(shape: Vec<Dim>, index: Vec<AxisExpr>) -> AccessMap {
         shape,
         index,
         guard: None,
-        fill: OrderedFloat(0.0),
+        fill: Num(0.0),
     }
 }
 
@@ -162,7 +162,7 @@ fn read_equals_pad_with_guard_and_fill() {
         ]);
         let mut a = access(dims(&[6, 5]), vec![r, n("i1")]);
         a.guard = Some(guard);
-        a.fill = OrderedFloat(7.5);
+        a.fill = Num(7.5);
         b.read(x, a)
     });
     assert_same(&chain, &read);
@@ -250,7 +250,7 @@ fn dump_prints_region_json_forms() {
     let p = program(DType::F32, dims(&[3, 4]), &[], |b, x| {
         let mut a = access(dims(&[6, 4]), vec![div(n("i0"), 2), n("i1")]);
         a.guard = Some(cmp(CmpOp::Lt, n("i0"), c(5)));
-        a.fill = OrderedFloat(f64::NEG_INFINITY);
+        a.fill = Num(f64::NEG_INFINITY);
         b.read(x, a)
     });
     let j = tiny::to_json(&p);
@@ -274,7 +274,7 @@ fn read_round_trips_through_the_egraph() {
             vec![n("i0"), add(vec![c(5), mul(c(-1), n("i1"))])],
         );
         a.guard = Some(cmp(CmpOp::Ge, q, c(1)));
-        a.fill = OrderedFloat(2.0);
+        a.fill = Num(2.0);
         b.read(x, a)
     });
     let mut eg = TensorGraph::default();

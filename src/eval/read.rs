@@ -23,6 +23,8 @@ enum Ix {
     Add(Vec<Ix>),
     Mul(Box<Ix>, Box<Ix>),
     Div(Box<Ix>, i64),
+    Min(Box<Ix>, Box<Ix>),
+    Max(Box<Ix>, Box<Ix>),
 }
 
 enum Guard {
@@ -53,6 +55,8 @@ impl Ix {
             AxisExpr::Mul(a, b) => Ix::Mul(Box::new(sub(a)?), Box::new(sub(b)?)),
             AxisExpr::FloorDiv(x, c) if *c > 0 => Ix::Div(Box::new(sub(x)?), *c),
             AxisExpr::FloorDiv(..) => return Err(internal(node, "READ floordiv by <= 0")),
+            AxisExpr::Min(a, b) => Ix::Min(Box::new(sub(a)?), Box::new(sub(b)?)),
+            AxisExpr::Max(a, b) => Ix::Max(Box::new(sub(a)?), Box::new(sub(b)?)),
         })
     }
 
@@ -64,6 +68,8 @@ impl Ix {
             Ix::Add(ts) => ts.iter().try_fold(0i64, |a, t| a.checked_add(t.at(i)?)),
             Ix::Mul(a, b) => a.at(i)?.checked_mul(b.at(i)?),
             Ix::Div(x, c) => Some(x.at(i)?.div_euclid(*c)),
+            Ix::Min(a, b) => Some(a.at(i)?.min(b.at(i)?)),
+            Ix::Max(a, b) => Some(a.at(i)?.max(b.at(i)?)),
         }
     }
 }

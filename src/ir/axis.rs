@@ -1,10 +1,12 @@
 //! Index expressions shared by the layers that address tensors by named axes: RB-SSA regions
 //! (`read` maps and `select` predicates, seed 001 §6.3) and the e-graph's `read` node
 //! ([`AccessMap`]). Affine in axes with axis-free coefficients, plus `floordiv` by a positive
-//! constant (seed 001 §4.3 invariant 1); JSON forms live in `crate::ir::region::json`.
+//! constant (seed 001 §4.3 invariant 1); the axis-free parts may use `min`/`max` of sizes (a
+//! slice start clamped to a symbolic size, `min(1000, S)`). JSON forms live in
+//! `crate::ir::region::json`.
 
 use crate::ir::dim::Dim;
-use ordered_float::OrderedFloat;
+use crate::ir::num::Num;
 
 /// An index expression: affine in axes (with axis-free coefficients) plus floordiv.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,6 +21,10 @@ pub enum AxisExpr {
     Mul(Box<AxisExpr>, Box<AxisExpr>),
     /// `floor(e / c)`, `c > 0`.
     FloorDiv(Box<AxisExpr>, i64),
+    /// `min(a, b)` of two axis-free expressions (a size clamped against a symbolic size).
+    Min(Box<AxisExpr>, Box<AxisExpr>),
+    /// `max(a, b)` of two axis-free expressions.
+    Max(Box<AxisExpr>, Box<AxisExpr>),
 }
 
 /// Comparison operators of predicates.
@@ -54,7 +60,7 @@ pub struct AccessMap {
     /// Where the read is valid; `None` means everywhere.
     pub guard: Option<Pred>,
     /// Value outside the guard (PAD's value).
-    pub fill: OrderedFloat<f64>,
+    pub fill: Num,
 }
 
 /// The name of output axis `k` in an [`AccessMap`].
@@ -85,9 +91,13 @@ impl std::fmt::Display for AxisExpr {
                 write!(f, "{}*{}", wrap(a), wrap(b))
             }
             AxisExpr::FloorDiv(e, c) => match **e {
-                AxisExpr::Const(_) | AxisExpr::Name(_) => write!(f, "{e}//{c}"),
+                AxisExpr::Const(_) | AxisExpr::Name(_) | AxisExpr::Min(..) | AxisExpr::Max(..) => {
+                    write!(f, "{e}//{c}")
+                }
                 _ => write!(f, "({e})//{c}"),
             },
+            AxisExpr::Min(a, b) => write!(f, "min({a},{b})"),
+            AxisExpr::Max(a, b) => write!(f, "max({a},{b})"),
         }
     }
 }
@@ -163,6 +173,8 @@ impl AxisExpr {
                 .ok_or(AxisEvalError::Overflow)?,
             AxisExpr::FloorDiv(e, c) if *c > 0 => e.eval(env)?.div_euclid(*c),
             AxisExpr::FloorDiv(..) => return Err(AxisEvalError::Overflow),
+            AxisExpr::Min(a, b) => a.eval(env)?.min(b.eval(env)?),
+            AxisExpr::Max(a, b) => a.eval(env)?.max(b.eval(env)?),
         })
     }
 
@@ -172,7 +184,7 @@ impl AxisExpr {
             AxisExpr::Const(_) => {}
             AxisExpr::Name(n) => f(n),
             AxisExpr::Add(ts) => ts.iter().for_each(|t| t.for_each_name(f)),
-            AxisExpr::Mul(a, b) => {
+            AxisExpr::Mul(a, b) | AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
                 a.for_each_name(f);
                 b.for_each_name(f);
             }
@@ -195,6 +207,12 @@ impl AxisExpr {
             AxisExpr::Add(ts) => AxisExpr::Add(ts.iter().map(|t| t.substitute(f)).collect()),
             AxisExpr::Mul(a, b) => AxisExpr::product(a.substitute(f), b.substitute(f)),
             AxisExpr::FloorDiv(e, c) => AxisExpr::FloorDiv(Box::new(e.substitute(f)), *c),
+            AxisExpr::Min(a, b) => {
+                AxisExpr::Min(Box::new(a.substitute(f)), Box::new(b.substitute(f)))
+            }
+            AxisExpr::Max(a, b) => {
+                AxisExpr::Max(Box::new(a.substitute(f)), Box::new(b.substitute(f)))
+            }
         }
     }
 }
@@ -316,6 +334,13 @@ impl AccessMap {
                     return Err(format!("READ floordiv `{e}` by a non-positive {c}"));
                 }
                 self.check_expr(x)
+            }
+            AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+                if e.mentions(&is_axis) {
+                    return Err(format!("READ `{e}` takes the min/max of an axis"));
+                }
+                self.check_expr(a)?;
+                self.check_expr(b)
             }
         }
     }

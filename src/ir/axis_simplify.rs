@@ -105,6 +105,17 @@ impl Ctx<'_> {
             }
             AxisExpr::FloorDiv(x, c) if *c > 0 => self.floordiv(self.lin(x)?, *c),
             AxisExpr::FloorDiv(..) => return None,
+            // Axis-free only: the min/max of two sizes is a size.
+            AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+                let (a, b) = (self.lin(a)?, self.lin(b)?);
+                if !a.terms.is_empty() || !b.terms.is_empty() {
+                    return None;
+                }
+                Lin::konst(match e {
+                    AxisExpr::Min(..) => a.konst.min_of(&b.konst),
+                    _ => a.konst.max_of(&b.konst),
+                })
+            }
         })
     }
 
@@ -278,7 +289,8 @@ fn monomial(atoms: &[Atom]) -> Dim {
     })
 }
 
-/// A size as an index expression; `None` for `min`/`max` atoms and for symbols named like axes.
+/// A size as an index expression (`min`/`max` atoms as [`AxisExpr::Min`] / [`AxisExpr::Max`]);
+/// `None` for symbols named like axes.
 pub fn dim_to_expr(d: &Dim) -> Option<AxisExpr> {
     let mut terms = Vec::new();
     for (atoms, c) in d.monomials() {
@@ -287,7 +299,13 @@ pub fn dim_to_expr(d: &Dim) -> Option<AxisExpr> {
             factors.push(match a {
                 Atom::Sym(s) if !looks_like_axis(s) => AxisExpr::Name(s.clone()),
                 Atom::FloorDiv(e, k) => AxisExpr::FloorDiv(Box::new(dim_to_expr(e)?), *k),
-                _ => return None,
+                Atom::Min(x, y) => {
+                    AxisExpr::Min(Box::new(dim_to_expr(x)?), Box::new(dim_to_expr(y)?))
+                }
+                Atom::Max(x, y) => {
+                    AxisExpr::Max(Box::new(dim_to_expr(x)?), Box::new(dim_to_expr(y)?))
+                }
+                Atom::Sym(_) => return None,
             });
         }
         let mut t = match factors.len() {
@@ -441,6 +459,23 @@ mod tests {
         never.guard = Some(Pred::Cmp(CmpOp::Lt, n("i1"), c(0)));
         let b = simplify_access(&never).expect("affine");
         assert_eq!(b.guard, Some(Pred::Or(vec![])));
+    }
+
+    #[test]
+    fn min_max_of_sizes_are_sizes() {
+        // A slice start clamped to a symbolic size, `i0 + min(1000, S)`, stays affine in i0.
+        let start = Dim::int(1000).min_of(&Dim::sym("S"));
+        let e = AxisExpr::Add(vec![n("i0"), dim_to_expr(&start).expect("a size")]);
+        assert_eq!(s(&e, &sizes(&[2])), "i0+min(1000,S)");
+        let v = e.eval(&|x| match x {
+            "i0" => Some(1),
+            "S" => Some(4),
+            _ => None,
+        });
+        assert_eq!(v, Ok(5));
+        // The min of an axis is not affine.
+        let bad = AxisExpr::Min(Box::new(n("i0")), Box::new(c(1)));
+        assert!(simplify_expr(&bad, &sizes(&[2])).is_none());
     }
 
     #[test]

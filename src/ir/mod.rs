@@ -13,6 +13,7 @@ pub mod egraph;
 pub mod frontend;
 pub mod indexbook;
 pub mod lower;
+pub mod num;
 pub mod region;
 pub mod tiny;
 

@@ -22,7 +22,13 @@
 //! - Every rule is exact (`Compare::BitExact`): no value is computed differently, only where the
 //!   cast sits. The right-hand sides have the same number of e-nodes as the left-hand sides.
 //! - Termination: each application moves a CAST one movement op up; nothing moves it down in this
-//!   phase, so it saturates.
+//!   phase, so it saturates — except through a cycle of movement ops, which the movement phase
+//!   leaves behind for identities (`x = permute(x)` for a permute of unit axes, `x = reshape(y)`
+//!   and `y = reshape(x)` for a reshape round trip): moving a cast past such a movement adds
+//!   `cast(M(M(…M(x))))` forever, each `M(…)` a new class (a Cast to bf16 feeding a Cumulative
+//!   grew the e-graph to its node limit before any kernel was added). So no rule fires on a
+//!   movement op that is on a cycle through the cast's class ([`off_cycle`]); the value it would
+//!   add is already in the class.
 //!
 //! [`contraction_of`] is the analysis helper behind `--explain`: the two operand classes under
 //! their movement chains, the reduced axes and the kind (matmul / batched / conv-like).
@@ -46,6 +52,38 @@ fn fill_exact(x: &str, v: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool
     })
 }
 
+/// The movement op `M` matched at the root of `M(cast(?x, ?d))` is not on a cycle of movement
+/// ops: the root class is not reachable from the cast's class through movement operands.
+fn off_cycle(x: &str, d: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
+    let (x, d) = (var(x), var(d));
+    move |eg, root, s| {
+        let Some(c) = eg.lookup(TensorLang::Cast([s[x], s[d]])) else {
+            return true;
+        };
+        !movement_reaches(eg, c, eg.find(root))
+    }
+}
+
+/// True when `to` is `from` or is reached from it by following the operands of movement nodes.
+fn movement_reaches(eg: &TensorGraph, from: Id, to: Id) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![eg.find(from)];
+    while let Some(c) = stack.pop() {
+        if c == to {
+            return true;
+        }
+        if !seen.insert(c) {
+            continue;
+        }
+        for n in &eg[c].nodes {
+            if let Some((_, x)) = movement_name(n) {
+                stack.push(eg.find(x));
+            }
+        }
+    }
+    false
+}
+
 /// Names of the contraction rules, in [`rules`] order.
 pub const RULE_NAMES: [&str; 5] = [
     "cast-past-reshape",
@@ -59,16 +97,20 @@ pub const RULE_NAMES: [&str; 5] = [
 pub fn rules() -> Vec<Rule> {
     vec![
         // reshape(cast(x, d), s) = cast(reshape(x, s), d).
-        rw!("cast-past-reshape"; "(reshape (cast ?x ?d) ?s)" => "(cast (reshape ?x ?s) ?d)"),
+        rw!("cast-past-reshape"; "(reshape (cast ?x ?d) ?s)" => "(cast (reshape ?x ?s) ?d)"
+            if off_cycle("?x", "?d")),
         // permute(cast(x, d), p) = cast(permute(x, p), d).
-        rw!("cast-past-permute"; "(permute (cast ?x ?d) ?p)" => "(cast (permute ?x ?p) ?d)"),
+        rw!("cast-past-permute"; "(permute (cast ?x ?d) ?p)" => "(cast (permute ?x ?p) ?d)"
+            if off_cycle("?x", "?d")),
         // expand(cast(x, d), s) = cast(expand(x, s), d).
-        rw!("cast-past-expand"; "(expand (cast ?x ?d) ?s)" => "(cast (expand ?x ?s) ?d)"),
+        rw!("cast-past-expand"; "(expand (cast ?x ?d) ?s)" => "(cast (expand ?x ?s) ?d)"
+            if off_cycle("?x", "?d")),
         // view(cast(x, d), s, map) = cast(view(x, s, map), d).
-        rw!("cast-past-view"; "(view (cast ?x ?d) ?s ?m)" => "(cast (view ?x ?s ?m) ?d)"),
+        rw!("cast-past-view"; "(view (cast ?x ?d) ?s ?m)" => "(cast (view ?x ?s ?m) ?d)"
+            if off_cycle("?x", "?d")),
         // pad(cast(x, d), p, v) = cast(pad(x, p, v), d)   when v is exact in dtype(x).
         rw!("cast-past-pad"; "(pad (cast ?x ?d) ?p ?v)" => "(cast (pad ?x ?p ?v) ?d)"
-            if fill_exact("?x", "?v")),
+            if fill_exact("?x", "?v") if off_cycle("?x", "?d")),
     ]
 }
 

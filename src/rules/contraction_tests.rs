@@ -210,6 +210,30 @@ fn rule_names_match_the_rule_set_and_all_are_tested() {
     assert_eq!(tested, all);
 }
 
+/// Identity movements leave cycles in the e-graph (`c = permute(c)` for a permute of unit axes,
+/// `r = reshape(reshape(r))` for a reshape round trip); moving a cast past them would add a new
+/// class per iteration until the node limit. The phase must saturate.
+#[test]
+fn casts_do_not_move_around_movement_cycles() {
+    let mut b = Builder::new();
+    let x = b.input("x", DType::F16, sh(&[1, 1])).expect("input");
+    let c = b.cast(x, DType::BF16).expect("cast");
+    let p = b.permute(c, vec![1, 0]).expect("permute of unit axes");
+    let r = b.reshape(p, sh(&[1, 1, 1])).expect("reshape");
+    let r = b.reshape(r, sh(&[1, 1])).expect("reshape back");
+    let y = b.cast(r, DType::F32).expect("cast");
+    b.output("y", y);
+    let prog = b.finish();
+    let mut eg = TensorGraph::default();
+    add_program(&mut eg, &prog);
+    for (name, rs) in all_phases() {
+        let (e, st) = run_phase(eg, name, &rs, &Budget::default());
+        eg = e;
+        assert_eq!(st.stop_reason, "Saturated", "{name}: {st:?}");
+        assert!(st.egraph_nodes < 200, "{name}: {st:?}");
+    }
+}
+
 /// The contractions of an example after the movement and contraction phases, in Tiny order of
 /// the sum-reductions (`None` for sums that are not contractions).
 fn contractions(example: &str) -> Vec<Option<super::Contraction>> {

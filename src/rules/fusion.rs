@@ -149,12 +149,21 @@ fn add_kernel(
     }
 }
 
-/// The single-op body of every op e-node of `eclass`.
+/// The single-op body of every op e-node of `eclass`, except identities on the class itself
+/// (`x = permute(x)` for a permute of unit axes, `x = reshape(x, shape(x))`, an identity `read`):
+/// a kernel computing a value from itself is useless, and absorbing one into a consumer would
+/// leave the same input behind, so growth would repeat it until the body limit.
 fn single_op_bodies(eg: &TensorGraph, eclass: Id) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+    let eclass = eg.find(eclass);
     let nodes: Vec<TensorLang> = eg[eclass]
         .nodes
         .iter()
-        .filter(|n| is_op(n))
+        .filter(|n| {
+            is_op(n)
+                && !egg::Language::children(*n)
+                    .iter()
+                    .any(|c| eg.find(*c) == eclass)
+        })
         .cloned()
         .collect();
     nodes

@@ -8,7 +8,7 @@
 //!   `lo <= i < hi` with `step`; PAD adds `(lo, hi)` cells of `value` per axis; CAST rounds to its
 //!   dtype (round to nearest even) and a value of dtype `d` is already rounded to `d`. A NaN's
 //!   payload is not part of its value (casts may change it); fill values are compared as attribute
-//!   leaves, where `0.0` and `-0.0` are one leaf (`OrderedFloat` equality).
+//!   leaves, compared by bits (`crate::ir::num::Num`): `0.0` and `-0.0` are distinct.
 //! - Facts come from the IndexBook: every tensor class has one dtype and one (symbolic) shape, and
 //!   shapes compare as canonical polynomials (`Dim` equality). A side condition that needs a shape
 //!   fact is checked by `Dim` equality only; a size that is merely *possibly* equal (an unbound

@@ -24,11 +24,11 @@ use crate::ir::axis_simplify::{dim_to_expr, simplify_access};
 use crate::ir::dim::Dim;
 use crate::ir::egraph::book::{infer_facts, tiny_parts};
 use crate::ir::egraph::{add_program, extract_program, Attr, IndexBook, TensorGraph, TensorLang};
+use crate::ir::num::Num;
 use crate::ir::tiny::{AffineIndex, Program};
 use egg::{
     rewrite as rw, Applier, CostFunction, Extractor, Id, Language, PatternAst, Subst, Symbol, Var,
 };
-use ordered_float::OrderedFloat;
 
 fn ax(k: usize) -> AxisExpr {
     AxisExpr::Name(axis_name(k))
@@ -51,7 +51,7 @@ fn unguarded(shape: &[Dim], index: Vec<AxisExpr>) -> AccessMap {
         shape: shape.to_vec(),
         index,
         guard: None,
-        fill: OrderedFloat(0.0),
+        fill: Num(0.0),
     }
 }
 
@@ -184,7 +184,7 @@ pub fn pad_map(s: &[Dim], pads: &[(i64, i64)], value: f64, t: &[Dim]) -> Option<
         shape: t.to_vec(),
         index,
         guard: (!guard.is_empty()).then_some(Pred::And(guard)),
-        fill: OrderedFloat(value),
+        fill: Num(value),
     })
 }
 
@@ -269,7 +269,7 @@ fn go_bits(a: &AccessMap) -> u64 {
 pub fn finish(a: &AccessMap) -> Option<AccessMap> {
     let mut a = simplify_access(a)?;
     if a.guard.is_none() {
-        a.fill = OrderedFloat(0.0);
+        a.fill = Num(0.0);
     }
     Some(a)
 }

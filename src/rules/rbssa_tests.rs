@@ -8,10 +8,10 @@ use super::{fold_reads, rules, RULE_NAMES};
 use crate::ir::axis::{AccessMap, AxisExpr, CmpOp, Pred};
 use crate::ir::dim::{Dim, Shape};
 use crate::ir::dtype::DType;
+use crate::ir::num::Num;
 use crate::ir::tiny::{AffineIndex, Builder, NodeId, Program, TinyError, UOp};
 use crate::rules::testing::{assert_fired, assert_not_fired, check_sound, Compare};
 use crate::rules::{Budget, PhaseStats};
-use ordered_float::OrderedFloat;
 use std::collections::BTreeMap;
 
 type Step = fn(&mut Builder, NodeId) -> Result<NodeId, TinyError>;
@@ -51,7 +51,7 @@ fn acc(shape: Shape, index: Vec<AxisExpr>, guard: Option<Pred>, fill: f64) -> Ac
         shape,
         index,
         guard,
-        fill: OrderedFloat(fill),
+        fill: Num(fill),
     }
 }
 
@@ -334,7 +334,7 @@ fn maps_are_small_and_guards_minimal() {
         a.guard.map(|g| g.to_string()).as_deref(),
         Some("(i0>=1&i1>=2&i1<6)")
     );
-    assert_eq!(a.fill, OrderedFloat(2.5));
+    assert_eq!(a.fill, Num(2.5));
     // Flip twice is the identity read.
     let p = prog(vec![m(), Dim::int(4)], |b, x| {
         let y = b.flip(x, vec![0])?;

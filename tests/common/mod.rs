@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fe;
+pub mod graphgen;
 pub mod movement_chains;
 
 use dlc_egg::ir::dtype::DType;

@@ -11,8 +11,8 @@ use super::kernel::KernelBody;
 use crate::ir::axis::AccessMap;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
+use crate::ir::num::Num;
 use crate::ir::tiny::{AffineIndex, ReduceOp};
-use ordered_float::OrderedFloat;
 use std::fmt;
 use std::str::FromStr;
 
@@ -23,7 +23,8 @@ pub enum Attr {
     Name(String),
     DType(DType),
     /// A scalar: CONST value, PAD value, or an immediate operand of an elementwise op.
-    Num(OrderedFloat<f64>),
+    /// Compared by bits: `0.0` and `-0.0` are distinct leaves.
+    Num(Num),
     /// A shape, or SHRINK's `lo`/`hi`.
     Shape(Vec<Dim>),
     /// Permutation, axes, steps.
@@ -41,7 +42,7 @@ pub enum Attr {
 
 impl Attr {
     pub fn num(v: f64) -> Attr {
-        Attr::Num(OrderedFloat(v))
+        Attr::Num(Num(v))
     }
 
     pub fn usizes(v: &[usize]) -> Attr {

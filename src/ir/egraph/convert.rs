@@ -6,9 +6,9 @@ use super::attr::Attr;
 use super::book::{tiny_parts, Operand, TensorGraph};
 use super::kernel::kernel_parts;
 use super::lang::TensorLang;
+use crate::ir::num::Num;
 use crate::ir::tiny::{Builder, NodeId, Program, Src, TinyError, UOp};
 use egg::{Id, RecExpr};
-use ordered_float::OrderedFloat;
 use std::collections::HashMap;
 
 /// The attribute leaves and e-node of one Tiny node, given the classes of its operands.
@@ -24,7 +24,7 @@ fn enode_of(
     for s in &n.src {
         ops.push(match s {
             Src::Node(id) => class[id.index()],
-            Src::Imm(v) => leaf(Attr::Num(OrderedFloat(*v))),
+            Src::Imm(v) => leaf(Attr::Num(Num(*v))),
         });
     }
     let _ = prog;

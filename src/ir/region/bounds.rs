@@ -1,10 +1,53 @@
 //! Best-effort index ranges for the `UnguardedAccess` check: exact intervals of affine indices
 //! over the box of axis extents, narrowed by guard facts `x op y` of enclosing selects whose
-//! difference `x - y` is the index up to sign and a constant.
+//! difference `x - y` is the index up to sign and a constant. When the intervals cannot rule a
+//! violation out and every extent is known, [`Bounds::exact`] decides by enumerating the (small)
+//! box of the axes the index and its guards share — the intervals lose the correlation between a
+//! `floordiv` and the guards on its dividend that a strided ConvTranspose or a reshape of an
+//! unfolded window produces.
 
-use super::{AxisExpr, CmpOp};
+use super::{AxisExpr, CmpOp, Pred};
 use crate::ir::dim::Dim;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The most points [`Bounds::exact`] enumerates.
+const EXACT_BUDGET: u64 = 1 << 18;
+
+/// An index expression compiled over the enumerated axes (`V(i)`: the `i`-th axis).
+enum C {
+    K(i64),
+    V(usize),
+    Add(Vec<C>),
+    Mul(Box<C>, Box<C>),
+    Div(Box<C>, i64),
+    Min(Box<C>, Box<C>),
+    Max(Box<C>, Box<C>),
+}
+
+impl C {
+    fn at(&self, p: &[i64]) -> Option<i64> {
+        match self {
+            C::K(c) => Some(*c),
+            C::V(i) => p.get(*i).copied(),
+            C::Add(l) => l.iter().try_fold(0i64, |a, x| a.checked_add(x.at(p)?)),
+            C::Mul(a, b) => a.at(p)?.checked_mul(b.at(p)?),
+            C::Div(x, c) if *c > 0 => Some(x.at(p)?.div_euclid(*c)),
+            C::Div(..) => None,
+            C::Min(a, b) => Some(a.at(p)?.min(b.at(p)?)),
+            C::Max(a, b) => Some(a.at(p)?.max(b.at(p)?)),
+        }
+    }
+}
+
+fn cmp_holds(op: CmpOp, a: i64, b: i64) -> bool {
+    match op {
+        CmpOp::Ge => a >= b,
+        CmpOp::Gt => a > b,
+        CmpOp::Le => a <= b,
+        CmpOp::Lt => a < b,
+        CmpOp::Eq => a == b,
+    }
+}
 
 /// Position of the innermost binding of `name` in `scope`.
 pub(super) fn lookup(scope: &[(String, Dim)], name: &str) -> Option<usize> {
@@ -63,6 +106,18 @@ impl Bounds<'_> {
                 ))
             }
             AxisExpr::FloorDiv(..) => None,
+            // Axis-free (checked by the verifier): a constant once its symbols are bound.
+            AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+                let (la, lb) = (self.linear(a)?, self.linear(b)?);
+                if !la.0.is_empty() || !lb.0.is_empty() {
+                    return None;
+                }
+                let v = match e {
+                    AxisExpr::Min(..) => la.1.min(lb.1),
+                    _ => la.1.max(lb.1),
+                };
+                Some((BTreeMap::new(), v))
+            }
         }
     }
 
@@ -152,6 +207,141 @@ impl Bounds<'_> {
                 Some((*ps.iter().min()?, *ps.iter().max()?))
             }
             _ => self.interval(e),
+        }
+    }
+
+    /// True when `p` provably holds at no point of the box (an empty `or`, or a comparison whose
+    /// two sides' difference has a known range on the wrong side of 0).
+    pub(super) fn never(&self, p: &Pred) -> bool {
+        match p {
+            Pred::Or(ps) => ps.iter().all(|q| self.never(q)),
+            Pred::And(ps) => ps.iter().any(|q| self.never(q)),
+            Pred::Cmp(op, a, b) => {
+                let d = AxisExpr::Add(vec![
+                    a.clone(),
+                    AxisExpr::Mul(Box::new(AxisExpr::Const(-1)), Box::new(b.clone())),
+                ]);
+                let Some((lo, hi)) = self.interval(&d) else {
+                    return false;
+                };
+                match op {
+                    CmpOp::Ge => hi < 0,
+                    CmpOp::Gt => hi <= 0,
+                    CmpOp::Le => lo > 0,
+                    CmpOp::Lt => lo >= 0,
+                    CmpOp::Eq => lo > 0 || hi < 0,
+                }
+            }
+        }
+    }
+
+    /// The scope positions `e` mentions.
+    fn axes(&self, e: &AxisExpr) -> BTreeSet<usize> {
+        let mut out = BTreeSet::new();
+        e.for_each_name(&mut |n| {
+            if let Some(p) = lookup(self.scope, n) {
+                out.insert(p);
+            }
+        });
+        out
+    }
+
+    /// `e` over the enumerated `axes`; `None` for an unbound symbol.
+    fn compile(&self, e: &AxisExpr, axes: &[usize]) -> Option<C> {
+        let sub = |x: &AxisExpr| self.compile(x, axes);
+        Some(match e {
+            AxisExpr::Const(c) => C::K(*c),
+            AxisExpr::Name(n) => match lookup(self.scope, n) {
+                Some(p) => C::V(axes.iter().position(|a| *a == p)?),
+                None => C::K(*self.bindings.get(n)?),
+            },
+            AxisExpr::Add(l) => C::Add(l.iter().map(sub).collect::<Option<_>>()?),
+            AxisExpr::Mul(a, b) => C::Mul(Box::new(sub(a)?), Box::new(sub(b)?)),
+            AxisExpr::FloorDiv(x, c) => C::Div(Box::new(sub(x)?), *c),
+            AxisExpr::Min(a, b) => C::Min(Box::new(sub(a)?), Box::new(sub(b)?)),
+            AxisExpr::Max(a, b) => C::Max(Box::new(sub(a)?), Box::new(sub(b)?)),
+        })
+    }
+
+    /// Decides exactly whether index `m` leaves `[0, size)` at a point of the box where every
+    /// guard holds: `Some(None)` when it never does, `Some(Some((lo, hi)))` with the range of the
+    /// offending indices when it does, `None` when undecidable here (an unknown extent or
+    /// symbol, overflow, or more than [`EXACT_BUDGET`] points). Only the guards connected to the
+    /// index through shared axes are used (the others cannot change which indices it reaches,
+    /// short of being unsatisfiable, which only makes the answer conservative).
+    pub(super) fn exact(
+        &self,
+        m: &AxisExpr,
+        guards: &[(CmpOp, AxisExpr, AxisExpr)],
+        size: i64,
+    ) -> Option<Option<(i64, i64)>> {
+        let mut axes = self.axes(m);
+        let guard_axes: Vec<BTreeSet<usize>> = guards
+            .iter()
+            .map(|(_, a, b)| self.axes(a).union(&self.axes(b)).copied().collect())
+            .collect();
+        let mut used = vec![false; guards.len()];
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for (k, ga) in guard_axes.iter().enumerate() {
+                if !used[k] && !ga.is_disjoint(&axes) {
+                    used[k] = true;
+                    axes.extend(ga.iter().copied());
+                    grew = true;
+                }
+            }
+        }
+        let axes: Vec<usize> = axes.into_iter().collect();
+        let ext: Vec<i64> = axes
+            .iter()
+            .map(|p| self.extent(*p))
+            .collect::<Option<_>>()?;
+        if ext.iter().any(|e| *e <= 0) {
+            return Some(None);
+        }
+        let total = ext
+            .iter()
+            .try_fold(1u64, |a, e| a.checked_mul(u64::try_from(*e).ok()?))?;
+        if total > EXACT_BUDGET {
+            return None;
+        }
+        let index = self.compile(m, &axes)?;
+        let conds = guards
+            .iter()
+            .zip(&used)
+            .filter(|(_, u)| **u)
+            .map(|((op, a, b), _)| Some((*op, self.compile(a, &axes)?, self.compile(b, &axes)?)))
+            .collect::<Option<Vec<_>>>()?;
+        let mut point = vec![0i64; axes.len()];
+        let mut bad: Option<(i64, i64)> = None;
+        loop {
+            let mut admitted = true;
+            for (op, a, b) in &conds {
+                if !cmp_holds(*op, a.at(&point)?, b.at(&point)?) {
+                    admitted = false;
+                    break;
+                }
+            }
+            if admitted {
+                let v = index.at(&point)?;
+                if v < 0 || v >= size {
+                    bad = Some(bad.map_or((v, v), |(l, h)| (l.min(v), h.max(v))));
+                }
+            }
+            // Next point of the box, row-major.
+            let mut k = point.len();
+            loop {
+                if k == 0 {
+                    return Some(bad);
+                }
+                k -= 1;
+                point[k] += 1;
+                if point[k] < ext[k] {
+                    break;
+                }
+                point[k] = 0;
+            }
         }
     }
 

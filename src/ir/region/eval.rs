@@ -97,6 +97,11 @@ fn run(
     };
     let mut values: Vec<Vec<f64>> = Vec::new();
     for (li, l) in r.lets.iter().enumerate() {
+        if total == 0 {
+            // An empty iteration space has no point to evaluate a let at: nothing is read.
+            values.push(Vec::new());
+            continue;
+        }
         comp.at = l.name.clone();
         let scope: Vec<(String, usize)> = r
             .iters
@@ -190,6 +195,8 @@ enum CAxis {
     Add(Vec<CAxis>),
     Mul(Box<CAxis>, Box<CAxis>),
     FloorDiv(Box<CAxis>, i64),
+    Min(Box<CAxis>, Box<CAxis>),
+    Max(Box<CAxis>, Box<CAxis>),
 }
 
 #[derive(Debug)]
@@ -439,6 +446,14 @@ impl Compiler<'_> {
                 Box::new(self.axis(b, scope)?),
             ),
             AxisExpr::FloorDiv(x, c) => CAxis::FloorDiv(Box::new(self.axis(x, scope)?), *c),
+            AxisExpr::Min(a, b) => CAxis::Min(
+                Box::new(self.axis(a, scope)?),
+                Box::new(self.axis(b, scope)?),
+            ),
+            AxisExpr::Max(a, b) => CAxis::Max(
+                Box::new(self.axis(a, scope)?),
+                Box::new(self.axis(b, scope)?),
+            ),
         })
     }
 }
@@ -458,6 +473,8 @@ fn axis(e: &CAxis, env: &[i64]) -> i64 {
         CAxis::Mul(a, b) => axis(a, env).saturating_mul(axis(b, env)),
         CAxis::FloorDiv(x, c) if *c > 0 => axis(x, env).div_euclid(*c),
         CAxis::FloorDiv(..) => 0,
+        CAxis::Min(a, b) => axis(a, env).min(axis(b, env)),
+        CAxis::Max(a, b) => axis(a, env).max(axis(b, env)),
     }
 }
 
@@ -666,3 +683,7 @@ impl Ctx<'_> {
         Ok(self.inputs[input].get_f64(flat))
     }
 }
+
+#[cfg(test)]
+#[path = "eval_tests.rs"]
+mod tests;

@@ -231,6 +231,18 @@ impl AxisExpr {
                             .collect::<R<_>>()
                             .map(AxisExpr::Add)
                     }
+                    "min" | "max" => {
+                        let l = exactly(a, k, 2)?;
+                        let (x, y) = (
+                            Box::new(AxisExpr::from_json(&l[0])?),
+                            Box::new(AxisExpr::from_json(&l[1])?),
+                        );
+                        Ok(if k == "min" {
+                            AxisExpr::Min(x, y)
+                        } else {
+                            AxisExpr::Max(x, y)
+                        })
+                    }
                     "mul" => {
                         let l = exactly(a, k, 2)?;
                         Ok(AxisExpr::Mul(
@@ -245,7 +257,9 @@ impl AxisExpr {
                         })?;
                         Ok(AxisExpr::FloorDiv(Box::new(AxisExpr::from_json(&l[0])?), c))
                     }
-                    _ => Err(format!("unknown index operator `{k}` (add, mul, floordiv)")),
+                    _ => Err(format!(
+                        "unknown index operator `{k}` (add, mul, floordiv, min, max)"
+                    )),
                 }
             }
         }
@@ -259,6 +273,8 @@ impl AxisExpr {
             AxisExpr::Add(l) => json!({"add": l.iter().map(|e| e.to_json()).collect::<Vec<_>>()}),
             AxisExpr::Mul(a, b) => json!({"mul": [a.to_json(), b.to_json()]}),
             AxisExpr::FloorDiv(e, c) => json!({"floordiv": [e.to_json(), c]}),
+            AxisExpr::Min(a, b) => json!({"min": [a.to_json(), b.to_json()]}),
+            AxisExpr::Max(a, b) => json!({"max": [a.to_json(), b.to_json()]}),
         }
     }
 }
@@ -557,6 +573,15 @@ mod tests {
         assert!(Expr::from_json(&json!({"frob": [1.0]})).is_err());
         assert!(Expr::from_json(&json!({"add": [1.0]})).is_err());
         assert!(AxisExpr::from_json(&json!(1.5)).is_err());
+    }
+
+    #[test]
+    fn min_max_offsets_round_trip() {
+        let v = json!({"add": ["i", {"min": [1000, "S"]}, {"max": [0, {"add": ["T", -2]}]}]});
+        let e = AxisExpr::from_json(&v).expect("parse");
+        assert_eq!(e.to_json(), v);
+        assert_eq!(e.to_string(), "i+min(1000,S)+max(0,T+-2)");
+        assert!(AxisExpr::from_json(&json!({"min": [1]})).is_err());
     }
 
     #[test]

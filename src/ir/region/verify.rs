@@ -6,6 +6,7 @@ use super::bounds::{lookup, Bounds};
 pub use super::error::RegionError;
 use super::{AxisExpr, CmpOp, Expr, Pred, Reduce, Region};
 use crate::ir::dim::{fmt_shape, Dim};
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A region error (verifier `E1200`–`E1216`, playback `E1220`–`E1223`).
@@ -67,6 +68,7 @@ pub fn verify_with(region: &Region, bindings: &BTreeMap<String, i64>) -> VResult
         bindings,
         let_free: BTreeMap::new(),
         at: String::new(),
+        dead: Cell::new(0),
     };
     let scope0: Vec<(String, Dim)> = region
         .iters
@@ -280,6 +282,8 @@ struct Cx<'a> {
     let_free: BTreeMap<String, Vec<usize>>,
     /// The let being checked (for messages).
     at: String,
+    /// How many enclosing `select`s have a guard that never holds (reads under one never run).
+    dead: Cell<usize>,
 }
 
 impl Cx<'_> {
@@ -385,7 +389,16 @@ impl Cx<'_> {
                 let mut f = self.pred(pred, scope)?;
                 let n = guards.len();
                 conjuncts(pred, guards);
+                // A guard that holds nowhere on the box (a pad that covers the whole output)
+                // makes its branch dead: it reads nothing.
+                let b = Bounds {
+                    scope,
+                    bindings: self.bindings,
+                };
+                let dead = b.never(pred);
+                self.dead.set(self.dead.get() + usize::from(dead));
                 let t = self.expr(then, scope, guards);
+                self.dead.set(self.dead.get() - usize::from(dead));
                 guards.truncate(n);
                 f.extend(t?);
                 f.extend(self.expr(otherwise, scope, guards)?);
@@ -545,10 +558,30 @@ impl Cx<'_> {
                 }
                 self.axis(x, scope)
             }
+            AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+                let mut f = self.axis(a, scope)?;
+                f.extend(self.axis(b, scope)?);
+                if !f.is_empty() {
+                    return Err(RegionError::NonAffineMap {
+                        at: self.at.clone(),
+                        why: format!("`{e}` takes the min/max of an axis (only sizes may be)"),
+                    });
+                }
+                Ok(f)
+            }
         }
     }
 
-    /// `UnguardedAccess` when the index range is known and leaves `[0, size)`.
+    /// True when `d` is known (with the bindings) to be empty: an axis of that extent has no
+    /// point, so nothing under it is evaluated.
+    fn empty_extent(&self, d: &Dim) -> bool {
+        d.eval_with(self.bindings).is_ok_and(|v| v <= 0)
+    }
+
+    /// `UnguardedAccess` when the index range is known and leaves `[0, size)` — unless the read is
+    /// never executed: an iter or an enclosing reduce axis is known to be empty (a zero-size
+    /// slice, an expand of an empty tensor, a symbol bound to 0: an empty iteration space has no
+    /// point to evaluate a let at), or an enclosing `select`'s guard never holds.
     fn bounds_check(
         &self,
         tensor: &str,
@@ -561,14 +594,23 @@ impl Cx<'_> {
         let Ok(size) = size.eval_with(self.bindings) else {
             return Ok(());
         };
+        // The scope holds the iters, then the enclosing reduce axes.
+        if self.dead.get() > 0 || scope.iter().any(|(_, d)| self.empty_extent(d)) {
+            return Ok(());
+        }
         let b = Bounds {
             scope,
             bindings: self.bindings,
         };
-        let Some((lo, hi)) = b.guarded(m, guards) else {
+        let Some((mut lo, mut hi)) = b.guarded(m, guards) else {
             return Ok(());
         };
         if lo <= hi && (lo < 0 || hi >= size) {
+            match b.exact(m, guards, size) {
+                Some(None) => return Ok(()),
+                Some(Some(range)) => (lo, hi) = range,
+                None => {}
+            }
             return Err(RegionError::UnguardedAccess {
                 tensor: tensor.to_string(),
                 at: self.at.clone(),
@@ -590,3 +632,7 @@ fn conjuncts(p: &Pred, out: &mut Vec<Guard>) {
         Pred::Cmp(op, a, b) => out.push((*op, a.clone(), b.clone())),
     }
 }
+
+#[cfg(test)]
+#[path = "verify_tests.rs"]
+mod tests;

@@ -163,6 +163,12 @@ impl Ix {
         if d.is_int(1) {
             return Ok(self.clone());
         }
+        // An axis-free index is a size: its floordiv by a constant is a size too.
+        if let (true, Some(c)) = (self.terms.is_empty(), d.as_int()) {
+            if c > 0 {
+                return Ok(Ix::konst(self.konst.floordiv(c)));
+            }
+        }
         let mut q = Ix::default();
         let mut r = Ix::default();
         for (a, c) in &self.terms {
@@ -207,7 +213,7 @@ impl Ix {
         Ok(self.sub(&self.floordiv(d, ext)?.scale(d)))
     }
 
-    /// The wire form (`Err` for sizes with `min`/`max`, which index expressions cannot spell).
+    /// The wire form (sizes with `min`/`max` as axis-free [`AxisExpr::Min`] / [`AxisExpr::Max`]).
     pub(crate) fn to_axis(&self) -> Result<AxisExpr, String> {
         let mut parts = Vec::new();
         for (a, c) in &self.terms {
@@ -249,7 +255,8 @@ pub(crate) fn dim_axis(d: &Dim) -> Result<AxisExpr, String> {
             factors.push(match a {
                 DimAtom::Sym(s) => AxisExpr::Name(s.clone()),
                 DimAtom::FloorDiv(e, k) => AxisExpr::FloorDiv(Box::new(dim_axis(e)?), *k),
-                _ => return Err(format!("the size `{d}` (min/max) in an index")),
+                DimAtom::Min(x, y) => AxisExpr::Min(Box::new(dim_axis(x)?), Box::new(dim_axis(y)?)),
+                DimAtom::Max(x, y) => AxisExpr::Max(Box::new(dim_axis(x)?), Box::new(dim_axis(y)?)),
             });
         }
         let mut e = match (factors.is_empty(), c) {
@@ -310,6 +317,21 @@ mod tests {
             .floordiv(&Dim::int(4), &ext)
             .expect("div");
         assert!(e.show().contains("//4"));
+    }
+
+    #[test]
+    fn axis_free_indices_stay_sizes() {
+        // A size with min/max divided by a constant is a size (a slice of a strided slice of a
+        // symbolic axis): it can still be the operand of another min.
+        let d = Dim::int(1000).min_of(&Dim::sym("S"));
+        let q = Ix::konst(d.clone())
+            .floordiv(&Dim::int(3), &ext)
+            .expect("constant divisor");
+        assert_eq!(q.as_konst(), Some(&d.floordiv(3)));
+        assert_eq!(
+            q.to_axis().map(|e| e.to_string()),
+            Ok("min(1000,S)//3".into())
+        );
     }
 
     #[test]

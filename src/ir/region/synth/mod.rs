@@ -14,9 +14,12 @@
 //!   dims read 0, RESHAPE goes through row-major linear indices (floordiv only by positive
 //!   constants, else [`SynthError::NonAffine`]), PAD guards with a `select`, SHRINK/FLIP/VIEW are
 //!   affine.
-//! - Elementwise ops evaluate their operands at the same environment. Region values are fp32
-//!   except reads, reduces and casts, so a CAST to fp32 disappears and every other op whose Tiny
-//!   dtype is not fp32 is wrapped in `cast` (Tiny rounds every op to its dtype). A binary op whose
+//! - Elementwise ops evaluate their operands at the same environment. A region op computes in
+//!   its operands' kind (fp32, i32 or bool: `crate::ir::region::kind`), which synthesis keeps
+//!   equal to the kind of the Tiny dtype: a CAST to fp32 disappears only from an fp32 value,
+//!   operands whose kinds would make an fp32 op compute in i32 (integral fp32 constants) are
+//!   cast, and every op whose Tiny dtype is not fp32 is wrapped in `cast` (Tiny rounds every op
+//!   to its dtype). A binary op whose
 //!   non-let operand depends on a strict subset of the other side's axes gets an explicit
 //!   `BroadcastInDim` (seed §6.4).
 //! - REDUCE evaluates its operand at the environment extended by one reduce variable per reduced
@@ -483,3 +486,6 @@ impl Cx<'_> {
             .ok_or_else(|| SynthError::Typing(format!("node {id} is not a tensor")))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -124,6 +124,14 @@ fn substitute(e: &AxisExpr, env: &[Ix], ext: Extents) -> Result<Ix, String> {
             }
         }
         AxisExpr::FloorDiv(x, c) => substitute(x, env, ext)?.floordiv(&Dim::int(*c), ext)?,
+        AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+            let (a, b) = (substitute(a, env, ext)?, substitute(b, env, ext)?);
+            match (a.as_konst(), b.as_konst()) {
+                (Some(x), Some(y)) if matches!(e, AxisExpr::Min(..)) => Ix::konst(x.min_of(y)),
+                (Some(x), Some(y)) => Ix::konst(x.max_of(y)),
+                _ => return Err(format!("`{e}` takes the min/max of an axis")),
+            }
+        }
     })
 }
 
