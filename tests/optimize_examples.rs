@@ -298,3 +298,35 @@ fn explain_names_kernels_covers_and_rules() {
         assert!(text.contains(phase), "{text}");
     }
 }
+
+/// Every step of every rewrite chain names a rule of the rule sets (custom appliers justify
+/// their unions with the rule's name, not a source location).
+#[test]
+fn rewrite_chains_name_rules() {
+    let opts = OptimizeOptions {
+        explain: true,
+        ..OptimizeOptions::default()
+    };
+    let known: Vec<String> = dlc_egg::rules::all_phases()
+        .iter()
+        .flat_map(|(_, rules)| rules.iter().map(|r| r.name.to_string()))
+        .chain(["kernel-wrap".to_string(), "kernel-fuse".to_string()])
+        .collect();
+    for ex in [
+        "attention_causal",
+        "conv3x3_s2_p1_silu",
+        "layernorm",
+        "mlp_gelu",
+    ] {
+        let r = optimize(&lowered(ex), &opts).expect("optimizes").report();
+        for chain in &r.rewrites {
+            for u in &chain.rules {
+                assert!(
+                    known.contains(&u.rule),
+                    "{ex}: step `{}` is not a rule",
+                    u.rule
+                );
+            }
+        }
+    }
+}

@@ -268,6 +268,12 @@ impl Dim {
             .all(|(m, c)| *c >= 0 && m.iter().all(Atom::is_nonneg))
     }
 
+    /// True when the value is provably `>= 1` for sizes `>= 0`: [`Dim::is_nonneg`] with a
+    /// constant term of at least 1 (a bare symbol may be bound to 0).
+    pub fn is_positive(&self) -> bool {
+        self.is_nonneg() && self.terms.get(&Vec::new()).is_some_and(|c| *c >= 1)
+    }
+
     /// Symbols the polynomial mentions.
     pub fn symbols(&self) -> BTreeSet<String> {
         let mut out = BTreeSet::new();

@@ -177,7 +177,7 @@ impl Applier<TensorLang, IndexBook> for SinkApplier {
         eclass: Id,
         s: &Subst,
         _ast: Option<&egg::PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let (x, lo_leaf) = (s[v("?x")], s[v("?lo")]);
         let Some(lo) = dtype_attr(eg, lo_leaf) else {
@@ -248,6 +248,7 @@ impl Applier<TensorLang, IndexBook> for SinkApplier {
                 eg,
                 eclass,
                 TensorLang::Cast([inner, lo_leaf]),
+                rule,
             ));
         }
         out

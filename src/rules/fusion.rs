@@ -332,7 +332,8 @@ impl Grow {
             let Some(d) = g.waiting.pop_front() else {
                 break;
             };
-            if g.computing < self.limits.max_prefixes && self.absorb_computing(eg, eclass, &mut g, d)
+            if g.computing < self.limits.max_prefixes
+                && self.absorb_computing(eg, eclass, &mut g, d)
             {
                 out.push((g.body.clone(), g.ins.clone()));
             }
@@ -349,9 +350,11 @@ impl Grow {
         d: Id,
         free: bool,
     ) -> impl Iterator<Item = (RecExpr<TensorLang>, Vec<Id>)> {
-        single_op_bodies(eg, d).into_iter().filter(move |(p, p_ins)| {
-            !p_ins.contains(&eclass) && p.as_ref().last().is_some_and(is_free) == free
-        })
+        single_op_bodies(eg, d)
+            .into_iter()
+            .filter(move |(p, p_ins)| {
+                !p_ins.contains(&eclass) && p.as_ref().last().is_some_and(is_free) == free
+            })
     }
 
     /// Absorbs the first free producer of input `d` within limits (checked for legality only in

@@ -7,7 +7,7 @@ use super::{attr, tensor};
 use crate::ir::dtype::DType;
 use crate::ir::egraph::book::{infer_facts, tiny_parts};
 use crate::ir::egraph::{Attr, TensorFacts, TensorGraph, TensorLang};
-use egg::{Id, Subst, Var};
+use egg::{Id, Subst, Symbol, Var};
 
 pub(crate) fn var(s: &str) -> Var {
     s.parse().expect("static pattern variable")
@@ -68,12 +68,18 @@ pub(crate) fn cast_to(eg: &mut TensorGraph, x: Id, to: DType) -> Option<Id> {
 }
 
 /// Adds `node` and unions it with `eclass`, but only when Tiny's typing rules give it exactly
-/// `eclass`'s facts; otherwise adds nothing.
-pub(crate) fn union_same_facts(eg: &mut TensorGraph, eclass: Id, node: TensorLang) -> Vec<Id> {
+/// `eclass`'s facts; otherwise adds nothing. The union is justified by `rule` (the applier's
+/// rule name), so explanations name the rule rather than this function.
+pub(crate) fn union_same_facts(
+    eg: &mut TensorGraph,
+    eclass: Id,
+    node: TensorLang,
+    rule: Symbol,
+) -> Vec<Id> {
     match (facts_of(eg, &node), tensor(eg, eclass)) {
         (Ok(f), Some(want)) if f == *want => {
             let id = eg.add(node);
-            if eg.union(eclass, id) {
+            if eg.union_trusted(eclass, id, rule) {
                 vec![eclass]
             } else {
                 vec![]

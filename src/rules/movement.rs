@@ -152,7 +152,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for ComposePermute {
         eclass: Id,
         s: &Subst,
         _ast: Option<&PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let (Some(p), Some(q)) = (ints(eg, s, self.p), ints(eg, s, self.q)) else {
             return vec![];
@@ -162,7 +162,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for ComposePermute {
         }
         let r: Vec<usize> = q.iter().map(|j| p[*j]).collect();
         let leaf = eg.add(TensorLang::Attr(Attr::usizes(&r)));
-        union_same_facts(eg, eclass, TensorLang::Permute([s[self.x], leaf]))
+        union_same_facts(eg, eclass, TensorLang::Permute([s[self.x], leaf]), rule)
     }
 }
 
@@ -181,7 +181,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for ComposePad {
         eclass: Id,
         s: &Subst,
         _ast: Option<&PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let sum = match (attr(eg, s[self.p1]), attr(eg, s[self.p2])) {
             (Some(Attr::Pads(a)), Some(Attr::Pads(b))) if a.len() == b.len() => a
@@ -193,7 +193,12 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for ComposePad {
         };
         let Some(sum) = sum else { return vec![] };
         let leaf = eg.add(TensorLang::Attr(Attr::Pads(sum)));
-        union_same_facts(eg, eclass, TensorLang::Pad([s[self.x], leaf, s[self.v]]))
+        union_same_facts(
+            eg,
+            eclass,
+            TensorLang::Pad([s[self.x], leaf, s[self.v]]),
+            rule,
+        )
     }
 }
 
@@ -235,7 +240,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for UnsqueezePastPermute 
         eclass: Id,
         m: &Subst,
         _ast: Option<&PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let (Some(xf), Some(p), Some(Attr::Shape(s))) = (
             tensor(eg, m[self.x]).cloned(),
@@ -267,7 +272,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for UnsqueezePastPermute 
         let shape_leaf = eg.add(TensorLang::Attr(Attr::Shape(widened)));
         let reshaped = eg.add(TensorLang::Reshape([m[self.x], shape_leaf]));
         let q_leaf = eg.add(TensorLang::Attr(Attr::usizes(&q)));
-        union_same_facts(eg, eclass, TensorLang::Permute([reshaped, q_leaf]))
+        union_same_facts(eg, eclass, TensorLang::Permute([reshaped, q_leaf]), rule)
     }
 }
 
@@ -285,7 +290,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for PermuteMovingOnes {
         eclass: Id,
         m: &Subst,
         _ast: Option<&PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let (Some(xf), Some(p)) = (tensor(eg, m[self.x]).cloned(), ints(eg, m, self.p)) else {
             return vec![];
@@ -304,7 +309,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for PermuteMovingOnes {
         }
         let permuted: Vec<_> = p.iter().map(|a| xf.shape[*a].clone()).collect();
         let leaf = eg.add(TensorLang::Attr(Attr::Shape(permuted)));
-        union_same_facts(eg, eclass, TensorLang::Reshape([m[self.x], leaf]))
+        union_same_facts(eg, eclass, TensorLang::Reshape([m[self.x], leaf]), rule)
     }
 }
 

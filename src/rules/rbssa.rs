@@ -17,12 +17,11 @@
 //!   equal the matched class's facts. A map without a guard has fill 0 (the fill is unused), so
 //!   equal maps reached along different chains are one attribute leaf.
 
-use super::helpers::var;
+use super::helpers::{union_same_facts, var};
 use super::{attr, run_phase, tensor, Budget, PhaseStats, Rule};
 use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
 use crate::ir::axis_simplify::{dim_to_expr, simplify_access};
 use crate::ir::dim::Dim;
-use crate::ir::egraph::book::{infer_facts, tiny_parts};
 use crate::ir::egraph::{add_program, extract_program, Attr, IndexBook, TensorGraph, TensorLang};
 use crate::ir::num::Num;
 use crate::ir::tiny::{AffineIndex, Program};
@@ -275,20 +274,17 @@ pub fn finish(a: &AccessMap) -> Option<AccessMap> {
 }
 
 /// Adds `(read x access)` to `eclass` when Tiny's typing gives it exactly `eclass`'s facts.
-fn add_read(eg: &mut TensorGraph, eclass: Id, x: Id, access: AccessMap) -> Option<Id> {
+fn add_read(
+    eg: &mut TensorGraph,
+    eclass: Id,
+    x: Id,
+    access: AccessMap,
+    rule: Symbol,
+) -> Option<Id> {
     let leaf = eg.add(TensorLang::Attr(Attr::Access(access)));
-    let node = TensorLang::Read([x, leaf]);
-    let facts = {
-        let a = |id: Id| eg[id].data.attr();
-        tiny_parts(&node, &a).and_then(|p| infer_facts(&p, &|id| eg[id].data.tensor().cloned()))
-    };
-    match (facts, tensor(eg, eclass)) {
-        (Ok(f), Some(want)) if f == *want => {
-            let id = eg.add(node);
-            eg.union(eclass, id).then_some(eclass)
-        }
-        _ => None,
-    }
+    union_same_facts(eg, eclass, TensorLang::Read([x, leaf]), rule)
+        .first()
+        .copied()
 }
 
 /// The map of the matched view over its operand: `(eg, subst, operand shape, result shape)`.
@@ -309,7 +305,7 @@ impl Applier<TensorLang, IndexBook> for ToRead {
         eclass: Id,
         s: &Subst,
         _ast: Option<&PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let y = eg.find(s[self.x]);
         let (Some(yf), Some(out)) = (tensor(eg, y), tensor(eg, eclass)) else {
@@ -337,7 +333,7 @@ impl Applier<TensorLang, IndexBook> for ToRead {
         let mut changed = Vec::new();
         for (x, a) in targets {
             if let Some(a) = finish(&a) {
-                changed.extend(add_read(eg, eclass, x, a));
+                changed.extend(add_read(eg, eclass, x, a, rule));
             }
         }
         changed

@@ -12,6 +12,8 @@
 //! - Facts come from the IndexBook: a reduced axis is "invariant" for a factor `g` only when
 //!   `expand(g, s)` reads `g` with the constant size 1 on that axis (`Dim` equality); a symbolic
 //!   size that might be 1 does not count.
+//! - Sizes, symbolic ones included, may be 0: a sum hoist needs every summed extent provably
+//!   `>= 1` (`Dim::is_positive`), since `Σ_∅ x/g = 0` while `(Σ_∅ x)/g` is NaN for `g = 0`.
 //! - Appliers type-check every node they build with Tiny's rules and union only a node whose
 //!   facts equal the matched class's (`helpers::union_same_facts`).
 //!
@@ -60,7 +62,7 @@ impl Applier<TensorLang, IndexBook> for MergeReduce {
         eclass: Id,
         s: &Subst,
         _ast: Option<&PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let (Some(k1), Some(k2), Some(ef)) = (
             ints(eg, s[self.k1]),
@@ -82,7 +84,7 @@ impl Applier<TensorLang, IndexBook> for MergeReduce {
         all.dedup();
         let axes = leaf(eg, Attr::usizes(&all));
         let node = TensorLang::Reduce([s[self.op], axes, s[self.acc], s[self.e]]);
-        union_same_facts(eg, eclass, node)
+        union_same_facts(eg, eclass, node, rule)
     }
 }
 
@@ -101,7 +103,7 @@ impl Applier<TensorLang, IndexBook> for UnitAxes {
         eclass: Id,
         s: &Subst,
         _ast: Option<&PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let (Some(k), Some(acc), Some(xf)) = (
             ints(eg, s[self.k]),
@@ -133,14 +135,14 @@ impl Applier<TensorLang, IndexBook> for UnitAxes {
         if out == xf.shape {
             // Nothing reduced and nothing reshaped: the reduce is the (cast) value itself.
             let same = tensor(eg, c) == tensor(eg, eclass);
-            return if same && eg.union(eclass, c) {
+            return if same && eg.union_trusted(eclass, c, rule) {
                 vec![eclass]
             } else {
                 vec![]
             };
         }
         let sh = leaf(eg, Attr::Shape(out));
-        union_same_facts(eg, eclass, TensorLang::Reshape([c, sh]))
+        union_same_facts(eg, eclass, TensorLang::Reshape([c, sh]), rule)
     }
 }
 
@@ -181,7 +183,7 @@ impl Applier<TensorLang, IndexBook> for Hoist {
         eclass: Id,
         s: &Subst,
         _ast: Option<&PatternAst<TensorLang>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let rop = match attr(eg, s[self.op]) {
             Some(Attr::Op(o)) => *o,
@@ -191,14 +193,22 @@ impl Applier<TensorLang, IndexBook> for Hoist {
             Ops::Sum => rop == ReduceOp::Sum,
             Ops::MaxMin => matches!(rop, ReduceOp::Max | ReduceOp::Min),
         };
-        let (Some(k), Some(acc), Some(gf)) = (
+        let (Some(k), Some(acc), Some(gf), Some(xf)) = (
             ints(eg, s[self.k]),
             dtype_attr(eg, s[self.acc]),
             tensor(eg, s[self.g]).cloned(),
+            tensor(eg, s[self.x]),
         ) else {
             return vec![];
         };
+        // A sum over an empty range differs: Σ_∅ x/g = 0 but (Σ_∅ x)/0 = NaN (a softmax over a
+        // slice bound to size 0, summed), so every summed extent must be provably ≥ 1. (max/min
+        // start from ∓inf, and ∓inf ∘ g = ∓inf for finite g.)
+        let nonempty = k
+            .iter()
+            .all(|a| xf.shape.get(*a).is_some_and(Dim::is_positive));
         if !op_ok
+            || (matches!(self.ops, Ops::Sum) && !nonempty)
             || k.iter()
                 .any(|a| !gf.shape.get(*a).is_some_and(|d| d.is_int(1)))
         {
@@ -230,7 +240,7 @@ impl Applier<TensorLang, IndexBook> for Hoist {
             g = e;
         }
         let c = if self.left { [g, red] } else { [red, g] };
-        union_same_facts(eg, eclass, TensorLang::binary(self.bin, c))
+        union_same_facts(eg, eclass, TensorLang::binary(self.bin, c), rule)
     }
 }
 
@@ -247,10 +257,10 @@ fn hoist(bin: BinaryOp, ops: Ops, left: bool) -> Hoist {
     }
 }
 
-/// `?c` is an immediate (a number leaf).
-fn is_imm(c: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
+/// `?c` is a finite immediate (a number leaf): `(Σ_∅ x)·inf` is NaN where `Σ_∅ x·inf` is 0.
+fn is_finite_imm(c: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
     let c = var(c);
-    when(move |eg, m| num(eg, m[c]).is_some())
+    when(move |eg, m| num(eg, m[c]).is_some_and(f64::is_finite))
 }
 
 /// `?a` and `?b` are tensor classes (not immediates).
@@ -288,16 +298,16 @@ pub fn rules() -> Vec<Rule> {
         // check values before choosing a form. optimize_fuzz's special input values reach this
         // about once in 4000 cases (tests/optimize_regressions.rs
         // `hoisted_scalar_factor_of_a_matmul` pins it down).
-        // R1: Σ_K x·bcast(g) = (Σ_K x)·g   when g is constant along K.
+        // R1: Σ_K x·bcast(g) = (Σ_K x)·g   when g is constant along K and K is nonempty.
         rw!("reduce-hoist-invariant-mul"; "(reduce ?op ?k ?acc (mul ?x (expand ?g ?s)))" =>
             { hoist(BinaryOp::Mul, Ops::Sum, false) }),
-        // R1: Σ_K bcast(g)·x = g·(Σ_K x)   when g is constant along K.
+        // R1: Σ_K bcast(g)·x = g·(Σ_K x)   when g is constant along K and K is nonempty.
         rw!("reduce-hoist-invariant-mul-left"; "(reduce ?op ?k ?acc (mul (expand ?g ?s) ?x))" =>
             { hoist(BinaryOp::Mul, Ops::Sum, true) }),
-        // R1: Σ_K x·c = (Σ_K x)·c   for an immediate c.
+        // R1: Σ_K x·c = (Σ_K x)·c   for a finite immediate c.
         rw!("reduce-hoist-scalar-mul"; "(reduce sum ?k ?acc (mul ?x ?c))" =>
-            "(mul (reduce sum ?k ?acc ?x) ?c)" if is_imm("?c")),
-        // R1: Σ_K x / bcast(g) = (Σ_K x) / g   when g is constant along K.
+            "(mul (reduce sum ?k ?acc ?x) ?c)" if is_finite_imm("?c")),
+        // R1: Σ_K x / bcast(g) = (Σ_K x) / g   when g is constant along K and K is nonempty.
         rw!("reduce-hoist-invariant-div"; "(reduce ?op ?k ?acc (fdiv ?x (expand ?g ?s)))" =>
             { hoist(BinaryOp::Fdiv, Ops::Sum, false) }),
         // R1: max_K (x + bcast(g)) = max_K x + g   (min likewise) when g is constant along K.

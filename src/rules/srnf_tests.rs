@@ -14,15 +14,17 @@ use std::collections::BTreeMap;
 type Body = fn(&mut Builder, NodeId, NodeId) -> Result<NodeId, TinyError>;
 
 fn m() -> Dim {
-    Dim::sym("M")
+    Dim::int(3)
 }
 
 fn n() -> Dim {
     Dim::sym("N")
 }
 
+/// M and K, the reduced extents of most cases, are constants: the sum hoists need them provably
+/// nonempty. N stays symbolic.
 fn k() -> Dim {
-    Dim::sym("K")
+    Dim::int(5)
 }
 
 fn one() -> Dim {
@@ -199,6 +201,23 @@ fn negative_cases() -> Vec<(&'static str, Program)> {
             "reduce-hoist-scalar-mul",
             f32p(vec![m(), n(), k()], |b, x, g| {
                 let p = bin(b, BinaryOp::Mul, x, g)?;
+                red(b, ReduceOp::Sum, p, &[2])
+            }),
+        ),
+        // N is symbolic and may be bound to 0: Σ_∅ x/g = 0 but (Σ_∅ x)/g is NaN for g = 0.
+        (
+            "reduce-hoist-invariant-div",
+            f32p(vec![m(), one(), k()], |b, x, g| {
+                let e = bcast(b, g)?;
+                let p = bin(b, BinaryOp::Fdiv, x, e)?;
+                red(b, ReduceOp::Sum, p, &[1])
+            }),
+        ),
+        // An infinite immediate: (Σ_∅ x)·inf is NaN where Σ_∅ x·inf is 0.
+        (
+            "reduce-hoist-scalar-mul",
+            f32p(vec![one()], |b, x, _| {
+                let p = b.binary(BinaryOp::Mul, x.into(), Src::Imm(f64::INFINITY))?;
                 red(b, ReduceOp::Sum, p, &[2])
             }),
         ),

@@ -4,6 +4,7 @@
 
 use super::ix::Ix;
 use super::{movement, show_env, Cx, SynthError, Val, R};
+use crate::ir::axis::{AxisExpr, Pred};
 use crate::ir::dtype::DType;
 use crate::ir::egraph::book::{Operand, TinyParts};
 use crate::ir::egraph::{Attr, TensorLang};
@@ -52,6 +53,32 @@ fn round_to(e: Expr, dt: DType) -> Expr {
             to: dt,
             x: Box::new(e),
         }
+    }
+}
+
+/// The names (axes and symbols) a predicate mentions.
+fn pred_names(p: &Pred, out: &mut BTreeSet<String>) {
+    match p {
+        Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|q| pred_names(q, out)),
+        Pred::Cmp(_, a, b) => {
+            axis_names(a, out);
+            axis_names(b, out);
+        }
+    }
+}
+
+fn axis_names(e: &AxisExpr, out: &mut BTreeSet<String>) {
+    match e {
+        AxisExpr::Const(_) => {}
+        AxisExpr::Name(n) => {
+            out.insert(n.clone());
+        }
+        AxisExpr::Add(ts) => ts.iter().for_each(|t| axis_names(t, out)),
+        AxisExpr::Mul(a, b) | AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+            axis_names(a, out);
+            axis_names(b, out);
+        }
+        AxisExpr::FloorDiv(a, _) => axis_names(a, out),
     }
 }
 
@@ -193,10 +220,27 @@ impl Cx<'_> {
                     }
                     _ => return Err(SynthError::Typing("not a guarded view".into())),
                 };
+                let lets_before = self.lets.len();
                 let then = self.eval(x, &in_env)?;
                 let Some(pred) = guard else {
                     return Ok(then);
                 };
+                // Lets are evaluated at every point of their environment, guard or not: one
+                // made for the guarded operand that varies with a guarded index would read
+                // outside its tensor where the guard fails (a softmax read through a conv's
+                // padding). Such a body is not one region.
+                let mut guarded = BTreeSet::new();
+                pred_names(&pred, &mut guarded);
+                if let Some(l) = self.lets[lets_before..].iter().find(|l| {
+                    self.let_free
+                        .get(&l.name)
+                        .is_some_and(|f| !f.is_disjoint(&guarded))
+                }) {
+                    return Err(unsupported(format!(
+                        "the value `{}` under the guard `{pred}` (a let is computed where the guard fails)",
+                        l.name
+                    )));
+                }
                 let mut free = BTreeSet::new();
                 env.iter().for_each(|e| e.vars(&mut free));
                 return Ok(Val {
