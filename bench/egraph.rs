@@ -5,6 +5,7 @@
 //!
 //! Before timing, prints per size: Tiny nodes, final e-nodes and e-classes, kernels, and the
 //! seconds per layer of one untimed run (criterion then measures the time).
+//! `ENCODER_DUMP=DIR` also writes each graph as `DIR/encoder_L.json` (for `dlc-egg optimize`).
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::ir::tiny::Program;
@@ -15,6 +16,11 @@ use std::time::Instant;
 
 fn lowered(layers: usize) -> Program {
     let doc = transformer_encoder(&EncoderConfig::bert_base(layers));
+    if let Ok(dir) = std::env::var("ENCODER_DUMP") {
+        let path = std::path::Path::new(&dir).join(format!("encoder_{layers}.json"));
+        std::fs::create_dir_all(&dir).expect("ENCODER_DUMP is a writable directory");
+        std::fs::write(&path, doc.to_string()).expect("ENCODER_DUMP is a writable directory");
+    }
     let g = frontend::load_str(&doc.to_string(), "encoder.json").expect("encoder loads");
     lower::lower(&g).expect("encoder lowers")
 }

@@ -8,7 +8,7 @@
 
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::ir::egraph::kernel::{body_node_facts, kernel_parts};
+use crate::ir::egraph::kernel::kernel_parts;
 use crate::ir::egraph::{Facts, TensorFacts, TensorGraph, TensorLang};
 use egg::Id;
 use serde::Serialize;
@@ -113,7 +113,7 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, sizes: &CostSizes) -
     else {
         return KernelCost::INFINITY;
     };
-    let Ok(facts) = body_node_facts(body.expr(), &in_facts) else {
+    let Ok(facts) = body.node_facts(&in_facts) else {
         return KernelCost::INFINITY;
     };
     let out = match facts.last() {
@@ -126,7 +126,7 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, sizes: &CostSizes) -
         .expr()
         .as_ref()
         .iter()
-        .zip(&facts)
+        .zip(facts.iter())
         .enumerate()
         .filter(|(k, (n, f))| {
             *k != root

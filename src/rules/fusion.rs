@@ -474,7 +474,7 @@ fn kernels_largest_first(eg: &TensorGraph, class: Id) -> Vec<(KernelBody, Vec<Id
     ks.sort_by(|a, b| {
         b.0.op_count()
             .cmp(&a.0.op_count())
-            .then_with(|| a.0.text().cmp(b.0.text()))
+            .then_with(|| a.0.cmp(&b.0))
             .then_with(|| a.1.cmp(&b.1))
     });
     ks

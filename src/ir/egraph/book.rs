@@ -8,7 +8,7 @@
 //! domain facts, FLOPs and bytes join [`TensorFacts`] with the movement and contraction rules.
 
 use super::attr::Attr;
-use super::kernel::{body_facts, kernel_parts};
+use super::kernel::kernel_parts;
 use super::lang::TensorLang;
 use crate::ir::dim::Shape;
 use crate::ir::dtype::DType;
@@ -330,7 +330,7 @@ impl Analysis<TensorLang> for IndexBook {
                             .ok_or("a kernel input is not a tensor")
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                body_facts(body.expr(), &ins)
+                body.facts(&ins)
             })
         } else {
             tiny_parts(enode, &attr)

@@ -12,53 +12,87 @@ use super::attr::Attr;
 use super::book::{infer_facts, tiny_parts, Facts, TensorFacts};
 use super::lang::TensorLang;
 use egg::{Id, Language, RecExpr};
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap, FxHasher};
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-/// The body of a kernel: a term over Tiny e-nodes with `$i` placeholders. Compared, ordered and
-/// hashed by its printed form (which is canonical, see [`canonical`]).
+/// The body of a kernel: a term over Tiny e-nodes with `$i` placeholders. Compared and ordered
+/// as a term (canonical, see [`canonical`], so equal bodies are equal terms) and hashed by a
+/// fingerprint of the term computed once; its printed form is made on first use.
 #[derive(Clone)]
-pub struct KernelBody {
-    expr: Arc<RecExpr<TensorLang>>,
-    text: Arc<str>,
+pub struct KernelBody(Arc<BodyInner>);
+
+struct BodyInner {
+    expr: RecExpr<TensorLang>,
+    fingerprint: u64,
+    text: OnceLock<String>,
+    /// [`body_node_facts`] for the first input facts asked about (a kernel's input classes
+    /// keep their facts, so the analysis and the cost ask with the same ones).
+    facts: OnceLock<(Vec<TensorFacts>, NodeFacts)>,
 }
+
+/// Facts of every node of a body, shared.
+pub type NodeFacts = Result<Arc<Vec<Facts>>, String>;
 
 impl KernelBody {
     /// Wraps a body term (callers pass canonical terms, see [`canonical`]).
     pub fn new(expr: RecExpr<TensorLang>) -> KernelBody {
-        let text: Arc<str> = expr.to_string().into();
-        KernelBody {
-            expr: Arc::new(expr),
-            text,
+        let mut h = FxHasher::default();
+        expr.hash(&mut h);
+        KernelBody(Arc::new(BodyInner {
+            fingerprint: h.finish(),
+            expr,
+            text: OnceLock::new(),
+            facts: OnceLock::new(),
+        }))
+    }
+
+    /// [`body_node_facts`] of the body, cached for one input facts vector.
+    pub fn node_facts(&self, inputs: &[TensorFacts]) -> NodeFacts {
+        if let Some((ins, r)) = self.0.facts.get() {
+            if ins.as_slice() == inputs {
+                return r.clone();
+            }
+        }
+        let r = body_node_facts(&self.0.expr, inputs).map(Arc::new);
+        let _ = self.0.facts.set((inputs.to_vec(), r.clone()));
+        r
+    }
+
+    /// Dtype and shape of the kernel's value ([`body_facts`], cached as [`KernelBody::node_facts`]).
+    pub fn facts(&self, inputs: &[TensorFacts]) -> Result<TensorFacts, String> {
+        match self.node_facts(inputs)?.last() {
+            Some(Facts::Tensor(t)) => Ok(t.clone()),
+            _ => Err("a kernel body must end in a tensor-valued node".into()),
         }
     }
 
     /// The term; its last node is the root.
     pub fn expr(&self) -> &RecExpr<TensorLang> {
-        &self.expr
+        &self.0.expr
     }
 
     /// The printed term.
     pub fn text(&self) -> &str {
-        &self.text
+        self.0.text.get_or_init(|| self.0.expr.to_string())
     }
 
     /// The root node.
     pub fn root(&self) -> &TensorLang {
-        &self.expr[Id::from(self.expr.as_ref().len() - 1)]
+        &self.0.expr[Id::from(self.0.expr.as_ref().len() - 1)]
     }
 
     /// Number of non-attribute nodes (ops) in the body.
     pub fn op_count(&self) -> usize {
-        self.expr.as_ref().iter().filter(|n| !n.is_attr()).count()
+        self.0.expr.as_ref().iter().filter(|n| !n.is_attr()).count()
     }
 }
 
 impl PartialEq for KernelBody {
     fn eq(&self, other: &Self) -> bool {
-        self.text == other.text
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.fingerprint == other.0.fingerprint && self.0.expr == other.0.expr)
     }
 }
 impl Eq for KernelBody {}
@@ -69,17 +103,20 @@ impl PartialOrd for KernelBody {
 }
 impl Ord for KernelBody {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.text.cmp(&other.text)
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return std::cmp::Ordering::Equal;
+        }
+        self.0.expr.as_ref().cmp(other.0.expr.as_ref())
     }
 }
 impl Hash for KernelBody {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.text.hash(state)
+        self.0.fingerprint.hash(state)
     }
 }
 impl fmt::Debug for KernelBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "KernelBody({})", self.text)
+        write!(f, "KernelBody({})", self.text())
     }
 }
 
@@ -157,7 +194,7 @@ pub fn graft(out: &mut RecExpr<TensorLang>, body: &RecExpr<TensorLang>, args: &[
 /// inputs dropped. Returns the body and its input classes in placeholder order.
 pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLang>, Vec<Id>) {
     let mut out: RecExpr<TensorLang> = RecExpr::default();
-    let mut memo: HashMap<TensorLang, Id> = HashMap::new();
+    let mut memo: FxHashMap<TensorLang, Id> = FxHashMap::default();
     let mut new_inputs: Vec<Id> = Vec::new();
     let mut map: Vec<Option<Id>> = vec![None; body.as_ref().len()];
     let root = Id::from(body.as_ref().len() - 1);
@@ -202,8 +239,9 @@ pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLa
 /// from different producers' kernels, which may spell one value two ways (the QK contraction of
 /// attention inside the row max and beside it); without the merge the body recomputes it, and
 /// region synthesis sees two reductions where there is one. Sound because nodes of one e-class
-/// denote the same value. Returns the canonical body; the body is kept as it is when the merge
-/// would reduce it to a bare placeholder.
+/// denote the same value. `body` must be canonical (as [`fuse`] returns it; the first node of
+/// a class in its order is the one kept), and so is the result. The body is kept unmerged when
+/// the merge would reduce it to a bare placeholder.
 pub fn merge_same_class(
     body: &RecExpr<TensorLang>,
     inputs: &[Id],
@@ -213,7 +251,7 @@ pub fn merge_same_class(
     let mut out: RecExpr<TensorLang> = RecExpr::default();
     let mut classes: Vec<Option<Id>> = Vec::with_capacity(nodes.len());
     let mut map: Vec<Id> = Vec::with_capacity(nodes.len());
-    let mut by_class: HashMap<Id, Id> = HashMap::new();
+    let mut by_class: FxHashMap<Id, Id> = FxHashMap::default();
     let mut merged = false;
     for node in nodes {
         let class = match node {
@@ -246,7 +284,7 @@ pub fn merge_same_class(
     }
     let root = *map.last().expect("bodies are non-empty");
     if !merged || matches!(out[root], TensorLang::Attr(_)) {
-        return canonical(body, inputs);
+        return (body.clone(), inputs.to_vec());
     }
     // `out` may hold nodes no longer reachable from the root: canonical keeps only the root's.
     let mut trimmed: RecExpr<TensorLang> = RecExpr::default();
@@ -287,7 +325,6 @@ pub fn fuse(
     p_body: &RecExpr<TensorLang>,
     p_inputs: &[Id],
 ) -> (RecExpr<TensorLang>, Vec<Id>) {
-    // Placeholders of the assembled term index `all`: consumer inputs, then producer inputs.
     let mut all: Vec<Id> = k_inputs.to_vec();
     all.extend_from_slice(p_inputs);
     let mut out: RecExpr<TensorLang> = RecExpr::default();
