@@ -109,7 +109,7 @@ fn fuzz_seed() -> u64 {
     std::env::var("OPTIMIZE_FUZZ_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_0f_d1c)
+        .unwrap_or(0x5eed_d1c0)
 }
 
 /// Case count: 500, or `OPTIMIZE_FUZZ_CASES`.

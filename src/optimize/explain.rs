@@ -111,8 +111,8 @@ pub fn render(report: &Report, timings: bool) -> String {
         }
         let _ = writeln!(
             s,
-            "  cost: {} bytes, {} op(s), {} narrow rounding(s)",
-            k.cost.bytes, k.cost.ops, k.cost.roundings
+            "  cost: {} bytes, {} element op(s), {} body op(s), {} narrow rounding(s)",
+            k.cost.bytes, k.cost.flops, k.cost.ops, k.cost.roundings
         );
     }
     if !report.rewrites.is_empty() {
