@@ -293,6 +293,11 @@ fn explain_names_kernels_covers_and_rules() {
         chain.rules.iter().any(|u| u.rule == "kernel-fuse"),
         "{chain:?}"
     );
+    // The chain reaches into the kernel's body: the fp16 casts sunk below the epilogue.
+    assert!(
+        chain.rules.iter().any(|u| u.rule.starts_with("cast-sink")),
+        "{chain:?}"
+    );
     let text = dlc_egg::optimize::explain::render(&r, false);
     for phase in ["movement", "kernels"] {
         assert!(text.contains(phase), "{text}");

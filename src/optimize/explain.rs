@@ -3,8 +3,9 @@
 //! consecutive uses, with a count), and a readable text rendering of a [`super::Report`].
 
 use super::Report;
-use crate::ir::egraph::{TensorGraph, TensorLang};
-use egg::{RecExpr, TreeExplanation, TreeTerm};
+use crate::ir::egraph::kernel::graft;
+use crate::ir::egraph::{Attr, TensorGraph, TensorLang};
+use egg::{Language, RecExpr, TreeExplanation, TreeTerm};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -63,8 +64,32 @@ pub fn shorten(rules: &[String]) -> Vec<RuleUse> {
     out
 }
 
+/// `term` with every kernel node replaced by its body, the body's placeholders bound to the
+/// kernel's (expanded) inputs: the same value spelled with the e-nodes the kernels were grown
+/// from (reads, contractions, epilogues), so its proof shows the rules that shaped them.
+fn expand_kernels(term: &RecExpr<TensorLang>) -> RecExpr<TensorLang> {
+    let mut out: RecExpr<TensorLang> = RecExpr::default();
+    let mut map: Vec<egg::Id> = Vec::with_capacity(term.as_ref().len());
+    for node in term.as_ref() {
+        let id = match node {
+            TensorLang::Kernel(ch) => match term[ch[0]].clone() {
+                TensorLang::Attr(Attr::Body(body)) => {
+                    let args: Vec<egg::Id> = ch[1..].iter().map(|c| map[usize::from(*c)]).collect();
+                    graft(&mut out, body.expr(), &args)
+                }
+                n => out.add(n.map_children(|c| map[usize::from(c)])),
+            },
+            n => out.add(n.clone().map_children(|c| map[usize::from(c)])),
+        };
+        map.push(id);
+    }
+    out
+}
+
 /// The rewrite chain of every output (`outputs[i]` was added as e-class `originals[i]` and
-/// extracted as `extracted[i]`). Needs an e-graph built with explanations enabled.
+/// extracted as `extracted[i]`): the rules from the input term to the extracted kernels' bodies
+/// ([`expand_kernels`]), then those from the bodies to the kernels (`kernel-wrap`,
+/// `kernel-fuse`). Needs an e-graph built with explanations enabled.
 pub fn rewrite_chains(
     eg: &mut TensorGraph,
     outputs: &[(String, egg::Id, RecExpr<TensorLang>)],
@@ -73,9 +98,13 @@ pub fn rewrite_chains(
         .iter()
         .map(|(name, original, extracted)| {
             let start = eg.id_to_expr(*original);
-            let expl = eg.explain_equivalence(&start, extracted);
+            let bodies = expand_kernels(extracted);
             let mut rules = Vec::new();
-            collect_rules(&expl.explanation_trees, &mut HashSet::new(), &mut rules);
+            let mut seen = HashSet::new();
+            let expl = eg.explain_equivalence(&start, &bodies);
+            collect_rules(&expl.explanation_trees, &mut seen, &mut rules);
+            let expl = eg.explain_equivalence(&bodies, extracted);
+            collect_rules(&expl.explanation_trees, &mut seen, &mut rules);
             RewriteChain {
                 output: name.clone(),
                 steps: rules.len(),
