@@ -250,6 +250,32 @@ fn padded_conv_of_a_softmax_over_a_symbolic_width() {
     );
 }
 
+/// Two pads of an empty tensor read through an unfold: the read of `X` sits at a constant index
+/// under guards that never hold together, on an axis the index does not use (found by
+/// `optimize_fuzz`).
+#[test]
+fn unfold_of_pads_of_an_empty_tensor() {
+    let doc = json!({
+        "signature": {"inputs": [{"tensor": "X"}], "outputs": [{"tensor": "Y"}]},
+        "tensors": {
+            "X": {"dtype": "fp16", "shape": [0, 1, 1, 1]},
+            "Y": {"dtype": "fp16", "shape": [3, 1]}
+        },
+        "graph": [{"op": "Reshape", "name": "r", "inputs": ["X"], "outputs": ["A"],
+                   "attrs": {"shape": [-1]}},
+                  {"op": "Pad", "name": "p", "inputs": ["A"], "outputs": ["B"],
+                   "attrs": {"pad": [[0, 2]]}},
+                  {"op": "Pad", "name": "q", "inputs": ["B"], "outputs": ["C"],
+                   "attrs": {"pad": [[1, 0]]}},
+                  {"op": "Unfold", "name": "u", "inputs": ["C"], "outputs": ["Y"],
+                   "attrs": {"axis": 0, "size": 1, "step": 1}}]
+    });
+    check_optimized(
+        &doc.to_string(),
+        vec![("X", rand_tensor(8, DType::F16, &[0, 1, 1, 1]))],
+    );
+}
+
 /// A slice of a slice of a symbolic axis: the second start `min(1000, (S - max(0, S-2) + 2)//3)`
 /// clamps against a size with a floordiv (found by `optimize_fuzz`).
 #[test]

@@ -38,7 +38,7 @@ fn ints(eg: &TensorGraph, s: &Subst, v: Var) -> Option<Vec<usize>> {
 fn shape_is(x: &str, s: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
     let (x, s) = (var(x), var(s));
     when(move |eg, m| match (tensor(eg, m[x]), attr(eg, m[s])) {
-        (Some(f), Some(Attr::Shape(sh))) => f.shape == *sh,
+        (Some(f), Some(Attr::Shape(sh))) => f.shape[..] == sh[..],
         _ => false,
     })
 }
@@ -123,7 +123,9 @@ fn full_shrink(
             attr(eg, m[st]),
         ) {
             (Some(f), Some(Attr::Shape(lo)), Some(Attr::Shape(hi)), Some(Attr::Ints(st))) => {
-                lo.iter().all(|d| d.is_int(0)) && *hi == f.shape && st.iter().all(|s| *s == 1)
+                lo.iter().all(|d| d.is_int(0))
+                    && hi[..] == f.shape[..]
+                    && st.iter().all(|s| *s == 1)
             }
             _ => false,
         }
@@ -269,7 +271,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for UnsqueezePastPermute 
             }
         }
         debug_assert!(widened.len() > rank);
-        let shape_leaf = eg.add(TensorLang::Attr(Attr::Shape(widened)));
+        let shape_leaf = eg.add(TensorLang::Attr(Attr::Shape(widened.into())));
         let reshaped = eg.add(TensorLang::Reshape([m[self.x], shape_leaf]));
         let q_leaf = eg.add(TensorLang::Attr(Attr::usizes(&q)));
         union_same_facts(eg, eclass, TensorLang::Permute([reshaped, q_leaf]), rule)
@@ -308,7 +310,7 @@ impl Applier<TensorLang, crate::ir::egraph::IndexBook> for PermuteMovingOnes {
             return vec![];
         }
         let permuted: Vec<_> = p.iter().map(|a| xf.shape[*a].clone()).collect();
-        let leaf = eg.add(TensorLang::Attr(Attr::Shape(permuted)));
+        let leaf = eg.add(TensorLang::Attr(Attr::Shape(permuted.into())));
         union_same_facts(eg, eclass, TensorLang::Reshape([m[self.x], leaf]), rule)
     }
 }

@@ -342,7 +342,7 @@ impl Applier<TensorLang, IndexBook> for ToRead {
 
 fn shape_of(eg: &TensorGraph, s: &Subst, v: &str) -> Option<Vec<Dim>> {
     match attr(eg, s[var(v)]) {
-        Some(Attr::Shape(sh)) => Some(sh.clone()),
+        Some(Attr::Shape(sh)) => Some(sh.to_vec()),
         _ => None,
     }
 }

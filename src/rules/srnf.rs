@@ -141,7 +141,7 @@ impl Applier<TensorLang, IndexBook> for UnitAxes {
                 vec![]
             };
         }
-        let sh = leaf(eg, Attr::Shape(out));
+        let sh = leaf(eg, Attr::Shape(out.into()));
         union_same_facts(eg, eclass, TensorLang::Reshape([c, sh]), rule)
     }
 }
@@ -226,14 +226,14 @@ impl Applier<TensorLang, IndexBook> for Hoist {
         };
         let squeezed = drop_axes(&gf.shape, &k);
         if squeezed != gf.shape {
-            let sh = leaf(eg, Attr::Shape(squeezed.clone()));
+            let sh = leaf(eg, Attr::Shape(squeezed.clone().into()));
             let Some(r) = try_add(eg, TensorLang::Reshape([g, sh])) else {
                 return vec![];
             };
             g = r;
         }
         if squeezed != out {
-            let sh = leaf(eg, Attr::Shape(out));
+            let sh = leaf(eg, Attr::Shape(out.into()));
             let Some(e) = try_add(eg, TensorLang::Expand([g, sh])) else {
                 return vec![];
             };

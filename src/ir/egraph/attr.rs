@@ -15,6 +15,7 @@ use crate::ir::num::Num;
 use crate::ir::tiny::{AffineIndex, ReduceOp};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// An attribute value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -26,7 +27,7 @@ pub enum Attr {
     /// Compared by bits: `0.0` and `-0.0` are distinct leaves.
     Num(Num),
     /// A shape, or SHRINK's `lo`/`hi`.
-    Shape(Vec<Dim>),
+    Shape(Arc<[Dim]>),
     /// Permutation, axes, steps.
     Ints(Vec<i64>),
     Pads(Vec<(i64, i64)>),
@@ -155,7 +156,7 @@ impl FromStr for Attr {
                     Err(_) => Err(format!("bad size `{x}`")),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            return Ok(Attr::Shape(dims));
+            return Ok(Attr::Shape(dims.into()));
         }
         if let Ok(v) = s.parse::<f64>() {
             return Ok(Attr::num(v));

@@ -88,7 +88,7 @@ pub fn tiny_parts<'a>(
         _ => None,
     };
     let shape = |id: Id| match attr(id) {
-        Some(Attr::Shape(s)) => Some(s.clone()),
+        Some(Attr::Shape(s)) => Some(s.to_vec()),
         _ => None,
     };
     let num = |id: Id| match attr(id) {

@@ -266,9 +266,12 @@ impl Bounds<'_> {
     /// Decides exactly whether index `m` leaves `[0, size)` at a point of the box where every
     /// guard holds: `Some(None)` when it never does, `Some(Some((lo, hi)))` with the range of the
     /// offending indices when it does, `None` when undecidable here (an unknown extent or
-    /// symbol, overflow, or more than [`EXACT_BUDGET`] points). Only the guards connected to the
-    /// index through shared axes are used (the others cannot change which indices it reaches,
-    /// short of being unsatisfiable, which only makes the answer conservative).
+    /// symbol, overflow, or more than [`EXACT_BUDGET`] points). Every guard is used when the box
+    /// over all their axes fits the budget (so an unsatisfiable guard on other axes — a pad of
+    /// an empty tensor read at a constant index — shows the read never runs); otherwise only
+    /// the guards connected to the index through shared axes (the others cannot change which
+    /// indices it reaches, short of being unsatisfiable, which only makes the answer
+    /// conservative).
     pub(super) fn exact(
         &self,
         m: &AxisExpr,
@@ -280,7 +283,18 @@ impl Bounds<'_> {
             .iter()
             .map(|(_, a, b)| self.axes(a).union(&self.axes(b)).copied().collect())
             .collect();
-        let mut used = vec![false; guards.len()];
+        let all: BTreeSet<usize> = guard_axes.iter().flatten().chain(&axes).copied().collect();
+        let fits = all
+            .iter()
+            .try_fold(1u64, |n, p| {
+                let e = u64::try_from(self.extent(*p)?).ok()?;
+                n.checked_mul(e.max(1))
+            })
+            .is_some_and(|n| n <= EXACT_BUDGET);
+        if fits {
+            axes = all;
+        }
+        let mut used = vec![fits; guards.len()];
         let mut grew = true;
         while grew {
             grew = false;

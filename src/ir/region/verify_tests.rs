@@ -62,6 +62,17 @@ fn a_guard_that_never_holds_makes_its_branch_dead() {
     let dead = json!({"select": {"pred": {"lt": [{"add": ["i", 5]}, 4]},
         "then": read(json!({"add": ["i", 5]})), "else": 0.0}});
     assert_eq!(unguarded(verify(&region(json!(3), dead))), None);
+    // Contradictory guards on an axis the index does not use: the read at the constant index 4
+    // (outside X) never runs (a pad of an empty tensor, read through a view).
+    let contradiction = json!({"select": {"pred": {"and": [{"ge": ["i", 1]}, {"lt": ["i", 1]}]},
+        "then": read(json!(4)), "else": 0.0}});
+    assert_eq!(unguarded(verify(&region(json!(3), contradiction))), None);
+    let satisfiable = json!({"select": {"pred": {"and": [{"ge": ["i", 1]}, {"lt": ["i", 2]}]},
+        "then": read(json!(4)), "else": 0.0}});
+    assert_eq!(
+        unguarded(verify(&region(json!(3), satisfiable))),
+        Some((4, 4))
+    );
     // An empty `or` is false too.
     let never = json!({"select": {"pred": {"or": []}, "then": read(json!(7)), "else": 0.0}});
     assert_eq!(unguarded(verify(&region(json!(3), never))), None);
