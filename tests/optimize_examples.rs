@@ -335,3 +335,29 @@ fn rewrite_chains_name_rules() {
         }
     }
 }
+
+/// `--explain`'s covers on one encoder layer: every frontend node is covered by some kernel, and
+/// the three projections of X (which share X's cast and reshape) are each attributed to their
+/// own kernel only.
+#[test]
+fn encoder_covers_attribute_each_projection_to_its_kernel() {
+    use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
+    let doc = transformer_encoder(&EncoderConfig::bert_base(1));
+    let p = lowered_doc(&doc.to_string(), "encoder.json");
+    let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
+    let covers: Vec<&Vec<String>> = o.kernels.iter().map(|k| &k.covers).collect();
+    for node in doc["graph"].as_array().expect("a graph") {
+        let name = node["name"].as_str().expect("named nodes");
+        assert!(
+            covers.iter().any(|c| c.iter().any(|t| t == name)),
+            "{name} is covered by no kernel: {covers:?}"
+        );
+    }
+    for proj in ["l0.q.mm", "l0.k.mm", "l0.v.mm"] {
+        let n = covers
+            .iter()
+            .filter(|c| c.iter().any(|t| t == proj))
+            .count();
+        assert_eq!(n, 1, "{proj}: {covers:?}");
+    }
+}

@@ -4,12 +4,12 @@
 
 use super::OptimizeError;
 use crate::extract::kernels::{kernel_own_cost, CostSizes, KernelCost};
-use crate::ir::egraph::kernel::kernel_parts;
+use crate::ir::egraph::kernel::{body_classes, kernel_parts};
 use crate::ir::egraph::{Attr, TensorGraph, TensorLang};
 use crate::ir::region::program::{Buffer, RegionProgram, Step};
 use crate::ir::region::synth::{synthesize, SynthArg};
 use crate::ir::region::Materialize;
-use crate::ir::tiny::{Program, Src};
+use crate::ir::tiny::{Program, Src, UOp};
 use egg::{Id, RecExpr};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -411,49 +411,117 @@ pub fn build_program(
     Ok((program, infos))
 }
 
-/// For each kernel's class, the frontend nodes (Tiny tags) of the original nodes it computes:
-/// walking the original program down from the nodes in the kernel's class, stopping at values
-/// another step materializes.
+/// For each kernel's class, the frontend nodes (Tiny tags) it computes, in program order of
+/// their results (last Tiny nodes). A frontend node is covered by kernel K when one of its Tiny
+/// nodes
+/// - is in the e-class of a node of K's body, and is computing or the frontend node's result
+///   (movement and casts that are not results do not count: the same cast of X before three
+///   matmuls is one e-class read by all three), or
+/// - is reached from the original nodes of K's class by walking the original program down
+///   through classes no other step materializes and no other kernel's body computes (what K
+///   recomputes under another layout: a bias add spelled on the fp32 accumulator), unless it
+///   is a view or cast of a frontend node whose computing nodes another kernel computes.
+///
+/// A value recomputed by two kernels is covered by both.
 fn cover_map(
     eg: &TensorGraph,
     prog: &Program,
     class: &[Id],
     order: &[(Id, Realized)],
 ) -> HashMap<Id, Vec<String>> {
+    let attr = |id: Id| eg[id].data.attr();
+    let class_of = |k: usize| eg.find(class[k]);
     let materialized: BTreeSet<Id> = order.iter().map(|(c, _)| *c).collect();
     let mut by_class: BTreeMap<Id, Vec<usize>> = BTreeMap::new();
-    for (k, c) in class.iter().enumerate() {
-        by_class.entry(eg.find(*c)).or_default().push(k);
+    for k in 0..prog.nodes.len() {
+        by_class.entry(class_of(k)).or_default().push(k);
+    }
+    // Each tag with its last Tiny node, in the order of those nodes.
+    let mut last: BTreeMap<&String, usize> = BTreeMap::new();
+    for (k, node) in prog.nodes.iter().enumerate() {
+        if let Some(t) = &node.tag {
+            last.insert(t, k);
+        }
+    }
+    let mut results: Vec<(&String, usize)> = last.into_iter().collect();
+    results.sort_by_key(|(_, k)| *k);
+    let is_result = |k: usize| results.iter().any(|(_, r)| *r == k);
+    let is_view = |k: usize| {
+        let u = &prog.nodes[k].uop;
+        u.is_movement() || matches!(u, UOp::Cast)
+    };
+    // Per tag, the classes of its computing (not view) nodes.
+    let mut computing: BTreeMap<&String, Vec<Id>> = BTreeMap::new();
+    for (k, node) in prog.nodes.iter().enumerate() {
+        if let (Some(t), false) = (&node.tag, is_view(k)) {
+            computing.entry(t).or_default().push(class_of(k));
+        }
+    }
+    // The classes each kernel's body computes.
+    let mut computed: Vec<(Id, BTreeSet<Id>)> = Vec::new();
+    for (c, r) in order {
+        let Realized::Kernel(TensorLang::Kernel(ch)) = r else {
+            continue;
+        };
+        let Ok((body, inputs)) = kernel_parts(ch, &attr) else {
+            continue;
+        };
+        let inputs: Vec<Id> = inputs.iter().map(|i| eg.find(*i)).collect();
+        let set = body_classes(body.expr(), &inputs, &|n| eg.lookup(n.clone()))
+            .into_iter()
+            .zip(body.expr().as_ref())
+            .filter(|(_, n)| !matches!(n, TensorLang::Attr(_)))
+            .filter_map(|(k, _)| k)
+            .collect();
+        computed.push((*c, set));
     }
     let mut out = HashMap::new();
-    for (c, r) in order {
-        if !matches!(r, Realized::Kernel(_)) {
-            continue;
-        }
-        let mut seen: BTreeSet<usize> = BTreeSet::new();
+    for (c, mine) in &computed {
+        let elsewhere: BTreeSet<Id> = computed
+            .iter()
+            .filter(|(o, _)| o != c)
+            .flat_map(|(_, s)| s.difference(mine).copied())
+            .collect();
+        let mut covered: BTreeSet<usize> = (0..prog.nodes.len())
+            .filter(|k| mine.contains(&class_of(*k)))
+            .filter(|k| !is_view(*k) || is_result(*k))
+            .collect();
         let mut stack: Vec<usize> = by_class.get(c).cloned().unwrap_or_default();
+        let mut walked: BTreeSet<usize> = BTreeSet::new();
         while let Some(k) = stack.pop() {
-            if !seen.insert(k) {
+            if !walked.insert(k) {
                 continue;
+            }
+            // A view or cast counts unless its frontend node computes elsewhere (the reshape
+            // ending a matmul another kernel computes is only read here).
+            let computes_elsewhere = prog.nodes[k]
+                .tag
+                .as_ref()
+                .and_then(|t| computing.get(t))
+                .is_some_and(|cs| cs.iter().any(|c| elsewhere.contains(c)));
+            if !is_view(k) || !computes_elsewhere {
+                covered.insert(k);
             }
             for s in &prog.nodes[k].src {
                 if let Src::Node(n) = s {
-                    let cn = eg.find(class[n.index()]);
-                    if !materialized.contains(&cn) || cn == *c {
-                        stack.push(n.index());
+                    let (n, cn) = (n.index(), class_of(n.index()));
+                    let open = cn == *c || !(materialized.contains(&cn) || elsewhere.contains(&cn));
+                    if open {
+                        stack.push(n);
                     }
                 }
             }
         }
-        let mut tags: Vec<(usize, String)> = Vec::new();
-        for k in seen {
-            if let Some(t) = &prog.nodes[k].tag {
-                if !tags.iter().any(|(_, x)| x == t) {
-                    tags.push((k, t.clone()));
-                }
-            }
-        }
-        out.insert(*c, tags.into_iter().map(|(_, t)| t).collect());
+        let tags: BTreeSet<&String> = covered
+            .iter()
+            .filter_map(|k| prog.nodes[*k].tag.as_ref())
+            .collect();
+        let tags: Vec<String> = results
+            .iter()
+            .filter(|(t, _)| tags.contains(t))
+            .map(|(t, _)| (*t).clone())
+            .collect();
+        out.insert(*c, tags);
     }
     out
 }

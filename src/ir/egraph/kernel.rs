@@ -233,6 +233,47 @@ pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLa
     (out, new_inputs)
 }
 
+/// The e-class of a body node, given the classes of the nodes before it (`None` when it or a
+/// child is not an e-node of the e-graph `class_of` looks up).
+fn node_class(
+    node: &TensorLang,
+    inputs: &[Id],
+    classes: &[Option<Id>],
+    class_of: &dyn Fn(&TensorLang) -> Option<Id>,
+) -> Option<Id> {
+    match node {
+        TensorLang::Attr(Attr::Arg(i)) => inputs.get(*i as usize).copied(),
+        n => {
+            let mut known = true;
+            let looked = n.clone().map_children(|c| {
+                let cc = classes[usize::from(c)];
+                known &= cc.is_some();
+                cc.unwrap_or(c)
+            });
+            if known {
+                class_of(&looked)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// The e-class of every node of a body whose placeholder `$i` stands for class `inputs[i]`
+/// (`class_of` looks a node up in the e-graph, its children given as e-class ids).
+pub fn body_classes(
+    body: &RecExpr<TensorLang>,
+    inputs: &[Id],
+    class_of: &dyn Fn(&TensorLang) -> Option<Id>,
+) -> Vec<Option<Id>> {
+    let mut classes: Vec<Option<Id>> = Vec::with_capacity(body.as_ref().len());
+    for node in body.as_ref() {
+        let c = node_class(node, inputs, &classes, class_of);
+        classes.push(c);
+    }
+    classes
+}
+
 /// Merges the nodes of a body that compute the same e-class, and replaces a node computing one
 /// of the kernel's input classes by that input's placeholder. `class_of` looks a node up in the
 /// e-graph, its children given as e-class ids (`None`: not an e-node there). Growth builds bodies
@@ -254,22 +295,7 @@ pub fn merge_same_class(
     let mut by_class: FxHashMap<Id, Id> = FxHashMap::default();
     let mut merged = false;
     for node in nodes {
-        let class = match node {
-            TensorLang::Attr(Attr::Arg(i)) => inputs.get(*i as usize).copied(),
-            n => {
-                let mut known = true;
-                let looked = n.clone().map_children(|c| {
-                    let cc = classes[usize::from(c)];
-                    known &= cc.is_some();
-                    cc.unwrap_or(c)
-                });
-                if known {
-                    class_of(&looked)
-                } else {
-                    None
-                }
-            }
-        };
+        let class = node_class(node, inputs, &classes, class_of);
         classes.push(class);
         if let Some(&id) = class.and_then(|c| by_class.get(&c)) {
             merged = true;
