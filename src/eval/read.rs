@@ -116,16 +116,7 @@ impl Guard {
                 }
                 Some(false)
             }
-            Guard::Cmp(op, a, b) => {
-                let (a, b) = (a.at(i)?, b.at(i)?);
-                Some(match op {
-                    CmpOp::Ge => a >= b,
-                    CmpOp::Gt => a > b,
-                    CmpOp::Le => a <= b,
-                    CmpOp::Lt => a < b,
-                    CmpOp::Eq => a == b,
-                })
-            }
+            Guard::Cmp(op, a, b) => Some(op.holds(a.at(i)?, b.at(i)?)),
         }
     }
 }

@@ -37,6 +37,19 @@ pub enum CmpOp {
     Eq,
 }
 
+impl CmpOp {
+    /// `a op b`.
+    pub fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            CmpOp::Ge => a >= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Le => a <= b,
+            CmpOp::Lt => a < b,
+            CmpOp::Eq => a == b,
+        }
+    }
+}
+
 /// A predicate over axes and symbols.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Pred {
@@ -237,16 +250,7 @@ impl Pred {
                 }
                 false
             }
-            Pred::Cmp(op, a, b) => {
-                let (a, b) = (a.eval(env)?, b.eval(env)?);
-                match op {
-                    CmpOp::Ge => a >= b,
-                    CmpOp::Gt => a > b,
-                    CmpOp::Le => a <= b,
-                    CmpOp::Lt => a < b,
-                    CmpOp::Eq => a == b,
-                }
-            }
+            Pred::Cmp(op, a, b) => op.holds(a.eval(env)?, b.eval(env)?),
         })
     }
 

@@ -182,22 +182,7 @@ pub fn fusion_reasons(body: &RecExpr<TensorLang>) -> Vec<String> {
             ));
         }
     }
-    let moves = nodes
-        .iter()
-        .filter(|n| {
-            matches!(
-                n,
-                T::Reshape(_)
-                    | T::Permute(_)
-                    | T::Expand(_)
-                    | T::Pad(_)
-                    | T::Shrink(_)
-                    | T::Flip(_)
-                    | T::View(_)
-                    | T::Read(_)
-            )
-        })
-        .count();
+    let moves = nodes.iter().filter(|n| n.is_movement()).count();
     if moves > 0 {
         reasons.push(format!(
             "{moves} movement op(s) folded into the reads' index maps (no copy kernel)"
@@ -445,7 +430,8 @@ fn cover_map(
     }
     let mut results: Vec<(&String, usize)> = last.into_iter().collect();
     results.sort_by_key(|(_, k)| *k);
-    let is_result = |k: usize| results.iter().any(|(_, r)| *r == k);
+    let result_nodes: BTreeSet<usize> = results.iter().map(|(_, k)| *k).collect();
+    let is_result = |k: usize| result_nodes.contains(&k);
     let is_view = |k: usize| {
         let u = &prog.nodes[k].uop;
         u.is_movement() || matches!(u, UOp::Cast)

@@ -54,28 +54,12 @@ fn unguarded(shape: &[Dim], index: Vec<AxisExpr>) -> AccessMap {
     }
 }
 
-/// True for e-nodes that only re-index their operand.
-pub fn is_view_node(n: &TensorLang) -> bool {
-    use TensorLang as T;
-    matches!(
-        n,
-        T::Reshape(_)
-            | T::Permute(_)
-            | T::Expand(_)
-            | T::Pad(_)
-            | T::Shrink(_)
-            | T::Flip(_)
-            | T::View(_)
-            | T::Read(_)
-    )
-}
-
 /// The class holds a value computed by something other than a view (INPUT, CONST, compute).
 pub fn is_base(eg: &TensorGraph, id: Id) -> bool {
     eg[id]
         .nodes
         .iter()
-        .any(|n| !is_view_node(n) && !n.is_attr())
+        .any(|n| !n.is_movement() && !n.is_attr())
 }
 
 /// RESHAPE `s → t` (row-major). Axes are grouped at the prefix products the two shapes share;
@@ -415,7 +399,7 @@ impl CostFunction<TensorLang> for PreferReads {
     fn cost<C: FnMut(Id) -> usize>(&mut self, enode: &TensorLang, mut costs: C) -> usize {
         let own = match enode {
             TensorLang::Read(_) => 1,
-            n if is_view_node(n) => 1000,
+            n if n.is_movement() => 1000,
             _ => 1,
         };
         enode.fold(own, |sum, id| sum.saturating_add(costs(id)))

@@ -62,10 +62,7 @@ impl KernelBody {
 
     /// Dtype and shape of the kernel's value ([`body_facts`], cached as [`KernelBody::node_facts`]).
     pub fn facts(&self, inputs: &[TensorFacts]) -> Result<TensorFacts, String> {
-        match self.node_facts(inputs)?.last() {
-            Some(Facts::Tensor(t)) => Ok(t.clone()),
-            _ => Err("a kernel body must end in a tensor-valued node".into()),
-        }
+        root_facts(&self.node_facts(inputs)?)
     }
 
     /// The term; its last node is the root.
@@ -167,7 +164,11 @@ pub fn body_facts(
     body: &RecExpr<TensorLang>,
     inputs: &[TensorFacts],
 ) -> Result<TensorFacts, String> {
-    let facts = body_node_facts(body, inputs)?;
+    root_facts(&body_node_facts(body, inputs)?)
+}
+
+/// The facts of a body's root (its last node), which must be a tensor.
+fn root_facts(facts: &[Facts]) -> Result<TensorFacts, String> {
     match facts.last() {
         Some(Facts::Tensor(t)) => Ok(t.clone()),
         _ => Err("a kernel body must end in a tensor-valued node".into()),

@@ -39,16 +39,6 @@ impl C {
     }
 }
 
-fn cmp_holds(op: CmpOp, a: i64, b: i64) -> bool {
-    match op {
-        CmpOp::Ge => a >= b,
-        CmpOp::Gt => a > b,
-        CmpOp::Le => a <= b,
-        CmpOp::Lt => a < b,
-        CmpOp::Eq => a == b,
-    }
-}
-
 /// Position of the innermost binding of `name` in `scope`.
 pub(super) fn lookup(scope: &[(String, Dim)], name: &str) -> Option<usize> {
     scope.iter().rposition(|(n, _)| n == name)
@@ -332,7 +322,7 @@ impl Bounds<'_> {
         loop {
             let mut admitted = true;
             for (op, a, b) in &conds {
-                if !cmp_holds(*op, a.at(&point)?, b.at(&point)?) {
+                if !op.holds(a.at(&point)?, b.at(&point)?) {
                     admitted = false;
                     break;
                 }

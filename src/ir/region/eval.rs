@@ -482,16 +482,7 @@ fn pred(p: &CPred, env: &[i64]) -> bool {
     match p {
         CPred::And(ps) => ps.iter().all(|q| pred(q, env)),
         CPred::Or(ps) => ps.iter().any(|q| pred(q, env)),
-        CPred::Cmp(op, a, b) => {
-            let (a, b) = (axis(a, env), axis(b, env));
-            match op {
-                CmpOp::Ge => a >= b,
-                CmpOp::Gt => a > b,
-                CmpOp::Le => a <= b,
-                CmpOp::Lt => a < b,
-                CmpOp::Eq => a == b,
-            }
-        }
+        CPred::Cmp(op, a, b) => op.holds(axis(a, env), axis(b, env)),
     }
 }
 
