@@ -13,59 +13,14 @@
 
 mod common;
 
-use common::graphgen::{gen_case, panic_message, Case};
+use common::compare_output;
+use common::graphgen::{gen_case, run_reported, Case};
 use dlc_egg::eval::evaluate;
-use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::frontend::{load_str, resolve_symbols};
 use dlc_egg::ir::lower::lower;
 use dlc_egg::ir::region::program::evaluate_program;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
-use dlc_egg::tensor::Tensor;
 use proptest::prelude::*;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// graph-json's tolerance of an output dtype (None: exact).
-fn tolerance(dt: DType) -> Option<f64> {
-    match dt {
-        DType::F32 => Some(1e-3),
-        DType::F16 | DType::BF16 => Some(1e-2),
-        _ => None,
-    }
-}
-
-/// Compares one output of the optimized program with the reference evaluator's.
-fn compare(name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
-    if got.dtype != want.dtype || got.shape != want.shape {
-        return Err(format!(
-            "output {name}: optimized {} {:?}, reference {} {:?}",
-            got.dtype.name(),
-            got.shape,
-            want.dtype.name(),
-            want.shape
-        ));
-    }
-    let (g, w) = (got.to_f64(), want.to_f64());
-    if g.len() != w.len() {
-        return Err(format!(
-            "output {name}: {} elements, the reference has {}",
-            g.len(),
-            w.len()
-        ));
-    }
-    let tol = tolerance(want.dtype);
-    for (k, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = match tol {
-            Some(t) if b.is_finite() => (a - b).abs() <= t + t * b.abs(),
-            _ => a == b || (a.is_nan() && b.is_nan()),
-        };
-        if !ok {
-            return Err(format!(
-                "output {name}: element {k} is {a}, the reference evaluator says {b}\n  got  {g:?}\n  want {w:?}"
-            ));
-        }
-    }
-    Ok(())
-}
 
 fn run_case(case: &Case) -> Result<(), String> {
     let text = case.doc.to_string();
@@ -84,23 +39,12 @@ fn run_case(case: &Case) -> Result<(), String> {
         let t = got
             .get(name)
             .ok_or_else(|| format!("output {name} missing from the optimized program"))?;
-        compare(name, t, w)?;
+        compare_output(name, t, w, "the reference evaluator")?;
     }
     if let Some(extra) = got.keys().find(|k| !want.contains_key(*k)) {
         return Err(format!("the optimized program has an extra output {extra}"));
     }
     Ok(())
-}
-
-/// Runs a case; a failure or a panic reports the document.
-fn check(case: &Case) -> Result<(), TestCaseError> {
-    let res = catch_unwind(AssertUnwindSafe(|| run_case(case)));
-    let why = match res {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(why)) => why,
-        Err(p) => format!("panic: {}", panic_message(p.as_ref())),
-    };
-    Err(TestCaseError::fail(case.report(&why)))
 }
 
 /// The generator's seed: `OPTIMIZE_FUZZ_SEED`, or a fixed one, so that CI runs the same cases
@@ -133,6 +77,6 @@ proptest! {
     #[test]
     fn optimized_programs_match_the_reference(tape in prop::collection::vec(any::<u32>(), 0..400)) {
         let case = gen_case(&tape);
-        check(&case)?;
+        run_reported(&case, run_case).map_err(TestCaseError::fail)?;
     }
 }

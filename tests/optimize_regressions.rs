@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{names, one_op, rand_tensor};
+use common::{compare_output, names, one_op, rand_tensor};
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::frontend::{load_str, resolve_symbols};
@@ -24,27 +24,8 @@ fn check_optimized(doc: &str, inputs: Vec<(&str, Tensor)>) {
         let t = got
             .get(name)
             .unwrap_or_else(|| panic!("output {name} missing"));
-        assert_eq!(
-            (t.dtype, &t.shape),
-            (w.dtype, &w.shape),
-            "output {name}: dtype/shape"
-        );
-        let tol = match w.dtype {
-            DType::F32 => 1e-3,
-            DType::F16 | DType::BF16 => 1e-2,
-            _ => 0.0,
-        };
-        let (g, wv) = (t.to_f64(), w.to_f64());
-        for (k, (a, b)) in g.iter().zip(&wv).enumerate() {
-            let ok = if b.is_finite() {
-                (a - b).abs() <= tol + tol * b.abs()
-            } else {
-                a == b || (a.is_nan() && b.is_nan())
-            };
-            assert!(
-                ok,
-                "output {name}: element {k} is {a}, the reference says {b}\n  got  {g:?}\n  want {wv:?}"
-            );
+        if let Err(why) = compare_output(name, t, w, "the reference") {
+            panic!("{why}");
         }
     }
 }

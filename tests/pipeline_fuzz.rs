@@ -17,7 +17,8 @@
 mod common;
 
 use common::graphgen::oracle_exact::ravel;
-use common::graphgen::{gen_case, panic_message, Case, BINARY, UNARY};
+use common::graphgen::{gen_case, run_reported, Case, BINARY, UNARY};
+use common::within;
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::frontend::{load_str, resolve_symbols};
@@ -27,7 +28,6 @@ use dlc_egg::tensor::Tensor;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 // ---------------------------------------------------------------------------------------------
 // Running a case.
@@ -93,7 +93,7 @@ fn run_case(case: &Case) -> Result<(), String> {
         if let Some(want) = &o.refv {
             let got = t.to_f64();
             for (k, (a, b)) in got.iter().zip(want).enumerate() {
-                if !(a == b || (a.is_nan() && b.is_nan())) {
+                if !within(*a, *b, None) {
                     return Err(format!(
                         "output {}: element {k} is {a}, the naive interpreter says {b}\n  got  {got:?}\n  want {want:?}",
                         o.name
@@ -106,12 +106,7 @@ fn run_case(case: &Case) -> Result<(), String> {
             let tol = if o.dtype == DType::F32 { 1e-3 } else { 1e-2 };
             let got = t.to_f64();
             for (k, (a, b)) in got.iter().zip(want).enumerate() {
-                let close = if b.is_finite() {
-                    (a - b).abs() <= tol + tol * b.abs()
-                } else {
-                    a == b || (a.is_nan() && b.is_nan())
-                };
-                if !close {
+                if !within(*a, *b, Some(tol)) {
                     return Err(format!(
                         "output {}: element {k} is {a}, the f64 oracle says {b}\n  got  {got:?}\n  want {want:?}",
                         o.name
@@ -121,17 +116,6 @@ fn run_case(case: &Case) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Runs a case; a failure or a panic reports the document.
-fn check(case: &Case) -> Result<(), TestCaseError> {
-    let res = catch_unwind(AssertUnwindSafe(|| run_case(case)));
-    let why = match res {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(why)) => why,
-        Err(p) => format!("panic: {}", panic_message(p.as_ref())),
-    };
-    Err(TestCaseError::fail(case.report(&why)))
 }
 
 /// Case count: 2000 (about a second), or `PIPELINE_FUZZ_CASES` for a longer run.
@@ -155,7 +139,7 @@ proptest! {
     #[test]
     fn valid_graphs_lower_and_evaluate(tape in prop::collection::vec(any::<u32>(), 0..400)) {
         let case = gen_case(&tape);
-        check(&case)?;
+        run_reported(&case, run_case).map_err(TestCaseError::fail)?;
     }
 }
 

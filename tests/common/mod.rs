@@ -128,6 +128,56 @@ pub fn run_y(graph_json: &str, inputs: Vec<(&str, Tensor)>) -> Tensor {
     out.remove("Y").expect("output Y")
 }
 
+/// graph-json's tolerance of an output dtype: 1e-3 for fp32, 1e-2 for fp16/bf16, `None` (exact)
+/// for i32 and bool.
+pub fn graph_json_tolerance(dt: DType) -> Option<f64> {
+    match dt {
+        DType::F32 => Some(1e-3),
+        DType::F16 | DType::BF16 => Some(1e-2),
+        _ => None,
+    }
+}
+
+/// `|a − b| <= tol + tol·|b|`; exactly (NaN by NaN) without a tolerance or when `b` is not
+/// finite.
+pub fn within(a: f64, b: f64, tol: Option<f64>) -> bool {
+    match tol {
+        Some(t) if b.is_finite() => (a - b).abs() <= t + t * b.abs(),
+        _ => a == b || (a.is_nan() && b.is_nan()),
+    }
+}
+
+/// One output against its reference (`who` names it in the message): same dtype and shape, values
+/// within graph-json's tolerances ([`graph_json_tolerance`], [`within`]).
+pub fn compare_output(name: &str, got: &Tensor, want: &Tensor, who: &str) -> Result<(), String> {
+    if got.dtype != want.dtype || got.shape != want.shape {
+        return Err(format!(
+            "output {name}: {} {:?}, {who} {} {:?}",
+            got.dtype.name(),
+            got.shape,
+            want.dtype.name(),
+            want.shape
+        ));
+    }
+    let (g, w) = (got.to_f64(), want.to_f64());
+    if g.len() != w.len() {
+        return Err(format!(
+            "output {name}: {} elements, {who} has {}",
+            g.len(),
+            w.len()
+        ));
+    }
+    let tol = graph_json_tolerance(want.dtype);
+    for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+        if !within(*a, *b, tol) {
+            return Err(format!(
+                "output {name}: element {k} is {a}, {who} says {b}\n  got  {g:?}\n  want {w:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Asserts `|got − want| <= atol + rtol·|want|` elementwise (NaN matches NaN, ±inf must match).
 pub fn assert_close(got: &Tensor, want: &[f64], shape: &[usize], rtol: f64, atol: f64) {
     assert_eq!(got.shape, shape, "shape");

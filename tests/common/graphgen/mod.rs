@@ -720,6 +720,16 @@ pub fn panic_message(p: &(dyn Any + Send)) -> String {
         .unwrap_or_default()
 }
 
+/// Runs `run` on a case, catching panics; a failure or a panic gives the case's report.
+pub fn run_reported(case: &Case, run: fn(&Case) -> Result<(), String>) -> Result<(), String> {
+    let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(case))) {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(why)) => why,
+        Err(p) => format!("panic: {}", panic_message(p.as_ref())),
+    };
+    Err(case.report(&why))
+}
+
 /// The case a tape generates.
 pub fn gen_case(tape: &[u32]) -> Case {
     Gen::new(tape).case()

@@ -195,7 +195,10 @@ impl Gen<'_> {
         }
     }
 
-    pub(super) fn conv(&mut self) {
+    /// The input of a (transposed) convolution — an existing float tensor of rank 3 or 4 with a
+    /// declarable channel count, or a fresh one — with its channel count and a group count
+    /// dividing it.
+    fn grouped_conv_input(&mut self) -> (Tn, Dim, i64) {
         let x = self.existing(|t| {
             (t.rank() == 3 || t.rank() == 4) && t.dtype.is_float() && declarable(&t.shape[1])
         });
@@ -215,6 +218,11 @@ impl Gen<'_> {
             .filter(|g| *g == 1 || cv.is_some_and(|c| c > 0 && c % g == 0))
             .collect();
         let g = self.tp.pick(&gs);
+        (x, c, g)
+    }
+
+    pub(super) fn conv(&mut self) {
+        let (x, c, g) = self.grouped_conv_input();
         let cout = g * self.tp.range(1, 2);
         let nsp = x.rank() - 2;
         let (mut ks, mut st, mut dl, mut pd) = (vec![], vec![], vec![], vec![]);
@@ -263,7 +271,7 @@ impl Gen<'_> {
                 st.push(1);
             }
         }
-        let cg = match cv {
+        let cg = match c.as_int() {
             Some(v) => Dim::int(v / g),
             None => c.clone(),
         };
@@ -312,25 +320,7 @@ impl Gen<'_> {
     }
 
     pub(super) fn conv_transpose(&mut self) {
-        let x = self.existing(|t| {
-            (t.rank() == 3 || t.rank() == 4) && t.dtype.is_float() && declarable(&t.shape[1])
-        });
-        let x = match x {
-            Some(x) => x,
-            None => {
-                let dt = self.float_dt();
-                let g = self.tp.range(1, 3);
-                let c = Dim::int(g * self.tp.range(1, 2));
-                self.window_input(|_| false, dt, c)
-            }
-        };
-        let c = x.shape[1].clone();
-        let cv = c.as_int();
-        let gs: Vec<i64> = [1, 2, 3]
-            .into_iter()
-            .filter(|g| *g == 1 || cv.is_some_and(|c| c > 0 && c % g == 0))
-            .collect();
-        let g = self.tp.pick(&gs);
+        let (x, c, g) = self.grouped_conv_input();
         let cout_g = self.tp.range(1, 2);
         let nsp = x.rank() - 2;
         let (mut ks, mut st, mut dl, mut pd, mut op) = (vec![], vec![], vec![], vec![], vec![]);
