@@ -1,8 +1,10 @@
 //! DAG-aware extraction, quality and speed: the fast and the exact extractor
 //! (`dlc_egg::extract::dag`) on every extraction-gym e-graph in `shared/data/extraction-gym`, on
-//! the final e-graphs of `dlc_egg::optimize` for `examples/*.json` (priced by
-//! `extract::cover::node_price`, as the optimizer and `dlc-egg optimize --dump egraph` price them), and on a 100k-e-node union of five copies of
-//! `tensat/bert.json` (fast only; run when all gym files are).
+//! the final e-graphs of `dlc_egg::optimize` for `examples/*.json` and for the transformer
+//! encoders of `bench/egraph.rs` (1 and 2 layers; 4 and 12 when timed), priced by
+//! `extract::cover::node_price` (predicted kernel times, as the optimizer and `dlc-egg optimize
+//! --dump egraph` price them), and on a 100k-e-node union of five copies of `tensat/bert.json`
+//! (fast only; run when all gym files are).
 //!
 //! Before timing, prints one table row per e-graph: sizes, both DAG costs, fast/exact, both times
 //! (one untimed run each) and whether exact proved optimality; then the geometric mean and the
@@ -19,8 +21,8 @@ use dlc_egg::extract::cover::node_price;
 use dlc_egg::extract::dag::{
     dag_cost, ExactExtractor, ExtractOptions, Extractor, FastExtractor, Problem, Status,
 };
-use dlc_egg::extract::kernels::CostSizes;
 use dlc_egg::extract::serialize::{load, to_serialized};
+use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use std::hint::black_box;
@@ -86,14 +88,16 @@ fn gym_files(dir: &Path, timed: bool) -> (Vec<String>, bool) {
 /// The final e-graph of `optimize` on an example, priced as `dlc-egg optimize --dump egraph`.
 fn example_problem(path: &Path) -> Problem {
     let g = frontend::load_file(path).unwrap_or_else(|d| panic!("{d}"));
-    let prog = lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
+    graph_problem(&g)
+}
+
+/// The final e-graph of `optimize` on a graph, priced as `dlc-egg optimize --dump egraph`
+/// (predicted kernel times in ns on the default target, H100).
+fn graph_problem(g: &dlc_egg::ir::frontend::Graph) -> Problem {
+    let prog = lower::lower(g).unwrap_or_else(|d| panic!("{d}"));
     let o = optimize(&prog, &OptimizeOptions::default()).expect("the example optimizes");
-    let sizes = CostSizes {
-        bindings: prog.symbols.clone(),
-        default_size: OptimizeOptions::default().default_size,
-    };
     let eg = &o.egraph;
-    let s = to_serialized(eg, &o.roots, &|n| node_price(eg, n, &sizes));
+    let s = to_serialized(eg, &o.roots, &|n| node_price(eg, n, &o.model));
     Problem::from_serialized(&s).expect("exported e-graphs are valid problems")
 }
 
@@ -144,6 +148,18 @@ fn cases(timed: bool) -> Vec<Case> {
         out.push(Case {
             name,
             problem: example_problem(&path),
+            run_exact: true,
+        });
+    }
+    // The transformer encoders of the e-graph benchmark (`bench/egraph.rs`): 1 and 2 layers in
+    // every run, 4 and 12 when timed.
+    let layers: &[usize] = if timed { &[1, 2, 4, 12] } else { &[1, 2] };
+    for &l in layers {
+        let doc = transformer_encoder(&EncoderConfig::bert_base(l)).to_string();
+        let g = frontend::load_str(&doc, "encoder.json").unwrap_or_else(|d| panic!("{d}"));
+        out.push(Case {
+            name: format!("encoder, {l} layer(s)"),
+            problem: graph_problem(&g),
             run_exact: true,
         });
     }

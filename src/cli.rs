@@ -421,6 +421,8 @@ pub enum DumpLayer {
     Egraph,
     /// The extracted region program (`optimize` only).
     Region,
+    /// Each kernel's Schedule Plan (`optimize` only).
+    Plan,
 }
 
 impl DumpLayer {
@@ -431,6 +433,7 @@ impl DumpLayer {
         DumpLayer::Indexbook,
         DumpLayer::Egraph,
         DumpLayer::Region,
+        DumpLayer::Plan,
     ];
     /// The layers `lower` can print.
     pub const LOWER: &'static [DumpLayer] = &[
@@ -447,6 +450,7 @@ impl DumpLayer {
             DumpLayer::Indexbook => "indexbook",
             DumpLayer::Egraph => "egraph",
             DumpLayer::Region => "region",
+            DumpLayer::Plan => "plan",
         }
     }
 }
@@ -516,12 +520,13 @@ pub fn dump_document(
             .map(|b| b.to_json())
             .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()})),
         (DumpLayer::Egraph, Some(p)) => match optimized {
-            Some(o) => optimized_egraph_json(o, p),
+            Some(o) => optimized_egraph_json(o),
             None => egraph_json(p),
         },
         (DumpLayer::Region, _) => optimized
             .map(|o| serde_json::to_value(&o.program).unwrap_or(Value::Null))
             .unwrap_or(Value::Null),
+        (DumpLayer::Plan, _) => optimized.map(plan_json).unwrap_or(Value::Null),
         (_, None) => Value::Null,
     };
     match layers {
@@ -554,18 +559,36 @@ fn egraph_json(p: &Program) -> serde_json::Value {
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
 }
 
+/// `--dump plan`: `{"arch", "target", "kernels": [{"kernel", "predicted_us", "plan"}]}`, the plan
+/// in seed 001 §8.1 form.
+fn plan_json(o: &crate::optimize::Optimized) -> serde_json::Value {
+    let kernels: Vec<serde_json::Value> = o
+        .kernels
+        .iter()
+        .map(|k| match &k.plan {
+            Ok(p) => serde_json::json!({
+                "kernel": k.name,
+                "predicted_us": p.predicted_us,
+                "plan": p.plan,
+            }),
+            Err(why) => serde_json::json!({"kernel": k.name, "error": why}),
+        })
+        .collect();
+    serde_json::json!({
+        "arch": o.model.target.arch,
+        "target": o.model.target.name,
+        "kernels": kernels,
+    })
+}
+
 /// The optimizer's final e-graph in egraph-serialize form, priced as the optimizer's extraction
-/// prices it (`extract::cover::node_price`: kernels their byte-equivalents, inputs, reshapes and
-/// attributes nothing, every other e-node not realizable: +∞, written as `f64::MAX`).
-fn optimized_egraph_json(o: &crate::optimize::Optimized, p: &Program) -> serde_json::Value {
+/// prices it (`extract::cover::node_price`: kernels their predicted time in ns, inputs, reshapes
+/// and attributes nothing, every other e-node not realizable: +∞, written as `f64::MAX`).
+fn optimized_egraph_json(o: &crate::optimize::Optimized) -> serde_json::Value {
     use crate::extract::cover::node_price;
-    use crate::extract::kernels::CostSizes;
     let eg = &o.egraph;
-    let sizes = CostSizes {
-        bindings: p.symbols.clone(),
-        default_size: crate::optimize::OptimizeOptions::default().default_size,
-    };
-    let s = crate::extract::serialize::to_serialized(eg, &o.roots, &|n| node_price(eg, n, &sizes));
+    let s =
+        crate::extract::serialize::to_serialized(eg, &o.roots, &|n| node_price(eg, n, &o.model));
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
 }
 

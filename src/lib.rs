@@ -8,14 +8,17 @@
 pub mod bench_graphs;
 pub mod cli;
 pub mod codegen;
+pub mod cost;
 pub mod diag;
 pub mod eval;
 pub mod extract;
 pub mod ir;
 pub mod npy;
 pub mod optimize;
+pub mod plan;
 pub mod rules;
 pub mod run;
+pub mod target;
 pub mod tensor;
 
 pub use diag::{Diagnostic, Diagnostics};

@@ -459,15 +459,11 @@ fn unit_axis_sum_of_negative_zero() {
     );
 }
 
-/// A MatMul whose first operand is a scalar expanded along the contraction axis: srnf may hoist
-/// it (`Σ_k a·b_k = a·Σ_k b_k`), which agrees within tolerance for finite values only.
-///
-/// TODO(issue 3): the multiplicative hoists (`reduce-hoist-invariant-mul`, `-mul-left`,
-/// `-scalar-mul`, `-div`) are not exact when a term is infinite, NaN or overflows: with `a = inf`
-/// and `b = [1, -1, 0.5]` the reference's terms `inf, -inf, inf` sum to NaN while `inf · 0.5` is
-/// `inf` (srnf's contract assumes finite values). Here the cover keeps the unhoisted kernel (it
-/// has fewer ops), so the optimized program matches the reference on the infinite input too;
-/// a cover that picks the hoist fails this test.
+/// A MatMul whose first operand is a scalar expanded along the contraction axis: hoisting it
+/// (`Σ_k a·b_k = a·Σ_k b_k`) is exact for finite values only — with `a = inf` and
+/// `b = [1, -1, 0.5]` the reference's terms `inf, -inf, inf` sum to NaN while `inf · 0.5` is
+/// `inf`. The hoists are `--fast-math` rules (`srnf::FAST_MATH_RULES`), so the default
+/// optimizer matches the reference on the infinite input too, whatever the cost model prefers.
 #[test]
 fn hoisted_scalar_factor_of_a_matmul() {
     let doc = json!({

@@ -1,5 +1,5 @@
 //! `dlc-egg optimize graph.json [--explain] [--report FILE] [--dump LAYERS] [--timings]
-//! [--extractor fast|exact] [--extract-timeout SECS]`.
+//! [--extractor fast|exact] [--extract-timeout SECS] [--arch sm80|sm90] [--fast-math]`.
 
 use super::extract::ExtractorArg;
 use super::{internal_error, parse_dump, DumpLayer};
@@ -7,6 +7,7 @@ use crate::diag::{Diagnostic, Location};
 use crate::ir::frontend;
 use crate::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized};
 use crate::run::{self, Failure};
+use crate::target::Arch;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,7 +31,8 @@ pub struct OptimizeArgs {
     /// Comma-separated layers to print as JSON on stdout: `frontend`, `tiny`, `indexbook` (seed
     /// 001 §4.5 form, of the Tiny program), `egraph` (the final e-graph, egraph-serialize JSON,
     /// kernel nodes priced by the extraction cost), `region` (the extracted program: one RB-SSA
-    /// region per kernel, seed 001 §6.8 form, plus buffer aliases). One layer prints its
+    /// region per kernel, seed 001 §6.8 form, plus buffer aliases), `plan` (each kernel's
+    /// Schedule Plan, seed 001 §8.1 form, with its predicted time). One layer prints its
     /// document; several print an object keyed by layer name.
     #[arg(long, value_name = "LAYERS")]
     pub dump: Option<String>,
@@ -48,6 +50,18 @@ pub struct OptimizeArgs {
     /// worse than the fast extractor's, which seeds it) and the report says `time_limit`.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub extract_timeout: f64,
+
+    /// The GPU kernels are planned and priced for: `sm80` (A100-SXM4-80GB) or `sm90`
+    /// (H100-SXM5-80GB). Changes the plans, the predicted times and so the fusion choices.
+    #[arg(long, value_enum, default_value_t = Arch::Sm90)]
+    pub arch: Arch,
+
+    /// Also apply the rewrites that are exact for finite values only: hoisting a factor or a
+    /// divisor out of a sum (`Σ x·g = (Σ x)·g`), which differs when a term is infinite, NaN or
+    /// overflows. Off by default: the optimized program then matches the reference on every
+    /// input, infinities and NaN included.
+    #[arg(long)]
+    pub fast_math: bool,
 }
 
 /// `dlc-egg optimize`.
@@ -77,6 +91,8 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
             ExtractorArg::Exact => ExtractorKind::Exact,
         },
         extract_time_limit,
+        target: a.arch.target(),
+        fast_math: a.fast_math,
         ..OptimizeOptions::default()
     };
     let o =

@@ -11,19 +11,18 @@
 //! - a reshape, free, whose child is its operand (a reshape of a materialized buffer is an
 //!   alias).
 //!
-//! Prices are byte-equivalents ([`KernelCost::scalar`]). TODO(cost model): issue 4 replaces them
-//! with predicted times.
+//! Prices are predicted times in nanoseconds ([`KernelCost::scalar`]).
 
 use super::dag::{
     ExtractError, ExtractOptions, Extraction, Extractor, Problem, ProblemError, Status,
 };
-use super::kernels::{kernel_own_cost, CostSizes, KernelCost};
+use super::kernels::{kernel_own_cost, CostModel, KernelCost};
 use crate::ir::egraph::{TensorGraph, TensorLang};
 use egg::Id;
 use std::collections::HashMap;
 
 /// The price of one e-node in the extraction problem (`+∞`: not realizable).
-pub fn node_price(eg: &TensorGraph, n: &TensorLang, sizes: &CostSizes) -> f64 {
+pub fn node_price(eg: &TensorGraph, n: &TensorLang, sizes: &CostModel) -> f64 {
     match n {
         TensorLang::Attr(_) | TensorLang::Input(_) | TensorLang::Reshape(_) => 0.0,
         TensorLang::Kernel(_) => kernel_own_cost(eg, n, sizes).scalar(),
@@ -45,7 +44,7 @@ pub struct KernelProblem {
 pub fn kernel_problem(
     eg: &TensorGraph,
     roots: &[Id],
-    sizes: &CostSizes,
+    sizes: &CostModel,
 ) -> Result<KernelProblem, ProblemError> {
     let mut ids: Vec<Id> = eg
         .classes()
@@ -105,7 +104,7 @@ pub struct Cover {
     choice: HashMap<Id, TensorLang>,
     /// Whether the extractor proved the cover optimal.
     pub status: Status,
-    /// The cover's DAG cost in byte-equivalents, and the extractor's lower bound when it has one.
+    /// The cover's DAG cost in nanoseconds of predicted time, and the extractor's lower bound when it has one.
     pub price: f64,
     pub lower_bound: Option<f64>,
 }
@@ -132,7 +131,7 @@ pub enum CoverError {
 pub fn extract_cover(
     eg: &TensorGraph,
     roots: &[Id],
-    sizes: &CostSizes,
+    sizes: &CostModel,
     extractor: &dyn Extractor,
     opts: &ExtractOptions,
 ) -> Result<Cover, CoverError> {
@@ -152,24 +151,16 @@ pub fn extract_cover(
     })
 }
 
-/// Element operations priced like one byte of global memory traffic: an H100 SXM's fp32 peak
-/// over its memory bandwidth (67 TFLOP/s / 3.35 TB/s = 20; an A100's is 10), rounded down to a
-/// power of two. TODO(cost model): issue 4's roofline replaces it.
-pub const FLOPS_PER_BYTE: f64 = 16.0;
-
 impl KernelCost {
-    /// The cost as one number of byte-equivalents, for extractors that add costs: bytes, plus
-    /// 4096 per launch (a launch priced like moving 4 KiB), plus flops / [`FLOPS_PER_BYTE`],
-    /// plus one per narrow rounding and per op (tie-breakers); `+∞` for
-    /// [`KernelCost::INFINITY`]. TODO(cost model): issue 4's time.
+    /// The cost as one number for extractors that add costs: the predicted time in
+    /// nanoseconds, plus 10⁻³ per narrow rounding and 10⁻⁶ per body op (tie-breakers between
+    /// kernels of equal time: the epilogue on the fp32 accumulator, then the smaller body);
+    /// `+∞` for [`KernelCost::INFINITY`].
     pub fn scalar(&self) -> f64 {
         if self.is_infinite() {
             return f64::INFINITY;
         }
-        self.bytes as f64
-            + 4096.0 * self.kernels as f64
-            + self.flops as f64 / FLOPS_PER_BYTE
-            + (self.roundings + self.ops) as f64
+        self.time.0 as f64 / 1e3 + 1e-3 * self.roundings as f64 + 1e-6 * self.ops as f64
     }
 }
 

@@ -3,25 +3,33 @@
 //! a materialized row-major buffer is an alias (same bytes, new shape). Every other e-node costs
 //! [`KernelCost::INFINITY`], so the extracted DAG is a program of kernels.
 //!
-//! TODO(cost model): issue 4 replaces [`KernelCost`] (bytes to and from global memory, launches,
-//! then an estimate of the arithmetic) with the roofline cost model of seed 001 §11.
+//! A kernel's price is its best plan's predicted time (seed 001 §11, `crate::cost`).
 
+use crate::cost::{choose_plan, PlanChoice, Time};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::ir::egraph::kernel::kernel_parts;
+use crate::ir::egraph::kernel::{kernel_parts, KernelBody};
 use crate::ir::egraph::{Facts, TensorFacts, TensorGraph, TensorLang};
+use crate::ir::region::synth::{synthesize, SynthArg};
+use crate::ir::region::Materialize;
+use crate::ir::region::Region;
+use crate::target::Target;
 use egg::Id;
+use egg::RecExpr;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
-/// Cost of realizing a value: bytes moved to and from global memory, kernel launches, roundings
-/// to a narrow float type inside kernel bodies (fewer means the epilogue runs on the fp32
-/// accumulator), arithmetic ([`body_flops`]: recomputation of an elementwise producer inlined
-/// under a broadcast is paid per use), then body ops. The derived order is lexicographic in
-/// that order; extractors add costs as `KernelCost::scalar`. Sums saturate;
-/// [`KernelCost::INFINITY`] marks an unrealizable e-node.
+/// Cost of realizing a value: predicted time ([`Time`], seed 001 §11 through
+/// [`crate::cost::choose_plan`]), then as tie-breakers bytes moved to and from global memory,
+/// kernel launches, roundings to a narrow float type inside kernel bodies (fewer means the
+/// epilogue runs on the fp32 accumulator), arithmetic ([`body_flops`]) and body ops. The
+/// derived order is lexicographic in that order; extractors add costs as `KernelCost::scalar`.
+/// Sums saturate; [`KernelCost::INFINITY`] marks an unrealizable e-node.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct KernelCost {
+    pub time: Time,
     pub bytes: u64,
     pub kernels: u64,
     pub roundings: u64,
@@ -32,6 +40,7 @@ pub struct KernelCost {
 impl KernelCost {
     /// Unrealizable.
     pub const INFINITY: KernelCost = KernelCost {
+        time: Time::INFINITY,
         bytes: u64::MAX,
         kernels: u64::MAX,
         roundings: u64::MAX,
@@ -41,6 +50,7 @@ impl KernelCost {
 
     /// Nothing to pay.
     pub const ZERO: KernelCost = KernelCost {
+        time: Time::ZERO,
         bytes: 0,
         kernels: 0,
         roundings: 0,
@@ -50,7 +60,7 @@ impl KernelCost {
 
     /// True for [`KernelCost::INFINITY`] (or anything saturated to it).
     pub fn is_infinite(&self) -> bool {
-        self.bytes == u64::MAX
+        self.time.is_infinite() || self.bytes == u64::MAX
     }
 
     /// Saturating sum.
@@ -59,6 +69,7 @@ impl KernelCost {
             return KernelCost::INFINITY;
         }
         KernelCost {
+            time: self.time.plus(o.time),
             bytes: self.bytes.saturating_add(o.bytes),
             kernels: self.kernels.saturating_add(o.kernels),
             roundings: self.roundings.saturating_add(o.roundings),
@@ -68,15 +79,71 @@ impl KernelCost {
     }
 }
 
-/// Sizes used to price symbolic shapes: the program's bound symbols, and `default_size` for
-/// every other symbol (TODO(cost model): ShapeSets, issue 6).
+/// What kernels are priced with: the program's bound symbols, `default_size` for every other
+/// symbol (TODO(issue 6): ShapeSets price per shape cluster), the target GPU, and optionally the
+/// regions the legality check already synthesized.
 #[derive(Clone, Debug)]
-pub struct CostSizes {
+pub struct CostModel {
     pub bindings: BTreeMap<String, i64>,
     pub default_size: i64,
+    pub target: Target,
+    pub regions: Option<Arc<RegionCache>>,
 }
 
-impl CostSizes {
+/// Regions synthesized for kernel bodies (inputs `in0`, `in1`, …, output `out`), by body and
+/// input facts: the kernels phase's legality check fills it, pricing reads it, so each body is
+/// synthesized once.
+#[derive(Default)]
+pub struct RegionCache(Mutex<RegionMap>);
+
+type RegionMap = FxHashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), Arc<Region>>;
+
+impl RegionCache {
+    /// The region of `body` over `inputs`, synthesized on first use; `Err` says why the body is
+    /// not one region.
+    pub fn region(
+        &self,
+        body: &RecExpr<TensorLang>,
+        inputs: &[TensorFacts],
+    ) -> Result<Arc<Region>, String> {
+        let key = (body.clone(), inputs.to_vec());
+        if let Some(r) = self.lock().get(&key) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(synthesize_kernel(body, inputs)?);
+        self.lock().insert(key, r.clone());
+        Ok(r)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RegionMap> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl std::fmt::Debug for RegionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RegionCache({} regions)", self.lock().len())
+    }
+}
+
+/// The region of a kernel body: inputs `in0`, `in1`, … with the given facts, output `out`.
+pub fn synthesize_kernel(
+    body: &RecExpr<TensorLang>,
+    inputs: &[TensorFacts],
+) -> Result<Region, String> {
+    let args: Vec<SynthArg> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| SynthArg {
+            name: format!("in{i}"),
+            dtype: f.dtype,
+            shape: f.shape.clone(),
+        })
+        .collect();
+    synthesize("kernel", body, &args, "out", Materialize::Gmem).map_err(|e| e.to_string())
+}
+
+impl CostModel {
     /// Number of elements of `shape` (saturating; unbound symbols take `default_size`).
     pub fn numel(&self, shape: &[Dim]) -> u64 {
         let mut b = self.bindings.clone();
@@ -91,36 +158,42 @@ impl CostSizes {
         })
     }
 
+    /// A fingerprint of the model (target, bindings, default size): the key of the plan choice
+    /// cached on kernel bodies.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        self.target.name.hash(&mut h);
+        self.target.launch_s.to_bits().hash(&mut h);
+        self.bindings.hash(&mut h);
+        self.default_size.hash(&mut h);
+        h.finish()
+    }
+
     /// Bytes of a tensor with these facts.
     pub fn bytes(&self, t: &TensorFacts) -> u64 {
         self.numel(&t.shape).saturating_mul(t.dtype.size_bytes())
     }
 }
 
-/// What one kernel e-node costs by itself (without its inputs' costs).
-pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, sizes: &CostSizes) -> KernelCost {
-    let TensorLang::Kernel(children) = node else {
-        return KernelCost::INFINITY;
-    };
-    let attr = |id: Id| eg[id].data.attr();
-    let Ok((body, inputs)) = kernel_parts(children, &attr) else {
-        return KernelCost::INFINITY;
-    };
-    let Some(in_facts): Option<Vec<TensorFacts>> = inputs
-        .iter()
-        .map(|i| eg[*i].data.tensor().cloned())
-        .collect()
-    else {
+/// What one kernel e-node costs by itself (without its inputs' costs): its best plan's time
+/// ([`kernel_plan`]), bytes, one launch, narrow roundings, flops and ops.
+pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -> KernelCost {
+    let Some((body, in_facts)) = kernel_inputs(eg, node) else {
         return KernelCost::INFINITY;
     };
     let Ok(facts) = body.node_facts(&in_facts) else {
         return KernelCost::INFINITY;
     };
     let out = match facts.last() {
-        Some(Facts::Tensor(t)) => sizes.bytes(t),
+        Some(Facts::Tensor(t)) => model.bytes(t),
         _ => return KernelCost::INFINITY,
     };
-    let read: u64 = in_facts.iter().map(|f| sizes.bytes(f)).sum();
+    let time = match kernel_plan_of(&body, &in_facts, model).as_ref() {
+        Ok(choice) => choice.best.time,
+        Err(_) => return KernelCost::INFINITY,
+    };
+    let read: u64 = in_facts.iter().map(|f| model.bytes(f)).sum();
     let root = body.expr().as_ref().len() - 1;
     let roundings = body
         .expr()
@@ -136,12 +209,62 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, sizes: &CostSizes) -
         })
         .count() as u64;
     KernelCost {
+        time,
         bytes: read.saturating_add(out),
         kernels: 1,
         roundings,
-        flops: body_flops(body.expr(), &facts, sizes),
+        flops: body_flops(body.expr(), &facts, model),
         ops: body.op_count() as u64,
     }
+}
+
+/// The body and input facts of a kernel e-node.
+fn kernel_inputs(eg: &TensorGraph, node: &TensorLang) -> Option<(KernelBody, Vec<TensorFacts>)> {
+    let TensorLang::Kernel(children) = node else {
+        return None;
+    };
+    let attr = |id: Id| eg[id].data.attr();
+    let (body, inputs) = kernel_parts(children, &attr).ok()?;
+    let in_facts: Vec<TensorFacts> = inputs
+        .iter()
+        .map(|i| eg[*i].data.tensor().cloned())
+        .collect::<Option<_>>()?;
+    Some((body.clone(), in_facts))
+}
+
+/// The plan choice of a kernel e-node: its region (inputs `in0`, `in1`, …, output `out`)
+/// through [`crate::cost::choose_plan`], cached on the body for `model`. `Err` says why the
+/// kernel has no region or no plan.
+pub fn kernel_plan(
+    eg: &TensorGraph,
+    node: &TensorLang,
+    model: &CostModel,
+) -> Arc<Result<PlanChoice, String>> {
+    match kernel_inputs(eg, node) {
+        Some((body, facts)) => kernel_plan_of(&body, &facts, model),
+        None => Arc::new(Err("not a kernel e-node with typed inputs".into())),
+    }
+}
+
+fn kernel_plan_of(
+    body: &KernelBody,
+    in_facts: &[TensorFacts],
+    model: &CostModel,
+) -> Arc<Result<PlanChoice, String>> {
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        model.fingerprint().hash(&mut h);
+        in_facts.hash(&mut h);
+        h.finish()
+    };
+    body.derived(key, || {
+        let region = match &model.regions {
+            Some(cache) => cache.region(body.expr(), in_facts)?,
+            None => Arc::new(synthesize_kernel(body.expr(), in_facts)?),
+        };
+        choose_plan(&region, model).map_err(|e| e.to_string())
+    })
 }
 
 /// Arithmetic of a body, in element operations: each computing node (not an attribute, a
@@ -151,7 +274,7 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, sizes: &CostSizes) -
 /// its users, so an elementwise producer read under a broadcast by a contraction (attention's
 /// softmax in the P·V prologue) is paid once per element of the contraction, and one used twice
 /// inline is paid twice.
-pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &CostSizes) -> u64 {
+pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &CostModel) -> u64 {
     let nodes = body.as_ref();
     let numel = |k: usize| match &facts[k] {
         Facts::Tensor(t) => sizes.numel(&t.shape),
@@ -191,7 +314,7 @@ pub fn dag_cost(
     eg: &TensorGraph,
     roots: &[Id],
     choose: &dyn Fn(Id) -> TensorLang,
-    sizes: &CostSizes,
+    sizes: &CostModel,
 ) -> KernelCost {
     let mut seen: std::collections::BTreeSet<Id> = Default::default();
     let mut stack: Vec<Id> = roots.iter().map(|r| eg.find(*r)).collect();

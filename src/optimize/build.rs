@@ -3,7 +3,8 @@
 //! each kernel covers (for `--explain`).
 
 use super::OptimizeError;
-use crate::extract::kernels::{kernel_own_cost, CostSizes, KernelCost};
+use crate::cost::{choose_plan, PlanReport};
+use crate::extract::kernels::{kernel_own_cost, CostModel, KernelCost};
 use crate::ir::egraph::kernel::{body_classes, kernel_parts};
 use crate::ir::egraph::{Attr, TensorGraph, TensorLang};
 use crate::ir::region::program::{Buffer, RegionProgram, Step};
@@ -31,6 +32,9 @@ pub struct KernelInfo {
     pub body: String,
     /// Its own cost (without its inputs).
     pub cost: KernelCost,
+    /// Its plan and predicted time (`None` with the reason when the cost model has none: the
+    /// kernel would not have been chosen, so this is a bug).
+    pub plan: Result<PlanReport, String>,
 }
 
 /// One step of the walk: a class and how it is realized.
@@ -198,7 +202,7 @@ pub fn build_program(
     class: &[Id],
     roots: &[Id],
     choose: &dyn Fn(Id) -> TensorLang,
-    sizes: &CostSizes,
+    sizes: &CostModel,
 ) -> Result<(RegionProgram, Vec<KernelInfo>), OptimizeError> {
     let attr = |id: Id| eg[id].data.attr();
     // Post-order from the outputs, in signature order.
@@ -347,6 +351,9 @@ pub fn build_program(
                         why: e.to_string(),
                     }
                 })?;
+                let plan = choose_plan(&region, sizes)
+                    .map(|c| c.report())
+                    .map_err(|e| e.to_string());
                 infos.push(KernelInfo {
                     name: kname,
                     inputs: args.iter().map(|a| a.name.clone()).collect(),
@@ -355,6 +362,7 @@ pub fn build_program(
                     fused_because: fusion_reasons(body.expr()),
                     body: body.text().to_string(),
                     cost: kernel_own_cost(eg, node, sizes),
+                    plan,
                 });
                 steps.push(Step::Region(region));
             }

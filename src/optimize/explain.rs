@@ -115,12 +115,48 @@ pub fn rewrite_chains(
 }
 
 /// The readable `--explain` text of a report.
+/// The plan lines of one kernel: the chosen plan, its prediction and resources, and the best
+/// rejected alternatives with the reason.
+fn render_plan(s: &mut String, plan: &Result<crate::cost::PlanReport, String>) {
+    let p = match plan {
+        Ok(p) => p,
+        Err(why) => {
+            let _ = writeln!(s, "  plan: none ({why})");
+            return;
+        }
+    };
+    let _ = writeln!(s, "  plan: {}", p.plan.summary());
+    let bound = match p.bound {
+        crate::cost::roofline::Bound::Compute => "compute-bound",
+        crate::cost::roofline::Bound::Memory => "memory-bound",
+    };
+    let _ = writeln!(
+        s,
+        "  predicted: {:.3} µs, {}; {:.4e} FLOP, {:.4e} B; occupancy {:.3}; smem {} B, {} regs/thread, {} CTA(s)/SM",
+        p.predicted_us,
+        bound,
+        p.flops,
+        p.bytes,
+        p.occupancy,
+        p.smem_bytes,
+        p.regs_per_thread,
+        p.ctas_per_sm
+    );
+    let _ = writeln!(s, "  plan space: {} point(s), {} priced", p.space, p.priced);
+    for r in &p.rejected {
+        let _ = writeln!(s, "    rejected {}: {}", r.plan, r.reason);
+    }
+}
+
 pub fn render(report: &Report, timings: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} kernel(s); cost: {} bytes to/from global memory, {} launch(es) (TODO(cost model))",
+        "{} kernel(s) on {} ({}); predicted {}, {} bytes to/from global memory, {} launch(es)",
         report.kernels.len(),
+        report.target.name,
+        report.target.arch.name(),
+        report.cost.time,
         report.cost.bytes,
         report.cost.kernels
     );
@@ -143,6 +179,7 @@ pub fn render(report: &Report, timings: bool) -> String {
             "  cost: {} bytes, {} element op(s), {} body op(s), {} narrow rounding(s)",
             k.cost.bytes, k.cost.flops, k.cost.ops, k.cost.roundings
         );
+        render_plan(&mut s, &k.plan);
     }
     if !report.rewrites.is_empty() {
         let _ = writeln!(s, "\nrewrite chains (rules that mattered, in order):");

@@ -1,5 +1,5 @@
 //! The optimizer pipeline (`dlc-egg optimize`): Tiny program → e-graph → rule phases (movement,
-//! rbssa, srnf, contraction, epilogue; `crate::rules::all_phases`) → phase "kernels" (fusion with
+//! rbssa, srnf, contraction, epilogue; `crate::rules::all_phases_with`) → phase "kernels" (fusion with
 //! region synthesis as the legality oracle) → extraction of a kernel cover → a
 //! [`RegionProgram`] of RB-SSA regions (seed 001 §6.8) that the region evaluator can run.
 //!
@@ -14,14 +14,13 @@ use crate::extract::cover::{extract_cover, Cover, CoverError};
 use crate::extract::dag::{
     ExactExtractor, ExtractError, ExtractOptions, Extractor, FastExtractor, Status,
 };
-use crate::extract::kernels::{dag_cost, CostSizes, KernelCost};
+use crate::extract::kernels::{dag_cost, CostModel, KernelCost, RegionCache};
 use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
-use crate::ir::region::synth::{synthesize, SynthArg};
-use crate::ir::region::Materialize;
 use crate::ir::tiny::Program;
 use crate::rules::fusion::{self, FusionLimits, Legality};
-use crate::rules::{all_phases, run_phase, Budget, PhaseStats};
+use crate::rules::{all_phases_with, run_phase, Budget, PhaseStats};
+use crate::target::{Arch, Target};
 use egg::{Id, RecExpr};
 use serde::Serialize;
 use std::sync::Arc;
@@ -38,8 +37,13 @@ pub struct OptimizeOptions {
     pub kernel_budget: Budget,
     /// Limits of kernel growth.
     pub fusion: FusionLimits,
-    /// Size assumed for unbound symbols when pricing kernels (TODO(cost model)).
+    /// Size assumed for unbound symbols when pricing kernels (TODO(issue 6): ShapeSets).
     pub default_size: i64,
+    /// The GPU kernels are priced and planned for (`--arch`; default H100, sm90).
+    pub target: Target,
+    /// Also run the rewrites exact for finite values only (`--fast-math`,
+    /// `rules::srnf::FAST_MATH_RULES`).
+    pub fast_math: bool,
     /// Record egg explanations so the report can give the rewrite chain of every output.
     pub explain: bool,
     /// Which extractor chooses the kernel cover.
@@ -67,6 +71,8 @@ impl Default for OptimizeOptions {
             kernel_budget: Budget::kernels(),
             fusion: FusionLimits::default(),
             default_size: 1024,
+            target: Arch::Sm90.target(),
+            fast_math: false,
             explain: false,
             extractor: ExtractorKind::Fast,
             extract_time_limit: Duration::from_secs(60),
@@ -107,23 +113,15 @@ pub struct Optimized {
     pub egraph: TensorGraph,
     /// The e-classes of the program's outputs, in signature order.
     pub roots: Vec<Id>,
+    /// What the kernels were priced with.
+    pub model: CostModel,
 }
 
 /// Legality oracle of the kernels phase: a body is one kernel when region synthesis accepts it.
-pub fn region_legality() -> Legality {
-    Arc::new(|body: &RecExpr<TensorLang>, inputs: &[TensorFacts]| {
-        let args: Vec<SynthArg> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, f)| SynthArg {
-                name: format!("in{i}"),
-                dtype: f.dtype,
-                shape: f.shape.clone(),
-            })
-            .collect();
-        synthesize("candidate", body, &args, "out", Materialize::Gmem)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+/// The regions go to `cache`, where pricing finds them.
+pub fn region_legality(cache: Arc<RegionCache>) -> Legality {
+    Arc::new(move |body: &RecExpr<TensorLang>, inputs: &[TensorFacts]| {
+        cache.region(body, inputs).map(|_| ())
     })
 }
 
@@ -136,18 +134,21 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     };
     let class = add_program(&mut eg, prog);
     let mut phases = Vec::new();
-    for (name, rules) in all_phases() {
+    for (name, rules) in all_phases_with(opts.fast_math) {
         let (e, st) = run_phase(eg, name, &rules, &opts.budget);
         eg = e;
         phases.push(st);
     }
-    let kernel_rules = fusion::rules(region_legality(), opts.fusion.clone());
+    let regions = Arc::new(RegionCache::default());
+    let kernel_rules = fusion::rules(region_legality(regions.clone()), opts.fusion.clone());
     let (eg, st) = run_phase(eg, "kernels", &kernel_rules, &opts.kernel_budget);
     phases.push(st);
 
-    let sizes = CostSizes {
+    let sizes = CostModel {
         bindings: prog.symbols.clone(),
         default_size: opts.default_size,
+        target: opts.target.clone(),
+        regions: Some(regions),
     };
     let roots: Vec<Id> = prog
         .outputs
@@ -195,6 +196,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         rewrites,
         egraph: eg,
         roots,
+        model: sizes,
     })
 }
 
@@ -204,7 +206,7 @@ pub struct ExtractionInfo {
     pub extractor: ExtractorKind,
     /// `optimal` (proven), `heuristic` (fast) or `time_limit` (exact stopped at its limit).
     pub status: Status,
-    /// The cover's DAG cost in byte-equivalents (`KernelCost::scalar` summed over kernels), and
+    /// The cover's DAG cost in nanoseconds (`KernelCost::scalar` summed over kernels), and
     /// the exact extractor's proven lower bound on it.
     pub price: f64,
     pub lower_bound: Option<f64>,
@@ -216,7 +218,7 @@ fn choose_cover(
     eg: &TensorGraph,
     prog: &Program,
     roots: &[Id],
-    sizes: &CostSizes,
+    sizes: &CostModel,
     opts: &OptimizeOptions,
 ) -> Result<Cover, OptimizeError> {
     let extractor: Box<dyn Extractor> = match opts.extractor {
@@ -244,6 +246,8 @@ fn choose_cover(
 /// The report of an optimization (`--report`, and what `--explain` prints).
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The GPU the kernels were planned for.
+    pub target: Target,
     pub kernels: Vec<KernelInfo>,
     pub cost: KernelCost,
     pub extraction: ExtractionInfo,
@@ -255,6 +259,7 @@ impl Optimized {
     /// The report.
     pub fn report(&self) -> Report {
         Report {
+            target: self.model.target.clone(),
             kernels: self.kernels.clone(),
             cost: self.cost,
             extraction: self.extraction.clone(),

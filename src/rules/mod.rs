@@ -160,12 +160,26 @@ pub fn run_phase(
 }
 
 /// The built-in rewrite phases, in pipeline order (the kernels phase, [`fusion::rules`], runs
-/// after them with the pipeline's legality oracle).
+/// after them with the pipeline's legality oracle): every rule exact for all values, infinities
+/// and NaN included ([`all_phases_with`] `(false)`).
 pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
+    all_phases_with(false)
+}
+
+/// The built-in rewrite phases; with `fast_math`, srnf also reassociates across reductions
+/// ([`srnf::FAST_MATH_RULES`], exact for finite values only: `dlc-egg optimize --fast-math`).
+pub fn all_phases_with(fast_math: bool) -> Vec<(&'static str, Vec<Rule>)> {
     vec![
         ("movement", movement::rules()),
         ("rbssa", rbssa::rules()),
-        ("srnf", srnf::rules()),
+        (
+            "srnf",
+            if fast_math {
+                srnf::rules()
+            } else {
+                srnf::exact_rules()
+            },
+        ),
         ("contraction", contraction::rules()),
         ("epilogue", epilogue::rules()),
     ]

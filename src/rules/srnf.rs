@@ -282,7 +282,28 @@ pub const RULE_NAMES: [&str; 9] = [
     "reduce-distribute-add",
 ];
 
-/// The SRNF rule set.
+/// The rules that reassociate floating-point arithmetic across a reduction: exact for finite
+/// values only (`Σ_K x·g` and `(Σ_K x)·g` differ when a term is infinite, NaN or overflows: with
+/// `g = inf`, `x = [1, -1, 0.5]`, NaN against inf; a region cannot check values before choosing
+/// a form). The optimizer runs them only under `--fast-math` ([`exact_rules`] leaves them out),
+/// as C compilers reassociate only under `-ffast-math`.
+pub const FAST_MATH_RULES: [&str; 4] = [
+    "reduce-hoist-invariant-mul",
+    "reduce-hoist-invariant-mul-left",
+    "reduce-hoist-scalar-mul",
+    "reduce-hoist-invariant-div",
+];
+
+/// The SRNF rules that hold for every value, infinities and NaN included: [`rules`] without
+/// [`FAST_MATH_RULES`].
+pub fn exact_rules() -> Vec<Rule> {
+    rules()
+        .into_iter()
+        .filter(|r| !FAST_MATH_RULES.contains(&r.name.as_str()))
+        .collect()
+}
+
+/// The SRNF rule set, the [`FAST_MATH_RULES`] included.
 pub fn rules() -> Vec<Rule> {
     vec![
         // R0: reduce(op, K1, reduce(op, K2, E)) = reduce(op, K2 ∪ K1', E)   (K1' = K1 in E's axes).
@@ -292,12 +313,7 @@ pub fn rules() -> Vec<Rule> {
         // reshape(cast(x, acc) + 0), which is exact for -0.0 too).
         rw!("reduce-of-unit-axes"; "(reduce ?op ?k ?acc ?x)" =>
             { UnitAxes { op: var("?op"), k: var("?k"), acc: var("?acc"), x: var("?x") } }),
-        // TODO(issue 3): the multiplicative hoists below are within tolerance for finite values
-        // only. With an infinite, NaN or overflowing term, Σ_K x·g and (Σ_K x)·g differ beyond
-        // any tolerance (`g = inf`, `x = [1, -1, 0.5]`: NaN against inf), and a region cannot
-        // check values before choosing a form. optimize_fuzz's special input values reach this
-        // about once in 4000 cases (tests/optimize_regressions.rs
-        // `hoisted_scalar_factor_of_a_matmul` pins it down).
+        // The four multiplicative hoists below are FAST_MATH_RULES: exact for finite values only.
         // R1: Σ_K x·bcast(g) = (Σ_K x)·g   when g is constant along K and K is nonempty.
         rw!("reduce-hoist-invariant-mul"; "(reduce ?op ?k ?acc (mul ?x (expand ?g ?s)))" =>
             { hoist(BinaryOp::Mul, Ops::Sum, false) }),

@@ -13,6 +13,7 @@ use super::book::{infer_facts, tiny_parts, Facts, TensorFacts};
 use super::lang::TensorLang;
 use egg::{Id, Language, RecExpr};
 use rustc_hash::{FxHashMap, FxHasher};
+use std::any::Any;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
@@ -30,6 +31,9 @@ struct BodyInner {
     /// [`body_node_facts`] for the first input facts asked about (a kernel's input classes
     /// keep their facts, so the analysis and the cost ask with the same ones).
     facts: OnceLock<(Vec<TensorFacts>, NodeFacts)>,
+    /// One value a later layer derives from the body (the cost model's plan choice), with the
+    /// fingerprint of what else it was derived from.
+    derived: OnceLock<(u64, Arc<dyn Any + Send + Sync>)>,
 }
 
 /// Facts of every node of a body, shared.
@@ -45,6 +49,7 @@ impl KernelBody {
             expr,
             text: OnceLock::new(),
             facts: OnceLock::new(),
+            derived: OnceLock::new(),
         }))
     }
 
@@ -58,6 +63,22 @@ impl KernelBody {
         let r = body_node_facts(&self.0.expr, inputs).map(Arc::new);
         let _ = self.0.facts.set((inputs.to_vec(), r.clone()));
         r
+    }
+
+    /// The value `make` derives from the body and whatever `key` fingerprints, cached for the
+    /// first key asked about (another key recomputes it without caching). A later layer's cache
+    /// on the body (the cost model's plan choice), typed by that layer.
+    pub fn derived<T: Any + Send + Sync>(&self, key: u64, make: impl FnOnce() -> T) -> Arc<T> {
+        if let Some((k, v)) = self.0.derived.get() {
+            if *k == key {
+                if let Ok(t) = v.clone().downcast::<T>() {
+                    return t;
+                }
+            }
+        }
+        let v = Arc::new(make());
+        let _ = self.0.derived.set((key, v.clone()));
+        v
     }
 
     /// Dtype and shape of the kernel's value ([`body_facts`], cached as [`KernelBody::node_facts`]).

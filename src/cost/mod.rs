@@ -1,0 +1,264 @@
+//! The cost model (seed 001 §11, seed 000 §5 and §10): a kernel's region → its work
+//! ([`work`]) → the plan space of its template (`crate::plan::space`) → each surviving plan's
+//! roofline time ([`roofline`]) → the fastest plan ([`choose_plan`]), whose time is the kernel's
+//! [`Time`].
+//!
+//! Assumptions, stated once: every kernel runs alone on the whole GPU (no concurrent kernels);
+//! kernels start [`crate::target::Target::launch_s`] apart; sizes of unbound symbols are
+//! `CostModel::default_size`; the constants of [`roofline`] are model constants, not
+//! measurements (`bench/gpu` measures when a GPU is lent).
+
+pub mod roofline;
+pub mod work;
+
+use crate::extract::kernels::CostModel;
+use crate::ir::region::Region;
+use crate::plan::space::{candidates, plan_of, Candidate, Stop};
+use crate::plan::Plan;
+use crate::target::Target;
+use roofline::{estimate, Estimate};
+use serde::Serialize;
+use work::{analyze, KernelWork, WorkError};
+
+/// A predicted time in picoseconds: a newtype whose sums saturate at [`Time::INFINITY`]
+/// (unrealizable). Ordered by value; a tie between kernels is broken by the caller's secondary
+/// keys (`KernelCost`'s bytes, then launches, roundings, flops and ops).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Time(pub u64);
+
+impl Time {
+    /// Unrealizable.
+    pub const INFINITY: Time = Time(u64::MAX);
+    pub const ZERO: Time = Time(0);
+
+    /// From seconds (rounded to the picosecond; negative and NaN are 0, huge or infinite
+    /// saturate).
+    pub fn from_secs(s: f64) -> Time {
+        if s.is_nan() || s <= 0.0 {
+            return Time::ZERO;
+        }
+        let ps = s * 1e12;
+        if ps >= u64::MAX as f64 {
+            Time::INFINITY
+        } else {
+            Time(ps.round() as u64)
+        }
+    }
+
+    pub fn is_infinite(self) -> bool {
+        self == Time::INFINITY
+    }
+
+    /// Saturating sum.
+    pub fn plus(self, o: Time) -> Time {
+        Time(self.0.saturating_add(o.0))
+    }
+
+    /// Microseconds (`+∞` for [`Time::INFINITY`]).
+    pub fn micros(self) -> f64 {
+        if self.is_infinite() {
+            f64::INFINITY
+        } else {
+            self.0 as f64 / 1e6
+        }
+    }
+}
+
+impl std::fmt::Display for Time {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_infinite() {
+            write!(f, "∞")
+        } else {
+            write!(f, "{:.3} µs", self.micros())
+        }
+    }
+}
+
+/// A plan that was priced.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Priced {
+    pub plan: Plan,
+    pub estimate: Estimate,
+    pub time: Time,
+    pub resources: crate::plan::space::Resources,
+}
+
+/// A plan that lost: to a STOP condition, or to a faster plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Rejected {
+    pub plan: String,
+    pub reason: String,
+}
+
+/// The chosen plan of a kernel and what it beat.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanChoice {
+    pub work: KernelWork,
+    pub best: Priced,
+    /// Priced plans in order of time (the best first), at most [`KEEP_PRICED`].
+    pub runners_up: Vec<Priced>,
+    /// Points of the space and how many a STOP condition rejected, by condition.
+    pub space: usize,
+    pub stopped: Vec<(String, usize)>,
+    /// One example of each STOP condition that fired.
+    pub stop_examples: Vec<Rejected>,
+}
+
+/// Runners-up kept for `--explain`.
+pub const KEEP_PRICED: usize = 3;
+
+/// Why a kernel has no plan.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Work(#[from] WorkError),
+    #[error("every plan of the {template} template is stopped: {why}")]
+    NoPlan { template: &'static str, why: String },
+}
+
+/// The fastest plan of `region` on the model's target.
+pub fn choose_plan(region: &Region, model: &CostModel) -> Result<PlanChoice, PlanError> {
+    let work = analyze(region, model)?;
+    choose_plan_for(work, &model.target)
+}
+
+/// The fastest plan of `work` on `target`. Ties in time go to the earlier point of the grid
+/// (smaller tiles first), so the choice is deterministic.
+pub fn choose_plan_for(work: KernelWork, target: &Target) -> Result<PlanChoice, PlanError> {
+    let all = candidates(&work, target);
+    let space = all.len();
+    let mut priced: Vec<(Time, Estimate, Candidate)> = Vec::new();
+    let mut stopped: Vec<(String, usize)> = Vec::new();
+    let mut stop_examples: Vec<Rejected> = Vec::new();
+    for c in all {
+        match &c.verdict {
+            Ok(()) => {
+                let e = estimate(&work, &c.knobs, &c.resources, target);
+                priced.push((Time::from_secs(e.time_s), e, c));
+            }
+            Err(stop) => {
+                let key = stop_name(stop).to_string();
+                match stopped.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, n)) => *n += 1,
+                    None => {
+                        stopped.push((key, 1));
+                        stop_examples.push(Rejected {
+                            plan: plan_of(&c.knobs, &work, target).summary(),
+                            reason: stop.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    // Stable: equal times keep grid order.
+    priced.sort_by_key(|(t, _, _)| *t);
+    if priced.is_empty() {
+        let why = stop_examples
+            .iter()
+            .map(|r| r.reason.clone())
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(PlanError::NoPlan {
+            template: work.shape.template(),
+            why,
+        });
+    }
+    let mut kept = priced
+        .into_iter()
+        .take(1 + KEEP_PRICED)
+        .map(|(time, estimate, c)| Priced {
+            plan: plan_of(&c.knobs, &work, target),
+            estimate,
+            time,
+            resources: c.resources,
+        });
+    let best = kept.next().expect("one plan was priced");
+    let runners_up = kept.collect();
+    Ok(PlanChoice {
+        work,
+        best,
+        runners_up,
+        space,
+        stopped,
+        stop_examples,
+    })
+}
+
+/// What `--explain` and `--report` say of a kernel's plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanReport {
+    pub plan: Plan,
+    pub template: &'static str,
+    /// Predicted time, microseconds (launch included).
+    pub predicted_us: f64,
+    /// Operations as executed, DRAM bytes.
+    pub flops: f64,
+    pub bytes: f64,
+    pub bound: roofline::Bound,
+    pub occupancy: f64,
+    pub smem_bytes: u32,
+    pub regs_per_thread: u32,
+    pub ctas_per_sm: u32,
+    /// Points of the plan space, and how many were priced.
+    pub space: usize,
+    pub priced: usize,
+    /// The best rejected alternatives: the fastest losing plans, then one per STOP condition.
+    pub rejected: Vec<Rejected>,
+}
+
+impl PlanChoice {
+    /// The report of this choice.
+    pub fn report(&self) -> PlanReport {
+        let b = &self.best;
+        let stopped: usize = self.stopped.iter().map(|(_, n)| n).sum();
+        let mut rejected: Vec<Rejected> = self
+            .runners_up
+            .iter()
+            .map(|p| Rejected {
+                plan: p.plan.summary(),
+                reason: format!(
+                    "slower: {} vs {} ({:+.1} %)",
+                    p.time,
+                    b.time,
+                    100.0 * (p.estimate.time_s / b.estimate.time_s - 1.0)
+                ),
+            })
+            .collect();
+        for (ex, (_, n)) in self.stop_examples.iter().zip(&self.stopped) {
+            rejected.push(Rejected {
+                plan: ex.plan.clone(),
+                reason: format!("STOP ({n} plan(s)): {}", ex.reason),
+            });
+        }
+        PlanReport {
+            plan: b.plan.clone(),
+            template: self.work.shape.template(),
+            predicted_us: b.time.micros(),
+            flops: b.estimate.flops,
+            bytes: b.estimate.bytes,
+            bound: b.estimate.bound,
+            occupancy: b.estimate.occupancy,
+            smem_bytes: b.resources.smem_bytes,
+            regs_per_thread: b.resources.regs_per_thread,
+            ctas_per_sm: b.resources.ctas_per_sm,
+            space: self.space,
+            priced: self.space - stopped,
+            rejected,
+        }
+    }
+}
+
+fn stop_name(s: &Stop) -> &'static str {
+    match s {
+        Stop::Sm90Shape { .. } => "sm90_shape",
+        Stop::Misaligned { .. } => "misaligned",
+        Stop::VectorShrinks { .. } => "vector_shrinks",
+        Stop::SmemOver { .. } => "smem_over",
+        Stop::RegisterSpill { .. } => "register_spill",
+        Stop::OneCtaPerSm { .. } => "one_cta_per_sm",
+    }
+}
+
+#[cfg(test)]
+mod tests;

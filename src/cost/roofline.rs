@@ -1,0 +1,375 @@
+//! The seed 001 §11 roofline of one kernel under one plan:
+//!
+//! `time = max(FLOPs / (peak · occ · eff), Bytes / (BW · occ)) + T_epilogue − overlap_gain + launch`
+//!
+//! - **FLOPs** per execution unit: the main contraction on tensor cores (`mma_sync`, `wgmma`)
+//!   or CUDA cores (`simt`), padded to whole tiles (*tail waste*) and repeated per pass of a
+//!   non-resident row epilogue; prologue ops recomputed at every reload of an operand tile
+//!   (*tile reuse*: `A` is loaded `⌈N/BN⌉` times, `B` `⌈M/BM⌉` times); everything else on CUDA
+//!   cores and the SFU. The compute time is the sum of the units' times.
+//! - **Bytes**: DRAM serves each input and output once, and the reloads that miss L2: none
+//!   while one wave's operand panels (rasterized as a square of tiles) fit in half of L2; L2
+//!   serves every tile load. The memory time is the larger of the two.
+//!   Inputs read against their layout pay the *layout penalty* (§11: staged through shared memory;
+//!   a contraction operand only the small `ldmatrix.trans` cost).
+//! - **occ** = busy SMs / SMs × latency hiding (resident warps per SM / [`WARPS_TO_HIDE`], at
+//!   most 1) × the last wave's fill (*wave quantization*).
+//! - **eff** (pipeline efficiency) = pipeline fill `iters / (iters + stages − 1)` (async) or
+//!   `iters / (iters + 1)` (synchronous loads), times the share of a k-iteration not spent in
+//!   its barrier ([`BARRIER_CYCLES`]), times the algorithm's reachable fraction of the peak
+//!   ([`algo_efficiency`]).
+//! - **T_epilogue**: writing the output; with `async.epilogue_overlap` the
+//!   `overlap_gain = min(T_load, T_epilogue)` is subtracted (§11 "非同期の効果").
+//! - **launch**: [`Target::launch_s`] per kernel.
+
+use super::work::{Gemm, KernelWork, Role, Shape};
+use crate::plan::space::{Algo, Knobs, Resources, RESIDENT_PER_THREAD};
+use crate::target::{Arch, Target};
+use serde::Serialize;
+
+/// Resident warps per SM that hide memory and pipeline latency (two per scheduler).
+pub const WARPS_TO_HIDE: f64 = 8.0;
+/// Cycles of a k-iteration's barrier and wait.
+pub const BARRIER_CYCLES: f64 = 40.0;
+/// Extra cost of reading an input against its layout, as a fraction of its bytes' time:
+/// staged through shared memory (elementwise and reduction kernels)...
+pub const LAYOUT_STAGED: f64 = 0.25;
+/// ...or transposed by `ldmatrix.trans` / the TMA descriptor (contraction operands).
+pub const LAYOUT_VIEW: f64 = 0.02;
+
+/// The fraction of the unit's peak an algorithm reaches at best: `mma.sync` 0.9 of A100's
+/// tensor peak but about 0.62 of H100's (its dense rate needs `wgmma`; CUTLASS's SM80 kernels
+/// on H100 measure about 60–65 %), `wgmma` 0.9, SIMT FMA from shared memory 0.75.
+pub fn algo_efficiency(algo: Algo, arch: Arch) -> f64 {
+    match (algo, arch) {
+        (Algo::MmaSync, Arch::Sm80) => 0.9,
+        (Algo::MmaSync, Arch::Sm90) => 0.62,
+        (Algo::Wgmma, _) => 0.9,
+        (Algo::Simt, _) => 0.75,
+    }
+}
+
+/// Which roof bounds a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    Compute,
+    Memory,
+}
+
+/// The predicted time of a kernel under a plan, and its parts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Estimate {
+    /// Seconds, launch included.
+    pub time_s: f64,
+    pub compute_s: f64,
+    pub memory_s: f64,
+    pub epilogue_s: f64,
+    pub overlap_gain_s: f64,
+    pub launch_s: f64,
+    /// Operations as executed (tail waste, passes and prologue recomputation included).
+    pub flops: f64,
+    /// DRAM bytes.
+    pub bytes: f64,
+    /// L2 → SM bytes (tile loads).
+    pub l2_bytes: f64,
+    pub bound: Bound,
+    /// `occ` of the formula, and its parts.
+    pub occupancy: f64,
+    pub waves: f64,
+    /// Pipeline efficiency (`eff`).
+    pub efficiency: f64,
+    pub ctas: f64,
+}
+
+/// Prices `work` under the plan `knobs` with `res` on `target`.
+pub fn estimate(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Target) -> Estimate {
+    match (&work.shape, knobs) {
+        (Shape::Contraction(g), Knobs::Contraction { .. }) => {
+            contraction(work, g, knobs, res, target)
+        }
+        (
+            Shape::Reduction {
+                rows, len, passes, ..
+            },
+            Knobs::Reduction { .. },
+        ) => reduction(work, *rows, *len, *passes, knobs, res, target),
+        _ => elementwise(work, knobs, res, target),
+    }
+}
+
+/// `occ`: busy SMs × latency hiding × last-wave fill, and the number of waves.
+fn occupancy(ctas: f64, warps_per_cta: f64, res: &Resources, target: &Target) -> (f64, f64) {
+    let sms = target.sms as f64;
+    let per_sm = res.ctas_per_sm.max(1) as f64;
+    let slots = sms * per_sm;
+    let waves = (ctas / slots).ceil().max(1.0);
+    let resident = ctas.min(slots);
+    let busy = ctas.min(sms);
+    let warps_per_sm = (resident / busy.max(1.0)).ceil() * warps_per_cta;
+    let hide = (warps_per_sm / WARPS_TO_HIDE).min(1.0);
+    let fill = ctas / (waves * resident.max(1.0));
+    ((busy / sms) * hide * fill, waves)
+}
+
+/// The share of re-reads that miss L2 when a wave's working set is `ws` bytes: none while it fits
+/// in half of L2 (the other half holds outputs and other streams), then growing to all.
+fn l2_spill(ws: f64, target: &Target) -> f64 {
+    let half = target.l2_bytes as f64 / 2.0;
+    ((ws - half) / ws.max(1.0)).clamp(0.0, 1.0)
+}
+
+/// CUDA-core and SFU time of `simt` and `sfu` operations at occupancy `occ`.
+fn unit_time(simt: f64, sfu: f64, target: &Target, occ: f64) -> f64 {
+    (simt / target.fp32_flops + sfu / target.sfu_ops()) / occ.max(1e-9)
+}
+
+fn contraction(
+    work: &KernelWork,
+    g: &Gemm,
+    knobs: &Knobs,
+    res: &Resources,
+    target: &Target,
+) -> Estimate {
+    let Knobs::Contraction {
+        algo,
+        bm,
+        bn,
+        bk,
+        stages,
+        async_,
+        row_resident,
+        ..
+    } = *knobs
+    else {
+        unreachable!("contraction knobs")
+    };
+    let (bm, bn, bk) = (bm as f64, bn as f64, bk as f64);
+    let (tm, tn, tk) = ((g.m / bm).ceil(), (g.n / bn).ceil(), (g.k / bk).ceil());
+    let passes = if g.row_extent.is_some() && !row_resident {
+        g.row_passes as f64
+    } else {
+        1.0
+    };
+    let ctas = g.batch * tm * tn;
+    let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
+
+    // Arithmetic.
+    let core = 2.0 * g.batch * tm * bm * tn * bn * tk * bk * passes;
+    let (reload_a, reload_b) = (tn * passes, tm * passes);
+    let (elems_a, elems_b) = (g.batch * g.m * g.k, g.batch * g.n * g.k);
+    let pro_simt = g.prologue[0].simt * elems_a * (reload_a - 1.0).max(0.0)
+        + g.prologue[1].simt * elems_b * (reload_b - 1.0).max(0.0);
+    let pro_sfu = g.prologue[0].sfu * elems_a * (reload_a - 1.0).max(0.0)
+        + g.prologue[1].sfu * elems_b * (reload_b - 1.0).max(0.0);
+    let simt = work.ops.simt + pro_simt;
+    let sfu = work.ops.sfu + pro_sfu;
+    let peak = match algo {
+        Algo::Simt => target.fp32_flops,
+        _ => target.tensor_flops,
+    };
+    let per_sm_clock = peak / (target.sms as f64 * target.clock_ghz * 1e9);
+    let ctas_on_sm = (ctas / target.sms as f64)
+        .min(res.ctas_per_sm.max(1) as f64)
+        .max(1.0);
+    let iter_cycles = 2.0 * bm * bn * bk / per_sm_clock * ctas_on_sm;
+    let fill = if async_ {
+        tk / (tk + stages as f64 - 1.0)
+    } else {
+        tk / (tk + 1.0)
+    };
+    let eff =
+        fill * iter_cycles / (iter_cycles + BARRIER_CYCLES) * algo_efficiency(algo, target.arch);
+    let compute_s = core / (peak * occ.max(1e-9) * eff) + unit_time(simt, sfu, target, occ);
+
+    // Traffic.
+    let bytes_of = |role: Role| -> f64 {
+        work.inputs
+            .iter()
+            .filter(|i| i.role == role)
+            .map(|i| i.bytes)
+            .sum()
+    };
+    let (a_bytes, b_bytes) = (elems_a * g.a_elem as f64, elems_b * g.b_elem as f64);
+    let load_l2 = a_bytes * reload_a + b_bytes * reload_b;
+    let other = bytes_of(Role::Other);
+    let unique = bytes_of(Role::A) + bytes_of(Role::B) + other;
+    let operands = bytes_of(Role::A) + bytes_of(Role::B);
+    // The operand panels one wave of CTAs reads, rasterized as a square of tiles.
+    let wave = ctas.min(target.sms as f64 * res.ctas_per_sm.max(1) as f64);
+    let panels_m = tm.min(wave.sqrt().ceil());
+    let panels_n = tn.min((wave / panels_m).ceil());
+    let working_set = panels_m * bm * g.k * g.a_elem as f64 + panels_n * bn * g.k * g.b_elem as f64;
+    let dram =
+        unique + (load_l2 - operands).max(0.0) * l2_spill(working_set, target) + work.out_bytes;
+    let l2 = load_l2 + other + work.out_bytes;
+    let penalty: f64 = work
+        .inputs
+        .iter()
+        .filter(|i| !i.contiguous)
+        .map(|i| {
+            i.bytes
+                * if i.role == Role::Other {
+                    LAYOUT_STAGED
+                } else {
+                    LAYOUT_VIEW
+                }
+        })
+        .sum();
+    let load_s = ((dram - work.out_bytes + penalty) / target.dram_bw).max(load_l2 / target.l2_bw)
+        / occ.max(1e-9);
+    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
+    let memory_s = load_s;
+    let overlap = if async_ { load_s.min(epilogue_s) } else { 0.0 };
+    finish(
+        compute_s,
+        memory_s,
+        epilogue_s,
+        overlap,
+        core + simt + sfu,
+        dram + penalty,
+        l2,
+        occ,
+        waves,
+        eff,
+        ctas,
+        target,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    compute_s: f64,
+    memory_s: f64,
+    epilogue_s: f64,
+    overlap_gain_s: f64,
+    flops: f64,
+    bytes: f64,
+    l2_bytes: f64,
+    occupancy: f64,
+    waves: f64,
+    efficiency: f64,
+    ctas: f64,
+    target: &Target,
+) -> Estimate {
+    let body = compute_s.max(memory_s);
+    Estimate {
+        time_s: body + epilogue_s - overlap_gain_s + target.launch_s,
+        compute_s,
+        memory_s,
+        epilogue_s,
+        overlap_gain_s,
+        launch_s: target.launch_s,
+        flops,
+        bytes,
+        l2_bytes,
+        bound: if compute_s >= memory_s {
+            Bound::Compute
+        } else {
+            Bound::Memory
+        },
+        occupancy,
+        waves,
+        efficiency,
+        ctas,
+    }
+}
+
+fn staged_penalty(work: &KernelWork) -> f64 {
+    work.inputs
+        .iter()
+        .filter(|i| !i.contiguous)
+        .map(|i| i.bytes * LAYOUT_STAGED)
+        .sum()
+}
+
+fn reduction(
+    work: &KernelWork,
+    rows: f64,
+    len: f64,
+    passes: u32,
+    knobs: &Knobs,
+    res: &Resources,
+    target: &Target,
+) -> Estimate {
+    let Knobs::Reduction {
+        threads_per_row,
+        rows_per_block,
+        vec_bytes,
+    } = *knobs
+    else {
+        unreachable!("reduction knobs")
+    };
+    let t = threads_per_row as f64;
+    let ctas = (rows / rows_per_block as f64).ceil().max(1.0);
+    let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
+    let resident = len <= t * RESIDENT_PER_THREAD as f64;
+    let passes = if resident { 1.0 } else { passes as f64 };
+    // Threads beyond the row's vectors idle: the useful share of the lanes.
+    let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4) as f64;
+    let lanes_used = ((len * elem / vec_bytes as f64) / t).min(1.0).max(1.0 / t);
+    // Cross-lane combination: log2(threads) shuffle steps per row and pass.
+    let shuffles = rows * passes * t.log2().max(1.0);
+    let simt = (work.ops.simt * passes + shuffles) / lanes_used;
+    let sfu = work.ops.sfu * passes / lanes_used;
+    let compute_s = unit_time(simt, sfu, target, occ);
+    let inputs = work.in_bytes();
+    let l2 = inputs * passes + work.out_bytes;
+    // Rows one wave holds between its passes.
+    let wave_rows =
+        ctas.min(target.sms as f64 * res.ctas_per_sm.max(1) as f64) * rows_per_block as f64;
+    let working_set = inputs / rows.max(1.0) * wave_rows;
+    let dram =
+        inputs + inputs * (passes - 1.0) * l2_spill(working_set, target) + staged_penalty(work);
+    let memory_s = (dram / target.dram_bw).max(l2 / target.l2_bw) / occ.max(1e-9);
+    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
+    finish(
+        compute_s,
+        memory_s,
+        epilogue_s,
+        0.0,
+        simt + sfu,
+        dram + work.out_bytes,
+        l2,
+        occ,
+        waves,
+        1.0,
+        ctas,
+        target,
+    )
+}
+
+fn elementwise(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Target) -> Estimate {
+    let Knobs::Elementwise {
+        block,
+        items,
+        vec_bytes,
+    } = *knobs
+    else {
+        unreachable!("elementwise knobs")
+    };
+    let lanes = (vec_bytes / work.out_elem_bytes.max(1)).max(1) as f64;
+    let per_cta = (block * items) as f64 * lanes;
+    let ctas = (work.out_elems / per_cta).ceil().max(1.0);
+    let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
+    // Tail waste: the last block's idle lanes still issue.
+    let waste = ctas * per_cta / work.out_elems.max(1.0);
+    let compute_s = unit_time(work.ops.simt * waste, work.ops.sfu * waste, target, occ);
+    let dram = work.in_bytes() + staged_penalty(work);
+    let memory_s = dram / (target.dram_bw * occ.max(1e-9));
+    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
+    finish(
+        compute_s,
+        memory_s,
+        epilogue_s,
+        0.0,
+        (work.ops.simt + work.ops.sfu) * waste,
+        dram + work.out_bytes,
+        dram + work.out_bytes,
+        occ,
+        waves,
+        1.0,
+        ctas,
+        target,
+    )
+}

@@ -1,0 +1,345 @@
+//! Cost-model unit tests: the roofline against hand-computed numbers (the seed 000 GEMM and a
+//! memory-bound elementwise kernel), the seed's plan choice, the work analysis, and every STOP
+//! condition.
+
+use super::roofline::{estimate, Bound, LAYOUT_VIEW};
+use super::work::{analyze, Pattern, Role, Shape};
+use super::*;
+use crate::ir::region::Region;
+use crate::plan::space::{candidates, Algo, Knobs, Stop};
+use crate::target::{Arch, Target};
+use std::collections::BTreeMap;
+
+fn seed_gemm() -> Region {
+    Region::from_json_str(include_str!("../../tests/region/gemm.json"))
+        .expect("the seed's GEMM region parses")
+}
+
+fn seed_attention() -> Region {
+    Region::from_json_str(include_str!("../../tests/region/attention.json"))
+        .expect("the seed's attention region parses")
+}
+
+fn model(target: Target, bind: &[(&str, i64)]) -> CostModel {
+    CostModel {
+        bindings: bind
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<BTreeMap<_, _>>(),
+        default_size: 1024,
+        target,
+        regions: None,
+    }
+}
+
+/// The seed 000 GEMM at the shapes of `examples/gemm_bias_relu.json` (M=64, K=64, N=128).
+fn example_gemm(arch: Arch) -> CostModel {
+    model(arch.target(), &[("M", 64), ("K", 64), ("N", 128)])
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-30)
+}
+
+#[test]
+fn gemm_work_is_read_off_the_seed_region() {
+    let w = analyze(&seed_gemm(), &example_gemm(Arch::Sm80)).expect("analyzes");
+    let Shape::Contraction(g) = &w.shape else {
+        panic!("{:?}", w.shape)
+    };
+    assert_eq!((g.m, g.n, g.k, g.batch), (64.0, 128.0, 64.0, 1.0));
+    assert_eq!(g.pattern, Pattern::Matmul);
+    assert!(g.tensor_cores);
+    assert_eq!(
+        (g.axes.m.clone(), g.axes.n.clone()),
+        (vec!["m".to_string()], vec!["n".to_string()])
+    );
+    assert_eq!(g.epilogue, vec!["add", "relu"]);
+    assert_eq!(g.row_passes, 1);
+    // The epilogue: add and relu once per output element; the product is the template's.
+    assert_eq!(w.ops.simt, 2.0 * 64.0 * 128.0);
+    assert_eq!(w.ops.tensor, 0.0);
+    let roles: Vec<Role> = w.inputs.iter().map(|i| i.role).collect();
+    assert_eq!(roles, vec![Role::A, Role::B, Role::Other]);
+    assert_eq!(w.out_bytes, 64.0 * 128.0 * 2.0);
+}
+
+/// Seed 000 §5.2: `[64,64,32], stages=2` for the seed's GEMM, on both architectures, at the
+/// example's shapes and at a tail shape (96×80×72).
+#[test]
+fn seed_gemm_gets_the_seeds_plan() {
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        for (m, k, n) in [(64, 64, 128), (96, 72, 80)] {
+            let c = choose_plan(
+                &seed_gemm(),
+                &model(arch.target(), &[("M", m), ("K", k), ("N", n)]),
+            )
+            .expect("plans");
+            assert_eq!(
+                c.best.plan.tile,
+                vec![64, 64, 32],
+                "{arch:?} {m}x{k}x{n}: {}",
+                c.best.plan.summary()
+            );
+            assert_eq!(c.best.plan.stages, 2);
+            assert_eq!(c.best.plan.arch, arch);
+            assert_eq!(c.best.plan.algo_choice["matmul"], "mma_sync");
+        }
+    }
+}
+
+/// The roofline of `[64,64,32]`, stages 2, 8 warps (16×32), 16-byte vectors, async, on A100,
+/// computed by hand from seed 001 §11's formula.
+#[test]
+fn seed_gemm_roofline_by_hand() {
+    let t = Target::a100_sxm4_80gb();
+    let m = example_gemm(Arch::Sm80);
+    let w = analyze(&seed_gemm(), &m).expect("analyzes");
+    let knobs = Knobs::Contraction {
+        algo: Algo::MmaSync,
+        bm: 64,
+        bn: 64,
+        bk: 32,
+        stages: 2,
+        warps_m: 4,
+        warps_n: 2,
+        vec_bytes: 16,
+        async_: true,
+        row_resident: false,
+    };
+    let res = crate::plan::space::resources(&knobs, &w, &t);
+    // Registers: 16·32/32 = 16 accumulators, 2·(1·4 + 4·2) = 24 fragment registers, 40 more.
+    assert_eq!(res.regs_per_thread, 80);
+    assert_eq!(res.threads, 256);
+    // Shared memory: 2 stages · 32 · (64·2 + 64·2) bytes.
+    assert_eq!(res.smem_bytes, 16384);
+    // CTAs per SM: registers 65536 / (80·256) = 3; shared memory 10; threads 8.
+    assert_eq!((res.ctas_per_sm, res.limited_by), (3, "registers"));
+    let e = estimate(&w, &knobs, &res, &t);
+
+    // Tiles: ⌈64/64⌉ · ⌈128/64⌉ = 2 CTAs, ⌈64/32⌉ = 2 k-iterations; one wave on 2 of 108
+    // SMs, 8 warps each (latency hidden), full last wave: occ = 2/108.
+    let occ = 2.0 / 108.0;
+    assert!(close(e.occupancy, occ), "{}", e.occupancy);
+    assert_eq!(e.waves, 1.0);
+    // eff = fill 2/(2+1) × barrier share × mma.sync's 0.9 on A100; one k-iteration is
+    // 2·64·64·32 FLOP at 312e12/(108·1.41e9) FLOP per clock per SM.
+    let per_clock = 312e12 / (108.0 * 1.41e9);
+    let iter = 2.0 * 64.0 * 64.0 * 32.0 / per_clock;
+    let eff = 2.0 / 3.0 * iter / (iter + 40.0) * 0.9;
+    assert!(close(e.efficiency, eff));
+    // FLOPs: the product 2·64·128·64 (no tail), the epilogue 2 per output element.
+    let core = 2.0 * 64.0 * 128.0 * 64.0;
+    let simt = 2.0 * 64.0 * 128.0;
+    let compute = core / (312e12 * occ * eff) + simt / (19.5e12 * occ);
+    assert!(close(e.compute_s, compute), "{} vs {compute}", e.compute_s);
+    // Bytes: A is loaded by both N tiles (2·8192), B once (16384) through L2; DRAM reads A, B
+    // and bias once (24832) and writes C (16384).
+    let (a, b, bias, c) = (8192.0, 16384.0, 256.0, 16384.0);
+    assert!(close(e.bytes, a + b + bias + c));
+    assert_eq!(e.l2_bytes, 2.0 * a + b + bias + c);
+    // The seed's B is K×N with N fastest: every operand is read along an axis of its own.
+    assert!(w.inputs.iter().all(|i| i.contiguous), "{:?}", w.inputs);
+    let _ = LAYOUT_VIEW;
+    let load = ((a + b + bias) / 2039e9).max((2.0 * a + b) / (5120.0 * 1.41e9)) / occ;
+    assert!(close(e.memory_s, load));
+    let epilogue = c / (2039e9 * occ);
+    assert!(close(e.epilogue_s, epilogue));
+    // Async: the store of one tile overlaps the next tile's loads.
+    assert!(close(e.overlap_gain_s, load.min(epilogue)));
+    let time = compute.max(load) + epilogue - load.min(epilogue) + 1.5e-6;
+    assert!(close(e.time_s, time), "{} vs {time}", e.time_s);
+    assert_eq!(
+        e.bound,
+        if compute >= load {
+            Bound::Compute
+        } else {
+            Bound::Memory
+        }
+    );
+}
+
+/// A relu over 2²⁰ fp16 values: memory-bound, the roofline's memory term by hand.
+#[test]
+fn elementwise_relu_is_memory_bound_by_hand() {
+    let text = r#"{"region": {"name": "relu", "iters": [{"name": "i", "size": 1048576}],
+        "inputs": [{"name": "X", "dtype": "fp16", "memref": {"shape": [1048576], "alignment": 128,
+            "noalias": true, "layout": {"kind": "row_major"}}}],
+        "outputs": [{"name": "Y", "dtype": "fp16", "memref": {"shape": [1048576], "alignment": 128,
+            "noalias": true, "layout": {"kind": "row_major"}}, "materialize": "gmem"}],
+        "lets": [{"let": "y", "expr": {"relu": [{"read": {"tensor": "X", "map": ["i"]}}]}}],
+        "yield": [{"from": "y", "to": "Y", "cast": "fp16"}]}}"#;
+    let region = Region::from_json_str(text).expect("parses");
+    let t = Target::h100_sxm5();
+    let m = model(t.clone(), &[]);
+    let w = analyze(&region, &m).expect("analyzes");
+    assert!(matches!(w.shape, Shape::Elementwise { elems } if elems == 1048576.0));
+    // 128 threads × 1 item × 8 fp16 lanes = 1024 elements per CTA: 1024 CTAs; 48 registers;
+    // 10 CTAs per SM by registers; 1320 slots, one wave over all 132 SMs, 32 warps per SM.
+    let knobs = Knobs::Elementwise {
+        block: 128,
+        items: 1,
+        vec_bytes: 16,
+    };
+    let res = crate::plan::space::resources(&knobs, &w, &t);
+    assert_eq!((res.regs_per_thread, res.ctas_per_sm), (48, 10));
+    let e = estimate(&w, &knobs, &res, &t);
+    assert_eq!((e.occupancy, e.waves, e.ctas), (1.0, 1.0, 1024.0));
+    let bytes = 2.0 * 1048576.0;
+    assert!(close(e.memory_s, bytes / 3.35e12));
+    assert!(close(e.epilogue_s, bytes / 3.35e12));
+    assert!(close(e.compute_s, 1048576.0 / 66.9e12));
+    assert_eq!(e.bound, Bound::Memory);
+    assert!(close(e.time_s, 2.0 * bytes / 3.35e12 + 1.5e-6));
+    // And the chosen plan is that fast (nothing beats the memory roof).
+    let c = choose_plan(&region, &m).expect("plans");
+    assert!(c.best.estimate.time_s <= e.time_s * (1.0 + 1e-12));
+    assert_eq!(c.best.plan.vectorize.width, 8);
+}
+
+fn stops(region: &Region, m: &CostModel) -> Vec<Stop> {
+    let w = analyze(region, m).expect("analyzes");
+    candidates(&w, &m.target)
+        .into_iter()
+        .filter_map(|c| c.verdict.err())
+        .collect()
+}
+
+#[test]
+fn stop_sm90_shape_rejects_wgmma_tiles_off_the_tma_swizzle() {
+    let s = stops(&seed_gemm(), &example_gemm(Arch::Sm90));
+    assert!(s
+        .iter()
+        .any(|x| matches!(x, Stop::Sm90Shape { why } if why.contains("128-byte TMA swizzle"))));
+    // sm80 has no wgmma points at all.
+    let s = stops(&seed_gemm(), &example_gemm(Arch::Sm80));
+    assert!(!s.iter().any(|x| matches!(x, Stop::Sm90Shape { .. })));
+}
+
+#[test]
+fn stop_vector_widths_shrinking_or_misaligned() {
+    // K = 64 fp16: 128-byte rows take 16-byte vectors; 8 and 4 shrink them.
+    let s = stops(&seed_gemm(), &example_gemm(Arch::Sm80));
+    assert!(s.iter().any(|x| matches!(
+        x,
+        Stop::VectorShrinks {
+            from_bytes: 16,
+            to_bytes: 8
+        }
+    )));
+    // K = 3 fp16: 6-byte rows split into 2-byte vectors only; 16, 8 and 4 are misaligned.
+    let m = model(Arch::Sm80.target(), &[("M", 64), ("K", 3), ("N", 64)]);
+    let s = stops(&seed_gemm(), &m);
+    assert!(s.iter().any(|x| matches!(
+        x,
+        Stop::Misaligned {
+            width_bytes: 16,
+            extent_bytes: 6
+        }
+    )));
+    let c = choose_plan(&seed_gemm(), &m).expect("plans");
+    assert_eq!(c.best.plan.vectorize.width, 1);
+}
+
+#[test]
+fn stop_shared_memory_over_80_percent() {
+    // The seed's fp32 attention rows at N = 4096: the row-resident tile [64, 4096, 32] needs
+    // 2 · 32 · (64 + 4096) · 4 bytes.
+    let m = model(
+        Arch::Sm80.target(),
+        &[("B", 1), ("H", 1), ("M", 256), ("N", 4096), ("D", 64)],
+    );
+    let s = stops(&seed_attention(), &m);
+    assert!(s.iter().any(|x| matches!(
+        x,
+        Stop::SmemOver {
+            smem_bytes: 1064960,
+            ..
+        }
+    )));
+    // The multi-pass plans remain: the row epilogue's 3 passes (max, then sum, then divide).
+    let c = choose_plan(&seed_attention(), &m).expect("plans");
+    let Shape::Contraction(g) = &c.work.shape else {
+        panic!()
+    };
+    assert_eq!((g.row_passes, g.row_extent), (3, Some(4096.0)));
+    assert!(
+        c.best.plan.algo_choice["attention"].contains("3pass"),
+        "{:?}",
+        c.best.plan
+    );
+}
+
+#[test]
+fn stop_register_spill_and_one_cta_per_sm() {
+    let m = model(
+        Arch::Sm90.target(),
+        &[("M", 4096), ("K", 4096), ("N", 4096)],
+    );
+    let s = stops(&seed_gemm(), &m);
+    // wgmma [128,256,64] with one warpgroup: 32·256/32 = 256 accumulators per thread.
+    assert!(s.iter().any(|x| matches!(
+        x,
+        Stop::RegisterSpill {
+            regs: 304,
+            limit: 255
+        }
+    )));
+    // mma_sync [128,128,32] with 4 warps (64×64 each): 128 + 48 + 40 registers, 1 CTA per SM.
+    assert!(s.iter().any(|x| matches!(x, Stop::OneCtaPerSm { .. })));
+    // At 4096³ on H100 the fastest survivor is a wgmma plan.
+    let c = choose_plan(&seed_gemm(), &m).expect("plans");
+    assert_eq!(
+        c.best.plan.algo_choice["matmul"],
+        "wgmma",
+        "{}",
+        c.best.plan.summary()
+    );
+    assert_eq!(c.best.plan.barrier_model, "mbarrier");
+}
+
+#[test]
+fn the_plan_space_is_small_and_stopped_points_are_reported() {
+    let c = choose_plan(&seed_gemm(), &example_gemm(Arch::Sm80)).expect("plans");
+    let r = c.report();
+    // One algorithm on sm80: 4 tiles × 3 pipelines × 2 warp tiles × 4 widths (16 to 2 bytes).
+    assert_eq!(r.space, 96);
+    assert!((10..=24).contains(&r.priced), "{}", r.priced);
+    assert!(r.rejected.iter().any(|x| x.reason.starts_with("slower")));
+    assert!(r.rejected.iter().any(|x| x.reason.starts_with("STOP")));
+}
+
+#[test]
+fn times_saturate_and_order() {
+    assert_eq!(Time::from_secs(1e-6), Time(1_000_000));
+    assert_eq!(Time::from_secs(f64::INFINITY), Time::INFINITY);
+    assert_eq!(Time::from_secs(f64::NAN), Time::ZERO);
+    assert_eq!(Time::INFINITY.plus(Time(1)), Time::INFINITY);
+    assert!(Time(1) < Time(2) && Time(2) < Time::INFINITY);
+    assert_eq!(Time(1_500_000).to_string(), "1.500 µs");
+}
+
+/// A region spelling attention as one kernel (P·V whose P is QKᵀ's softmax) runs on no
+/// template.
+#[test]
+fn a_contraction_inside_a_contraction_operand_has_no_template() {
+    let text = r#"{"region": {"name": "attn1", "iters": [{"name": "m", "size": 8}, {"name": "n", "size": 4}],
+        "inputs": [
+          {"name": "Q", "dtype": "fp16", "memref": {"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {"kind": "row_major"}}},
+          {"name": "K", "dtype": "fp16", "memref": {"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {"kind": "row_major"}}},
+          {"name": "V", "dtype": "fp16", "memref": {"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {"kind": "row_major"}}}],
+        "outputs": [{"name": "O", "dtype": "fp32", "memref": {"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {"kind": "row_major"}}, "materialize": "gmem"}],
+        "lets": [
+          {"let": "o", "expr": {"reduce": {"op": "sum", "axes": ["k"], "extents": {"k": 8}, "dtype": "fp32",
+             "body": {"mul": [
+               {"exp": [{"reduce": {"op": "sum", "axes": ["d"], "extents": {"d": 4}, "dtype": "fp32",
+                 "body": {"mul": [{"read": {"tensor": "Q", "map": ["m", "d"]}}, {"read": {"tensor": "K", "map": ["k", "d"]}}]}}}]},
+               {"read": {"tensor": "V", "map": ["k", "n"]}}]}}}}],
+        "yield": [{"from": "o", "to": "O"}]}}"#;
+    let region = Region::from_json_str(text).expect("parses");
+    let e = choose_plan(&region, &model(Arch::Sm90.target(), &[])).expect_err("no template");
+    assert!(
+        matches!(e, PlanError::Work(work::WorkError::NestedContraction)),
+        "{e}"
+    );
+}

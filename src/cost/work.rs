@@ -1,0 +1,867 @@
+//! What a kernel computes, read off its RB-SSA region: the template it runs on, the sizes the
+//! template is parameterized by, its arithmetic split by execution unit, and its traffic.
+//!
+//! Templates (seed 001 §9, issue 5's list):
+//! - **contraction**: one `reduce(sum, K, mul(a, b))` — the *main* contraction, the largest
+//!   when there are several — with a prologue (what its operands compute before the product:
+//!   guards, casts, producers inlined at the reads) and an epilogue (every let that reads the
+//!   accumulator). Axes are classified from the operands' index maps: `M` = iters only `a`
+//!   reads, `N` = iters only `b` reads, batch = iters both read, `K` = the reduce axes. A conv
+//!   is the same template (implicit GEMM): its input map mixes an output axis with a `K` axis.
+//!   An epilogue reducing over `M` or `N` (a softmax or a norm of the product's rows) needs the
+//!   whole row in one block, or one pass per dependent reduction ([`Gemm::row_passes`]).
+//! - **reduction**: a row reduction (softmax, norms, pooling windows), rows × length.
+//! - **elementwise**: everything else, one thread per element group.
+//!
+//! A region whose main contraction reads another contraction in its operands (attention
+//! spelled as one region: P·V whose P is QKᵀ's softmax) runs on no template: its prologue would
+//! need a contraction per loaded tile. [`analyze`] says so ([`WorkError::NestedContraction`]);
+//! the two-region form (§6.8.3) is what the attention template implements.
+//!
+//! Counting: a `reduce` let is computed once per point of its free iters (once per row), its
+//! body once per point × its extents; every other let once per output element — templates map
+//! threads to output elements and do not share a loop-invariant value between threads, so an
+//! elementwise producer inlined under a broadcast is recomputed per use. Operand prologue lets
+//! of a contraction are counted once per operand element; a tiled kernel recomputes them each
+//! time a tile is loaded again, which the roofline adds per plan ([`Gemm::prologue`]).
+
+use crate::extract::kernels::CostModel;
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::region::verify::{children, reduce_extents, verify};
+use crate::ir::region::{AxisExpr, BinaryFn, Expr, Pred, Reduce, Region, UnaryFn};
+use crate::ir::tiny::ReduceOp;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Arithmetic by execution unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Ops {
+    /// fp16/bf16 multiply-accumulate work on tensor cores, FLOP (an FMA counts 2).
+    pub tensor: f64,
+    /// CUDA-core operations (adds, multiplies, compares, selects, conversions; an FMA counts 2).
+    pub simt: f64,
+    /// Special-function unit operations (`ex2`, `lg2`, `rsqrt`, `rcp`, …).
+    pub sfu: f64,
+}
+
+impl Ops {
+    fn add(&mut self, o: Ops, times: f64) {
+        self.tensor += o.tensor * times;
+        self.simt += o.simt * times;
+        self.sfu += o.sfu * times;
+    }
+
+    /// All operations.
+    pub fn total(&self) -> f64 {
+        self.tensor + self.simt + self.sfu
+    }
+}
+
+/// The role of an input in a contraction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Read by the main contraction's first operand (`M × K`).
+    A,
+    /// Read by its second operand (`K × N`).
+    B,
+    /// Read elsewhere (bias, residual, a norm's weights), once per output tile.
+    Other,
+}
+
+/// One input of the kernel.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InputUse {
+    pub name: String,
+    /// Bytes of the whole input (what DRAM serves once).
+    pub bytes: f64,
+    pub elem_bytes: u64,
+    pub role: Role,
+    /// Whether every read walks the input's last dimension with the kernel's fastest axis (or
+    /// does not move along it): coalesced. Else the template stages it through shared memory
+    /// (the layout penalty).
+    pub contiguous: bool,
+}
+
+/// How a contraction is implemented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    Matmul,
+    BatchedMatmul,
+    /// Implicit GEMM: an operand's index map mixes an output axis and a `K` axis.
+    Conv,
+}
+
+/// The GEMM view of a contraction kernel.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gemm {
+    pub pattern: Pattern,
+    pub batch: f64,
+    pub m: f64,
+    pub n: f64,
+    pub k: f64,
+    /// Element bytes of the operands as multiplied (after prologue casts).
+    pub a_elem: u64,
+    pub b_elem: u64,
+    /// Both operands fp16 or both bf16: the product can run on tensor cores.
+    pub tensor_cores: bool,
+    /// Prologue work per element of `A` and of `B` (recomputed at every reload of a tile).
+    pub prologue: [Ops; 2],
+    /// 1 without a row epilogue; else 1 + the depth of the chain of reductions over `N` (or
+    /// `M`) in the epilogue: the passes over the row a block makes when the row is not
+    /// resident (each pass recomputes the product).
+    pub row_passes: u32,
+    /// The extent the row epilogue reduces over (`N` or `M`), when there is one.
+    pub row_extent: Option<f64>,
+    /// Names of the GEMM axes: which iters are `M`, `N`, batch, and the `K` axes.
+    pub axes: GemmAxes,
+    /// The epilogue's ops by name, in order (`add`, `relu`, …), for the plan.
+    pub epilogue: Vec<String>,
+}
+
+/// Which region axes form `M`, `N`, the batch and `K`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GemmAxes {
+    pub m: Vec<String>,
+    pub n: Vec<String>,
+    pub batch: Vec<String>,
+    pub k: Vec<String>,
+}
+
+/// The template a kernel runs on, with its sizes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "template", rename_all = "snake_case")]
+pub enum Shape {
+    Contraction(Box<Gemm>),
+    Reduction {
+        /// Independent rows.
+        rows: f64,
+        /// Elements folded per row (all reduce axes).
+        len: f64,
+        /// 1 + the depth of the chain of dependent reductions (layer norm: mean, then the
+        /// variance, then the normalization: 3): passes over the row when it is not resident.
+        passes: u32,
+        /// Only window reductions (pooling: every reduce axis also indexes with an iter).
+        window: bool,
+    },
+    Elementwise {
+        elems: f64,
+    },
+}
+
+impl Shape {
+    /// `contraction`, `reduction`, `elementwise`.
+    pub fn template(&self) -> &'static str {
+        match self {
+            Shape::Contraction(_) => "contraction",
+            Shape::Reduction { .. } => "reduction",
+            Shape::Elementwise { .. } => "elementwise",
+        }
+    }
+}
+
+/// What one kernel computes and moves.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelWork {
+    pub shape: Shape,
+    /// All arithmetic, every let counted once per point of its free iters (prologues once per
+    /// operand element).
+    pub ops: Ops,
+    pub inputs: Vec<InputUse>,
+    /// Bytes written.
+    pub out_bytes: f64,
+    pub out_elem_bytes: u64,
+    /// Output elements.
+    pub out_elems: f64,
+    /// Extent of the fastest (last) output axis, for vector widths.
+    pub inner_extent: f64,
+}
+
+impl KernelWork {
+    /// Bytes read from global memory, each input once.
+    pub fn in_bytes(&self) -> f64 {
+        self.inputs.iter().map(|i| i.bytes).sum()
+    }
+}
+
+/// Why a region runs on no template.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WorkError {
+    #[error("the region does not verify: {0}")]
+    Invalid(String),
+    #[error(
+        "the main contraction's operands contain another contraction (no template recomputes a \
+         contraction per loaded tile; the two-region form is the attention template's)"
+    )]
+    NestedContraction,
+}
+
+/// Reads the work of `region`, sizing symbols with `sizes`.
+pub fn analyze(region: &Region, sizes: &CostModel) -> Result<KernelWork, WorkError> {
+    let checked = verify(region).map_err(|e| WorkError::Invalid(e.to_string()))?;
+    let size = |d: &Dim| sizes.numel(std::slice::from_ref(d)) as f64;
+    let iters: Vec<(String, f64)> = region
+        .iters
+        .iter()
+        .zip(&checked.iter_sizes)
+        .map(|(i, d)| (i.name.clone(), size(d)))
+        .collect();
+    let mut cx = Cx {
+        r: region,
+        iter_sizes: &checked.iter_sizes,
+        sizes,
+        lets: BTreeMap::new(),
+    };
+    for (l, free) in region.lets.iter().zip(&checked.let_free) {
+        let free_names: BTreeSet<String> = free.iter().map(|i| iters[*i].0.clone()).collect();
+        let evals: f64 = free.iter().map(|i| iters[*i].1).product();
+        cx.lets.insert(
+            l.name.clone(),
+            LetInfo {
+                expr: &l.expr,
+                free: free_names,
+                evals,
+            },
+        );
+    }
+    // Arithmetic of every let: a reduction once per point of its free iters (per row), any
+    // other let once per output element (a thread computes its element's lets; templates do
+    // not share loop-invariant values between threads). The contraction template corrects its
+    // prologue lets below.
+    let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
+    let mut ops = Ops::default();
+    for l in &region.lets {
+        ops.add(cx.expr_ops(&l.expr, &l.name)?, cx.evals(&l.name, out_elems));
+    }
+    let out_elem_bytes = region
+        .outputs
+        .iter()
+        .map(|o| o.dtype.size_bytes())
+        .max()
+        .unwrap_or(4);
+    let out_bytes: f64 = region
+        .outputs
+        .iter()
+        .map(|o| out_elems * o.dtype.size_bytes() as f64)
+        .sum();
+    let fast_axis = iters.last().map(|(n, _)| n.clone());
+    let inner_extent = iters.last().map(|(_, s)| *s).unwrap_or(1.0);
+
+    let main = cx.main_contraction()?;
+    let mut roles: BTreeMap<String, Role> = BTreeMap::new();
+    let shape = match &main {
+        Some(mc) => {
+            for (side, role) in [(&mc.a, Role::A), (&mc.b, Role::B)] {
+                let mut names = BTreeSet::new();
+                cx.inputs_read(side, &mut names, &mut BTreeSet::new());
+                for n in names {
+                    roles.entry(n).or_insert(role);
+                }
+            }
+            Shape::Contraction(Box::new(cx.gemm(mc, &iters, &mut ops)?))
+        }
+        None => cx
+            .reduction_shape(&iters)
+            .unwrap_or(Shape::Elementwise { elems: out_elems }),
+    };
+    // Axes a read may walk its input's last dimension with and stay coalesced: the fastest
+    // output axis; a reduction's fastest reduce axis; a contraction stages its operands through
+    // shared memory, so the fastest axis of each of M, N, K and the batch.
+    let mut fine: Vec<String> = fast_axis.iter().cloned().collect();
+    match &shape {
+        Shape::Reduction { .. } => fine.extend(cx.last_reduce_axis()),
+        Shape::Contraction(g) => {
+            for group in [&g.axes.m, &g.axes.n, &g.axes.k, &g.axes.batch] {
+                fine.extend(group.last().cloned());
+            }
+        }
+        Shape::Elementwise { .. } => {}
+    }
+    let inputs = region
+        .inputs
+        .iter()
+        .map(|i| {
+            let shape: Vec<Dim> = i.memref.shape.iter().map(|s| s.0.clone()).collect();
+            let mut contiguous = true;
+            for l in &region.lets {
+                cx.check_contiguous(&l.expr, &i.name, &fine, &mut contiguous);
+            }
+            InputUse {
+                name: i.name.clone(),
+                bytes: sizes.numel(&shape) as f64 * i.dtype.size_bytes() as f64,
+                elem_bytes: i.dtype.size_bytes(),
+                role: roles.get(&i.name).copied().unwrap_or(Role::Other),
+                contiguous,
+            }
+        })
+        .collect();
+    Ok(KernelWork {
+        shape,
+        ops,
+        inputs,
+        out_bytes,
+        out_elem_bytes,
+        out_elems,
+        inner_extent,
+    })
+}
+
+struct LetInfo<'a> {
+    expr: &'a Expr,
+    free: BTreeSet<String>,
+    evals: f64,
+}
+
+/// The main contraction: the let it defines and its two operands.
+struct MainContraction<'a> {
+    name: String,
+    red: &'a Reduce,
+    a: &'a Expr,
+    b: &'a Expr,
+}
+
+struct Cx<'a> {
+    r: &'a Region,
+    iter_sizes: &'a [Dim],
+    sizes: &'a CostModel,
+    lets: BTreeMap<String, LetInfo<'a>>,
+}
+
+impl<'a> Cx<'a> {
+    /// How often the let `name` is computed: a reduction once per point of its free iters,
+    /// anything else once per output element.
+    fn evals(&self, name: &str, out_elems: f64) -> f64 {
+        match self.lets[name].expr {
+            Expr::Reduce(_) => self.lets[name].evals,
+            _ => out_elems,
+        }
+    }
+
+    fn size(&self, d: &Dim) -> f64 {
+        self.sizes.numel(std::slice::from_ref(d)) as f64
+    }
+
+    fn extents(&self, red: &Reduce, at: &str) -> Result<Vec<f64>, WorkError> {
+        let ext = reduce_extents(self.r, red, self.iter_sizes, at)
+            .map_err(|e| WorkError::Invalid(e.to_string()))?;
+        Ok(ext.iter().map(|d| self.size(d)).collect())
+    }
+
+    /// Ops of one evaluation of `e` (reductions: their whole fold).
+    fn expr_ops(&self, e: &Expr, at: &str) -> Result<Ops, WorkError> {
+        let mut o = Ops::default();
+        match e {
+            Expr::Reduce(red) => {
+                let n: f64 = self.extents(red, at)?.iter().product();
+                let mut body = self.expr_ops(&red.body, at)?;
+                if let Some((x, y)) = product_operands(red) {
+                    if half_pair(self, x, y) {
+                        body.simt -= 1.0; // the multiply
+                        body.tensor += 2.0; // multiply and add on a tensor core
+                        o.add(body, n);
+                        return Ok(o);
+                    }
+                }
+                body.simt += 1.0; // the accumulation
+                o.add(body, n);
+                return Ok(o);
+            }
+            Expr::Unary(f, _) => {
+                let (simt, sfu) = unary_cost(*f);
+                o.simt += simt;
+                o.sfu += sfu;
+            }
+            Expr::Binary(f, _, _) => {
+                let (simt, sfu) = binary_cost(*f);
+                o.simt += simt;
+                o.sfu += sfu;
+            }
+            Expr::Select { pred, .. } => o.simt += 1.0 + pred_atoms(pred) as f64,
+            Expr::Where(..) | Expr::Cast { .. } | Expr::Gather { .. } => o.simt += 1.0,
+            _ => {}
+        }
+        for c in children(e) {
+            o.add(self.expr_ops(c, at)?, 1.0);
+        }
+        Ok(o)
+    }
+
+    /// The largest `reduce(sum, K, mul(a, b))` whose operands both read inputs.
+    fn main_contraction(&self) -> Result<Option<MainContraction<'a>>, WorkError> {
+        let mut best: Option<(f64, MainContraction<'a>)> = None;
+        for l in &self.r.lets {
+            let Expr::Reduce(red) = &l.expr else { continue };
+            let Some((a, b)) = product_operands(red) else {
+                continue;
+            };
+            if !self.reads_input(a) || !self.reads_input(b) {
+                continue;
+            }
+            let work =
+                self.lets[&l.name].evals * self.extents(red, &l.name)?.iter().product::<f64>();
+            if best.as_ref().is_none_or(|(w, _)| work > *w) {
+                best = Some((
+                    work,
+                    MainContraction {
+                        name: l.name.clone(),
+                        red,
+                        a,
+                        b,
+                    },
+                ));
+            }
+        }
+        if let Some((_, mc)) = &best {
+            for side in [mc.a, mc.b] {
+                if self.contains_contraction(side, &mut BTreeSet::new()) {
+                    return Err(WorkError::NestedContraction);
+                }
+            }
+        }
+        Ok(best.map(|(_, mc)| mc))
+    }
+
+    fn reads_input(&self, e: &Expr) -> bool {
+        let mut names = BTreeSet::new();
+        self.inputs_read(e, &mut names, &mut BTreeSet::new());
+        !names.is_empty()
+    }
+
+    /// Inputs `e` reads, through lets.
+    fn inputs_read(&self, e: &Expr, out: &mut BTreeSet<String>, seen: &mut BTreeSet<String>) {
+        match e {
+            Expr::Read { tensor, .. } | Expr::Gather { tensor, .. } => {
+                out.insert(tensor.clone());
+            }
+            Expr::Let(n) if seen.insert(n.clone()) => {
+                if let Some(l) = self.lets.get(n) {
+                    self.inputs_read(l.expr, out, seen);
+                }
+            }
+            _ => {}
+        }
+        if let Expr::Reduce(red) = e {
+            self.inputs_read(&red.body, out, seen);
+        }
+        for c in children(e) {
+            self.inputs_read(c, out, seen);
+        }
+    }
+
+    fn contains_contraction(&self, e: &Expr, seen: &mut BTreeSet<String>) -> bool {
+        match e {
+            Expr::Reduce(red) => {
+                if let Some((a, b)) = product_operands(red) {
+                    if self.reads_input(a) && self.reads_input(b) {
+                        return true;
+                    }
+                }
+                self.contains_contraction(&red.body, seen)
+            }
+            Expr::Let(n) => {
+                seen.insert(n.clone())
+                    && self
+                        .lets
+                        .get(n)
+                        .is_some_and(|l| self.contains_contraction(l.expr, seen))
+            }
+            _ => children(e)
+                .into_iter()
+                .any(|c| self.contains_contraction(c, seen)),
+        }
+    }
+
+    /// Region axes (iters and `extra`) `e` depends on, through lets.
+    fn axes_of(&self, e: &Expr, extra: &[String], out: &mut BTreeSet<String>) {
+        let is_axis =
+            |n: &str| self.r.iters.iter().any(|i| i.name == n) || extra.iter().any(|k| k == n);
+        let names = |a: &AxisExpr, out: &mut BTreeSet<String>| {
+            a.for_each_name(&mut |n| {
+                if is_axis(n) {
+                    out.insert(n.to_string());
+                }
+            })
+        };
+        match e {
+            Expr::Read { map, .. } | Expr::Gather { map, .. } => {
+                map.iter().for_each(|a| names(a, out));
+            }
+            Expr::Index(a) => names(a, out),
+            Expr::Select { pred, .. } => pred_axes(pred, &mut |a| names(a, out)),
+            Expr::Let(n) => {
+                if let Some(l) = self.lets.get(n) {
+                    out.extend(l.free.iter().cloned());
+                }
+            }
+            Expr::Reduce(red) => {
+                let mut inner = BTreeSet::new();
+                self.axes_of(&red.body, extra, &mut inner);
+                out.extend(inner.into_iter().filter(|a| !red.axes.contains(a)));
+                return;
+            }
+            _ => {}
+        }
+        for c in children(e) {
+            self.axes_of(c, extra, out);
+        }
+    }
+
+    fn gemm(
+        &self,
+        mc: &MainContraction<'a>,
+        iters: &[(String, f64)],
+        ops: &mut Ops,
+    ) -> Result<Gemm, WorkError> {
+        let k_axes = mc.red.axes.clone();
+        let (mut a_ax, mut b_ax) = (BTreeSet::new(), BTreeSet::new());
+        self.axes_of(mc.a, &k_axes, &mut a_ax);
+        self.axes_of(mc.b, &k_axes, &mut b_ax);
+        let size_of = |n: &str| iters.iter().find(|(i, _)| i == n).map(|(_, s)| *s);
+        let mut axes = GemmAxes {
+            k: k_axes.clone(),
+            ..GemmAxes::default()
+        };
+        for (name, _) in iters {
+            if k_axes.contains(name) {
+                continue; // shadowed by the reduction
+            }
+            match (a_ax.contains(name), b_ax.contains(name)) {
+                (true, true) => axes.batch.push(name.clone()),
+                (true, false) => axes.m.push(name.clone()),
+                (false, true) => axes.n.push(name.clone()),
+                (false, false) => {}
+            }
+        }
+        let prod = |v: &[String]| v.iter().filter_map(|n| size_of(n)).product::<f64>();
+        let k: f64 = self.extents(mc.red, &mc.name)?.iter().product();
+        let (batch, m, n) = (prod(&axes.batch), prod(&axes.m), prod(&axes.n));
+        let conv = [mc.a, mc.b]
+            .iter()
+            .any(|side| mixes_axes(side, &k_axes, &self.r.iters));
+        let pattern = if conv {
+            Pattern::Conv
+        } else if batch > 1.0 {
+            Pattern::BatchedMatmul
+        } else {
+            Pattern::Matmul
+        };
+        // Prologue: ops of the operands (inline, and the lets they read that are not the
+        // accumulator's), per operand element.
+        let mut prologue = [Ops::default(), Ops::default()];
+        let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
+        let mut adjusted = BTreeSet::new();
+        for (i, side) in [mc.a, mc.b].into_iter().enumerate() {
+            let elems = batch * if i == 0 { m } else { n } * k;
+            let mut inline = self.expr_ops(side, &mc.name)?;
+            let mut seen = BTreeSet::new();
+            self.let_deps(side, &mut seen);
+            for l in &seen {
+                let per_elem = match self.lets[l].expr {
+                    Expr::Reduce(_) => self.lets[l].evals / elems.max(1.0),
+                    _ => 1.0,
+                };
+                inline.add(self.expr_ops(self.lets[l].expr, l)?, per_elem);
+                // Computed once per operand element, not per output element.
+                if !matches!(self.lets[l].expr, Expr::Reduce(_)) && adjusted.insert(l.clone()) {
+                    ops.add(self.expr_ops(self.lets[l].expr, l)?, elems - out_elems);
+                }
+            }
+            prologue[i] = inline;
+        }
+        // The inline operand ops were counted per multiply-accumulate; a tiled kernel applies
+        // them per loaded element.
+        let macs = batch * m * n * k;
+        for (i, side) in [mc.a, mc.b].into_iter().enumerate() {
+            let elems = batch * if i == 0 { m } else { n } * k;
+            ops.add(self.expr_ops(side, &mc.name)?, elems - macs);
+        }
+        // The main product itself is the template's (priced per plan), not part of `ops`.
+        if tensor_cores_of(self, mc) {
+            ops.tensor -= 2.0 * macs;
+        } else {
+            ops.simt -= 2.0 * macs;
+        }
+        let (a_elem, b_elem) = (
+            operand_dtype(self, mc.a).map_or(4, |d| d.size_bytes()),
+            operand_dtype(self, mc.b).map_or(4, |d| d.size_bytes()),
+        );
+        let tensor_cores = tensor_cores_of(self, mc);
+        // Epilogue: lets that read the accumulator, in order; reductions among them over M or N
+        // make a row epilogue.
+        let mut downstream: BTreeSet<String> = [mc.name.clone()].into();
+        let mut depth: BTreeMap<String, u32> = BTreeMap::new();
+        let mut epilogue = Vec::new();
+        let mut row_extent = None;
+        for l in &self.r.lets {
+            if l.name == mc.name {
+                continue;
+            }
+            let mut deps = BTreeSet::new();
+            self.let_deps(&l.expr, &mut deps);
+            if deps.is_disjoint(&downstream) {
+                continue;
+            }
+            downstream.insert(l.name.clone());
+            let mut d = deps
+                .iter()
+                .filter_map(|x| depth.get(x))
+                .copied()
+                .max()
+                .unwrap_or(0);
+            if let Expr::Reduce(red) = &l.expr {
+                if red
+                    .axes
+                    .iter()
+                    .any(|a| axes.n.contains(a) || axes.m.contains(a))
+                {
+                    d += 1;
+                    let over_n = red.axes.iter().any(|a| axes.n.contains(a));
+                    row_extent = Some(if over_n { n } else { m });
+                }
+            }
+            depth.insert(l.name.clone(), d);
+            op_names(&l.expr, &mut epilogue);
+        }
+        let row_passes = 1 + depth.values().copied().max().unwrap_or(0);
+        Ok(Gemm {
+            pattern,
+            batch,
+            m,
+            n,
+            k,
+            a_elem,
+            b_elem,
+            tensor_cores,
+            prologue,
+            row_passes,
+            row_extent,
+            axes,
+            epilogue,
+        })
+    }
+
+    /// Lets `e` reads, transitively.
+    fn let_deps(&self, e: &Expr, out: &mut BTreeSet<String>) {
+        if let Expr::Let(n) = e {
+            if out.insert(n.clone()) {
+                if let Some(l) = self.lets.get(n) {
+                    self.let_deps(l.expr, out);
+                }
+            }
+        }
+        if let Expr::Reduce(red) = e {
+            self.let_deps(&red.body, out);
+        }
+        for c in children(e) {
+            self.let_deps(c, out);
+        }
+    }
+
+    /// A reduction kernel: the reduce let folding the most elements.
+    fn reduction_shape(&self, iters: &[(String, f64)]) -> Option<Shape> {
+        let mut best: Option<(f64, f64, f64, bool)> = None;
+        let mut depth: BTreeMap<String, u32> = BTreeMap::new();
+        for l in &self.r.lets {
+            let mut deps = BTreeSet::new();
+            self.let_deps(&l.expr, &mut deps);
+            let mut d = deps
+                .iter()
+                .filter_map(|x| depth.get(x))
+                .copied()
+                .max()
+                .unwrap_or(0);
+            if let Expr::Reduce(red) = &l.expr {
+                d += 1;
+                let len: f64 = self.extents(red, &l.name).ok()?.iter().product();
+                let rows = self.lets[&l.name].evals;
+                let window = red.axes.iter().all(|a| {
+                    let mut ax = BTreeSet::new();
+                    self.axes_of(&red.body, &red.axes, &mut ax);
+                    ax.contains(a) && mixes_axes(&red.body, std::slice::from_ref(a), &self.r.iters)
+                });
+                if best.is_none_or(|(r, n, _, _)| rows * len > r * n) {
+                    best = Some((rows, len, 0.0, window));
+                }
+            }
+            depth.insert(l.name.clone(), d);
+        }
+        let _ = iters;
+        let passes = 1 + depth.values().copied().max().unwrap_or(0);
+        best.map(|(rows, len, _, window)| Shape::Reduction {
+            rows,
+            len,
+            passes,
+            window,
+        })
+    }
+
+    fn last_reduce_axis(&self) -> Option<String> {
+        self.r.lets.iter().rev().find_map(|l| match &l.expr {
+            Expr::Reduce(red) => red.axes.last().cloned(),
+            _ => None,
+        })
+    }
+
+    /// Clears `ok` when a read of `input` indexes its last dimension with region axes none of
+    /// which is in `fine` (a constant index is fine).
+    fn check_contiguous(&self, e: &Expr, input: &str, fine: &[String], ok: &mut bool) {
+        if let Expr::Read { tensor, map } | Expr::Gather { tensor, map, .. } = e {
+            if tensor == input {
+                if let Some(last) = map.last() {
+                    let mut names = Vec::new();
+                    last.for_each_name(&mut |n| {
+                        if self.r.iters.iter().any(|i| i.name == n) || self.is_reduce_axis(n) {
+                            names.push(n.to_string())
+                        }
+                    });
+                    if !names.is_empty() && !names.iter().any(|n| fine.contains(n)) {
+                        *ok = false;
+                    }
+                }
+            }
+        }
+        if let Expr::Reduce(red) = e {
+            self.check_contiguous(&red.body, input, fine, ok);
+        }
+        for c in children(e) {
+            self.check_contiguous(c, input, fine, ok);
+        }
+    }
+
+    fn is_reduce_axis(&self, n: &str) -> bool {
+        self.r.lets.iter().any(|l| has_reduce_axis(&l.expr, n))
+    }
+}
+
+fn has_reduce_axis(e: &Expr, n: &str) -> bool {
+    match e {
+        Expr::Reduce(red) => red.axes.iter().any(|a| a == n) || has_reduce_axis(&red.body, n),
+        _ => children(e).into_iter().any(|c| has_reduce_axis(c, n)),
+    }
+}
+
+/// `(a, b)` when `red` is `sum` of `mul(a, b)`.
+fn product_operands(red: &Reduce) -> Option<(&Expr, &Expr)> {
+    match (&red.op, &red.body) {
+        (ReduceOp::Sum, Expr::Binary(BinaryFn::Mul, a, b)) => Some((a, b)),
+        _ => None,
+    }
+}
+
+/// Both operands fp16, or both bf16: a product tensor cores can compute.
+fn half_pair(cx: &Cx, x: &Expr, y: &Expr) -> bool {
+    let (a, b) = (operand_dtype(cx, x), operand_dtype(cx, y));
+    a == b && matches!(a, Some(DType::F16 | DType::BF16))
+}
+
+fn tensor_cores_of(cx: &Cx, mc: &MainContraction) -> bool {
+    half_pair(cx, mc.a, mc.b)
+}
+
+/// The element type an operand is multiplied in: a cast's target, a read's input type (through
+/// guards and views); `None` for computed values (fp32).
+fn operand_dtype(cx: &Cx, e: &Expr) -> Option<DType> {
+    match e {
+        Expr::Cast { to, .. } => Some(*to),
+        Expr::Read { tensor, .. } | Expr::Gather { tensor, .. } => {
+            cx.r.input(tensor).map(|i| i.dtype)
+        }
+        Expr::Select { then, .. } => operand_dtype(cx, then),
+        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
+            operand_dtype(cx, operand)
+        }
+        _ => None,
+    }
+}
+
+/// Whether some index of `e` mixes a region iter with one of `axes` (a conv's `2·ho + kh − 1`,
+/// a pooling window's `2·m + k`).
+fn mixes_axes(e: &Expr, axes: &[String], iters: &[crate::ir::region::Iter]) -> bool {
+    let mixed = |a: &AxisExpr| {
+        let (mut it, mut ax) = (false, false);
+        a.for_each_name(&mut |n| {
+            if axes.iter().any(|k| k == n) {
+                ax = true;
+            } else if iters.iter().any(|i| i.name == n) {
+                it = true;
+            }
+        });
+        it && ax
+    };
+    match e {
+        Expr::Read { map, .. } | Expr::Gather { map, .. } if map.iter().any(mixed) => true,
+        Expr::Reduce(red) => mixes_axes(&red.body, axes, iters),
+        _ => children(e).into_iter().any(|c| mixes_axes(c, axes, iters)),
+    }
+}
+
+fn pred_atoms(p: &Pred) -> usize {
+    match p {
+        Pred::And(v) | Pred::Or(v) => v.iter().map(pred_atoms).sum(),
+        Pred::Cmp(..) => 1,
+    }
+}
+
+fn pred_axes(p: &Pred, f: &mut dyn FnMut(&AxisExpr)) {
+    match p {
+        Pred::And(v) | Pred::Or(v) => v.iter().for_each(|q| pred_axes(q, f)),
+        Pred::Cmp(_, a, b) => {
+            f(a);
+            f(b)
+        }
+    }
+}
+
+/// `(simt, sfu)` operations of a unary function.
+fn unary_cost(f: UnaryFn) -> (f64, f64) {
+    match f {
+        UnaryFn::Neg | UnaryFn::Relu | UnaryFn::Abs => (1.0, 0.0),
+        // ex2/lg2/rsqrt/rcp/sqrt are one MUFU op; exp and log scale by a constant first.
+        UnaryFn::Exp2 | UnaryFn::Log2 | UnaryFn::Rsqrt | UnaryFn::Recip | UnaryFn::Sqrt => {
+            (0.0, 1.0)
+        }
+        UnaryFn::Exp | UnaryFn::Log | UnaryFn::Tanh => (1.0, 1.0),
+        // 1 / (1 + 2^(-x·log2 e)).
+        UnaryFn::Sigmoid => (2.0, 2.0),
+        // A rational approximation around one exponential (CUDA's erff: about 10 FMAs).
+        UnaryFn::Erf => (20.0, 1.0),
+    }
+}
+
+/// `(simt, sfu)` operations of a binary function.
+fn binary_cost(f: BinaryFn) -> (f64, f64) {
+    match f {
+        // x · rcp(y), with one Newton step.
+        BinaryFn::Div => (3.0, 1.0),
+        // 2^(y · lg2 x).
+        BinaryFn::Pow => (1.0, 2.0),
+        // Integer division: about a dozen integer instructions.
+        BinaryFn::Idiv => (12.0, 0.0),
+        _ => (1.0, 0.0),
+    }
+}
+
+/// Names of the ops of `e` (epilogue description), appended when new.
+fn op_names(e: &Expr, out: &mut Vec<String>) {
+    let name = match e {
+        Expr::Unary(f, _) => Some(f.name()),
+        Expr::Binary(f, _, _) => Some(f.name()),
+        Expr::Reduce(r) => Some(crate::ir::region::json::reduce_op_name(r.op)),
+        Expr::Cast { .. } => Some("cast"),
+        Expr::Where(..) => Some("where"),
+        _ => None,
+    };
+    if let Some(n) = name {
+        if !out.iter().any(|o| o == n) {
+            out.push(n.to_string());
+        }
+    }
+    if let Expr::Reduce(red) = e {
+        op_names(&red.body, out);
+    }
+    for c in children(e) {
+        op_names(c, out);
+    }
+}

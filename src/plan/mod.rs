@@ -1,0 +1,102 @@
+//! Schedule Plans (seed 001 §8): how one kernel runs — tile, pipeline stages, axis binding,
+//! warp tile, caching, vector width, tail predication, epilogue, architecture, layout hints,
+//! algorithm, local edges, asynchrony and barrier model — as the serde type `--dump plan`
+//! prints, field for field the seed's §8.1 dump.
+//!
+//! [`space`] enumerates the candidate plans of a kernel template and applies the STOP
+//! conditions of §11; `crate::cost` prices the survivors and keeps the fastest.
+
+pub mod space;
+
+use crate::target::Arch;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One kernel's schedule (seed 001 §8.1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The template (`contraction`, `reduction`, `elementwise`): an addition to the seed's
+    /// fields, saying which of the GPU IR skeletons the plan parameterizes.
+    pub template: String,
+    /// CTA tile: `[BM, BN, BK]` for a contraction, `[rows per block, threads per row]` for a
+    /// reduction, `[elements per block]` for an elementwise kernel.
+    pub tile: Vec<u64>,
+    /// Shared-memory pipeline depth (1: no shared-memory staging).
+    pub stages: u32,
+    /// Loop axis → hardware index (`m.o → block.y`).
+    pub bind: BTreeMap<String, String>,
+    /// Per-warp tile (`"32x32"`), or `"-"` when the template has no warp tile.
+    pub warp_tile: String,
+    /// Tensors staged in shared memory.
+    pub cache: Vec<Cache>,
+    /// Vector width of global loads and stores.
+    pub vectorize: Vectorize,
+    /// Axes whose tails are predicated.
+    pub predicate_tail: Vec<String>,
+    /// Ops applied to the accumulator in registers.
+    pub epilogue: Vec<String>,
+    pub arch: Arch,
+    /// Swizzles and output strides (`A_swizzle`, `B_swizzle`, `C_stride`).
+    pub layout_hints: BTreeMap<String, serde_json::Value>,
+    /// Implementation per pattern (`{"matmul": "mma_sync"}`).
+    pub algo_choice: BTreeMap<String, String>,
+    /// Values passed between stages without global memory.
+    pub local_edges: Vec<LocalEdge>,
+    #[serde(rename = "async")]
+    pub async_: AsyncPlan,
+    /// `cp_async_group` (SM80), `mbarrier` (SM90) or `syncthreads` (synchronous loads).
+    pub barrier_model: String,
+}
+
+/// `{"tensor", "where", "at", "pingpong"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cache {
+    pub tensor: String,
+    #[serde(rename = "where")]
+    pub where_: String,
+    pub at: String,
+    pub pingpong: bool,
+}
+
+/// `{"axis", "width"}`: width in elements.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vectorize {
+    pub axis: String,
+    pub width: u32,
+}
+
+/// `{"from", "to", "buffer", "depth"?}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalEdge {
+    pub from: String,
+    pub to: String,
+    pub buffer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+}
+
+/// `{"enable", "prefetch_depth", "epilogue_overlap"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AsyncPlan {
+    pub enable: bool,
+    pub prefetch_depth: u32,
+    pub epilogue_overlap: bool,
+}
+
+impl Plan {
+    /// One line: `contraction mma_sync [64,64,32] stages=2 warp=32x32 vec=8 async`.
+    pub fn summary(&self) -> String {
+        let algo: Vec<&str> = self.algo_choice.values().map(|s| s.as_str()).collect();
+        let tile: Vec<String> = self.tile.iter().map(|t| t.to_string()).collect();
+        format!(
+            "{} {} [{}] stages={} warp={} vec={}{}",
+            self.template,
+            algo.join("+"),
+            tile.join(","),
+            self.stages,
+            self.warp_tile,
+            self.vectorize.width,
+            if self.async_.enable { " async" } else { "" }
+        )
+    }
+}

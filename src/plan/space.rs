@@ -1,0 +1,652 @@
+//! The plan space of a kernel (seed 001 §10 step 6, §11 "探索空間" and "STOP 条件"; seed 000
+//! §5.2): per template a small grid of candidates, each with its resource estimate (threads,
+//! registers per thread, shared memory, resident CTAs per SM) and, when a STOP condition
+//! rejects it, the reason.
+//!
+//! Grids (the seed's `tile × stages × warp_tile × vec × algo × async`):
+//! - contraction: 4 tiles `[BM,BN,BK]` per algorithm × pipelines {2 stages async, 3 stages
+//!   async, 2 buffers synchronous} × 2 warp tiles × vector widths {16,8,4} B (the STOP on
+//!   vector widths leaves one: 24 points per algorithm before the resource STOPs). Algorithms: `simt` (CUDA cores, any dtype), `mma_sync`
+//!   (SM80 `ldmatrix` + `mma.sync.m16n8k16`, fp16/bf16, also on SM90) and on SM90 `wgmma`
+//!   (TMA + `wgmma.mma_async`, always asynchronous). A contraction whose epilogue reduces over
+//!   its rows also gets the *row-resident* tile (`BN` = the row, rounded up to 16) beside the
+//!   multi-pass ones.
+//! - reduction: threads per row {32 (a warp per row, 4 rows per block), 128, 256, 512} ×
+//!   vector widths.
+//! - elementwise: block {128, 256} threads × items per thread {1, 4} × vector widths.
+//!
+//! STOP conditions (§11), in the order they are checked:
+//! 1. **Sm90Shape** — a `wgmma` tile outside wgmma/TMA's requirements: `BM` a multiple of 64 (one
+//!    warpgroup per 64 rows), `BN` a multiple of 8 up to 256, `BK` rows of 128 bytes (the TMA
+//!    128-byte swizzle), asynchronous.
+//! 2. **Misaligned** / **VectorShrinks** — a vector width the fastest extent's bytes cannot be
+//!    split into is misaligned; one narrower than the widest aligned width (16 → 8/4) shrinks the
+//!    vector and stops.
+//! 3. **SmemOver** — shared memory above 80 % of the per-block limit.
+//! 4. **RegisterSpill** — more registers per thread than the architecture allows.
+//! 5. **OneCtaPerSm** — register pressure leaves one CTA per SM.
+//!
+//! Register estimates: accumulators (`warp tile / 32` fp32 per thread), operand fragments
+//! (`mma.sync`: 4 registers per 16×16 A fragment and 2 per 16×8 B fragment, double-buffered;
+//! `simt`: one micro-tile row and column, double-buffered; `wgmma` reads operands from shared
+//! memory), plus 40 for addresses, indices and loop state.
+
+use crate::cost::work::{Gemm, KernelWork, Shape};
+use crate::plan::{AsyncPlan, Cache, LocalEdge, Plan, Vectorize};
+use crate::target::{Arch, Target};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Fraction of the per-block shared memory a plan may use (§11: "~80 %").
+pub const SMEM_FRACTION: f64 = 0.8;
+/// Registers for addresses, indices and loop state, per thread.
+pub const BASE_REGS: u32 = 40;
+
+/// How a contraction multiplies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algo {
+    Simt,
+    MmaSync,
+    Wgmma,
+}
+
+impl Algo {
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Simt => "simt",
+            Algo::MmaSync => "mma_sync",
+            Algo::Wgmma => "wgmma",
+        }
+    }
+}
+
+/// The knobs of a candidate, by template (what the roofline reads).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "template", rename_all = "snake_case")]
+pub enum Knobs {
+    Contraction {
+        algo: Algo,
+        bm: u64,
+        bn: u64,
+        bk: u64,
+        stages: u32,
+        warps_m: u64,
+        warps_n: u64,
+        vec_bytes: u64,
+        async_: bool,
+        /// The tile holds whole rows of a row epilogue (one pass).
+        row_resident: bool,
+    },
+    Reduction {
+        threads_per_row: u64,
+        rows_per_block: u64,
+        vec_bytes: u64,
+    },
+    Elementwise {
+        block: u64,
+        items: u64,
+        vec_bytes: u64,
+    },
+}
+
+impl Knobs {
+    /// Threads per block.
+    pub fn threads(&self) -> u64 {
+        match *self {
+            Knobs::Contraction {
+                warps_m, warps_n, ..
+            } => warps_m * warps_n * 32,
+            Knobs::Reduction {
+                threads_per_row,
+                rows_per_block,
+                ..
+            } => threads_per_row * rows_per_block,
+            Knobs::Elementwise { block, .. } => block,
+        }
+    }
+
+    pub fn async_enabled(&self) -> bool {
+        matches!(self, Knobs::Contraction { async_: true, .. })
+    }
+}
+
+/// Resource estimate of a candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Resources {
+    pub threads: u32,
+    pub regs_per_thread: u32,
+    pub smem_bytes: u32,
+    /// Resident CTAs per SM (at least 1 when the plan fits at all).
+    pub ctas_per_sm: u32,
+    /// What bounds `ctas_per_sm`: `registers`, `smem`, `threads` or `blocks`.
+    pub limited_by: &'static str,
+}
+
+/// Why a candidate is not priced (§11 STOP conditions).
+#[derive(Clone, Debug, PartialEq, Serialize, thiserror::Error)]
+#[serde(tag = "stop", rename_all = "snake_case")]
+pub enum Stop {
+    #[error("SM90 tile outside wgmma/TMA requirements: {why}")]
+    Sm90Shape { why: String },
+    #[error("{width_bytes}-byte vectors do not divide the {extent_bytes}-byte fastest extent")]
+    Misaligned { width_bytes: u64, extent_bytes: u64 },
+    #[error("vector width shrinks from {from_bytes} to {to_bytes} bytes")]
+    VectorShrinks { from_bytes: u64, to_bytes: u64 },
+    #[error("shared memory {smem_bytes} B is over 80 % of the {limit_bytes} B per block")]
+    SmemOver { smem_bytes: u64, limit_bytes: u64 },
+    #[error("{regs} registers per thread spill (limit {limit})")]
+    RegisterSpill { regs: u32, limit: u32 },
+    #[error("{regs} registers per thread leave 1 CTA per SM")]
+    OneCtaPerSm { regs: u32 },
+}
+
+/// One point of the plan space (its seed §8 [`Plan`] is built on demand by [`plan_of`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Candidate {
+    pub knobs: Knobs,
+    pub resources: Resources,
+    /// `Err` when a STOP condition rejects it.
+    pub verdict: Result<(), Stop>,
+}
+
+/// The plan space of `work` on `target`: every grid point, checked.
+pub fn candidates(work: &KernelWork, target: &Target) -> Vec<Candidate> {
+    let knobs = match &work.shape {
+        Shape::Contraction(g) => contraction_grid(g, target),
+        Shape::Reduction { .. } => reduction_grid(vector_extent(work).1),
+        Shape::Elementwise { .. } => elementwise_grid(work.out_elem_bytes),
+    };
+    knobs
+        .into_iter()
+        .map(|k| {
+            let resources = resources(&k, work, target);
+            let verdict = check(&k, &resources, work, target);
+            Candidate {
+                knobs: k,
+                resources,
+                verdict,
+            }
+        })
+        .collect()
+}
+
+/// Vector widths of the grid, in bytes (the seed's {16, 8, 4}, and the narrow ones odd
+/// extents of narrow types need; widths below the element size are not tried).
+const VEC_BYTES: [u64; 5] = [16, 8, 4, 2, 1];
+
+fn vec_widths(elem: u64) -> impl Iterator<Item = u64> {
+    VEC_BYTES.into_iter().filter(move |w| *w >= elem.max(1))
+}
+
+fn contraction_grid(g: &Gemm, target: &Target) -> Vec<Knobs> {
+    let elem = g.a_elem.max(g.b_elem);
+    let mut algos = vec![Algo::Simt];
+    if g.tensor_cores {
+        algos = vec![Algo::MmaSync];
+        if target.arch == Arch::Sm90 {
+            algos.push(Algo::Wgmma);
+        }
+    }
+    let mut out = Vec::new();
+    for algo in algos {
+        let mut tiles: Vec<[u64; 3]> = match algo {
+            Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 32]],
+            Algo::MmaSync => vec![[64, 64, 32], [128, 64, 32], [128, 128, 32], [128, 128, 64]],
+            Algo::Wgmma => vec![[64, 128, 64], [128, 128, 64], [128, 256, 64], [64, 64, 32]],
+        };
+        if let Some(row) = g.row_extent {
+            // The row-resident tile, when no standard tile covers the row.
+            let bn = (row.max(1.0) as u64).div_ceil(16) * 16;
+            let widest = tiles.iter().map(|t| t[1]).max().unwrap_or(0);
+            if bn > widest {
+                let bk = if algo == Algo::Wgmma {
+                    128 / g.a_elem.max(1)
+                } else {
+                    32
+                };
+                tiles.push([64, bn, bk]);
+            }
+        }
+        // Synchronous loads use two buffers; a deeper pipeline only pays with async copies,
+        // and TMA (wgmma) is asynchronous.
+        let pipelines: &[(u32, bool)] = match algo {
+            Algo::Wgmma => &[(2, true), (3, true)],
+            _ => &[(2, true), (3, true), (2, false)],
+        };
+        for [bm, bn, bk] in tiles {
+            for &(stages, async_) in pipelines {
+                for (wm, wn) in warp_tiles(algo, bm, bn) {
+                    for vec_bytes in vec_widths(elem) {
+                        {
+                            out.push(Knobs::Contraction {
+                                algo,
+                                bm,
+                                bn,
+                                bk,
+                                stages,
+                                warps_m: bm / wm,
+                                warps_n: bn / wn,
+                                vec_bytes,
+                                async_,
+                                row_resident: g.row_extent.is_some_and(|r| (bn as f64) >= r),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Two warp tiles per block tile: 4 warps (2×2) and 8 warps (4×2); for `wgmma`, one
+/// warpgroup (4 warps) per 64 rows, or one warpgroup for the whole tile.
+fn warp_tiles(algo: Algo, bm: u64, bn: u64) -> Vec<(u64, u64)> {
+    match algo {
+        Algo::Wgmma => {
+            let mut v = vec![(16, bn), ((bm / 4).max(16), bn)];
+            v.dedup();
+            v
+        }
+        _ => vec![(bm / 2, bn / 2), (bm / 4, bn / 2)],
+    }
+}
+
+fn reduction_grid(elem: u64) -> Vec<Knobs> {
+    let mut out = Vec::new();
+    for (threads_per_row, rows_per_block) in [(32, 4), (128, 1), (256, 1), (512, 1)] {
+        for vec_bytes in vec_widths(elem) {
+            out.push(Knobs::Reduction {
+                threads_per_row,
+                rows_per_block,
+                vec_bytes,
+            });
+        }
+    }
+    out
+}
+
+fn elementwise_grid(elem: u64) -> Vec<Knobs> {
+    let mut out = Vec::new();
+    for block in [128, 256] {
+        for items in [1, 4] {
+            for vec_bytes in vec_widths(elem) {
+                out.push(Knobs::Elementwise {
+                    block,
+                    items,
+                    vec_bytes,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Registers, shared memory and the resulting CTAs per SM.
+pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
+    let threads = k.threads() as u32;
+    let (regs, smem) = match *k {
+        Knobs::Contraction {
+            algo,
+            bm,
+            bn,
+            bk,
+            stages,
+            warps_m,
+            warps_n,
+            ..
+        } => {
+            let Shape::Contraction(g) = &work.shape else {
+                unreachable!("contraction knobs come from a contraction")
+            };
+            let (wm, wn) = (bm / warps_m, bn / warps_n);
+            let acc = (wm * wn / 32) as u32;
+            let frags = match algo {
+                Algo::MmaSync => 2 * ((wm / 16) * 4 + (wn / 8) * 2) as u32,
+                Algo::Simt => {
+                    // Micro-tile tm × tn = acc per thread, tm ≈ tn.
+                    let tm = (acc as f64).sqrt().ceil() as u32;
+                    2 * (tm + acc.div_ceil(tm.max(1)))
+                }
+                Algo::Wgmma => 8,
+            };
+            let smem = stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem);
+            (acc + frags + BASE_REGS, smem)
+        }
+        Knobs::Reduction {
+            threads_per_row,
+            rows_per_block,
+            ..
+        } => {
+            // Partial results of each warp for the cross-warp step; the row is kept in
+            // registers when it is resident (up to 32 values per thread).
+            let warps = (threads_per_row * rows_per_block).div_ceil(32);
+            (BASE_REGS + RESIDENT_PER_THREAD as u32, warps * 4 * 2)
+        }
+        Knobs::Elementwise {
+            items, vec_bytes, ..
+        } => {
+            let lanes = (vec_bytes / work.out_elem_bytes.max(1)).max(1);
+            (BASE_REGS + (items * lanes) as u32, 0)
+        }
+    };
+    let by_regs = target.regs_per_sm / (regs.max(1) * threads.max(1));
+    let by_smem = (target.smem_per_sm as u64)
+        .checked_div(smem)
+        .map_or(u32::MAX, |n| n as u32);
+    let by_threads = target.threads_per_sm / threads.max(1);
+    let mut limits = [
+        (by_regs, "registers"),
+        (by_smem, "smem"),
+        (by_threads, "threads"),
+        (target.blocks_per_sm, "blocks"),
+    ];
+    limits.sort_by_key(|(n, _)| *n);
+    Resources {
+        threads,
+        regs_per_thread: regs,
+        smem_bytes: smem.min(u32::MAX as u64) as u32,
+        ctas_per_sm: limits[0].0,
+        limited_by: limits[0].1,
+    }
+}
+
+/// Values per thread a reduction keeps in registers when its row is resident.
+pub const RESIDENT_PER_THREAD: u64 = 32;
+
+/// The widest vector (in bytes, ≤ 16) whose elements split `extent` elements of `elem` bytes.
+pub fn widest_vector(extent: f64, elem: u64) -> u64 {
+    let bytes = (extent.max(1.0) as u64).saturating_mul(elem.max(1));
+    let mut w = 16;
+    while w > elem.max(1) && !bytes.is_multiple_of(w) {
+        w /= 2;
+    }
+    w.max(elem.max(1))
+}
+
+/// The fastest extent and element size the vector width applies to: `K` of the `A` operand
+/// for a contraction, the row for a reduction, the last output axis otherwise.
+fn vector_extent(work: &KernelWork) -> (f64, u64) {
+    match &work.shape {
+        Shape::Contraction(g) => (g.k, g.a_elem.max(g.b_elem)),
+        Shape::Reduction { len, .. } => {
+            let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4);
+            (*len, elem)
+        }
+        Shape::Elementwise { .. } => (work.inner_extent, work.out_elem_bytes),
+    }
+}
+
+fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result<(), Stop> {
+    if let Knobs::Contraction {
+        algo: Algo::Wgmma,
+        bm,
+        bn,
+        bk,
+        async_,
+        ..
+    } = *k
+    {
+        let Shape::Contraction(g) = &work.shape else {
+            unreachable!("contraction knobs come from a contraction")
+        };
+        let why = if bm % 64 != 0 {
+            Some(format!("BM={bm} is not a multiple of 64"))
+        } else if bn % 8 != 0 || bn > 256 {
+            Some(format!("BN={bn} is not a multiple of 8 up to 256"))
+        } else if bk * g.a_elem != 128 {
+            Some(format!(
+                "BK rows of {} bytes, not the 128-byte TMA swizzle",
+                bk * g.a_elem
+            ))
+        } else if !async_ {
+            Some("wgmma needs asynchronous TMA loads".into())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Stop::Sm90Shape { why });
+        }
+    }
+    let vec = match *k {
+        Knobs::Contraction { vec_bytes, .. }
+        | Knobs::Reduction { vec_bytes, .. }
+        | Knobs::Elementwise { vec_bytes, .. } => vec_bytes,
+    };
+    let (extent, elem) = vector_extent(work);
+    let widest = widest_vector(extent, elem);
+    if vec > widest {
+        return Err(Stop::Misaligned {
+            width_bytes: vec,
+            extent_bytes: (extent.max(1.0) as u64).saturating_mul(elem),
+        });
+    }
+    if vec < widest {
+        return Err(Stop::VectorShrinks {
+            from_bytes: widest,
+            to_bytes: vec,
+        });
+    }
+    let limit = (target.smem_per_block as f64 * SMEM_FRACTION) as u64;
+    if r.smem_bytes as u64 > limit {
+        return Err(Stop::SmemOver {
+            smem_bytes: r.smem_bytes as u64,
+            limit_bytes: target.smem_per_block as u64,
+        });
+    }
+    if r.regs_per_thread > target.regs_per_thread {
+        return Err(Stop::RegisterSpill {
+            regs: r.regs_per_thread,
+            limit: target.regs_per_thread,
+        });
+    }
+    if r.ctas_per_sm <= 1 && r.limited_by == "registers" {
+        return Err(Stop::OneCtaPerSm {
+            regs: r.regs_per_thread,
+        });
+    }
+    Ok(())
+}
+
+/// The seed §8 plan of a candidate's knobs.
+pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
+    let arch = target.arch;
+    let mut bind = BTreeMap::new();
+    let mut algo_choice = BTreeMap::new();
+    let mut cache = Vec::new();
+    let mut layout_hints = BTreeMap::new();
+    let mut local_edges = Vec::new();
+    let mut epilogue = Vec::new();
+    let barrier_model;
+    let (tile, stages, warp_tile, vectorize, predicate_tail, async_) = match (*k, &work.shape) {
+        (
+            Knobs::Contraction {
+                algo,
+                bm,
+                bn,
+                bk,
+                stages,
+                warps_m,
+                warps_n,
+                vec_bytes,
+                async_,
+                row_resident,
+            },
+            Shape::Contraction(g),
+        ) => {
+            for (a, h) in [
+                ("b", "block.z"),
+                ("m.o", "block.y"),
+                ("n.o", "block.x"),
+                ("m.i.o", "warp.y"),
+                ("n.i.o", "warp.x"),
+            ] {
+                if a != "b" || g.batch > 1.0 {
+                    bind.insert(a.to_string(), h.to_string());
+                }
+            }
+            let pattern = match g.pattern {
+                crate::cost::work::Pattern::Conv => "conv",
+                _ if g.row_extent.is_some() => "attention",
+                _ => "matmul",
+            };
+            let impl_name = match (g.pattern, g.row_extent.is_some()) {
+                (crate::cost::work::Pattern::Conv, _) => format!("implicit_gemm_{}", algo.name()),
+                (_, true) if !row_resident => format!("{}_rows_{}pass", algo.name(), g.row_passes),
+                _ => algo.name().to_string(),
+            };
+            algo_choice.insert(pattern.to_string(), impl_name);
+            for t in work
+                .inputs
+                .iter()
+                .filter(|i| i.role != crate::cost::work::Role::Other)
+            {
+                cache.push(Cache {
+                    tensor: t.name.clone(),
+                    where_: "smem".into(),
+                    at: "k.i".into(),
+                    pingpong: stages >= 2,
+                });
+            }
+            let swz = algo != Algo::Simt;
+            layout_hints.insert("A_swizzle".into(), serde_json::Value::Bool(swz));
+            layout_hints.insert("B_swizzle".into(), serde_json::Value::Bool(swz));
+            layout_hints.insert("C_stride".into(), serde_json::Value::from("row"));
+            epilogue = g.epilogue.clone();
+            if !epilogue.is_empty() {
+                local_edges.push(LocalEdge {
+                    from: "sum_k".into(),
+                    to: epilogue[0].clone(),
+                    buffer: "reg".into(),
+                    depth: None,
+                });
+            }
+            barrier_model = match (algo, async_) {
+                (Algo::Wgmma, _) => "mbarrier",
+                (_, true) => "cp_async_group",
+                _ => "syncthreads",
+            };
+            let mut tails = Vec::new();
+            for (ax, full, t) in [("m.i.i", g.m, bm), ("n.i.i", g.n, bn), ("k.i.i", g.k, bk)] {
+                if !(full as u64).is_multiple_of(t) {
+                    tails.push(ax.to_string());
+                }
+            }
+            (
+                vec![bm, bn, bk],
+                stages,
+                format!("{}x{}", bm / warps_m, bn / warps_n),
+                Vectorize {
+                    axis: "k.i.i".into(),
+                    width: (vec_bytes / g.a_elem.max(1)) as u32,
+                },
+                tails,
+                AsyncPlan {
+                    enable: async_,
+                    prefetch_depth: if async_ { stages } else { 0 },
+                    epilogue_overlap: async_,
+                },
+            )
+        }
+        (
+            Knobs::Reduction {
+                threads_per_row,
+                rows_per_block,
+                vec_bytes,
+            },
+            Shape::Reduction { len, rows, .. },
+        ) => {
+            bind.insert("row".into(), "block.x".into());
+            bind.insert("r.i".into(), "thread.x".into());
+            if rows_per_block > 1 {
+                bind.insert("row.i".into(), "warp.y".into());
+            }
+            algo_choice.insert(
+                "reduce".into(),
+                if threads_per_row == 32 {
+                    "warp_per_row".into()
+                } else {
+                    "block_per_row".into()
+                },
+            );
+            barrier_model = "syncthreads";
+            let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4);
+            let mut tails = Vec::new();
+            if !(*len as u64).is_multiple_of(threads_per_row * (vec_bytes / elem).max(1)) {
+                tails.push("r.i".into());
+            }
+            if !(*rows as u64).is_multiple_of(rows_per_block) {
+                tails.push("row".into());
+            }
+            (
+                vec![rows_per_block, threads_per_row],
+                1,
+                "-".into(),
+                Vectorize {
+                    axis: "r.i".into(),
+                    width: (vec_bytes / elem.max(1)) as u32,
+                },
+                tails,
+                AsyncPlan {
+                    enable: false,
+                    prefetch_depth: 0,
+                    epilogue_overlap: false,
+                },
+            )
+        }
+        (
+            Knobs::Elementwise {
+                block,
+                items,
+                vec_bytes,
+            },
+            _,
+        ) => {
+            bind.insert("i.o".into(), "block.x".into());
+            bind.insert("i.i".into(), "thread.x".into());
+            algo_choice.insert("elementwise".into(), "vectorized".into());
+            barrier_model = "syncthreads";
+            let lanes = (vec_bytes / work.out_elem_bytes.max(1)).max(1);
+            let per_block = block * items * lanes;
+            let tails = if !(work.out_elems as u64).is_multiple_of(per_block) {
+                vec!["i".to_string()]
+            } else {
+                Vec::new()
+            };
+            (
+                vec![per_block],
+                1,
+                "-".into(),
+                Vectorize {
+                    axis: "i.i".into(),
+                    width: lanes as u32,
+                },
+                tails,
+                AsyncPlan {
+                    enable: false,
+                    prefetch_depth: 0,
+                    epilogue_overlap: false,
+                },
+            )
+        }
+        _ => unreachable!("knobs come from the grid of the work's own template"),
+    };
+    Plan {
+        template: work.shape.template().to_string(),
+        tile,
+        stages,
+        bind,
+        warp_tile,
+        cache,
+        vectorize,
+        predicate_tail,
+        epilogue,
+        arch,
+        layout_hints,
+        algo_choice,
+        local_edges,
+        async_,
+        barrier_model: barrier_model.to_string(),
+    }
+}
