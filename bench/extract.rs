@@ -1,6 +1,6 @@
 //! DAG-aware extraction, quality and speed: the fast and the exact extractor
 //! (`dlc_egg::extract::dag`) on every extraction-gym e-graph in `shared/data/extraction-gym`, on
-//! the final e-graphs of `dlc_egg::optimize` for `examples/*.json` and for the transformer
+//! the final e-graphs of `dlc_egg::optimize` for `examples/*.json`, `bench/graphs/*.json` and the transformer
 //! encoders of `bench/egraph.rs` (1 and 2 layers; 4 and 12 when timed), priced by
 //! `extract::cover::node_price` (predicted kernel times, as the optimizer and `dlc-egg optimize
 //! --dump egraph` price them), and on a 100k-e-node union of five copies of `tensat/bert.json`
@@ -134,15 +134,19 @@ fn cases(timed: bool) -> Vec<Case> {
             });
         }
     }
-    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&ex)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    names.retain(|p| p.extension().is_some_and(|x| x == "json"));
-    names.sort();
-    for path in names {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<(String, PathBuf)> = Vec::new();
+    for dir in ["examples", "bench/graphs"] {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        paths.retain(|p| p.extension().is_some_and(|x| x == "json"));
+        paths.sort();
+        names.extend(paths.into_iter().map(|p| (dir.to_string(), p)));
+    }
+    for (dir, path) in names {
         let name = format!(
-            "examples/{}",
+            "{dir}/{}",
             path.file_name().unwrap_or_default().to_string_lossy()
         );
         out.push(Case {
