@@ -2,7 +2,7 @@
 //! memory-bound elementwise kernel), the seed's plan choice, the work analysis, and every STOP
 //! condition.
 
-use super::roofline::{estimate, Bound, LAYOUT_VIEW};
+use super::roofline::{estimate, Bound};
 use super::work::{analyze, Pattern, Role, Shape};
 use super::*;
 use crate::ir::region::Region;
@@ -140,7 +140,6 @@ fn seed_gemm_roofline_by_hand() {
     assert_eq!(e.l2_bytes, 2.0 * a + b + bias + c);
     // The seed's B is K×N with N fastest: every operand is read along an axis of its own.
     assert!(w.inputs.iter().all(|i| i.contiguous), "{:?}", w.inputs);
-    let _ = LAYOUT_VIEW;
     let load = ((a + b + bias) / 2039e9).max((2.0 * a + b) / (5120.0 * 1.41e9)) / occ;
     assert!(close(e.memory_s, load));
     let epilogue = c / (2039e9 * occ);

@@ -263,7 +263,7 @@ pub fn analyze(region: &Region, sizes: &CostModel) -> Result<KernelWork, WorkErr
             Shape::Contraction(Box::new(cx.gemm(mc, &iters, &mut ops)?))
         }
         None => cx
-            .reduction_shape(&iters)
+            .reduction_shape()
             .unwrap_or(Shape::Elementwise { elems: out_elems }),
     };
     // Axes a read may walk its input's last dimension with and stay coalesced: the fastest
@@ -551,34 +551,36 @@ impl<'a> Cx<'a> {
         // accumulator's), per operand element.
         let mut prologue = [Ops::default(), Ops::default()];
         let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
+        let macs = batch * m * n * k;
         let mut adjusted = BTreeSet::new();
         for (i, side) in [mc.a, mc.b].into_iter().enumerate() {
             let elems = batch * if i == 0 { m } else { n } * k;
-            let mut inline = self.expr_ops(side, &mc.name)?;
+            let inline_ops = self.expr_ops(side, &mc.name)?;
+            // The inline operand ops were counted per multiply-accumulate; a tiled kernel applies
+            // them per loaded element.
+            ops.add(inline_ops, elems - macs);
+            let mut inline = inline_ops;
             let mut seen = BTreeSet::new();
             self.let_deps(side, &mut seen);
             for l in &seen {
-                let per_elem = match self.lets[l].expr {
-                    Expr::Reduce(_) => self.lets[l].evals / elems.max(1.0),
-                    _ => 1.0,
+                let let_ops = self.expr_ops(self.lets[l].expr, l)?;
+                let reduce = matches!(self.lets[l].expr, Expr::Reduce(_));
+                let per_elem = if reduce {
+                    self.lets[l].evals / elems.max(1.0)
+                } else {
+                    1.0
                 };
-                inline.add(self.expr_ops(self.lets[l].expr, l)?, per_elem);
+                inline.add(let_ops, per_elem);
                 // Computed once per operand element, not per output element.
-                if !matches!(self.lets[l].expr, Expr::Reduce(_)) && adjusted.insert(l.clone()) {
-                    ops.add(self.expr_ops(self.lets[l].expr, l)?, elems - out_elems);
+                if !reduce && adjusted.insert(l.clone()) {
+                    ops.add(let_ops, elems - out_elems);
                 }
             }
             prologue[i] = inline;
         }
-        // The inline operand ops were counted per multiply-accumulate; a tiled kernel applies
-        // them per loaded element.
-        let macs = batch * m * n * k;
-        for (i, side) in [mc.a, mc.b].into_iter().enumerate() {
-            let elems = batch * if i == 0 { m } else { n } * k;
-            ops.add(self.expr_ops(side, &mc.name)?, elems - macs);
-        }
         // The main product itself is the template's (priced per plan), not part of `ops`.
-        if tensor_cores_of(self, mc) {
+        let tensor_cores = tensor_cores_of(self, mc);
+        if tensor_cores {
             ops.tensor -= 2.0 * macs;
         } else {
             ops.simt -= 2.0 * macs;
@@ -587,7 +589,6 @@ impl<'a> Cx<'a> {
             operand_dtype(self, mc.a).map_or(4, |d| d.size_bytes()),
             operand_dtype(self, mc.b).map_or(4, |d| d.size_bytes()),
         );
-        let tensor_cores = tensor_cores_of(self, mc);
         // Epilogue: lets that read the accumulator, in order; reductions among them over M or N
         // make a row epilogue.
         let mut downstream: BTreeSet<String> = [mc.name.clone()].into();
@@ -604,12 +605,7 @@ impl<'a> Cx<'a> {
                 continue;
             }
             downstream.insert(l.name.clone());
-            let mut d = deps
-                .iter()
-                .filter_map(|x| depth.get(x))
-                .copied()
-                .max()
-                .unwrap_or(0);
+            let mut d = chain_depth(&deps, &depth);
             if let Expr::Reduce(red) = &l.expr {
                 if red
                     .axes
@@ -660,36 +656,31 @@ impl<'a> Cx<'a> {
     }
 
     /// A reduction kernel: the reduce let folding the most elements.
-    fn reduction_shape(&self, iters: &[(String, f64)]) -> Option<Shape> {
-        let mut best: Option<(f64, f64, f64, bool)> = None;
+    fn reduction_shape(&self) -> Option<Shape> {
+        let mut best: Option<(f64, f64, bool)> = None;
         let mut depth: BTreeMap<String, u32> = BTreeMap::new();
         for l in &self.r.lets {
             let mut deps = BTreeSet::new();
             self.let_deps(&l.expr, &mut deps);
-            let mut d = deps
-                .iter()
-                .filter_map(|x| depth.get(x))
-                .copied()
-                .max()
-                .unwrap_or(0);
+            let mut d = chain_depth(&deps, &depth);
             if let Expr::Reduce(red) = &l.expr {
                 d += 1;
                 let len: f64 = self.extents(red, &l.name).ok()?.iter().product();
                 let rows = self.lets[&l.name].evals;
+                let mut body_axes = BTreeSet::new();
+                self.axes_of(&red.body, &red.axes, &mut body_axes);
                 let window = red.axes.iter().all(|a| {
-                    let mut ax = BTreeSet::new();
-                    self.axes_of(&red.body, &red.axes, &mut ax);
-                    ax.contains(a) && mixes_axes(&red.body, std::slice::from_ref(a), &self.r.iters)
+                    body_axes.contains(a)
+                        && mixes_axes(&red.body, std::slice::from_ref(a), &self.r.iters)
                 });
-                if best.is_none_or(|(r, n, _, _)| rows * len > r * n) {
-                    best = Some((rows, len, 0.0, window));
+                if best.is_none_or(|(r, n, _)| rows * len > r * n) {
+                    best = Some((rows, len, window));
                 }
             }
             depth.insert(l.name.clone(), d);
         }
-        let _ = iters;
         let passes = 1 + depth.values().copied().max().unwrap_or(0);
-        best.map(|(rows, len, _, window)| Shape::Reduction {
+        best.map(|(rows, len, window)| Shape::Reduction {
             rows,
             len,
             passes,
@@ -740,6 +731,16 @@ fn has_reduce_axis(e: &Expr, n: &str) -> bool {
         Expr::Reduce(red) => red.axes.iter().any(|a| a == n) || has_reduce_axis(&red.body, n),
         _ => children(e).into_iter().any(|c| has_reduce_axis(c, n)),
     }
+}
+
+/// The depth of the chain of reductions behind a let reading `deps`, given the depth of every
+/// earlier let.
+fn chain_depth(deps: &BTreeSet<String>, depth: &BTreeMap<String, u32>) -> u32 {
+    deps.iter()
+        .filter_map(|x| depth.get(x))
+        .copied()
+        .max()
+        .unwrap_or(0)
 }
 
 /// `(a, b)` when `red` is `sum` of `mul(a, b)`.

@@ -218,20 +218,18 @@ fn contraction_grid(g: &Gemm, target: &Target) -> Vec<Knobs> {
             for &(stages, async_) in pipelines {
                 for (wm, wn) in warp_tiles(algo, bm, bn) {
                     for vec_bytes in vec_widths(elem) {
-                        {
-                            out.push(Knobs::Contraction {
-                                algo,
-                                bm,
-                                bn,
-                                bk,
-                                stages,
-                                warps_m: bm / wm,
-                                warps_n: bn / wn,
-                                vec_bytes,
-                                async_,
-                                row_resident: g.row_extent.is_some_and(|r| (bn as f64) >= r),
-                            });
-                        }
+                        out.push(Knobs::Contraction {
+                            algo,
+                            bm,
+                            bn,
+                            bk,
+                            stages,
+                            warps_m: bm / wm,
+                            warps_n: bn / wn,
+                            vec_bytes,
+                            async_,
+                            row_resident: g.row_extent.is_some_and(|r| (bn as f64) >= r),
+                        });
                     }
                 }
             }
