@@ -1,2 +1,3 @@
 //! Plan → GPU dialect IR → CUDA C. Built on `ir` and `extract`, never on `rules`.
-//! TODO(issue 5): CUDA code generation.
+
+pub mod manifest;

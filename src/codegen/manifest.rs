@@ -1,0 +1,109 @@
+//! The JSON manifest `dlc-egg optimize -o DIR` writes beside `kernels.cu`: every buffer of the
+//! program, every kernel launch in order with its arguments, launch configuration and plan, and
+//! which buffer each graph output is. The CUDA runtime (`crate::cuda`) and the CPU emulation
+//! harness both execute a program from this manifest alone.
+//!
+//! Conventions shared by the emitted code and every executor:
+//! - A kernel's parameters are its [`KernelLaunch::args`] in order: buffers first (the region's
+//!   inputs, then its outputs, as `const T* __restrict__` / `T* __restrict__` of the buffer's
+//!   element type), then one `int` per symbol the kernel's sizes mention, sorted by name.
+//! - `grid` entries are size expressions over the program's symbols (`"(M+63)//64"`), evaluated
+//!   with the run's bindings; `block` is constant.
+//! - Buffers are dense row-major arrays of their dtype (`fp16`/`bf16`: 2 bytes, `fp32`/`i32`: 4,
+//!   `bool`: 1 byte). An alias shares its target's storage.
+
+use crate::ir::dtype::DType;
+use crate::ir::region::Size;
+use crate::plan::Plan;
+use crate::target::Arch;
+use serde::{Deserialize, Serialize};
+
+/// The manifest's format tag.
+pub const FORMAT: &str = "dlc-egg-kernels/1";
+
+/// `manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// [`FORMAT`].
+    pub format: String,
+    /// The architecture the kernels were planned for.
+    pub arch: Arch,
+    /// The CUDA source file (`kernels.cu`), relative to the manifest.
+    pub source: String,
+    /// The header the source includes (`dlc_kernel.cuh`), relative to the manifest.
+    pub header: String,
+    /// Every symbol a size mentions, sorted.
+    pub symbols: Vec<String>,
+    /// Every buffer: graph inputs, kernel outputs, aliases.
+    pub buffers: Vec<BufferDecl>,
+    /// Launches and aliases in execution order.
+    pub steps: Vec<ManifestStep>,
+    /// `(graph output, buffer)`.
+    pub outputs: Vec<(String, String)>,
+}
+
+/// One buffer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferDecl {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<Size>,
+    pub role: BufferRole,
+}
+
+/// Where a buffer comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum BufferRole {
+    /// A graph input, filled by the caller.
+    Input,
+    /// Written by a kernel (a graph output or an intermediate).
+    Kernel,
+    /// The same storage as buffer `of`, reshaped.
+    Alias { of: String },
+}
+
+/// One step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ManifestStep {
+    /// A kernel launch.
+    Launch(KernelLaunch),
+    /// Buffer `name` is buffer `of` reshaped (no work).
+    Alias { name: String, of: String },
+}
+
+/// One kernel launch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelLaunch {
+    /// The `__global__` function's name in the source.
+    pub kernel: String,
+    /// The template it was emitted from (`contraction_simt`, `contraction_mma_sync`, `row`,
+    /// `pointwise`, `attention`).
+    pub template: String,
+    /// Parameters, in order.
+    pub args: Vec<KernelArg>,
+    /// Grid size (x, y, z) as size expressions.
+    pub grid: [Size; 3],
+    /// Block size (x, y, z).
+    pub block: [u32; 3],
+    /// Dynamic shared memory, bytes (0 when the kernel only uses static shared memory).
+    pub dyn_smem_bytes: u32,
+    /// The schedule the kernel implements.
+    pub plan: Plan,
+    /// The cost model's prediction, microseconds.
+    pub predicted_us: f64,
+}
+
+/// One kernel parameter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum KernelArg {
+    /// A pointer to a buffer; `write` for outputs.
+    Buffer { name: String, write: bool },
+    /// An `int` symbol value.
+    Symbol { name: String },
+}
