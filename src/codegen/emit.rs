@@ -9,6 +9,7 @@ use crate::cost::{choose_plan, PlanChoice};
 use crate::extract::kernels::CostModel;
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::{Region, Size};
+use super::scalar::Emitter;
 use crate::plan::space::{Algo, Knobs};
 use std::collections::BTreeSet;
 
@@ -33,10 +34,31 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, model: &CostModel) -> Result<K
         Knobs::Elementwise { block, items, .. } => {
             templates::pointwise::build(r, arch, block as u32, items as u32)?
         }
-        Knobs::Contraction { algo, .. } => {
-            // TODO(issue 5): the tiled contraction templates.
-            let _ = algo == Algo::Simt;
-            fallback(r, arch)?
+        Knobs::Contraction {
+            algo,
+            bm,
+            bn,
+            bk,
+            warps_m,
+            warps_n,
+            ..
+        } => {
+            let mut em = Emitter::new(r, "")?;
+            match templates::contraction::view(r, &choice.work, &em) {
+                // TODO(issue 5): the mma_sync template; until it lands tensor-core plans run
+                // on the SIMT skeleton with the same tile.
+                Some(v) if matches!(algo, Algo::Simt | Algo::MmaSync) => {
+                    templates::contraction_simt::build(
+                        r,
+                        &mut em,
+                        &v,
+                        arch,
+                        [bm, bn, bk.min(32)],
+                        warps_m * warps_n * 32,
+                    )?
+                }
+                _ => fallback(r, arch)?,
+            }
         }
         _ => fallback(r, arch)?,
     };

@@ -9,6 +9,8 @@
 //! Every template handles any size, symbolic ones included: sizes are kernel parameters and
 //! every tile loop is strip-mined with predicated tails.
 
+pub mod contraction;
+pub mod contraction_simt;
 pub mod pointwise;
 pub mod row;
 
