@@ -3,17 +3,12 @@
 //! `tests/emu/nvrtc_check.py`), run through `run_on_host` with hand-built manifests and checked
 //! against plain Rust computations. No GPU or CUDA needed; g++ is.
 
-use dlc_egg::codegen::host::{run_on_host, HostError, HostOptions};
-use dlc_egg::codegen::manifest::{
-    BufferDecl, BufferRole, KernelArg, KernelLaunch, Manifest, ManifestStep, FORMAT,
-};
-use dlc_egg::ir::dim::Dim;
+mod emu;
+
+use dlc_egg::codegen::host::{HostError, HostOptions};
+use dlc_egg::codegen::manifest::{BufferRole, ManifestStep};
 use dlc_egg::ir::dtype::{wrap_i32, DType};
-use dlc_egg::ir::region::Size;
-use dlc_egg::plan::{AsyncPlan, Plan, Vectorize};
-use dlc_egg::target::Arch;
-use dlc_egg::tensor::{Tensor, TensorData};
-use std::collections::BTreeMap;
+use emu::*;
 
 const SGEMM: &str = include_str!("emu/sgemm_tiled.cu");
 const ROWS: &str = include_str!("emu/rows.cu");
@@ -36,183 +31,6 @@ __global__ void __launch_bounds__(64) overrun(const float* __restrict__ X, float
 }
 "#;
 
-fn sym(s: &str) -> Dim {
-    Dim::sym(s)
-}
-
-fn int(v: i64) -> Dim {
-    Dim::int(v)
-}
-
-fn plan() -> Plan {
-    Plan {
-        template: "contraction".into(),
-        tile: vec![64, 64, 32],
-        stages: 2,
-        bind: BTreeMap::new(),
-        warp_tile: "32x32".into(),
-        cache: vec![],
-        vectorize: Vectorize {
-            axis: "k".into(),
-            width: 8,
-        },
-        predicate_tail: vec![],
-        epilogue: vec![],
-        arch: Arch::Sm80,
-        layout_hints: BTreeMap::new(),
-        algo_choice: BTreeMap::new(),
-        local_edges: vec![],
-        async_: AsyncPlan {
-            enable: true,
-            prefetch_depth: 1,
-            epilogue_overlap: false,
-        },
-        barrier_model: "cp_async_group".into(),
-    }
-}
-
-/// A manifest under construction.
-struct Prog(Manifest);
-
-impl Prog {
-    fn new(symbols: &[&str]) -> Prog {
-        Prog(Manifest {
-            format: FORMAT.into(),
-            arch: Arch::Sm80,
-            source: "kernels.cu".into(),
-            header: "dlc_kernel.cuh".into(),
-            symbols: symbols.iter().map(|s| s.to_string()).collect(),
-            buffers: vec![],
-            steps: vec![],
-            outputs: vec![],
-        })
-    }
-
-    fn buffer(mut self, name: &str, dtype: DType, shape: &[Dim], role: BufferRole) -> Prog {
-        self.0.buffers.push(BufferDecl {
-            name: name.into(),
-            dtype,
-            shape: shape.iter().cloned().map(Size).collect(),
-            role,
-        });
-        self
-    }
-
-    fn input(self, name: &str, dtype: DType, shape: &[Dim]) -> Prog {
-        self.buffer(name, dtype, shape, BufferRole::Input)
-    }
-
-    /// A kernel-written buffer that is also a graph output of the same name.
-    fn output(mut self, name: &str, dtype: DType, shape: &[Dim]) -> Prog {
-        self.0.outputs.push((name.into(), name.into()));
-        self.buffer(name, dtype, shape, BufferRole::Kernel)
-    }
-
-    /// Launches `kernel` with buffer arguments (`name`, written) then symbol arguments.
-    fn launch(
-        mut self,
-        kernel: &str,
-        bufs: &[(&str, bool)],
-        syms: &[&str],
-        grid: [Dim; 3],
-        block: [u32; 3],
-        smem: u32,
-    ) -> Prog {
-        let mut args: Vec<KernelArg> = bufs
-            .iter()
-            .map(|(n, w)| KernelArg::Buffer {
-                name: n.to_string(),
-                write: *w,
-            })
-            .collect();
-        args.extend(syms.iter().map(|s| KernelArg::Symbol {
-            name: s.to_string(),
-        }));
-        self.0.steps.push(ManifestStep::Launch(KernelLaunch {
-            kernel: kernel.into(),
-            template: "test".into(),
-            args,
-            grid: grid.map(Size),
-            block,
-            dyn_smem_bytes: smem,
-            plan: plan(),
-            predicted_us: 0.0,
-        }));
-        self
-    }
-}
-
-fn tensor(dtype: DType, shape: &[usize], values: &[f64]) -> Tensor {
-    Tensor::from_f64(dtype, shape.to_vec(), values)
-}
-
-fn data(seed: u64, n: usize) -> Vec<f64> {
-    dlc_egg::rules::testing::lcg(seed, n)
-}
-
-fn run(
-    src: &str,
-    prog: &Prog,
-    inputs: Vec<(&str, Tensor)>,
-    bindings: &[(&str, i64)],
-) -> Result<BTreeMap<String, Tensor>, HostError> {
-    run_with(src, prog, inputs, bindings, &HostOptions::default())
-}
-
-fn run_with(
-    src: &str,
-    prog: &Prog,
-    inputs: Vec<(&str, Tensor)>,
-    bindings: &[(&str, i64)],
-    opts: &HostOptions,
-) -> Result<BTreeMap<String, Tensor>, HostError> {
-    let inputs = inputs
-        .into_iter()
-        .map(|(n, t)| (n.to_string(), t))
-        .collect();
-    let bindings = bindings.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-    run_on_host(src, &prog.0, &inputs, &bindings, opts)
-}
-
-fn floats(t: &Tensor) -> &[f32] {
-    match &t.data {
-        TensorData::F32(v) => v,
-        other => panic!("expected float data, got {other:?}"),
-    }
-}
-
-fn ints(t: &Tensor) -> &[i32] {
-    match &t.data {
-        TensorData::I32(v) => v,
-        other => panic!("expected i32 data, got {other:?}"),
-    }
-}
-
-/// The failure report of a run that must fail at run time.
-fn run_error(r: Result<BTreeMap<String, Tensor>, HostError>) -> String {
-    match r {
-        Err(HostError::Run { stderr, .. }) => stderr,
-        Err(e) => panic!("expected a run failure, got {e}"),
-        Ok(_) => panic!("expected a run failure, the program succeeded"),
-    }
-}
-
-/// `C = A · B` in f64 (row-major, `A` is `m×k`, `B` is `k×n`), and `Σ|a||b|` per element.
-fn matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
-    let mut c = vec![0.0; m * n];
-    let mut mag = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            for p in 0..k {
-                let (x, y) = (a[i * k + p] as f64, b[p * n + j] as f64);
-                c[i * n + j] += x * y;
-                mag[i * n + j] += (x * y).abs();
-            }
-        }
-    }
-    (c, mag)
-}
-
 #[test]
 fn simt_tiled_matmul_with_tails() {
     let (m, n, k) = (37usize, 29usize, 45usize);
@@ -222,21 +40,17 @@ fn simt_tiled_matmul_with_tails() {
         .input("B", DType::F32, &[sym("K"), sym("N")])
         .output("C", DType::F32, &[sym("M"), sym("N")])
         .output("C2", DType::F32, &[sym("M"), sym("N")])
-        .launch(
-            "sgemm_tiled",
-            &[("A", false), ("B", false), ("C", true)],
-            &["K", "M", "N"],
-            grid.clone(),
-            [16, 16, 1],
-            0,
+        .then(
+            launch("sgemm_tiled", grid.clone(), [16, 16, 1])
+                .ins(&["A", "B"])
+                .outs(&["C"])
+                .syms(&["K", "M", "N"]),
         )
-        .launch(
-            "sgemm_no_barrier",
-            &[("A", false), ("B", false), ("C2", true)],
-            &["K", "M", "N"],
-            grid,
-            [16, 16, 1],
-            0,
+        .then(
+            launch("sgemm_no_barrier", grid, [16, 16, 1])
+                .ins(&["A", "B"])
+                .outs(&["C2"])
+                .syms(&["K", "M", "N"]),
         );
     let a = tensor(DType::F32, &[m, k], &data(1, m * k));
     let b = tensor(DType::F32, &[k, n], &data(2, k * n));
@@ -281,13 +95,11 @@ fn warp_row_sum_and_max() {
         .input("X", DType::F32, &[sym("R"), sym("C")])
         .output("S", DType::F32, &[sym("R")])
         .output("Mx", DType::F32, &[sym("R")])
-        .launch(
-            "row_sum_max",
-            &[("X", false), ("S", true), ("Mx", true)],
-            &["C", "R"],
-            [sym("R"), int(1), int(1)],
-            [32, 4, 1],
-            0,
+        .then(
+            launch("row_sum_max", grid_x(sym("R")), [32, 4, 1])
+                .ins(&["X"])
+                .outs(&["S", "Mx"])
+                .syms(&["C", "R"]),
         );
     let xt = tensor(DType::F32, &[r, c], &x);
     let xs = floats(&xt).to_vec();
@@ -342,29 +154,26 @@ fn tensor_core_gemms_match_a_rounded_matmul() {
         .output("Ch", DType::F32, &[sym("M"), sym("N")])
         .output("Cb", DType::F32, &[sym("M"), sym("N")])
         .output("Cbt", DType::F32, &[sym("M"), sym("N")])
-        .launch(
-            "gemm_f16",
-            &[("Ah", false), ("Bh", false), ("Ch", true)],
-            &syms,
-            grid.clone(),
-            [128, 1, 1],
-            smem,
+        .then(
+            launch("gemm_f16", grid.clone(), [128, 1, 1])
+                .ins(&["Ah", "Bh"])
+                .outs(&["Ch"])
+                .syms(&syms)
+                .smem(smem),
         )
-        .launch(
-            "gemm_bf16",
-            &[("Ab", false), ("Bb", false), ("Cb", true)],
-            &syms,
-            grid.clone(),
-            [128, 1, 1],
-            smem,
+        .then(
+            launch("gemm_bf16", grid.clone(), [128, 1, 1])
+                .ins(&["Ab", "Bb"])
+                .outs(&["Cb"])
+                .syms(&syms)
+                .smem(smem),
         )
-        .launch(
-            "gemm_bf16_nt",
-            &[("Ab", false), ("Btb", false), ("Cbt", true)],
-            &syms,
-            grid,
-            [128, 1, 1],
-            2 * 64 * 40 * 2 * 2,
+        .then(
+            launch("gemm_bf16_nt", grid, [128, 1, 1])
+                .ins(&["Ab", "Btb"])
+                .outs(&["Cbt"])
+                .syms(&syms)
+                .smem(2 * 64 * 40 * 2 * 2),
         );
     let a = data(4, m * k);
     let b: Vec<f64> = data(5, k * n).iter().map(|v| v * 4.0).collect();
@@ -409,45 +218,31 @@ fn cp_async_copies_land_only_when_waited_for() {
         .output("groups", DType::F32, &[int(384)])
         .output("tail", DType::F16, &[int(192)])
         .output("published", DType::I32, &[int(32)])
-        .launch(
-            "copy_early",
-            &[("Xh", false), ("early", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            0,
+        .then(
+            launch("copy_early", one_block(), [32, 1, 1])
+                .ins(&["Xh"])
+                .outs(&["early"]),
         )
-        .launch(
-            "copy_late",
-            &[("Xh", false), ("late", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            0,
+        .then(
+            launch("copy_late", one_block(), [32, 1, 1])
+                .ins(&["Xh"])
+                .outs(&["late"]),
         )
-        .launch(
-            "copy_groups",
-            &[("Xf", false), ("groups", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            0,
+        .then(
+            launch("copy_groups", one_block(), [32, 1, 1])
+                .ins(&["Xf"])
+                .outs(&["groups"]),
         )
-        .launch(
-            "copy_tail",
-            &[("Xt", false), ("tail", true)],
-            &["n"],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            0,
+        .then(
+            launch("copy_tail", one_block(), [32, 1, 1])
+                .ins(&["Xt"])
+                .outs(&["tail"])
+                .syms(&["n"]),
         )
-        .launch(
-            "ldmatrix_published",
-            &[("Xh", false), ("published", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [64, 1, 1],
-            0,
+        .then(
+            launch("ldmatrix_published", one_block(), [64, 1, 1])
+                .ins(&["Xh"])
+                .outs(&["published"]),
         );
     let xh = tensor(DType::F16, &[256], &data(6, 256));
     let xf = tensor(DType::F32, &[256], &data(7, 256));
@@ -500,30 +295,15 @@ fn cp_async_copies_land_only_when_waited_for() {
     }
 }
 
-fn half_bits(v: f32) -> u16 {
-    half::f16::from_f32(v).to_bits()
-}
-
-fn bf16_bits(v: f32) -> u16 {
-    half::bf16::from_f32(v).to_bits()
-}
-
-fn pack16(lo: u16, hi: u16) -> u32 {
-    u32::from(lo) | (u32::from(hi) << 16)
-}
-
 #[test]
 fn ldmatrix_rejects_rows_still_in_flight() {
     let prog = Prog::new(&[])
         .input("X", DType::F16, &[int(64)])
         .output("Y", DType::I32, &[int(32)])
-        .launch(
-            "ldmatrix_before_wait",
-            &[("X", false), ("Y", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            0,
+        .then(
+            launch("ldmatrix_before_wait", one_block(), [32, 1, 1])
+                .ins(&["X"])
+                .outs(&["Y"]),
         );
     let x = tensor(DType::F16, &[64], &data(8, 64));
     let err = run_error(run(CP_ASYNC, &prog, vec![("X", x)], &[]));
@@ -538,13 +318,10 @@ fn ldmatrix_rejects_copies_no_barrier_published() {
     let prog = Prog::new(&[])
         .input("X", DType::F16, &[int(64)])
         .output("Y", DType::I32, &[int(32)])
-        .launch(
-            "ldmatrix_unpublished",
-            &[("X", false), ("Y", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [64, 1, 1],
-            0,
+        .then(
+            launch("ldmatrix_unpublished", one_block(), [64, 1, 1])
+                .ins(&["X"])
+                .outs(&["Y"]),
         );
     let x = tensor(DType::F16, &[64], &data(9, 64));
     let err = run_error(run(CP_ASYNC, &prog, vec![("X", x)], &[]));
@@ -554,14 +331,7 @@ fn ldmatrix_rejects_copies_no_barrier_published() {
 fn divergent(kernel: &str, threads: u32) -> String {
     let prog = Prog::new(&[])
         .output("Y", DType::F32, &[int(i64::from(threads))])
-        .launch(
-            kernel,
-            &[("Y", true)],
-            &[],
-            [int(2), int(1), int(1)],
-            [threads, 1, 1],
-            0,
-        );
+        .then(launch(kernel, grid_x(int(2)), [threads, 1, 1]).outs(&["Y"]));
     run_error(run(DIVERGENT, &prog, vec![], &[]))
 }
 
@@ -587,32 +357,6 @@ fn divergent_warp_collective_and_mismatched_barriers_are_reported() {
         err.contains("divergent __syncthreads()") && err.contains("thread (32,0,0)"),
         "{err}"
     );
-}
-
-/// The reference evaluator's NaN-propagating max and min.
-fn ref_max(x: f32, y: f32) -> f32 {
-    if x.is_nan() || y.is_nan() {
-        f32::NAN
-    } else if x >= y {
-        x
-    } else {
-        y
-    }
-}
-
-fn ref_min(x: f32, y: f32) -> f32 {
-    if x.is_nan() || y.is_nan() {
-        f32::NAN
-    } else if x <= y {
-        x
-    } else {
-        y
-    }
-}
-
-/// Equal bit for bit, or both NaN.
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
 #[test]
@@ -668,13 +412,11 @@ fn conversions_round_to_nearest_even_and_nan_propagates() {
         .input("Y", DType::F32, &[sym("n")])
         .output("F", DType::F32, &[int(nf as i64), sym("n")])
         .output("I", DType::I32, &[int(3), sym("n")])
-        .launch(
-            "scalar_ops",
-            &[("X", false), ("Y", false), ("F", true), ("I", true)],
-            &["n"],
-            [sym("n").ceildiv(64), int(1), int(1)],
-            [64, 1, 1],
-            0,
+        .then(
+            launch("scalar_ops", grid_x(sym("n").ceildiv(64)), [64, 1, 1])
+                .ins(&["X", "Y"])
+                .outs(&["F", "I"])
+                .syms(&["n"]),
         );
     let to_t = |v: &[f32]| {
         tensor(
@@ -786,29 +528,20 @@ fn fragment_layouts_follow_the_ptx_isa() {
         .output("O", DType::I32, &[int(6 * 32 * 4)])
         .output("Dh", DType::F32, &[int(16), int(8)])
         .output("Db", DType::F32, &[int(16), int(8)])
-        .launch(
-            "ldmatrix_probe",
-            &[("X", false), ("O", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            0,
+        .then(
+            launch("ldmatrix_probe", one_block(), [32, 1, 1])
+                .ins(&["X"])
+                .outs(&["O"]),
         )
-        .launch(
-            "mma_probe_f16",
-            &[("A", false), ("B", false), ("C", false), ("Dh", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            0,
+        .then(
+            launch("mma_probe_f16", one_block(), [32, 1, 1])
+                .ins(&["A", "B", "C"])
+                .outs(&["Dh"]),
         )
-        .launch(
-            "mma_probe_bf16",
-            &[("A", false), ("B", false), ("C", false), ("Db", true)],
-            &[],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            0,
+        .then(
+            launch("mma_probe_bf16", one_block(), [32, 1, 1])
+                .ins(&["A", "B", "C"])
+                .outs(&["Db"]),
         );
     // Small integers: exact in fp16, bf16 and every fp32 sum.
     let a: Vec<f64> = (0..256).map(|i| ((i * 7) % 11) as f64 - 5.0).collect();
@@ -873,19 +606,12 @@ fn every_api_function_compiles_and_reduces_on_the_host() {
         .input("b", DType::BF16, &[int(64)])
         .output("out", DType::F32, &[int(64)])
         .output("bits", DType::I32, &[int(64)])
-        .launch(
-            "dlc_api_all",
-            &[
-                ("x", false),
-                ("h", false),
-                ("b", false),
-                ("out", true),
-                ("bits", true),
-            ],
-            &["n"],
-            [int(1), int(1), int(1)],
-            [32, 1, 1],
-            64,
+        .then(
+            launch("dlc_api_all", one_block(), [32, 1, 1])
+                .ins(&["x", "h", "b"])
+                .outs(&["out", "bits"])
+                .syms(&["n"])
+                .smem(64),
         );
     let xs: Vec<f64> = data(11, 32).iter().map(|v| (v * 64.0).round()).collect();
     let hs: Vec<f64> = (0..64).map(|i| i as f64).collect();
@@ -936,13 +662,11 @@ fn harness_aliases_cache_and_reports_input_errors() {
             &[int(8), sym("n").floordiv(8)],
             BufferRole::Alias { of: "Y".into() },
         )
-        .launch(
-            "scale2",
-            &[("X", false), ("Y", true)],
-            &["n"],
-            [sym("n").ceildiv(64), int(1), int(1)],
-            [64, 1, 1],
-            0,
+        .then(
+            launch("scale2", grid_x(sym("n").ceildiv(64)), [64, 1, 1])
+                .ins(&["X"])
+                .outs(&["Y"])
+                .syms(&["n"]),
         );
     let mut prog = prog;
     prog.0.steps.push(ManifestStep::Alias {
@@ -1028,13 +752,11 @@ fn sanitized_build_reports_out_of_bounds_reads() {
     let prog = Prog::new(&["n"])
         .input("X", DType::F32, &[sym("n")])
         .output("Y", DType::F32, &[sym("n")])
-        .launch(
-            "overrun",
-            &[("X", false), ("Y", true)],
-            &["n"],
-            [sym("n").ceildiv(64), int(1), int(1)],
-            [64, 1, 1],
-            0,
+        .then(
+            launch("overrun", grid_x(sym("n").ceildiv(64)), [64, 1, 1])
+                .ins(&["X"])
+                .outs(&["Y"])
+                .syms(&["n"]),
         );
     let opts = HostOptions {
         sanitize: true,
