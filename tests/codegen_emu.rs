@@ -18,6 +18,7 @@ const FRAGMENTS: &str = include_str!("emu/fragments.cu");
 const SCALAR: &str = include_str!("emu/scalar.cu");
 const DIVERGENT: &str = include_str!("emu/divergent.cu");
 const API_ALL: &str = include_str!("emu/api_all.cu");
+const SHARED_FORMS: &str = include_str!("emu/shared_forms.cu");
 
 /// A small program used by the harness tests: Y = 2 X, one thread per element.
 const SCALE: &str = r#"#include "dlc_kernel.cuh"
@@ -326,6 +327,49 @@ fn ldmatrix_rejects_copies_no_barrier_published() {
     let x = tensor(DType::F16, &[64], &data(9, 64));
     let err = run_error(run(CP_ASYNC, &prog, vec![("X", x)], &[]));
     assert!(err.contains("no __syncthreads()"), "{err}");
+}
+
+#[test]
+fn cp_async_source_past_its_buffer_is_reported() {
+    let prog = Prog::new(&["n"])
+        .input("X", DType::F16, &[sym("n")])
+        .output("Y", DType::F16, &[int(8)])
+        .then(
+            launch("copy_overrun", one_block(), [32, 1, 1])
+                .ins(&["X"])
+                .outs(&["Y"])
+                .syms(&["n"]),
+        );
+    let x = tensor(DType::F16, &[12], &data(14, 12));
+    let err = run_error(run(CP_ASYNC, &prog, vec![("X", x)], &[("n", 12)]));
+    assert!(
+        err.contains("dlc_cp_async_16: source") && err.contains("not inside one global buffer"),
+        "{err}"
+    );
+}
+
+#[test]
+fn shared_memory_at_file_scope_in_inline_helpers_and_templates() {
+    let prog = Prog::new(&[])
+        .input("X", DType::F32, &[int(64)])
+        .output("Y", DType::F32, &[int(64)])
+        .then(
+            launch("shared_forms", grid_x(int(3)), [64, 1, 1])
+                .ins(&["X"])
+                .outs(&["Y"]),
+        );
+    let xs: Vec<f64> = (0..64).map(|i| f64::from(i * i % 17)).collect();
+    let out = run(
+        SHARED_FORMS,
+        &prog,
+        vec![("X", tensor(DType::F32, &[64], &xs))],
+        &[],
+    )
+    .expect("runs");
+    let want: Vec<f32> = (0..64)
+        .map(|t| (xs[(t + 1) % 64] + xs[(t + 2) % 64] + xs[(t + 3) % 64]) as f32)
+        .collect();
+    assert_eq!(floats(&out["Y"]), &want[..]);
 }
 
 fn divergent(kernel: &str, threads: u32) -> String {

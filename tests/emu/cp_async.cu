@@ -115,3 +115,13 @@ __global__ void __launch_bounds__(64) ldmatrix_unpublished(const __half* __restr
     Y[dlc_lane()] = (int)r[0];
   }
 }
+
+// A 16-byte copy whose source runs past the end of X (n halves): the emulation reports it.
+__global__ void __launch_bounds__(32) copy_overrun(const __half* __restrict__ X, __half* __restrict__ Y, int n) {
+  __shared__ __align__(16) __half t_over[8];
+  if (threadIdx.x == 0) dlc_cp_async_16(t_over, X + (n - 4), 16);
+  dlc_cp_async_commit();
+  dlc_cp_async_wait<0>();
+  __syncthreads();
+  if (threadIdx.x < 8) Y[threadIdx.x] = t_over[threadIdx.x];
+}

@@ -57,14 +57,18 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
-// Blocks never overlap, so a __shared__ variable is static storage. Outside ASan builds every such
-// variable lives in the section dlc_emu_smem, which the launcher poisons before each block and
-// which bounds the shared window that ldmatrix and cp.async check their addresses against. (GCC
-// leaves variables in named sections out of ASan's global redzones, so ASan builds keep plain
-// statics: out-of-bounds shared accesses are then caught, poisoning of static smem is not done.)
-#if defined(DLC_EMU_ASAN)
+// Blocks never overlap, so a __shared__ variable is static storage. Built with -fno-weak (as the
+// host runner does) and without ASan, every such variable outside a template lives in the section
+// dlc_emu_smem, which the launcher poisons before each block and which ldmatrix and cp.async know
+// as shared memory. (Without -fno-weak, GCC rejects that section for statics of inline functions;
+// it ignores section attributes inside templates; and it leaves variables in named sections out of
+// ASan's redzones. In those cases __shared__ variables are plain statics: not poisoned, and their
+// addresses count as shared memory when they are neither global buffers nor fiber stacks.)
+// The header is meant for exactly one translation unit (main.cpp includes kernels.cu).
+#if defined(DLC_EMU_ASAN) || __GXX_WEAK__
 #define __shared__ static
 #else
+#define DLC_EMU_SMEM_SECTION 1
 #define __shared__ static __attribute__((section("dlc_emu_smem")))
 #endif
 #define DLC_DYN_SMEM(name) unsigned char* name = ::dlc_emu::detail::dyn_smem()
@@ -102,17 +106,17 @@ static_assert(alignof(uint4) == 16 && alignof(float4) == 16 && alignof(uint2) ==
 
 namespace dlc_emu {
 namespace detail {
-inline uint3 g_thread_idx{0, 0, 0};
-inline uint3 g_block_idx{0, 0, 0};
-inline dim3 g_block_dim;
-inline dim3 g_grid_dim;
+static uint3 g_thread_idx{0, 0, 0};
+static uint3 g_block_idx{0, 0, 0};
+static dim3 g_block_dim;
+static dim3 g_grid_dim;
 }  // namespace detail
 }  // namespace dlc_emu
 
-inline const uint3& threadIdx = dlc_emu::detail::g_thread_idx;
-inline const uint3& blockIdx = dlc_emu::detail::g_block_idx;
-inline const dim3& blockDim = dlc_emu::detail::g_block_dim;
-inline const dim3& gridDim = dlc_emu::detail::g_grid_dim;
+static const uint3& threadIdx = dlc_emu::detail::g_thread_idx;
+static const uint3& blockIdx = dlc_emu::detail::g_block_idx;
+static const dim3& blockDim = dlc_emu::detail::g_block_dim;
+static const dim3& gridDim = dlc_emu::detail::g_grid_dim;
 
 // ---------------------------------------------------------------------------------------------
 // Conversions (bit-exact with the device: round to nearest even)

@@ -92,13 +92,12 @@ struct Runtime {
   size_t stacks_bytes = 0, stack_size = 0;
   std::vector<uint32_t> shadow_dyn, shadow_static;
   std::vector<uint32_t*> landed;  // shadow words marked kLanded since the last barrier
+  std::vector<std::pair<const unsigned char*, size_t>> globals;  // registered global buffers
   bool in_kernel = false;
 };
 
-inline Runtime& rt() {
-  static Runtime r;
-  return r;
-}
+static Runtime g_rt;
+inline Runtime& rt() { return g_rt; }
 
 inline unsigned char* dyn_smem() { return rt().dyn; }
 
@@ -119,42 +118,60 @@ inline unsigned char* dyn_smem() { return rt().dyn; }
   std::_Exit(kFailStatus);
 }
 
-// Static shared memory: the section dlc_emu_smem (absent when no kernel declares __shared__).
+// Static shared memory: the section dlc_emu_smem (absent when no kernel declares __shared__ or
+// the section is not used).
+#if defined(DLC_EMU_SMEM_SECTION)
 extern "C" unsigned char __start_dlc_emu_smem[] __attribute__((weak));
 extern "C" unsigned char __stop_dlc_emu_smem[] __attribute__((weak));
-
 inline unsigned char* static_smem_begin() { return __start_dlc_emu_smem; }
 inline size_t static_smem_bytes() {
   if (__start_dlc_emu_smem == nullptr) return 0;
   return (size_t)(__stop_dlc_emu_smem - __start_dlc_emu_smem);
 }
+#else
+inline unsigned char* static_smem_begin() { return nullptr; }
+inline size_t static_smem_bytes() { return 0; }
+#endif
 
-// The shadow word of a shared-memory address, or null when the address is in no known window.
+inline bool within(const void* p, size_t n, const unsigned char* base, size_t bytes) {
+  const unsigned char* q = static_cast<const unsigned char*>(p);
+  return base != nullptr && q >= base && q + n <= base + bytes;
+}
+
+// The shadow word of a shared-memory address, or null outside the known shared windows.
 inline uint32_t* shadow_of(const void* p) {
   Runtime& r = rt();
   const unsigned char* q = static_cast<const unsigned char*>(p);
-  if (r.dyn != nullptr && q >= r.dyn && q < r.dyn + r.dyn_bytes)
-    return &r.shadow_dyn[(size_t)(q - r.dyn) / 4];
-  const unsigned char* s = static_smem_begin();
-  if (s != nullptr && q >= s && q < s + static_smem_bytes())
-    return &r.shadow_static[(size_t)(q - s) / 4];
+  if (within(p, 1, r.dyn, r.dyn_bytes)) return &r.shadow_dyn[(size_t)(q - r.dyn) / 4];
+  if (within(p, 1, static_smem_begin(), static_smem_bytes()))
+    return &r.shadow_static[(size_t)(q - static_smem_begin()) / 4];
   return nullptr;
 }
 
-// Whether [p, p+n) lies in shared memory. ASan builds keep static __shared__ out of the section
-// and cannot tell, so they accept any address (ASan checks the access itself).
-inline bool in_smem(const void* p, size_t n) {
-#if defined(DLC_EMU_ASAN)
-  (void)p;
-  (void)n;
-  return true;
-#else
-  Runtime& r = rt();
+// Whether [p, p+n) lies inside one registered global buffer.
+inline bool in_global(const void* p, size_t n) {
+  for (const auto& g : rt().globals)
+    if (within(p, n, g.first, g.second)) return true;
+  return false;
+}
+
+// Whether [p, p+n) overlaps [base, base+bytes).
+inline bool overlaps(const void* p, size_t n, const unsigned char* base, size_t bytes) {
   const unsigned char* q = static_cast<const unsigned char*>(p);
-  if (r.dyn != nullptr && q >= r.dyn && q + n <= r.dyn + r.dyn_bytes) return true;
-  const unsigned char* s = static_smem_begin();
-  return s != nullptr && q >= s && q + n <= s + static_smem_bytes();
-#endif
+  return base != nullptr && q < base + bytes && q + n > base;
+}
+
+// Whether [p, p+n) may be shared memory: inside the dynamic buffer or the dlc_emu_smem section,
+// or else in neither a registered global buffer nor a fiber stack (a __shared__ variable the
+// emulation could not place in its section).
+inline bool in_smem(const void* p, size_t n) {
+  Runtime& r = rt();
+  if (within(p, n, r.dyn, r.dyn_bytes) || within(p, n, static_smem_begin(), static_smem_bytes()))
+    return true;
+  if (overlaps(p, n, r.stacks, r.stacks_bytes)) return false;
+  for (const auto& g : r.globals)
+    if (overlaps(p, n, g.first, g.second)) return false;
+  return true;
 }
 
 // ---- context switch ---------------------------------------------------------------------------
@@ -207,6 +224,7 @@ inline void enter(Fiber& f) {
 #else
   swapcontext(&r.sched_ctx, &f.ctx);
 #endif
+  asm volatile("" ::: "memory");
 #if defined(DLC_EMU_ASAN)
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -220,11 +238,13 @@ inline void yield() {
   __sanitizer_start_switch_fiber(f.st == St::Done ? nullptr : &f.asan_fake, r.main_bottom,
                                  r.main_size);
 #endif
+  asm volatile("" ::: "memory");  // other threads read and write shared memory meanwhile
 #if defined(DLC_EMU_ASM_SWITCH)
   dlc_emu_switch(&f.sp, r.sched_sp);
 #else
   swapcontext(&f.ctx, &r.sched_ctx);
 #endif
+  asm volatile("" ::: "memory");
 #if defined(DLC_EMU_ASAN)
   __sanitizer_finish_switch_fiber(f.asan_fake, &r.main_bottom, &r.main_size);
 #endif
@@ -286,6 +306,9 @@ inline void cp_async(void* smem, const void* gmem, int src_bytes, unsigned size)
   if (!in_smem(smem, size)) fail("dlc_cp_async_%u: destination %p is not shared memory", size, smem);
   if (src_bytes < 0 || (unsigned)src_bytes > size)
     fail("dlc_cp_async_%u: src_bytes %d is not in [0, %u]", size, src_bytes, size);
+  if (src_bytes > 0 && !r.globals.empty() && !in_global(gmem, (size_t)src_bytes))
+    fail("dlc_cp_async_%u: source [%p, +%d) is not inside one global buffer", size, gmem,
+         src_bytes);
   Copy c;
   c.dst = static_cast<unsigned char*>(smem);
   c.group = 0;
@@ -526,15 +549,16 @@ inline void on_fault(int sig) {
   raise(sig);
 }
 
+static bool g_fault_handler = false;
+static unsigned char g_altstack[65536];
+
 inline void install_fault_handler() {
 #if !defined(DLC_EMU_ASAN)
-  static bool installed = false;
-  if (installed) return;
-  installed = true;
-  static unsigned char altstack[65536];
+  if (g_fault_handler) return;
+  g_fault_handler = true;
   stack_t ss{};
-  ss.ss_sp = altstack;
-  ss.ss_size = sizeof altstack;
+  ss.ss_sp = g_altstack;
+  ss.ss_size = sizeof g_altstack;
   sigaltstack(&ss, nullptr);
   struct sigaction sa {};
   sa.sa_handler = &on_fault;
@@ -548,6 +572,12 @@ inline void install_fault_handler() {
 inline int lane_of_current() { return (int)(rt().cur->linear % 32); }
 
 }  // namespace detail
+
+/// Declares [p, p+bytes) a global-memory buffer: cp.async sources must lie in one, and ldmatrix
+/// rows and cp.async destinations must not (the host runner registers every buffer).
+inline void register_global(const void* p, size_t bytes) {
+  detail::rt().globals.emplace_back(static_cast<const unsigned char*>(p), bytes);
+}
 
 /// Runs body() once per thread of every block of the grid (see the top of dlc_emu.h).
 template <class F>
@@ -566,8 +596,14 @@ void launch(dim3 grid, dim3 block, size_t dyn_smem_bytes, F&& body) {
 // ---------------------------------------------------------------------------------------------
 inline void __syncthreads(int line = __builtin_LINE()) { dlc_emu::detail::syncthreads(line); }
 
-inline unsigned dlc_lane() { return dlc_emu::detail::rt().cur->linear % 32; }
-inline unsigned dlc_warp() { return dlc_emu::detail::rt().cur->linear / 32; }
+inline unsigned dlc_lane() {
+  if (!dlc_emu::detail::rt().in_kernel) dlc_emu::detail::fail("dlc_lane() outside a kernel");
+  return dlc_emu::detail::rt().cur->linear % 32;
+}
+inline unsigned dlc_warp() {
+  if (!dlc_emu::detail::rt().in_kernel) dlc_emu::detail::fail("dlc_warp() outside a kernel");
+  return dlc_emu::detail::rt().cur->linear / 32;
+}
 
 namespace dlc_emu {
 namespace detail {
