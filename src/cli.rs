@@ -423,6 +423,10 @@ pub enum DumpLayer {
     Region,
     /// Each kernel's Schedule Plan (`optimize` only).
     Plan,
+    /// The GPU dialect IR of every kernel (`optimize` only).
+    Gpu,
+    /// The emitted CUDA C (`optimize` only; printed as text when it is the only layer).
+    Cu,
 }
 
 impl DumpLayer {
@@ -434,6 +438,8 @@ impl DumpLayer {
         DumpLayer::Egraph,
         DumpLayer::Region,
         DumpLayer::Plan,
+        DumpLayer::Gpu,
+        DumpLayer::Cu,
     ];
     /// The layers `lower` can print.
     pub const LOWER: &'static [DumpLayer] = &[
@@ -451,6 +457,8 @@ impl DumpLayer {
             DumpLayer::Egraph => "egraph",
             DumpLayer::Region => "region",
             DumpLayer::Plan => "plan",
+            DumpLayer::Gpu => "gpu",
+            DumpLayer::Cu => "cu",
         }
     }
 }
@@ -497,7 +505,7 @@ fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
     } else {
         None
     };
-    let doc = dump_document(&layers, &graph, prog.as_ref(), None);
+    let doc = dump_document(&layers, &graph, prog.as_ref(), None, None);
     let text = serde_json::to_string_pretty(&doc)
         .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
     let _ = writeln!(std::io::stdout().lock(), "{text}");
@@ -511,6 +519,7 @@ pub fn dump_document(
     graph: &Graph,
     prog: Option<&Program>,
     optimized: Option<&crate::optimize::Optimized>,
+    code: Option<&crate::codegen::Generated>,
 ) -> serde_json::Value {
     use serde_json::Value;
     let one = |l: DumpLayer| match (l, prog) {
@@ -527,6 +536,10 @@ pub fn dump_document(
             .map(|o| serde_json::to_value(&o.program).unwrap_or(Value::Null))
             .unwrap_or(Value::Null),
         (DumpLayer::Plan, _) => optimized.map(plan_json).unwrap_or(Value::Null),
+        (DumpLayer::Gpu, _) => code.map(|c| c.gpu_ir_json()).unwrap_or(Value::Null),
+        (DumpLayer::Cu, _) => code
+            .map(|c| Value::String(c.emitted.source.clone()))
+            .unwrap_or(Value::Null),
         (_, None) => Value::Null,
     };
     match layers {

@@ -3,6 +3,7 @@
 
 use super::extract::ExtractorArg;
 use super::{internal_error, parse_dump, DumpLayer};
+use crate::codegen::{generate, Generated};
 use crate::diag::{Diagnostic, Location};
 use crate::ir::frontend;
 use crate::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized};
@@ -62,6 +63,12 @@ pub struct OptimizeArgs {
     /// input, infinities and NaN included.
     #[arg(long)]
     pub fast_math: bool,
+
+    /// Generate CUDA: write `kernels.cu` (one kernel per region, from the template its plan
+    /// names), `dlc_kernel.cuh` (the helpers it includes) and `manifest.json` (buffers, launches
+    /// with arguments, grid and block, plans) into DIR, created if needed.
+    #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
 /// `dlc-egg optimize`.
@@ -118,9 +125,21 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
             ))
         })?;
     }
+    let needs_code =
+        a.out_dir.is_some() || layers.iter().any(|l| matches!(l, DumpLayer::Gpu | DumpLayer::Cu));
+    let code = if needs_code {
+        Some(generate(&o).map_err(|e| Failure::internal(internal_error(&e.to_string())))?)
+    } else {
+        None
+    };
+    if let (Some(dir), Some(c)) = (&a.out_dir, &code) {
+        write_code(dir, c)?;
+    }
     let mut stdout = std::io::stdout().lock();
-    if !layers.is_empty() {
-        let doc = super::dump_document(&layers, &graph, Some(&prog), Some(&o));
+    if let ([DumpLayer::Cu], Some(c)) = (layers.as_slice(), &code) {
+        let _ = write!(stdout, "{}", c.emitted.source);
+    } else if !layers.is_empty() {
+        let doc = super::dump_document(&layers, &graph, Some(&prog), Some(&o), code.as_ref());
         let text = serde_json::to_string_pretty(&doc)
             .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
         let _ = writeln!(stdout, "{text}");
@@ -135,6 +154,30 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     } else if layers.is_empty() {
         let _ = write!(stdout, "{}", summary(&o));
     }
+    Ok(())
+}
+
+/// `-o DIR`: the generated files, and one line saying so on stderr.
+fn write_code(dir: &std::path::Path, c: &Generated) -> Result<(), Failure> {
+    let written = c.write_dir(dir).map_err(|e| {
+        Failure::user(Diagnostic::error(
+            "E0312",
+            "OutputWriteFailed",
+            Location::Argument {
+                argument: format!("-o {}", dir.display()),
+            },
+            format!("cannot write the generated CUDA: {e}"),
+            "check that the directory can be created and written",
+        ))
+    })?;
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "wrote {} kernel(s) for {}: {}",
+        c.kernels.len(),
+        c.arch.name(),
+        names.join(", ")
+    );
     Ok(())
 }
 

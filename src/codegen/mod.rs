@@ -1,6 +1,11 @@
 //! Plan → GPU dialect IR → CUDA C. Built on `ir` and `extract`, never on `rules`.
 
+pub mod cexpr;
+pub mod emit;
+pub mod gpu;
 pub mod host;
+pub mod scalar;
+pub mod templates;
 pub mod manifest;
 
 use crate::optimize::Optimized;
@@ -36,14 +41,49 @@ pub enum CodegenError {
     Unsupported { kernel: String, why: String },
 }
 
-/// Emits every kernel of an optimized program. TODO(issue 5): in progress.
+/// Emits every kernel of an optimized program (`emit::emit` on its program and cost model).
 pub fn emit_program(opt: &Optimized) -> Result<Emitted, CodegenError> {
-    Err(CodegenError::Unsupported {
-        kernel: opt
-            .kernels
-            .first()
-            .map(|k| k.name.clone())
-            .unwrap_or_default(),
-        why: "code generation is not implemented yet".into(),
-    })
+    generate(opt).map(|g| g.emitted)
+}
+
+/// Code generation's full result: the GPU IR of every kernel and the emitted files.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub kernels: Vec<emit::EmittedKernel>,
+    pub emitted: Emitted,
+    pub arch: crate::target::Arch,
+}
+
+/// Generates the kernels of an optimized program.
+pub fn generate(opt: &Optimized) -> Result<Generated, CodegenError> {
+    emit::emit(&opt.program, &opt.model)
+}
+
+impl Generated {
+    /// `--dump gpu`: `{"gpu_ir": {"arch", "kernels": [Kernel…]}}` (seed 001 §9.3, one entry
+    /// per kernel).
+    pub fn gpu_ir_json(&self) -> serde_json::Value {
+        let ks: Vec<&gpu::Kernel> = self.kernels.iter().map(|k| &k.kernel).collect();
+        serde_json::json!({"gpu_ir": {"arch": self.arch, "kernels": ks}})
+    }
+
+    /// Writes `kernels.cu`, the device header and `manifest.json` into `dir` (created if
+    /// needed); returns the paths written.
+    pub fn write_dir(&self, dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let manifest = serde_json::to_string_pretty(&self.emitted.manifest)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let files = [
+            (self.emitted.manifest.source.as_str(), self.emitted.source.clone()),
+            (HEADER_NAME, DEVICE_HEADER.to_string()),
+            ("manifest.json", manifest + "\n"),
+        ];
+        let mut out = Vec::new();
+        for (name, text) in files {
+            let p = dir.join(name);
+            std::fs::write(&p, text)?;
+            out.push(p);
+        }
+        Ok(out)
+    }
 }

@@ -81,6 +81,8 @@ pub struct Priced {
     pub estimate: Estimate,
     pub time: Time,
     pub resources: crate::plan::space::Resources,
+    /// The knobs the plan was built from (what code generation instantiates).
+    pub knobs: crate::plan::space::Knobs,
 }
 
 /// A plan that lost: to a STOP condition, or to a faster plan.
@@ -172,6 +174,7 @@ pub fn choose_plan_for(work: KernelWork, target: &Target) -> Result<PlanChoice, 
             estimate,
             time,
             resources: c.resources,
+            knobs: c.knobs,
         });
     let best = kept.next().expect("one plan was priced");
     let runners_up = kept.collect();

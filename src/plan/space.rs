@@ -152,8 +152,13 @@ pub struct Candidate {
 
 /// The plan space of `work` on `target`: every grid point, checked.
 pub fn candidates(work: &KernelWork, target: &Target) -> Vec<Candidate> {
+    candidates_with(work, target, WGMMA_EMITTED)
+}
+
+/// [`candidates`], with or without the SM90 `wgmma` points (whatever [`WGMMA_EMITTED`] says).
+pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<Candidate> {
     let knobs = match &work.shape {
-        Shape::Contraction(g) => contraction_grid(g, target),
+        Shape::Contraction(g) => contraction_grid(g, target, wgmma),
         Shape::Reduction { .. } => reduction_grid(vector_extent(work).1),
         Shape::Elementwise { .. } => elementwise_grid(work.out_elem_bytes),
     };
@@ -171,6 +176,11 @@ pub fn candidates(work: &KernelWork, target: &Target) -> Vec<Candidate> {
         .collect()
 }
 
+/// Whether code generation has a `wgmma` template. Until it does, SM90 contractions are planned
+/// (and priced) on `mma_sync`, which Hopper runs too, so that every chosen plan is one the
+/// code generator implements. TODO(issue 5): an SM90 wgmma + TMA template.
+pub const WGMMA_EMITTED: bool = false;
+
 /// Vector widths of the grid, in bytes (the seed's {16, 8, 4}, and the narrow ones odd
 /// extents of narrow types need; widths below the element size are not tried).
 const VEC_BYTES: [u64; 5] = [16, 8, 4, 2, 1];
@@ -179,12 +189,12 @@ fn vec_widths(elem: u64) -> impl Iterator<Item = u64> {
     VEC_BYTES.into_iter().filter(move |w| *w >= elem.max(1))
 }
 
-fn contraction_grid(g: &Gemm, target: &Target) -> Vec<Knobs> {
+fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
     let elem = g.a_elem.max(g.b_elem);
     let mut algos = vec![Algo::Simt];
     if g.tensor_cores {
         algos = vec![Algo::MmaSync];
-        if target.arch == Arch::Sm90 {
+        if target.arch == Arch::Sm90 && wgmma {
             algos.push(Algo::Wgmma);
         }
     }
@@ -210,8 +220,10 @@ fn contraction_grid(g: &Gemm, target: &Target) -> Vec<Knobs> {
         }
         // Synchronous loads use two buffers; a deeper pipeline only pays with async copies,
         // and TMA (wgmma) is asynchronous.
+        // The SIMT template stages through registers (two buffers, synchronous).
         let pipelines: &[(u32, bool)] = match algo {
             Algo::Wgmma => &[(2, true), (3, true)],
+            Algo::Simt => &[(2, false)],
             _ => &[(2, true), (3, true), (2, false)],
         };
         for [bm, bn, bk] in tiles {

@@ -1,0 +1,282 @@
+//! The GPU dialect IR (seed 001 §9): one [`Kernel`] per region — a fixed skeleton chosen by the
+//! template, with the Plan injected (tile sizes, stages, vector widths, binding), written as
+//! structured statements whose scalar arithmetic is C expression text. What the IR makes explicit
+//! is what must be checked before any CUDA exists:
+//!
+//! - **Async tokens** (§9.2): [`Stmt::CpAsync`] issues a copy into the group of a `TokLoad`
+//!   token, [`Stmt::Commit`] closes the group, [`Stmt::Wait`] (SM80 `cp.async.wait_group`)
+//!   makes tokens ready, and every consumer of staged data ([`Stmt::LdMatrix`],
+//!   [`Stmt::SmemUse`]) names the token it needs; [`Stmt::Mma`] produces a `TokCompute` that the
+//!   [`Stmt::Epilogue`] consumes, producing a `TokEpilogue`.
+//! - **Divergence**: every `If`/`For` says whether its condition is uniform over the block, over
+//!   a warp, or per thread; barriers and warp collectives may only sit under uniform control.
+//! - **Shared memory**: every buffer is declared with its size, so the total is known.
+//!
+//! [`verify`] checks the three; [`render`] prints CUDA C (a direct rendering: every statement is
+//! one C statement or block); `--dump gpu` prints the IR as JSON (`{"gpu_ir": …}`).
+
+pub mod render;
+pub mod verify;
+
+use crate::ir::region::Size;
+use crate::target::Arch;
+use serde::Serialize;
+
+/// A C scalar or vector type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CType {
+    F32,
+    I32,
+    U32,
+    I64,
+    Bool,
+    Half,
+    Bf16,
+    /// 16 bytes (`uint4`).
+    U4,
+}
+
+impl CType {
+    /// The C spelling.
+    pub fn c(self) -> &'static str {
+        match self {
+            CType::F32 => "float",
+            CType::I32 => "int",
+            CType::U32 => "unsigned",
+            CType::I64 => "long long",
+            CType::Bool => "bool",
+            CType::Half => "__half",
+            CType::Bf16 => "__nv_bfloat16",
+            CType::U4 => "uint4",
+        }
+    }
+
+    /// Size in bytes.
+    pub fn bytes(self) -> u64 {
+        match self {
+            CType::Bool => 1,
+            CType::Half | CType::Bf16 => 2,
+            CType::F32 | CType::I32 | CType::U32 => 4,
+            CType::I64 => 8,
+            CType::U4 => 16,
+        }
+    }
+
+    /// The storage type of a tensor element type.
+    pub fn of(d: crate::ir::dtype::DType) -> CType {
+        use crate::ir::dtype::DType;
+        match d {
+            DType::F16 => CType::Half,
+            DType::BF16 => CType::Bf16,
+            DType::F32 => CType::F32,
+            DType::I32 => CType::I32,
+            DType::Bool => CType::Bool,
+        }
+    }
+}
+
+/// What a kernel parameter is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    /// `const T* __restrict__`.
+    Input,
+    /// `T* __restrict__`.
+    Output,
+    /// `int` (a symbol's value).
+    Symbol,
+}
+
+/// A kernel parameter.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Param {
+    pub name: String,
+    pub ty: CType,
+    pub kind: ParamKind,
+}
+
+/// Launch configuration: grid as size expressions over the symbols, block constant.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Launch {
+    pub grid: [Size; 3],
+    pub block: [u32; 3],
+    /// Dynamic shared memory in bytes (carved from [`Smem`] buffers marked `dynamic`).
+    pub dyn_smem_bytes: u32,
+}
+
+impl Launch {
+    /// Threads per block.
+    pub fn threads(&self) -> u32 {
+        self.block.iter().product()
+    }
+}
+
+/// A shared-memory buffer `ty name[d0][d1]…`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Smem {
+    pub name: String,
+    pub ty: CType,
+    pub dims: Vec<u64>,
+    /// Carved from dynamic shared memory (at a 16-byte aligned offset) instead of static.
+    pub dynamic: bool,
+}
+
+impl Smem {
+    /// Bytes.
+    pub fn bytes(&self) -> u64 {
+        self.dims.iter().product::<u64>() * self.ty.bytes()
+    }
+}
+
+/// How uniform a condition is across threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Div {
+    /// The same for every thread of the block.
+    Block,
+    /// The same for the 32 lanes of each warp.
+    Warp,
+    /// May differ per thread.
+    Thread,
+}
+
+/// Warp-collective reductions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarpOp {
+    Sum,
+    Max,
+    Min,
+}
+
+/// One statement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Stmt {
+    /// `// text`.
+    Comment(String),
+    /// `[const] ty name = value;`.
+    Let {
+        ty: CType,
+        name: String,
+        value: String,
+        mutable: bool,
+    },
+    /// A register array `ty name[d0]…[dn];`, zero-initialized when `zero`.
+    Array {
+        ty: CType,
+        name: String,
+        dims: Vec<u64>,
+        zero: bool,
+    },
+    /// `place = value;` (`place` an lvalue: a variable, an array element, a shared-memory slot).
+    Assign { place: String, value: String },
+    /// `buffer[index] = value;` to global memory, `value` of the buffer's type; `vector`
+    /// elements at once when > 1 (`value` then names a register array of that many elements).
+    Store {
+        buffer: String,
+        index: String,
+        value: String,
+        ty: CType,
+        vector: u32,
+    },
+    /// `for (int var = start; var < end; var += step)`.
+    For {
+        var: String,
+        start: String,
+        end: String,
+        step: String,
+        unroll: bool,
+        div: Div,
+        body: Vec<Stmt>,
+    },
+    /// `if (cond) {…} else {…}`.
+    If {
+        cond: String,
+        div: Div,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
+    /// `__syncthreads()`.
+    Barrier,
+    /// `dst = op over the warp of value` (every lane gets it).
+    WarpReduce {
+        op: WarpOp,
+        dst: String,
+        value: String,
+    },
+    /// An asynchronous global → shared copy of `bytes` (4, 8, 16) bytes, of which `src_bytes`
+    /// are read (the rest zero-filled), joining the open group of load token `token`.
+    CpAsync {
+        dst: String,
+        src: String,
+        bytes: u32,
+        src_bytes: String,
+        token: String,
+    },
+    /// `cp.async.commit_group`: closes the open group as `TokLoad` `token`.
+    Commit { token: String },
+    /// `cp.async.wait_group pending`: at most `pending` groups stay in flight; `tokens` are
+    /// the ones this makes ready.
+    Wait { tokens: Vec<String>, pending: u32 },
+    /// A read of shared-memory data staged under load token `token` (a marker for the
+    /// verifier; renders as nothing).
+    SmemUse { token: String },
+    /// `ldmatrix.sync.aligned.m8n8.x{num}[.trans]` into register array `dst`, each lane
+    /// supplying row address `addr`.
+    LdMatrix {
+        dst: String,
+        num: u32,
+        trans: bool,
+        addr: String,
+        token: String,
+    },
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16|bf16}`: `d = a·b + c` (register arrays),
+    /// producing `TokCompute` `token`.
+    Mma {
+        bf16: bool,
+        d: String,
+        a: String,
+        b: String,
+        c: String,
+        token: String,
+    },
+    /// Epilogue applied to the accumulators in registers: needs `TokCompute` `after`, yields
+    /// `TokEpilogue` `token`.
+    Epilogue {
+        after: String,
+        token: String,
+        body: Vec<Stmt>,
+    },
+    /// A nested block `{ … }` (a scope for names).
+    Block(Vec<Stmt>),
+}
+
+/// One kernel of the GPU dialect.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Kernel {
+    pub name: String,
+    pub arch: Arch,
+    /// The template it was built from.
+    pub template: String,
+    pub params: Vec<Param>,
+    pub launch: Launch,
+    pub smem: Vec<Smem>,
+    pub body: Vec<Stmt>,
+}
+
+impl Kernel {
+    /// Static and dynamic shared memory, bytes (dynamic buffers at 16-byte aligned offsets).
+    pub fn smem_bytes(&self) -> (u64, u64) {
+        let mut stat = 0u64;
+        let mut dynamic = 0u64;
+        for s in &self.smem {
+            if s.dynamic {
+                dynamic = dynamic.div_ceil(16) * 16 + s.bytes();
+            } else {
+                stat += s.bytes().div_ceil(16) * 16;
+            }
+        }
+        (stat, dynamic)
+    }
+}

@@ -1,0 +1,257 @@
+//! What the tiled contraction templates share: the GEMM view of a region (which let is the
+//! accumulator, its operands, the `M`, `N`, batch and `K` axes with their sizes, as the cost
+//! model's work analysis classified them), and the scalar code that loads one operand element
+//! of a tile and applies the epilogue at one output element.
+//!
+//! A region runs on a tiled template when it has exactly one `reduce(sum, K, mul(a, b))` in
+//! fp32 at the top level, no other reduction anywhere (the epilogue reduces nothing: softmax
+//! and norm epilogues run on the row template), and every iter is an `M`, `N` or batch axis.
+//! Operand prologues (guards of a padded conv, casts, producers inlined at the reads) are
+//! computed while a tile is loaded, tails are predicated to 0, so any size works.
+
+use super::super::cexpr;
+use super::super::gpu::{CType, Stmt};
+use super::super::scalar::{Emitter, Val};
+use super::super::CodegenError;
+use super::{bind_flat, store_yields};
+use crate::cost::work::{KernelWork, Shape};
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::region::kind::Kind;
+use crate::ir::region::verify::children;
+use crate::ir::region::{BinaryFn, Expr, Reduce, Region};
+use crate::ir::tiny::ReduceOp;
+
+/// Named axes with their sizes.
+#[derive(Clone, Debug)]
+pub struct Axes {
+    pub names: Vec<String>,
+    pub sizes: Vec<Dim>,
+}
+
+impl Axes {
+    /// The product of the sizes.
+    pub fn extent(&self) -> Dim {
+        Dim::product(&self.sizes)
+    }
+
+    /// The sizes as C.
+    pub fn c_sizes(&self) -> Vec<String> {
+        self.sizes.iter().map(cexpr::dim).collect()
+    }
+}
+
+/// The GEMM view of a contraction region.
+#[derive(Clone, Debug)]
+pub struct View<'r> {
+    /// The accumulator's let.
+    pub acc: String,
+    pub red: &'r Reduce,
+    /// The operands: `a` reads `M` (and batch, `K`), `b` reads `N` (and batch, `K`).
+    pub a: &'r Expr,
+    pub b: &'r Expr,
+    pub m: Axes,
+    pub n: Axes,
+    pub batch: Axes,
+    pub k: Axes,
+}
+
+fn reduces_in(e: &Expr) -> usize {
+    let own = usize::from(matches!(e, Expr::Reduce(_)));
+    let inner = match e {
+        Expr::Reduce(r) => reduces_in(&r.body),
+        _ => 0,
+    };
+    own + inner + children(e).into_iter().map(reduces_in).sum::<usize>()
+}
+
+/// The GEMM view of `r`, when a tiled template can run it (see the module doc); `work` is the
+/// cost model's analysis of `r`.
+pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'r>> {
+    let Shape::Contraction(g) = &work.shape else {
+        return None;
+    };
+    let total: usize = r.lets.iter().map(|l| reduces_in(&l.expr)).sum();
+    if total != 1 {
+        return None;
+    }
+    let (acc, red) = r.lets.iter().find_map(|l| match &l.expr {
+        Expr::Reduce(red) => Some((l.name.clone(), red.as_ref())),
+        _ => None,
+    })?;
+    let (a, b) = match (&red.op, &red.body, red.dtype.unwrap_or(DType::F32)) {
+        (ReduceOp::Sum, Expr::Binary(BinaryFn::Mul, a, b), DType::F32) => (a.as_ref(), b.as_ref()),
+        _ => return None,
+    };
+    let iter_axes = |names: &[String]| -> Option<Axes> {
+        let mut sizes = Vec::new();
+        for n in names {
+            let i = r.iters.iter().position(|it| &it.name == n)?;
+            sizes.push(em.iter_sizes[i].clone());
+        }
+        Some(Axes {
+            names: names.to_vec(),
+            sizes,
+        })
+    };
+    let (m, n, batch) = (
+        iter_axes(&g.axes.m)?,
+        iter_axes(&g.axes.n)?,
+        iter_axes(&g.axes.batch)?,
+    );
+    if m.names.len() + n.names.len() + batch.names.len() != r.iters.len() || m.names.is_empty() || n.names.is_empty() {
+        return None;
+    }
+    let k_sizes = crate::ir::region::verify::reduce_extents(r, red, &em.iter_sizes, &r.name).ok()?;
+    Some(View {
+        acc,
+        red,
+        a,
+        b,
+        m,
+        n,
+        batch,
+        k: Axes {
+            names: red.axes.clone(),
+            sizes: k_sizes,
+        },
+    })
+}
+
+impl View<'_> {
+    /// Whether `side`'s loads should walk `K` fastest: its first read indexes its input's last
+    /// dimension with the innermost `K` axis (row-major `A[m, k]`); else the outer axis is
+    /// fastest (`B[k, n]`), so consecutive threads read consecutive addresses either way.
+    pub fn k_fastest(&self, side: Side) -> bool {
+        let operand = match side {
+            Side::A => self.a,
+            Side::B => self.b,
+        };
+        let Some(k_last) = self.k.names.last() else {
+            return true;
+        };
+        let mut found: Option<bool> = None;
+        first_read(operand, &mut |map| {
+            if found.is_none() {
+                found = map
+                    .last()
+                    .map(|a| a.mentions(&|n| n == k_last.as_str()));
+            }
+        });
+        found.unwrap_or(true)
+    }
+}
+
+fn first_read(e: &Expr, f: &mut dyn FnMut(&[crate::ir::axis::AxisExpr])) {
+    match e {
+        Expr::Read { map, .. } | Expr::Gather { map, .. } => f(map),
+        Expr::Reduce(r) => first_read(&r.body, f),
+        _ => {}
+    }
+    for c in children(e) {
+        first_read(c, f);
+    }
+}
+
+/// Which operand a loader reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    A,
+    B,
+}
+
+impl View<'_> {
+    /// Binds the batch axes from the flat batch index `flat` (C).
+    pub fn bind_batch(&self, em: &mut Emitter, flat: &str) {
+        if !self.batch.names.is_empty() {
+            bind_flat(em, &self.batch.names, &self.batch.c_sizes(), flat, "b_");
+        }
+    }
+
+    /// Emits `dst = side[outer][k]`: the operand element (fp32) at flat row `outer` (an `M`
+    /// index for `A`, an `N` index for `B`) and flat `K` index `k`, or 0 outside the operand.
+    pub fn load(
+        &self,
+        em: &mut Emitter,
+        side: Side,
+        outer: &str,
+        k: &str,
+        dst: &str,
+    ) -> Result<(), CodegenError> {
+        let (axes, operand) = match side {
+            Side::A => (&self.m, self.a),
+            Side::B => (&self.n, self.b),
+        };
+        let guard = format!(
+            "{outer} < {} && {k} < {}",
+            cexpr::dim(&axes.extent()),
+            cexpr::dim(&self.k.extent())
+        );
+        em.open();
+        em.push_scope();
+        bind_flat(em, &axes.names, &axes.c_sizes(), outer, "o_");
+        bind_flat(em, &self.k.names, &self.k.c_sizes(), k, "k_");
+        let v = em.value(operand);
+        em.pop_scope();
+        let v = v?;
+        em.emit(Stmt::Assign {
+            place: dst.to_string(),
+            value: super::super::scalar::convert(&v, Kind::Float),
+        });
+        let then = em.close();
+        em.emit(Stmt::If {
+            cond: guard,
+            div: super::super::gpu::Div::Thread,
+            then,
+            otherwise: vec![Stmt::Assign {
+                place: dst.to_string(),
+                value: "0.0f".into(),
+            }],
+        });
+        Ok(())
+    }
+
+    /// Emits the epilogue and stores at output element (`m`, `n`) (flat C indices) whose
+    /// accumulator is `acc` (C), predicated on the element being inside the output.
+    pub fn epilogue(&self, em: &mut Emitter, m: &str, n: &str, acc: &str) -> Result<(), CodegenError> {
+        let guard = format!(
+            "{m} < {} && {n} < {}",
+            cexpr::dim(&self.m.extent()),
+            cexpr::dim(&self.n.extent())
+        );
+        em.open();
+        em.push_scope();
+        bind_flat(em, &self.m.names, &self.m.c_sizes(), m, "m_");
+        bind_flat(em, &self.n.names, &self.n.c_sizes(), n, "n_");
+        em.provide(&self.acc, acc.to_string());
+        let r = store_yields(em);
+        em.pop_scope();
+        let then = em.close();
+        r?;
+        em.emit(Stmt::If {
+            cond: guard,
+            div: super::super::gpu::Div::Thread,
+            then,
+            otherwise: vec![],
+        });
+        Ok(())
+    }
+}
+
+/// `ty name = value;` for an `int`.
+pub fn int(name: &str, value: impl Into<String>) -> Stmt {
+    Stmt::Let {
+        ty: CType::I32,
+        name: name.into(),
+        value: value.into(),
+        mutable: false,
+    }
+}
+
+/// A float value as a [`Val`].
+pub fn fval(code: impl Into<String>) -> Val {
+    Val {
+        code: code.into(),
+        kind: Kind::Float,
+    }
+}

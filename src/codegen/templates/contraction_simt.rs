@@ -1,0 +1,289 @@
+//! The SIMT contraction template (seed 000 §6–7): a `BM×BN` output tile per block, `K` walked
+//! in `BK` steps. Each step's operand tiles are loaded cooperatively (consecutive threads take
+//! consecutive `K` elements of `A` and `N` elements of `B`), their prologue computed on the way,
+//! and stored to shared memory `K`-major; the next step's tiles are loaded into registers while
+//! the current one is multiplied (two buffers, synchronous: the plan's `stages = 2`). Each
+//! thread owns a `TM×TN` micro-tile of fp32 accumulators, strided over the tile so that a
+//! warp's shared-memory reads are conflict-free and its stores coalesce; the epilogue runs on
+//! the accumulators and stores predicated on the output's bounds.
+
+use super::super::cexpr;
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
+use super::super::scalar::Emitter;
+use super::super::CodegenError;
+use super::contraction::{int, Side, View};
+use super::params;
+use crate::ir::dim::Dim;
+use crate::ir::region::{Region, Size};
+use crate::target::Arch;
+
+/// The micro-tile `TM×TN` of `e` accumulators per thread.
+pub fn micro_tile(e: u64) -> (u64, u64) {
+    let mut tn = 1;
+    while tn * 2 <= 8 && (tn * 2) * (tn * 2) <= e {
+        tn *= 2;
+    }
+    (e / tn, tn)
+}
+
+/// The tile coordinates (outer, k) of a tile's `e`-th element (C), `K` fastest or not.
+fn tile_index(k_fastest: bool, rows: u64, bk: u64) -> (String, String) {
+    if k_fastest {
+        (format!("e / {bk}"), format!("e % {bk}"))
+    } else {
+        (format!("e % {rows}"), format!("e / {rows}"))
+    }
+}
+
+fn loop_(var: &str, end: u64, unroll: bool, body: Vec<Stmt>) -> Stmt {
+    Stmt::For {
+        var: var.into(),
+        start: "0".into(),
+        end: end.to_string(),
+        step: "1".into(),
+        unroll,
+        div: Div::Block,
+        body,
+    }
+}
+
+/// The SIMT kernel of `r` with tile `bm×bn×bk` and `threads` threads.
+pub fn build(
+    r: &Region,
+    em: &mut Emitter,
+    v: &View,
+    arch: Arch,
+    [bm, bn, bk]: [u64; 3],
+    threads: u64,
+) -> Result<Kernel, CodegenError> {
+    let bad = |why: String| CodegenError::Unsupported {
+        kernel: r.name.clone(),
+        why,
+    };
+    if (bm * bn) % threads != 0 {
+        return Err(bad(format!("{threads} threads do not divide a {bm}x{bn} tile")));
+    }
+    let (tm, tn) = micro_tile(bm * bn / threads);
+    let (tm_threads, tn_threads) = (bm / tm, bn / tn);
+    if tm_threads * tn_threads != threads || bm % tm != 0 || bn % tn != 0 {
+        return Err(bad(format!("no {tm}x{tn} micro-tile layout of {bm}x{bn} over {threads} threads")));
+    }
+    let k_total = cexpr::dim(&v.k.extent());
+    let (la, lb) = ((bm * bk).div_ceil(threads), (bn * bk).div_ceil(threads));
+    em.emit(int("tid", "(int)threadIdx.x"));
+    em.emit(int("tr", format!("tid / {tn_threads}")));
+    em.emit(int("tc", format!("tid % {tn_threads}")));
+    em.emit(int("m0", format!("(int)blockIdx.y * {bm}")));
+    em.emit(int("n0", format!("(int)blockIdx.x * {bn}")));
+    em.emit(int("kt_count", format!("({k_total} + {}) / {bk}", bk - 1)));
+    em.push_scope();
+    v.bind_batch(em, "(int)blockIdx.z");
+    em.emit(Stmt::Array {
+        ty: CType::F32,
+        name: "acc".into(),
+        dims: vec![tm, tn],
+        zero: true,
+    });
+    em.emit(Stmt::Array {
+        ty: CType::F32,
+        name: "ra".into(),
+        dims: vec![la],
+        zero: false,
+    });
+    em.emit(Stmt::Array {
+        ty: CType::F32,
+        name: "rb".into(),
+        dims: vec![lb],
+        zero: false,
+    });
+    // Loads step `kt`'s tiles into `ra`/`rb`; stores them to shared memory.
+    let loads = |em: &mut Emitter, kt: &str| -> Result<Vec<Stmt>, CodegenError> {
+        em.open();
+        for (side, regs, count, rows) in [(Side::A, "ra", la, bm), (Side::B, "rb", lb, bn)] {
+            em.open();
+            em.emit(int("e", format!("tid + l * {threads}")));
+            let origin = if side == Side::A { "m0" } else { "n0" };
+            let (outer, k) = tile_index(v.k_fastest(side), rows, bk);
+            em.open();
+            v.load(
+                em,
+                side,
+                &format!("{origin} + {outer}"),
+                &format!("{kt} * {bk} + {k}"),
+                &format!("{regs}[l]"),
+            )?;
+            let body = em.close();
+            em.emit(Stmt::If {
+                cond: format!("e < {}", rows * bk),
+                div: Div::Thread,
+                then: body,
+                otherwise: vec![],
+            });
+            let per = em.close();
+            em.emit(loop_("l", count, true, per));
+        }
+        Ok(em.close())
+    };
+    let fastest = [v.k_fastest(Side::A), v.k_fastest(Side::B)];
+    let stores = |_: ()| -> Vec<Stmt> {
+        let mut out = Vec::new();
+        for (side, (sm, regs, count, rows)) in [("As", "ra", la, bm), ("Bs", "rb", lb, bn)]
+            .into_iter()
+            .enumerate()
+        {
+            let (outer, k) = tile_index(fastest[side], rows, bk);
+            out.push(loop_(
+                "l",
+                count,
+                true,
+                vec![
+                    int("e", format!("tid + l * {threads}")),
+                    Stmt::If {
+                        cond: format!("e < {}", rows * bk),
+                        div: Div::Thread,
+                        then: vec![Stmt::Assign {
+                            place: format!("{sm}[{k}][{outer}]"),
+                            value: format!("{regs}[l]"),
+                        }],
+                        otherwise: vec![],
+                    },
+                ],
+            ));
+        }
+        out
+    };
+    let first = loads(em, "0")?;
+    em.emit(Stmt::If {
+        cond: "kt_count > 0".into(),
+        div: Div::Block,
+        then: first,
+        otherwise: vec![],
+    });
+    for s in stores(()) {
+        em.emit(s);
+    }
+    em.emit(Stmt::Barrier);
+    // The main loop.
+    let next = loads(em, "(kt + 1)")?;
+    let micro = vec![
+        Stmt::Array {
+            ty: CType::F32,
+            name: "a_frag".into(),
+            dims: vec![tm],
+            zero: false,
+        },
+        Stmt::Array {
+            ty: CType::F32,
+            name: "b_frag".into(),
+            dims: vec![tn],
+            zero: false,
+        },
+        loop_(
+            "i",
+            tm,
+            true,
+            vec![Stmt::Assign {
+                place: "a_frag[i]".into(),
+                value: format!("As[kk][tr + i * {tm_threads}]"),
+            }],
+        ),
+        loop_(
+            "j",
+            tn,
+            true,
+            vec![Stmt::Assign {
+                place: "b_frag[j]".into(),
+                value: format!("Bs[kk][tc + j * {tn_threads}]"),
+            }],
+        ),
+        loop_(
+            "i",
+            tm,
+            true,
+            vec![loop_(
+                "j",
+                tn,
+                true,
+                vec![Stmt::Assign {
+                    place: "acc[i][j]".into(),
+                    value: "acc[i][j] + a_frag[i] * b_frag[j]".into(),
+                }],
+            )],
+        ),
+    ];
+    let mut main = vec![
+        Stmt::If {
+            cond: "kt + 1 < kt_count".into(),
+            div: Div::Block,
+            then: next,
+            otherwise: vec![],
+        },
+        loop_("kk", bk, true, micro),
+        Stmt::Barrier,
+    ];
+    main.push(Stmt::If {
+        cond: "kt + 1 < kt_count".into(),
+        div: Div::Block,
+        then: stores(()),
+        otherwise: vec![],
+    });
+    main.push(Stmt::Barrier);
+    em.emit(Stmt::For {
+        var: "kt".into(),
+        start: "0".into(),
+        end: "kt_count".into(),
+        step: "1".into(),
+        unroll: false,
+        div: Div::Block,
+        body: main,
+    });
+    // The epilogue on the accumulators.
+    em.open();
+    em.open();
+    em.open();
+    v.epilogue(
+        em,
+        &format!("m0 + tr + i * {tm_threads}"),
+        &format!("n0 + tc + j * {tn_threads}"),
+        "acc[i][j]",
+    )?;
+    let inner = em.close();
+    em.emit(loop_("j", tn, true, inner));
+    let rows = em.close();
+    em.emit(loop_("i", tm, true, rows));
+    let epi = em.close();
+    em.emit(Stmt::Block(epi));
+    em.pop_scope();
+    let body = em.close();
+    let grid = [
+        v.n.extent().ceildiv(bn as i64).max_of(&Dim::int(1)),
+        v.m.extent().ceildiv(bm as i64).max_of(&Dim::int(1)),
+        v.batch.extent().max_of(&Dim::int(1)),
+    ];
+    Ok(Kernel {
+        name: cexpr::ident(&r.name),
+        arch,
+        template: "contraction_simt".into(),
+        params: params(r),
+        launch: Launch {
+            grid: grid.map(Size),
+            block: [threads as u32, 1, 1],
+            dyn_smem_bytes: 0,
+        },
+        smem: vec![
+            Smem {
+                name: "As".into(),
+                ty: CType::F32,
+                dims: vec![bk, bm],
+                dynamic: false,
+            },
+            Smem {
+                name: "Bs".into(),
+                ty: CType::F32,
+                dims: vec![bk, bn],
+                dynamic: false,
+            },
+        ],
+        body,
+    })
+}

@@ -1,0 +1,179 @@
+//! Kernel templates: a region and its plan → one GPU IR [`Kernel`].
+//!
+//! | template | when | skeleton |
+//! | --- | --- | --- |
+//! | `contraction_simt` | the plan's algorithm is `simt` and the region is one contraction with an epilogue that reduces nothing | shared-memory tiles of `A` and `B` loaded cooperatively (double-buffered through registers), per-thread micro-tiles, the epilogue on the fp32 accumulators, predicated tails |
+//! | `row` | a top-level reduction over trailing iters (softmax, norms) | one row per `threads_per_row` threads, strided loops, warp shuffles and a shared-memory combine across warps, then the row's outputs |
+//! | `pointwise` | anything else (elementwise, movement, pooling windows, small contractions) | one thread per output point (`items` per thread), reductions as loops |
+//!
+//! Every template handles any size, symbolic ones included: sizes are kernel parameters and
+//! every tile loop is strip-mined with predicated tails.
+
+pub mod contraction;
+pub mod contraction_simt;
+pub mod pointwise;
+pub mod row;
+
+use super::cexpr;
+use super::gpu::{CType, Param, ParamKind};
+use super::scalar::Emitter;
+use crate::ir::axis::AxisExpr;
+use crate::ir::region::{Expr, Region};
+use std::collections::BTreeSet;
+
+/// The kernel parameters of `r`: inputs `in{i}`, outputs `out{j}`, then the symbols.
+pub fn params(r: &Region) -> Vec<Param> {
+    let mut out: Vec<Param> = r
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, inp)| Param {
+            name: format!("in{i}"),
+            ty: CType::of(inp.dtype),
+            kind: ParamKind::Input,
+        })
+        .collect();
+    out.extend(r.outputs.iter().enumerate().map(|(j, o)| Param {
+        name: format!("out{j}"),
+        ty: CType::of(o.dtype),
+        kind: ParamKind::Output,
+    }));
+    out.extend(symbols(r).into_iter().map(|s| Param {
+        name: cexpr::sym(&s),
+        ty: CType::I32,
+        kind: ParamKind::Symbol,
+    }));
+    out
+}
+
+/// Every symbol `r`'s sizes and index expressions mention, sorted.
+pub fn symbols(r: &Region) -> BTreeSet<String> {
+    let mut s = BTreeSet::new();
+    let sizes = r
+        .iters
+        .iter()
+        .filter_map(|i| i.size.as_ref())
+        .chain(r.inputs.iter().flat_map(|i| &i.memref.shape))
+        .chain(r.outputs.iter().flat_map(|o| &o.memref.shape));
+    for d in sizes {
+        s.extend(d.0.symbols());
+    }
+    let mut axes: BTreeSet<String> = r.iters.iter().map(|i| i.name.clone()).collect();
+    for l in &r.lets {
+        collect_axes(&l.expr, &mut axes);
+    }
+    for l in &r.lets {
+        walk_names(&l.expr, &mut |n| {
+            if !axes.contains(n) {
+                s.insert(n.to_string());
+            }
+        });
+        walk_exprs(&l.expr, &mut |e| {
+            if let Expr::Reduce(red) = e {
+                for (_, ext) in &red.extents {
+                    s.extend(ext.0.symbols());
+                }
+            }
+        });
+    }
+    s
+}
+
+fn walk_exprs(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    for c in crate::ir::region::verify::children(e) {
+        walk_exprs(c, f);
+    }
+}
+
+fn collect_axes(e: &Expr, axes: &mut BTreeSet<String>) {
+    walk_exprs(e, &mut |x| {
+        if let Expr::Reduce(r) = x {
+            axes.extend(r.axes.iter().cloned());
+        }
+    });
+}
+
+fn walk_names(e: &Expr, f: &mut dyn FnMut(&str)) {
+    walk_exprs(e, &mut |x| {
+        let mut on = |a: &AxisExpr| a.for_each_name(f);
+        match x {
+            Expr::Read { map, .. } | Expr::Gather { map, .. } => map.iter().for_each(&mut on),
+            Expr::Index(a) => on(a),
+            Expr::Select { pred, .. } => pred.for_each_expr(&mut on),
+            _ => {}
+        }
+    });
+}
+
+/// Binds the iters `axes` (sizes `sizes`, C) from the flat row-major index `flat` (C): emits
+/// the `const int` decomposition and binds each axis to its variable.
+pub fn bind_flat(em: &mut Emitter, axes: &[String], sizes: &[String], flat: &str, base: &str) {
+    use super::gpu::Stmt;
+    let mut rest = flat.to_string();
+    for (d, (a, s)) in axes.iter().zip(sizes).enumerate().rev() {
+        let v = em.fresh(&format!("{base}{}", cexpr::ident(a)));
+        let value = if d == 0 {
+            rest.clone()
+        } else if s == "1" {
+            "0".to_string()
+        } else {
+            format!("{rest} % {s}")
+        };
+        em.emit(Stmt::Let {
+            ty: CType::I32,
+            name: v.clone(),
+            value,
+            mutable: false,
+        });
+        em.bind(a, v);
+        if d > 0 {
+            let q = em.fresh("q");
+            em.emit(Stmt::Let {
+                ty: CType::I32,
+                name: q.clone(),
+                value: if s == "1" {
+                    rest.clone()
+                } else {
+                    format!("{rest} / {s}")
+                },
+                mutable: false,
+            });
+            rest = q;
+        }
+    }
+}
+
+/// Stores every yield of the region at the current point; `guard` (C) predicates the stores.
+pub fn store_yields(em: &mut Emitter) -> Result<(), super::CodegenError> {
+    use super::gpu::Stmt;
+    let r = em.region;
+    let off = em.output_offset();
+    let off = em.materialize(
+        "off",
+        super::scalar::Val {
+            code: off,
+            kind: crate::ir::region::kind::Kind::I32,
+        },
+    );
+    for y in &r.yields {
+        let j = r
+            .outputs
+            .iter()
+            .position(|o| o.name == y.to)
+            .ok_or_else(|| super::CodegenError::Unsupported {
+                kernel: r.name.clone(),
+                why: format!("yield to unknown output `{}`", y.to),
+            })?;
+        let dt = r.outputs[j].dtype;
+        let v = em.let_value(&y.from)?;
+        em.emit(Stmt::Store {
+            buffer: format!("out{j}"),
+            index: off.code.clone(),
+            value: super::scalar::store_value(&v, dt),
+            ty: CType::of(dt),
+            vector: 1,
+        });
+    }
+    Ok(())
+}

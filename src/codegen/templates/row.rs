@@ -1,0 +1,251 @@
+//! The row template (softmax, layer/RMS norm, reductions over trailing axes): the region's
+//! *cooperative* reductions — top-level `let`s that are a `reduce` (sum, max or min, fp32) over
+//! iters — all fold the same *row axes*; every point of the other iters is a row. A row is
+//! owned by `threads_per_row` threads: each folds a strided share of the row, a warp shuffle
+//! butterfly combines a warp, and when a row spans several warps their partials meet in shared
+//! memory (read back by every thread in the same order, so all threads hold the same value).
+//! Then the threads walk the row again and store every output element, the reductions provided
+//! as values. Rows past the end (the last block) compute on a clamped row and store nothing,
+//! so every thread reaches every barrier.
+
+use super::super::cexpr;
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, WarpOp};
+use super::super::scalar::{Emitter, Val};
+use super::super::CodegenError;
+use super::{bind_flat, params, store_yields};
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::region::kind::Kind;
+use crate::ir::region::{Expr, Reduce, Region, Size};
+use crate::ir::tiny::ReduceOp;
+use crate::target::Arch;
+
+/// The row axes (in iter order) and the cooperative lets of `r`, when it has any and they
+/// agree on the axes.
+pub fn cooperative(r: &Region) -> Option<(Vec<String>, Vec<usize>)> {
+    let iters: Vec<&str> = r.iters.iter().map(|i| i.name.as_str()).collect();
+    let mut axes: Option<Vec<String>> = None;
+    let mut lets = Vec::new();
+    for (i, l) in r.lets.iter().enumerate() {
+        let Expr::Reduce(red) = &l.expr else { continue };
+        if !red.axes.iter().all(|a| iters.contains(&a.as_str())) {
+            continue;
+        }
+        if !matches!(red.op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min)
+            || red.dtype.unwrap_or(DType::F32) != DType::F32
+        {
+            return None;
+        }
+        let mut mine: Vec<String> = iters
+            .iter()
+            .filter(|n| red.axes.iter().any(|a| a == *n))
+            .map(|s| s.to_string())
+            .collect();
+        mine.dedup();
+        match &axes {
+            None => axes = Some(mine),
+            Some(a) if *a == mine => {}
+            Some(_) => return None,
+        }
+        lets.push(i);
+    }
+    axes.map(|a| (a, lets))
+}
+
+fn warp_op(op: ReduceOp) -> WarpOp {
+    match op {
+        ReduceOp::Max => WarpOp::Max,
+        ReduceOp::Min => WarpOp::Min,
+        _ => WarpOp::Sum,
+    }
+}
+
+fn combine(op: ReduceOp, a: &str, b: &str) -> String {
+    match op {
+        ReduceOp::Max => format!("dlc_max({a}, {b})"),
+        ReduceOp::Min => format!("dlc_min({a}, {b})"),
+        _ => format!("{a} + {b}"),
+    }
+}
+
+/// The row kernel of `r` (`cooperative(r)` must be `Some`).
+pub fn build(r: &Region, arch: Arch, threads_per_row: u32, rows_per_block: u32) -> Result<Kernel, CodegenError> {
+    let unsupported = |why: &str| CodegenError::Unsupported {
+        kernel: r.name.clone(),
+        why: why.to_string(),
+    };
+    let (row_axes, coop) = cooperative(r).ok_or_else(|| unsupported("no cooperative reduction"))?;
+    if threads_per_row % 32 != 0 {
+        return Err(unsupported("threads per row must be whole warps"));
+    }
+    let mut em = Emitter::new(r, "")?;
+    let iter_sizes = em.iter_sizes.clone();
+    let (mut outer, mut outer_sizes, mut row_sizes) = (Vec::new(), Vec::new(), Vec::new());
+    for (it, s) in r.iters.iter().zip(&iter_sizes) {
+        if row_axes.contains(&it.name) {
+            row_sizes.push(s.clone());
+        } else {
+            outer.push(it.name.clone());
+            outer_sizes.push(s.clone());
+        }
+    }
+    let rows = Dim::product(&outer_sizes);
+    let len = Dim::product(&row_sizes);
+    let (rows_c, len_c) = (cexpr::dim(&rows), cexpr::dim(&len));
+    let warps = threads_per_row / 32;
+    let mut smem = Vec::new();
+    if warps > 1 {
+        smem.push(Smem {
+            name: "partial".into(),
+            ty: CType::F32,
+            dims: vec![rows_per_block as u64, warps as u64],
+            dynamic: false,
+        });
+    }
+    let int = |name: &str, value: String| Stmt::Let {
+        ty: CType::I32,
+        name: name.into(),
+        value,
+        mutable: false,
+    };
+    em.open();
+    em.emit(int("ty", "(int)threadIdx.y".into()));
+    em.emit(int("tx", "(int)threadIdx.x".into()));
+    em.emit(int("row_raw", format!("(int)blockIdx.x * {rows_per_block} + ty")));
+    em.emit(Stmt::Let {
+        ty: CType::Bool,
+        name: "valid".into(),
+        value: format!("row_raw < {rows_c}"),
+        mutable: false,
+    });
+    em.emit(int("row", format!("valid ? row_raw : {rows_c} - 1")));
+    em.push_scope();
+    let outer_c: Vec<String> = outer_sizes.iter().map(cexpr::dim).collect();
+    let row_c: Vec<String> = row_sizes.iter().map(cexpr::dim).collect();
+    bind_flat(&mut em, &outer, &outer_c, "row", "i_");
+    for li in coop {
+        let l = &r.lets[li];
+        let Expr::Reduce(red) = &l.expr else { continue };
+        let red: &Reduce = red;
+        let (init, _) = Emitter::reduce_init(red);
+        let identity = super::super::scalar::identity(red.op, DType::F32);
+        let acc = em.fresh("acc");
+        em.emit(Stmt::Let {
+            ty: CType::F32,
+            name: acc.clone(),
+            value: cexpr::float(identity),
+            mutable: true,
+        });
+        em.open();
+        em.push_scope();
+        bind_flat(&mut em, &row_axes, &row_c, "e", "r_");
+        let v = em.value(&red.body);
+        em.pop_scope();
+        let v = v?;
+        em.emit(Stmt::Assign {
+            place: acc.clone(),
+            value: Emitter::fold(red, &acc, &v),
+        });
+        let body = em.close();
+        em.emit(Stmt::For {
+            var: "e".into(),
+            start: "tx".into(),
+            end: len_c.clone(),
+            step: threads_per_row.to_string(),
+            unroll: false,
+            div: Div::Thread,
+            body,
+        });
+        em.emit(Stmt::WarpReduce {
+            op: warp_op(red.op),
+            dst: acc.clone(),
+            value: acc.clone(),
+        });
+        if warps > 1 {
+            em.emit(Stmt::If {
+                cond: "(tx & 31) == 0".into(),
+                div: Div::Thread,
+                then: vec![Stmt::Assign {
+                    place: "partial[ty][tx >> 5]".into(),
+                    value: acc.clone(),
+                }],
+                otherwise: vec![],
+            });
+            em.emit(Stmt::Barrier);
+            em.emit(Stmt::Assign {
+                place: acc.clone(),
+                value: "partial[ty][0]".into(),
+            });
+            em.emit(Stmt::For {
+                var: "w".into(),
+                start: "1".into(),
+                end: warps.to_string(),
+                step: "1".into(),
+                unroll: true,
+                div: Div::Block,
+                body: vec![Stmt::Assign {
+                    place: acc.clone(),
+                    value: combine(red.op, &acc, "partial[ty][w]"),
+                }],
+            });
+            em.emit(Stmt::Barrier);
+        }
+        // The explicit init is folded once, after the partials.
+        let total = em.materialize(
+            &l.name,
+            Val {
+                code: combine(red.op, &init, &acc),
+                kind: Kind::Float,
+            },
+        );
+        em.provide(&l.name, total.code);
+    }
+    em.open();
+    em.push_scope();
+    bind_flat(&mut em, &row_axes, &row_c, "e", "r_");
+    em.open();
+    let stored = store_yields(&mut em);
+    let stores = em.close();
+    em.pop_scope();
+    stored?;
+    em.emit(Stmt::If {
+        cond: "valid".into(),
+        div: Div::Thread,
+        then: stores,
+        otherwise: vec![],
+    });
+    let out_loop = em.close();
+    em.emit(Stmt::For {
+        var: "e".into(),
+        start: "tx".into(),
+        end: len_c.clone(),
+        step: threads_per_row.to_string(),
+        unroll: false,
+        div: Div::Thread,
+        body: out_loop,
+    });
+    em.pop_scope();
+    let inner = em.close();
+    // An empty row set has nothing to clamp to.
+    em.emit(Stmt::If {
+        cond: format!("{rows_c} > 0"),
+        div: Div::Block,
+        then: inner,
+        otherwise: vec![],
+    });
+    let body = em.close();
+    let grid = rows.ceildiv(rows_per_block as i64).max_of(&Dim::int(1));
+    Ok(Kernel {
+        name: cexpr::ident(&r.name),
+        arch,
+        template: "row".into(),
+        params: params(r),
+        launch: Launch {
+            grid: [Size(grid), Size(Dim::int(1)), Size(Dim::int(1))],
+            block: [threads_per_row, rows_per_block, 1],
+            dyn_smem_bytes: 0,
+        },
+        smem,
+        body,
+    })
+}
