@@ -118,7 +118,7 @@ pub fn bind_flat(em: &mut Emitter, axes: &[String], sizes: &[String], flat: &str
         } else if s == "1" {
             "0".to_string()
         } else {
-            format!("{rest} % {s}")
+            format!("({rest}) % {s}")
         };
         em.emit(Stmt::Let {
             ty: CType::I32,
@@ -135,7 +135,7 @@ pub fn bind_flat(em: &mut Emitter, axes: &[String], sizes: &[String], flat: &str
                 value: if s == "1" {
                     rest.clone()
                 } else {
-                    format!("{rest} / {s}")
+                    format!("({rest}) / {s}")
                 },
                 mutable: false,
             });
