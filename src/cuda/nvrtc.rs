@@ -15,6 +15,11 @@
 //! needs no file on disk. Kernels should be `extern "C" __global__` so that their names in
 //! [`Compiled::kernels`] and in the cubin are the manifest's names.
 //!
+//! Static shared memory over 48 KiB is an error for both targets
+//! ([`NvrtcError::StaticSharedMemory`]; ptxas itself only rejects it for sm_80). Under
+//! `-Xptxas=-v` NVRTC's log keeps ptxas's info lines but drops its error messages, so a failed
+//! compilation whose log has no error is compiled again without `-v` for the message.
+//!
 //! Dynamic shared memory is only known at launch: [`check_manifest_resources`] adds each
 //! launch's `dyn_smem_bytes` to its kernel's static shared memory and checks the sum against the
 //! architecture's per-block limit (163 KiB on sm_80, 227 KiB on sm_90).
@@ -290,6 +295,25 @@ fn load_toolchain(
             ),
         };
         return Err(unavailable(why));
+    }
+    if let (LibChoice::Path(p), Some(lib)) = (&choice, &preloaded) {
+        // cudarc opens libnvrtc by name (`libnvrtc.so` first): make sure that name found the
+        // preloaded file, not another libnvrtc on the loader's path.
+        let address = |l: &libloading::Library| {
+            // SAFETY: looking a symbol up runs nothing.
+            unsafe { l.get::<*const std::ffi::c_void>(b"nvrtcVersion") }
+                .ok()
+                .map(|s| *s)
+        };
+        // SAFETY: cudarc's library handle; present (checked above).
+        let theirs = address(unsafe { sys::culib() });
+        if theirs.is_none() || theirs != address(lib) {
+            return Err(unavailable(format!(
+                "{} is loaded, but cudarc resolved libnvrtc to another library on the loader's \
+                 path; remove that one from LD_LIBRARY_PATH, or point {ENV_NVRTC_LIB} at it",
+                p.display()
+            )));
+        }
     }
     let include_dir = choose_include_dir(env_include, &choice, wheels)?;
     let (mut major, mut minor): (c_int, c_int) = (0, 0);
