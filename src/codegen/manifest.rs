@@ -66,6 +66,8 @@ pub enum BufferRole {
 }
 
 /// One step.
+// A manifest has a handful of steps, read once; boxing the launch would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ManifestStep {
