@@ -51,7 +51,7 @@ fn every_example_emits_verified_kernels_for_both_archs() {
                     .unwrap_or_else(|e| panic!("{}: {e}", ex.display()));
                 assert!(
                     c.emitted.source.contains(&format!(
-                        "void __launch_bounds__({}) {}(",
+                        "void __launch_bounds__({}, 1) {}(",
                         k.kernel.launch.threads(),
                         k.kernel.name
                     )),

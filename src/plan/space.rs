@@ -201,7 +201,9 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
     let mut out = Vec::new();
     for algo in algos {
         let mut tiles: Vec<[u64; 3]> = match algo {
-            Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 32]],
+            // The 128×128 SIMT tile keeps 64 accumulators per thread: a 16-deep K step leaves room
+            // for the register double buffer (32 deep spills on sm_90a).
+            Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 16]],
             Algo::MmaSync => vec![[64, 64, 32], [128, 64, 32], [128, 128, 32], [128, 128, 64]],
             Algo::Wgmma => vec![[64, 128, 64], [128, 128, 64], [128, 256, 64], [64, 64, 32]],
         };
