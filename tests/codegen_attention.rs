@@ -30,6 +30,31 @@ fn non_causal_text() -> String {
     out
 }
 
+/// The example with an additive fp16 mask `M[S, S]` (a fourth input), causal or not.
+fn masked_text(causal: bool) -> String {
+    let t = if causal {
+        example_text()
+    } else {
+        non_causal_text()
+    };
+    let out = t
+        .replace(
+            "{\"tensor\": \"V\", \"role\": \"data\"}",
+            "{\"tensor\": \"V\", \"role\": \"data\"}, {\"tensor\": \"M\", \"role\": \"data\"}",
+        )
+        .replace(
+            "\"O\": {\"dtype\"",
+            "\"M\": {\"dtype\": \"fp16\", \"shape\": [\"S\", \"S\"]},\n    \"O\": {\"dtype\"",
+        )
+        .replace("[\"Q\", \"K\", \"V\"]", "[\"Q\", \"K\", \"V\", \"M\"]");
+    assert_eq!(
+        out.matches('M').count(),
+        t.matches('M').count() + 3,
+        "the example's text moved"
+    );
+    out
+}
+
 fn lowered(text: &str) -> Program {
     let g = frontend::load_str(text, "attention.json").expect("loads");
     lower::lower(&g).expect("lowers")
@@ -296,4 +321,14 @@ fn deferred_buffer_read_elsewhere_or_another_second_region_is_not_fused() {
     assert!(attention::pair(rs[1], rs[0]).is_none());
     assert!(attention::pair(rs[0], rs[0]).is_none());
     assert_eq!(launches(&emitted(&o, &program).manifest).len(), 2);
+}
+
+#[test]
+fn additive_mask_and_safe_softmax_are_fused() {
+    // The lowering's safe softmax (guarded max and sum) with a bias read per element.
+    let o = check_fused(&masked_text(false), &[(1, 2, 37), (2, 1, 70)], 31);
+    let rs = regions(&o.program);
+    let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
+    assert!(pair.safe_sum, "the guarded sum is recognized");
+    check_fused(&masked_text(true), &[(1, 2, 45)], 37);
 }

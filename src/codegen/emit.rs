@@ -1,5 +1,8 @@
 //! A whole optimized program → `kernels.cu` + [`Manifest`]: one kernel per region, built by the
-//! template its plan names (`templates`), verified (`gpu::verify`) and rendered.
+//! template its plan names (`templates`), verified (`gpu::verify`) and rendered — except that an
+//! attention pair (`templates::attention::find_pairs`: scores + softmax into a deferred buffer,
+//! then its product with `V`) is one `attention` kernel, launched at the second region's step;
+//! the deferred buffer stays declared in the manifest's `buffers` but is never written or read.
 
 use super::gpu::{self, Kernel};
 use super::manifest::{BufferDecl, BufferRole, KernelArg, KernelLaunch, Manifest, ManifestStep};

@@ -44,7 +44,10 @@
 //! - at the end `o / l_i` is provided as `second`'s accumulator and `second`'s yields (epilogue,
 //!   cast) are stored.
 //!
-//! A row whose keys are all masked gives `0/0` (NaN), like the reference (`max = -INF`).
+//! The lowering's safe softmax is accepted too: the max guarded as `where(max == -INF, 0, max)`
+//! (what the kernel's running max does anyway) and the sum as `where(sum == 0, 1, sum)` (then
+//! the kernel divides by 1 where `l_i = 0`): a row whose keys are all masked gives zeros, as in
+//! the reference; unguarded, it gives `0/0` (NaN), as in the reference too.
 
 mod pattern;
 
@@ -487,7 +490,12 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
     e2.pop_scope();
     let stores = e2.close();
     stored?;
-    let mut per_col = vec![float_var("ov", "o[c] / l_i", false)];
+    let l = if p.safe_sum {
+        "(l_i == 0.0f ? 1.0f : l_i)"
+    } else {
+        "l_i"
+    };
+    let mut per_col = vec![float_var("ov", format!("o[c] / {l}"), false)];
     per_col.extend(stores);
     e1.emit(Stmt::If {
         cond: "valid".into(),

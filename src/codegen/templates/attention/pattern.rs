@@ -62,6 +62,8 @@ pub struct AttentionPair<'p> {
     pub softmax: Softmax,
     /// A mask whose fully masked key tiles may be skipped.
     pub mask: Option<Mask>,
+    /// The row sum is guarded (`where(sum == 0, 1, sum)`): a fully masked row gives zeros.
+    pub safe_sum: bool,
     /// `second`'s contraction let, its reduce (key) axis and its output column iter.
     pub acc2: String,
     pub key2: String,
@@ -371,6 +373,21 @@ fn mask_of(score: &Expr, key: &str, query: &str) -> Option<Mask> {
     }
 }
 
+/// `where(cmpeq(x, bad), good, x)` (either comparison order) → `(x, true)`; else `(e, false)`.
+/// The lowering guards a softmax this way so that a fully masked row gives zeros.
+fn unguard(e: &Expr, bad: f64, good: f64) -> (&Expr, bool) {
+    let is = |x: &Expr, v: f64| matches!(x, Expr::Const(c) if *c == v);
+    if let Expr::Where(c, g, x) = e {
+        if let Expr::Binary(BinaryFn::Cmpeq, a, b) = c.as_ref() {
+            let same = (a == x && is(b, bad)) || (b == x && is(a, bad));
+            if same && is(g, good) {
+                return (x, true);
+            }
+        }
+    }
+    (e, false)
+}
+
 /// A constant iter or reduce extent.
 fn const_extent(r: &Region, red: &Reduce) -> Option<u64> {
     let sizes = crate::ir::region::verify::verify(r).ok()?.iter_sizes;
@@ -394,6 +411,7 @@ struct First<'p> {
     head_dim: u64,
     softmax: Softmax,
     mask: Option<Mask>,
+    safe_sum: bool,
     deferred: &'p str,
 }
 
@@ -412,7 +430,8 @@ fn match_first(r: &Region) -> Option<First<'_>> {
     let Expr::Binary(BinaryFn::Div, e, sum) = &p else {
         return None;
     };
-    let Expr::Reduce(sum) = sum.as_ref() else {
+    let (sum, safe_sum) = unguard(sum, 0.0, 1.0);
+    let Expr::Reduce(sum) = sum else {
         return None;
     };
     let key = plain(sum, ReduceOp::Sum)?;
@@ -424,7 +443,9 @@ fn match_first(r: &Region) -> Option<First<'_>> {
     let Expr::Binary(BinaryFn::Sub, score, max) = arg else {
         return None;
     };
-    let Expr::Reduce(max) = max.as_ref() else {
+    // A guarded max (`-INF` → 0) is what the kernel computes anyway.
+    let (max, _) = unguard(max, f64::NEG_INFINITY, 0.0);
+    let Expr::Reduce(max) = max else {
         return None;
     };
     if plain(max, ReduceOp::Max)? != key || max.body != **score || reduces(score) != 1 {
@@ -501,6 +522,7 @@ fn match_first(r: &Region) -> Option<First<'_>> {
         head_dim,
         softmax,
         mask,
+        safe_sum,
         deferred: &out.name,
     })
 }
@@ -612,6 +634,7 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
         head_dim: f.head_dim,
         softmax: f.softmax,
         mask: f.mask,
+        safe_sum: f.safe_sum,
         acc2,
         key2: key2.to_string(),
         col: col.to_string(),
