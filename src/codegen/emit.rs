@@ -1,5 +1,8 @@
 //! A whole optimized program → `kernels.cu` + [`Manifest`]: one kernel per region, built by the
-//! template its plan names (`templates`), verified (`gpu::verify`) and rendered.
+//! template its plan names (`templates`), verified (`gpu::verify`) and rendered — except that an
+//! attention pair (`templates::attention::find_pairs`: scores + softmax into a deferred buffer,
+//! then its product with `V`) is one `attention` kernel, launched at the second region's step;
+//! the deferred buffer stays declared in the manifest's `buffers` but is never written or read.
 
 use super::gpu::{self, Kernel};
 use super::manifest::{BufferDecl, BufferRole, KernelArg, KernelLaunch, Manifest, ManifestStep};
@@ -89,7 +92,16 @@ pub fn kernels(
     model: &CostModel,
 ) -> Result<Vec<EmittedKernel>, CodegenError> {
     let mut out = Vec::new();
-    for s in &program.steps {
+    let pairs = templates::attention::find_pairs(program);
+    for (i, s) in program.steps.iter().enumerate() {
+        match attention_role(&pairs, i) {
+            Some(Err(())) => continue,
+            Some(Ok(f)) => {
+                out.push(attention_kernel(program, f, i, model)?);
+                continue;
+            }
+            None => {}
+        }
         if let Step::Region(r) = s {
             let choice = choose_plan(r, model).map_err(|e| CodegenError::Unsupported {
                 kernel: r.name.clone(),
@@ -130,8 +142,40 @@ pub fn emit(program: &RegionProgram, model: &CostModel) -> Result<Generated, Cod
     }
     let mut steps = Vec::new();
     let mut next = ks.iter();
-    for s in &program.steps {
+    let pairs = templates::attention::find_pairs(program);
+    for (i, s) in program.steps.iter().enumerate() {
         match s {
+            Step::Region(r) if attention_role(&pairs, i).is_some() => {
+                // An attention pair: one launch at the second region's step; the deferred
+                // buffer stays declared but is never written or read.
+                for o in &r.outputs {
+                    buffers.push(BufferDecl {
+                        name: o.name.clone(),
+                        dtype: o.dtype,
+                        shape: o.memref.shape.clone(),
+                        role: BufferRole::Kernel,
+                    });
+                }
+                let Some(Ok(f)) = attention_role(&pairs, i) else {
+                    continue;
+                };
+                let Some(ek) = next.next() else { break };
+                source.push_str(&gpu::render::kernel(&ek.kernel));
+                source.push('\n');
+                let (args, syms) = attention_args(program, f, i);
+                symbols.extend(syms);
+                let k = &ek.kernel;
+                steps.push(ManifestStep::Launch(KernelLaunch {
+                    kernel: k.name.clone(),
+                    template: k.template.clone(),
+                    args,
+                    grid: k.launch.grid.clone(),
+                    block: k.launch.block,
+                    dyn_smem_bytes: k.launch.dyn_smem_bytes,
+                    plan: ek.choice.best.plan.clone(),
+                    predicted_us: ek.choice.best.time.micros(),
+                }));
+            }
             Step::Region(r) => {
                 let Some(ek) = next.next() else { break };
                 source.push_str(&gpu::render::kernel(&ek.kernel));
@@ -208,4 +252,85 @@ pub fn emit(program: &RegionProgram, model: &CostModel) -> Result<Generated, Cod
         emitted,
         arch: model.target.arch,
     })
+}
+
+/// Step `i`'s part in an attention pair of `pairs`: `Ok(first)` when it is the second region of
+/// the pair whose first region is step `first` (the fused kernel launches there), `Err(())`
+/// when it is a first region (no launch of its own), `None` otherwise.
+fn attention_role(pairs: &[(usize, usize)], i: usize) -> Option<Result<usize, ()>> {
+    pairs.iter().find_map(|&(f, s)| {
+        if s == i {
+            Some(Ok(f))
+        } else if f == i {
+            Some(Err(()))
+        } else {
+            None
+        }
+    })
+}
+
+/// The two regions of the attention pair at steps `f` and `s` (`find_pairs` found it).
+fn pair_at(
+    program: &RegionProgram,
+    f: usize,
+    s: usize,
+) -> Option<templates::attention::AttentionPair<'_>> {
+    match (program.steps.get(f), program.steps.get(s)) {
+        (Some(Step::Region(a)), Some(Step::Region(b))) => templates::attention::pair(a, b),
+        _ => None,
+    }
+}
+
+/// The fused attention kernel of the pair at steps `f` and `s`, with the first region's plan
+/// (template renamed `attention`).
+fn attention_kernel(
+    program: &RegionProgram,
+    f: usize,
+    s: usize,
+    model: &CostModel,
+) -> Result<EmittedKernel, CodegenError> {
+    let p = pair_at(program, f, s).ok_or_else(|| CodegenError::Unsupported {
+        kernel: format!("step {f}"),
+        why: "not an attention pair".into(),
+    })?;
+    let mut choice = choose_plan(p.first, model).map_err(|e| CodegenError::Unsupported {
+        kernel: p.first.name.clone(),
+        why: format!("no plan: {e}"),
+    })?;
+    choice.best.plan.template = "attention".into();
+    let kernel = templates::attention::build(&p, model.target.arch)?;
+    gpu::verify::verify(&kernel, &model.target).map_err(|e| CodegenError::Unsupported {
+        kernel: kernel.name.clone(),
+        why: format!("GPU IR does not verify: {e}"),
+    })?;
+    Ok(EmittedKernel { kernel, choice })
+}
+
+/// The launch arguments of the attention pair at steps `f` and `s` (the kernel's parameters:
+/// its inputs, the second region's outputs, the symbols) and its symbols.
+fn attention_args(
+    program: &RegionProgram,
+    f: usize,
+    s: usize,
+) -> (Vec<KernelArg>, BTreeSet<String>) {
+    let Some(p) = pair_at(program, f, s) else {
+        return (Vec::new(), BTreeSet::new());
+    };
+    let syms = templates::attention::kernel_symbols(&p);
+    let mut args: Vec<KernelArg> = templates::attention::inputs(&p)
+        .iter()
+        .map(|i| KernelArg::Buffer {
+            name: i.name.clone(),
+            write: false,
+        })
+        .collect();
+    args.extend(p.second.outputs.iter().map(|o| KernelArg::Buffer {
+        name: o.name.clone(),
+        write: true,
+    }));
+    args.extend(
+        syms.iter()
+            .map(|name| KernelArg::Symbol { name: name.clone() }),
+    );
+    (args, syms)
 }

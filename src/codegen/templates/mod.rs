@@ -2,6 +2,7 @@
 //!
 //! | template | when | skeleton |
 //! | --- | --- | --- |
+//! | `attention` | two regions: scores + softmax into a deferred buffer, then its product with `V` (`attention::pair`) | one streaming-softmax kernel: a query row per thread, `K`/`V` tiles in shared memory, online max/sum, fully masked key tiles skipped |
 //! | `contraction_simt` | the plan's algorithm is `simt` and the region is one contraction with an epilogue that reduces nothing | shared-memory tiles of `A` and `B` loaded cooperatively (double-buffered through registers), per-thread micro-tiles, the epilogue on the fp32 accumulators, predicated tails |
 //! | `row` | a top-level reduction over trailing iters (softmax, norms) | one row per `threads_per_row` threads, strided loops, warp shuffles and a shared-memory combine across warps, then the row's outputs |
 //! | `pointwise` | anything else (elementwise, movement, pooling windows, small contractions) | one thread per output point (`items` per thread), reductions as loops |
@@ -9,6 +10,7 @@
 //! Every template handles any size, symbolic ones included: sizes are kernel parameters and
 //! every tile loop is strip-mined with predicated tails.
 
+pub mod attention;
 pub mod contraction;
 pub mod contraction_simt;
 pub mod pointwise;

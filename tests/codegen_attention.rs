@@ -1,0 +1,334 @@
+//! The attention template: the optimizer's two attention regions (scores + softmax into a
+//! deferred buffer, then `P·V`) emitted as ONE streaming-softmax kernel, run on the CPU through
+//! the host emulation (`codegen::host`) and compared with the reference evaluators; and the
+//! cases where the pattern must not match (two launches).
+
+use dlc_egg::codegen::emit::emit;
+use dlc_egg::codegen::host::{run_on_host, HostOptions};
+use dlc_egg::codegen::manifest::{Manifest, ManifestStep};
+use dlc_egg::codegen::templates::attention::{self, Mask};
+use dlc_egg::codegen::Emitted;
+use dlc_egg::eval::evaluate;
+use dlc_egg::ir::region::program::{evaluate_program, RegionProgram, Step};
+use dlc_egg::ir::region::{BinaryFn, Expr, Region, UnaryFn};
+use dlc_egg::ir::tiny::Program;
+use dlc_egg::ir::{frontend, lower};
+use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
+use dlc_egg::rules::testing::random_inputs;
+use dlc_egg::tensor::Tensor;
+use std::collections::BTreeMap;
+
+fn example_text() -> String {
+    std::fs::read_to_string("examples/attention_causal.json").expect("example exists")
+}
+
+/// The example without its causal flag.
+fn non_causal_text() -> String {
+    let t = example_text();
+    let out = t.replace("\"causal\": true, ", "");
+    assert_ne!(out, t, "the example's causal flag moved");
+    out
+}
+
+/// The example with an additive fp16 mask `M[S, S]` (a fourth input), causal or not.
+fn masked_text(causal: bool) -> String {
+    let t = if causal {
+        example_text()
+    } else {
+        non_causal_text()
+    };
+    let out = t
+        .replace(
+            "{\"tensor\": \"V\", \"role\": \"data\"}",
+            "{\"tensor\": \"V\", \"role\": \"data\"}, {\"tensor\": \"M\", \"role\": \"data\"}",
+        )
+        .replace(
+            "\"O\": {\"dtype\"",
+            "\"M\": {\"dtype\": \"fp16\", \"shape\": [\"S\", \"S\"]},\n    \"O\": {\"dtype\"",
+        )
+        .replace("[\"Q\", \"K\", \"V\"]", "[\"Q\", \"K\", \"V\", \"M\"]");
+    assert_eq!(
+        out.matches('M').count(),
+        t.matches('M').count() + 3,
+        "the example's text moved"
+    );
+    out
+}
+
+fn lowered(text: &str) -> Program {
+    let g = frontend::load_str(text, "attention.json").expect("loads");
+    lower::lower(&g).expect("lowers")
+}
+
+fn optimized(p: &Program) -> Optimized {
+    optimize(p, &OptimizeOptions::default()).expect("optimizes")
+}
+
+fn bindings(b: i64, h: i64, s: i64) -> BTreeMap<String, i64> {
+    [("B", b), ("H", h), ("S", s)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+fn launches(m: &Manifest) -> Vec<&str> {
+    m.steps
+        .iter()
+        .filter_map(|s| match s {
+            ManifestStep::Launch(l) => Some(l.template.as_str()),
+            ManifestStep::Alias { .. } => None,
+        })
+        .collect()
+}
+
+fn regions(p: &RegionProgram) -> Vec<&Region> {
+    p.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Region(r) => Some(r),
+            Step::Alias { .. } => None,
+        })
+        .collect()
+}
+
+fn emitted(o: &Optimized, program: &RegionProgram) -> Emitted {
+    emit(program, &o.model).expect("emits").emitted
+}
+
+/// `got` within fp16 tolerance of `want` (rtol = atol = 1e-2), NaN where `want` is NaN.
+fn assert_close(name: &str, got: &Tensor, want: &Tensor) {
+    assert_eq!(got.shape, want.shape, "{name}: shape");
+    for (k, (a, e)) in got.to_f64().iter().zip(want.to_f64()).enumerate() {
+        let ok = if e.is_finite() {
+            (a - e).abs() <= 1e-2 + 1e-2 * e.abs()
+        } else {
+            a.is_nan() && e.is_nan() || *a == e
+        };
+        assert!(ok, "{name}[{k}]: kernel {a}, reference {e}");
+    }
+}
+
+/// Runs `e` on the host at `b` and compares every graph output with `want`.
+fn run_and_compare(
+    e: &Emitted,
+    ins: &BTreeMap<String, Tensor>,
+    b: &BTreeMap<String, i64>,
+    want: &BTreeMap<String, Tensor>,
+) {
+    let got = run_on_host(&e.source, &e.manifest, ins, b, &HostOptions::default())
+        .unwrap_or_else(|err| panic!("host run fails: {err}\n{}", e.source));
+    for (name, w) in want {
+        let g = got
+            .get(name)
+            .unwrap_or_else(|| panic!("output {name} missing"));
+        assert_close(name, g, w);
+    }
+}
+
+/// Optimizes `text`, checks the one attention launch, runs it at every binding and compares
+/// with the graph reference.
+fn check_fused(text: &str, sizes: &[(i64, i64, i64)], seed: u64) -> Optimized {
+    let p = lowered(text);
+    let o = optimized(&p);
+    let e = emitted(&o, &o.program);
+    assert_eq!(launches(&e.manifest), vec!["attention"], "{}", e.source);
+    for (k, &(bb, h, s)) in sizes.iter().enumerate() {
+        let b = bindings(bb, h, s);
+        let ins = random_inputs(&p, &b, seed + k as u64).expect("inputs");
+        let want = evaluate(&p, &b, &ins).expect("reference evaluates");
+        run_and_compare(&e, &ins, &b, &want);
+    }
+    o
+}
+
+#[test]
+fn causal_attention_is_one_kernel_matching_the_reference() {
+    let o = check_fused(&example_text(), &[(1, 2, 37), (1, 2, 64), (2, 1, 100)], 11);
+    let rs = regions(&o.program);
+    let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
+    assert_eq!(
+        pair.mask,
+        Some(Mask {
+            dn: 1,
+            dm: -1,
+            dc: 0
+        }),
+        "causal n <= m"
+    );
+    let src = emitted(&o, &o.program).source;
+    assert!(
+        src.contains("> 0LL"),
+        "causal key tiles are skipped:\n{src}"
+    );
+}
+
+#[test]
+fn non_causal_attention_is_one_kernel_matching_the_reference() {
+    let o = check_fused(&non_causal_text(), &[(1, 2, 37), (2, 1, 70)], 23);
+    let rs = regions(&o.program);
+    let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
+    assert_eq!(pair.mask, None);
+}
+
+/// Rewrites every let of `r` whose definition is `from` (by `f`).
+fn rewrite_lets(r: &mut Region, f: &dyn Fn(&Expr) -> Option<Expr>) -> usize {
+    let mut n = 0;
+    for l in &mut r.lets {
+        if let Some(e) = f(&l.expr) {
+            l.expr = e;
+            n += 1;
+        }
+    }
+    n
+}
+
+fn first_region_mut(p: &mut RegionProgram) -> &mut Region {
+    p.steps
+        .iter_mut()
+        .find_map(|s| match s {
+            Step::Region(r) => Some(r),
+            Step::Alias { .. } => None,
+        })
+        .expect("a region")
+}
+
+/// Runs `program` (a variation of the optimized example) fused on the host and compares with
+/// the region program's reference playback.
+fn check_variation(o: &Optimized, p: &Program, program: &RegionProgram, want_mask: Option<Mask>) {
+    let rs = regions(program);
+    let pair = attention::pair(rs[0], rs[1]).expect("the variation matches");
+    assert_eq!(pair.mask, want_mask);
+    let e = emitted(o, program);
+    assert_eq!(launches(&e.manifest), vec!["attention"]);
+    for (k, (bb, h, s)) in [(1, 2, 45), (1, 1, 96)].into_iter().enumerate() {
+        let b = bindings(bb, h, s);
+        let ins = random_inputs(p, &b, 40 + k as u64).expect("inputs");
+        let want = evaluate_program(program, &b, &ins).expect("reference evaluates");
+        run_and_compare(&e, &ins, &b, &want);
+    }
+}
+
+#[test]
+fn exp_form_and_shifted_causal_mask_match() {
+    let p = lowered(&example_text());
+    let o = optimized(&p);
+    // exp(s − max) instead of exp2((s − max) · log2 e): `exp2(c4)` with `c4 = mul(c3, log2e)`
+    // becomes `exp(c3)`.
+    let mut program = o.program.clone();
+    let r = first_region_mut(&mut program);
+    let defs: BTreeMap<String, Expr> = r
+        .lets
+        .iter()
+        .map(|l| (l.name.clone(), l.expr.clone()))
+        .collect();
+    let n = rewrite_lets(r, &|e| match e {
+        Expr::Unary(UnaryFn::Exp2, x) => match x.as_ref() {
+            Expr::Let(c4) => match defs.get(c4) {
+                Some(Expr::Binary(BinaryFn::Mul, c3, _)) => {
+                    Some(Expr::Unary(UnaryFn::Exp, c3.clone()))
+                }
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    });
+    assert_eq!(n, 1, "one exp2(mul(…))");
+    check_variation(
+        &o,
+        &p,
+        &program,
+        Some(Mask {
+            dn: 1,
+            dm: -1,
+            dc: 0,
+        }),
+    );
+    // The mask `n < m + 3` (three keys past the diagonal): cmplt(idx(n), idx(m) + 3).
+    let mut program = o.program.clone();
+    let r = first_region_mut(&mut program);
+    let n = rewrite_lets(r, &|e| match e {
+        Expr::Where(c, a, b) => match c.as_ref() {
+            Expr::Binary(BinaryFn::Cmple, n_, m_) => Some(Expr::Where(
+                Box::new(Expr::Binary(
+                    BinaryFn::Cmplt,
+                    n_.clone(),
+                    Box::new(Expr::Binary(
+                        BinaryFn::Add,
+                        m_.clone(),
+                        Box::new(Expr::Const(3.0)),
+                    )),
+                )),
+                a.clone(),
+                b.clone(),
+            )),
+            _ => None,
+        },
+        _ => None,
+    });
+    assert_eq!(n, 1, "one causal where");
+    check_variation(
+        &o,
+        &p,
+        &program,
+        Some(Mask {
+            dn: 1,
+            dm: -1,
+            dc: -2,
+        }),
+    );
+}
+
+#[test]
+fn deferred_buffer_read_elsewhere_or_another_second_region_is_not_fused() {
+    let p = lowered(&example_text());
+    let o = optimized(&p);
+    let rs = regions(&o.program);
+    assert_eq!(rs.len(), 2, "the optimizer's two attention regions");
+    let deferred = rs[0].outputs[0].name.clone();
+    // The probabilities are also a graph output: two launches, still the reference's values.
+    let mut program = o.program.clone();
+    program.outputs.push(("P".into(), deferred.clone()));
+    let e = emitted(&o, &program);
+    assert_eq!(
+        launches(&e.manifest).len(),
+        2,
+        "{:?}",
+        launches(&e.manifest)
+    );
+    assert!(!launches(&e.manifest).contains(&"attention"));
+    let b = bindings(1, 2, 37);
+    let ins = random_inputs(&p, &b, 5).expect("inputs");
+    let want = evaluate_program(&program, &b, &ins).expect("reference evaluates");
+    run_and_compare(&e, &ins, &b, &want);
+    // A second region that is not `P·V` (a max instead of the sum): no pair, two launches.
+    let mut program = o.program.clone();
+    if let Some(Step::Region(r)) = program
+        .steps
+        .iter_mut()
+        .filter(|s| matches!(s, Step::Region(_)))
+        .nth(1)
+    {
+        for l in &mut r.lets {
+            if let Expr::Reduce(red) = &mut l.expr {
+                red.op = dlc_egg::ir::tiny::ReduceOp::Max;
+                red.init = None;
+            }
+        }
+    }
+    let rs = regions(&program);
+    assert!(attention::pair(rs[0], rs[1]).is_none());
+    assert!(attention::pair(rs[1], rs[0]).is_none());
+    assert!(attention::pair(rs[0], rs[0]).is_none());
+    assert_eq!(launches(&emitted(&o, &program).manifest).len(), 2);
+}
+
+#[test]
+fn additive_mask_and_safe_softmax_are_fused() {
+    // The lowering's safe softmax (guarded max and sum) with a bias read per element.
+    let o = check_fused(&masked_text(false), &[(1, 2, 37), (2, 1, 70)], 31);
+    let rs = regions(&o.program);
+    let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
+    assert!(pair.safe_sum, "the guarded sum is recognized");
+    check_fused(&masked_text(true), &[(1, 2, 45)], 37);
+}
