@@ -3,6 +3,7 @@
 pub mod cexpr;
 pub mod emit;
 pub mod gpu;
+pub mod host;
 pub mod scalar;
 pub mod templates;
 pub mod manifest;
@@ -17,8 +18,12 @@ pub const HEADER_NAME: &str = "dlc_kernel.cuh";
 pub const DEVICE_HEADER: &str = include_str!("include/dlc_kernel.cuh");
 
 /// The host emulation header: the same API for `g++`, provided under [`HEADER_NAME`] when the
-/// emitted source is compiled on the CPU (`host`).
-pub const EMU_HEADER: &str = include_str!("include/dlc_emu.h");
+/// emitted source is compiled on the CPU ([`host`]). Three files, one header.
+pub const EMU_HEADER: &str = concat!(
+    include_str!("include/dlc_emu.h"),
+    include_str!("include/dlc_emu_runtime.h"),
+    include_str!("include/dlc_emu_warp.h")
+);
 
 /// An emitted program: the CUDA source and its manifest.
 #[derive(Clone, Debug)]
