@@ -48,10 +48,24 @@ const VARIANTS: [Variant; 4] = [
 ];
 
 fn gemm_graph(dt: &str, [m, k, n]: [&str; 3], trans_a: bool, trans_b: bool) -> String {
-    let q = |s: &str| if s.parse::<i64>().is_ok() { s.to_string() } else { format!("\"{s}\"") };
+    let q = |s: &str| {
+        if s.parse::<i64>().is_ok() {
+            s.to_string()
+        } else {
+            format!("\"{s}\"")
+        }
+    };
     let (m, k, n) = (q(m), q(k), q(n));
-    let a = if trans_a { format!("[{k}, {m}]") } else { format!("[{m}, {k}]") };
-    let b = if trans_b { format!("[{n}, {k}]") } else { format!("[{k}, {n}]") };
+    let a = if trans_a {
+        format!("[{k}, {m}]")
+    } else {
+        format!("[{m}, {k}]")
+    };
+    let b = if trans_b {
+        format!("[{n}, {k}]")
+    } else {
+        format!("[{k}, {n}]")
+    };
     let syms: Vec<String> = [&m, &k, &n]
         .iter()
         .filter(|s| s.starts_with('"'))
@@ -119,8 +133,15 @@ fn mma_regions(o: &Optimized) -> Vec<&dlc_egg::ir::region::Region> {
             _ => None,
         })
         .filter(|r| {
-            choose_plan(r, &o.model)
-                .is_ok_and(|c| matches!(c.best.knobs, Knobs::Contraction { algo: Algo::MmaSync, .. }))
+            choose_plan(r, &o.model).is_ok_and(|c| {
+                matches!(
+                    c.best.knobs,
+                    Knobs::Contraction {
+                        algo: Algo::MmaSync,
+                        ..
+                    }
+                )
+            })
         })
         .collect()
 }
@@ -205,7 +226,9 @@ fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) 
         let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
             .unwrap_or_else(|e| panic!("{v:?}: the host run fails: {e}\n{new}"));
         for (name, w) in &want {
-            let g = got.get(name).unwrap_or_else(|| panic!("output {name} missing"));
+            let g = got
+                .get(name)
+                .unwrap_or_else(|| panic!("output {name} missing"));
             assert_close(&format!("{name} {v:?}"), &g.to_f64(), &w.to_f64(), rtol);
         }
     }
@@ -214,7 +237,12 @@ fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) 
 
 #[test]
 fn fp16_gemm_tile_multiple_every_pipeline() {
-    let uses = check(&gemm_graph("fp16", ["128", "64", "64"], false, false), &[], &VARIANTS, 1e-2);
+    let uses = check(
+        &gemm_graph("fp16", ["128", "64", "64"], false, false),
+        &[],
+        &VARIANTS,
+        1e-2,
+    );
     // Plain row-major fp16 reads with 8-multiple rows: both operands take cp.async when the
     // plan is asynchronous, none when it is synchronous.
     assert_eq!(uses, vec![true, true, false, true]);
@@ -222,7 +250,12 @@ fn fp16_gemm_tile_multiple_every_pipeline() {
 
 #[test]
 fn fp16_gemm_with_tails() {
-    check(&gemm_graph("fp16", ["96", "72", "80"], false, false), &[], &VARIANTS[..3], 1e-2);
+    check(
+        &gemm_graph("fp16", ["96", "72", "80"], false, false),
+        &[],
+        &VARIANTS[..3],
+        1e-2,
+    );
 }
 
 #[test]
@@ -232,21 +265,34 @@ fn bf16_gemm_with_tails_and_transposed_operands() {
     let g = gemm_graph("bf16", ["33", "40", "17"], true, true);
     let uses = check(&g, &[], &VARIANTS[..2], 2e-2);
     assert_eq!(uses, vec![true, true], "B[N, K] takes cp.async");
-    check(&gemm_graph("bf16", ["96", "72", "80"], false, true), &[], &VARIANTS[..1], 2e-2);
+    check(
+        &gemm_graph("bf16", ["96", "72", "80"], false, true),
+        &[],
+        &VARIANTS[..1],
+        2e-2,
+    );
 }
 
 #[test]
 fn fp16_gemm_symbolic_sizes_through_registers() {
     let g = gemm_graph("fp16", ["M", "K", "N"], false, false);
     let uses = check(&g, &[("M", 33), ("K", 24), ("N", 17)], &VARIANTS[..1], 1e-2);
-    assert_eq!(uses, vec![false], "symbolic row lengths are not provably aligned");
+    assert_eq!(
+        uses,
+        vec![false],
+        "symbolic row lengths are not provably aligned"
+    );
     check(&g, &[("M", 70), ("K", 9), ("N", 40)], &VARIANTS[1..2], 1e-2);
 }
 
 #[test]
 fn padded_strided_conv_through_registers() {
     let uses = check(CONV, &[("N", 2)], &VARIANTS[..3], 1e-2);
-    assert_eq!(uses, vec![false, false, false], "guarded gathers are staged through registers");
+    assert_eq!(
+        uses,
+        vec![false, false, false],
+        "guarded gathers are staged through registers"
+    );
 }
 
 fn strip(body: &[Stmt], drop: &dyn Fn(&Stmt) -> bool) -> Vec<Stmt> {

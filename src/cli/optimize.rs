@@ -125,8 +125,10 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
             ))
         })?;
     }
-    let needs_code =
-        a.out_dir.is_some() || layers.iter().any(|l| matches!(l, DumpLayer::Gpu | DumpLayer::Cu));
+    let needs_code = a.out_dir.is_some()
+        || layers
+            .iter()
+            .any(|l| matches!(l, DumpLayer::Gpu | DumpLayer::Cu));
     let code = if needs_code {
         Some(generate(&o).map_err(|e| Failure::internal(internal_error(&e.to_string())))?)
     } else {

@@ -156,11 +156,11 @@ mod tests {
     #[test]
     fn sizes_and_axes_spell_as_c() {
         let m = Dim::sym("M");
-        assert_eq!(dim(&m.add_int(63).floordiv(64)), "(dlc_floordiv((63 + s_M), 64))");
-        let e = AxisExpr::Add(vec![
-            AxisExpr::Name("h".into()),
-            AxisExpr::Const(-1),
-        ]);
+        assert_eq!(
+            dim(&m.add_int(63).floordiv(64)),
+            "(dlc_floordiv((63 + s_M), 64))"
+        );
+        let e = AxisExpr::Add(vec![AxisExpr::Name("h".into()), AxisExpr::Const(-1)]);
         assert_eq!(axis(&e, &|n| format!("i_{n}")), "(i_h + (-1))");
     }
 }

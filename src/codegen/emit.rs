@@ -3,6 +3,7 @@
 
 use super::gpu::{self, Kernel};
 use super::manifest::{BufferDecl, BufferRole, KernelArg, KernelLaunch, Manifest, ManifestStep};
+use super::scalar::Emitter;
 use super::templates;
 use super::{CodegenError, Emitted, Generated, HEADER_NAME};
 use crate::cost::work::Shape;
@@ -10,7 +11,6 @@ use crate::cost::{choose_plan, PlanChoice};
 use crate::extract::kernels::CostModel;
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::{Region, Size};
-use super::scalar::Emitter;
 use crate::plan::space::{Algo, Knobs};
 use std::collections::BTreeSet;
 
@@ -22,7 +22,11 @@ pub struct EmittedKernel {
 }
 
 /// Builds the GPU IR kernel of `r` from its chosen plan.
-pub fn kernel_of(r: &Region, choice: &PlanChoice, model: &CostModel) -> Result<Kernel, CodegenError> {
+pub fn kernel_of(
+    r: &Region,
+    choice: &PlanChoice,
+    model: &CostModel,
+) -> Result<Kernel, CodegenError> {
     let arch = model.target.arch;
     let k = match choice.best.knobs {
         Knobs::Reduction {
@@ -48,7 +52,8 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, model: &CostModel) -> Result<K
         } => {
             let mut em = Emitter::new(r, "")?;
             let view = templates::contraction::view(r, &choice.work, &em);
-            let tensor_cores = matches!(&choice.work.shape, Shape::Contraction(g) if g.tensor_cores);
+            let tensor_cores =
+                matches!(&choice.work.shape, Shape::Contraction(g) if g.tensor_cores);
             let mma = view
                 .as_ref()
                 .filter(|_| algo == Algo::MmaSync && tensor_cores)
@@ -102,7 +107,10 @@ fn fallback(r: &Region, arch: crate::target::Arch) -> Result<Kernel, CodegenErro
 }
 
 /// Every kernel of `program`, in order, with the plan each implements.
-pub fn kernels(program: &RegionProgram, model: &CostModel) -> Result<Vec<EmittedKernel>, CodegenError> {
+pub fn kernels(
+    program: &RegionProgram,
+    model: &CostModel,
+) -> Result<Vec<EmittedKernel>, CodegenError> {
     let mut out = Vec::new();
     for s in &program.steps {
         if let Step::Region(r) = s {

@@ -4,9 +4,9 @@ pub mod cexpr;
 pub mod emit;
 pub mod gpu;
 pub mod host;
+pub mod manifest;
 pub mod scalar;
 pub mod templates;
-pub mod manifest;
 
 use crate::optimize::Optimized;
 use manifest::Manifest;
@@ -74,7 +74,10 @@ impl Generated {
         let manifest = serde_json::to_string_pretty(&self.emitted.manifest)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let files = [
-            (self.emitted.manifest.source.as_str(), self.emitted.source.clone()),
+            (
+                self.emitted.manifest.source.as_str(),
+                self.emitted.source.clone(),
+            ),
             (HEADER_NAME, DEVICE_HEADER.to_string()),
             ("manifest.json", manifest + "\n"),
         ];

@@ -97,8 +97,7 @@ impl<'a> Emitter<'a> {
         })?;
         let mut free = BTreeMap::new();
         for (l, f) in region.lets.iter().zip(&checked.let_free) {
-            let names: BTreeSet<String> =
-                f.iter().map(|i| region.iters[*i].name.clone()).collect();
+            let names: BTreeSet<String> = f.iter().map(|i| region.iters[*i].name.clone()).collect();
             free.insert(l.name.clone(), names);
         }
         let input_dt = |n: &str| region.input(n).map(|i| i.dtype);
@@ -125,7 +124,11 @@ impl<'a> Emitter<'a> {
             .collect();
         Ok(Emitter {
             region,
-            lets: region.lets.iter().map(|l| (l.name.as_str(), &l.expr)).collect(),
+            lets: region
+                .lets
+                .iter()
+                .map(|l| (l.name.as_str(), &l.expr))
+                .collect(),
             free,
             kinds,
             iter_sizes: checked.iter_sizes,
@@ -233,7 +236,11 @@ impl<'a> Emitter<'a> {
 
     /// The C parameter, element type and row-major offset (C, in the current scope) of `map`
     /// into input `tensor`.
-    pub fn read_offset(&self, tensor: &str, map: &[AxisExpr]) -> Result<(String, DType, String), CodegenError> {
+    pub fn read_offset(
+        &self,
+        tensor: &str,
+        map: &[AxisExpr],
+    ) -> Result<(String, DType, String), CodegenError> {
         let (param, shape, dt) = self
             .inputs
             .get(tensor)
@@ -244,7 +251,12 @@ impl<'a> Emitter<'a> {
 
     /// The row-major offset of the current point in the output (the iters' sizes).
     pub fn output_offset(&self) -> String {
-        let idx: Vec<String> = self.region.iters.iter().map(|i| self.name(&i.name)).collect();
+        let idx: Vec<String> = self
+            .region
+            .iters
+            .iter()
+            .map(|i| self.name(&i.name))
+            .collect();
         let sizes: Vec<String> = self.iter_sizes.iter().map(cexpr::dim).collect();
         horner(&idx, &sizes)
     }
@@ -443,7 +455,14 @@ impl<'a> Emitter<'a> {
         Ok((stmts, convert(&v?, k)))
     }
 
-    fn branch(&mut self, cond: String, div: Div, k: Kind, a: &Expr, b: &Expr) -> Result<Val, CodegenError> {
+    fn branch(
+        &mut self,
+        cond: String,
+        div: Div,
+        k: Kind,
+        a: &Expr,
+        b: &Expr,
+    ) -> Result<Val, CodegenError> {
         let (sa, va) = self.arm(a, k)?;
         let (sb, vb) = self.arm(b, k)?;
         if sa.is_empty() && sb.is_empty() {
@@ -622,7 +641,8 @@ pub fn horner(idx: &[String], shape: &[String]) -> String {
 }
 
 fn is_atom(s: &str) -> bool {
-    s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
         || s.parse::<f64>().is_ok()
 }
 

@@ -289,8 +289,8 @@ fn stop_register_spill_and_one_cta_per_sm() {
     assert!(s.iter().any(|x| matches!(x, Stop::OneCtaPerSm { .. })));
     // At 4096³ on H100 the fastest survivor of the full space is a wgmma plan; the space the
     // code generator implements plans mma_sync.
-    let c = choose_plan_for(analyze(&seed_gemm(), &m).expect("analyzes"), &m.target)
-        .expect("plans");
+    let c =
+        choose_plan_for(analyze(&seed_gemm(), &m).expect("analyzes"), &m.target).expect("plans");
     assert_eq!(c.best.plan.algo_choice["matmul"], "mma_sync");
     let w = analyze(&seed_gemm(), &m).expect("analyzes");
     let fastest_wgmma = candidates_with(&w, &m.target, true)
@@ -303,7 +303,13 @@ fn stop_register_spill_and_one_cta_per_sm() {
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .expect("a wgmma plan survives");
     assert!(
-        matches!(fastest_wgmma.1, Knobs::Contraction { algo: Algo::Wgmma, .. }),
+        matches!(
+            fastest_wgmma.1,
+            Knobs::Contraction {
+                algo: Algo::Wgmma,
+                ..
+            }
+        ),
         "{:?}",
         fastest_wgmma.1
     );

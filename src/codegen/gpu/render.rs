@@ -220,21 +220,12 @@ fn stmt(out: &mut String, s: &Stmt, depth: usize) {
             let _ = writeln!(out, "dlc_ldmatrix_x{num}{t}({dst}, {addr});");
         }
         Stmt::Mma {
-            bf16,
-            d,
-            a,
-            b,
-            c,
-            ..
+            bf16, d, a, b, c, ..
         } => {
             let ty = if *bf16 { "bf16" } else { "f16" };
             let _ = writeln!(out, "dlc_mma_m16n8k16_{ty}({d}, {a}, {b}, {c});");
         }
-        Stmt::Epilogue {
-            after,
-            token,
-            body,
-        } => {
+        Stmt::Epilogue { after, token, body } => {
             let _ = write!(out, "/* epilogue: after {after}, -> {token} */ ");
             block(out, body, depth);
             out.push('\n');
@@ -264,4 +255,3 @@ pub fn walk<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
         }
     }
 }
-

@@ -99,10 +99,14 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
         iter_axes(&g.axes.n)?,
         iter_axes(&g.axes.batch)?,
     );
-    if m.names.len() + n.names.len() + batch.names.len() != r.iters.len() || m.names.is_empty() || n.names.is_empty() {
+    if m.names.len() + n.names.len() + batch.names.len() != r.iters.len()
+        || m.names.is_empty()
+        || n.names.is_empty()
+    {
         return None;
     }
-    let k_sizes = crate::ir::region::verify::reduce_extents(r, red, &em.iter_sizes, &r.name).ok()?;
+    let k_sizes =
+        crate::ir::region::verify::reduce_extents(r, red, &em.iter_sizes, &r.name).ok()?;
     Some(View {
         acc,
         red,
@@ -133,9 +137,7 @@ impl View<'_> {
         let mut found: Option<bool> = None;
         first_read(operand, &mut |map| {
             if found.is_none() {
-                found = map
-                    .last()
-                    .map(|a| a.mentions(&|n| n == k_last.as_str()));
+                found = map.last().map(|a| a.mentions(&|n| n == k_last.as_str()));
             }
         });
         found.unwrap_or(true)
@@ -213,7 +215,13 @@ impl View<'_> {
 
     /// Emits the epilogue and stores at output element (`m`, `n`) (flat C indices) whose
     /// accumulator is `acc` (C), predicated on the element being inside the output.
-    pub fn epilogue(&self, em: &mut Emitter, m: &str, n: &str, acc: &str) -> Result<(), CodegenError> {
+    pub fn epilogue(
+        &self,
+        em: &mut Emitter,
+        m: &str,
+        n: &str,
+        acc: &str,
+    ) -> Result<(), CodegenError> {
         let guard = format!(
             "{m} < {} && {n} < {}",
             cexpr::dim(&self.m.extent()),

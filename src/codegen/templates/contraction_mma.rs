@@ -104,7 +104,12 @@ pub fn mma_dtype(r: &Region, v: &View) -> Option<DType> {
 /// rows run, that axis' extent and the input's last dimension are multiples of 8 (so an
 /// aligned 8-element chunk of the axis is 16 contiguous, 16-byte aligned bytes, all inside or
 /// all outside the operand).
-fn async_read<'r>(r: &'r Region, v: &View<'r>, side: Side, dtype: DType) -> Option<(&'r str, &'r [AxisExpr])> {
+fn async_read<'r>(
+    r: &'r Region,
+    v: &View<'r>,
+    side: Side,
+    dtype: DType,
+) -> Option<(&'r str, &'r [AxisExpr])> {
     let mut e = match side {
         Side::A => v.a,
         Side::B => v.b,
@@ -137,7 +142,8 @@ fn async_read<'r>(r: &'r Region, v: &View<'r>, side: Side, dtype: DType) -> Opti
     let elsewhere = rest.iter().any(|a| a.mentions(&|n| n == axis.as_str()));
     let row = &input.memref.shape.last()?.0;
     let mult8 = |d: &Dim| d.as_int().is_some_and(|x| x % CHUNK as i64 == 0);
-    (is_axis && !elsewhere && mult8(extent) && mult8(row)).then_some((tensor.as_str(), map.as_slice()))
+    (is_axis && !elsewhere && mult8(extent) && mult8(row))
+        .then_some((tensor.as_str(), map.as_slice()))
 }
 
 /// One operand's staging: its shared-memory tile and how it is filled.
@@ -233,7 +239,15 @@ fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
 }
 
 /// The `cp.async` copies of tile `kt` (C) of `s` into stage `st` (C).
-fn copies(em: &mut Emitter, v: &View, s: &Stage, p: &MmaPlan, kt: &str, st: &str, token: &str) -> Result<Stmt, CodegenError> {
+fn copies(
+    em: &mut Emitter,
+    v: &View,
+    s: &Stage,
+    p: &MmaPlan,
+    kt: &str,
+    st: &str,
+    token: &str,
+) -> Result<Stmt, CodegenError> {
     let threads = p.threads();
     let Some((tensor, map)) = s.copy else {
         return Ok(Stmt::Block(vec![]));
@@ -278,7 +292,14 @@ fn copies(em: &mut Emitter, v: &View, s: &Stage, p: &MmaPlan, kt: &str, st: &str
 
 /// Register-staged loads of tile `kt` (C) of `s`: each run of two elements along the tile's
 /// rows is computed with its prologue, rounded to `dtype` and packed into `regs[l]`.
-fn reg_loads(em: &mut Emitter, v: &View, s: &Stage, p: &MmaPlan, kt: &str, dtype: DType) -> Result<Stmt, CodegenError> {
+fn reg_loads(
+    em: &mut Emitter,
+    v: &View,
+    s: &Stage,
+    p: &MmaPlan,
+    kt: &str,
+    dtype: DType,
+) -> Result<Stmt, CodegenError> {
     let threads = p.threads();
     if s.copy.is_some() {
         return Ok(Stmt::Block(vec![]));
@@ -297,8 +318,14 @@ fn reg_loads(em: &mut Emitter, v: &View, s: &Stage, p: &MmaPlan, kt: &str, dtype
         });
         let (go, gk) = match (s.k_fastest, i) {
             (_, 0) => (format!("{} + o", s.origin()), format!("{kt} * {bk} + kk")),
-            (true, _) => (format!("{} + o", s.origin()), format!("{kt} * {bk} + kk + 1")),
-            (false, _) => (format!("{} + o + 1", s.origin()), format!("{kt} * {bk} + kk")),
+            (true, _) => (
+                format!("{} + o", s.origin()),
+                format!("{kt} * {bk} + kk + 1"),
+            ),
+            (false, _) => (
+                format!("{} + o + 1", s.origin()),
+                format!("{kt} * {bk} + kk"),
+            ),
         };
         v.load(em, s.side, &go, &gk, name)?;
     }
@@ -342,21 +369,39 @@ fn ldmatrix(s: &Stage, st: &str, ob: &str, kb: &str, dst: &str) -> Stmt {
         Side::B => ("lane >> 4", "(lane >> 3) & 1"),
     };
     let (o, k) = if s.k_fastest {
-        (format!("{ob} + ({oh}) * 8 + (lane & 7)"), format!("{kb} + ({kh}) * 8"))
+        (
+            format!("{ob} + ({oh}) * 8 + (lane & 7)"),
+            format!("{kb} + ({kh}) * 8"),
+        )
     } else {
-        (format!("{ob} + ({oh}) * 8"), format!("{kb} + ({kh}) * 8 + (lane & 7)"))
+        (
+            format!("{ob} + ({oh}) * 8"),
+            format!("{kb} + ({kh}) * 8 + (lane & 7)"),
+        )
     };
     Stmt::LdMatrix {
         dst: dst.into(),
         num: 4,
         trans: !s.k_fastest,
         addr: format!("&{}", s.at(st, &o, &k)),
-        token: if s.copy.is_some() { TILE } else { BARRIER_TOKEN }.into(),
+        token: if s.copy.is_some() {
+            TILE
+        } else {
+            BARRIER_TOKEN
+        }
+        .into(),
     }
 }
 
 /// The tensor-core kernel of `r` (inputs of type `dtype` as multiplied) for plan `p`.
-pub fn build(r: &Region, em: &mut Emitter, v: &View, arch: Arch, dtype: DType, p: MmaPlan) -> Result<Kernel, CodegenError> {
+pub fn build(
+    r: &Region,
+    em: &mut Emitter,
+    v: &View,
+    arch: Arch,
+    dtype: DType,
+    p: MmaPlan,
+) -> Result<Kernel, CodegenError> {
     let bad = |why: String| CodegenError::Unsupported {
         kernel: r.name.clone(),
         why,
@@ -364,7 +409,13 @@ pub fn build(r: &Region, em: &mut Emitter, v: &View, arch: Arch, dtype: DType, p
     let [bm, bn, bk] = p.tile;
     let [warps_m, warps_n] = p.warps;
     let (wm, wn) = (bm / warps_m.max(1), bn / warps_n.max(1));
-    if warps_m * wm != bm || warps_n * wn != bn || wm % 16 != 0 || wn % 16 != 0 || bk % 16 != 0 || p.stages < 2 {
+    if warps_m * wm != bm
+        || warps_n * wn != bn
+        || wm % 16 != 0
+        || wn % 16 != 0
+        || bk % 16 != 0
+        || p.stages < 2
+    {
         return Err(bad(format!(
             "no mma.sync layout of a {bm}x{bn}x{bk} tile over {warps_m}x{warps_n} warps, {} stages",
             p.stages
@@ -373,14 +424,22 @@ pub fn build(r: &Region, em: &mut Emitter, v: &View, arch: Arch, dtype: DType, p
     let threads = p.threads();
     let (mi_n, ni_n, nj_n) = (wm / 16, wn / 8, wn / 16);
     let stages = p.stages;
-    let ty = if dtype == DType::BF16 { CType::Bf16 } else { CType::Half };
+    let ty = if dtype == DType::BF16 {
+        CType::Bf16
+    } else {
+        CType::Half
+    };
     let mk = |side: Side| Stage {
         side,
         smem: if side == Side::A { "As" } else { "Bs" },
         regs: if side == Side::A { "ra" } else { "rb" },
         k_fastest: v.k_fastest(side),
         outer: if side == Side::A { bm } else { bn },
-        copy: if p.async_ { async_read(r, v, side, dtype) } else { None },
+        copy: if p.async_ {
+            async_read(r, v, side, dtype)
+        } else {
+            None
+        },
     };
     let sides = [mk(Side::A), mk(Side::B)];
     let any_async = sides.iter().any(|s| s.copy.is_some());
@@ -462,7 +521,9 @@ pub fn build(r: &Region, em: &mut Emitter, v: &View, arch: Arch, dtype: DType, p
     let refill = em.close();
     em.emit(uniform_if("nt < kt_count", refill));
     if any_async {
-        em.emit(Stmt::Commit { token: REFILL.into() });
+        em.emit(Stmt::Commit {
+            token: REFILL.into(),
+        });
     }
     let [sa, sb] = &sides;
     let step = vec![
@@ -478,8 +539,16 @@ pub fn build(r: &Region, em: &mut Emitter, v: &View, arch: Arch, dtype: DType, p
             dims: vec![nj_n, 4],
             zero: false,
         },
-        loop_("mi", mi_n, vec![ldmatrix(sa, "st", "wr + mi * 16", "ks * 16", "af[mi]")]),
-        loop_("nj", nj_n, vec![ldmatrix(sb, "st", "wc + nj * 16", "ks * 16", "bfr[nj]")]),
+        loop_(
+            "mi",
+            mi_n,
+            vec![ldmatrix(sa, "st", "wr + mi * 16", "ks * 16", "af[mi]")],
+        ),
+        loop_(
+            "nj",
+            nj_n,
+            vec![ldmatrix(sb, "st", "wc + nj * 16", "ks * 16", "bfr[nj]")],
+        ),
         loop_(
             "mi",
             mi_n,
@@ -572,6 +641,7 @@ pub fn build(r: &Region, em: &mut Emitter, v: &View, arch: Arch, dtype: DType, p
         body,
     };
     let dynamic = k.smem_bytes().1;
-    k.launch.dyn_smem_bytes = u32::try_from(dynamic).map_err(|_| bad(format!("{dynamic} B of shared memory")))?;
+    k.launch.dyn_smem_bytes =
+        u32::try_from(dynamic).map_err(|_| bad(format!("{dynamic} B of shared memory")))?;
     Ok(k)
 }

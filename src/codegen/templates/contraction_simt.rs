@@ -61,12 +61,16 @@ pub fn build(
         why,
     };
     if (bm * bn) % threads != 0 {
-        return Err(bad(format!("{threads} threads do not divide a {bm}x{bn} tile")));
+        return Err(bad(format!(
+            "{threads} threads do not divide a {bm}x{bn} tile"
+        )));
     }
     let (tm, tn) = micro_tile(bm * bn / threads);
     let (tm_threads, tn_threads) = (bm / tm, bn / tn);
     if tm_threads * tn_threads != threads || bm % tm != 0 || bn % tn != 0 {
-        return Err(bad(format!("no {tm}x{tn} micro-tile layout of {bm}x{bn} over {threads} threads")));
+        return Err(bad(format!(
+            "no {tm}x{tn} micro-tile layout of {bm}x{bn} over {threads} threads"
+        )));
     }
     let k_total = cexpr::dim(&v.k.extent());
     let (la, lb) = ((bm * bk).div_ceil(threads), (bn * bk).div_ceil(threads));

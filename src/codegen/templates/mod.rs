@@ -112,7 +112,12 @@ fn walk_names(e: &Expr, f: &mut dyn FnMut(&str)) {
 /// the `const int` decomposition and binds each axis to its variable.
 pub fn bind_flat(em: &mut Emitter, axes: &[String], sizes: &[String], flat: &str, base: &str) {
     use super::gpu::Stmt;
-    let mut rest = flat.to_string();
+    // `flat` may be an expression (`m0 + e / 32`): parenthesized before `%` and `/` apply.
+    let mut rest = if flat.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        flat.to_string()
+    } else {
+        format!("({flat})")
+    };
     for (d, (a, s)) in axes.iter().zip(sizes).enumerate().rev() {
         let v = em.fresh(&format!("{base}{}", cexpr::ident(a)));
         let value = if d == 0 {

@@ -69,7 +69,12 @@ fn combine(op: ReduceOp, a: &str, b: &str) -> String {
 }
 
 /// The row kernel of `r` (`cooperative(r)` must be `Some`).
-pub fn build(r: &Region, arch: Arch, threads_per_row: u32, rows_per_block: u32) -> Result<Kernel, CodegenError> {
+pub fn build(
+    r: &Region,
+    arch: Arch,
+    threads_per_row: u32,
+    rows_per_block: u32,
+) -> Result<Kernel, CodegenError> {
     let unsupported = |why: &str| CodegenError::Unsupported {
         kernel: r.name.clone(),
         why: why.to_string(),
@@ -111,7 +116,10 @@ pub fn build(r: &Region, arch: Arch, threads_per_row: u32, rows_per_block: u32) 
     em.open();
     em.emit(int("ty", "(int)threadIdx.y".into()));
     em.emit(int("tx", "(int)threadIdx.x".into()));
-    em.emit(int("row_raw", format!("(int)blockIdx.x * {rows_per_block} + ty")));
+    em.emit(int(
+        "row_raw",
+        format!("(int)blockIdx.x * {rows_per_block} + ty"),
+    ));
     em.emit(Stmt::Let {
         ty: CType::Bool,
         name: "valid".into(),
