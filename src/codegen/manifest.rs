@@ -66,6 +66,9 @@ pub enum BufferRole {
 }
 
 /// One step.
+// A launch is much larger than an alias; steps are few, and boxing would only complicate the
+// serialized form's construction.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ManifestStep {

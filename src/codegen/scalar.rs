@@ -625,9 +625,7 @@ pub fn load(param: &str, dt: DType, off: &str) -> Val {
 pub fn horner(idx: &[String], shape: &[String]) -> String {
     let mut acc = String::new();
     for (d, i) in idx.iter().enumerate() {
-        if d == 0 {
-            acc = i.clone();
-        } else if acc == "0" {
+        if d == 0 || acc == "0" {
             acc = i.clone();
         } else {
             acc = format!("({acc} * {} + {i})", shape[d]);

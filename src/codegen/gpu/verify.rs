@@ -92,7 +92,7 @@ pub fn verify(k: &Kernel, target: &Target) -> Result<(), GpuIrError> {
             collective = true;
         }
     });
-    if collective && threads % 32 != 0 {
+    if collective && !threads.is_multiple_of(32) {
         return Err(GpuIrError::BlockSize {
             kernel: name,
             threads,
@@ -179,10 +179,8 @@ fn tokens(kernel: &str, body: &[Stmt], st: &mut State) -> Result<(), GpuIrError>
             Stmt::CpAsync { token, .. } => {
                 st.insert(token.clone(), Tok::Open);
             }
-            Stmt::Commit { token } => {
-                if st.get(token) == Some(&Tok::Open) {
-                    st.insert(token.clone(), Tok::InFlight);
-                }
+            Stmt::Commit { token } if st.get(token) == Some(&Tok::Open) => {
+                st.insert(token.clone(), Tok::InFlight);
             }
             Stmt::Wait { tokens: ts, .. } => {
                 for t in ts {

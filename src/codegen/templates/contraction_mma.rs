@@ -225,7 +225,7 @@ fn uniform_if(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
 fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
     let total = s.outer * bk / w;
     let mut inner = vec![int("c", format!("tid + l * {threads}"))];
-    if total % threads == 0 {
+    if total.is_multiple_of(threads) {
         inner.extend(body);
     } else {
         inner.push(Stmt::If {
@@ -247,10 +247,10 @@ fn copies(
     kt: &str,
     st: &str,
     token: &str,
-) -> Result<Stmt, CodegenError> {
+) -> Result<Vec<Stmt>, CodegenError> {
     let threads = p.threads();
     let Some((tensor, map)) = s.copy else {
-        return Ok(Stmt::Block(vec![]));
+        return Ok(vec![]);
     };
     let bk = p.tile[2];
     let (o, k) = s.run("c", CHUNK, bk);
@@ -287,7 +287,7 @@ fn copies(
         token: token.into(),
     });
     let body = em.close();
-    Ok(runs(s, CHUNK, bk, threads, body))
+    Ok(vec![runs(s, CHUNK, bk, threads, body)])
 }
 
 /// Register-staged loads of tile `kt` (C) of `s`: each run of two elements along the tile's
@@ -299,10 +299,10 @@ fn reg_loads(
     p: &MmaPlan,
     kt: &str,
     dtype: DType,
-) -> Result<Stmt, CodegenError> {
+) -> Result<Vec<Stmt>, CodegenError> {
     let threads = p.threads();
     if s.copy.is_some() {
-        return Ok(Stmt::Block(vec![]));
+        return Ok(vec![]);
     }
     let bk = p.tile[2];
     let (o, k) = s.run("c", 2, bk);
@@ -339,14 +339,14 @@ fn reg_loads(
         value: format!("{pack}(x0, x1)"),
     });
     let body = em.close();
-    Ok(runs(s, 2, bk, threads, body))
+    Ok(vec![runs(s, 2, bk, threads, body)])
 }
 
 /// Stores the register-staged runs of `s` into stage `st` (C).
-fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Stmt {
+fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Vec<Stmt> {
     let threads = p.threads();
     if s.copy.is_some() {
-        return Stmt::Block(vec![]);
+        return vec![];
     }
     let (o, k) = s.run("c", 2, p.tile[2]);
     let body = vec![
@@ -357,7 +357,7 @@ fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Stmt {
             value: format!("{}[l]", s.regs),
         },
     ];
-    runs(s, 2, p.tile[2], threads, body)
+    vec![runs(s, 2, p.tile[2], threads, body)]
 }
 
 /// The `ldmatrix.x4` of a 16×16 block of `s` at outer offset `ob`, `K` offset `kb` (C) in
@@ -411,9 +411,9 @@ pub fn build(
     let (wm, wn) = (bm / warps_m.max(1), bn / warps_n.max(1));
     if warps_m * wm != bm
         || warps_n * wn != bn
-        || wm % 16 != 0
-        || wn % 16 != 0
-        || bk % 16 != 0
+        || !wm.is_multiple_of(16)
+        || !wn.is_multiple_of(16)
+        || !bk.is_multiple_of(16)
         || p.stages < 2
     {
         return Err(bad(format!(
@@ -487,11 +487,12 @@ pub fn build(
         let (kt, st) = (t.to_string(), t.to_string());
         em.open();
         for s in &sides {
-            let c = copies(em, v, s, &p, &kt, &st, TILE)?;
-            em.emit(c);
-            let l = reg_loads(em, v, s, &p, &kt, dtype)?;
-            em.emit(l);
-            em.emit(reg_stores(s, &p, &st));
+            let mut fill = copies(em, v, s, &p, &kt, &st, TILE)?;
+            fill.extend(reg_loads(em, v, s, &p, &kt, dtype)?);
+            fill.extend(reg_stores(s, &p, &st));
+            for f in fill {
+                em.emit(f);
+            }
         }
         let fill = em.close();
         em.emit(uniform_if(format!("{t} < kt_count"), fill));
@@ -513,10 +514,11 @@ pub fn build(
     em.emit(Stmt::Barrier);
     em.open();
     for s in &sides {
-        let c = copies(em, v, s, &p, "nt", "ns", REFILL)?;
-        em.emit(c);
-        let l = reg_loads(em, v, s, &p, "nt", dtype)?;
-        em.emit(l);
+        let mut refill = copies(em, v, s, &p, "nt", "ns", REFILL)?;
+        refill.extend(reg_loads(em, v, s, &p, "nt", dtype)?);
+        for f in refill {
+            em.emit(f);
+        }
     }
     let refill = em.close();
     em.emit(uniform_if("nt < kt_count", refill));
@@ -570,7 +572,7 @@ pub fn build(
     let stores: Vec<Stmt> = sides
         .iter()
         .filter(|s| s.copy.is_none())
-        .map(|s| reg_stores(s, &p, "ns"))
+        .flat_map(|s| reg_stores(s, &p, "ns"))
         .collect();
     if !stores.is_empty() {
         em.emit(uniform_if("nt < kt_count", stores));

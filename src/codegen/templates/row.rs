@@ -80,7 +80,7 @@ pub fn build(
         why: why.to_string(),
     };
     let (row_axes, coop) = cooperative(r).ok_or_else(|| unsupported("no cooperative reduction"))?;
-    if threads_per_row % 32 != 0 {
+    if !threads_per_row.is_multiple_of(32) {
         return Err(unsupported("threads per row must be whole warps"));
     }
     let mut em = Emitter::new(r, "")?;
