@@ -93,10 +93,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", default_value = "out")]
     pub out_dir: PathBuf,
 
-    /// Where to run: `cpu` is the reference evaluator; `cuda` (generated kernels) is not
-    /// implemented yet.
+    /// Where to run: `cpu` is the reference evaluator; `cuda` optimizes for the GPU found here
+    /// (sm_80 or sm_90, from its compute capability), emits CUDA, compiles it with NVRTC and runs
+    /// it (E0400 when the driver, the GPU or NVRTC is missing).
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
+
+    /// With --device cuda: after a warm-up run, time N runs of the program and of each kernel
+    /// with CUDA events, print one line per kernel and write <out-dir>/timing.json.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub repeat: u32,
 
     /// Fill every input not given with --input with seeded random values (floats uniform in
     /// [-1, 1), i32 in [0, 4) or a valid Gather index range, bool fair coin flips); the same SEED
@@ -115,7 +121,7 @@ pub struct RunArgs {
 pub enum DeviceArg {
     /// The reference evaluator on the CPU.
     Cpu,
-    /// Generated CUDA kernels (not implemented yet).
+    /// Generated CUDA kernels on the GPU (NVRTC and the CUDA driver).
     Cuda,
 }
 
@@ -273,9 +279,26 @@ fn internal_error(msg: &str) -> Diagnostic {
 /// `dlc-egg run`.
 fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
     let opts = run_options(a)?;
-    let written = run::run(&opts)?;
-    print_summary(&written);
+    let report = run::run_report(&opts)?;
+    print_summary(&report.outputs);
+    if let Some((t, path)) = &report.timings {
+        print_timings(t, opts.repeat, path);
+    }
     Ok(())
+}
+
+/// One line per kernel launch and one for the whole program (`--repeat N`).
+fn print_timings(t: &crate::cuda::Timings, repeat: u32, path: &std::path::Path) {
+    let mut out = std::io::stdout().lock();
+    for (name, ms) in &t.kernels {
+        let _ = writeln!(out, "kernel {name}: {ms:.4} ms");
+    }
+    let _ = writeln!(
+        out,
+        "total: {:.4} ms per run (mean of {repeat} runs) -> {}",
+        t.total_ms,
+        path.display()
+    );
 }
 
 /// Validates the raw `run` arguments into [`RunOptions`] (every bad `--input`/`--bind` reported).
@@ -295,6 +318,17 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
             BTreeMap::new()
         }
     };
+    if a.repeat > 0 && a.device != DeviceArg::Cuda {
+        diags.push(Diagnostic::error(
+            "E0313",
+            "InvalidArgument",
+            Location::Argument {
+                argument: format!("--repeat {}", a.repeat),
+            },
+            "--repeat times the generated kernels, which only run with --device cuda",
+            "add --device cuda, or drop --repeat",
+        ));
+    }
     if !diags.is_empty() {
         return Err(Failure::user(Diagnostics(diags)));
     }
@@ -309,6 +343,7 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
         },
         random: a.random,
         optimized: a.optimized,
+        repeat: a.repeat,
     })
 }
 

@@ -2,13 +2,14 @@
 //!
 //! Pipeline (seed 001 §10, `DESIGN.md`): `graph.json` → [`ir::frontend`] (validate, infer) →
 //! [`ir::tiny`] (via [`ir::lower`]) → e-graph ([`rules`]) → kernels ([`extract`], [`optimize`]) →
-//! CUDA ([`codegen`]). [`eval`] is the reference evaluator (CPU playback) of Tiny IR, the semantic
+//! CUDA ([`codegen`]), compiled with NVRTC and run on a GPU ([`cuda`]). [`eval`] is the reference evaluator (CPU playback) of Tiny IR, the semantic
 //! oracle of every test.
 
 pub mod bench_graphs;
 pub mod cli;
 pub mod codegen;
 pub mod cost;
+pub mod cuda;
 pub mod diag;
 pub mod eval;
 pub mod extract;

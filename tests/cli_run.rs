@@ -126,6 +126,7 @@ fn help_documents_every_flag() {
         "--out-dir",
         "--device",
         "--random",
+        "--repeat",
         "--diagnostics",
     ] {
         assert!(help.contains(flag), "{flag} in {help}");
@@ -158,17 +159,61 @@ fn bad_input_syntax_is_e0305() {
 }
 
 #[test]
-fn device_cuda_is_e0400() {
+fn device_cuda_without_a_gpu_is_e0400_saying_why() {
     let ctx = Ctx::new();
     let g = ctx.file("g.json", GEMM_BIAS_RELU);
     let out = ctx.run(&["run", s(&g), "--device", "cuda", "--diagnostics", "json"]);
+    let Err(here) = dlc_egg::run::check_cuda() else {
+        // A GPU, its driver and NVRTC are here: tests/cuda_run.rs runs --device cuda.
+        eprintln!("a usable GPU is here; E0400 cannot be observed");
+        return;
+    };
     let diags = json_failure(&out);
     assert_eq!(codes(&diags), vec!["E0400"]);
     assert_eq!(diags[0]["kind"], "DeviceUnavailable");
+    let why = diags[0]["why"].as_str().unwrap_or("");
+    assert_eq!(
+        why, here.diagnostics.0[0].why,
+        "the binary and the library agree"
+    );
+    assert!(
+        [
+            "no CUDA driver library",
+            "found no GPU",
+            "NVRTC is not available",
+            "lacks `cu"
+        ]
+        .iter()
+        .any(|reason| why.contains(reason)),
+        "a precise reason: {why}"
+    );
     assert!(diags[0]["suggestion"]
         .as_str()
         .unwrap_or("")
         .contains("--device cpu"));
+    assert!(!ctx.path("out").exists(), "nothing is written");
+}
+
+#[test]
+fn repeat_needs_device_cuda() {
+    let ctx = Ctx::new();
+    let g = ctx.file("g.json", GEMM_BIAS_RELU);
+    let out = ctx.run(&[
+        "run",
+        s(&g),
+        "--random",
+        "1",
+        "--repeat",
+        "3",
+        "--diagnostics",
+        "json",
+    ]);
+    let diags = json_failure(&out);
+    assert_eq!(codes(&diags), vec!["E0313"]);
+    assert!(diags[0]["suggestion"]
+        .as_str()
+        .unwrap_or("")
+        .contains("--device cuda"));
 }
 
 #[test]

@@ -66,8 +66,7 @@ pub enum BufferRole {
 }
 
 /// One step.
-// A launch is much larger than an alias; steps are few, and boxing would only complicate the
-// serialized form's construction.
+// A manifest has a handful of steps, read once; boxing the launch would only add noise.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]

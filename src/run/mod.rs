@@ -22,12 +22,15 @@
 //! | E0314 | UnresolvedSize | a signature tensor's size cannot be computed from the symbols |
 //! | E0315 | OutputNotComputed | internal: the evaluator returned no value for an output |
 //! | E0316 | OutputMismatch | internal: an output's dtype or shape is not the declared one |
-//! | E0400 | DeviceUnavailable | `--device cuda` (CUDA code generation comes later) |
+//! | E0400 | DeviceUnavailable | `--device cuda` without a usable GPU, driver or NVRTC |
+//!
+//! `--device cuda` (E0400–E0403) lives in [`cuda`].
 
 // A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
 // returned only on cold failure paths, so boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+use crate::cuda::{DeviceInfo, Timings};
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::eval;
 use crate::ir::dim::{fmt_shape, Dim};
@@ -40,7 +43,9 @@ use crate::tensor::Tensor;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+mod cuda;
 mod random;
+pub use cuda::{check_cuda, cuda_failure, evaluate_cuda, timing_json, write_timing};
 pub use random::{gather_index_bounds, random_inputs, random_tensor};
 
 /// Largest tensor `run` materializes (elements), so that a huge binding is a diagnostic rather
@@ -53,7 +58,7 @@ pub enum Device {
     /// The reference evaluator (CPU playback of Tiny IR).
     #[default]
     Cpu,
-    /// Generated CUDA kernels (not implemented yet).
+    /// Generated CUDA kernels on the GPU (NVRTC and the driver API, `crate::cuda`).
     Cuda,
 }
 
@@ -74,6 +79,17 @@ pub struct RunOptions {
     pub random: Option<u64>,
     /// `--optimized`: evaluate the optimizer's region program instead of the Tiny IR.
     pub optimized: bool,
+    /// `--repeat N` (`cuda` only): time N runs after a warm-up, write `timing.json`.
+    pub repeat: u32,
+}
+
+/// What `run` did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// The outputs written, in signature order.
+    pub outputs: Vec<WrittenOutput>,
+    /// `--device cuda --repeat N`: the mean times and the `timing.json` written.
+    pub timings: Option<(Timings, PathBuf)>,
 }
 
 /// One output file `run` wrote.
@@ -140,23 +156,54 @@ pub struct PreparedInputs {
 
 /// Runs `dlc-egg run` end to end and returns the outputs written, in signature order.
 pub fn run(opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
-    check_device(opts.device)?;
+    run_report(opts).map(|r| r.outputs)
+}
+
+/// [`run`], also returning the timings of `--device cuda --repeat N`.
+pub fn run_report(opts: &RunOptions) -> Result<RunReport, Failure> {
+    let device = check_device(opts.device)?;
     let graph = frontend::load_file(&opts.graph)?;
-    run_graph(&graph, opts)
+    run_graph_on(&graph, opts, device.as_ref())
 }
 
 /// [`run`] on an already loaded graph (`opts.graph` is not read).
 pub fn run_graph(graph: &Graph, opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
-    check_device(opts.device)?;
+    let device = check_device(opts.device)?;
+    run_graph_on(graph, opts, device.as_ref()).map(|r| r.outputs)
+}
+
+/// [`run_graph`] on the CPU (`device: None`) or the given GPU.
+fn run_graph_on(
+    graph: &Graph,
+    opts: &RunOptions,
+    device: Option<&DeviceInfo>,
+) -> Result<RunReport, Failure> {
     let prepared = prepare_inputs(graph, &opts.inputs, &opts.binds, opts.random)?;
     let prog = lower_and_verify(graph)?;
-    let outputs = if opts.optimized {
-        evaluate_optimized(&prog, &prepared)?
-    } else {
-        eval::evaluate(&prog, &prepared.bindings, &prepared.tensors)?
+    let (outputs, timings) = match device {
+        Some(d) => {
+            let (outputs, t) = evaluate_cuda(&prog, &prepared, d, opts.repeat)?;
+            (outputs, (opts.repeat > 0).then_some(t))
+        }
+        None if opts.optimized => (evaluate_optimized(&prog, &prepared)?, None),
+        None => (
+            eval::evaluate(&prog, &prepared.bindings, &prepared.tensors)?,
+            None,
+        ),
     };
     check_outputs(graph, &outputs, &prepared.bindings)?;
-    write_outputs(graph, &outputs, &opts.out_dir)
+    let written = write_outputs(graph, &outputs, &opts.out_dir)?;
+    let timings = match timings {
+        Some(t) => {
+            let path = write_timing(&opts.out_dir, opts.repeat, &t)?;
+            Some((t, path))
+        }
+        None => None,
+    };
+    Ok(RunReport {
+        outputs: written,
+        timings,
+    })
 }
 
 /// Optimizes `prog` and plays the extracted region program back on the CPU. Failures here are
@@ -171,7 +218,7 @@ pub fn evaluate_optimized(
         .map_err(Failure::internal)
 }
 
-fn optimizer_bug(why: &str) -> Diagnostic {
+pub(crate) fn optimizer_bug(why: &str) -> Diagnostic {
     Diagnostic::error(
         "E0317",
         "OptimizerFailed",
@@ -215,20 +262,12 @@ pub fn check_outputs(
     Ok(())
 }
 
-/// `E0400 DeviceUnavailable` for `cuda`.
-pub fn check_device(device: Device) -> Result<(), Failure> {
+/// For `cuda`, the GPU the program will run on; `E0400 DeviceUnavailable` (saying whether the
+/// driver library, the GPU or NVRTC is missing) when there is none.
+pub fn check_device(device: Device) -> Result<Option<DeviceInfo>, Failure> {
     match device {
-        Device::Cpu => Ok(()),
-        // TODO(issue 5): run the generated CUDA kernels.
-        Device::Cuda => Err(Failure::user(Diagnostic::error(
-            "E0400",
-            "DeviceUnavailable",
-            Location::Argument {
-                argument: "--device cuda".into(),
-            },
-            "CUDA code generation is not implemented yet",
-            "use --device cpu (the reference evaluator)",
-        ))),
+        Device::Cpu => Ok(None),
+        Device::Cuda => check_cuda().map(Some),
     }
 }
 
@@ -766,10 +805,13 @@ mod tests {
     }
 
     #[test]
-    fn cuda_is_unavailable() {
-        let e = check_device(Device::Cuda).expect_err("cuda");
-        assert_eq!(e.diagnostics.first_code(), "E0400");
-        assert!(check_device(Device::Cpu).is_ok());
+    fn cuda_needs_a_gpu_driver_and_nvrtc() {
+        assert_eq!(check_device(Device::Cpu), Ok(None));
+        // A GPU machine with NVRTC gets its device; any other gets E0400, a user error.
+        if let Err(e) = check_device(Device::Cuda) {
+            assert_eq!(e.diagnostics.first_code(), "E0400");
+            assert!(!e.internal);
+        }
     }
 
     #[test]

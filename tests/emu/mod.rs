@@ -202,8 +202,11 @@ pub fn run_error(r: Outputs) -> String {
     }
 }
 
+/// A reference result and, per element, the magnitude its error bound scales with.
+pub type Reference = (Vec<f64>, Vec<f64>);
+
 /// `C = A · B` in f64 (row-major, `A` is `m×k`, `B` is `k×n`), and `Σ|a·b|` per element.
-pub fn matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
+pub fn matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Reference {
     let mut c = vec![0.0; m * n];
     let mut mag = vec![0.0; m * n];
     for i in 0..m {

@@ -15,6 +15,8 @@
 //!   `SmemUse` of such data names.
 
 use super::render::walk;
+#[cfg(test)]
+use super::WarpOp;
 use super::{Div, Kernel, Stmt};
 use crate::target::Target;
 use std::collections::BTreeMap;
@@ -255,4 +257,248 @@ fn join(a: &State, b: &State) -> State {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{CType, Launch, Smem};
+    use super::*;
+    use crate::ir::dim::Dim;
+    use crate::ir::region::Size;
+    use crate::target::Arch;
+
+    fn kernel(body: Vec<Stmt>, smem: Vec<Smem>, threads: u32, dyn_smem: u32) -> Kernel {
+        Kernel {
+            name: "k".into(),
+            arch: Arch::Sm80,
+            template: "test".into(),
+            params: vec![],
+            launch: Launch {
+                grid: [Size(Dim::int(1)), Size(Dim::int(1)), Size(Dim::int(1))],
+                block: [threads, 1, 1],
+                dyn_smem_bytes: dyn_smem,
+            },
+            smem,
+            body,
+        }
+    }
+
+    fn copy(token: &str) -> Stmt {
+        Stmt::CpAsync {
+            dst: "dst".into(),
+            src: "src".into(),
+            bytes: 16,
+            src_bytes: "16".into(),
+            token: token.into(),
+        }
+    }
+
+    fn ld(token: &str) -> Stmt {
+        Stmt::LdMatrix {
+            dst: "r".into(),
+            num: 4,
+            trans: false,
+            addr: "a".into(),
+            token: token.into(),
+        }
+    }
+
+    fn wait(token: &str) -> Stmt {
+        Stmt::Wait {
+            tokens: vec![token.into()],
+            pending: 0,
+        }
+    }
+
+    fn mma() -> Stmt {
+        Stmt::Mma {
+            bf16: false,
+            d: "d".into(),
+            a: "a".into(),
+            b: "b".into(),
+            c: "d".into(),
+            token: "tC".into(),
+        }
+    }
+
+    fn check(k: &Kernel) -> Result<(), GpuIrError> {
+        verify(k, &Arch::Sm80.target())
+    }
+
+    fn looped(body: Vec<Stmt>) -> Stmt {
+        Stmt::For {
+            var: "kt".into(),
+            start: "0".into(),
+            end: "n".into(),
+            step: "1".into(),
+            unroll: false,
+            div: Div::Block,
+            body,
+        }
+    }
+
+    #[test]
+    fn a_pipeline_with_waits_verifies() {
+        let body = vec![
+            copy("tA"),
+            Stmt::Commit { token: "tA".into() },
+            looped(vec![
+                wait("tA"),
+                Stmt::Barrier,
+                ld("tA"),
+                mma(),
+                Stmt::Barrier,
+                copy("tA"),
+                Stmt::Commit { token: "tA".into() },
+            ]),
+            Stmt::Epilogue {
+                after: "tC".into(),
+                token: "tE".into(),
+                body: vec![],
+            },
+        ];
+        assert_eq!(check(&kernel(body, vec![], 128, 0)), Ok(()));
+    }
+
+    #[test]
+    fn ldmatrix_before_its_wait_is_rejected() {
+        let body = vec![copy("tA"), Stmt::Commit { token: "tA".into() }, ld("tA")];
+        assert!(matches!(
+            check(&kernel(body, vec![], 128, 0)),
+            Err(GpuIrError::TokenNotReady { .. })
+        ));
+    }
+
+    #[test]
+    fn a_loop_that_reloads_without_waiting_is_rejected() {
+        // The first iteration is fine (the prologue's wait); the second reads a stage whose
+        // copy was committed in the first and never waited on.
+        let body = vec![
+            copy("tA"),
+            Stmt::Commit { token: "tA".into() },
+            wait("tA"),
+            looped(vec![
+                ld("tA"),
+                copy("tA"),
+                Stmt::Commit { token: "tA".into() },
+            ]),
+        ];
+        assert!(matches!(
+            check(&kernel(body, vec![], 128, 0)),
+            Err(GpuIrError::TokenNotReady { .. })
+        ));
+    }
+
+    #[test]
+    fn waiting_on_an_uncommitted_group_is_rejected() {
+        let body = vec![copy("tA"), wait("tA")];
+        assert!(matches!(
+            check(&kernel(body, vec![], 128, 0)),
+            Err(GpuIrError::WaitUncommitted { .. })
+        ));
+    }
+
+    #[test]
+    fn a_wait_on_one_branch_only_does_not_make_the_token_ready() {
+        let body = vec![
+            copy("tA"),
+            Stmt::Commit { token: "tA".into() },
+            Stmt::If {
+                cond: "c".into(),
+                div: Div::Block,
+                then: vec![wait("tA")],
+                otherwise: vec![],
+            },
+            ld("tA"),
+        ];
+        assert!(check(&kernel(body, vec![], 128, 0)).is_err());
+    }
+
+    #[test]
+    fn an_epilogue_needs_its_mma() {
+        let body = vec![Stmt::Epilogue {
+            after: "tC".into(),
+            token: "tE".into(),
+            body: vec![],
+        }];
+        assert!(matches!(
+            check(&kernel(body, vec![], 128, 0)),
+            Err(GpuIrError::TokenNotReady { .. })
+        ));
+    }
+
+    #[test]
+    fn barriers_and_collectives_under_divergent_control_are_rejected() {
+        let under = |div, s: Stmt| {
+            vec![Stmt::If {
+                cond: "threadIdx.x < 16".into(),
+                div,
+                then: vec![s],
+                otherwise: vec![],
+            }]
+        };
+        let warp_sum = Stmt::WarpReduce {
+            op: WarpOp::Sum,
+            dst: "x".into(),
+            value: "x".into(),
+        };
+        for (div, s, bad) in [
+            (Div::Thread, Stmt::Barrier, true),
+            (Div::Warp, Stmt::Barrier, true),
+            (Div::Block, Stmt::Barrier, false),
+            (Div::Thread, warp_sum.clone(), true),
+            (Div::Warp, warp_sum, false),
+            (Div::Thread, mma(), true),
+        ] {
+            let r = check(&kernel(under(div, s.clone()), vec![], 128, 0));
+            assert_eq!(r.is_err(), bad, "{s:?} under {div:?}: {r:?}");
+        }
+        // A barrier in a thread-divergent loop (a strided loop over a row) is divergent too.
+        let body = vec![Stmt::For {
+            var: "e".into(),
+            start: "threadIdx.x".into(),
+            end: "n".into(),
+            step: "128".into(),
+            unroll: false,
+            div: Div::Thread,
+            body: vec![Stmt::Barrier],
+        }];
+        assert!(check(&kernel(body, vec![], 128, 0)).is_err());
+    }
+
+    #[test]
+    fn shared_memory_and_block_limits() {
+        let buf = |n: u64, dynamic| Smem {
+            name: format!("s{n}"),
+            ty: CType::F32,
+            dims: vec![n],
+            dynamic,
+        };
+        // 48 KiB of static shared memory is the limit without opting in.
+        assert!(check(&kernel(vec![], vec![buf(12 * 1024, false)], 128, 0)).is_ok());
+        assert!(matches!(
+            check(&kernel(vec![], vec![buf(12 * 1024 + 1, false)], 128, 0)),
+            Err(GpuIrError::SmemOver { kind: "static", .. })
+        ));
+        // Dynamic shared memory up to the arch's per-block limit (163 KiB on sm80).
+        let big = 160 * 1024 / 4;
+        assert!(check(&kernel(vec![], vec![buf(big, true)], 128, 160 * 1024)).is_ok());
+        assert!(matches!(
+            check(&kernel(vec![], vec![buf(big, true)], 128, 1024)),
+            Err(GpuIrError::DynSmemMismatch { .. })
+        ));
+        let over = 164 * 1024 / 4;
+        assert!(matches!(
+            check(&kernel(vec![], vec![buf(over, true)], 128, 164 * 1024)),
+            Err(GpuIrError::SmemOver { .. })
+        ));
+        assert!(check(&kernel(vec![], vec![], 2048, 0)).is_err());
+        // Warp collectives need whole warps.
+        let ws = vec![Stmt::WarpReduce {
+            op: WarpOp::Max,
+            dst: "x".into(),
+            value: "x".into(),
+        }];
+        assert!(check(&kernel(ws, vec![], 48, 0)).is_err());
+    }
 }

@@ -12,12 +12,14 @@
 //   lanes of the warp arrived at the same collective (same kind, same line). Divergence (a thread
 //   exits while others wait, or threads wait at different barriers) aborts with a message on
 //   stderr naming the barrier, block and thread, exit code 86.
-// - Shared memory (static __shared__ and the dynamic buffer) is filled with 0xFF bytes (NaN for
-//   fp16/bf16/fp32) before every block. cp.async copies read global memory when issued but are
-//   written to shared memory only by the issuing thread's dlc_cp_async_wait<N>() for all but its
-//   newest N committed groups (or when the thread exits), so reading a stage before waiting sees
-//   stale data. ldmatrix rejects rows with a copy still in flight, and rows another warp copied
-//   with cp.async that no __syncthreads() has published since the copy landed.
+// - Shared memory (the dynamic buffer and the static __shared__ variables it can place, see
+//   below) is filled with 0xFF bytes (NaN for fp16/bf16/fp32) before every block. cp.async
+//   copies read global memory when issued but are written to shared memory only by the issuing
+//   thread's dlc_cp_async_wait<N>() for all but its newest N committed groups (or when the thread
+//   exits), so reading a stage before waiting sees stale data. ldmatrix rejects rows with a copy
+//   still in flight, and rows another warp copied with cp.async that no __syncthreads() has
+//   published since the copy landed. Global buffers registered with dlc_emu::register_global
+//   bound cp.async sources.
 #pragma once
 
 #include <algorithm>

@@ -112,12 +112,7 @@ fn walk_names(e: &Expr, f: &mut dyn FnMut(&str)) {
 /// the `const int` decomposition and binds each axis to its variable.
 pub fn bind_flat(em: &mut Emitter, axes: &[String], sizes: &[String], flat: &str, base: &str) {
     use super::gpu::Stmt;
-    // `flat` may be an expression (`m0 + e / 32`): parenthesized before `%` and `/` apply.
-    let mut rest = if flat.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        flat.to_string()
-    } else {
-        format!("({flat})")
-    };
+    let mut rest = flat.to_string();
     for (d, (a, s)) in axes.iter().zip(sizes).enumerate().rev() {
         let v = em.fresh(&format!("{base}{}", cexpr::ident(a)));
         let value = if d == 0 {
@@ -125,7 +120,7 @@ pub fn bind_flat(em: &mut Emitter, axes: &[String], sizes: &[String], flat: &str
         } else if s == "1" {
             "0".to_string()
         } else {
-            format!("{rest} % {s}")
+            format!("({rest}) % {s}")
         };
         em.emit(Stmt::Let {
             ty: CType::I32,
@@ -142,7 +137,7 @@ pub fn bind_flat(em: &mut Emitter, axes: &[String], sizes: &[String], flat: &str
                 value: if s == "1" {
                     rest.clone()
                 } else {
-                    format!("{rest} / {s}")
+                    format!("({rest}) / {s}")
                 },
                 mutable: false,
             });

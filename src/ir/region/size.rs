@@ -11,7 +11,8 @@ type R<T> = Result<T, String>;
 // ---------------------------------------------------------------- sizes
 
 /// Parses a size expression: integers, symbol names, `+ - *`, `//` by a positive integer,
-/// parentheses, unary minus.
+/// parentheses, unary minus, and `min(a, b)` / `max(a, b)` (how [`Dim`] prints its min/max
+/// atoms, so that every printed size reads back).
 pub fn parse_dim(s: &str) -> R<Dim> {
     let toks = tokenize(s)?;
     let mut p = DimParser { toks, pos: 0 };
@@ -39,7 +40,7 @@ fn tokenize(s: &str) -> R<Vec<String>> {
         } else if c == '/' && cs.get(i + 1) == Some(&'/') {
             out.push("//".into());
             i += 2;
-        } else if "+-*()".contains(c) {
+        } else if "+-*(),".contains(c) {
             out.push(c.to_string());
             i += 1;
         } else {
@@ -109,6 +110,24 @@ impl DimParser {
                 .parse::<i64>()
                 .map(Dim::int)
                 .map_err(|e| format!("size `{t}`: {e}")),
+            "min" | "max" if self.peek() == Some("(") => {
+                self.pos += 1;
+                let a = self.sum()?;
+                if self.peek() != Some(",") {
+                    return Err(format!("`{t}` takes two sizes: missing `,`"));
+                }
+                self.pos += 1;
+                let b = self.sum()?;
+                if self.peek() != Some(")") {
+                    return Err(format!("missing `)` after `{t}(`"));
+                }
+                self.pos += 1;
+                Ok(if t == "min" {
+                    a.min_of(&b)
+                } else {
+                    a.max_of(&b)
+                })
+            }
             _ if t
                 .chars()
                 .next()
@@ -150,6 +169,16 @@ impl<'de> Deserialize<'de> for Size {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_and_max_read_back() {
+        for text in ["max(1, (N+63)//64)", "min(S, 1000)", "max(1, B*H*S)"] {
+            let d = parse_dim(text).expect(text);
+            assert_eq!(parse_dim(&d.to_string()).expect("reparses"), d, "{text}");
+        }
+        assert!(parse_dim("max(1)").is_err());
+        assert!(parse_dim("max(1, 2").is_err());
+    }
 
     #[test]
     fn sizes_parse_to_canonical_dims() {

@@ -1,0 +1,212 @@
+//! `dlc-egg run --device cuda`: optimize for the GPU that is here (its compute capability picks
+//! `--arch`), emit CUDA, compile it with NVRTC and run it through the driver API
+//! ([`crate::cuda::run_manifest`]); with `--repeat N`, time N runs after a warm-up and write
+//! `<out-dir>/timing.json`.
+//!
+//! | code | kind | when |
+//! | --- | --- | --- |
+//! | E0400 | DeviceUnavailable | no CUDA driver library, no GPU, a GPU that is neither sm_80 nor sm_90, or no NVRTC |
+//! | E0401 | CodegenFailed | internal: a kernel could not be emitted as CUDA |
+//! | E0402 | CudaCompileFailed | internal: NVRTC rejected the emitted CUDA, or a launch exceeds the GPU's limits |
+//! | E0403 | CudaRunFailed | internal: a driver call or a kernel failed, or the manifest is inconsistent |
+
+use super::{optimizer_bug, Failure, PreparedInputs};
+use crate::cuda::{self, CudaError, DeviceInfo, NvrtcError, RunCudaOptions, Timings};
+use crate::diag::{Diagnostic, Location};
+use crate::ir::tiny::Program;
+use crate::optimize::{optimize, OptimizeOptions};
+use crate::tensor::Tensor;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn device_argument() -> Location {
+    Location::Argument {
+        argument: "--device cuda".into(),
+    }
+}
+
+/// `E0400 DeviceUnavailable` unless a supported GPU, its driver and NVRTC are all here.
+pub fn check_cuda() -> Result<DeviceInfo, Failure> {
+    let device = cuda::probe(0).map_err(cuda_failure)?;
+    cuda::toolchain().map_err(|e| cuda_failure(CudaError::Nvrtc(e)))?;
+    Ok(device)
+}
+
+/// The diagnostic for a [`CudaError`]: a missing or unsupported device or NVRTC is the user's
+/// environment (`E0400`, exit status 2); anything else is a compiler bug (exit status 1).
+pub fn cuda_failure(e: CudaError) -> Failure {
+    let unavailable = |why: String, suggestion: String| {
+        Failure::user(Diagnostic::error(
+            "E0400",
+            "DeviceUnavailable",
+            device_argument(),
+            why,
+            suggestion,
+        ))
+    };
+    match e {
+        CudaError::NoDevice { why, suggestion } => unavailable(why, suggestion),
+        e @ CudaError::UnsupportedArch { .. } => unavailable(
+            e.to_string(),
+            "run on an A100/H100-class GPU (sm_80 or sm_90), or use --device cpu".into(),
+        ),
+        CudaError::Nvrtc(NvrtcError::Unavailable { why, suggestion }) => unavailable(
+            format!("NVRTC is not available: {why}"),
+            format!(
+                "{suggestion} (or set {} to libnvrtc.so and {} to the CUDA include directory), \
+                 or use --device cpu",
+                cuda::ENV_NVRTC_LIB,
+                cuda::ENV_CUDA_INCLUDE
+            ),
+        ),
+        CudaError::Nvrtc(e) => Failure::internal(Diagnostic::error(
+            "E0402",
+            "CudaCompileFailed",
+            device_argument(),
+            format!("the generated CUDA does not compile or does not fit the GPU: {e}"),
+            "this is a compiler bug; use --device cpu for the reference result, and report the \
+             graph.json",
+        )),
+        e => Failure::internal(Diagnostic::error(
+            "E0403",
+            "CudaRunFailed",
+            device_argument(),
+            format!("running the generated kernels failed: {e}"),
+            "this is a compiler bug (or a GPU fault); use --device cpu for the reference result, \
+             and report the graph.json",
+        )),
+    }
+}
+
+/// Optimizes `prog` for `device`'s architecture (default options otherwise), emits CUDA and
+/// runs it on `prepared`'s inputs; `repeat` timed runs follow a warm-up when `repeat > 0`.
+pub fn evaluate_cuda(
+    prog: &Program,
+    prepared: &PreparedInputs,
+    device: &DeviceInfo,
+    repeat: u32,
+) -> Result<(BTreeMap<String, Tensor>, Timings), Failure> {
+    let opts = OptimizeOptions {
+        target: device.arch.target(),
+        ..OptimizeOptions::default()
+    };
+    let optimized =
+        optimize(prog, &opts).map_err(|e| Failure::internal(optimizer_bug(&e.to_string())))?;
+    let emitted = crate::codegen::emit_program(&optimized).map_err(|e| {
+        Failure::internal(Diagnostic::error(
+            "E0401",
+            "CodegenFailed",
+            device_argument(),
+            format!("the optimized program cannot be emitted as CUDA: {e}"),
+            "this is a compiler bug; use --device cpu for the reference result, and report the \
+             graph.json",
+        ))
+    })?;
+    let run = RunCudaOptions {
+        repeat,
+        device: device.ordinal,
+        ..RunCudaOptions::default()
+    };
+    cuda::run_manifest(&emitted, &prepared.tensors, &prepared.bindings, &run).map_err(cuda_failure)
+}
+
+/// `{"repeat": N, "total_ms": …, "kernels": [{"name", "ms"}]}`.
+pub fn timing_json(repeat: u32, t: &Timings) -> serde_json::Value {
+    let kernels: Vec<serde_json::Value> = t
+        .kernels
+        .iter()
+        .map(|(name, ms)| serde_json::json!({"name": name, "ms": ms}))
+        .collect();
+    serde_json::json!({"repeat": repeat, "total_ms": t.total_ms, "kernels": kernels})
+}
+
+/// Writes [`timing_json`] to `<out_dir>/timing.json` (`E0312` when it cannot be written).
+pub fn write_timing(out_dir: &Path, repeat: u32, t: &Timings) -> Result<PathBuf, Failure> {
+    let path = out_dir.join("timing.json");
+    let text = serde_json::to_string_pretty(&timing_json(repeat, t))
+        .map_err(|e| Failure::internal(write_failed(&path, &e.to_string())))?;
+    std::fs::write(&path, text + "\n")
+        .map_err(|e| Failure::user(write_failed(&path, &e.to_string())))?;
+    Ok(path)
+}
+
+fn write_failed(path: &Path, why: &str) -> Diagnostic {
+    Diagnostic::error(
+        crate::npy::E_NPY_WRITE.0,
+        crate::npy::E_NPY_WRITE.1,
+        Location::Argument {
+            argument: format!("--out-dir {}", path.parent().unwrap_or(path).display()),
+        },
+        format!("cannot write {}: {why}", path.display()),
+        "choose a writable directory with --out-dir",
+    )
+    .with("path", path.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_pieces_are_e0400_with_their_reason() {
+        let no_gpu = cuda_failure(CudaError::NoDevice {
+            why: "no CUDA driver library".into(),
+            suggestion: "use --device cpu".into(),
+        });
+        assert!(!no_gpu.internal);
+        assert_eq!(no_gpu.diagnostics.first_code(), "E0400");
+        let no_nvrtc = cuda_failure(CudaError::Nvrtc(NvrtcError::Unavailable {
+            why: "libnvrtc was not found".into(),
+            suggestion: cuda::INSTALL_SUGGESTION.into(),
+        }));
+        assert_eq!(no_nvrtc.diagnostics.first_code(), "E0400");
+        let d = &no_nvrtc.diagnostics.0[0];
+        assert!(d.why.contains("libnvrtc was not found"), "{}", d.why);
+        assert!(
+            d.suggestion.contains("install-cuda-wheels.sh"),
+            "{}",
+            d.suggestion
+        );
+        let arch = cuda_failure(CudaError::UnsupportedArch {
+            device: "GPU".into(),
+            major: 7,
+            minor: 5,
+        });
+        assert_eq!(arch.diagnostics.first_code(), "E0400");
+    }
+
+    #[test]
+    fn compiler_faults_are_internal() {
+        let c = cuda_failure(CudaError::Nvrtc(NvrtcError::Compile {
+            target: "sm_80".into(),
+            log: "error".into(),
+        }));
+        assert!(c.internal);
+        assert_eq!(c.diagnostics.first_code(), "E0402");
+        let r = cuda_failure(CudaError::Driver {
+            call: "cuLaunchKernel".into(),
+            error: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        });
+        assert!(r.internal);
+        assert_eq!(r.diagnostics.first_code(), "E0403");
+    }
+
+    #[test]
+    fn timing_document_has_the_documented_keys() {
+        let t = Timings {
+            total_ms: 0.5,
+            kernels: vec![("k0".into(), 0.25), ("k1".into(), 0.125)],
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = write_timing(dir.path(), 10, &t).expect("written");
+        let text = std::fs::read_to_string(path).expect("read");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(
+            v,
+            serde_json::json!({"repeat": 10, "total_ms": 0.5,
+                "kernels": [{"name": "k0", "ms": 0.25}, {"name": "k1", "ms": 0.125}]})
+        );
+        let e = write_timing(&dir.path().join("missing"), 1, &t).expect_err("no dir");
+        assert_eq!(e.diagnostics.first_code(), "E0312");
+    }
+}
