@@ -9,6 +9,7 @@ use super::manifest::{BufferDecl, BufferRole, KernelArg, KernelLaunch, Manifest,
 use super::scalar::Emitter;
 use super::templates;
 use super::{CodegenError, Emitted, Generated, HEADER_NAME};
+use crate::cost::work::Shape;
 use crate::cost::{choose_plan, PlanChoice};
 use crate::extract::kernels::CostModel;
 use crate::ir::region::program::{RegionProgram, Step};
@@ -48,13 +49,35 @@ pub fn kernel_of(
             bk,
             warps_m,
             warps_n,
+            stages,
+            async_,
             ..
         } => {
             let mut em = Emitter::new(r, "")?;
-            match templates::contraction::view(r, &choice.work, &em) {
-                // TODO(issue 5): the mma_sync template; until it lands tensor-core plans run
-                // on the SIMT skeleton with the same tile.
-                Some(v) if matches!(algo, Algo::Simt | Algo::MmaSync) => {
+            let view = templates::contraction::view(r, &choice.work, &em);
+            let tensor_cores =
+                matches!(&choice.work.shape, Shape::Contraction(g) if g.tensor_cores);
+            let mma = view
+                .as_ref()
+                .filter(|_| algo == Algo::MmaSync && tensor_cores)
+                .and_then(|v| templates::contraction_mma::mma_dtype(r, v));
+            match (view, mma) {
+                (Some(v), Some(dtype)) => templates::contraction_mma::build(
+                    r,
+                    &mut em,
+                    &v,
+                    arch,
+                    dtype,
+                    templates::contraction_mma::MmaPlan {
+                        tile: [bm, bn, bk],
+                        warps: [warps_m, warps_n],
+                        stages: u64::from(stages),
+                        async_,
+                    },
+                )?,
+                // Operands that are not both fp16 or both bf16 run on the SIMT skeleton with
+                // the same tile.
+                (Some(v), None) if matches!(algo, Algo::Simt | Algo::MmaSync) => {
                     templates::contraction_simt::build(
                         r,
                         &mut em,

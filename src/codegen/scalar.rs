@@ -234,8 +234,9 @@ impl<'a> Emitter<'a> {
         cexpr::axis(e, &|n| self.name(n))
     }
 
-    /// The row-major offset of `map` into input `tensor`.
-    fn offset(
+    /// The C parameter, element type and row-major offset (C, in the current scope) of `map`
+    /// into input `tensor`.
+    pub fn read_offset(
         &self,
         tensor: &str,
         map: &[AxisExpr],
@@ -365,7 +366,7 @@ impl<'a> Emitter<'a> {
             }
             Expr::Let(n) => self.let_value(n)?,
             Expr::Read { tensor, map } => {
-                let (param, dt, off) = self.offset(tensor, map)?;
+                let (param, dt, off) = self.read_offset(tensor, map)?;
                 load(&param, dt, &off)
             }
             Expr::Gather {

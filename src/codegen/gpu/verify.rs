@@ -9,7 +9,10 @@
 //!   `Wait` lists it, then *ready*; a `Wait` may only list committed tokens;
 //! - `LdMatrix` and `SmemUse` need their token ready;
 //! - `Mma` makes its `TokCompute` ready; an `Epilogue` needs its `TokCompute` and makes its
-//!   `TokEpilogue`.
+//!   `TokEpilogue`;
+//! - shared memory written by ordinary stores (a tile staged through registers) is published
+//!   by a barrier: `Barrier` makes the token [`BARRIER_TOKEN`] ready, which an `LdMatrix` or
+//!   `SmemUse` of such data names.
 
 use super::render::walk;
 #[cfg(test)]
@@ -17,6 +20,9 @@ use super::WarpOp;
 use super::{Div, Kernel, Stmt};
 use crate::target::Target;
 use std::collections::BTreeMap;
+
+/// The token of shared memory written by plain stores: ready after a `Barrier`.
+pub const BARRIER_TOKEN: &str = "barrier";
 
 /// Static shared memory a kernel may declare (CUDA's limit without opt-in).
 pub const STATIC_SMEM_LIMIT: u64 = 48 * 1024;
@@ -218,6 +224,9 @@ fn tokens(kernel: &str, body: &[Stmt], st: &mut State) -> Result<(), GpuIrError>
                 *st = join(&a, &b);
             }
             Stmt::Block(body) => tokens(kernel, body, st)?,
+            Stmt::Barrier => {
+                st.insert(BARRIER_TOKEN.to_string(), Tok::Ready);
+            }
             _ => {}
         }
     }

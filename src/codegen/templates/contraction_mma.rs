@@ -1,0 +1,649 @@
+//! The SM80 tensor-core contraction template (`mma_sync`): a `BM×BN` output tile per block of
+//! `warps_m × warps_n` warps, each warp owning a `WM×WN` sub-tile of `mma.sync.m16n8k16`
+//! fragments (fp16 or bf16 operands, fp32 accumulators), `K` walked in `BK` steps through a
+//! ring of `stages` shared-memory buffers.
+//!
+//! **Staging.** Each operand tile is kept in shared memory in the direction its global rows
+//! run: `[outer][BK]` when the operand walks `K` fastest (row-major `A[m, k]`, `Bᵀ[n, k]`),
+//! else `[BK][outer]` (`B[k, n]`, `Aᵀ[k, m]`). Rows are padded by 8 elements (16 bytes), so the
+//! eight 16-byte rows one `ldmatrix` phase reads start in eight different 16-byte bank groups
+//! (row strides of 5, 9 or 17 groups): conflict-free without a swizzle, and every row stays
+//! 16-byte aligned. An operand that is a plain read of an fp16/bf16 input whose rows are
+//! contiguous and 16-byte aligned in 8-element chunks (provable from the sizes) is copied with
+//! `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a padded
+//! conv's guarded gather, a cast of an fp32 tensor, symbolic row lengths) is computed element
+//! by element with its prologue (`View::load`), converted, packed in pairs into registers and
+//! stored to shared memory.
+//!
+//! **Pipeline** (one barrier per step): the prologue fills stages `0..S-1`; step `kt` waits for
+//! tile `kt` (`cp.async.wait_group S-2`), synchronizes, issues tile `kt+S-1` into the stage step
+//! `kt-1` read (copies, or register loads), runs the `BK/16` fragment steps on stage `kt % S`,
+//! then stores the register-staged part of tile `kt+S-1`. A synchronous plan
+//! (`async_ = false`) stages both operands through registers.
+//!
+//! **Fragments** (PTX ISA, `mma.m16n8k16`, `ldmatrix`): `A` is loaded per 16×16 block by
+//! `ldmatrix.x4` (matrices: rows 0–7/8–15 × `k` 0–7, then × `k` 8–15; `.trans` from `[k][m]`
+//! tiles), `B` per 16(`k`)×16(`n`) block by `ldmatrix.x4` giving the two 2-register fragments
+//! of `n` 0–7 and 8–15 (`.trans` from `[k][n]` tiles). Lane `l` supplies row `l % 8` of matrix
+//! `l / 8`. Accumulator register `e` of lane `l` holds row `l/4 + 8·(e/2)`, column
+//! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values, and stores
+//! predicated on the output's bounds.
+
+use super::super::cexpr;
+use super::super::gpu::verify::BARRIER_TOKEN;
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
+use super::super::scalar::Emitter;
+use super::super::CodegenError;
+use super::contraction::{int, Side, View};
+use super::{bind_flat, params};
+use crate::ir::axis::AxisExpr;
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::region::{Expr, Region, Size};
+use crate::target::Arch;
+
+/// Elements of a 16-byte `cp.async` chunk and of the row padding (fp16/bf16).
+const CHUNK: u64 = 8;
+/// The load token of the tiles a step consumes (committed by the prologue and the refills).
+const TILE: &str = "tile";
+/// The load token of the refill a step issues (consumed `stages - 1` steps later).
+const REFILL: &str = "tile_refill";
+/// The compute token of the accumulators.
+const ACC: &str = "acc_ready";
+
+/// The plan's knobs this template implements.
+#[derive(Clone, Copy, Debug)]
+pub struct MmaPlan {
+    /// `[BM, BN, BK]`.
+    pub tile: [u64; 3],
+    /// Warps along `M` and along `N`.
+    pub warps: [u64; 2],
+    /// Shared-memory stages (≥ 2).
+    pub stages: u64,
+    /// Whether plain operands are copied with `cp.async`.
+    pub async_: bool,
+}
+
+impl MmaPlan {
+    /// Threads per block.
+    pub fn threads(&self) -> u64 {
+        self.warps[0] * self.warps[1] * 32
+    }
+}
+
+/// The element type an operand is multiplied in: a cast's target, a read's input type
+/// (through guards, views and lets); `None` for computed values.
+fn operand_dtype(r: &Region, e: &Expr) -> Option<DType> {
+    match e {
+        Expr::Cast { to, .. } => Some(*to),
+        Expr::Read { tensor, .. } | Expr::Gather { tensor, .. } => r.input(tensor).map(|i| i.dtype),
+        Expr::Select { then, .. } => operand_dtype(r, then),
+        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
+            operand_dtype(r, operand)
+        }
+        Expr::Let(n) => r
+            .lets
+            .iter()
+            .find(|l| &l.name == n)
+            .and_then(|l| operand_dtype(r, &l.expr)),
+        _ => None,
+    }
+}
+
+/// The tensor-core input type of `v`: both operands fp16 or both bf16 after their prologue.
+pub fn mma_dtype(r: &Region, v: &View) -> Option<DType> {
+    match (operand_dtype(r, v.a), operand_dtype(r, v.b)) {
+        (Some(DType::F16), Some(DType::F16)) => Some(DType::F16),
+        (Some(DType::BF16), Some(DType::BF16)) => Some(DType::BF16),
+        _ => None,
+    }
+}
+
+/// The read `cp.async` can copy for `side`: the operand is (a view or let of) a plain read of
+/// a `dtype` input, its last index is exactly the innermost axis of the direction the tile's
+/// rows run, that axis' extent and the input's last dimension are multiples of 8 (so an
+/// aligned 8-element chunk of the axis is 16 contiguous, 16-byte aligned bytes, all inside or
+/// all outside the operand).
+fn async_read<'r>(
+    r: &'r Region,
+    v: &View<'r>,
+    side: Side,
+    dtype: DType,
+) -> Option<(&'r str, &'r [AxisExpr])> {
+    let mut e = match side {
+        Side::A => v.a,
+        Side::B => v.b,
+    };
+    loop {
+        e = match e {
+            Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => operand,
+            Expr::Let(n) => &r.lets.iter().find(|l| &l.name == n)?.expr,
+            _ => break,
+        };
+    }
+    let Expr::Read { tensor, map } = e else {
+        return None;
+    };
+    let input = r.input(tensor)?;
+    if input.dtype != dtype {
+        return None;
+    }
+    let outer = match side {
+        Side::A => &v.m,
+        Side::B => &v.n,
+    };
+    let (axis, extent) = if v.k_fastest(side) {
+        (v.k.names.last()?, v.k.sizes.last()?)
+    } else {
+        (outer.names.last()?, outer.sizes.last()?)
+    };
+    let (last, rest) = map.split_last()?;
+    let is_axis = matches!(last, AxisExpr::Name(n) if n == axis);
+    let elsewhere = rest.iter().any(|a| a.mentions(&|n| n == axis.as_str()));
+    let row = &input.memref.shape.last()?.0;
+    let mult8 = |d: &Dim| d.as_int().is_some_and(|x| x % CHUNK as i64 == 0);
+    (is_axis && !elsewhere && mult8(extent) && mult8(row))
+        .then_some((tensor.as_str(), map.as_slice()))
+}
+
+/// One operand's staging: its shared-memory tile and how it is filled.
+struct Stage<'r> {
+    side: Side,
+    /// The shared-memory buffer, `[stages][rows][row_len + 8]`.
+    smem: &'static str,
+    /// Register array of the register-staged path.
+    regs: &'static str,
+    /// The tile's rows run along `K` (`[outer][BK]`), else along the outer axis.
+    k_fastest: bool,
+    /// Tile extent along the outer axis (`BM` or `BN`).
+    outer: u64,
+    /// The plain read `cp.async` copies, when it can.
+    copy: Option<(&'r str, &'r [AxisExpr])>,
+}
+
+impl Stage<'_> {
+    /// `[rows, row_len]` of one stage.
+    fn dims(&self, bk: u64) -> [u64; 2] {
+        if self.k_fastest {
+            [self.outer, bk]
+        } else {
+            [bk, self.outer]
+        }
+    }
+
+    /// The C place of tile element (`o`, `k`) in stage `st`.
+    fn at(&self, st: &str, o: &str, k: &str) -> String {
+        if self.k_fastest {
+            format!("{}[{st}][{o}][{k}]", self.smem)
+        } else {
+            format!("{}[{st}][{k}][{o}]", self.smem)
+        }
+    }
+
+    /// The tile coordinates (outer, k) of the start of the `w`-element run number `c` (C).
+    fn run(&self, c: &str, w: u64, bk: u64) -> (String, String) {
+        let [_, len] = self.dims(bk);
+        let per = len / w;
+        if self.k_fastest {
+            (format!("{c} / {per}"), format!("({c} % {per}) * {w}"))
+        } else {
+            (format!("({c} % {per}) * {w}"), format!("{c} / {per}"))
+        }
+    }
+
+    /// The origin of the tile along the outer axis (C).
+    fn origin(&self) -> &'static str {
+        match self.side {
+            Side::A => "m0",
+            Side::B => "n0",
+        }
+    }
+}
+
+fn loop_(var: &str, end: u64, body: Vec<Stmt>) -> Stmt {
+    Stmt::For {
+        var: var.into(),
+        start: "0".into(),
+        end: end.to_string(),
+        step: "1".into(),
+        unroll: true,
+        div: Div::Block,
+        body,
+    }
+}
+
+fn uniform_if(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+    Stmt::If {
+        cond: cond.into(),
+        div: Div::Block,
+        then,
+        otherwise: vec![],
+    }
+}
+
+/// Per-thread `w`-element runs of a stage's tile, and the loop over them (`c` the run).
+fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
+    let total = s.outer * bk / w;
+    let mut inner = vec![int("c", format!("tid + l * {threads}"))];
+    if total.is_multiple_of(threads) {
+        inner.extend(body);
+    } else {
+        inner.push(Stmt::If {
+            cond: format!("c < {total}"),
+            div: Div::Thread,
+            then: body,
+            otherwise: vec![],
+        });
+    }
+    loop_("l", total.div_ceil(threads), inner)
+}
+
+/// The `cp.async` copies of tile `kt` (C) of `s` into stage `st` (C).
+fn copies(
+    em: &mut Emitter,
+    v: &View,
+    s: &Stage,
+    p: &MmaPlan,
+    kt: &str,
+    st: &str,
+    token: &str,
+) -> Result<Vec<Stmt>, CodegenError> {
+    let threads = p.threads();
+    let Some((tensor, map)) = s.copy else {
+        return Ok(vec![]);
+    };
+    let bk = p.tile[2];
+    let (o, k) = s.run("c", CHUNK, bk);
+    let axes = match s.side {
+        Side::A => &v.m,
+        Side::B => &v.n,
+    };
+    em.open();
+    em.emit(int("o", o));
+    em.emit(int("kk", k));
+    em.emit(int("go", format!("{} + o", s.origin())));
+    em.emit(int("gk", format!("{kt} * {bk} + kk")));
+    em.emit(Stmt::Let {
+        ty: CType::Bool,
+        name: "ok".into(),
+        value: format!(
+            "go < {} && gk < {}",
+            cexpr::dim(&axes.extent()),
+            cexpr::dim(&v.k.extent())
+        ),
+        mutable: false,
+    });
+    em.push_scope();
+    bind_flat(em, &axes.names, &axes.c_sizes(), "go", "o_");
+    bind_flat(em, &v.k.names, &v.k.c_sizes(), "gk", "k_");
+    let off = em.read_offset(tensor, map);
+    em.pop_scope();
+    let (param, _, off) = off?;
+    em.emit(Stmt::CpAsync {
+        dst: format!("&{}", s.at(st, "o", "kk")),
+        src: format!("(ok ? {param} + ({off}) : {param})"),
+        bytes: 16,
+        src_bytes: "ok ? 16 : 0".into(),
+        token: token.into(),
+    });
+    let body = em.close();
+    Ok(vec![runs(s, CHUNK, bk, threads, body)])
+}
+
+/// Register-staged loads of tile `kt` (C) of `s`: each run of two elements along the tile's
+/// rows is computed with its prologue, rounded to `dtype` and packed into `regs[l]`.
+fn reg_loads(
+    em: &mut Emitter,
+    v: &View,
+    s: &Stage,
+    p: &MmaPlan,
+    kt: &str,
+    dtype: DType,
+) -> Result<Vec<Stmt>, CodegenError> {
+    let threads = p.threads();
+    if s.copy.is_some() {
+        return Ok(vec![]);
+    }
+    let bk = p.tile[2];
+    let (o, k) = s.run("c", 2, bk);
+    em.open();
+    em.emit(int("o", o));
+    em.emit(int("kk", k));
+    for (i, name) in ["x0", "x1"].into_iter().enumerate() {
+        em.emit(Stmt::Let {
+            ty: CType::F32,
+            name: name.into(),
+            value: "0.0f".into(),
+            mutable: true,
+        });
+        let (go, gk) = match (s.k_fastest, i) {
+            (_, 0) => (format!("{} + o", s.origin()), format!("{kt} * {bk} + kk")),
+            (true, _) => (
+                format!("{} + o", s.origin()),
+                format!("{kt} * {bk} + kk + 1"),
+            ),
+            (false, _) => (
+                format!("{} + o + 1", s.origin()),
+                format!("{kt} * {bk} + kk"),
+            ),
+        };
+        v.load(em, s.side, &go, &gk, name)?;
+    }
+    let pack = if dtype == DType::BF16 {
+        "dlc_pack_bf162"
+    } else {
+        "dlc_pack_half2"
+    };
+    em.emit(Stmt::Assign {
+        place: format!("{}[l]", s.regs),
+        value: format!("{pack}(x0, x1)"),
+    });
+    let body = em.close();
+    Ok(vec![runs(s, 2, bk, threads, body)])
+}
+
+/// Stores the register-staged runs of `s` into stage `st` (C).
+fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Vec<Stmt> {
+    let threads = p.threads();
+    if s.copy.is_some() {
+        return vec![];
+    }
+    let (o, k) = s.run("c", 2, p.tile[2]);
+    let body = vec![
+        int("o", o),
+        int("kk", k),
+        Stmt::Assign {
+            place: format!("*reinterpret_cast<unsigned*>(&{})", s.at(st, "o", "kk")),
+            value: format!("{}[l]", s.regs),
+        },
+    ];
+    vec![runs(s, 2, p.tile[2], threads, body)]
+}
+
+/// The `ldmatrix.x4` of a 16×16 block of `s` at outer offset `ob`, `K` offset `kb` (C) in
+/// stage `st`: lane `l` supplies row `l % 8` of matrix `q = l / 8`; for `A` matrix `q` covers
+/// outer half `q % 2`, `K` half `q / 2`, for `B` `K` half `q % 2`, outer half `q / 2`.
+fn ldmatrix(s: &Stage, st: &str, ob: &str, kb: &str, dst: &str) -> Stmt {
+    let (oh, kh) = match s.side {
+        Side::A => ("(lane >> 3) & 1", "lane >> 4"),
+        Side::B => ("lane >> 4", "(lane >> 3) & 1"),
+    };
+    let (o, k) = if s.k_fastest {
+        (
+            format!("{ob} + ({oh}) * 8 + (lane & 7)"),
+            format!("{kb} + ({kh}) * 8"),
+        )
+    } else {
+        (
+            format!("{ob} + ({oh}) * 8"),
+            format!("{kb} + ({kh}) * 8 + (lane & 7)"),
+        )
+    };
+    Stmt::LdMatrix {
+        dst: dst.into(),
+        num: 4,
+        trans: !s.k_fastest,
+        addr: format!("&{}", s.at(st, &o, &k)),
+        token: if s.copy.is_some() {
+            TILE
+        } else {
+            BARRIER_TOKEN
+        }
+        .into(),
+    }
+}
+
+/// The tensor-core kernel of `r` (inputs of type `dtype` as multiplied) for plan `p`.
+pub fn build(
+    r: &Region,
+    em: &mut Emitter,
+    v: &View,
+    arch: Arch,
+    dtype: DType,
+    p: MmaPlan,
+) -> Result<Kernel, CodegenError> {
+    let bad = |why: String| CodegenError::Unsupported {
+        kernel: r.name.clone(),
+        why,
+    };
+    let [bm, bn, bk] = p.tile;
+    let [warps_m, warps_n] = p.warps;
+    let (wm, wn) = (bm / warps_m.max(1), bn / warps_n.max(1));
+    if warps_m * wm != bm
+        || warps_n * wn != bn
+        || !wm.is_multiple_of(16)
+        || !wn.is_multiple_of(16)
+        || !bk.is_multiple_of(16)
+        || p.stages < 2
+    {
+        return Err(bad(format!(
+            "no mma.sync layout of a {bm}x{bn}x{bk} tile over {warps_m}x{warps_n} warps, {} stages",
+            p.stages
+        )));
+    }
+    let threads = p.threads();
+    let (mi_n, ni_n, nj_n) = (wm / 16, wn / 8, wn / 16);
+    let stages = p.stages;
+    let ty = if dtype == DType::BF16 {
+        CType::Bf16
+    } else {
+        CType::Half
+    };
+    let mk = |side: Side| Stage {
+        side,
+        smem: if side == Side::A { "As" } else { "Bs" },
+        regs: if side == Side::A { "ra" } else { "rb" },
+        k_fastest: v.k_fastest(side),
+        outer: if side == Side::A { bm } else { bn },
+        copy: if p.async_ {
+            async_read(r, v, side, dtype)
+        } else {
+            None
+        },
+    };
+    let sides = [mk(Side::A), mk(Side::B)];
+    let any_async = sides.iter().any(|s| s.copy.is_some());
+    for s in &sides {
+        let how = if s.copy.is_some() {
+            "cp.async 16-byte chunks (a plain, aligned read)".to_string()
+        } else if p.async_ {
+            "through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it".to_string()
+        } else {
+            "through registers (the plan is synchronous)".to_string()
+        };
+        em.emit(Stmt::Comment(format!(
+            "operand {}: {}-major tile, loaded {how}",
+            if s.side == Side::A { "A" } else { "B" },
+            if s.k_fastest { "K" } else { "outer" }
+        )));
+    }
+    let k_total = cexpr::dim(&v.k.extent());
+    em.emit(int("tid", "(int)threadIdx.x"));
+    em.emit(int("lane", "(int)dlc_lane()"));
+    em.emit(int("warp", "(int)dlc_warp()"));
+    em.emit(int("wr", format!("warp / {warps_n} * {wm}")));
+    em.emit(int("wc", format!("warp % {warps_n} * {wn}")));
+    em.emit(int("m0", format!("(int)blockIdx.y * {bm}")));
+    em.emit(int("n0", format!("(int)blockIdx.x * {bn}")));
+    em.emit(int("kt_count", format!("({k_total} + {}) / {bk}", bk - 1)));
+    em.push_scope();
+    v.bind_batch(em, "(int)blockIdx.z");
+    em.emit(Stmt::Array {
+        ty: CType::F32,
+        name: "acc".into(),
+        dims: vec![mi_n, ni_n, 4],
+        zero: true,
+    });
+    for s in sides.iter().filter(|s| s.copy.is_none()) {
+        em.emit(Stmt::Array {
+            ty: CType::U32,
+            name: s.regs.into(),
+            dims: vec![(s.outer * bk / 2).div_ceil(threads)],
+            zero: false,
+        });
+    }
+    // The prologue: tiles 0..S-1 into stages 0..S-1, one commit group each.
+    for t in 0..stages - 1 {
+        let (kt, st) = (t.to_string(), t.to_string());
+        em.open();
+        for s in &sides {
+            let mut fill = copies(em, v, s, &p, &kt, &st, TILE)?;
+            fill.extend(reg_loads(em, v, s, &p, &kt, dtype)?);
+            fill.extend(reg_stores(s, &p, &st));
+            for f in fill {
+                em.emit(f);
+            }
+        }
+        let fill = em.close();
+        em.emit(uniform_if(format!("{t} < kt_count"), fill));
+        if any_async {
+            em.emit(Stmt::Commit { token: TILE.into() });
+        }
+    }
+    // The main loop.
+    em.open();
+    em.emit(int("st", format!("kt % {stages}")));
+    em.emit(int("nt", format!("kt + {}", stages - 1)));
+    em.emit(int("ns", format!("nt % {stages}")));
+    if any_async {
+        em.emit(Stmt::Wait {
+            tokens: vec![TILE.into()],
+            pending: (stages - 2) as u32,
+        });
+    }
+    em.emit(Stmt::Barrier);
+    em.open();
+    for s in &sides {
+        let mut refill = copies(em, v, s, &p, "nt", "ns", REFILL)?;
+        refill.extend(reg_loads(em, v, s, &p, "nt", dtype)?);
+        for f in refill {
+            em.emit(f);
+        }
+    }
+    let refill = em.close();
+    em.emit(uniform_if("nt < kt_count", refill));
+    if any_async {
+        em.emit(Stmt::Commit {
+            token: REFILL.into(),
+        });
+    }
+    let [sa, sb] = &sides;
+    let step = vec![
+        Stmt::Array {
+            ty: CType::U32,
+            name: "af".into(),
+            dims: vec![mi_n, 4],
+            zero: false,
+        },
+        Stmt::Array {
+            ty: CType::U32,
+            name: "bfr".into(),
+            dims: vec![nj_n, 4],
+            zero: false,
+        },
+        loop_(
+            "mi",
+            mi_n,
+            vec![ldmatrix(sa, "st", "wr + mi * 16", "ks * 16", "af[mi]")],
+        ),
+        loop_(
+            "nj",
+            nj_n,
+            vec![ldmatrix(sb, "st", "wc + nj * 16", "ks * 16", "bfr[nj]")],
+        ),
+        loop_(
+            "mi",
+            mi_n,
+            vec![loop_(
+                "ni",
+                ni_n,
+                vec![Stmt::Mma {
+                    bf16: dtype == DType::BF16,
+                    d: "acc[mi][ni]".into(),
+                    a: "af[mi]".into(),
+                    b: "&bfr[ni >> 1][(ni & 1) * 2]".into(),
+                    c: "acc[mi][ni]".into(),
+                    token: ACC.into(),
+                }],
+            )],
+        ),
+    ];
+    em.emit(loop_("ks", bk / 16, step));
+    let stores: Vec<Stmt> = sides
+        .iter()
+        .filter(|s| s.copy.is_none())
+        .flat_map(|s| reg_stores(s, &p, "ns"))
+        .collect();
+    if !stores.is_empty() {
+        em.emit(uniform_if("nt < kt_count", stores));
+    }
+    let main = em.close();
+    em.emit(Stmt::For {
+        var: "kt".into(),
+        start: "0".into(),
+        end: "kt_count".into(),
+        step: "1".into(),
+        unroll: false,
+        div: Div::Block,
+        body: main,
+    });
+    // The epilogue on the accumulator fragments.
+    em.open();
+    em.open();
+    em.open();
+    em.open();
+    v.epilogue(
+        em,
+        "m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8",
+        "n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1)",
+        "acc[mi][ni][e]",
+    )?;
+    let per = em.close();
+    em.emit(loop_("e", 4, per));
+    let cols = em.close();
+    em.emit(loop_("ni", ni_n, cols));
+    let rows = em.close();
+    em.emit(loop_("mi", mi_n, rows));
+    let epi = em.close();
+    em.emit(Stmt::Epilogue {
+        after: ACC.into(),
+        token: "stored".into(),
+        body: epi,
+    });
+    em.pop_scope();
+    let body = em.close();
+    let smem: Vec<Smem> = sides
+        .iter()
+        .map(|s| {
+            let [rows, len] = s.dims(bk);
+            Smem {
+                name: s.smem.into(),
+                ty,
+                dims: vec![stages, rows, len + CHUNK],
+                dynamic: true,
+            }
+        })
+        .collect();
+    let grid = [
+        v.n.extent().ceildiv(bn as i64).max_of(&Dim::int(1)),
+        v.m.extent().ceildiv(bm as i64).max_of(&Dim::int(1)),
+        v.batch.extent().max_of(&Dim::int(1)),
+    ];
+    let mut k = Kernel {
+        name: cexpr::ident(&r.name),
+        arch,
+        template: "contraction_mma".into(),
+        params: params(r),
+        launch: Launch {
+            grid: grid.map(Size),
+            block: [threads as u32, 1, 1],
+            dyn_smem_bytes: 0,
+        },
+        smem,
+        body,
+    };
+    let dynamic = k.smem_bytes().1;
+    k.launch.dyn_smem_bytes =
+        u32::try_from(dynamic).map_err(|_| bad(format!("{dynamic} B of shared memory")))?;
+    Ok(k)
+}

@@ -1,0 +1,359 @@
+//! The SM80 tensor-core contraction template (`contraction_mma`) run on the CPU: small graphs
+//! (GEMMs in fp16 and bf16, with and without transposed operands, tile multiples, tails and
+//! symbolic sizes, a padded strided conv) are optimized, their tensor-core kernel is rebuilt
+//! under every pipeline the `mma_sync` plan space offers (`cp.async` 2 and 3 stages,
+//! synchronous; 2×2 and 4×2 warps), emitted, compiled with `g++` against the host emulation
+//! (`codegen::host`, which runs `ldmatrix`, `mma.sync` and `cp.async` per the PTX ISA) and
+//! compared with the reference evaluator. Needs g++, no GPU.
+
+use dlc_egg::codegen::gpu::verify::{verify, GpuIrError};
+use dlc_egg::codegen::gpu::{render, Kernel, Stmt};
+use dlc_egg::codegen::host::{run_on_host, HostOptions};
+use dlc_egg::codegen::manifest::ManifestStep;
+use dlc_egg::codegen::{emit, generate};
+use dlc_egg::cost::choose_plan;
+use dlc_egg::eval::evaluate;
+use dlc_egg::ir::region::program::Step;
+use dlc_egg::ir::tiny::Program;
+use dlc_egg::ir::{frontend, lower};
+use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
+use dlc_egg::plan::space::{Algo, Knobs};
+use dlc_egg::rules::testing::random_inputs;
+use std::collections::BTreeMap;
+
+/// A pipeline variant: tile, warps, stages, `cp.async`.
+#[derive(Clone, Copy, Debug)]
+struct Variant {
+    tile: [u64; 3],
+    warps: [u64; 2],
+    stages: u32,
+    async_: bool,
+}
+
+const fn var(tile: [u64; 3], warps: [u64; 2], stages: u32, async_: bool) -> Variant {
+    Variant {
+        tile,
+        warps,
+        stages,
+        async_,
+    }
+}
+
+/// The pipelines of the `mma_sync` plan space on its smallest tile, and one larger tile.
+const VARIANTS: [Variant; 4] = [
+    var([64, 64, 32], [2, 2], 2, true),
+    var([64, 64, 32], [4, 2], 3, true),
+    var([64, 64, 32], [2, 2], 2, false),
+    var([128, 64, 32], [4, 2], 3, true),
+];
+
+fn gemm_graph(dt: &str, [m, k, n]: [&str; 3], trans_a: bool, trans_b: bool) -> String {
+    let q = |s: &str| {
+        if s.parse::<i64>().is_ok() {
+            s.to_string()
+        } else {
+            format!("\"{s}\"")
+        }
+    };
+    let (m, k, n) = (q(m), q(k), q(n));
+    let a = if trans_a {
+        format!("[{k}, {m}]")
+    } else {
+        format!("[{m}, {k}]")
+    };
+    let b = if trans_b {
+        format!("[{n}, {k}]")
+    } else {
+        format!("[{k}, {n}]")
+    };
+    let syms: Vec<String> = [&m, &k, &n]
+        .iter()
+        .filter(|s| s.starts_with('"'))
+        .map(|s| format!("{s}: 16"))
+        .collect();
+    format!(
+        r#"{{
+  "signature": {{
+    "inputs": [{{"tensor": "A", "role": "data"}}, {{"tensor": "B", "role": "data"}},
+               {{"tensor": "bias", "role": "param"}}],
+    "outputs": [{{"tensor": "Y"}}]
+  }},
+  "symbols": {{{syms}}},
+  "tensors": {{
+    "A": {{"dtype": "{dt}", "shape": {a}}},
+    "B": {{"dtype": "{dt}", "shape": {b}}},
+    "bias": {{"dtype": "{dt}", "shape": [{n}]}},
+    "Y": {{"dtype": "{dt}", "shape": [{m}, {n}]}}
+  }},
+  "graph": [
+    {{"op": "GEMM", "name": "gemm", "inputs": ["A", "B"], "outputs": ["C0"],
+      "attrs": {{"acc_dtype": "fp32", "trans_a": {trans_a}, "trans_b": {trans_b}}}}},
+    {{"op": "Elementwise", "name": "bias_add", "fn": "add", "inputs": ["C0", "bias"], "outputs": ["C1"]}},
+    {{"op": "Elementwise", "name": "relu", "fn": "relu", "inputs": ["C1"], "outputs": ["Y"]}}
+  ]
+}}"#,
+        syms = syms.join(", ")
+    )
+}
+
+/// A 3×3, stride 2, pad 1 conv with bias and SiLU (the structure of
+/// `examples/conv3x3_s2_p1_silu.json`, smaller).
+const CONV: &str = r#"{
+  "signature": {
+    "inputs": [{"tensor": "X", "role": "data"}, {"tensor": "W", "role": "param"},
+               {"tensor": "bias", "role": "param"}],
+    "outputs": [{"tensor": "Y"}]
+  },
+  "symbols": {"N": 1},
+  "tensors": {
+    "X": {"dtype": "fp16", "shape": ["N", 16, 9, 9]},
+    "W": {"dtype": "fp16", "shape": [24, 16, 3, 3]},
+    "bias": {"dtype": "fp16", "shape": [24]},
+    "Y": {"dtype": "fp16", "shape": ["N", 24, 5, 5]}
+  },
+  "graph": [
+    {"op": "Conv", "name": "conv", "inputs": ["X", "W", "bias"], "outputs": ["C"],
+     "attrs": {"stride": 2, "pad": 1, "acc_dtype": "fp32"}},
+    {"op": "Elementwise", "name": "silu", "inputs": ["C"], "outputs": ["Y"], "attrs": {"fn": "silu"}}
+  ]
+}"#;
+
+fn lowered(text: &str) -> Program {
+    let g = frontend::load_str(text, "test.json").expect("loads");
+    lower::lower(&g).expect("lowers")
+}
+
+/// The optimized program's regions whose chosen plan is `mma_sync`.
+fn mma_regions(o: &Optimized) -> Vec<&dlc_egg::ir::region::Region> {
+    o.program
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Region(r) => Some(r),
+            _ => None,
+        })
+        .filter(|r| {
+            choose_plan(r, &o.model).is_ok_and(|c| {
+                matches!(
+                    c.best.knobs,
+                    Knobs::Contraction {
+                        algo: Algo::MmaSync,
+                        ..
+                    }
+                )
+            })
+        })
+        .collect()
+}
+
+/// The tensor-core kernel of `r` under `v` (verified by `kernel_of`).
+fn kernel_for(o: &Optimized, r: &dlc_egg::ir::region::Region, v: Variant) -> Kernel {
+    let mut choice = choose_plan(r, &o.model).expect("a plan");
+    let Knobs::Contraction {
+        bm,
+        bn,
+        bk,
+        stages,
+        warps_m,
+        warps_n,
+        async_,
+        ..
+    } = &mut choice.best.knobs
+    else {
+        panic!("not a contraction plan")
+    };
+    [*bm, *bn, *bk] = v.tile;
+    [*warps_m, *warps_n] = v.warps;
+    *stages = v.stages;
+    *async_ = v.async_;
+    let k = emit::kernel_of(r, &choice, &o.model).expect("the kernel builds and verifies");
+    assert_eq!(k.template, "contraction_mma", "{v:?}");
+    k
+}
+
+/// Relative error within `rtol` (against the larger of |want| and a tenth of the output's
+/// largest magnitude, so that cancellation near 0 is measured on the output's scale).
+fn assert_close(name: &str, got: &[f64], want: &[f64], rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{name}: element count");
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let tol = rtol * w.abs().max(scale * 0.1).max(1e-6);
+        assert!(
+            (g - w).abs() <= tol,
+            "{name}[{i}]: got {g}, want {w} (tolerance {tol})"
+        );
+    }
+}
+
+/// Optimizes `text`, and for every variant runs the program with its tensor-core kernel built
+/// under that variant on the host, against the reference evaluator; returns the number of
+/// tensor-core kernels and the kernels' `cp.async` use per variant.
+fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) -> Vec<bool> {
+    let p = lowered(text);
+    let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
+    let regions = mma_regions(&o);
+    assert_eq!(regions.len(), 1, "one tensor-core contraction kernel");
+    let r = regions[0];
+    let generated = generate(&o).expect("generates");
+    let plan_kernel = emit::kernel_of(r, &choose_plan(r, &o.model).expect("plan"), &o.model)
+        .expect("the planned kernel builds");
+    assert_eq!(plan_kernel.template, "contraction_mma");
+    let b: BTreeMap<String, i64> = bindings.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let ins = random_inputs(&p, &b, 7).expect("inputs");
+    let want = evaluate(&p, &b, &ins).expect("reference evaluates");
+    let mut uses_async = Vec::new();
+    for v in variants {
+        let k = kernel_for(&o, r, *v);
+        let mut source = generated.emitted.source.clone();
+        let old = render::kernel(&plan_kernel);
+        assert!(source.contains(&old), "the planned kernel is in kernels.cu");
+        let new = render::kernel(&k);
+        if std::env::var_os("DLC_MMA_DUMP").is_some() {
+            eprintln!("{new}");
+        }
+        source = source.replace(&old, &new);
+        let mut manifest = generated.emitted.manifest.clone();
+        for s in &mut manifest.steps {
+            if let ManifestStep::Launch(l) = s {
+                if l.kernel == k.name {
+                    l.grid = k.launch.grid.clone();
+                    l.block = k.launch.block;
+                    l.dyn_smem_bytes = k.launch.dyn_smem_bytes;
+                }
+            }
+        }
+        uses_async.push(new.contains("dlc_cp_async_16("));
+        let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
+            .unwrap_or_else(|e| panic!("{v:?}: the host run fails: {e}\n{new}"));
+        for (name, w) in &want {
+            let g = got
+                .get(name)
+                .unwrap_or_else(|| panic!("output {name} missing"));
+            assert_close(&format!("{name} {v:?}"), &g.to_f64(), &w.to_f64(), rtol);
+        }
+    }
+    uses_async
+}
+
+#[test]
+fn fp16_gemm_tile_multiple_every_pipeline() {
+    let uses = check(
+        &gemm_graph("fp16", ["128", "64", "64"], false, false),
+        &[],
+        &VARIANTS,
+        1e-2,
+    );
+    // Plain row-major fp16 reads with 8-multiple rows: both operands take cp.async when the
+    // plan is asynchronous, none when it is synchronous.
+    assert_eq!(uses, vec![true, true, false, true]);
+}
+
+#[test]
+fn fp16_gemm_with_tails() {
+    check(
+        &gemm_graph("fp16", ["96", "72", "80"], false, false),
+        &[],
+        &VARIANTS[..3],
+        1e-2,
+    );
+}
+
+#[test]
+fn bf16_gemm_with_tails_and_transposed_operands() {
+    // K = 40: A (transposed: [K, M], M = 33) and B ([N, K], N = 17) rows are not 16-byte
+    // multiples along M; B is, along K.
+    let g = gemm_graph("bf16", ["33", "40", "17"], true, true);
+    let uses = check(&g, &[], &VARIANTS[..2], 2e-2);
+    assert_eq!(uses, vec![true, true], "B[N, K] takes cp.async");
+    check(
+        &gemm_graph("bf16", ["96", "72", "80"], false, true),
+        &[],
+        &VARIANTS[..1],
+        2e-2,
+    );
+}
+
+#[test]
+fn fp16_gemm_symbolic_sizes_through_registers() {
+    let g = gemm_graph("fp16", ["M", "K", "N"], false, false);
+    let uses = check(&g, &[("M", 33), ("K", 24), ("N", 17)], &VARIANTS[..1], 1e-2);
+    assert_eq!(
+        uses,
+        vec![false],
+        "symbolic row lengths are not provably aligned"
+    );
+    check(&g, &[("M", 70), ("K", 9), ("N", 40)], &VARIANTS[1..2], 1e-2);
+}
+
+#[test]
+fn padded_strided_conv_through_registers() {
+    let uses = check(CONV, &[("N", 2)], &VARIANTS[..3], 1e-2);
+    assert_eq!(
+        uses,
+        vec![false, false, false],
+        "guarded gathers are staged through registers"
+    );
+}
+
+fn strip(body: &[Stmt], drop: &dyn Fn(&Stmt) -> bool) -> Vec<Stmt> {
+    body.iter()
+        .filter(|s| !drop(s))
+        .map(|s| match s {
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                unroll,
+                div,
+                body,
+            } => Stmt::For {
+                var: var.clone(),
+                start: start.clone(),
+                end: end.clone(),
+                step: step.clone(),
+                unroll: *unroll,
+                div: *div,
+                body: strip(body, drop),
+            },
+            Stmt::If {
+                cond,
+                div,
+                then,
+                otherwise,
+            } => Stmt::If {
+                cond: cond.clone(),
+                div: *div,
+                then: strip(then, drop),
+                otherwise: strip(otherwise, drop),
+            },
+            Stmt::Block(b) => Stmt::Block(strip(b, drop)),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+#[test]
+fn verifier_rejects_the_skeleton_without_its_wait_or_barrier() {
+    let p = lowered(&gemm_graph("fp16", ["64", "64", "64"], false, false));
+    let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
+    let r = mma_regions(&o)[0];
+    let target = &o.model.target;
+    let k = kernel_for(&o, r, VARIANTS[0]);
+    assert!(verify(&k, target).is_ok());
+    let mut no_wait = k.clone();
+    no_wait.body = strip(&k.body, &|s| matches!(s, Stmt::Wait { .. }));
+    assert!(matches!(
+        verify(&no_wait, target),
+        Err(GpuIrError::TokenNotReady { ref token, .. }) if token == "tile"
+    ));
+    // The synchronous skeleton: register-staged tiles are published by the barrier.
+    let k = kernel_for(&o, r, VARIANTS[2]);
+    assert!(verify(&k, target).is_ok());
+    let mut no_barrier = k.clone();
+    no_barrier.body = strip(&k.body, &|s| matches!(s, Stmt::Barrier));
+    assert!(matches!(
+        verify(&no_barrier, target),
+        Err(GpuIrError::TokenNotReady { ref token, .. }) if token == "barrier"
+    ));
+}
