@@ -11,227 +11,94 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// row kernel `k0_div_reduce_exp2_mul` for sm90: grid (max(1, B*H*S), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(128) k0_div_reduce_exp2_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, float* __restrict__ out0, int s_B, int s_H, int s_S) {
-  __shared__ __align__(16) float partial[1][4];
-  if ((s_B * s_H * s_S) > 0) {
-    const int ty = (int)threadIdx.y;
-    const int tx = (int)threadIdx.x;
-    const int row_raw = (int)blockIdx.x * 1 + ty;
-    const bool valid = row_raw < (s_B * s_H * s_S);
-    const int row = valid ? row_raw : (s_B * s_H * s_S) - 1;
-    const int i_m_1 = row % (s_S);
-    const int q_2 = row / (s_S);
-    const int i_h_3 = q_2 % (s_H);
-    const int q_4 = q_2 / (s_H);
-    const int i_b_5 = q_4;
-    float acc_6 = (-dlc_inf());
-    for (int e = tx; e < (s_S); e += 128) {
-      const int r_n_7 = e;
-      float acc_8 = 0.0f;
-      for (int k_9 = 0; k_9 < 64; k_9 += 1) {
-        acc_8 = acc_8 + (dlc_f32(in0[(((i_b_5 * (s_H) + i_h_3) * (s_S) + i_m_1) * 64 + k_9)]) * dlc_f32(in1[(((i_b_5 * (s_H) + i_h_3) * (s_S) + r_n_7) * 64 + k_9)]));
-      }
-      const float c1_10 = (acc_8 * 0.125f);
-      const float c2_11 = ((r_n_7 <= i_m_1) ? c1_10 : (-dlc_inf()));
-      acc_6 = dlc_max(acc_6, c2_11);
-    }
-    acc_6 = dlc_warp_max(acc_6);
-    if ((tx & 31) == 0) {
-      partial[ty][tx >> 5] = acc_6;
-    }
-    __syncthreads();
-    acc_6 = partial[ty][0];
+// attention kernel `k0_div_reduce_exp2_mul_k1_reduce_mul` for sm90: grid (max(1, B*H), max(1, (S+63)//64), 1), block (64, 1, 1), 0 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(64, 1) k0_div_reduce_exp2_mul_k1_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_B, int s_H, int s_S) {
+  __shared__ __align__(16) float Ks[32][64];
+  __shared__ __align__(16) float Vs[32][64];
+  __shared__ __align__(16) float Ss[32][64];
+  if ((s_S) > 0 && (s_B * s_H) > 0 && (int)blockIdx.x < (s_B * s_H)) {
+    const int tid = (int)threadIdx.x;
+    const int m0 = (int)blockIdx.y * 64;
+    const int row = m0 + tid;
+    const bool valid = row < (s_S);
+    const int rowc = valid ? row : (s_S) - 1;
+    const int nt = ((s_S) + 31) / 32;
+    const int b_h_1 = ((int)blockIdx.x) % (s_H);
+    const int q_2 = ((int)blockIdx.x) / (s_H);
+    const int b_b_3 = q_2;
+    float q[64];
     #pragma unroll
-    for (int w = 1; w < 4; w += 1) {
-      acc_6 = dlc_max(acc_6, partial[ty][w]);
+    for (int kk = 0; kk < 64; kk += 1) {
+      q[kk] = dlc_f32(in0[(((b_b_3 * (s_H) + b_h_1) * (s_S) + rowc) * 64 + kk)]);
     }
-    __syncthreads();
-    const float acc1_12 = dlc_max((-dlc_inf()), acc_6);
-    float acc_13 = 0.0f;
-    for (int e = tx; e < (s_S); e += 128) {
-      const int r_n_14 = e;
-      float acc_15 = 0.0f;
-      for (int k_16 = 0; k_16 < 64; k_16 += 1) {
-        acc_15 = acc_15 + (dlc_f32(in0[(((i_b_5 * (s_H) + i_h_3) * (s_S) + i_m_1) * 64 + k_16)]) * dlc_f32(in1[(((i_b_5 * (s_H) + i_h_3) * (s_S) + r_n_14) * 64 + k_16)]));
-      }
-      const float c1_17 = (acc_15 * 0.125f);
-      const float c2_18 = ((r_n_14 <= i_m_1) ? c1_17 : (-dlc_inf()));
-      const float c3_19 = (c2_18 - acc1_12);
-      const float c4_20 = (c3_19 * 1.442695f);
-      const float c5_21 = dlc_exp2(c4_20);
-      acc_13 = acc_13 + c5_21;
-    }
-    acc_13 = dlc_warp_sum(acc_13);
-    if ((tx & 31) == 0) {
-      partial[ty][tx >> 5] = acc_13;
-    }
-    __syncthreads();
-    acc_13 = partial[ty][0];
-    #pragma unroll
-    for (int w = 1; w < 4; w += 1) {
-      acc_13 = acc_13 + partial[ty][w];
-    }
-    __syncthreads();
-    const float acc2_22 = 0.0f + acc_13;
-    for (int e = tx; e < (s_S); e += 128) {
-      const int r_n_23 = e;
-      float acc_25 = 0.0f;
-      for (int k_26 = 0; k_26 < 64; k_26 += 1) {
-        acc_25 = acc_25 + (dlc_f32(in0[(((i_b_5 * (s_H) + i_h_3) * (s_S) + i_m_1) * 64 + k_26)]) * dlc_f32(in1[(((i_b_5 * (s_H) + i_h_3) * (s_S) + r_n_23) * 64 + k_26)]));
-      }
-      const float c1_27 = (acc_25 * 0.125f);
-      const float c2_28 = ((r_n_23 <= i_m_1) ? c1_27 : (-dlc_inf()));
-      const float c3_29 = (c2_28 - acc1_12);
-      const float c4_30 = (c3_29 * 1.442695f);
-      const float c5_31 = dlc_exp2(c4_30);
-      const float c6_32 = (c5_31 / acc2_22);
-      if (valid) {
-        const int off_24 = (((i_b_5 * (s_H) + i_h_3) * (s_S) + i_m_1) * (s_S) + r_n_23);
-        out0[off_24] = c6_32;
-      }
-    }
-  }
-}
-
-// contraction_simt kernel `k1_reduce_mul` for sm90: grid (1, max(1, (S+63)//64), max(1, B*H)), block (256, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256) k1_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, __half* __restrict__ out0, int s_B, int s_H, int s_S) {
-  __shared__ __align__(16) float As[16][64];
-  __shared__ __align__(16) float Bs[16][64];
-  const int tid = (int)threadIdx.x;
-  const int tr = tid / 16;
-  const int tc = tid % 16;
-  const int m0 = (int)blockIdx.y * 64;
-  const int n0 = (int)blockIdx.x * 64;
-  const int kt_count = ((s_S) + 15) / 16;
-  const int b_h_1 = (int)blockIdx.z % (s_H);
-  const int q_2 = (int)blockIdx.z / (s_H);
-  const int b_b_3 = q_2;
-  float acc[4][4] = {};
-  float ra[4];
-  float rb[4];
-  if (kt_count > 0) {
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 1024) {
-        if (m0 + e / 16 < (s_S) && 0 * 16 + e % 16 < (s_S)) {
-          const int o_m_4 = m0 + e / 16;
-          const int k_k_5 = 0 * 16 + e % 16;
-          ra[l] = dlc_f32(in0[(((b_b_3 * (s_H) + b_h_1) * (s_S) + o_m_4) * (s_S) + k_k_5)]);
-        } else {
-          ra[l] = 0.0f;
-        }
-      }
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 1024) {
-        if (n0 + e % 64 < 64 && 0 * 16 + e / 64 < (s_S)) {
-          const int o_n_6 = n0 + e % 64;
-          const int k_k_7 = 0 * 16 + e / 64;
-          rb[l] = dlc_f32(in1[(((b_b_3 * (s_H) + b_h_1) * (s_S) + k_k_7) * 64 + o_n_6)]);
-        } else {
-          rb[l] = 0.0f;
-        }
-      }
-    }
-  }
-  #pragma unroll
-  for (int l = 0; l < 4; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 1024) {
-      As[e % 16][e / 16] = ra[l];
-    }
-  }
-  #pragma unroll
-  for (int l = 0; l < 4; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 1024) {
-      Bs[e / 64][e % 64] = rb[l];
-    }
-  }
-  __syncthreads();
-  for (int kt = 0; kt < kt_count; kt += 1) {
-    if (kt + 1 < kt_count) {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 1024) {
-          if (m0 + e / 16 < (s_S) && (kt + 1) * 16 + e % 16 < (s_S)) {
-            const int o_m_8 = m0 + e / 16;
-            const int k_k_9 = (kt + 1) * 16 + e % 16;
-            ra[l] = dlc_f32(in0[(((b_b_3 * (s_H) + b_h_1) * (s_S) + o_m_8) * (s_S) + k_k_9)]);
+    float o[64] = {};
+    float m_i = (-dlc_inf());
+    float l_i = 0.0f;
+    for (int t = 0; t < nt; t += 1) {
+      const int n0 = t * 32;
+      if (!((long long)1 * n0 + (long long)-1 * (m0 + 63) + (long long)0 > 0LL)) {
+        for (int e = tid; e < 2048; e += 64) {
+          const int j = e / 64;
+          const int kk = e % 64;
+          const int key = n0 + j;
+          if (key < (s_S)) {
+            Ks[j][kk] = dlc_f32(in1[(((b_b_3 * (s_H) + b_h_1) * (s_S) + key) * 64 + kk)]);
           } else {
-            ra[l] = 0.0f;
+            Ks[j][kk] = 0.0f;
           }
         }
-      }
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 1024) {
-          if (n0 + e % 64 < 64 && (kt + 1) * 16 + e / 64 < (s_S)) {
-            const int o_n_10 = n0 + e % 64;
-            const int k_k_11 = (kt + 1) * 16 + e / 64;
-            rb[l] = dlc_f32(in1[(((b_b_3 * (s_H) + b_h_1) * (s_S) + k_k_11) * 64 + o_n_10)]);
+        for (int e = tid; e < 2048; e += 64) {
+          const int j = e / 64;
+          const int c = e % 64;
+          const int key = n0 + j;
+          if (key < (s_S)) {
+            Vs[j][c] = dlc_f32(in2[(((b_b_3 * (s_H) + b_h_1) * (s_S) + key) * 64 + c)]);
           } else {
-            rb[l] = 0.0f;
+            Vs[j][c] = 0.0f;
           }
         }
-      }
-    }
-    #pragma unroll
-    for (int kk = 0; kk < 16; kk += 1) {
-      float a_frag[4];
-      float b_frag[4];
-      #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        a_frag[i] = As[kk][tr + i * 16];
-      }
-      #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        b_frag[j] = Bs[kk][tc + j * 16];
-      }
-      #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
+        __syncthreads();
+        float tmax = (-dlc_inf());
+        for (int j = 0; j < 32; j += 1) {
+          const int key = n0 + j;
+          float dot = 0.0f;
+          #pragma unroll
+          for (int kk = 0; kk < 64; kk += 1) {
+            dot = dot + q[kk] * Ks[j][kk];
+          }
+          if (key < (s_S)) {
+            Ss[j][tid] = ((key <= rowc) ? (dot * 0.125f) : (-dlc_inf()));
+          } else {
+            Ss[j][tid] = (-dlc_inf());
+          }
+          tmax = dlc_max(tmax, Ss[j][tid]);
+        }
+        const float m_new = dlc_max(m_i, tmax);
+        const float m_use = (m_new == (-dlc_inf()) ? 0.0f : m_new);
+        const float alpha = dlc_exp2((m_i - m_use) * 1.442695f);
+        l_i = l_i * alpha;
         #pragma unroll
-        for (int j = 0; j < 4; j += 1) {
-          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
+        for (int c = 0; c < 64; c += 1) {
+          o[c] = o[c] * alpha;
         }
+        for (int j = 0; j < 32; j += 1) {
+          const float pj = dlc_exp2((Ss[j][tid] - m_use) * 1.442695f);
+          l_i = l_i + pj;
+          #pragma unroll
+          for (int c = 0; c < 64; c += 1) {
+            o[c] = o[c] + pj * Vs[j][c];
+          }
+        }
+        m_i = m_new;
+        __syncthreads();
       }
     }
-    __syncthreads();
-    if (kt + 1 < kt_count) {
+    if (valid) {
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 1024) {
-          As[e % 16][e / 16] = ra[l];
-        }
-      }
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 1024) {
-          Bs[e / 64][e % 64] = rb[l];
-        }
-      }
-    }
-    __syncthreads();
-  }
-  {
-    #pragma unroll
-    for (int i = 0; i < 4; i += 1) {
-      #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        if (m0 + tr + i * 16 < (s_S) && n0 + tc + j * 16 < 64) {
-          const int m_m_12 = m0 + tr + i * 16;
-          const int n_n_13 = n0 + tc + j * 16;
-          const int off_14 = (((b_b_3 * (s_H) + b_h_1) * (s_S) + m_m_12) * 64 + n_n_13);
-          out0[off_14] = dlc_cvt<__half>(acc[i][j]);
-        }
+      for (int c = 0; c < 64; c += 1) {
+        const float ov = o[c] / l_i;
+        const int v_off_1 = (((b_b_3 * (s_H) + b_h_1) * (s_S) + rowc) * 64 + c);
+        out0[v_off_1] = dlc_cvt<__half>(ov);
       }
     }
   }

@@ -11,176 +11,249 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_simt kernel `k0_mul_recip_add_exp2` for sm90: grid (1, max(1, (784*N+63)//64), 1), block (256, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_N) {
-  __shared__ __align__(16) float As[32][64];
-  __shared__ __align__(16) float Bs[32][64];
+// contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (1, max(1, (784*N+63)//64), 1), block (256, 1, 1), 20480 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_N) {
+  DLC_DYN_SMEM(dlc_dyn_smem);
+  __half (&As)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 0);
+  __half (&Bs)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 10240);
+  // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
+  // operand B: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   const int tid = (int)threadIdx.x;
-  const int tr = tid / 16;
-  const int tc = tid % 16;
+  const int lane = (int)dlc_lane();
+  const int warp = (int)dlc_warp();
+  const int wr = warp / 2 * 16;
+  const int wc = warp % 2 * 32;
   const int m0 = (int)blockIdx.y * 64;
   const int n0 = (int)blockIdx.x * 64;
   const int kt_count = (576 + 31) / 32;
-  float acc[4][4] = {};
-  float ra[8];
-  float rb[8];
-  if (kt_count > 0) {
+  float acc[1][4][4] = {};
+  unsigned ra[4];
+  unsigned rb[4];
+  if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (m0 + e / 32 < (784 * s_N) && 0 * 32 + e % 32 < 576) {
-          const int o_n_1 = m0 + e / 32 % 28;
-          const int q_2 = m0 + e / 32 / 28;
-          const int o_m_3 = q_2 % 28;
-          const int q_4 = q_2 / 28;
-          const int o_b_5 = q_4;
-          const int k_k2_6 = 0 * 32 + e % 32 % 3;
-          const int q_7 = 0 * 32 + e % 32 / 3;
-          const int k_k1_8 = q_7 % 3;
-          const int q_9 = q_7 / 3;
-          const int k_k_10 = q_9;
-          ra[l] = ((((k_k1_8 + (2 * o_m_3)) >= 1) && ((k_k1_8 + (2 * o_m_3)) < 57) && ((k_k2_6 + (2 * o_n_1)) >= 1) && ((k_k2_6 + (2 * o_n_1)) < 57)) ? dlc_f32(in0[(((o_b_5 * 64 + k_k_10) * 56 + (k_k1_8 + (2 * o_m_3) + (-1))) * 56 + (k_k2_6 + (2 * o_n_1) + (-1)))]) : ((float)0));
-        } else {
-          ra[l] = 0.0f;
-        }
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      float x0 = 0.0f;
+      if (m0 + o < (784 * s_N) && 0 * 32 + kk < 576) {
+        const int o_n_1 = (m0 + o) % 28;
+        const int q_2 = (m0 + o) / 28;
+        const int o_m_3 = (q_2) % 28;
+        const int q_4 = (q_2) / 28;
+        const int o_b_5 = q_4;
+        const int k_k2_6 = (0 * 32 + kk) % 3;
+        const int q_7 = (0 * 32 + kk) / 3;
+        const int k_k1_8 = (q_7) % 3;
+        const int q_9 = (q_7) / 3;
+        const int k_k_10 = q_9;
+        x0 = ((((k_k1_8 + (2 * o_m_3)) >= 1) && ((k_k1_8 + (2 * o_m_3)) < 57) && ((k_k2_6 + (2 * o_n_1)) >= 1) && ((k_k2_6 + (2 * o_n_1)) < 57)) ? dlc_f32(in0[(((o_b_5 * 64 + k_k_10) * 56 + (k_k1_8 + (2 * o_m_3) + (-1))) * 56 + (k_k2_6 + (2 * o_n_1) + (-1)))]) : ((float)0));
+      } else {
+        x0 = 0.0f;
       }
+      float x1 = 0.0f;
+      if (m0 + o < (784 * s_N) && 0 * 32 + kk + 1 < 576) {
+        const int o_n_11 = (m0 + o) % 28;
+        const int q_12 = (m0 + o) / 28;
+        const int o_m_13 = (q_12) % 28;
+        const int q_14 = (q_12) / 28;
+        const int o_b_15 = q_14;
+        const int k_k2_16 = (0 * 32 + kk + 1) % 3;
+        const int q_17 = (0 * 32 + kk + 1) / 3;
+        const int k_k1_18 = (q_17) % 3;
+        const int q_19 = (q_17) / 3;
+        const int k_k_20 = q_19;
+        x1 = ((((k_k1_18 + (2 * o_m_13)) >= 1) && ((k_k1_18 + (2 * o_m_13)) < 57) && ((k_k2_16 + (2 * o_n_11)) >= 1) && ((k_k2_16 + (2 * o_n_11)) < 57)) ? dlc_f32(in0[(((o_b_15 * 64 + k_k_20) * 56 + (k_k1_18 + (2 * o_m_13) + (-1))) * 56 + (k_k2_16 + (2 * o_n_11) + (-1)))]) : ((float)0));
+      } else {
+        x1 = 0.0f;
+      }
+      ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (n0 + e / 32 < 64 && 0 * 32 + e % 32 < 576) {
-          const int o_h_11 = n0 + e / 32;
-          const int k_k2_12 = 0 * 32 + e % 32 % 3;
-          const int q_13 = 0 * 32 + e % 32 / 3;
-          const int k_k1_14 = q_13 % 3;
-          const int q_15 = q_13 / 3;
-          const int k_k_16 = q_15;
-          rb[l] = dlc_f32(in1[(((o_h_11 * 64 + k_k_16) * 3 + k_k1_14) * 3 + k_k2_12)]);
-        } else {
-          rb[l] = 0.0f;
-        }
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      *reinterpret_cast<unsigned*>(&As[0][o][kk]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      float x0 = 0.0f;
+      if (n0 + o < 64 && 0 * 32 + kk < 576) {
+        const int o_h_21 = n0 + o;
+        const int k_k2_22 = (0 * 32 + kk) % 3;
+        const int q_23 = (0 * 32 + kk) / 3;
+        const int k_k1_24 = (q_23) % 3;
+        const int q_25 = (q_23) / 3;
+        const int k_k_26 = q_25;
+        x0 = dlc_f32(in1[(((o_h_21 * 64 + k_k_26) * 3 + k_k1_24) * 3 + k_k2_22)]);
+      } else {
+        x0 = 0.0f;
       }
+      float x1 = 0.0f;
+      if (n0 + o < 64 && 0 * 32 + kk + 1 < 576) {
+        const int o_h_27 = n0 + o;
+        const int k_k2_28 = (0 * 32 + kk + 1) % 3;
+        const int q_29 = (0 * 32 + kk + 1) / 3;
+        const int k_k1_30 = (q_29) % 3;
+        const int q_31 = (q_29) / 3;
+        const int k_k_32 = q_31;
+        x1 = dlc_f32(in1[(((o_h_27 * 64 + k_k_32) * 3 + k_k1_30) * 3 + k_k2_28)]);
+      } else {
+        x1 = 0.0f;
+      }
+      rb[l] = dlc_pack_half2(x0, x1);
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      *reinterpret_cast<unsigned*>(&Bs[0][o][kk]) = rb[l];
     }
   }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      As[e % 32][e / 32] = ra[l];
-    }
-  }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      Bs[e % 32][e / 32] = rb[l];
-    }
-  }
-  __syncthreads();
   for (int kt = 0; kt < kt_count; kt += 1) {
-    if (kt + 1 < kt_count) {
+    const int st = kt % 2;
+    const int nt = kt + 1;
+    const int ns = nt % 2;
+    __syncthreads();
+    if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (m0 + e / 32 < (784 * s_N) && (kt + 1) * 32 + e % 32 < 576) {
-            const int o_n_17 = m0 + e / 32 % 28;
-            const int q_18 = m0 + e / 32 / 28;
-            const int o_m_19 = q_18 % 28;
-            const int q_20 = q_18 / 28;
-            const int o_b_21 = q_20;
-            const int k_k2_22 = (kt + 1) * 32 + e % 32 % 3;
-            const int q_23 = (kt + 1) * 32 + e % 32 / 3;
-            const int k_k1_24 = q_23 % 3;
-            const int q_25 = q_23 / 3;
-            const int k_k_26 = q_25;
-            ra[l] = ((((k_k1_24 + (2 * o_m_19)) >= 1) && ((k_k1_24 + (2 * o_m_19)) < 57) && ((k_k2_22 + (2 * o_n_17)) >= 1) && ((k_k2_22 + (2 * o_n_17)) < 57)) ? dlc_f32(in0[(((o_b_21 * 64 + k_k_26) * 56 + (k_k1_24 + (2 * o_m_19) + (-1))) * 56 + (k_k2_22 + (2 * o_n_17) + (-1)))]) : ((float)0));
-          } else {
-            ra[l] = 0.0f;
-          }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        float x0 = 0.0f;
+        if (m0 + o < (784 * s_N) && nt * 32 + kk < 576) {
+          const int o_n_33 = (m0 + o) % 28;
+          const int q_34 = (m0 + o) / 28;
+          const int o_m_35 = (q_34) % 28;
+          const int q_36 = (q_34) / 28;
+          const int o_b_37 = q_36;
+          const int k_k2_38 = (nt * 32 + kk) % 3;
+          const int q_39 = (nt * 32 + kk) / 3;
+          const int k_k1_40 = (q_39) % 3;
+          const int q_41 = (q_39) / 3;
+          const int k_k_42 = q_41;
+          x0 = ((((k_k1_40 + (2 * o_m_35)) >= 1) && ((k_k1_40 + (2 * o_m_35)) < 57) && ((k_k2_38 + (2 * o_n_33)) >= 1) && ((k_k2_38 + (2 * o_n_33)) < 57)) ? dlc_f32(in0[(((o_b_37 * 64 + k_k_42) * 56 + (k_k1_40 + (2 * o_m_35) + (-1))) * 56 + (k_k2_38 + (2 * o_n_33) + (-1)))]) : ((float)0));
+        } else {
+          x0 = 0.0f;
         }
+        float x1 = 0.0f;
+        if (m0 + o < (784 * s_N) && nt * 32 + kk + 1 < 576) {
+          const int o_n_43 = (m0 + o) % 28;
+          const int q_44 = (m0 + o) / 28;
+          const int o_m_45 = (q_44) % 28;
+          const int q_46 = (q_44) / 28;
+          const int o_b_47 = q_46;
+          const int k_k2_48 = (nt * 32 + kk + 1) % 3;
+          const int q_49 = (nt * 32 + kk + 1) / 3;
+          const int k_k1_50 = (q_49) % 3;
+          const int q_51 = (q_49) / 3;
+          const int k_k_52 = q_51;
+          x1 = ((((k_k1_50 + (2 * o_m_45)) >= 1) && ((k_k1_50 + (2 * o_m_45)) < 57) && ((k_k2_48 + (2 * o_n_43)) >= 1) && ((k_k2_48 + (2 * o_n_43)) < 57)) ? dlc_f32(in0[(((o_b_47 * 64 + k_k_52) * 56 + (k_k1_50 + (2 * o_m_45) + (-1))) * 56 + (k_k2_48 + (2 * o_n_43) + (-1)))]) : ((float)0));
+        } else {
+          x1 = 0.0f;
+        }
+        ra[l] = dlc_pack_half2(x0, x1);
       }
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (n0 + e / 32 < 64 && (kt + 1) * 32 + e % 32 < 576) {
-            const int o_h_27 = n0 + e / 32;
-            const int k_k2_28 = (kt + 1) * 32 + e % 32 % 3;
-            const int q_29 = (kt + 1) * 32 + e % 32 / 3;
-            const int k_k1_30 = q_29 % 3;
-            const int q_31 = q_29 / 3;
-            const int k_k_32 = q_31;
-            rb[l] = dlc_f32(in1[(((o_h_27 * 64 + k_k_32) * 3 + k_k1_30) * 3 + k_k2_28)]);
-          } else {
-            rb[l] = 0.0f;
-          }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        float x0 = 0.0f;
+        if (n0 + o < 64 && nt * 32 + kk < 576) {
+          const int o_h_53 = n0 + o;
+          const int k_k2_54 = (nt * 32 + kk) % 3;
+          const int q_55 = (nt * 32 + kk) / 3;
+          const int k_k1_56 = (q_55) % 3;
+          const int q_57 = (q_55) / 3;
+          const int k_k_58 = q_57;
+          x0 = dlc_f32(in1[(((o_h_53 * 64 + k_k_58) * 3 + k_k1_56) * 3 + k_k2_54)]);
+        } else {
+          x0 = 0.0f;
         }
+        float x1 = 0.0f;
+        if (n0 + o < 64 && nt * 32 + kk + 1 < 576) {
+          const int o_h_59 = n0 + o;
+          const int k_k2_60 = (nt * 32 + kk + 1) % 3;
+          const int q_61 = (nt * 32 + kk + 1) / 3;
+          const int k_k1_62 = (q_61) % 3;
+          const int q_63 = (q_61) / 3;
+          const int k_k_64 = q_63;
+          x1 = dlc_f32(in1[(((o_h_59 * 64 + k_k_64) * 3 + k_k1_62) * 3 + k_k2_60)]);
+        } else {
+          x1 = 0.0f;
+        }
+        rb[l] = dlc_pack_half2(x0, x1);
       }
     }
     #pragma unroll
-    for (int kk = 0; kk < 32; kk += 1) {
-      float a_frag[4];
-      float b_frag[4];
+    for (int ks = 0; ks < 2; ks += 1) {
+      unsigned af[1][4];
+      unsigned bfr[2][4];
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        a_frag[i] = As[kk][tr + i * 16];
+      for (int mi = 0; mi < 1; mi += 1) {
+        dlc_ldmatrix_x4(af[mi], &As[st][wr + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][ks * 16 + (lane >> 4) * 8]);
       }
       #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        b_frag[j] = Bs[kk][tc + j * 16];
+      for (int nj = 0; nj < 2; nj += 1) {
+        dlc_ldmatrix_x4(bfr[nj], &Bs[st][wc + nj * 16 + (lane >> 4) * 8 + (lane & 7)][ks * 16 + ((lane >> 3) & 1) * 8]);
       }
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
-        for (int j = 0; j < 4; j += 1) {
-          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
+        for (int ni = 0; ni < 4; ni += 1) {
+          dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
         }
       }
     }
-    __syncthreads();
-    if (kt + 1 < kt_count) {
+    if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          As[e % 32][e / 32] = ra[l];
-        }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        *reinterpret_cast<unsigned*>(&As[ns][o][kk]) = ra[l];
       }
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          Bs[e % 32][e / 32] = rb[l];
-        }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        *reinterpret_cast<unsigned*>(&Bs[ns][o][kk]) = rb[l];
       }
     }
-    __syncthreads();
   }
-  {
+  /* epilogue: after acc_ready, -> stored */ {
     #pragma unroll
-    for (int i = 0; i < 4; i += 1) {
+    for (int mi = 0; mi < 1; mi += 1) {
       #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        if (m0 + tr + i * 16 < (784 * s_N) && n0 + tc + j * 16 < 64) {
-          const int m_n_33 = m0 + tr + i * 16 % 28;
-          const int q_34 = m0 + tr + i * 16 / 28;
-          const int m_m_35 = q_34 % 28;
-          const int q_36 = q_34 / 28;
-          const int m_b_37 = q_36;
-          const int n_h_38 = n0 + tc + j * 16;
-          const int off_39 = (((m_b_37 * 64 + n_h_38) * 28 + m_m_35) * 28 + m_n_33);
-          const float c1_40 = (acc[i][j] + dlc_f32(in2[n_h_38]));
-          const float c2_41 = dlc_round_f16(c1_40);
-          const float c3_42 = (-c2_41);
-          const float c4_43 = (c3_42 * 1.442695f);
-          const float c5_44 = dlc_exp2(c4_43);
-          const float c6_45 = (c5_44 + ((float)1));
-          const float c7_46 = dlc_recip(c6_45);
-          const float c8_47 = (c2_41 * c7_46);
-          out0[off_39] = dlc_cvt<__half>(c8_47);
+      for (int ni = 0; ni < 4; ni += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (784 * s_N) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 64) {
+            const int m_n_65 = (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8) % 28;
+            const int q_66 = (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8) / 28;
+            const int m_m_67 = (q_66) % 28;
+            const int q_68 = (q_66) / 28;
+            const int m_b_69 = q_68;
+            const int n_h_70 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_71 = (((m_b_69 * 64 + n_h_70) * 28 + m_m_67) * 28 + m_n_65);
+            const float c1_72 = (acc[mi][ni][e] + dlc_f32(in2[n_h_70]));
+            const float c2_73 = dlc_round_f16(c1_72);
+            const float c3_74 = (-c2_73);
+            const float c4_75 = (c3_74 * 1.442695f);
+            const float c5_76 = dlc_exp2(c4_75);
+            const float c6_77 = (c5_76 + ((float)1));
+            const float c7_78 = dlc_recip(c6_77);
+            const float c8_79 = (c2_73 * c7_78);
+            out0[off_71] = dlc_cvt<__half>(c8_79);
+          }
         }
       }
     }

@@ -11,142 +11,191 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_simt kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (N+63)//64), max(1, (M+63)//64), 1), block (256, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256) k0_relu_add_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_K, int s_M, int s_N) {
-  __shared__ __align__(16) float As[32][64];
-  __shared__ __align__(16) float Bs[32][64];
+// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (N+63)//64), max(1, (M+63)//64), 1), block (256, 1, 1), 19456 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_K, int s_M, int s_N) {
+  DLC_DYN_SMEM(dlc_dyn_smem);
+  __half (&As)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 0);
+  __half (&Bs)[2][32][72] = *reinterpret_cast<__half (*)[2][32][72]>(dlc_dyn_smem + 10240);
+  // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
+  // operand B: outer-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   const int tid = (int)threadIdx.x;
-  const int tr = tid / 16;
-  const int tc = tid % 16;
+  const int lane = (int)dlc_lane();
+  const int warp = (int)dlc_warp();
+  const int wr = warp / 2 * 16;
+  const int wc = warp % 2 * 32;
   const int m0 = (int)blockIdx.y * 64;
   const int n0 = (int)blockIdx.x * 64;
   const int kt_count = ((s_K) + 31) / 32;
-  float acc[4][4] = {};
-  float ra[8];
-  float rb[8];
-  if (kt_count > 0) {
+  float acc[1][4][4] = {};
+  unsigned ra[4];
+  unsigned rb[4];
+  if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (m0 + e / 32 < (s_M) && 0 * 32 + e % 32 < (s_K)) {
-          const int o_m_1 = m0 + e / 32;
-          const int k_k_2 = 0 * 32 + e % 32;
-          ra[l] = dlc_f32(in0[(o_m_1 * (s_K) + k_k_2)]);
-        } else {
-          ra[l] = 0.0f;
-        }
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      float x0 = 0.0f;
+      if (m0 + o < (s_M) && 0 * 32 + kk < (s_K)) {
+        const int o_m_1 = m0 + o;
+        const int k_k_2 = 0 * 32 + kk;
+        x0 = dlc_f32(in0[(o_m_1 * (s_K) + k_k_2)]);
+      } else {
+        x0 = 0.0f;
       }
+      float x1 = 0.0f;
+      if (m0 + o < (s_M) && 0 * 32 + kk + 1 < (s_K)) {
+        const int o_m_3 = m0 + o;
+        const int k_k_4 = 0 * 32 + kk + 1;
+        x1 = dlc_f32(in0[(o_m_3 * (s_K) + k_k_4)]);
+      } else {
+        x1 = 0.0f;
+      }
+      ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (n0 + e % 64 < (s_N) && 0 * 32 + e / 64 < (s_K)) {
-          const int o_n_3 = n0 + e % 64;
-          const int k_k_4 = 0 * 32 + e / 64;
-          rb[l] = dlc_f32(in1[(k_k_4 * (s_N) + o_n_3)]);
-        } else {
-          rb[l] = 0.0f;
-        }
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      *reinterpret_cast<unsigned*>(&As[0][o][kk]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 32) * 2;
+      const int kk = c / 32;
+      float x0 = 0.0f;
+      if (n0 + o < (s_N) && 0 * 32 + kk < (s_K)) {
+        const int o_n_5 = n0 + o;
+        const int k_k_6 = 0 * 32 + kk;
+        x0 = dlc_f32(in1[(k_k_6 * (s_N) + o_n_5)]);
+      } else {
+        x0 = 0.0f;
       }
+      float x1 = 0.0f;
+      if (n0 + o + 1 < (s_N) && 0 * 32 + kk < (s_K)) {
+        const int o_n_7 = n0 + o + 1;
+        const int k_k_8 = 0 * 32 + kk;
+        x1 = dlc_f32(in1[(k_k_8 * (s_N) + o_n_7)]);
+      } else {
+        x1 = 0.0f;
+      }
+      rb[l] = dlc_pack_half2(x0, x1);
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 32) * 2;
+      const int kk = c / 32;
+      *reinterpret_cast<unsigned*>(&Bs[0][kk][o]) = rb[l];
     }
   }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      As[e % 32][e / 32] = ra[l];
-    }
-  }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      Bs[e / 64][e % 64] = rb[l];
-    }
-  }
-  __syncthreads();
   for (int kt = 0; kt < kt_count; kt += 1) {
-    if (kt + 1 < kt_count) {
+    const int st = kt % 2;
+    const int nt = kt + 1;
+    const int ns = nt % 2;
+    __syncthreads();
+    if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (m0 + e / 32 < (s_M) && (kt + 1) * 32 + e % 32 < (s_K)) {
-            const int o_m_5 = m0 + e / 32;
-            const int k_k_6 = (kt + 1) * 32 + e % 32;
-            ra[l] = dlc_f32(in0[(o_m_5 * (s_K) + k_k_6)]);
-          } else {
-            ra[l] = 0.0f;
-          }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        float x0 = 0.0f;
+        if (m0 + o < (s_M) && nt * 32 + kk < (s_K)) {
+          const int o_m_9 = m0 + o;
+          const int k_k_10 = nt * 32 + kk;
+          x0 = dlc_f32(in0[(o_m_9 * (s_K) + k_k_10)]);
+        } else {
+          x0 = 0.0f;
         }
+        float x1 = 0.0f;
+        if (m0 + o < (s_M) && nt * 32 + kk + 1 < (s_K)) {
+          const int o_m_11 = m0 + o;
+          const int k_k_12 = nt * 32 + kk + 1;
+          x1 = dlc_f32(in0[(o_m_11 * (s_K) + k_k_12)]);
+        } else {
+          x1 = 0.0f;
+        }
+        ra[l] = dlc_pack_half2(x0, x1);
       }
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (n0 + e % 64 < (s_N) && (kt + 1) * 32 + e / 64 < (s_K)) {
-            const int o_n_7 = n0 + e % 64;
-            const int k_k_8 = (kt + 1) * 32 + e / 64;
-            rb[l] = dlc_f32(in1[(k_k_8 * (s_N) + o_n_7)]);
-          } else {
-            rb[l] = 0.0f;
-          }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 32) * 2;
+        const int kk = c / 32;
+        float x0 = 0.0f;
+        if (n0 + o < (s_N) && nt * 32 + kk < (s_K)) {
+          const int o_n_13 = n0 + o;
+          const int k_k_14 = nt * 32 + kk;
+          x0 = dlc_f32(in1[(k_k_14 * (s_N) + o_n_13)]);
+        } else {
+          x0 = 0.0f;
         }
+        float x1 = 0.0f;
+        if (n0 + o + 1 < (s_N) && nt * 32 + kk < (s_K)) {
+          const int o_n_15 = n0 + o + 1;
+          const int k_k_16 = nt * 32 + kk;
+          x1 = dlc_f32(in1[(k_k_16 * (s_N) + o_n_15)]);
+        } else {
+          x1 = 0.0f;
+        }
+        rb[l] = dlc_pack_half2(x0, x1);
       }
     }
     #pragma unroll
-    for (int kk = 0; kk < 32; kk += 1) {
-      float a_frag[4];
-      float b_frag[4];
+    for (int ks = 0; ks < 2; ks += 1) {
+      unsigned af[1][4];
+      unsigned bfr[2][4];
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        a_frag[i] = As[kk][tr + i * 16];
+      for (int mi = 0; mi < 1; mi += 1) {
+        dlc_ldmatrix_x4(af[mi], &As[st][wr + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][ks * 16 + (lane >> 4) * 8]);
       }
       #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        b_frag[j] = Bs[kk][tc + j * 16];
+      for (int nj = 0; nj < 2; nj += 1) {
+        dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][wc + nj * 16 + (lane >> 4) * 8]);
       }
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
-        for (int j = 0; j < 4; j += 1) {
-          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
+        for (int ni = 0; ni < 4; ni += 1) {
+          dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
         }
       }
     }
-    __syncthreads();
-    if (kt + 1 < kt_count) {
+    if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          As[e % 32][e / 32] = ra[l];
-        }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        *reinterpret_cast<unsigned*>(&As[ns][o][kk]) = ra[l];
       }
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          Bs[e / 64][e % 64] = rb[l];
-        }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 32) * 2;
+        const int kk = c / 32;
+        *reinterpret_cast<unsigned*>(&Bs[ns][kk][o]) = rb[l];
       }
     }
-    __syncthreads();
   }
-  {
+  /* epilogue: after acc_ready, -> stored */ {
     #pragma unroll
-    for (int i = 0; i < 4; i += 1) {
+    for (int mi = 0; mi < 1; mi += 1) {
       #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        if (m0 + tr + i * 16 < (s_M) && n0 + tc + j * 16 < (s_N)) {
-          const int m_m_9 = m0 + tr + i * 16;
-          const int n_n_10 = n0 + tc + j * 16;
-          const int off_11 = (m_m_9 * (s_N) + n_n_10);
-          const float c1_12 = (acc[i][j] + dlc_f32(in2[n_n_10]));
-          const float c2_13 = dlc_relu(c1_12);
-          out0[off_11] = dlc_cvt<__half>(c2_13);
+      for (int ni = 0; ni < 4; ni += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_M) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < (s_N)) {
+            const int m_m_17 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int n_n_18 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_19 = (m_m_17 * (s_N) + n_n_18);
+            const float c1_20 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
+            const float c2_21 = dlc_relu(c1_20);
+            out0[off_19] = dlc_cvt<__half>(c2_21);
+          }
         }
       }
     }

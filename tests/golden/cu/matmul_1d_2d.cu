@@ -12,7 +12,7 @@ __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
 // pointwise kernel `k0_reduce_mul` for sm90: grid (max(1, (N+127)//128), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(128) k0_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
+extern "C" __global__ void __launch_bounds__(128, 1) k0_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
   const int base = (int)blockIdx.x * 128 + (int)threadIdx.x;
   #pragma unroll
   for (int it = 0; it < 1; it += 1) {

@@ -11,288 +11,279 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_simt kernel `k0_mul_add_erf_reduce` for sm90: grid (48, max(1, (T+63)//64), 1), block (256, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256) k0_mul_add_erf_reduce(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, float* __restrict__ out0, int s_T) {
-  __shared__ __align__(16) float As[32][64];
-  __shared__ __align__(16) float Bs[32][64];
+// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48, max(1, (T+63)//64), 1), block (256, 1, 1), 19456 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, float* __restrict__ out0, int s_T) {
+  DLC_DYN_SMEM(dlc_dyn_smem);
+  __half (&As)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 0);
+  __half (&Bs)[2][32][72] = *reinterpret_cast<__half (*)[2][32][72]>(dlc_dyn_smem + 10240);
+  // operand A: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
+  // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
-  const int tr = tid / 16;
-  const int tc = tid % 16;
+  const int lane = (int)dlc_lane();
+  const int warp = (int)dlc_warp();
+  const int wr = warp / 2 * 16;
+  const int wc = warp % 2 * 32;
   const int m0 = (int)blockIdx.y * 64;
   const int n0 = (int)blockIdx.x * 64;
   const int kt_count = (768 + 31) / 32;
-  float acc[4][4] = {};
-  float ra[8];
-  float rb[8];
-  if (kt_count > 0) {
+  float acc[1][4][4] = {};
+  if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (m0 + e / 32 < (s_T) && 0 * 32 + e % 32 < 768) {
-          const int o_m_1 = m0 + e / 32;
-          const int k_k_2 = 0 * 32 + e % 32;
-          ra[l] = dlc_f32(in0[(o_m_1 * 768 + k_k_2)]);
-        } else {
-          ra[l] = 0.0f;
-        }
-      }
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = m0 + o;
+      const int gk = 0 * 32 + kk;
+      const bool ok = go < (s_T) && gk < 768;
+      const int o_m_1 = go;
+      const int k_k_2 = gk;
+      dlc_cp_async_16(&As[0][o][kk], (ok ? in0 + ((o_m_1 * 768 + k_k_2)) : in0), ok ? 16 : 0);  // -> tile
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (n0 + e % 64 < 3072 && 0 * 32 + e / 64 < 768) {
-          const int o_n_3 = n0 + e % 64;
-          const int k_k_4 = 0 * 32 + e / 64;
-          rb[l] = dlc_f32(in1[(k_k_4 * 3072 + o_n_3)]);
-        } else {
-          rb[l] = 0.0f;
-        }
-      }
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 0 * 32 + kk;
+      const bool ok = go < 3072 && gk < 768;
+      const int o_n_3 = go;
+      const int k_k_4 = gk;
+      dlc_cp_async_16(&Bs[0][kk][o], (ok ? in1 + ((k_k_4 * 3072 + o_n_3)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      As[e % 32][e / 32] = ra[l];
-    }
-  }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      Bs[e / 64][e % 64] = rb[l];
-    }
-  }
-  __syncthreads();
+  dlc_cp_async_commit();  // TokLoad tile
   for (int kt = 0; kt < kt_count; kt += 1) {
-    if (kt + 1 < kt_count) {
+    const int st = kt % 2;
+    const int nt = kt + 1;
+    const int ns = nt % 2;
+    dlc_cp_async_wait<0>();  // ready: tile
+    __syncthreads();
+    if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (m0 + e / 32 < (s_T) && (kt + 1) * 32 + e % 32 < 768) {
-            const int o_m_5 = m0 + e / 32;
-            const int k_k_6 = (kt + 1) * 32 + e % 32;
-            ra[l] = dlc_f32(in0[(o_m_5 * 768 + k_k_6)]);
-          } else {
-            ra[l] = 0.0f;
-          }
-        }
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 4;
+        const int kk = (c % 4) * 8;
+        const int go = m0 + o;
+        const int gk = nt * 32 + kk;
+        const bool ok = go < (s_T) && gk < 768;
+        const int o_m_5 = go;
+        const int k_k_6 = gk;
+        dlc_cp_async_16(&As[ns][o][kk], (ok ? in0 + ((o_m_5 * 768 + k_k_6)) : in0), ok ? 16 : 0);  // -> tile_refill
       }
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (n0 + e % 64 < 3072 && (kt + 1) * 32 + e / 64 < 768) {
-            const int o_n_7 = n0 + e % 64;
-            const int k_k_8 = (kt + 1) * 32 + e / 64;
-            rb[l] = dlc_f32(in1[(k_k_8 * 3072 + o_n_7)]);
-          } else {
-            rb[l] = 0.0f;
-          }
-        }
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 8) * 8;
+        const int kk = c / 8;
+        const int go = n0 + o;
+        const int gk = nt * 32 + kk;
+        const bool ok = go < 3072 && gk < 768;
+        const int o_n_7 = go;
+        const int k_k_8 = gk;
+        dlc_cp_async_16(&Bs[ns][kk][o], (ok ? in1 + ((k_k_8 * 3072 + o_n_7)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
+    dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
-    for (int kk = 0; kk < 32; kk += 1) {
-      float a_frag[4];
-      float b_frag[4];
+    for (int ks = 0; ks < 2; ks += 1) {
+      unsigned af[1][4];
+      unsigned bfr[2][4];
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        a_frag[i] = As[kk][tr + i * 16];
+      for (int mi = 0; mi < 1; mi += 1) {
+        dlc_ldmatrix_x4(af[mi], &As[st][wr + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][ks * 16 + (lane >> 4) * 8]);
       }
       #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        b_frag[j] = Bs[kk][tc + j * 16];
+      for (int nj = 0; nj < 2; nj += 1) {
+        dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][wc + nj * 16 + (lane >> 4) * 8]);
       }
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
-        for (int j = 0; j < 4; j += 1) {
-          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
+        for (int ni = 0; ni < 4; ni += 1) {
+          dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
         }
       }
     }
-    __syncthreads();
-    if (kt + 1 < kt_count) {
-      #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          As[e % 32][e / 32] = ra[l];
-        }
-      }
-      #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          Bs[e / 64][e % 64] = rb[l];
-        }
-      }
-    }
-    __syncthreads();
   }
-  {
+  /* epilogue: after acc_ready, -> stored */ {
     #pragma unroll
-    for (int i = 0; i < 4; i += 1) {
+    for (int mi = 0; mi < 1; mi += 1) {
       #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        if (m0 + tr + i * 16 < (s_T) && n0 + tc + j * 16 < 3072) {
-          const int m_m_9 = m0 + tr + i * 16;
-          const int n_n_10 = n0 + tc + j * 16;
-          const int off_11 = (m_m_9 * 3072 + n_n_10);
-          const float c1_12 = (acc[i][j] + dlc_f32(in2[n_n_10]));
-          const float c2_13 = dlc_round_f16(c1_12);
-          const float c3_14 = (c2_13 * 0.70710677f);
-          const float c4_15 = dlc_erf(c3_14);
-          const float c5_16 = (c4_15 + ((float)1));
-          const float c6_17 = (c2_13 * c5_16);
-          const float c7_18 = (c6_17 * 0.5f);
-          out0[off_11] = c7_18;
+      for (int ni = 0; ni < 4; ni += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_T) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 3072) {
+            const int m_m_9 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int n_n_10 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_11 = (m_m_9 * 3072 + n_n_10);
+            const float c1_12 = (acc[mi][ni][e] + dlc_f32(in2[n_n_10]));
+            const float c2_13 = dlc_round_f16(c1_12);
+            const float c3_14 = (c2_13 * 0.70710677f);
+            const float c4_15 = dlc_erf(c3_14);
+            const float c5_16 = (c4_15 + ((float)1));
+            const float c6_17 = (c2_13 * c5_16);
+            const float c7_18 = (c6_17 * 0.5f);
+            out0[off_11] = c7_18;
+          }
         }
       }
     }
   }
 }
 
-// contraction_simt kernel `k1_add_reduce_mul` for sm90: grid (12, max(1, (T+63)//64), 1), block (256, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256) k1_add_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
-  __shared__ __align__(16) float As[32][64];
-  __shared__ __align__(16) float Bs[32][64];
+// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12, max(1, (T+63)//64), 1), block (256, 1, 1), 19456 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
+  DLC_DYN_SMEM(dlc_dyn_smem);
+  __half (&As)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 0);
+  __half (&Bs)[2][32][72] = *reinterpret_cast<__half (*)[2][32][72]>(dlc_dyn_smem + 10240);
+  // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
+  // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
-  const int tr = tid / 16;
-  const int tc = tid % 16;
+  const int lane = (int)dlc_lane();
+  const int warp = (int)dlc_warp();
+  const int wr = warp / 2 * 16;
+  const int wc = warp % 2 * 32;
   const int m0 = (int)blockIdx.y * 64;
   const int n0 = (int)blockIdx.x * 64;
   const int kt_count = (3072 + 31) / 32;
-  float acc[4][4] = {};
-  float ra[8];
-  float rb[8];
-  if (kt_count > 0) {
+  float acc[1][4][4] = {};
+  unsigned ra[4];
+  if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (m0 + e / 32 < (s_T) && 0 * 32 + e % 32 < 3072) {
-          const int o_m_1 = m0 + e / 32;
-          const int k_k_2 = 0 * 32 + e % 32;
-          ra[l] = dlc_round_f16(dlc_f32(in0[(o_m_1 * 3072 + k_k_2)]));
-        } else {
-          ra[l] = 0.0f;
-        }
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      float x0 = 0.0f;
+      if (m0 + o < (s_T) && 0 * 32 + kk < 3072) {
+        const int o_m_1 = m0 + o;
+        const int k_k_2 = 0 * 32 + kk;
+        x0 = dlc_round_f16(dlc_f32(in0[(o_m_1 * 3072 + k_k_2)]));
+      } else {
+        x0 = 0.0f;
       }
+      float x1 = 0.0f;
+      if (m0 + o < (s_T) && 0 * 32 + kk + 1 < 3072) {
+        const int o_m_3 = m0 + o;
+        const int k_k_4 = 0 * 32 + kk + 1;
+        x1 = dlc_round_f16(dlc_f32(in0[(o_m_3 * 3072 + k_k_4)]));
+      } else {
+        x1 = 0.0f;
+      }
+      ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (n0 + e % 64 < 768 && 0 * 32 + e / 64 < 3072) {
-          const int o_n_3 = n0 + e % 64;
-          const int k_k_4 = 0 * 32 + e / 64;
-          rb[l] = dlc_f32(in1[(k_k_4 * 768 + o_n_3)]);
-        } else {
-          rb[l] = 0.0f;
-        }
-      }
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      *reinterpret_cast<unsigned*>(&As[0][o][kk]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 0 * 32 + kk;
+      const bool ok = go < 768 && gk < 3072;
+      const int o_n_5 = go;
+      const int k_k_6 = gk;
+      dlc_cp_async_16(&Bs[0][kk][o], (ok ? in1 + ((k_k_6 * 768 + o_n_5)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      As[e % 32][e / 32] = ra[l];
-    }
-  }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      Bs[e / 64][e % 64] = rb[l];
-    }
-  }
-  __syncthreads();
+  dlc_cp_async_commit();  // TokLoad tile
   for (int kt = 0; kt < kt_count; kt += 1) {
-    if (kt + 1 < kt_count) {
+    const int st = kt % 2;
+    const int nt = kt + 1;
+    const int ns = nt % 2;
+    dlc_cp_async_wait<0>();  // ready: tile
+    __syncthreads();
+    if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (m0 + e / 32 < (s_T) && (kt + 1) * 32 + e % 32 < 3072) {
-            const int o_m_5 = m0 + e / 32;
-            const int k_k_6 = (kt + 1) * 32 + e % 32;
-            ra[l] = dlc_round_f16(dlc_f32(in0[(o_m_5 * 3072 + k_k_6)]));
-          } else {
-            ra[l] = 0.0f;
-          }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        float x0 = 0.0f;
+        if (m0 + o < (s_T) && nt * 32 + kk < 3072) {
+          const int o_m_7 = m0 + o;
+          const int k_k_8 = nt * 32 + kk;
+          x0 = dlc_round_f16(dlc_f32(in0[(o_m_7 * 3072 + k_k_8)]));
+        } else {
+          x0 = 0.0f;
         }
+        float x1 = 0.0f;
+        if (m0 + o < (s_T) && nt * 32 + kk + 1 < 3072) {
+          const int o_m_9 = m0 + o;
+          const int k_k_10 = nt * 32 + kk + 1;
+          x1 = dlc_round_f16(dlc_f32(in0[(o_m_9 * 3072 + k_k_10)]));
+        } else {
+          x1 = 0.0f;
+        }
+        ra[l] = dlc_pack_half2(x0, x1);
       }
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (n0 + e % 64 < 768 && (kt + 1) * 32 + e / 64 < 3072) {
-            const int o_n_7 = n0 + e % 64;
-            const int k_k_8 = (kt + 1) * 32 + e / 64;
-            rb[l] = dlc_f32(in1[(k_k_8 * 768 + o_n_7)]);
-          } else {
-            rb[l] = 0.0f;
-          }
-        }
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 8) * 8;
+        const int kk = c / 8;
+        const int go = n0 + o;
+        const int gk = nt * 32 + kk;
+        const bool ok = go < 768 && gk < 3072;
+        const int o_n_11 = go;
+        const int k_k_12 = gk;
+        dlc_cp_async_16(&Bs[ns][kk][o], (ok ? in1 + ((k_k_12 * 768 + o_n_11)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
+    dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
-    for (int kk = 0; kk < 32; kk += 1) {
-      float a_frag[4];
-      float b_frag[4];
+    for (int ks = 0; ks < 2; ks += 1) {
+      unsigned af[1][4];
+      unsigned bfr[2][4];
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        a_frag[i] = As[kk][tr + i * 16];
+      for (int mi = 0; mi < 1; mi += 1) {
+        dlc_ldmatrix_x4(af[mi], &As[st][wr + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][ks * 16 + (lane >> 4) * 8]);
       }
       #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        b_frag[j] = Bs[kk][tc + j * 16];
+      for (int nj = 0; nj < 2; nj += 1) {
+        dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][wc + nj * 16 + (lane >> 4) * 8]);
       }
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
-        for (int j = 0; j < 4; j += 1) {
-          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
+        for (int ni = 0; ni < 4; ni += 1) {
+          dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
         }
       }
     }
-    __syncthreads();
-    if (kt + 1 < kt_count) {
+    if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          As[e % 32][e / 32] = ra[l];
-        }
-      }
-      #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          Bs[e / 64][e % 64] = rb[l];
-        }
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        *reinterpret_cast<unsigned*>(&As[ns][o][kk]) = ra[l];
       }
     }
-    __syncthreads();
   }
-  {
+  /* epilogue: after acc_ready, -> stored */ {
     #pragma unroll
-    for (int i = 0; i < 4; i += 1) {
+    for (int mi = 0; mi < 1; mi += 1) {
       #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        if (m0 + tr + i * 16 < (s_T) && n0 + tc + j * 16 < 768) {
-          const int m_m_9 = m0 + tr + i * 16;
-          const int n_n_10 = n0 + tc + j * 16;
-          const int off_11 = (m_m_9 * 768 + n_n_10);
-          const float c1_12 = (acc[i][j] + dlc_f32(in2[n_n_10]));
-          out0[off_11] = dlc_cvt<__half>(c1_12);
+      for (int ni = 0; ni < 4; ni += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_T) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 768) {
+            const int m_m_13 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int n_n_14 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_15 = (m_m_13 * 768 + n_n_14);
+            const float c1_16 = (acc[mi][ni][e] + dlc_f32(in2[n_n_14]));
+            out0[off_15] = dlc_cvt<__half>(c1_16);
+          }
         }
       }
     }
