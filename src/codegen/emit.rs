@@ -17,11 +17,44 @@ use crate::ir::region::{Region, Size};
 use crate::plan::space::{Algo, Knobs};
 use std::collections::BTreeSet;
 
-/// One emitted kernel: its GPU IR and the plan it implements.
+/// One emitted kernel: its GPU IR, the plan it implements, the program step it launches at and
+/// its arguments (buffers, then symbols).
 #[derive(Clone, Debug)]
 pub struct EmittedKernel {
     pub kernel: Kernel,
     pub choice: PlanChoice,
+    pub step: usize,
+    pub args: Vec<KernelArg>,
+}
+
+/// A kernel's arguments: `inputs` read, `outputs` written, then the symbols.
+fn launch_args<'a>(
+    inputs: impl Iterator<Item = &'a str>,
+    outputs: impl Iterator<Item = &'a str>,
+    symbols: &BTreeSet<String>,
+) -> Vec<KernelArg> {
+    let buffer = |name: &str, write| KernelArg::Buffer {
+        name: name.to_string(),
+        write,
+    };
+    inputs
+        .map(|n| buffer(n, false))
+        .chain(outputs.map(|n| buffer(n, true)))
+        .chain(
+            symbols
+                .iter()
+                .map(|name| KernelArg::Symbol { name: name.clone() }),
+        )
+        .collect()
+}
+
+/// `k` verified for the model's target (`name` says whose kernel it is).
+fn verified(k: Kernel, name: &str, model: &CostModel) -> Result<Kernel, CodegenError> {
+    gpu::verify::verify(&k, &model.target).map_err(|e| CodegenError::Unsupported {
+        kernel: name.to_string(),
+        why: format!("GPU IR does not verify: {e}"),
+    })?;
+    Ok(k)
 }
 
 /// Builds the GPU IR kernel of `r` from its chosen plan.
@@ -92,11 +125,7 @@ pub fn kernel_of(
         }
         _ => fallback(r, arch)?,
     };
-    gpu::verify::verify(&k, &model.target).map_err(|e| CodegenError::Unsupported {
-        kernel: r.name.clone(),
-        why: format!("GPU IR does not verify: {e}"),
-    })?;
-    Ok(k)
+    verified(k, &r.name, model)
 }
 
 /// The template for a region its plan's template does not accept: the row template when it has
@@ -131,7 +160,17 @@ pub fn kernels(
                 why: format!("no plan: {e}"),
             })?;
             let kernel = kernel_of(r, &choice, model)?;
-            out.push(EmittedKernel { kernel, choice });
+            let args = launch_args(
+                r.inputs.iter().map(|i| i.name.as_str()),
+                r.outputs.iter().map(|o| o.name.as_str()),
+                &templates::symbols(r),
+            );
+            out.push(EmittedKernel {
+                kernel,
+                choice,
+                step: i,
+                args,
+            });
         }
     }
     Ok(out)
@@ -164,13 +203,13 @@ pub fn emit(program: &RegionProgram, model: &CostModel) -> Result<Generated, Cod
         }
     }
     let mut steps = Vec::new();
-    let mut next = ks.iter();
-    let pairs = templates::attention::find_pairs(program);
+    let mut next = ks.iter().peekable();
     for (i, s) in program.steps.iter().enumerate() {
         match s {
-            Step::Region(r) if attention_role(&pairs, i).is_some() => {
-                // An attention pair: one launch at the second region's step; the deferred
-                // buffer stays declared but is never written or read.
+            Step::Region(r) => {
+                // Every region's outputs are buffers; the first region of an attention pair
+                // launches nothing (its deferred buffer is never written or read), the second
+                // launches the fused kernel.
                 for o in &r.outputs {
                     buffers.push(BufferDecl {
                         name: o.name.clone(),
@@ -179,58 +218,20 @@ pub fn emit(program: &RegionProgram, model: &CostModel) -> Result<Generated, Cod
                         role: BufferRole::Kernel,
                     });
                 }
-                let Some(Ok(f)) = attention_role(&pairs, i) else {
+                let Some(ek) = next.next_if(|k| k.step == i) else {
                     continue;
                 };
-                let Some(ek) = next.next() else { break };
                 source.push_str(&gpu::render::kernel(&ek.kernel));
                 source.push('\n');
-                let (args, syms) = attention_args(program, f, i);
-                symbols.extend(syms);
+                symbols.extend(ek.args.iter().filter_map(|a| match a {
+                    KernelArg::Symbol { name } => Some(name.clone()),
+                    KernelArg::Buffer { .. } => None,
+                }));
                 let k = &ek.kernel;
                 steps.push(ManifestStep::Launch(KernelLaunch {
                     kernel: k.name.clone(),
                     template: k.template.clone(),
-                    args,
-                    grid: k.launch.grid.clone(),
-                    block: k.launch.block,
-                    dyn_smem_bytes: k.launch.dyn_smem_bytes,
-                    plan: ek.choice.best.plan.clone(),
-                    predicted_us: ek.choice.best.time.micros(),
-                }));
-            }
-            Step::Region(r) => {
-                let Some(ek) = next.next() else { break };
-                source.push_str(&gpu::render::kernel(&ek.kernel));
-                source.push('\n');
-                for o in &r.outputs {
-                    buffers.push(BufferDecl {
-                        name: o.name.clone(),
-                        dtype: o.dtype,
-                        shape: o.memref.shape.clone(),
-                        role: BufferRole::Kernel,
-                    });
-                }
-                let syms = templates::symbols(r);
-                symbols.extend(syms.iter().cloned());
-                let mut args: Vec<KernelArg> = r
-                    .inputs
-                    .iter()
-                    .map(|i| KernelArg::Buffer {
-                        name: i.name.clone(),
-                        write: false,
-                    })
-                    .collect();
-                args.extend(r.outputs.iter().map(|o| KernelArg::Buffer {
-                    name: o.name.clone(),
-                    write: true,
-                }));
-                args.extend(syms.into_iter().map(|name| KernelArg::Symbol { name }));
-                let k = &ek.kernel;
-                steps.push(ManifestStep::Launch(KernelLaunch {
-                    kernel: k.name.clone(),
-                    template: k.template.clone(),
-                    args,
+                    args: ek.args.clone(),
                     grid: k.launch.grid.clone(),
                     block: k.launch.block,
                     dyn_smem_bytes: k.launch.dyn_smem_bytes,
@@ -322,38 +323,19 @@ fn attention_kernel(
     })?;
     choice.best.plan.template = "attention".into();
     let kernel = templates::attention::build(&p, model.target.arch)?;
-    gpu::verify::verify(&kernel, &model.target).map_err(|e| CodegenError::Unsupported {
-        kernel: kernel.name.clone(),
-        why: format!("GPU IR does not verify: {e}"),
-    })?;
-    Ok(EmittedKernel { kernel, choice })
-}
-
-/// The launch arguments of the attention pair at steps `f` and `s` (the kernel's parameters:
-/// its inputs, the second region's outputs, the symbols) and its symbols.
-fn attention_args(
-    program: &RegionProgram,
-    f: usize,
-    s: usize,
-) -> (Vec<KernelArg>, BTreeSet<String>) {
-    let Some(p) = pair_at(program, f, s) else {
-        return (Vec::new(), BTreeSet::new());
-    };
-    let syms = templates::attention::kernel_symbols(&p);
-    let mut args: Vec<KernelArg> = templates::attention::inputs(&p)
-        .iter()
-        .map(|i| KernelArg::Buffer {
-            name: i.name.clone(),
-            write: false,
-        })
-        .collect();
-    args.extend(p.second.outputs.iter().map(|o| KernelArg::Buffer {
-        name: o.name.clone(),
-        write: true,
-    }));
-    args.extend(
-        syms.iter()
-            .map(|name| KernelArg::Symbol { name: name.clone() }),
+    let name = kernel.name.clone();
+    let kernel = verified(kernel, &name, model)?;
+    let args = launch_args(
+        templates::attention::inputs(&p)
+            .iter()
+            .map(|i| i.name.as_str()),
+        p.second.outputs.iter().map(|o| o.name.as_str()),
+        &templates::attention::kernel_symbols(&p),
     );
-    (args, syms)
+    Ok(EmittedKernel {
+        kernel,
+        choice,
+        step: s,
+        args,
+    })
 }

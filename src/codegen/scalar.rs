@@ -219,6 +219,29 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// A block assigning `e`, as fp32, to `place`: computed in a new scope that `setup` binds
+    /// (axes, provided lets).
+    pub fn assign_f32(
+        &mut self,
+        place: &str,
+        e: &Expr,
+        setup: impl FnOnce(&mut Self),
+    ) -> Result<Vec<Stmt>, CodegenError> {
+        self.open();
+        self.push_scope();
+        setup(self);
+        let v = self.value(e);
+        self.pop_scope();
+        if let Ok(v) = &v {
+            self.emit(Stmt::Assign {
+                place: place.to_string(),
+                value: convert(v, Kind::Float),
+            });
+        }
+        let block = self.close();
+        v.map(|_| block)
+    }
+
     /// The C spelling of axis (or symbol) `n` in the current scope.
     pub fn name(&self, n: &str) -> String {
         for s in self.scopes.iter().rev() {
@@ -324,16 +347,6 @@ impl<'a> Emitter<'a> {
             let_kind: &lk,
         }
         .operands(es)
-    }
-
-    fn kind_of(&self, e: &Expr) -> Kind {
-        let input_dt = |n: &str| self.region.input(n).map(|i| i.dtype);
-        let lk = |n: &str| self.kinds.get(n).copied();
-        Kinds {
-            input: &input_dt,
-            let_kind: &lk,
-        }
-        .of(e)
     }
 
     /// A constant in kind `k`.
@@ -572,11 +585,6 @@ impl<'a> Emitter<'a> {
             self.emit(s);
         }
         Ok(Val { code: acc, kind: k })
-    }
-
-    /// The kind of `e`.
-    pub fn kind(&self, e: &Expr) -> Kind {
-        self.kind_of(e)
     }
 }
 

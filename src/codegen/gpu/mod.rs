@@ -252,6 +252,47 @@ pub enum Stmt {
     Block(Vec<Stmt>),
 }
 
+impl Stmt {
+    /// `const int name = value;`.
+    pub fn int(name: &str, value: impl Into<String>) -> Stmt {
+        Stmt::Let {
+            ty: CType::I32,
+            name: name.into(),
+            value: value.into(),
+            mutable: false,
+        }
+    }
+
+    /// `[const] float name = value;`.
+    pub fn f32(name: &str, value: impl Into<String>, mutable: bool) -> Stmt {
+        Stmt::Let {
+            ty: CType::F32,
+            name: name.into(),
+            value: value.into(),
+            mutable,
+        }
+    }
+
+    /// `for (int var = start; var < end; var += step) body`.
+    pub fn range(
+        var: &str,
+        [start, end, step]: [String; 3],
+        div: Div,
+        unroll: bool,
+        body: Vec<Stmt>,
+    ) -> Stmt {
+        Stmt::For {
+            var: var.into(),
+            start,
+            end,
+            step,
+            unroll,
+            div,
+            body,
+        }
+    }
+}
+
 /// One kernel of the GPU dialect.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Kernel {

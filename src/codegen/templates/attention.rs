@@ -54,13 +54,11 @@ mod pattern;
 pub use pattern::{inline, AttentionPair, Mask, Softmax};
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Div, Kernel, Launch, Param, ParamKind, Smem, Stmt};
-use super::super::scalar::{convert, Emitter};
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
+use super::super::scalar::Emitter;
 use super::super::CodegenError;
-use super::contraction::int;
-use super::{bind_flat, store_yields, symbols};
+use super::{bind_flat, params_of, store_yields, symbols};
 use crate::ir::dim::Dim;
-use crate::ir::region::kind::Kind;
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::{Input, Region, Size};
 use crate::target::Arch;
@@ -143,15 +141,6 @@ fn exp_of(sm: Softmax, x: &str) -> String {
     }
 }
 
-fn float_var(name: &str, value: impl Into<String>, mutable: bool) -> Stmt {
-    Stmt::Let {
-        ty: CType::F32,
-        name: name.into(),
-        value: value.into(),
-        mutable,
-    }
-}
-
 fn loop_(
     var: &str,
     start: &str,
@@ -161,15 +150,7 @@ fn loop_(
     unroll: bool,
     body: Vec<Stmt>,
 ) -> Stmt {
-    Stmt::For {
-        var: var.into(),
-        start: start.into(),
-        end,
-        step,
-        unroll,
-        div,
-        body,
-    }
+    Stmt::range(var, [start.into(), end, step], div, unroll, body)
 }
 
 /// The C condition under which key tile `n0` is masked for every row of the block.
@@ -234,17 +215,17 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
     };
 
     e1.open();
-    e1.emit(int("tid", "(int)threadIdx.x"));
-    e1.emit(int("m0", format!("(int)blockIdx.y * {BM}")));
-    e1.emit(int("row", "m0 + tid"));
+    e1.emit(Stmt::int("tid", "(int)threadIdx.x"));
+    e1.emit(Stmt::int("m0", format!("(int)blockIdx.y * {BM}")));
+    e1.emit(Stmt::int("row", "m0 + tid"));
     e1.emit(Stmt::Let {
         ty: CType::Bool,
         name: "valid".into(),
         value: format!("row < {mc}"),
         mutable: false,
     });
-    e1.emit(int("rowc", format!("valid ? row : {mc} - 1")));
-    e1.emit(int("nt", format!("({sc} + {}) / {BN}", BN - 1)));
+    e1.emit(Stmt::int("rowc", format!("valid ? row : {mc} - 1")));
+    e1.emit(Stmt::int("nt", format!("({sc} + {}) / {BN}", BN - 1)));
     e1.push_scope();
     if !p.batch.is_empty() {
         bind_flat(&mut e1, &p.batch, &batch_c, "(int)blockIdx.x", "b_");
@@ -270,16 +251,7 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
         dims: vec![d],
         zero: false,
     });
-    e1.open();
-    e1.push_scope();
-    e1.bind(&p.head_axis, "kk");
-    let qv = e1.value(&p.q_side);
-    e1.pop_scope();
-    e1.emit(Stmt::Assign {
-        place: "q[kk]".into(),
-        value: convert(&qv?, Kind::Float),
-    });
-    let body = e1.close();
+    let body = e1.assign_f32("q[kk]", &p.q_side, |e| e.bind(&p.head_axis, "kk"))?;
     e1.emit(loop_(
         "kk",
         "0",
@@ -295,41 +267,27 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
         dims: vec![dv],
         zero: true,
     });
-    e1.emit(float_var("m_i", "(-dlc_inf())", true));
-    e1.emit(float_var("l_i", "0.0f", true));
+    e1.emit(Stmt::f32("m_i", "(-dlc_inf())", true));
+    e1.emit(Stmt::f32("l_i", "0.0f", true));
 
     // One key tile.
     let mut tile = Vec::new();
     // K tile: Ks[j][kk] = key side at (key n0 + j, head kk).
-    e1.open();
-    e1.push_scope();
-    e1.bind(&p.key, "key");
-    e1.bind(&p.head_axis, "kk");
-    let kv = e1.value(&p.k_side);
-    e1.pop_scope();
-    e1.emit(Stmt::Assign {
-        place: "Ks[j][kk]".into(),
-        value: convert(&kv?, Kind::Float),
-    });
-    let load_k = e1.close();
+    let load_k = e1.assign_f32("Ks[j][kk]", &p.k_side, |e| {
+        e.bind(&p.key, "key");
+        e.bind(&p.head_axis, "kk");
+    })?;
     // V tile: Vs[j][c] = V side at (key n0 + j, column c).
-    e2.open();
-    e2.push_scope();
-    bind2(&mut e2, &batch_vars);
-    e2.bind(&p.key2, "key");
-    e2.bind(&p.col, "c");
-    let vv = e2.value(&p.v_side);
-    e2.pop_scope();
-    e2.emit(Stmt::Assign {
-        place: "Vs[j][c]".into(),
-        value: convert(&vv?, Kind::Float),
-    });
-    let load_v = e2.close();
+    let load_v = e2.assign_f32("Vs[j][c]", &p.v_side, |e| {
+        bind2(e, &batch_vars);
+        e.bind(&p.key2, "key");
+        e.bind(&p.col, "c");
+    })?;
     for (width, sm, col, load) in [(d, "Ks", "kk", load_k), (dv, "Vs", "c", load_v)] {
         let mut body = vec![
-            int("j", format!("e / {width}")),
-            int(col, format!("e % {width}")),
-            int("key", "n0 + j"),
+            Stmt::int("j", format!("e / {width}")),
+            Stmt::int(col, format!("e % {width}")),
+            Stmt::int("key", "n0 + j"),
         ];
         body.push(Stmt::If {
             cond: format!("key < {sc}"),
@@ -352,18 +310,11 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
     }
     tile.push(Stmt::Barrier);
     // Scores: Ss[j][tid] = epilogue(q · Ks[j]) (keys past the end: -INF); the tile max.
-    e1.open();
-    e1.push_scope();
-    e1.bind(&p.key, "key");
-    e1.provide(&p.acc, "dot");
-    let sv = e1.value(&p.score);
-    e1.pop_scope();
-    e1.emit(Stmt::Assign {
-        place: "Ss[j][tid]".into(),
-        value: convert(&sv?, Kind::Float),
-    });
-    let score = e1.close();
-    tile.push(float_var("tmax", "(-dlc_inf())", true));
+    let score = e1.assign_f32("Ss[j][tid]", &p.score, |e| {
+        e.bind(&p.key, "key");
+        e.provide(&p.acc, "dot");
+    })?;
+    tile.push(Stmt::f32("tmax", "(-dlc_inf())", true));
     tile.push(loop_(
         "j",
         "0",
@@ -372,8 +323,8 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
         Div::Block,
         false,
         vec![
-            int("key", "n0 + j"),
-            float_var("dot", "0.0f", true),
+            Stmt::int("key", "n0 + j"),
+            Stmt::f32("dot", "0.0f", true),
             loop_(
                 "kk",
                 "0",
@@ -402,13 +353,13 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
         ],
     ));
     // The online softmax.
-    tile.push(float_var("m_new", "dlc_max(m_i, tmax)", false));
-    tile.push(float_var(
+    tile.push(Stmt::f32("m_new", "dlc_max(m_i, tmax)", false));
+    tile.push(Stmt::f32(
         "m_use",
         "(m_new == (-dlc_inf()) ? 0.0f : m_new)",
         false,
     ));
-    tile.push(float_var("alpha", exp_of(p.softmax, "m_i - m_use"), false));
+    tile.push(Stmt::f32("alpha", exp_of(p.softmax, "m_i - m_use"), false));
     tile.push(Stmt::Assign {
         place: "l_i".into(),
         value: "l_i * alpha".into(),
@@ -433,7 +384,7 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
         Div::Block,
         false,
         vec![
-            float_var("pj", exp_of(p.softmax, "Ss[j][tid] - m_use"), false),
+            Stmt::f32("pj", exp_of(p.softmax, "Ss[j][tid] - m_use"), false),
             Stmt::Assign {
                 place: "l_i".into(),
                 value: "l_i + pj".into(),
@@ -459,7 +410,7 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
     tile.push(Stmt::Barrier);
     let tile = match p.mask {
         Some(m) => vec![
-            int("n0", format!("t * {BN}")),
+            Stmt::int("n0", format!("t * {BN}")),
             Stmt::If {
                 cond: format!("!{}", skip_cond(m)),
                 div: Div::Block,
@@ -467,7 +418,7 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
                 otherwise: vec![],
             },
         ],
-        None => [vec![int("n0", format!("t * {BN}"))], tile].concat(),
+        None => [vec![Stmt::int("n0", format!("t * {BN}"))], tile].concat(),
     };
     e1.emit(loop_(
         "t",
@@ -495,7 +446,7 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
     } else {
         "l_i"
     };
-    let mut per_col = vec![float_var("ov", format!("o[c] / {l}"), false)];
+    let mut per_col = vec![Stmt::f32("ov", format!("o[c] / {l}"), false)];
     per_col.extend(stores);
     e1.emit(Stmt::If {
         cond: "valid".into(),
@@ -521,25 +472,11 @@ pub fn build(p: &AttentionPair, arch: Arch) -> Result<Kernel, CodegenError> {
         otherwise: vec![],
     }];
 
-    let mut params: Vec<Param> = ins
-        .iter()
-        .enumerate()
-        .map(|(i, inp)| Param {
-            name: format!("in{i}"),
-            ty: CType::of(inp.dtype),
-            kind: ParamKind::Input,
-        })
-        .collect();
-    params.extend(p.second.outputs.iter().enumerate().map(|(j, o)| Param {
-        name: format!("out{j}"),
-        ty: CType::of(o.dtype),
-        kind: ParamKind::Output,
-    }));
-    params.extend(kernel_symbols(p).into_iter().map(|s| Param {
-        name: cexpr::sym(&s),
-        ty: CType::I32,
-        kind: ParamKind::Symbol,
-    }));
+    let params = params_of(
+        ins.iter().map(|i| i.dtype),
+        p.second.outputs.iter().map(|o| o.dtype),
+        &kernel_symbols(p),
+    );
     let grid = [
         nb.max_of(&Dim::int(1)),
         m_size.ceildiv(BM as i64).max_of(&Dim::int(1)),

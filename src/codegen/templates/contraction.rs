@@ -10,14 +10,13 @@
 //! computed while a tile is loaded, tails are predicated to 0, so any size works.
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Stmt};
-use super::super::scalar::{Emitter, Val};
+use super::super::gpu::Stmt;
+use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::{bind_flat, store_yields};
 use crate::cost::work::{KernelWork, Shape};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::ir::region::kind::Kind;
 use crate::ir::region::verify::children;
 use crate::ir::region::{BinaryFn, Expr, Reduce, Region};
 use crate::ir::tiny::ReduceOp;
@@ -189,18 +188,10 @@ impl View<'_> {
             cexpr::dim(&axes.extent()),
             cexpr::dim(&self.k.extent())
         );
-        em.open();
-        em.push_scope();
-        bind_flat(em, &axes.names, &axes.c_sizes(), outer, "o_");
-        bind_flat(em, &self.k.names, &self.k.c_sizes(), k, "k_");
-        let v = em.value(operand);
-        em.pop_scope();
-        let v = v?;
-        em.emit(Stmt::Assign {
-            place: dst.to_string(),
-            value: super::super::scalar::convert(&v, Kind::Float),
-        });
-        let then = em.close();
+        let then = em.assign_f32(dst, operand, |em| {
+            bind_flat(em, &axes.names, &axes.c_sizes(), outer, "o_");
+            bind_flat(em, &self.k.names, &self.k.c_sizes(), k, "k_");
+        })?;
         em.emit(Stmt::If {
             cond: guard,
             div: super::super::gpu::Div::Thread,
@@ -243,23 +234,5 @@ impl View<'_> {
             otherwise: vec![],
         });
         Ok(())
-    }
-}
-
-/// `ty name = value;` for an `int`.
-pub fn int(name: &str, value: impl Into<String>) -> Stmt {
-    Stmt::Let {
-        ty: CType::I32,
-        name: name.into(),
-        value: value.into(),
-        mutable: false,
-    }
-}
-
-/// A float value as a [`Val`].
-pub fn fval(code: impl Into<String>) -> Val {
-    Val {
-        code: code.into(),
-        kind: Kind::Float,
     }
 }

@@ -34,7 +34,7 @@ use super::super::gpu::verify::BARRIER_TOKEN;
 use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
-use super::contraction::{int, Side, View};
+use super::contraction::{Side, View};
 use super::{bind_flat, params};
 use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
@@ -224,7 +224,7 @@ fn uniform_if(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
 /// Per-thread `w`-element runs of a stage's tile, and the loop over them (`c` the run).
 fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
     let total = s.outer * bk / w;
-    let mut inner = vec![int("c", format!("tid + l * {threads}"))];
+    let mut inner = vec![Stmt::int("c", format!("tid + l * {threads}"))];
     if total.is_multiple_of(threads) {
         inner.extend(body);
     } else {
@@ -259,10 +259,10 @@ fn copies(
         Side::B => &v.n,
     };
     em.open();
-    em.emit(int("o", o));
-    em.emit(int("kk", k));
-    em.emit(int("go", format!("{} + o", s.origin())));
-    em.emit(int("gk", format!("{kt} * {bk} + kk")));
+    em.emit(Stmt::int("o", o));
+    em.emit(Stmt::int("kk", k));
+    em.emit(Stmt::int("go", format!("{} + o", s.origin())));
+    em.emit(Stmt::int("gk", format!("{kt} * {bk} + kk")));
     em.emit(Stmt::Let {
         ty: CType::Bool,
         name: "ok".into(),
@@ -307,8 +307,8 @@ fn reg_loads(
     let bk = p.tile[2];
     let (o, k) = s.run("c", 2, bk);
     em.open();
-    em.emit(int("o", o));
-    em.emit(int("kk", k));
+    em.emit(Stmt::int("o", o));
+    em.emit(Stmt::int("kk", k));
     for (i, name) in ["x0", "x1"].into_iter().enumerate() {
         em.emit(Stmt::Let {
             ty: CType::F32,
@@ -350,8 +350,8 @@ fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Vec<Stmt> {
     }
     let (o, k) = s.run("c", 2, p.tile[2]);
     let body = vec![
-        int("o", o),
-        int("kk", k),
+        Stmt::int("o", o),
+        Stmt::int("kk", k),
         Stmt::Assign {
             place: format!("*reinterpret_cast<unsigned*>(&{})", s.at(st, "o", "kk")),
             value: format!("{}[l]", s.regs),
@@ -458,14 +458,17 @@ pub fn build(
         )));
     }
     let k_total = cexpr::dim(&v.k.extent());
-    em.emit(int("tid", "(int)threadIdx.x"));
-    em.emit(int("lane", "(int)dlc_lane()"));
-    em.emit(int("warp", "(int)dlc_warp()"));
-    em.emit(int("wr", format!("warp / {warps_n} * {wm}")));
-    em.emit(int("wc", format!("warp % {warps_n} * {wn}")));
-    em.emit(int("m0", format!("(int)blockIdx.y * {bm}")));
-    em.emit(int("n0", format!("(int)blockIdx.x * {bn}")));
-    em.emit(int("kt_count", format!("({k_total} + {}) / {bk}", bk - 1)));
+    em.emit(Stmt::int("tid", "(int)threadIdx.x"));
+    em.emit(Stmt::int("lane", "(int)dlc_lane()"));
+    em.emit(Stmt::int("warp", "(int)dlc_warp()"));
+    em.emit(Stmt::int("wr", format!("warp / {warps_n} * {wm}")));
+    em.emit(Stmt::int("wc", format!("warp % {warps_n} * {wn}")));
+    em.emit(Stmt::int("m0", format!("(int)blockIdx.y * {bm}")));
+    em.emit(Stmt::int("n0", format!("(int)blockIdx.x * {bn}")));
+    em.emit(Stmt::int(
+        "kt_count",
+        format!("({k_total} + {}) / {bk}", bk - 1),
+    ));
     em.push_scope();
     v.bind_batch(em, "(int)blockIdx.z");
     em.emit(Stmt::Array {
@@ -502,9 +505,9 @@ pub fn build(
     }
     // The main loop.
     em.open();
-    em.emit(int("st", format!("kt % {stages}")));
-    em.emit(int("nt", format!("kt + {}", stages - 1)));
-    em.emit(int("ns", format!("nt % {stages}")));
+    em.emit(Stmt::int("st", format!("kt % {stages}")));
+    em.emit(Stmt::int("nt", format!("kt + {}", stages - 1)));
+    em.emit(Stmt::int("ns", format!("nt % {stages}")));
     if any_async {
         em.emit(Stmt::Wait {
             tokens: vec![TILE.into()],

@@ -11,7 +11,7 @@ use super::super::cexpr;
 use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
-use super::contraction::{int, Side, View};
+use super::contraction::{Side, View};
 use super::params;
 use crate::ir::dim::Dim;
 use crate::ir::region::{Region, Size};
@@ -36,15 +36,13 @@ fn tile_index(k_fastest: bool, rows: u64, bk: u64) -> (String, String) {
 }
 
 fn loop_(var: &str, end: u64, unroll: bool, body: Vec<Stmt>) -> Stmt {
-    Stmt::For {
-        var: var.into(),
-        start: "0".into(),
-        end: end.to_string(),
-        step: "1".into(),
+    Stmt::range(
+        var,
+        ["0".into(), end.to_string(), "1".into()],
+        Div::Block,
         unroll,
-        div: Div::Block,
         body,
-    }
+    )
 }
 
 /// The SIMT kernel of `r` with tile `bm×bn×bk` and `threads` threads.
@@ -74,12 +72,15 @@ pub fn build(
     }
     let k_total = cexpr::dim(&v.k.extent());
     let (la, lb) = ((bm * bk).div_ceil(threads), (bn * bk).div_ceil(threads));
-    em.emit(int("tid", "(int)threadIdx.x"));
-    em.emit(int("tr", format!("tid / {tn_threads}")));
-    em.emit(int("tc", format!("tid % {tn_threads}")));
-    em.emit(int("m0", format!("(int)blockIdx.y * {bm}")));
-    em.emit(int("n0", format!("(int)blockIdx.x * {bn}")));
-    em.emit(int("kt_count", format!("({k_total} + {}) / {bk}", bk - 1)));
+    em.emit(Stmt::int("tid", "(int)threadIdx.x"));
+    em.emit(Stmt::int("tr", format!("tid / {tn_threads}")));
+    em.emit(Stmt::int("tc", format!("tid % {tn_threads}")));
+    em.emit(Stmt::int("m0", format!("(int)blockIdx.y * {bm}")));
+    em.emit(Stmt::int("n0", format!("(int)blockIdx.x * {bn}")));
+    em.emit(Stmt::int(
+        "kt_count",
+        format!("({k_total} + {}) / {bk}", bk - 1),
+    ));
     em.push_scope();
     v.bind_batch(em, "(int)blockIdx.z");
     em.emit(Stmt::Array {
@@ -105,7 +106,7 @@ pub fn build(
         em.open();
         for (side, regs, count, rows) in [(Side::A, "ra", la, bm), (Side::B, "rb", lb, bn)] {
             em.open();
-            em.emit(int("e", format!("tid + l * {threads}")));
+            em.emit(Stmt::int("e", format!("tid + l * {threads}")));
             let origin = if side == Side::A { "m0" } else { "n0" };
             let (outer, k) = tile_index(v.k_fastest(side), rows, bk);
             em.open();
@@ -141,7 +142,7 @@ pub fn build(
                 count,
                 true,
                 vec![
-                    int("e", format!("tid + l * {threads}")),
+                    Stmt::int("e", format!("tid + l * {threads}")),
                     Stmt::If {
                         cond: format!("e < {}", rows * bk),
                         div: Div::Thread,

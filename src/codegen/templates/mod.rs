@@ -22,32 +22,41 @@ use super::cexpr;
 use super::gpu::{CType, Param, ParamKind};
 use super::scalar::Emitter;
 use crate::ir::axis::AxisExpr;
+use crate::ir::dtype::DType;
 use crate::ir::region::{Expr, Region};
 use std::collections::BTreeSet;
 
 /// The kernel parameters of `r`: inputs `in{i}`, outputs `out{j}`, then the symbols.
 pub fn params(r: &Region) -> Vec<Param> {
-    let mut out: Vec<Param> = r
-        .inputs
-        .iter()
+    params_of(
+        r.inputs.iter().map(|i| i.dtype),
+        r.outputs.iter().map(|o| o.dtype),
+        &symbols(r),
+    )
+}
+
+/// Parameters `in{i}` of the `inputs` dtypes, `out{j}` of the `outputs` dtypes, then one `int`
+/// per symbol.
+pub fn params_of(
+    inputs: impl Iterator<Item = DType>,
+    outputs: impl Iterator<Item = DType>,
+    symbols: &BTreeSet<String>,
+) -> Vec<Param> {
+    let param = |name: String, ty, kind| Param { name, ty, kind };
+    inputs
         .enumerate()
-        .map(|(i, inp)| Param {
-            name: format!("in{i}"),
-            ty: CType::of(inp.dtype),
-            kind: ParamKind::Input,
-        })
-        .collect();
-    out.extend(r.outputs.iter().enumerate().map(|(j, o)| Param {
-        name: format!("out{j}"),
-        ty: CType::of(o.dtype),
-        kind: ParamKind::Output,
-    }));
-    out.extend(symbols(r).into_iter().map(|s| Param {
-        name: cexpr::sym(&s),
-        ty: CType::I32,
-        kind: ParamKind::Symbol,
-    }));
-    out
+        .map(|(i, d)| param(format!("in{i}"), CType::of(d), ParamKind::Input))
+        .chain(
+            outputs
+                .enumerate()
+                .map(|(j, d)| param(format!("out{j}"), CType::of(d), ParamKind::Output)),
+        )
+        .chain(
+            symbols
+                .iter()
+                .map(|s| param(cexpr::sym(s), CType::I32, ParamKind::Symbol)),
+        )
+        .collect()
 }
 
 /// Every symbol `r`'s sizes and index expressions mention, sorted.
@@ -124,25 +133,18 @@ pub fn bind_flat(em: &mut Emitter, axes: &[String], sizes: &[String], flat: &str
         } else {
             format!("({rest}) % {s}")
         };
-        em.emit(Stmt::Let {
-            ty: CType::I32,
-            name: v.clone(),
-            value,
-            mutable: false,
-        });
+        em.emit(Stmt::int(&v, value));
         em.bind(a, v);
         if d > 0 {
             let q = em.fresh("q");
-            em.emit(Stmt::Let {
-                ty: CType::I32,
-                name: q.clone(),
-                value: if s == "1" {
+            em.emit(Stmt::int(
+                &q,
+                if s == "1" {
                     rest.clone()
                 } else {
                     format!("({rest}) / {s}")
                 },
-                mutable: false,
-            });
+            ));
             rest = q;
         }
     }

@@ -21,19 +21,12 @@ pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, C
     let per_block = (block * items) as i64;
     let grid = total.ceildiv(per_block).max_of(&Dim::int(1));
     let axes: Vec<String> = r.iters.iter().map(|i| i.name.clone()).collect();
-    em.emit(Stmt::Let {
-        ty: super::super::gpu::CType::I32,
-        name: "base".into(),
-        value: format!("(int)blockIdx.x * {per_block} + (int)threadIdx.x"),
-        mutable: false,
-    });
+    em.emit(Stmt::int(
+        "base",
+        format!("(int)blockIdx.x * {per_block} + (int)threadIdx.x"),
+    ));
     em.open();
-    em.emit(Stmt::Let {
-        ty: super::super::gpu::CType::I32,
-        name: "p".into(),
-        value: format!("base + it * {block}"),
-        mutable: false,
-    });
+    em.emit(Stmt::int("p", format!("base + it * {block}")));
     em.open();
     em.push_scope();
     bind_flat(&mut em, &axes, &sizes, "p", "i_");

@@ -107,16 +107,10 @@ pub fn build(
             dynamic: false,
         });
     }
-    let int = |name: &str, value: String| Stmt::Let {
-        ty: CType::I32,
-        name: name.into(),
-        value,
-        mutable: false,
-    };
     em.open();
-    em.emit(int("ty", "(int)threadIdx.y".into()));
-    em.emit(int("tx", "(int)threadIdx.x".into()));
-    em.emit(int(
+    em.emit(Stmt::int("ty", "(int)threadIdx.y"));
+    em.emit(Stmt::int("tx", "(int)threadIdx.x"));
+    em.emit(Stmt::int(
         "row_raw",
         format!("(int)blockIdx.x * {rows_per_block} + ty"),
     ));
@@ -126,7 +120,7 @@ pub fn build(
         value: format!("row_raw < {rows_c}"),
         mutable: false,
     });
-    em.emit(int("row", format!("valid ? row_raw : {rows_c} - 1")));
+    em.emit(Stmt::int("row", format!("valid ? row_raw : {rows_c} - 1")));
     em.push_scope();
     let outer_c: Vec<String> = outer_sizes.iter().map(cexpr::dim).collect();
     let row_c: Vec<String> = row_sizes.iter().map(cexpr::dim).collect();
