@@ -16,18 +16,7 @@ use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
-fn examples() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"))
-            .expect("examples/")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-    v.sort();
-    v
-}
+use std::path::Path;
 
 /// Runs `path`'s generated kernels for `arch` on the host at `bindings` and compares with the
 /// playback of the optimized program.
@@ -89,7 +78,7 @@ fn own_bindings(path: &Path) -> BTreeMap<String, i64> {
 
 #[test]
 fn every_example_runs_on_the_cpu_like_the_reference() {
-    for ex in examples() {
+    for ex in common::example_paths() {
         let b = own_bindings(&ex);
         check(&ex, Arch::Sm80, &b, 1);
     }
@@ -99,7 +88,7 @@ fn every_example_runs_on_the_cpu_like_the_reference() {
 fn random_tail_sizes_run_on_the_cpu_like_the_reference() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
     // One random size per example, the arch alternating (each host program is a g++ build).
-    for (case, ex) in examples().iter().enumerate() {
+    for (case, ex) in common::example_paths().iter().enumerate() {
         let arch = if case % 2 == 0 {
             Arch::Sm90
         } else {

@@ -3,23 +3,14 @@
 //! (`tests/golden/cu/<example>.cu`, sm90). Regenerate them with
 //! `UPDATE_GOLDEN=1 cargo test --test codegen_examples`.
 
+mod common;
+
 use dlc_egg::codegen::manifest::{Manifest, ManifestStep};
 use dlc_egg::codegen::{generate, gpu, Generated};
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::target::Arch;
-use std::path::{Path, PathBuf};
-
-fn examples() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"))
-            .expect("examples/")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-    v.sort();
-    v
-}
+use std::path::Path;
 
 fn generated(path: &Path, arch: Arch) -> Generated {
     let g = frontend::load_file(path).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
@@ -34,7 +25,7 @@ fn generated(path: &Path, arch: Arch) -> Generated {
 
 #[test]
 fn every_example_emits_verified_kernels_for_both_archs() {
-    for ex in examples() {
+    for ex in common::example_paths() {
         for arch in [Arch::Sm80, Arch::Sm90] {
             let c = generated(&ex, arch);
             assert!(!c.kernels.is_empty(), "{}", ex.display());
@@ -91,7 +82,7 @@ fn emitted_cuda_matches_golden_files() {
     if update {
         std::fs::create_dir_all(&dir).expect("golden dir");
     }
-    for ex in examples() {
+    for ex in common::example_paths() {
         let got = generated(&ex, Arch::Sm90).emitted.source;
         assert_eq!(
             got,

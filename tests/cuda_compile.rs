@@ -6,13 +6,14 @@
 //! these tests fail with that suggestion, unless `DLC_SKIP_NVRTC=1`, where they print a skip
 //! line and pass.
 
+mod common;
+
 use dlc_egg::codegen::manifest::{Manifest, ManifestStep};
 use dlc_egg::cuda::nvrtc::STATIC_SMEM_LIMIT;
 use dlc_egg::cuda::{check_manifest_resources, compile, toolchain, CompileOptions, NvrtcError};
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::target::Arch;
-use std::path::PathBuf;
 
 const ARCHS: [Arch; 2] = [Arch::Sm80, Arch::Sm90];
 
@@ -267,18 +268,6 @@ fn launches_over_the_limits_are_errors() {
     }
 }
 
-/// Every `examples/*.json`, sorted.
-fn examples() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("examples")
-        .expect("examples/")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no examples");
-    v
-}
-
 /// The whole path for every example and both targets: load, lower, optimize for the target,
 /// emit CUDA, compile it with NVRTC for that target (ptxas included: no spills, static shared
 /// memory within 48 KiB) and check every launch of the manifest against the kernels' resources.
@@ -288,7 +277,7 @@ fn every_example_compiles_for_sm80_and_sm90a() {
         return;
     }
     let mut failures = Vec::new();
-    for path in examples() {
+    for path in common::example_paths() {
         let graph = frontend::load_file(&path).unwrap_or_else(|d| panic!("{path:?}: {d:?}"));
         let prog = lower::lower(&graph).unwrap_or_else(|d| panic!("{path:?}: {d:?}"));
         for arch in ARCHS {

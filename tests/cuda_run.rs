@@ -4,6 +4,8 @@
 //! `cargo test --test cuda_run -- --ignored`. Two more check what happens before (and without)
 //! a GPU and run everywhere.
 
+mod common;
+
 use dlc_egg::codegen::manifest::Manifest;
 use dlc_egg::codegen::Emitted;
 use dlc_egg::cuda::{run_manifest, CudaError, RunCudaOptions};
@@ -14,17 +16,6 @@ use dlc_egg::run::{self, Device, RunOptions};
 use dlc_egg::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-
-/// Every `examples/*.json`, sorted.
-fn examples() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("examples")
-        .expect("examples/")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    v.sort();
-    v
-}
 
 /// `got` within graph-json's tolerances of `want` (as `tests/optimize_examples.rs` compares the
 /// optimized program): rtol = atol = 1e-3 for fp32; for fp16/bf16 1e-2 plus 2 % of the output's
@@ -62,7 +53,7 @@ fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
 fn every_example_on_the_gpu_matches_the_reference() {
     let device = run::check_cuda().unwrap_or_else(|f| panic!("{:?}", f.diagnostics));
     eprintln!("device: {} ({:?})", device.name, device.arch);
-    for (k, path) in examples().into_iter().enumerate() {
+    for (k, path) in common::example_paths().into_iter().enumerate() {
         let seed = 11 + k as u64;
         let graph = frontend::load_file(&path).unwrap_or_else(|d| panic!("{path:?}: {d:?}"));
         let prepared = run::prepare_inputs(&graph, &[], &BTreeMap::new(), Some(seed))

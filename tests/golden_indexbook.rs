@@ -1,19 +1,10 @@
 //! Golden IndexBook dumps of every example (`tests/golden/indexbook/<example>.json`), byte-identical
 //! across runs. Regenerate with `UPDATE_GOLDEN=1 cargo test --test golden_indexbook`.
 
-use dlc_egg::ir::{frontend, indexbook, lower};
-use std::path::{Path, PathBuf};
+mod common;
 
-fn examples() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"))
-            .expect("examples/")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-    v.sort();
-    v
-}
+use dlc_egg::ir::{frontend, indexbook, lower};
+use std::path::Path;
 
 fn dump(path: &Path) -> String {
     let g = frontend::load_file(path).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
@@ -29,7 +20,7 @@ fn indexbook_dumps_match_golden_files() {
     if update {
         std::fs::create_dir_all(&dir).expect("golden dir");
     }
-    let exs = examples();
+    let exs = common::example_paths();
     assert!(!exs.is_empty(), "no examples/*.json");
     for ex in exs {
         let got = dump(&ex);
@@ -54,7 +45,7 @@ fn indexbook_dumps_match_golden_files() {
 
 #[test]
 fn indexbook_dumps_are_byte_identical_across_runs() {
-    for ex in examples() {
+    for ex in common::example_paths() {
         assert_eq!(dump(&ex), dump(&ex), "{}", ex.display());
     }
 }

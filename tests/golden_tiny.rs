@@ -4,18 +4,7 @@
 mod common;
 
 use dlc_egg::ir::{frontend, lower, tiny};
-use std::path::{Path, PathBuf};
-
-fn examples() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"))
-            .expect("examples/")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-    v.sort();
-    v
-}
+use std::path::Path;
 
 fn dump(path: &Path) -> String {
     let g = frontend::load_file(path).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
@@ -26,7 +15,7 @@ fn dump(path: &Path) -> String {
 
 #[test]
 fn every_seed_example_exists() {
-    let names: Vec<String> = examples()
+    let names: Vec<String> = common::example_paths()
         .iter()
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
@@ -45,7 +34,7 @@ fn tiny_dumps_match_golden_files() {
     if update {
         std::fs::create_dir_all(&dir).expect("golden dir");
     }
-    for ex in examples() {
+    for ex in common::example_paths() {
         let got = dump(&ex);
         let golden = dir.join(ex.file_name().unwrap());
         if update {
@@ -68,7 +57,7 @@ fn tiny_dumps_match_golden_files() {
 
 #[test]
 fn dumps_are_byte_identical_across_runs() {
-    for ex in examples() {
+    for ex in common::example_paths() {
         assert_eq!(dump(&ex), dump(&ex), "{}", ex.display());
     }
 }

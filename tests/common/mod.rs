@@ -11,6 +11,19 @@ use dlc_egg::tensor::Tensor;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
+/// Every `examples/*.json`, sorted, as absolute paths (at least one).
+pub fn example_paths() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .expect("examples/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no examples in {}", dir.display());
+    v
+}
+
 /// The seed examples every example-driven test covers (`examples/<name>.json`).
 pub const SEED_EXAMPLES: [&str; 7] = [
     "gemm_bias_relu",
