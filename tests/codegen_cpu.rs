@@ -101,3 +101,35 @@ fn random_tail_sizes_run_on_the_cpu_like_the_reference() {
         check(ex, arch, &b, 10 + case as u64);
     }
 }
+
+/// The pointwise template's vector accesses (`tests/data/vector_access.json`): 2 lanes of fp16
+/// (rows of 6), 4 lanes of fp32 with a broadcast operand, a transpose (scalar: its innermost size
+/// is symbolic), a pad (guarded reads stay scalar, the store is a vector) and a slice whose
+/// offset of 4 keeps its loads aligned; at the graph's sizes and at random ones.
+#[test]
+fn vector_accesses_run_on_the_cpu_like_the_reference() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vector_access.json");
+    let g = frontend::load_file(&path).expect("loads");
+    let p = lower::lower(&g).expect("lowers");
+    let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
+    let src = generate(&o).expect("generates").emitted.source;
+    for access in [
+        "dlc_ld_vec<4>(",
+        "dlc_st_vec<4>(",
+        "dlc_ld_vec<16>(",
+        "dlc_st_vec<16>(",
+        "+ 4))]);",
+    ] {
+        assert!(src.contains(access), "{access} missing:\n{src}");
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    for (k, arch) in [Arch::Sm90, Arch::Sm80].into_iter().enumerate() {
+        let t = if k == 0 { 5 } else { rng.gen_range(1..=40) };
+        check(
+            &path,
+            arch,
+            &BTreeMap::from([("T".to_string(), t)]),
+            30 + k as u64,
+        );
+    }
+}

@@ -19,6 +19,7 @@ const SCALAR: &str = include_str!("emu/scalar.cu");
 const DIVERGENT: &str = include_str!("emu/divergent.cu");
 const API_ALL: &str = include_str!("emu/api_all.cu");
 const SHARED_FORMS: &str = include_str!("emu/shared_forms.cu");
+const VECTOR: &str = include_str!("emu/vector.cu");
 
 /// A small program used by the harness tests: Y = 2 X, one thread per element.
 const SCALE: &str = r#"#include "dlc_kernel.cuh"
@@ -347,6 +348,45 @@ fn cp_async_source_past_its_buffer_is_reported() {
     let err = run_error(run(CP_ASYNC, &prog, vec![("X", x)], &[("n", 12)]));
     assert!(
         err.contains("dlc_cp_async_16: source") && err.contains("not inside one global buffer"),
+        "{err}"
+    );
+}
+
+/// `vec_scale` over `n` halves of Y from X (`x_len` halves) shifted by `shift`.
+fn vec_scale(n: i64, x_len: usize, shift: i64) -> Outputs {
+    let prog = Prog::new(&["n", "shift"])
+        .input("X", DType::F16, &[int(x_len as i64)])
+        .output("Y", DType::F16, &[sym("n")])
+        .then(
+            launch("vec_scale", grid_x(int(2)), [32, 1, 1])
+                .ins(&["X"])
+                .outs(&["Y"])
+                .syms(&["n", "shift"]),
+        );
+    let xs: Vec<f64> = (0..x_len).map(|i| i as f64 - 100.0).collect();
+    let x = tensor(DType::F16, &[x_len], &xs);
+    run(VECTOR, &prog, vec![("X", x)], &[("n", n), ("shift", shift)])
+}
+
+#[test]
+fn vector_accesses_copy_whole_words() {
+    let out = vec_scale(512, 520, 8).expect("runs");
+    let y = floats(&out["Y"]);
+    for (i, v) in y.iter().enumerate() {
+        assert_eq!(*v, 2.0 * (i as f32 + 8.0 - 100.0), "Y[{i}]");
+    }
+}
+
+#[test]
+fn misaligned_or_overrunning_vector_accesses_are_reported() {
+    let err = run_error(vec_scale(64, 80, 3));
+    assert!(
+        err.contains("dlc_ld_vec<16>") && err.contains("not 16-byte aligned"),
+        "{err}"
+    );
+    let err = run_error(vec_scale(64, 64, 8));
+    assert!(
+        err.contains("dlc_ld_vec<16>") && err.contains("not inside one global buffer"),
         "{err}"
     );
 }

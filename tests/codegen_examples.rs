@@ -75,6 +75,21 @@ fn contractions_run_on_tiled_templates_and_norms_on_rows() {
     assert_eq!(template_of("conv_relu_pool")[1], "pointwise");
 }
 
+/// The elementwise example's rows (1024 fp16) are whole 16-byte vectors: its three contiguous
+/// inputs are vector loads and its output a vector store, for both architectures.
+#[test]
+fn elementwise_kernels_use_16_byte_vector_accesses() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bias_gelu_residual.json");
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let g = generated(&p, arch);
+        assert_eq!(g.kernels.len(), 1);
+        let cu = &g.emitted.source;
+        assert_eq!(cu.matches("dlc_ld_vec<16>").count(), 3, "{cu}");
+        assert_eq!(cu.matches("dlc_st_vec<16>").count(), 1, "{cu}");
+        assert!(!cu.contains("dlc_f32(in0["), "no scalar load of X: {cu}");
+    }
+}
+
 #[test]
 fn emitted_cuda_matches_golden_files() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/cu");

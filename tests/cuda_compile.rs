@@ -14,6 +14,7 @@ use dlc_egg::cuda::{check_manifest_resources, compile, toolchain, CompileOptions
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::target::Arch;
+use std::path::Path;
 
 const ARCHS: [Arch; 2] = [Arch::Sm80, Arch::Sm90];
 
@@ -268,16 +269,18 @@ fn launches_over_the_limits_are_errors() {
     }
 }
 
-/// The whole path for every example and both targets: load, lower, optimize for the target,
-/// emit CUDA, compile it with NVRTC for that target (ptxas included: no spills, static shared
-/// memory within 48 KiB) and check every launch of the manifest against the kernels' resources.
+/// The whole path for every example (and `tests/data/vector_access.json`, the vector access
+/// forms) and both targets: load, lower, optimize for the target, emit CUDA, compile it with
+/// NVRTC for that target (ptxas included: no spills, static shared memory within 48 KiB) and
+/// check every launch of the manifest against the kernels' resources.
 #[test]
 fn every_example_compiles_for_sm80_and_sm90a() {
     if !nvrtc_here("every_example_compiles_for_sm80_and_sm90a") {
         return;
     }
     let mut failures = Vec::new();
-    for path in common::example_paths() {
+    let extra = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vector_access.json");
+    for path in common::example_paths().into_iter().chain([extra]) {
         let graph = frontend::load_file(&path).unwrap_or_else(|d| panic!("{path:?}: {d:?}"));
         let prog = lower::lower(&graph).unwrap_or_else(|d| panic!("{path:?}: {d:?}"));
         for arch in ARCHS {

@@ -135,6 +135,7 @@ fn kernel_counts_follow_the_seed() {
         ("layernorm", 1),
         ("mlp_gelu", 2),
         ("matmul_1d_2d", 1),
+        ("bias_gelu_residual", 1),
         // TODO(issue 6): compute-at fusion makes this one kernel.
         ("conv_relu_pool", 2),
     ] {

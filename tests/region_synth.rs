@@ -109,6 +109,7 @@ fn single_ops_match(name: &str, overrides: &[(&str, i64)]) {
 fn every_example_is_covered() {
     let covered = [
         "attention_causal",
+        "bias_gelu_residual",
         "conv3x3_s2_p1_silu",
         "conv_relu_pool",
         "gemm_bias_relu",
@@ -123,6 +124,11 @@ fn every_example_is_covered() {
 #[test]
 fn single_ops_attention() {
     single_ops_match("attention_causal", &[]);
+}
+
+#[test]
+fn single_ops_bias_gelu_residual() {
+    single_ops_match("bias_gelu_residual", &[("T", 5)]);
 }
 
 #[test]
@@ -227,6 +233,7 @@ fn whole_programs_that_are_one_region() {
         "layernorm",
         "conv3x3_s2_p1_silu",
         "matmul_1d_2d",
+        "bias_gelu_residual",
     ] {
         let p = example(name);
         let r = whole(&p).unwrap_or_else(|e| panic!("{name}: {e}"));

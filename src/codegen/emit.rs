@@ -72,9 +72,13 @@ pub fn kernel_of(
         } if templates::row::cooperative(r).is_some() => {
             templates::row::build(r, arch, threads_per_row as u32, rows_per_block as u32)?
         }
-        Knobs::Elementwise { block, items, .. } => {
-            templates::pointwise::build(r, arch, block as u32, items as u32)?
-        }
+        Knobs::Elementwise { block, items, .. } => templates::pointwise::build(
+            r,
+            arch,
+            block as u32,
+            items as u32,
+            choice.best.plan.vectorize.width,
+        )?,
         Knobs::Contraction {
             algo,
             bm,
@@ -134,7 +138,7 @@ fn fallback(r: &Region, arch: crate::target::Arch) -> Result<Kernel, CodegenErro
     if templates::row::cooperative(r).is_some() {
         templates::row::build(r, arch, 128, 1)
     } else {
-        templates::pointwise::build(r, arch, 128, 1)
+        templates::pointwise::build(r, arch, 128, 1, 1)
     }
 }
 

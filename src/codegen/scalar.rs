@@ -85,6 +85,10 @@ pub struct Emitter<'a> {
     blocks: Vec<Vec<Stmt>>,
     fresh: usize,
     prefix: String,
+    /// Reads already in registers: (C parameter, C offset) → the register holding that element
+    /// (a vector load's lane). Keyed by the offset's spelling, which names the scope's
+    /// variables, so a read inside a reduce that rebinds one of its axes never matches.
+    preloaded: BTreeMap<(String, String), String>,
 }
 
 impl<'a> Emitter<'a> {
@@ -137,6 +141,7 @@ impl<'a> Emitter<'a> {
             blocks: vec![Vec::new()],
             fresh: 0,
             prefix: prefix.to_string(),
+            preloaded: BTreeMap::new(),
         })
     }
 
@@ -272,6 +277,18 @@ impl<'a> Emitter<'a> {
         Ok((param.clone(), *dt, horner(&idx, shape)))
     }
 
+    /// From now on, a read of `param` at offset `off` (both C, as [`Self::read_offset`] spells
+    /// them) is the register `reg`; [`Self::forget_preloaded`] ends it.
+    pub fn preload(&mut self, param: &str, off: &str, reg: impl Into<String>) {
+        self.preloaded
+            .insert((param.to_string(), off.to_string()), reg.into());
+    }
+
+    /// Ends every [`Self::preload`] (the registers go out of scope).
+    pub fn forget_preloaded(&mut self) {
+        self.preloaded.clear();
+    }
+
     /// The row-major offset of the current point in the output (the iters' sizes).
     pub fn output_offset(&self) -> String {
         let idx: Vec<String> = self
@@ -380,7 +397,10 @@ impl<'a> Emitter<'a> {
             Expr::Let(n) => self.let_value(n)?,
             Expr::Read { tensor, map } => {
                 let (param, dt, off) = self.read_offset(tensor, map)?;
-                load(&param, dt, &off)
+                match self.preloaded.get(&(param.clone(), off.clone())) {
+                    Some(reg) => element(reg.clone(), dt),
+                    None => load(&param, dt, &off),
+                }
             }
             Expr::Gather {
                 tensor,
@@ -612,7 +632,11 @@ fn round_to(dt: DType, x: &str) -> String {
 
 /// An element of input `param` (dtype `dt`) at offset `off`, as its value kind.
 pub fn load(param: &str, dt: DType, off: &str) -> Val {
-    let e = format!("{param}[{off}]");
+    element(format!("{param}[{off}]"), dt)
+}
+
+/// An element `e` (C) of dtype `dt`, as its value kind.
+fn element(e: String, dt: DType) -> Val {
     match dt {
         DType::I32 => Val {
             code: e,

@@ -171,8 +171,19 @@ pub enum Stmt {
     },
     /// `place = value;` (`place` an lvalue: a variable, an array element, a shared-memory slot).
     Assign { place: String, value: String },
+    /// `vector` elements `buffer[index..index + vector)` of global memory into register array
+    /// `dst`, in accesses of at most 16 bytes (`dlc_ld_vec`): the template proves `index`
+    /// aligned to the access width.
+    Load {
+        dst: String,
+        buffer: String,
+        index: String,
+        ty: CType,
+        vector: u32,
+    },
     /// `buffer[index] = value;` to global memory, `value` of the buffer's type; `vector`
-    /// elements at once when > 1 (`value` then names a register array of that many elements).
+    /// elements at once when > 1 (`value` then names a register array of that many elements,
+    /// stored in accesses of at most 16 bytes, `dlc_st_vec`, `index` aligned as for `Load`).
     Store {
         buffer: String,
         index: String,

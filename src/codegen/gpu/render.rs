@@ -2,7 +2,7 @@
 //! (`dlc_cvt`, `dlc_cp_async_16`, `dlc_mma_m16n8k16_f16`, …) live in `dlc_kernel.cuh`, which has
 //! a device and a host (emulation) implementation of the same names.
 
-use super::{Kernel, ParamKind, Stmt, WarpOp};
+use super::{CType, Kernel, ParamKind, Stmt, WarpOp};
 use std::fmt::Write;
 
 /// The name dynamic shared memory is declared under.
@@ -123,6 +123,21 @@ fn stmt(out: &mut String, s: &Stmt, depth: usize) {
         Stmt::Assign { place, value } => {
             let _ = writeln!(out, "{place} = {value};");
         }
+        Stmt::Load {
+            dst,
+            buffer,
+            index,
+            ty,
+            vector,
+        } => {
+            for (e, bytes) in vector_chunks(*ty, *vector) {
+                let _ = writeln!(
+                    out,
+                    "dlc_ld_vec<{bytes}>(&{dst}[{e}], &{buffer}[{}]);",
+                    plus(index, e)
+                );
+            }
+        }
         Stmt::Store {
             buffer,
             index,
@@ -133,15 +148,13 @@ fn stmt(out: &mut String, s: &Stmt, depth: usize) {
             if *vector <= 1 {
                 let _ = writeln!(out, "{buffer}[{index}] = {value};");
             } else {
-                let word = match ty.bytes() * *vector as u64 {
-                    4 => "unsigned",
-                    8 => "uint2",
-                    _ => "uint4",
-                };
-                let _ = writeln!(
-                    out,
-                    "*reinterpret_cast<{word}*>(&{buffer}[{index}]) = *reinterpret_cast<const {word}*>({value});"
-                );
+                for (e, bytes) in vector_chunks(*ty, *vector) {
+                    let _ = writeln!(
+                        out,
+                        "dlc_st_vec<{bytes}>(&{buffer}[{}], &{value}[{e}]);",
+                        plus(index, e)
+                    );
+                }
             }
         }
         Stmt::For {
@@ -256,5 +269,25 @@ pub fn walk<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
             }
             _ => {}
         }
+    }
+}
+
+/// The accesses of a `vector`-element access of `ty`: (first element, bytes), at most 16 bytes
+/// each.
+pub fn vector_chunks(ty: CType, vector: u32) -> Vec<(u64, u64)> {
+    let total = ty.bytes() * u64::from(vector);
+    let bytes = total.min(16);
+    let per = (bytes / ty.bytes()).max(1);
+    (0..total.div_ceil(bytes))
+        .map(|c| (c * per, bytes))
+        .collect()
+}
+
+/// `index + e` in C (`index` itself when `e` is 0).
+fn plus(index: &str, e: u64) -> String {
+    if e == 0 {
+        index.to_string()
+    } else {
+        format!("{index} + {e}")
     }
 }

@@ -13,6 +13,10 @@
 //! - shared memory written by ordinary stores (a tile staged through registers) is published
 //!   by a barrier: `Barrier` makes the token [`BARRIER_TOKEN`] ready, which an `LdMatrix` or
 //!   `SmemUse` of such data names.
+//!
+//! A vector `Load`/`Store` moves a power-of-two number of bytes (2 to 16, or whole 16-byte
+//! accesses beyond); that its address is aligned is the template's proof obligation, which the
+//! CPU emulation checks at run time (`dlc_ld_vec`/`dlc_st_vec`).
 
 use super::render::walk;
 #[cfg(test)]
@@ -57,6 +61,12 @@ pub enum GpuIrError {
         declared: u64,
         needed: u64,
     },
+    #[error("kernel `{kernel}`: a vector access of {bytes} B into `{buffer}` (2, 4, 8, 16 or a multiple of 16)")]
+    VectorWidth {
+        kernel: String,
+        buffer: String,
+        bytes: u64,
+    },
     #[error("kernel `{kernel}`: {threads} threads per block ({why})")]
     BlockSize {
         kernel: String,
@@ -86,7 +96,23 @@ pub fn verify(k: &Kernel, target: &Target) -> Result<(), GpuIrError> {
         });
     }
     let mut collective = false;
+    let mut bad_vector = None;
     walk(&k.body, &mut |s| {
+        if let Stmt::Load {
+            buffer, ty, vector, ..
+        }
+        | Stmt::Store {
+            buffer, ty, vector, ..
+        } = s
+        {
+            let bytes = ty.bytes() * u64::from(*vector);
+            let ok = *vector <= 1
+                || (bytes.is_power_of_two() && bytes >= 2)
+                || (bytes > 16 && bytes.is_multiple_of(16));
+            if !ok && bad_vector.is_none() {
+                bad_vector = Some((buffer.clone(), bytes));
+            }
+        }
         if matches!(
             s,
             Stmt::WarpReduce { .. } | Stmt::LdMatrix { .. } | Stmt::Mma { .. }
@@ -94,6 +120,13 @@ pub fn verify(k: &Kernel, target: &Target) -> Result<(), GpuIrError> {
             collective = true;
         }
     });
+    if let Some((buffer, bytes)) = bad_vector {
+        return Err(GpuIrError::VectorWidth {
+            kernel: name,
+            buffer,
+            bytes,
+        });
+    }
     if collective && !threads.is_multiple_of(32) {
         return Err(GpuIrError::BlockSize {
             kernel: name,
@@ -412,6 +445,43 @@ mod tests {
             ld("tA"),
         ];
         assert!(check(&kernel(body, vec![], 128, 0)).is_err());
+    }
+
+    #[test]
+    fn vector_accesses_must_be_whole_words() {
+        use super::super::CType;
+        let access = |ty, vector| {
+            vec![
+                Stmt::Load {
+                    dst: "v".into(),
+                    buffer: "in0".into(),
+                    index: "0".into(),
+                    ty,
+                    vector,
+                },
+                Stmt::Store {
+                    buffer: "out0".into(),
+                    index: "0".into(),
+                    value: "v".into(),
+                    ty,
+                    vector,
+                },
+            ]
+        };
+        for (ty, vector) in [
+            (CType::Half, 8),
+            (CType::F32, 8),
+            (CType::Half, 2),
+            (CType::F32, 1),
+        ] {
+            assert!(check(&kernel(access(ty, vector), vec![], 128, 0)).is_ok());
+        }
+        for (ty, vector) in [(CType::Half, 3), (CType::F32, 6), (CType::F32, 5)] {
+            assert!(matches!(
+                check(&kernel(access(ty, vector), vec![], 128, 0)),
+                Err(GpuIrError::VectorWidth { .. })
+            ));
+        }
     }
 
     #[test]

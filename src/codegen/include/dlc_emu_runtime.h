@@ -684,6 +684,33 @@ inline void dlc_ldmatrix_x4_trans(unsigned r[4], const void* p, int line = __bui
   dlc_emu::detail::ldmatrix(r, p, 4, true, line);
 }
 
+namespace dlc_emu {
+namespace detail {
+// A vector access of global memory: `bytes` wide, aligned to `bytes`, inside one buffer.
+inline void check_vector(const char* what, const void* gmem, unsigned bytes) {
+  Runtime& r = rt();
+  if (!r.in_kernel) fail("%s<%u> outside a kernel", what, bytes);
+  if ((uintptr_t)gmem % bytes != 0)
+    fail("%s<%u>: global address %p is not %u-byte aligned", what, bytes, gmem, bytes);
+  if (!r.globals.empty() && !in_global(gmem, bytes))
+    fail("%s<%u>: [%p, +%u) is not inside one global buffer", what, bytes, gmem, bytes);
+}
+}  // namespace detail
+}  // namespace dlc_emu
+
+template <int BYTES>
+inline void dlc_ld_vec(void* regs, const void* gmem) {
+  static_assert(BYTES == 2 || BYTES == 4 || BYTES == 8 || BYTES == 16, "dlc_ld_vec width");
+  dlc_emu::detail::check_vector("dlc_ld_vec", gmem, BYTES);
+  std::memcpy(regs, gmem, BYTES);
+}
+template <int BYTES>
+inline void dlc_st_vec(void* gmem, const void* regs) {
+  static_assert(BYTES == 2 || BYTES == 4 || BYTES == 8 || BYTES == 16, "dlc_st_vec width");
+  dlc_emu::detail::check_vector("dlc_st_vec", gmem, BYTES);
+  std::memcpy(gmem, regs, BYTES);
+}
+
 inline void dlc_cp_async_16(void* smem, const void* gmem, int src_bytes) {
   dlc_emu::detail::cp_async(smem, gmem, src_bytes, 16);
 }

@@ -248,3 +248,40 @@ __device__ __forceinline__ void dlc_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
+
+// ---- vector global accesses ------------------------------------------------------------------
+// One BYTES-wide (2, 4, 8 or 16) access of global memory, to or from a register array; the
+// global address must be BYTES-aligned (templates emit these only where they prove it, and the
+// CPU emulation checks it). The copy through a word keeps the register array free of any
+// alignment requirement; nvcc turns it into register moves.
+template <int BYTES>
+struct dlc_word_;
+template <>
+struct dlc_word_<2> {
+  typedef unsigned short type;
+};
+template <>
+struct dlc_word_<4> {
+  typedef unsigned type;
+};
+template <>
+struct dlc_word_<8> {
+  typedef uint2 type;
+};
+template <>
+struct dlc_word_<16> {
+  typedef uint4 type;
+};
+template <int BYTES>
+__device__ __forceinline__ void dlc_ld_vec(void* regs, const void* gmem) {
+  typedef typename dlc_word_<BYTES>::type W;
+  const W w = *reinterpret_cast<const W*>(gmem);
+  memcpy(regs, &w, BYTES);
+}
+template <int BYTES>
+__device__ __forceinline__ void dlc_st_vec(void* gmem, const void* regs) {
+  typedef typename dlc_word_<BYTES>::type W;
+  W w;
+  memcpy(&w, regs, BYTES);
+  *reinterpret_cast<W*>(gmem) = w;
+}

@@ -2,19 +2,37 @@
 //! the block so that neighbouring threads touch neighbouring elements), every reduction a loop
 //! in the thread. It runs any region; the other templates are faster on the regions they
 //! accept.
+//!
+//! With `lanes` > 1 (the plan's vector width, cut to what the innermost iter's size allows:
+//! [`vector::lanes`]) a thread's unit is a chunk of `lanes` consecutive points of the innermost
+//! iter instead of one point: the reads [`vector::vector_reads`] accepts are one vector load per
+//! chunk into registers, the lanes are computed in an unrolled loop (values that do not depend on
+//! the innermost iter once per chunk), and each output is one vector store per chunk.
 
 use super::super::cexpr;
-use super::super::gpu::{Div, Kernel, Launch, Stmt};
-use super::super::scalar::Emitter;
+use super::super::gpu::{CType, Div, Kernel, Launch, Stmt};
+use super::super::scalar::{store_value, Emitter, Val};
 use super::super::CodegenError;
-use super::{bind_flat, params, store_yields};
+use super::{bind_flat, params, store_yields, vector};
 use crate::ir::dim::Dim;
+use crate::ir::region::kind::Kind;
 use crate::ir::region::{Region, Size};
 use crate::target::Arch;
 
-/// The pointwise kernel of `r`: `block` threads per block, `items` points per thread.
-pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, CodegenError> {
+/// The pointwise kernel of `r`: `block` threads per block, `items` points (or chunks of `lanes`
+/// points) per thread.
+pub fn build(
+    r: &Region,
+    arch: Arch,
+    block: u32,
+    items: u32,
+    lanes: u32,
+) -> Result<Kernel, CodegenError> {
     let mut em = Emitter::new(r, "")?;
+    let lanes = vector::lanes(&em.iter_sizes, lanes);
+    if lanes > 1 {
+        return build_vector(r, em, arch, block, items, lanes);
+    }
     let iter_sizes = em.iter_sizes.clone();
     let sizes: Vec<String> = iter_sizes.iter().map(cexpr::dim).collect();
     let total = Dim::product(&iter_sizes);
@@ -50,6 +68,174 @@ pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, C
         div: Div::Block,
         body: per_item,
     });
+    let body = em.close();
+    Ok(Kernel {
+        name: cexpr::ident(&r.name),
+        arch,
+        template: "pointwise".into(),
+        params: params(r),
+        launch: Launch {
+            grid: [Size(grid), Size(Dim::int(1)), Size(Dim::int(1))],
+            block: [block, 1, 1],
+            dyn_smem_bytes: 0,
+        },
+        smem: vec![],
+        body,
+    })
+}
+
+/// The pointwise kernel with `lanes` (> 1, dividing the innermost iter's size) points per chunk.
+fn build_vector(
+    r: &Region,
+    mut em: Emitter,
+    arch: Arch,
+    block: u32,
+    items: u32,
+    lanes: u32,
+) -> Result<Kernel, CodegenError> {
+    let mut chunk_sizes = em.iter_sizes.clone();
+    let (Some(inner), Some(last)) = (r.iters.last(), chunk_sizes.last_mut()) else {
+        return Err(CodegenError::Unsupported {
+            kernel: r.name.clone(),
+            why: "a vectorized pointwise kernel needs an iter".into(),
+        });
+    };
+    let lanes_dim = Dim::int(i64::from(lanes));
+    *last = last
+        .div_exact(&lanes_dim)
+        .ok_or_else(|| CodegenError::Unsupported {
+            kernel: r.name.clone(),
+            why: format!("innermost size {last} is not a multiple of {lanes} lanes"),
+        })?;
+    let sizes: Vec<String> = chunk_sizes.iter().map(cexpr::dim).collect();
+    let chunks = Dim::product(&chunk_sizes);
+    let per_block = (block * items) as i64;
+    let grid = chunks.ceildiv(per_block).max_of(&Dim::int(1));
+    let axes: Vec<String> = r.iters.iter().map(|i| i.name.clone()).collect();
+    let reads = vector::vector_reads(r, &inner.name, lanes);
+    em.emit(Stmt::int(
+        "base",
+        format!("(int)blockIdx.x * {per_block} + (int)threadIdx.x"),
+    ));
+    em.open();
+    em.emit(Stmt::int("c", format!("base + it * {block}")));
+    em.open();
+    em.push_scope();
+    // The chunk: the outer iters, and the innermost at its first lane.
+    bind_flat(&mut em, &axes, &sizes, "c", "i_");
+    let first = em.fresh(&format!("i_{}0", cexpr::ident(&inner.name)));
+    let q = em.name(&inner.name);
+    em.emit(Stmt::int(&first, format!("{q} * {lanes}")));
+    em.bind(&inner.name, first.clone());
+    let mut loaded = Vec::new();
+    for (tensor, map) in &reads {
+        let (param, dt, off) = em.read_offset(tensor, map)?;
+        let reg = em.fresh("v");
+        let ty = CType::of(dt);
+        em.emit(Stmt::Array {
+            ty,
+            name: reg.clone(),
+            dims: vec![u64::from(lanes)],
+            zero: false,
+        });
+        em.emit(Stmt::Load {
+            dst: reg.clone(),
+            buffer: param.clone(),
+            index: off,
+            ty,
+            vector: lanes,
+        });
+        loaded.push((tensor, map, param, reg));
+    }
+    let off = em.output_offset();
+    let off = em.materialize(
+        "off",
+        Val {
+            code: off,
+            kind: Kind::I32,
+        },
+    );
+    let mut stores = Vec::new();
+    for y in &r.yields {
+        let (j, dt) = r
+            .outputs
+            .iter()
+            .enumerate()
+            .find(|(_, o)| o.name == y.to)
+            .map(|(j, o)| (j, o.dtype))
+            .ok_or_else(|| CodegenError::Unsupported {
+                kernel: r.name.clone(),
+                why: format!("yield to unknown output `{}`", y.to),
+            })?;
+        let reg = em.fresh("o");
+        em.emit(Stmt::Array {
+            ty: CType::of(dt),
+            name: reg.clone(),
+            dims: vec![u64::from(lanes)],
+            zero: false,
+        });
+        stores.push((j, dt, &y.from, reg));
+    }
+    // The lanes.
+    let lane = em.fresh("l");
+    em.open();
+    em.push_scope();
+    let point = em.fresh(&format!("i_{}", cexpr::ident(&inner.name)));
+    em.emit(Stmt::int(&point, format!("{first} + {lane}")));
+    em.bind(&inner.name, point);
+    for (tensor, map, param, reg) in &loaded {
+        let (_, _, off) = em.read_offset(tensor, map)?;
+        em.preload(param, &off, format!("{reg}[{lane}]"));
+    }
+    let mut computed = Ok(());
+    for (_, dt, from, reg) in &stores {
+        match em.let_value(from) {
+            Ok(v) => em.emit(Stmt::Assign {
+                place: format!("{reg}[{lane}]"),
+                value: store_value(&v, *dt),
+            }),
+            Err(e) => {
+                computed = Err(e);
+                break;
+            }
+        }
+    }
+    em.forget_preloaded();
+    em.pop_scope();
+    let lane_body = em.close();
+    computed?;
+    em.emit(Stmt::range(
+        &lane,
+        ["0".into(), lanes.to_string(), "1".into()],
+        Div::Block,
+        true,
+        lane_body,
+    ));
+    for (j, dt, _, reg) in &stores {
+        em.emit(Stmt::Store {
+            buffer: format!("out{j}"),
+            index: off.code.clone(),
+            value: reg.clone(),
+            ty: CType::of(*dt),
+            vector: lanes,
+        });
+    }
+    em.pop_scope();
+    let inner_body = em.close();
+    em.emit(Stmt::If {
+        cond: format!("c < {}", cexpr::dim(&chunks)),
+        div: Div::Thread,
+        then: inner_body,
+        otherwise: vec![],
+    });
+    let per_item = em.close();
+    em.emit(Stmt::range(
+        "it",
+        ["0".into(), items.to_string(), "1".into()],
+        Div::Block,
+        true,
+        per_item,
+    ));
     let body = em.close();
     Ok(Kernel {
         name: cexpr::ident(&r.name),

@@ -1,0 +1,209 @@
+//! Vector accesses of the pointwise template: which lane count a region allows and which of
+//! its reads one aligned vector load serves.
+//!
+//! A pointwise kernel with `lanes` lanes gives each thread `lanes` consecutive points of the
+//! innermost iter. That needs the innermost iter's size to be a multiple of `lanes` (every chunk
+//! then lies in one row, and starts at an element offset that is a multiple of `lanes`), so the
+//! output store of a chunk is contiguous and aligned to `lanes` elements. A read is loaded as
+//! one vector when
+//! - every point evaluates it: it is reached from a yield through lets without entering a
+//!   `select`/`where` branch or a reduce body (a guarded read may be out of bounds on some
+//!   lanes, and a reduce body rebinds axes);
+//! - the innermost iter indexes the input's last dimension as `axis + c` with `c` a multiple of
+//!   `lanes`, and no other dimension;
+//! - the input's last dimension is a multiple of `lanes`,
+//!
+//! so its lanes are `lanes` consecutive elements starting at a multiple of `lanes`. Buffers are
+//! 256-byte aligned (cudaMalloc, and the host runtime's allocator), so element alignment is byte
+//! alignment. Everything else stays a scalar access (a transpose's strided reads, gathers,
+//! padded reads, reduction windows).
+
+use crate::ir::axis::AxisExpr;
+use crate::ir::dim::Dim;
+use crate::ir::region::{Expr, Region};
+use std::collections::BTreeSet;
+
+/// The lanes per thread for `r` (iteration sizes `iter_sizes`): the largest power of two at most
+/// `want` that divides the innermost iter's size (provably, for a symbolic size), else 1.
+pub fn lanes(iter_sizes: &[Dim], want: u32) -> u32 {
+    let Some(last) = iter_sizes.last() else {
+        return 1;
+    };
+    let mut l = want.max(1).next_power_of_two();
+    if l > want.max(1) {
+        l /= 2;
+    }
+    while l > 1 && last.div_exact(&Dim::int(i64::from(l))).is_none() {
+        l /= 2;
+    }
+    l
+}
+
+/// The reads of `r` (tensor, map) one vector load of `lanes` elements serves at every chunk,
+/// `axis` being the innermost iter; see the module doc. In first-use order, without duplicates.
+pub fn vector_reads(r: &Region, axis: &str, lanes: u32) -> Vec<(String, Vec<AxisExpr>)> {
+    let mut out: Vec<(String, Vec<AxisExpr>)> = Vec::new();
+    let mut seen_lets = BTreeSet::new();
+    for y in &r.yields {
+        unconditional(r, &Expr::Let(y.from.clone()), &mut seen_lets, &mut |e| {
+            if let Expr::Read { tensor, map } = e {
+                let key = (tensor.clone(), map.clone());
+                if !out.contains(&key) && contiguous(r, tensor, map, axis, lanes) {
+                    out.push(key);
+                }
+            }
+        });
+    }
+    out
+}
+
+/// Calls `f` on every expression every point evaluates when it evaluates `e`.
+fn unconditional(r: &Region, e: &Expr, seen_lets: &mut BTreeSet<String>, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    match e {
+        Expr::Let(n) => {
+            if seen_lets.insert(n.clone()) {
+                if let Some(l) = r.lets.iter().find(|l| &l.name == n) {
+                    unconditional(r, &l.expr, seen_lets, f);
+                }
+            }
+        }
+        // Only the taken branch runs; a reduce body runs at rebound axes.
+        Expr::Select { .. } | Expr::Reduce(_) => {}
+        Expr::Where(c, _, _) => unconditional(r, c, seen_lets, f),
+        _ => {
+            for c in crate::ir::region::verify::children(e) {
+                unconditional(r, c, seen_lets, f);
+            }
+        }
+    }
+}
+
+/// Whether `tensor[map]` reads `lanes` consecutive, `lanes`-aligned elements over a chunk of
+/// the innermost iter `axis`.
+fn contiguous(r: &Region, tensor: &str, map: &[AxisExpr], axis: &str, lanes: u32) -> bool {
+    let Some(input) = r.input(tensor) else {
+        return false;
+    };
+    let (Some((last, outer)), Some(size)) = (map.split_last(), input.memref.shape.last()) else {
+        return false;
+    };
+    let is_axis = |n: &str| n == axis;
+    let offset = unit_offset(last, axis);
+    let lanes = i64::from(lanes);
+    offset.is_some_and(|c| c.rem_euclid(lanes) == 0)
+        && !outer.iter().any(|m| m.mentions(&is_axis))
+        && size.0.div_exact(&Dim::int(lanes)).is_some()
+}
+
+/// `c` when `e` is `axis + c` (`c` an integer, 0 for `axis` alone).
+fn unit_offset(e: &AxisExpr, axis: &str) -> Option<i64> {
+    match e {
+        AxisExpr::Name(n) if n == axis => Some(0),
+        AxisExpr::Add(terms) => {
+            let mut found = false;
+            let mut c = 0i64;
+            for t in terms {
+                match t {
+                    AxisExpr::Name(n) if n == axis && !found => found = true,
+                    AxisExpr::Const(k) => c = c.checked_add(*k)?,
+                    _ => return None,
+                }
+            }
+            found.then_some(c)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(lets: &str, x_shape: &str, n: &str) -> Region {
+        let doc = format!(
+            r#"{{"region": {{"name": "k", "iters": [{{"name": "m", "size": 4}}, {{"name": "n", "size": {n}}}],
+              "inputs": [{{"name": "x", "dtype": "fp16", "memref": {{"shape": {x_shape}, "alignment": 16, "noalias": true, "layout": {{"kind": "row_major"}}}}}},
+                         {{"name": "b", "dtype": "fp32", "memref": {{"shape": [16], "alignment": 16, "noalias": true, "layout": {{"kind": "row_major"}}}}}}],
+              "outputs": [{{"name": "y", "dtype": "fp16", "memref": {{"shape": [4, {n}], "alignment": 16, "noalias": true, "layout": {{"kind": "row_major"}}}}, "materialize": "gmem"}}],
+              "lets": {lets}, "yield": [{{"from": "y0", "to": "y"}}]}}}}"#
+        );
+        Region::from_json_str(&doc).expect("test region parses")
+    }
+
+    fn reads(r: &Region, lanes: u32) -> Vec<String> {
+        vector_reads(r, "n", lanes)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect()
+    }
+
+    #[test]
+    fn lanes_are_the_largest_power_of_two_dividing_the_innermost_size() {
+        let sizes = |n: Dim| vec![Dim::int(3), n];
+        assert_eq!(lanes(&sizes(Dim::int(1024)), 8), 8);
+        assert_eq!(lanes(&sizes(Dim::int(12)), 8), 4);
+        assert_eq!(lanes(&sizes(Dim::int(6)), 8), 2);
+        assert_eq!(lanes(&sizes(Dim::int(7)), 8), 1);
+        assert_eq!(lanes(&sizes(Dim::int(16)), 6), 4);
+        assert_eq!(lanes(&sizes(Dim::sym("N")), 8), 1);
+        assert_eq!(lanes(&sizes(Dim::sym("N").mul_int(4)), 8), 4);
+        assert_eq!(lanes(&[], 8), 1);
+    }
+
+    #[test]
+    fn contiguous_unconditional_reads_are_vectorized() {
+        let r = region(
+            r#"[{"let": "y0", "expr": {"add": [{"read": {"tensor": "x", "map": ["m", "n"]}},
+                                                {"read": {"tensor": "b", "map": ["n"]}}]}}]"#,
+            "[4, 16]",
+            "16",
+        );
+        assert_eq!(reads(&r, 8), ["x", "b"]);
+    }
+
+    #[test]
+    fn strided_transposed_or_misaligned_reads_stay_scalar() {
+        // x[n, m]: the innermost iter indexes the outer dimension (a transpose).
+        let r = region(
+            r#"[{"let": "y0", "expr": {"read": {"tensor": "x", "map": ["n", "m"]}}}]"#,
+            "[16, 4]",
+            "16",
+        );
+        assert!(reads(&r, 8).is_empty());
+        // x[m, n + 1]: lane 0 is not 8-aligned.
+        let r = region(
+            r#"[{"let": "y0", "expr": {"read": {"tensor": "x", "map": ["m", {"add": ["n", 1]}]}}}]"#,
+            "[4, 17]",
+            "16",
+        );
+        assert!(reads(&r, 8).is_empty());
+        // x[m, n + 8] into a row of 24: aligned.
+        let r = region(
+            r#"[{"let": "y0", "expr": {"read": {"tensor": "x", "map": ["m", {"add": ["n", 8]}]}}}]"#,
+            "[4, 24]",
+            "16",
+        );
+        assert_eq!(reads(&r, 8), ["x"]);
+        // Rows of 12 elements: row starts are not 8-aligned.
+        let r = region(
+            r#"[{"let": "y0", "expr": {"read": {"tensor": "x", "map": ["m", "n"]}}}]"#,
+            "[4, 12]",
+            "8",
+        );
+        assert!(reads(&r, 8).is_empty());
+        assert_eq!(reads(&r, 4), ["x"]);
+    }
+
+    #[test]
+    fn guarded_reads_stay_scalar() {
+        // A padded read: only the in-bounds lanes may touch x.
+        let r = region(
+            r#"[{"let": "y0", "expr": {"select": {"pred": {"lt": ["n", 8]},
+                 "then": {"read": {"tensor": "x", "map": ["m", "n"]}}, "else": 0.0}}}]"#,
+            "[4, 8]",
+            "16",
+        );
+        assert!(reads(&r, 8).is_empty());
+    }
+}
