@@ -17,6 +17,7 @@ pub mod ir;
 pub mod npy;
 pub mod optimize;
 pub mod plan;
+pub mod poly;
 pub mod rules;
 pub mod run;
 pub mod target;
