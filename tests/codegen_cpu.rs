@@ -104,15 +104,23 @@ fn random_tail_sizes_run_on_the_cpu_like_the_reference() {
 
 /// The pointwise template's vector accesses (`tests/data/vector_access.json`): 2 lanes of fp16
 /// (rows of 6), 4 lanes of fp32 with a broadcast operand, a transpose (scalar: its innermost size
-/// is symbolic), a pad (guarded reads stay scalar, the store is a vector) and a slice whose
-/// offset of 4 keeps its loads aligned; at the graph's sizes and at random ones.
+/// is symbolic), a pad (guarded reads stay scalar, the store is a vector), a slice whose offset
+/// of 4 keeps its loads aligned and a softmax (the row template's chunked folds); at the graph's
+/// sizes and at random ones.
 #[test]
 fn vector_accesses_run_on_the_cpu_like_the_reference() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vector_access.json");
     let g = frontend::load_file(&path).expect("loads");
     let p = lower::lower(&g).expect("lowers");
     let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
-    let src = generate(&o).expect("generates").emitted.source;
+    let code = generate(&o).expect("generates");
+    let templates: Vec<&str> = code
+        .kernels
+        .iter()
+        .map(|k| k.kernel.template.as_str())
+        .collect();
+    assert!(templates.contains(&"row"), "{templates:?}");
+    let src = code.emitted.source;
     for access in [
         "dlc_ld_vec<4>(",
         "dlc_st_vec<4>(",

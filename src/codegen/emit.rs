@@ -69,9 +69,13 @@ pub fn kernel_of(
             threads_per_row,
             rows_per_block,
             ..
-        } if templates::row::cooperative(r).is_some() => {
-            templates::row::build(r, arch, threads_per_row as u32, rows_per_block as u32)?
-        }
+        } if templates::row::cooperative(r).is_some() => templates::row::build(
+            r,
+            arch,
+            threads_per_row as u32,
+            rows_per_block as u32,
+            choice.best.plan.vectorize.width,
+        )?,
         Knobs::Elementwise { block, items, .. } => templates::pointwise::build(
             r,
             arch,
@@ -136,7 +140,7 @@ pub fn kernel_of(
 /// cooperative reductions, else pointwise.
 fn fallback(r: &Region, arch: crate::target::Arch) -> Result<Kernel, CodegenError> {
     if templates::row::cooperative(r).is_some() {
-        templates::row::build(r, arch, 128, 1)
+        templates::row::build(r, arch, 128, 1, 1)
     } else {
         templates::pointwise::build(r, arch, 128, 1, 1)
     }
@@ -310,7 +314,9 @@ fn pair_at(
 }
 
 /// The fused attention kernel of the pair at steps `f` and `s`, with the first region's plan
-/// (template renamed `attention`).
+/// (template renamed `attention`) and the two regions' predicted times summed: the fused kernel
+/// does both regions' work, so the sum is an upper bound (it still counts the deferred buffer's
+/// round trip through global memory, which the fused kernel avoids).
 fn attention_kernel(
     program: &RegionProgram,
     f: usize,
@@ -325,7 +331,12 @@ fn attention_kernel(
         kernel: p.first.name.clone(),
         why: format!("no plan: {e}"),
     })?;
+    let second = choose_plan(p.second, model).map_err(|e| CodegenError::Unsupported {
+        kernel: p.second.name.clone(),
+        why: format!("no plan: {e}"),
+    })?;
     choice.best.plan.template = "attention".into();
+    choice.best.time = choice.best.time.plus(second.best.time);
     let kernel = templates::attention::build(&p, model.target.arch)?;
     let name = kernel.name.clone();
     let kernel = verified(kernel, &name, model)?;

@@ -10,12 +10,11 @@
 //! the innermost iter once per chunk), and each output is one vector store per chunk.
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Div, Kernel, Launch, Stmt};
-use super::super::scalar::{store_value, Emitter, Val};
+use super::super::gpu::{Div, Kernel, Launch, Stmt};
+use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::{bind_flat, params, store_yields, vector};
 use crate::ir::dim::Dim;
-use crate::ir::region::kind::Kind;
 use crate::ir::region::{Region, Size};
 use crate::target::Arch;
 
@@ -93,20 +92,16 @@ fn build_vector(
     items: u32,
     lanes: u32,
 ) -> Result<Kernel, CodegenError> {
-    let mut chunk_sizes = em.iter_sizes.clone();
-    let (Some(inner), Some(last)) = (r.iters.last(), chunk_sizes.last_mut()) else {
-        return Err(CodegenError::Unsupported {
-            kernel: r.name.clone(),
-            why: "a vectorized pointwise kernel needs an iter".into(),
-        });
+    let unsupported = |why: String| CodegenError::Unsupported {
+        kernel: r.name.clone(),
+        why,
     };
-    let lanes_dim = Dim::int(i64::from(lanes));
-    *last = last
-        .div_exact(&lanes_dim)
-        .ok_or_else(|| CodegenError::Unsupported {
-            kernel: r.name.clone(),
-            why: format!("innermost size {last} is not a multiple of {lanes} lanes"),
-        })?;
+    let inner = r
+        .iters
+        .last()
+        .ok_or_else(|| unsupported("a vectorized pointwise kernel needs an iter".into()))?;
+    let chunk_sizes = vector::chunk_sizes(&em.iter_sizes, lanes)
+        .ok_or_else(|| unsupported(format!("innermost size is not a multiple of {lanes}")))?;
     let sizes: Vec<String> = chunk_sizes.iter().map(cexpr::dim).collect();
     let chunks = Dim::product(&chunk_sizes);
     let per_block = (block * items) as i64;
@@ -121,104 +116,19 @@ fn build_vector(
     em.emit(Stmt::int("c", format!("base + it * {block}")));
     em.open();
     em.push_scope();
-    // The chunk: the outer iters, and the innermost at its first lane.
-    bind_flat(&mut em, &axes, &sizes, "c", "i_");
-    let first = em.fresh(&format!("i_{}0", cexpr::ident(&inner.name)));
-    let q = em.name(&inner.name);
-    em.emit(Stmt::int(&first, format!("{q} * {lanes}")));
-    em.bind(&inner.name, first.clone());
-    let mut loaded = Vec::new();
-    for (tensor, map) in &reads {
-        let (param, dt, off) = em.read_offset(tensor, map)?;
-        let reg = em.fresh("v");
-        let ty = CType::of(dt);
-        em.emit(Stmt::Array {
-            ty,
-            name: reg.clone(),
-            dims: vec![u64::from(lanes)],
-            zero: false,
-        });
-        em.emit(Stmt::Load {
-            dst: reg.clone(),
-            buffer: param.clone(),
-            index: off,
-            ty,
-            vector: lanes,
-        });
-        loaded.push((tensor, map, param, reg));
-    }
-    let off = em.output_offset();
-    let off = em.materialize(
-        "off",
-        Val {
-            code: off,
-            kind: Kind::I32,
-        },
-    );
-    let mut stores = Vec::new();
-    for y in &r.yields {
-        let (j, dt) = r
-            .outputs
-            .iter()
-            .enumerate()
-            .find(|(_, o)| o.name == y.to)
-            .map(|(j, o)| (j, o.dtype))
-            .ok_or_else(|| CodegenError::Unsupported {
-                kernel: r.name.clone(),
-                why: format!("yield to unknown output `{}`", y.to),
-            })?;
-        let reg = em.fresh("o");
-        em.emit(Stmt::Array {
-            ty: CType::of(dt),
-            name: reg.clone(),
-            dims: vec![u64::from(lanes)],
-            zero: false,
-        });
-        stores.push((j, dt, &y.from, reg));
-    }
-    // The lanes.
+    let first = vector::bind_chunk(&mut em, &axes, &sizes, "c", "i_", lanes);
+    let loaded = vector::load_chunk(&mut em, &reads, lanes)?;
+    let outputs = vector::ChunkStores::declare(&mut em, lanes)?;
     let lane = em.fresh("l");
-    em.open();
-    em.push_scope();
-    let point = em.fresh(&format!("i_{}", cexpr::ident(&inner.name)));
-    em.emit(Stmt::int(&point, format!("{first} + {lane}")));
-    em.bind(&inner.name, point);
-    for (tensor, map, param, reg) in &loaded {
-        let (_, _, off) = em.read_offset(tensor, map)?;
-        em.preload(param, &off, format!("{reg}[{lane}]"));
-    }
-    let mut computed = Ok(());
-    for (_, dt, from, reg) in &stores {
-        match em.let_value(from) {
-            Ok(v) => em.emit(Stmt::Assign {
-                place: format!("{reg}[{lane}]"),
-                value: store_value(&v, *dt),
-            }),
-            Err(e) => {
-                computed = Err(e);
-                break;
-            }
-        }
-    }
-    em.forget_preloaded();
-    em.pop_scope();
-    let lane_body = em.close();
-    computed?;
-    em.emit(Stmt::range(
-        &lane,
-        ["0".into(), lanes.to_string(), "1".into()],
-        Div::Block,
-        true,
-        lane_body,
-    ));
-    for (j, dt, _, reg) in &stores {
-        em.emit(Stmt::Store {
-            buffer: format!("out{j}"),
-            index: off.code.clone(),
-            value: reg.clone(),
-            ty: CType::of(*dt),
-            vector: lanes,
-        });
+    vector::lane_loop(
+        &mut em,
+        (&inner.name, &first, &lane),
+        lanes,
+        &loaded,
+        |em| outputs.assign(em, &lane),
+    )?;
+    for s in outputs.stores(lanes) {
+        em.emit(s);
     }
     em.pop_scope();
     let inner_body = em.close();

@@ -7,12 +7,18 @@
 //! Then the threads walk the row again and store every output element, the reductions provided
 //! as values. Rows past the end (the last block) compute on a clamped row and store nothing,
 //! so every thread reaches every barrier.
+//!
+//! With vector lanes (the plan's width cut by [`vector::lanes`]; only when the row axes are the
+//! trailing iters, so a row is contiguous in the output), the threads walk a row in chunks of
+//! `lanes` consecutive elements: contiguous reads are one vector load per chunk (in the folds and
+//! in the output pass), the lanes are an unrolled loop, and each output is one vector store per
+//! chunk. A fold then visits a thread's elements chunk by chunk, lanes in order.
 
 use super::super::cexpr;
 use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, WarpOp};
 use super::super::scalar::{Emitter, Val};
 use super::super::CodegenError;
-use super::{bind_flat, params, store_yields};
+use super::{bind_flat, params, store_yields, vector};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::kind::Kind;
@@ -68,12 +74,14 @@ fn combine(op: ReduceOp, a: &str, b: &str) -> String {
     }
 }
 
-/// The row kernel of `r` (`cooperative(r)` must be `Some`).
+/// The row kernel of `r` (`cooperative(r)` must be `Some`), with up to `lanes` elements per
+/// vector access.
 pub fn build(
     r: &Region,
     arch: Arch,
     threads_per_row: u32,
     rows_per_block: u32,
+    lanes: u32,
 ) -> Result<Kernel, CodegenError> {
     let unsupported = |why: &str| CodegenError::Unsupported {
         kernel: r.name.clone(),
@@ -94,9 +102,28 @@ pub fn build(
             outer_sizes.push(s.clone());
         }
     }
+    let trailing = r.iters.len() >= row_axes.len()
+        && r.iters[r.iters.len() - row_axes.len()..]
+            .iter()
+            .map(|i| &i.name)
+            .eq(row_axes.iter());
+    let mut lanes = if trailing {
+        vector::lanes(&row_sizes, lanes)
+    } else {
+        1
+    };
+    // The row walk: chunks of `lanes` elements (single elements when 1).
+    let walk_sizes = vector::chunk_sizes(&row_sizes, lanes).unwrap_or_else(|| {
+        lanes = 1;
+        row_sizes.clone()
+    });
+    let walk = Walk {
+        axes: &row_axes,
+        sizes: walk_sizes.iter().map(cexpr::dim).collect(),
+        lanes,
+    };
     let rows = Dim::product(&outer_sizes);
-    let len = Dim::product(&row_sizes);
-    let (rows_c, len_c) = (cexpr::dim(&rows), cexpr::dim(&len));
+    let (rows_c, len_c) = (cexpr::dim(&rows), cexpr::dim(&Dim::product(&walk_sizes)));
     let warps = threads_per_row / 32;
     let mut smem = Vec::new();
     if warps > 1 {
@@ -123,7 +150,6 @@ pub fn build(
     em.emit(Stmt::int("row", format!("valid ? row_raw : {rows_c} - 1")));
     em.push_scope();
     let outer_c: Vec<String> = outer_sizes.iter().map(cexpr::dim).collect();
-    let row_c: Vec<String> = row_sizes.iter().map(cexpr::dim).collect();
     bind_flat(&mut em, &outer, &outer_c, "row", "i_");
     for li in coop {
         let l = &r.lets[li];
@@ -140,14 +166,16 @@ pub fn build(
         });
         em.open();
         em.push_scope();
-        bind_flat(&mut em, &row_axes, &row_c, "e", "r_");
-        let v = em.value(&red.body);
-        em.pop_scope();
-        let v = v?;
-        em.emit(Stmt::Assign {
-            place: acc.clone(),
-            value: Emitter::fold(red, &acc, &v),
+        let folded = walk.each(&mut em, std::slice::from_ref(&red.body), |em| {
+            let v = em.value(&red.body)?;
+            em.emit(Stmt::Assign {
+                place: acc.clone(),
+                value: Emitter::fold(red, &acc, &v),
+            });
+            Ok(())
         });
+        em.pop_scope();
+        folded?;
         let body = em.close();
         em.emit(Stmt::For {
             var: "e".into(),
@@ -204,18 +232,23 @@ pub fn build(
     }
     em.open();
     em.push_scope();
-    bind_flat(&mut em, &row_axes, &row_c, "e", "r_");
-    em.open();
-    let stored = store_yields(&mut em);
-    let stores = em.close();
+    let stored = if walk.lanes > 1 {
+        walk.store_chunk(&mut em)
+    } else {
+        bind_flat(&mut em, &row_axes, &walk.sizes, "e", "r_");
+        em.open();
+        let stored = store_yields(&mut em);
+        let stores = em.close();
+        em.emit(Stmt::If {
+            cond: "valid".into(),
+            div: Div::Thread,
+            then: stores,
+            otherwise: vec![],
+        });
+        stored
+    };
     em.pop_scope();
     stored?;
-    em.emit(Stmt::If {
-        cond: "valid".into(),
-        div: Div::Thread,
-        then: stores,
-        otherwise: vec![],
-    });
     let out_loop = em.close();
     em.emit(Stmt::For {
         var: "e".into(),
@@ -250,4 +283,57 @@ pub fn build(
         smem,
         body,
     })
+}
+
+/// How the threads of a row walk it: the row axes, bound from the walk index `e` over `sizes`
+/// (C; the last one counts chunks when `lanes` > 1).
+struct Walk<'r> {
+    axes: &'r [String],
+    sizes: Vec<String>,
+    lanes: u32,
+}
+
+impl Walk<'_> {
+    /// Binds the row axes at walk index `e` and runs `body` at every element there: once, or per
+    /// lane of the chunk with the reads of `values` that vectorize loaded first.
+    fn each(
+        &self,
+        em: &mut Emitter,
+        values: &[Expr],
+        body: impl FnOnce(&mut Emitter) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        if self.lanes <= 1 {
+            bind_flat(em, self.axes, &self.sizes, "e", "r_");
+            return body(em);
+        }
+        let inner = self.axes.last().map(String::as_str).unwrap_or_default();
+        let first = vector::bind_chunk(em, self.axes, &self.sizes, "e", "r_", self.lanes);
+        let reads = vector::vector_reads_of(em.region, values, inner, self.lanes);
+        let loaded = vector::load_chunk(em, &reads, self.lanes)?;
+        let lane = em.fresh("l");
+        vector::lane_loop(em, (inner, &first, &lane), self.lanes, &loaded, body)
+    }
+
+    /// The output pass over one chunk: the yields per lane into registers, then (for valid rows)
+    /// one vector store per output.
+    fn store_chunk(&self, em: &mut Emitter) -> Result<(), CodegenError> {
+        let inner = self.axes.last().map(String::as_str).unwrap_or_default();
+        let first = vector::bind_chunk(em, self.axes, &self.sizes, "e", "r_", self.lanes);
+        let r = em.region;
+        let roots: Vec<Expr> = r.yields.iter().map(|y| Expr::Let(y.from.clone())).collect();
+        let reads = vector::vector_reads_of(r, &roots, inner, self.lanes);
+        let loaded = vector::load_chunk(em, &reads, self.lanes)?;
+        let outputs = vector::ChunkStores::declare(em, self.lanes)?;
+        let lane = em.fresh("l");
+        vector::lane_loop(em, (inner, &first, &lane), self.lanes, &loaded, |em| {
+            outputs.assign(em, &lane)
+        })?;
+        em.emit(Stmt::If {
+            cond: "valid".into(),
+            div: Div::Thread,
+            then: outputs.stores(self.lanes),
+            otherwise: vec![],
+        });
+        Ok(())
+    }
 }

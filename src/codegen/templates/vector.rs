@@ -18,8 +18,14 @@
 //! alignment. Everything else stays a scalar access (a transpose's strided reads, gathers,
 //! padded reads, reduction windows).
 
+use super::super::cexpr;
+use super::super::gpu::{CType, Div, Stmt};
+use super::super::scalar::{store_value, Emitter, Val};
+use super::super::CodegenError;
 use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::region::kind::Kind;
 use crate::ir::region::{Expr, Region};
 use std::collections::BTreeSet;
 
@@ -39,13 +45,22 @@ pub fn lanes(iter_sizes: &[Dim], want: u32) -> u32 {
     l
 }
 
+/// A read: input name and index map.
+pub type ReadKey = (String, Vec<AxisExpr>);
+
 /// The reads of `r` (tensor, map) one vector load of `lanes` elements serves at every chunk,
 /// `axis` being the innermost iter; see the module doc. In first-use order, without duplicates.
-pub fn vector_reads(r: &Region, axis: &str, lanes: u32) -> Vec<(String, Vec<AxisExpr>)> {
-    let mut out: Vec<(String, Vec<AxisExpr>)> = Vec::new();
+pub fn vector_reads(r: &Region, axis: &str, lanes: u32) -> Vec<ReadKey> {
+    let roots: Vec<Expr> = r.yields.iter().map(|y| Expr::Let(y.from.clone())).collect();
+    vector_reads_of(r, &roots, axis, lanes)
+}
+
+/// [`vector_reads`] of the values `roots` (evaluated at every point of a chunk).
+pub fn vector_reads_of(r: &Region, roots: &[Expr], axis: &str, lanes: u32) -> Vec<ReadKey> {
+    let mut out: Vec<ReadKey> = Vec::new();
     let mut seen_lets = BTreeSet::new();
-    for y in &r.yields {
-        unconditional(r, &Expr::Let(y.from.clone()), &mut seen_lets, &mut |e| {
+    for root in roots {
+        unconditional(r, root, &mut seen_lets, &mut |e| {
             if let Expr::Read { tensor, map } = e {
                 let key = (tensor.clone(), map.clone());
                 if !out.contains(&key) && contiguous(r, tensor, map, axis, lanes) {
@@ -55,6 +70,187 @@ pub fn vector_reads(r: &Region, axis: &str, lanes: u32) -> Vec<(String, Vec<Axis
         });
     }
     out
+}
+
+/// The reads of a chunk loaded into registers: read, C parameter, register array.
+pub struct Loaded {
+    read: ReadKey,
+    param: String,
+    reg: String,
+}
+
+/// Emits, in the current scope (where the innermost axis is bound to the chunk's first lane),
+/// one vector load of `lanes` elements per read of `reads` into a fresh register array.
+pub fn load_chunk(
+    em: &mut Emitter,
+    reads: &[ReadKey],
+    lanes: u32,
+) -> Result<Vec<Loaded>, CodegenError> {
+    let mut loaded = Vec::new();
+    for (tensor, map) in reads {
+        let (param, dt, off) = em.read_offset(tensor, map)?;
+        let reg = em.fresh("v");
+        let ty = CType::of(dt);
+        em.emit(Stmt::Array {
+            ty,
+            name: reg.clone(),
+            dims: vec![u64::from(lanes)],
+            zero: false,
+        });
+        em.emit(Stmt::Load {
+            dst: reg.clone(),
+            buffer: param.clone(),
+            index: off,
+            ty,
+            vector: lanes,
+        });
+        loaded.push(Loaded {
+            read: (tensor.clone(), map.clone()),
+            param,
+            reg,
+        });
+    }
+    Ok(loaded)
+}
+
+/// The lane loop of a chunk: `body` runs in a new block and scope where `axis` is bound to
+/// `first + lane` and the `loaded` reads are their registers' lanes; then the unrolled loop over
+/// the `lanes` is emitted. `lane` names the loop variable.
+pub fn lane_loop<T>(
+    em: &mut Emitter,
+    (axis, first, lane): (&str, &str, &str),
+    lanes: u32,
+    loaded: &[Loaded],
+    body: impl FnOnce(&mut Emitter) -> Result<T, CodegenError>,
+) -> Result<T, CodegenError> {
+    em.open();
+    em.push_scope();
+    let point = em.fresh(&format!("i_{}", cexpr::ident(axis)));
+    em.emit(Stmt::int(&point, format!("{first} + {lane}")));
+    em.bind(axis, point);
+    let mut out = Ok(());
+    for l in loaded {
+        match em.read_offset(&l.read.0, &l.read.1) {
+            Ok((_, _, off)) => em.preload(&l.param, &off, format!("{}[{lane}]", l.reg)),
+            Err(e) => out = Err(e),
+        }
+    }
+    let result = out.and_then(|()| body(em));
+    em.forget_preloaded();
+    em.pop_scope();
+    let block = em.close();
+    let result = result?;
+    em.emit(Stmt::range(
+        lane,
+        ["0".into(), lanes.to_string(), "1".into()],
+        Div::Block,
+        true,
+        block,
+    ));
+    Ok(result)
+}
+
+/// `sizes` with the last one divided by `lanes` (the chunk counts), when it divides provably.
+pub fn chunk_sizes(sizes: &[Dim], lanes: u32) -> Option<Vec<Dim>> {
+    let mut out = sizes.to_vec();
+    let last = out.last_mut()?;
+    *last = last.div_exact(&Dim::int(i64::from(lanes)))?;
+    Some(out)
+}
+
+/// Binds `axes` (chunk counts `chunk_sizes`, C) from the flat chunk index `flat` (C), then the
+/// last axis to the chunk's first lane; returns that lane's variable.
+pub fn bind_chunk(
+    em: &mut Emitter,
+    axes: &[String],
+    chunk_sizes: &[String],
+    flat: &str,
+    base: &str,
+    lanes: u32,
+) -> String {
+    super::bind_flat(em, axes, chunk_sizes, flat, base);
+    let Some(inner) = axes.last() else {
+        return "0".into();
+    };
+    let first = em.fresh(&format!("{base}{}0", cexpr::ident(inner)));
+    let q = em.name(inner);
+    em.emit(Stmt::int(&first, format!("{q} * {lanes}")));
+    em.bind(inner, first.clone());
+    first
+}
+
+/// A chunk's outputs: the offset of its first lane, and per yield the output, its dtype, the
+/// let stored and the register array collecting the lanes.
+pub struct ChunkStores {
+    off: String,
+    outputs: Vec<(usize, DType, String, String)>,
+}
+
+impl ChunkStores {
+    /// Emits, where the innermost iter is bound to the chunk's first lane, the output offset
+    /// and one register array of `lanes` elements per yield of the region.
+    pub fn declare(em: &mut Emitter, lanes: u32) -> Result<ChunkStores, CodegenError> {
+        let r = em.region;
+        let off = em.output_offset();
+        let off = em.materialize(
+            "off",
+            Val {
+                code: off,
+                kind: Kind::I32,
+            },
+        );
+        let mut outputs = Vec::new();
+        for y in &r.yields {
+            let (j, dt) = r
+                .outputs
+                .iter()
+                .enumerate()
+                .find(|(_, o)| o.name == y.to)
+                .map(|(j, o)| (j, o.dtype))
+                .ok_or_else(|| CodegenError::Unsupported {
+                    kernel: r.name.clone(),
+                    why: format!("yield to unknown output `{}`", y.to),
+                })?;
+            let reg = em.fresh("o");
+            em.emit(Stmt::Array {
+                ty: CType::of(dt),
+                name: reg.clone(),
+                dims: vec![u64::from(lanes)],
+                zero: false,
+            });
+            outputs.push((j, dt, y.from.clone(), reg));
+        }
+        Ok(ChunkStores {
+            off: off.code,
+            outputs,
+        })
+    }
+
+    /// Inside a [`lane_loop`]: every yield's value at the lane, into its register array.
+    pub fn assign(&self, em: &mut Emitter, lane: &str) -> Result<(), CodegenError> {
+        for (_, dt, from, reg) in &self.outputs {
+            let v = em.let_value(from)?;
+            em.emit(Stmt::Assign {
+                place: format!("{reg}[{lane}]"),
+                value: store_value(&v, *dt),
+            });
+        }
+        Ok(())
+    }
+
+    /// The vector stores of the chunk, one per output.
+    pub fn stores(&self, lanes: u32) -> Vec<Stmt> {
+        self.outputs
+            .iter()
+            .map(|(j, dt, _, reg)| Stmt::Store {
+                buffer: format!("out{j}"),
+                index: self.off.clone(),
+                value: reg.clone(),
+                ty: CType::of(*dt),
+                vector: lanes,
+            })
+            .collect()
+    }
 }
 
 /// Calls `f` on every expression every point evaluates when it evaluates `e`.

@@ -22,9 +22,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_add_mul_rsqrt_div(const 
     const int row = valid ? row_raw : (s_T) - 1;
     const int i_m_1 = row;
     float acc_2 = 0.0f;
-    for (int e = tx; e < 768; e += 256) {
+    for (int e = tx; e < 96; e += 256) {
       const int r_n_3 = e;
-      acc_2 = acc_2 + dlc_f32(in0[(i_m_1 * 768 + r_n_3)]);
+      const int r_n0_4 = r_n_3 * 8;
+      __half v_5[8];
+      dlc_ld_vec<16>(&v_5[0], &in0[(i_m_1 * 768 + r_n0_4)]);
+      #pragma unroll
+      for (int l_6 = 0; l_6 < 8; l_6 += 1) {
+        const int i_n_7 = r_n0_4 + l_6;
+        acc_2 = acc_2 + dlc_f32(v_5[l_6]);
+      }
     }
     acc_2 = dlc_warp_sum(acc_2);
     if ((tx & 31) == 0) {
@@ -37,39 +44,59 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_add_mul_rsqrt_div(const 
       acc_2 = acc_2 + partial[ty][w];
     }
     __syncthreads();
-    const float acc_4 = 0.0f + acc_2;
-    float acc_5 = 0.0f;
-    const float c1_7 = (acc_4 / ((float)768));
-    for (int e = tx; e < 768; e += 256) {
-      const int r_n_6 = e;
-      const float c2_8 = (dlc_f32(in0[(i_m_1 * 768 + r_n_6)]) - c1_7);
-      const float c3_9 = (c2_8 * c2_8);
-      acc_5 = acc_5 + c3_9;
+    const float acc_8 = 0.0f + acc_2;
+    float acc_9 = 0.0f;
+    const float c1_15 = (acc_8 / ((float)768));
+    for (int e = tx; e < 96; e += 256) {
+      const int r_n_10 = e;
+      const int r_n0_11 = r_n_10 * 8;
+      __half v_12[8];
+      dlc_ld_vec<16>(&v_12[0], &in0[(i_m_1 * 768 + r_n0_11)]);
+      #pragma unroll
+      for (int l_13 = 0; l_13 < 8; l_13 += 1) {
+        const int i_n_14 = r_n0_11 + l_13;
+        const float c2_16 = (dlc_f32(v_12[l_13]) - c1_15);
+        const float c3_17 = (c2_16 * c2_16);
+        acc_9 = acc_9 + c3_17;
+      }
     }
-    acc_5 = dlc_warp_sum(acc_5);
+    acc_9 = dlc_warp_sum(acc_9);
     if ((tx & 31) == 0) {
-      partial[ty][tx >> 5] = acc_5;
+      partial[ty][tx >> 5] = acc_9;
     }
     __syncthreads();
-    acc_5 = partial[ty][0];
+    acc_9 = partial[ty][0];
     #pragma unroll
     for (int w = 1; w < 8; w += 1) {
-      acc_5 = acc_5 + partial[ty][w];
+      acc_9 = acc_9 + partial[ty][w];
     }
     __syncthreads();
-    const float acc1_10 = 0.0f + acc_5;
-    const float c4_14 = (acc1_10 / ((float)768));
-    const float c5_15 = (c4_14 + 1e-5f);
-    const float c6_16 = dlc_rsqrt(c5_15);
-    for (int e = tx; e < 768; e += 256) {
-      const int r_n_11 = e;
-      const float c2_13 = (dlc_f32(in0[(i_m_1 * 768 + r_n_11)]) - c1_7);
-      const float c7_17 = (c2_13 * c6_16);
-      const float c8_18 = (c7_17 * dlc_f32(in1[r_n_11]));
-      const float c9_19 = (c8_18 + dlc_f32(in2[r_n_11]));
+    const float acc1_18 = 0.0f + acc_9;
+    const float c4_29 = (acc1_18 / ((float)768));
+    const float c5_30 = (c4_29 + 1e-5f);
+    const float c6_31 = dlc_rsqrt(c5_30);
+    for (int e = tx; e < 96; e += 256) {
+      const int r_n_19 = e;
+      const int r_n0_20 = r_n_19 * 8;
+      __half v_21[8];
+      dlc_ld_vec<16>(&v_21[0], &in0[(i_m_1 * 768 + r_n0_20)]);
+      __half v_22[8];
+      dlc_ld_vec<16>(&v_22[0], &in1[r_n0_20]);
+      __half v_23[8];
+      dlc_ld_vec<16>(&v_23[0], &in2[r_n0_20]);
+      const int off_24 = (i_m_1 * 768 + r_n0_20);
+      __half o_25[8];
+      #pragma unroll
+      for (int l_26 = 0; l_26 < 8; l_26 += 1) {
+        const int i_n_27 = r_n0_20 + l_26;
+        const float c2_28 = (dlc_f32(v_21[l_26]) - c1_15);
+        const float c7_32 = (c2_28 * c6_31);
+        const float c8_33 = (c7_32 * dlc_f32(v_22[l_26]));
+        const float c9_34 = (c8_33 + dlc_f32(v_23[l_26]));
+        o_25[l_26] = dlc_cvt<__half>(c9_34);
+      }
       if (valid) {
-        const int off_12 = (i_m_1 * 768 + r_n_11);
-        out0[off_12] = dlc_cvt<__half>(c9_19);
+        dlc_st_vec<16>(&out0[off_24], &o_25[0]);
       }
     }
   }
