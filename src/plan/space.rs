@@ -204,7 +204,7 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
             // The 128×128 SIMT tile keeps 64 accumulators per thread: a 16-deep K step leaves room
             // for the register double buffer (32 deep spills on sm_90a).
             Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 16]],
-            Algo::MmaSync => vec![[64, 64, 32], [128, 64, 32], [128, 128, 32], [128, 128, 64]],
+            Algo::MmaSync => MMA_SYNC_TILES.to_vec(),
             Algo::Wgmma => vec![[64, 128, 64], [128, 128, 64], [128, 256, 64], [64, 64, 32]],
         };
         if let Some(row) = g.row_extent {
@@ -252,9 +252,14 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
     out
 }
 
+/// The standard `[BM, BN, BK]` tiles of `mma_sync` (the code generator's shared-memory swizzle
+/// is tested conflict-free on each, and on the row-resident `64 × BN × 32` tiles).
+pub const MMA_SYNC_TILES: [[u64; 3]; 4] =
+    [[64, 64, 32], [128, 64, 32], [128, 128, 32], [128, 128, 64]];
+
 /// Two warp tiles per block tile: 4 warps (2×2) and 8 warps (4×2); for `wgmma`, one
 /// warpgroup (4 warps) per 64 rows, or one warpgroup for the whole tile.
-fn warp_tiles(algo: Algo, bm: u64, bn: u64) -> Vec<(u64, u64)> {
+pub fn warp_tiles(algo: Algo, bm: u64, bn: u64) -> Vec<(u64, u64)> {
     match algo {
         Algo::Wgmma => {
             let mut v = vec![(16, bn), ((bm / 4).max(16), bn)];
