@@ -197,9 +197,14 @@ fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) 
     assert_eq!(regions.len(), 1, "one tensor-core contraction kernel");
     let r = regions[0];
     let generated = generate(&o).expect("generates");
-    let plan_kernel = emit::kernel_of(r, &choose_plan(r, &o.model).expect("plan"), &o.model)
-        .expect("the planned kernel builds");
+    let choice = choose_plan(r, &o.model).expect("plan");
+    let plan_kernel = emit::kernel_of(r, &choice, &o.model).expect("the planned kernel builds");
     assert_eq!(plan_kernel.template, "contraction_mma");
+    // Unpadded, swizzled tiles of 2-byte operands: exactly the plan space's estimate.
+    assert_eq!(
+        plan_kernel.launch.dyn_smem_bytes, choice.best.resources.smem_bytes,
+        "shared memory of the planned kernel"
+    );
     let b: BTreeMap<String, i64> = bindings.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let ins = random_inputs(&p, &b, 7).expect("inputs");
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");

@@ -466,6 +466,18 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
     Ok(())
 }
 
+/// The shared-memory swizzle of an algorithm's operand tiles (the plan's `A_swizzle` and
+/// `B_swizzle` hints): `xor_128b` — 16-byte chunks XORed with the row index within 128-byte
+/// bank lines, as the `mma_sync` template stores them (`codegen::templates::contraction_mma`)
+/// and TMA's 128-byte swizzle would for `wgmma`; rows of 64 or 32 bytes take the same family's
+/// narrower variant — or `none` (the SIMT template's tiles).
+pub fn swizzle_hint(algo: Algo) -> &'static str {
+    match algo {
+        Algo::Simt => "none",
+        Algo::MmaSync | Algo::Wgmma => "xor_128b",
+    }
+}
+
 /// The seed §8 plan of a candidate's knobs.
 pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
     let arch = target.arch;
@@ -526,9 +538,9 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
                     pingpong: stages >= 2,
                 });
             }
-            let swz = algo != Algo::Simt;
-            layout_hints.insert("A_swizzle".into(), serde_json::Value::Bool(swz));
-            layout_hints.insert("B_swizzle".into(), serde_json::Value::Bool(swz));
+            let swz = swizzle_hint(algo);
+            layout_hints.insert("A_swizzle".into(), serde_json::Value::from(swz));
+            layout_hints.insert("B_swizzle".into(), serde_json::Value::from(swz));
             layout_hints.insert("C_stride".into(), serde_json::Value::from("row"));
             epilogue = g.epilogue.clone();
             if !epilogue.is_empty() {

@@ -6,16 +6,18 @@
 //! **Staging.** Each operand tile is kept in shared memory in the direction its global rows
 //! run: `[outer][BK]` when the operand walks `K` fastest (row-major `A[m, k]`, `Bᵀ[n, k]`),
 //! else `[BK][outer]` (`B[k, n]`, `Aᵀ[k, m]`), rows back to back without padding
-//! (`stages · BK · (BM + BN) · 2` bytes in all, the plan space's estimate). The 16-byte chunks of
-//! each row are XOR-swizzled by the row index ([`smem`]: `c ^ (r % 8)` for 128-byte rows,
-//! `c ^ ((r / 2) % 4)` for 64-byte rows, …), so the eight rows of an `ldmatrix` phase, a
-//! quarter-warp of `cp.async` copies and a warp of 4-byte stores each hit distinct banks; every
-//! writer and reader addresses the tile through [`smem::Tile::place`]. An operand that is a plain read of an fp16/bf16 input whose rows are
-//! contiguous and 16-byte aligned in 8-element chunks (provable from the sizes) is copied with
-//! `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a padded
-//! conv's guarded gather, a cast of an fp32 tensor, symbolic row lengths) is computed element
-//! by element with its prologue (`View::load`), converted, packed in pairs into registers and
-//! stored to shared memory.
+//! (`stages · BK · (BM + BN) · 2` bytes in all, the plan space's estimate for 2-byte operands).
+//! The 16-byte chunks of each row are XOR-swizzled by the row index ([`smem`]: `c ^ (r % 8)`
+//! for 128-byte rows, `c ^ ((r / 2) % 4)` for 64-byte rows, …), so the eight rows of an
+//! `ldmatrix` phase, a quarter-warp of `cp.async` copies and a warp of 4-byte stores each hit
+//! distinct banks; every writer and reader addresses the tile through [`smem::Tile::place`]
+//! (the swizzled column), with coordinates from [`smem::Tile::run`] and
+//! [`smem::ldmatrix_lane`]. An operand that is a plain read of an fp16/bf16 input whose rows
+//! are contiguous and 16-byte aligned in 8-element chunks (provable from the sizes) is copied
+//! with `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a
+//! padded conv's guarded gather, a cast of an fp32 tensor, symbolic row lengths) is computed
+//! element by element with its prologue (`View::load`), converted, packed in pairs into
+//! registers and stored to shared memory.
 //!
 //! **Pipeline** (one barrier per step): the prologue fills stages `0..S-1`; step `kt` waits for
 //! tile `kt` (`cp.async.wait_group S-2`), synchronizes, issues tile `kt+S-1` into the stage step
