@@ -39,12 +39,14 @@ const fn var(tile: [u64; 3], warps: [u64; 2], stages: u32, async_: bool) -> Vari
     }
 }
 
-/// The pipelines of the `mma_sync` plan space on its smallest tile, and one larger tile.
-const VARIANTS: [Variant; 4] = [
+/// The pipelines of the `mma_sync` plan space on its smallest tile, and two larger tiles (the
+/// last with 128-byte `K` rows and 256-byte outer rows: the full 8-row XOR swizzle).
+const VARIANTS: [Variant; 5] = [
     var([64, 64, 32], [2, 2], 2, true),
     var([64, 64, 32], [4, 2], 3, true),
     var([64, 64, 32], [2, 2], 2, false),
     var([128, 64, 32], [4, 2], 3, true),
+    var([128, 128, 64], [4, 2], 2, true),
 ];
 
 fn gemm_graph(dt: &str, [m, k, n]: [&str; 3], trans_a: bool, trans_b: bool) -> String {
@@ -195,9 +197,14 @@ fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) 
     assert_eq!(regions.len(), 1, "one tensor-core contraction kernel");
     let r = regions[0];
     let generated = generate(&o).expect("generates");
-    let plan_kernel = emit::kernel_of(r, &choose_plan(r, &o.model).expect("plan"), &o.model)
-        .expect("the planned kernel builds");
+    let choice = choose_plan(r, &o.model).expect("plan");
+    let plan_kernel = emit::kernel_of(r, &choice, &o.model).expect("the planned kernel builds");
     assert_eq!(plan_kernel.template, "contraction_mma");
+    // Unpadded, swizzled tiles of 2-byte operands: exactly the plan space's estimate.
+    assert_eq!(
+        plan_kernel.launch.dyn_smem_bytes, choice.best.resources.smem_bytes,
+        "shared memory of the planned kernel"
+    );
     let b: BTreeMap<String, i64> = bindings.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let ins = random_inputs(&p, &b, 7).expect("inputs");
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");
@@ -245,7 +252,7 @@ fn fp16_gemm_tile_multiple_every_pipeline() {
     );
     // Plain row-major fp16 reads with 8-multiple rows: both operands take cp.async when the
     // plan is asynchronous, none when it is synchronous.
-    assert_eq!(uses, vec![true, true, false, true]);
+    assert_eq!(uses, vec![true, true, false, true, true]);
 }
 
 #[test]
@@ -263,8 +270,8 @@ fn bf16_gemm_with_tails_and_transposed_operands() {
     // K = 40: A (transposed: [K, M], M = 33) and B ([N, K], N = 17) rows are not 16-byte
     // multiples along M; B is, along K.
     let g = gemm_graph("bf16", ["33", "40", "17"], true, true);
-    let uses = check(&g, &[], &VARIANTS[..2], 2e-2);
-    assert_eq!(uses, vec![true, true], "B[N, K] takes cp.async");
+    let uses = check(&g, &[], &[VARIANTS[0], VARIANTS[1], VARIANTS[4]], 2e-2);
+    assert_eq!(uses, vec![true, true, true], "B[N, K] takes cp.async");
     check(
         &gemm_graph("bf16", ["96", "72", "80"], false, true),
         &[],

@@ -84,6 +84,9 @@ fn seed_gemm_gets_the_seeds_plan() {
             assert_eq!(c.best.plan.stages, 2);
             assert_eq!(c.best.plan.arch, arch);
             assert_eq!(c.best.plan.algo_choice["matmul"], "mma_sync");
+            for hint in ["A_swizzle", "B_swizzle"] {
+                assert_eq!(c.best.plan.layout_hints[hint], "xor_128b", "{hint}");
+            }
         }
     }
 }

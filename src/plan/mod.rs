@@ -36,7 +36,8 @@ pub struct Plan {
     /// Ops applied to the accumulator in registers.
     pub epilogue: Vec<String>,
     pub arch: Arch,
-    /// Swizzles and output strides (`A_swizzle`, `B_swizzle`, `C_stride`).
+    /// Swizzles and output strides (`A_swizzle`, `B_swizzle`: `"xor_128b"` or `"none"`, see
+    /// [`space::swizzle_hint`]; `C_stride`).
     pub layout_hints: BTreeMap<String, serde_json::Value>,
     /// Implementation per pattern (`{"matmul": "mma_sync"}`).
     pub algo_choice: BTreeMap<String, String>,

@@ -204,7 +204,7 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
             // The 128×128 SIMT tile keeps 64 accumulators per thread: a 16-deep K step leaves room
             // for the register double buffer (32 deep spills on sm_90a).
             Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 16]],
-            Algo::MmaSync => vec![[64, 64, 32], [128, 64, 32], [128, 128, 32], [128, 128, 64]],
+            Algo::MmaSync => MMA_SYNC_TILES.to_vec(),
             Algo::Wgmma => vec![[64, 128, 64], [128, 128, 64], [128, 256, 64], [64, 64, 32]],
         };
         if let Some(row) = g.row_extent {
@@ -252,9 +252,14 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
     out
 }
 
+/// The standard `[BM, BN, BK]` tiles of `mma_sync` (the code generator's shared-memory swizzle
+/// is tested conflict-free on each, and on the row-resident `64 × BN × 32` tiles).
+pub const MMA_SYNC_TILES: [[u64; 3]; 4] =
+    [[64, 64, 32], [128, 64, 32], [128, 128, 32], [128, 128, 64]];
+
 /// Two warp tiles per block tile: 4 warps (2×2) and 8 warps (4×2); for `wgmma`, one
 /// warpgroup (4 warps) per 64 rows, or one warpgroup for the whole tile.
-fn warp_tiles(algo: Algo, bm: u64, bn: u64) -> Vec<(u64, u64)> {
+pub fn warp_tiles(algo: Algo, bm: u64, bn: u64) -> Vec<(u64, u64)> {
     match algo {
         Algo::Wgmma => {
             let mut v = vec![(16, bn), ((bm / 4).max(16), bn)];
@@ -461,6 +466,18 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
     Ok(())
 }
 
+/// The shared-memory swizzle of an algorithm's operand tiles (the plan's `A_swizzle` and
+/// `B_swizzle` hints): `xor_128b` — 16-byte chunks XORed with the row index within 128-byte
+/// bank lines, as the `mma_sync` template stores them (`codegen::templates::contraction_mma`)
+/// and TMA's 128-byte swizzle would for `wgmma`; rows of 64 or 32 bytes take the same family's
+/// narrower variant — or `none` (the SIMT template's tiles).
+pub fn swizzle_hint(algo: Algo) -> &'static str {
+    match algo {
+        Algo::Simt => "none",
+        Algo::MmaSync | Algo::Wgmma => "xor_128b",
+    }
+}
+
 /// The seed §8 plan of a candidate's knobs.
 pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
     let arch = target.arch;
@@ -521,9 +538,9 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
                     pingpong: stages >= 2,
                 });
             }
-            let swz = algo != Algo::Simt;
-            layout_hints.insert("A_swizzle".into(), serde_json::Value::Bool(swz));
-            layout_hints.insert("B_swizzle".into(), serde_json::Value::Bool(swz));
+            let swz = swizzle_hint(algo);
+            layout_hints.insert("A_swizzle".into(), serde_json::Value::from(swz));
+            layout_hints.insert("B_swizzle".into(), serde_json::Value::from(swz));
             layout_hints.insert("C_stride".into(), serde_json::Value::from("row"));
             epilogue = g.epilogue.clone();
             if !epilogue.is_empty() {

@@ -5,15 +5,19 @@
 //!
 //! **Staging.** Each operand tile is kept in shared memory in the direction its global rows
 //! run: `[outer][BK]` when the operand walks `K` fastest (row-major `A[m, k]`, `Bᵀ[n, k]`),
-//! else `[BK][outer]` (`B[k, n]`, `Aᵀ[k, m]`). Rows are padded by 8 elements (16 bytes), so the
-//! eight 16-byte rows one `ldmatrix` phase reads start in eight different 16-byte bank groups
-//! (row strides of 5, 9 or 17 groups): conflict-free without a swizzle, and every row stays
-//! 16-byte aligned. An operand that is a plain read of an fp16/bf16 input whose rows are
-//! contiguous and 16-byte aligned in 8-element chunks (provable from the sizes) is copied with
-//! `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a padded
-//! conv's guarded gather, a cast of an fp32 tensor, symbolic row lengths) is computed element
-//! by element with its prologue (`View::load`), converted, packed in pairs into registers and
-//! stored to shared memory.
+//! else `[BK][outer]` (`B[k, n]`, `Aᵀ[k, m]`), rows back to back without padding
+//! (`stages · BK · (BM + BN) · 2` bytes in all, the plan space's estimate for 2-byte operands).
+//! The 16-byte chunks of each row are XOR-swizzled by the row index ([`smem`]: `c ^ (r % 8)`
+//! for 128-byte rows, `c ^ ((r / 2) % 4)` for 64-byte rows, …), so the eight rows of an
+//! `ldmatrix` phase, a quarter-warp of `cp.async` copies and a warp of 4-byte stores each hit
+//! distinct banks; every writer and reader addresses the tile through [`smem::Tile::place`]
+//! (the swizzled column), with coordinates from [`smem::Tile::run`] and
+//! [`smem::ldmatrix_lane`]. An operand that is a plain read of an fp16/bf16 input whose rows
+//! are contiguous and 16-byte aligned in 8-element chunks (provable from the sizes) is copied
+//! with `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a
+//! padded conv's guarded gather, a cast of an fp32 tensor, symbolic row lengths) is computed
+//! element by element with its prologue (`View::load`), converted, packed in pairs into
+//! registers and stored to shared memory.
 //!
 //! **Pipeline** (one barrier per step): the prologue fills stages `0..S-1`; step `kt` waits for
 //! tile `kt` (`cp.async.wait_group S-2`), synchronizes, issues tile `kt+S-1` into the stage step
@@ -29,6 +33,8 @@
 //! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values, and stores
 //! predicated on the output's bounds.
 
+mod smem;
+
 use super::super::cexpr;
 use super::super::gpu::verify::BARRIER_TOKEN;
 use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
@@ -41,9 +47,8 @@ use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::{Expr, Region, Size};
 use crate::target::Arch;
+use smem::{ldmatrix_lane, Tile, C, CHUNK};
 
-/// Elements of a 16-byte `cp.async` chunk and of the row padding (fp16/bf16).
-const CHUNK: u64 = 8;
 /// The load token of the tiles a step consumes (committed by the prologue and the refills).
 const TILE: &str = "tile";
 /// The load token of the refill a step issues (consumed `stages - 1` steps later).
@@ -149,12 +154,12 @@ fn async_read<'r>(
 /// One operand's staging: its shared-memory tile and how it is filled.
 struct Stage<'r> {
     side: Side,
-    /// The shared-memory buffer, `[stages][rows][row_len + 8]`.
+    /// The shared-memory buffer, `[stages][rows][len]`, swizzled (`tile`).
     smem: &'static str,
     /// Register array of the register-staged path.
     regs: &'static str,
-    /// The tile's rows run along `K` (`[outer][BK]`), else along the outer axis.
-    k_fastest: bool,
+    /// The layout of one stage.
+    tile: Tile,
     /// Tile extent along the outer axis (`BM` or `BN`).
     outer: u64,
     /// The plain read `cp.async` copies, when it can.
@@ -162,33 +167,16 @@ struct Stage<'r> {
 }
 
 impl Stage<'_> {
-    /// `[rows, row_len]` of one stage.
-    fn dims(&self, bk: u64) -> [u64; 2] {
-        if self.k_fastest {
-            [self.outer, bk]
-        } else {
-            [bk, self.outer]
-        }
+    /// The C place of tile element (`o`, `k`) in stage `st` (the swizzled column).
+    fn at(&self, st: &str, o: C, k: C) -> String {
+        let (row, col) = self.tile.place(o, k);
+        format!("{}[{st}][{row}][{col}]", self.smem)
     }
 
-    /// The C place of tile element (`o`, `k`) in stage `st`.
-    fn at(&self, st: &str, o: &str, k: &str) -> String {
-        if self.k_fastest {
-            format!("{}[{st}][{o}][{k}]", self.smem)
-        } else {
-            format!("{}[{st}][{k}][{o}]", self.smem)
-        }
-    }
-
-    /// The tile coordinates (outer, k) of the start of the `w`-element run number `c` (C).
-    fn run(&self, c: &str, w: u64, bk: u64) -> (String, String) {
-        let [_, len] = self.dims(bk);
-        let per = len / w;
-        if self.k_fastest {
-            (format!("{c} / {per}"), format!("({c} % {per}) * {w}"))
-        } else {
-            (format!("({c} % {per}) * {w}"), format!("{c} / {per}"))
-        }
+    /// The C tile coordinates (outer, k) of the start of the `w`-element run number `c`.
+    fn run(&self, c: &str, w: u64) -> (String, String) {
+        let (o, k) = self.tile.run(C::atom(c), w);
+        (o.to_string(), k.to_string())
     }
 
     /// The origin of the tile along the outer axis (C).
@@ -253,7 +241,7 @@ fn copies(
         return Ok(vec![]);
     };
     let bk = p.tile[2];
-    let (o, k) = s.run("c", CHUNK, bk);
+    let (o, k) = s.run("c", CHUNK);
     let axes = match s.side {
         Side::A => &v.m,
         Side::B => &v.n,
@@ -280,7 +268,7 @@ fn copies(
     em.pop_scope();
     let (param, _, off) = off?;
     em.emit(Stmt::CpAsync {
-        dst: format!("&{}", s.at(st, "o", "kk")),
+        dst: format!("&{}", s.at(st, C::atom("o"), C::atom("kk"))),
         src: format!("(ok ? {param} + ({off}) : {param})"),
         bytes: 16,
         src_bytes: "ok ? 16 : 0".into(),
@@ -305,7 +293,7 @@ fn reg_loads(
         return Ok(vec![]);
     }
     let bk = p.tile[2];
-    let (o, k) = s.run("c", 2, bk);
+    let (o, k) = s.run("c", 2);
     em.open();
     em.emit(Stmt::int("o", o));
     em.emit(Stmt::int("kk", k));
@@ -316,7 +304,7 @@ fn reg_loads(
             value: "0.0f".into(),
             mutable: true,
         });
-        let (go, gk) = match (s.k_fastest, i) {
+        let (go, gk) = match (s.tile.k_fastest, i) {
             (_, 0) => (format!("{} + o", s.origin()), format!("{kt} * {bk} + kk")),
             (true, _) => (
                 format!("{} + o", s.origin()),
@@ -348,12 +336,15 @@ fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Vec<Stmt> {
     if s.copy.is_some() {
         return vec![];
     }
-    let (o, k) = s.run("c", 2, p.tile[2]);
+    let (o, k) = s.run("c", 2);
     let body = vec![
         Stmt::int("o", o),
         Stmt::int("kk", k),
         Stmt::Assign {
-            place: format!("*reinterpret_cast<unsigned*>(&{})", s.at(st, "o", "kk")),
+            place: format!(
+                "*reinterpret_cast<unsigned*>(&{})",
+                s.at(st, C::atom("o"), C::atom("kk"))
+            ),
             value: format!("{}[l]", s.regs),
         },
     ];
@@ -361,36 +352,32 @@ fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Vec<Stmt> {
 }
 
 /// The `ldmatrix.x4` of a 16×16 block of `s` at outer offset `ob`, `K` offset `kb` (C) in
-/// stage `st`: lane `l` supplies row `l % 8` of matrix `q = l / 8`; for `A` matrix `q` covers
-/// outer half `q % 2`, `K` half `q / 2`, for `B` `K` half `q % 2`, outer half `q / 2`.
-fn ldmatrix(s: &Stage, st: &str, ob: &str, kb: &str, dst: &str) -> Stmt {
-    let (oh, kh) = match s.side {
-        Side::A => ("(lane >> 3) & 1", "lane >> 4"),
-        Side::B => ("lane >> 4", "(lane >> 3) & 1"),
-    };
-    let (o, k) = if s.k_fastest {
-        (
-            format!("{ob} + ({oh}) * 8 + (lane & 7)"),
-            format!("{kb} + ({kh}) * 8"),
-        )
-    } else {
-        (
-            format!("{ob} + ({oh}) * 8"),
-            format!("{kb} + ({kh}) * 8 + (lane & 7)"),
-        )
-    };
-    Stmt::LdMatrix {
+/// stage `st`, each lane's row from [`ldmatrix_lane`] (bound to `lo`, `lk` first).
+fn ldmatrix(s: &Stage, st: &str, ob: &str, kb: &str, dst: &str) -> Vec<Stmt> {
+    let (o, k) = ldmatrix_lane(
+        s.side,
+        s.tile.k_fastest,
+        C::expr(ob),
+        C::expr(kb),
+        C::atom("lane"),
+    );
+    let load = Stmt::LdMatrix {
         dst: dst.into(),
         num: 4,
-        trans: !s.k_fastest,
-        addr: format!("&{}", s.at(st, &o, &k)),
+        trans: !s.tile.k_fastest,
+        addr: format!("&{}", s.at(st, C::atom("lo"), C::atom("lk"))),
         token: if s.copy.is_some() {
             TILE
         } else {
             BARRIER_TOKEN
         }
         .into(),
-    }
+    };
+    vec![
+        Stmt::int("lo", o.to_string()),
+        Stmt::int("lk", k.to_string()),
+        load,
+    ]
 }
 
 /// The tensor-core kernel of `r` (inputs of type `dtype` as multiplied) for plan `p`.
@@ -433,7 +420,7 @@ pub fn build(
         side,
         smem: if side == Side::A { "As" } else { "Bs" },
         regs: if side == Side::A { "ra" } else { "rb" },
-        k_fastest: v.k_fastest(side),
+        tile: Tile::new(v.k_fastest(side), if side == Side::A { bm } else { bn }, bk),
         outer: if side == Side::A { bm } else { bn },
         copy: if p.async_ {
             async_read(r, v, side, dtype)
@@ -454,7 +441,7 @@ pub fn build(
         em.emit(Stmt::Comment(format!(
             "operand {}: {}-major tile, loaded {how}",
             if s.side == Side::A { "A" } else { "B" },
-            if s.k_fastest { "K" } else { "outer" }
+            if s.tile.k_fastest { "K" } else { "outer" }
         )));
     }
     let k_total = cexpr::dim(&v.k.extent());
@@ -547,12 +534,12 @@ pub fn build(
         loop_(
             "mi",
             mi_n,
-            vec![ldmatrix(sa, "st", "wr + mi * 16", "ks * 16", "af[mi]")],
+            ldmatrix(sa, "st", "wr + mi * 16", "ks * 16", "af[mi]"),
         ),
         loop_(
             "nj",
             nj_n,
-            vec![ldmatrix(sb, "st", "wc + nj * 16", "ks * 16", "bfr[nj]")],
+            ldmatrix(sb, "st", "wc + nj * 16", "ks * 16", "bfr[nj]"),
         ),
         loop_(
             "mi",
@@ -617,14 +604,11 @@ pub fn build(
     let body = em.close();
     let smem: Vec<Smem> = sides
         .iter()
-        .map(|s| {
-            let [rows, len] = s.dims(bk);
-            Smem {
-                name: s.smem.into(),
-                ty,
-                dims: vec![stages, rows, len + CHUNK],
-                dynamic: true,
-            }
+        .map(|s| Smem {
+            name: s.smem.into(),
+            ty,
+            dims: vec![stages, s.tile.rows, s.tile.len],
+            dynamic: true,
         })
         .collect();
     let grid = [

@@ -11,11 +11,11 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (1, max(1, (784*N+63)//64), 1), block (256, 1, 1), 20480 B dynamic shared memory
+// contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (1, max(1, (784*N+63)//64), 1), block (256, 1, 1), 16384 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 0);
-  __half (&Bs)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 10240);
+  __half (&As)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 8192);
   // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   // operand B: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   const int tid = (int)threadIdx.x;
@@ -74,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&As[0][o][kk]) = ra[l];
+      *reinterpret_cast<unsigned*>(&As[0][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
@@ -112,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&Bs[0][o][kk]) = rb[l];
+      *reinterpret_cast<unsigned*>(&Bs[0][o][kk ^ (((o >> 1) & 3) << 3)]) = rb[l];
     }
   }
   for (int kt = 0; kt < kt_count; kt += 1) {
@@ -198,11 +198,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       unsigned bfr[2][4];
       #pragma unroll
       for (int mi = 0; mi < 1; mi += 1) {
-        dlc_ldmatrix_x4(af[mi], &As[st][wr + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][ks * 16 + (lane >> 4) * 8]);
+        const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
+        const int lk = ks * 16 + ((lane >> 4) * 8);
+        dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
       }
       #pragma unroll
       for (int nj = 0; nj < 2; nj += 1) {
-        dlc_ldmatrix_x4(bfr[nj], &Bs[st][wc + nj * 16 + (lane >> 4) * 8 + (lane & 7)][ks * 16 + ((lane >> 3) & 1) * 8]);
+        const int lo = wc + nj * 16 + ((lane >> 4) * 8) + (lane & 7);
+        const int lk = ks * 16 + (((lane >> 3) & 1) * 8);
+        dlc_ldmatrix_x4(bfr[nj], &Bs[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
       }
       #pragma unroll
       for (int mi = 0; mi < 1; mi += 1) {
@@ -218,14 +222,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
-        *reinterpret_cast<unsigned*>(&As[ns][o][kk]) = ra[l];
+        *reinterpret_cast<unsigned*>(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
       }
       #pragma unroll
       for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
-        *reinterpret_cast<unsigned*>(&Bs[ns][o][kk]) = rb[l];
+        *reinterpret_cast<unsigned*>(&Bs[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = rb[l];
       }
     }
   }

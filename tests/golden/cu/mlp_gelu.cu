@@ -11,11 +11,11 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48, max(1, (T+63)//64), 1), block (256, 1, 1), 19456 B dynamic shared memory
+// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48, max(1, (T+63)//64), 1), block (256, 1, 1), 16384 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, float* __restrict__ out0, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 0);
-  __half (&Bs)[2][32][72] = *reinterpret_cast<__half (*)[2][32][72]>(dlc_dyn_smem + 10240);
+  __half (&As)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 8192);
   // operand A: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
@@ -38,7 +38,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
       const bool ok = go < (s_T) && gk < 768;
       const int o_m_1 = go;
       const int k_k_2 = gk;
-      dlc_cp_async_16(&As[0][o][kk], (ok ? in0 + ((o_m_1 * 768 + k_k_2)) : in0), ok ? 16 : 0);  // -> tile
+      dlc_cp_async_16(&As[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_1 * 768 + k_k_2)) : in0), ok ? 16 : 0);  // -> tile
     }
     #pragma unroll
     for (int l = 0; l < 1; l += 1) {
@@ -50,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
       const bool ok = go < 3072 && gk < 768;
       const int o_n_3 = go;
       const int k_k_4 = gk;
-      dlc_cp_async_16(&Bs[0][kk][o], (ok ? in1 + ((k_k_4 * 3072 + o_n_3)) : in1), ok ? 16 : 0);  // -> tile
+      dlc_cp_async_16(&Bs[0][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_4 * 3072 + o_n_3)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
         const bool ok = go < (s_T) && gk < 768;
         const int o_m_5 = go;
         const int k_k_6 = gk;
-        dlc_cp_async_16(&As[ns][o][kk], (ok ? in0 + ((o_m_5 * 768 + k_k_6)) : in0), ok ? 16 : 0);  // -> tile_refill
+        dlc_cp_async_16(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_5 * 768 + k_k_6)) : in0), ok ? 16 : 0);  // -> tile_refill
       }
       #pragma unroll
       for (int l = 0; l < 1; l += 1) {
@@ -83,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
         const bool ok = go < 3072 && gk < 768;
         const int o_n_7 = go;
         const int k_k_8 = gk;
-        dlc_cp_async_16(&Bs[ns][kk][o], (ok ? in1 + ((k_k_8 * 3072 + o_n_7)) : in1), ok ? 16 : 0);  // -> tile_refill
+        dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_8 * 3072 + o_n_7)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
     dlc_cp_async_commit();  // TokLoad tile_refill
@@ -93,11 +93,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
       unsigned bfr[2][4];
       #pragma unroll
       for (int mi = 0; mi < 1; mi += 1) {
-        dlc_ldmatrix_x4(af[mi], &As[st][wr + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][ks * 16 + (lane >> 4) * 8]);
+        const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
+        const int lk = ks * 16 + ((lane >> 4) * 8);
+        dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
       }
       #pragma unroll
       for (int nj = 0; nj < 2; nj += 1) {
-        dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][wc + nj * 16 + (lane >> 4) * 8]);
+        const int lo = wc + nj * 16 + ((lane >> 4) * 8);
+        const int lk = ks * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
+        dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][lk][lo ^ ((lk & 7) << 3)]);
       }
       #pragma unroll
       for (int mi = 0; mi < 1; mi += 1) {
@@ -134,11 +138,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   }
 }
 
-// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12, max(1, (T+63)//64), 1), block (256, 1, 1), 19456 B dynamic shared memory
+// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12, max(1, (T+63)//64), 1), block (256, 1, 1), 16384 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[2][64][40] = *reinterpret_cast<__half (*)[2][64][40]>(dlc_dyn_smem + 0);
-  __half (&Bs)[2][32][72] = *reinterpret_cast<__half (*)[2][32][72]>(dlc_dyn_smem + 10240);
+  __half (&As)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 8192);
   // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
@@ -180,7 +184,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&As[0][o][kk]) = ra[l];
+      *reinterpret_cast<unsigned*>(&As[0][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
     }
     #pragma unroll
     for (int l = 0; l < 1; l += 1) {
@@ -192,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       const bool ok = go < 768 && gk < 3072;
       const int o_n_5 = go;
       const int k_k_6 = gk;
-      dlc_cp_async_16(&Bs[0][kk][o], (ok ? in1 + ((k_k_6 * 768 + o_n_5)) : in1), ok ? 16 : 0);  // -> tile
+      dlc_cp_async_16(&Bs[0][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_6 * 768 + o_n_5)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
@@ -236,7 +240,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         const bool ok = go < 768 && gk < 3072;
         const int o_n_11 = go;
         const int k_k_12 = gk;
-        dlc_cp_async_16(&Bs[ns][kk][o], (ok ? in1 + ((k_k_12 * 768 + o_n_11)) : in1), ok ? 16 : 0);  // -> tile_refill
+        dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_12 * 768 + o_n_11)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
     dlc_cp_async_commit();  // TokLoad tile_refill
@@ -246,11 +250,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       unsigned bfr[2][4];
       #pragma unroll
       for (int mi = 0; mi < 1; mi += 1) {
-        dlc_ldmatrix_x4(af[mi], &As[st][wr + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][ks * 16 + (lane >> 4) * 8]);
+        const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
+        const int lk = ks * 16 + ((lane >> 4) * 8);
+        dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
       }
       #pragma unroll
       for (int nj = 0; nj < 2; nj += 1) {
-        dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][wc + nj * 16 + (lane >> 4) * 8]);
+        const int lo = wc + nj * 16 + ((lane >> 4) * 8);
+        const int lk = ks * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
+        dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][lk][lo ^ ((lk & 7) << 3)]);
       }
       #pragma unroll
       for (int mi = 0; mi < 1; mi += 1) {
@@ -266,7 +274,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
-        *reinterpret_cast<unsigned*>(&As[ns][o][kk]) = ra[l];
+        *reinterpret_cast<unsigned*>(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
       }
     }
   }
