@@ -732,6 +732,16 @@ mod tests {
             parse_dump("cu", DumpLayer::LOWER).expect_err("cu").code,
             "E0313"
         );
+        assert_eq!(
+            parse_dump("poly_view", DumpLayer::LOWER)
+                .expect_err("optimize only")
+                .code,
+            "E0313"
+        );
+        assert_eq!(
+            parse_dump("plan,poly_view,region", DumpLayer::ALL).expect("ok"),
+            vec![DumpLayer::Region, DumpLayer::PolyView, DumpLayer::Plan]
+        );
     }
 
     #[test]

@@ -406,19 +406,35 @@ pub fn and(a: &Pieces, b: &Pieces) -> Result<Pieces, NonAffine> {
     Ok(out)
 }
 
-/// The piece without constant-true and duplicate constraints; `None` when a constraint is false.
+/// The piece without constant-true, duplicate and weaker parallel constraints (`e + 1 >= 0`
+/// beside `e >= 0`); `None` when a constraint is false or two opposite ones exclude each other
+/// (`e + a >= 0` and `-e + b >= 0` with `a + b < 0`).
 fn simplify_piece(p: &mut Vec<Cons>) -> Option<Vec<Cons>> {
     let mut out: Vec<Cons> = Vec::new();
     for c in p.drain(..) {
         match c.decided() {
-            Some(true) => {}
+            Some(true) => continue,
             Some(false) => return None,
-            None => {
-                if !out.contains(&c) {
-                    out.push(c);
+            None => {}
+        }
+        if out.contains(&c) {
+            continue;
+        }
+        if !c.eq {
+            let mut keep = true;
+            for o in out.iter_mut().filter(|o| !o.eq) {
+                if o.aff.terms == c.aff.terms {
+                    o.aff.konst = o.aff.konst.min(c.aff.konst);
+                    keep = false;
+                } else if o.aff.scale(-1).terms == c.aff.terms && o.aff.konst + c.aff.konst < 0 {
+                    return None;
                 }
             }
+            if !keep {
+                continue;
+            }
         }
+        out.push(c);
     }
     Some(out)
 }
