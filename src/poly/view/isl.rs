@@ -341,11 +341,9 @@ impl Parser {
         loop {
             let mut lhs = self.expr()?;
             let mut any = false;
-            loop {
-                let op = match self.peek() {
-                    Some(Tok::Sym(s @ ("<=" | "<" | ">=" | ">" | "=" | "=="))) => *s,
-                    _ => break,
-                };
+            while let Some(Tok::Sym(op @ ("<=" | "<" | ">=" | ">" | "=" | "=="))) =
+                self.peek().cloned()
+            {
                 self.pos += 1;
                 let rhs = self.expr()?;
                 let one = Aff::int(1);
