@@ -456,6 +456,9 @@ pub enum DumpLayer {
     Egraph,
     /// The extracted region program (`optimize` only).
     Region,
+    /// The Poly-View of the extracted regions: SCoP domains, access relations and RAW edges in
+    /// isl notation (`optimize` only; `crate::poly::view`).
+    PolyView,
     /// Each kernel's Schedule Plan (`optimize` only).
     Plan,
     /// The GPU dialect IR of every kernel (`optimize` only).
@@ -472,6 +475,7 @@ impl DumpLayer {
         DumpLayer::Indexbook,
         DumpLayer::Egraph,
         DumpLayer::Region,
+        DumpLayer::PolyView,
         DumpLayer::Plan,
         DumpLayer::Gpu,
         DumpLayer::Cu,
@@ -491,6 +495,7 @@ impl DumpLayer {
             DumpLayer::Indexbook => "indexbook",
             DumpLayer::Egraph => "egraph",
             DumpLayer::Region => "region",
+            DumpLayer::PolyView => "poly_view",
             DumpLayer::Plan => "plan",
             DumpLayer::Gpu => "gpu",
             DumpLayer::Cu => "cu",
@@ -569,6 +574,9 @@ pub fn dump_document(
         },
         (DumpLayer::Region, _) => optimized
             .map(|o| serde_json::to_value(&o.program).unwrap_or(Value::Null))
+            .unwrap_or(Value::Null),
+        (DumpLayer::PolyView, _) => optimized
+            .map(|o| crate::poly::view::build(&o.program).to_json())
             .unwrap_or(Value::Null),
         (DumpLayer::Plan, _) => optimized.map(plan_json).unwrap_or(Value::Null),
         (DumpLayer::Gpu, _) => code.map(|c| c.gpu_ir_json()).unwrap_or(Value::Null),
@@ -723,6 +731,16 @@ mod tests {
         assert_eq!(
             parse_dump("cu", DumpLayer::LOWER).expect_err("cu").code,
             "E0313"
+        );
+        assert_eq!(
+            parse_dump("poly_view", DumpLayer::LOWER)
+                .expect_err("optimize only")
+                .code,
+            "E0313"
+        );
+        assert_eq!(
+            parse_dump("plan,poly_view,region", DumpLayer::ALL).expect("ok"),
+            vec![DumpLayer::Region, DumpLayer::PolyView, DumpLayer::Plan]
         );
     }
 

@@ -32,7 +32,8 @@ pub struct OptimizeArgs {
     /// Comma-separated layers to print as JSON on stdout: `frontend`, `tiny`, `indexbook` (seed
     /// 001 §4.5 form, of the Tiny program), `egraph` (the final e-graph, egraph-serialize JSON,
     /// kernel nodes priced by the extraction cost), `region` (the extracted program: one RB-SSA
-    /// region per kernel, seed 001 §6.8 form, plus buffer aliases), `plan` (each kernel's
+    /// region per kernel, seed 001 §6.8 form, plus buffer aliases), `poly_view` (the regions'
+    /// SCoP domains, access relations and RAW edges in isl notation, seed 001 §5), `plan` (each kernel's
     /// Schedule Plan, seed 001 §8.1 form, with its predicted time). One layer prints its
     /// document; several print an object keyed by layer name.
     #[arg(long, value_name = "LAYERS")]

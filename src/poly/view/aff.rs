@@ -1,0 +1,578 @@
+//! Quasi-affine expressions and constraints of the Poly-View, printed in isl syntax.
+//!
+//! An [`Aff`] is `Σ coeff · atom + const`, an atom being a variable (a statement dimension or a
+//! size parameter), `floor(e / d)` of an affine `e`, or `min` / `max` of two parameter-only
+//! expressions (a clamped slice size). A [`Cons`] is `aff >= 0` or `aff = 0`; a piece is a
+//! conjunction of them and a [`Pieces`] set a union (disjunctive normal form). Conversions from
+//! the region IR ([`AxisExpr`], [`Dim`], [`Pred`]) report what is not affine ([`NonAffine`]).
+//!
+//! Printing (isl syntax, so islpy can read it): terms as `2*h + rh - 1`, floordiv as
+//! `floor((e)/c)`, constraints with their variable terms on the side where they are positive
+//! (`k1 + m >= 1`, `k1 + m <= 32`, `h = 2*h1 + rh1`), `and` between constraints.
+
+use crate::ir::axis::{AxisExpr, CmpOp, Pred};
+use crate::ir::dim::{self, Dim};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// An atom of an affine expression.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Atom {
+    /// A statement dimension or a size parameter.
+    Var(String),
+    /// `floor(e / d)`, `d > 1`.
+    Floor(Box<Aff>, i64),
+    /// `min(a, b)` of parameter-only expressions.
+    Min(Box<Aff>, Box<Aff>),
+    /// `max(a, b)` of parameter-only expressions.
+    Max(Box<Aff>, Box<Aff>),
+}
+
+/// `Σ coeff · atom + konst` (zero coefficients are never stored).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Aff {
+    /// Non-zero coefficients by atom.
+    pub terms: BTreeMap<Atom, i64>,
+    /// The constant term.
+    pub konst: i64,
+}
+
+/// Why an index, size or predicate has no affine form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NonAffine(pub String);
+
+impl Aff {
+    /// The constant `c`.
+    pub fn int(c: i64) -> Aff {
+        Aff {
+            terms: BTreeMap::new(),
+            konst: c,
+        }
+    }
+
+    /// The variable `name`.
+    pub fn var(name: &str) -> Aff {
+        Aff::atom(Atom::Var(name.to_string()))
+    }
+
+    fn atom(a: Atom) -> Aff {
+        Aff {
+            terms: [(a, 1)].into_iter().collect(),
+            konst: 0,
+        }
+    }
+
+    /// The value when constant.
+    pub fn as_int(&self) -> Option<i64> {
+        self.terms.is_empty().then_some(self.konst)
+    }
+
+    /// The variable's name when the expression is exactly one variable.
+    pub fn as_var(&self) -> Option<&str> {
+        match self.terms.iter().next() {
+            Some((Atom::Var(v), 1)) if self.terms.len() == 1 && self.konst == 0 => Some(v),
+            _ => None,
+        }
+    }
+
+    /// `self + o`.
+    pub fn add(&self, o: &Aff) -> Aff {
+        let mut out = self.clone();
+        for (a, c) in &o.terms {
+            let e = out.terms.entry(a.clone()).or_insert(0);
+            *e += c;
+            if *e == 0 {
+                out.terms.remove(a);
+            }
+        }
+        out.konst += o.konst;
+        out
+    }
+
+    /// `k · self`.
+    pub fn scale(&self, k: i64) -> Aff {
+        if k == 0 {
+            return Aff::int(0);
+        }
+        Aff {
+            terms: self.terms.iter().map(|(a, c)| (a.clone(), c * k)).collect(),
+            konst: self.konst * k,
+        }
+    }
+
+    /// `self − o`.
+    pub fn sub(&self, o: &Aff) -> Aff {
+        self.add(&o.scale(-1))
+    }
+
+    /// `floor(self / d)`, `d > 0`: exact when every coefficient divides.
+    pub fn floor(&self, d: i64) -> Aff {
+        if d == 1 {
+            return self.clone();
+        }
+        if let Some(c) = self.as_int() {
+            return Aff::int(c.div_euclid(d));
+        }
+        if self.konst % d == 0 && self.terms.values().all(|c| c % d == 0) {
+            return Aff {
+                terms: self.terms.iter().map(|(a, c)| (a.clone(), c / d)).collect(),
+                konst: self.konst / d,
+            };
+        }
+        Aff::atom(Atom::Floor(Box::new(self.clone()), d))
+    }
+
+    /// Every variable name, atoms' insides included.
+    pub fn vars(&self, out: &mut BTreeSet<String>) {
+        for a in self.terms.keys() {
+            match a {
+                Atom::Var(v) => {
+                    out.insert(v.clone());
+                }
+                Atom::Floor(e, _) => e.vars(out),
+                Atom::Min(x, y) | Atom::Max(x, y) => {
+                    x.vars(out);
+                    y.vars(out);
+                }
+            }
+        }
+    }
+
+    /// True when some variable satisfies `f`.
+    pub fn mentions(&self, f: &dyn Fn(&str) -> bool) -> bool {
+        let mut vs = BTreeSet::new();
+        self.vars(&mut vs);
+        vs.iter().any(|v| f(v))
+    }
+
+    /// Every variable `v` with `f(v) = Some(e)` replaced by `e`.
+    pub fn substitute(&self, f: &dyn Fn(&str) -> Option<Aff>) -> Aff {
+        let mut out = Aff::int(self.konst);
+        for (a, c) in &self.terms {
+            let t = match a {
+                Atom::Var(v) => f(v).unwrap_or_else(|| Aff::var(v)),
+                Atom::Floor(e, d) => e.substitute(f).floor(*d),
+                Atom::Min(x, y) => Aff::atom(Atom::Min(
+                    Box::new(x.substitute(f)),
+                    Box::new(y.substitute(f)),
+                )),
+                Atom::Max(x, y) => Aff::atom(Atom::Max(
+                    Box::new(x.substitute(f)),
+                    Box::new(y.substitute(f)),
+                )),
+            };
+            out = out.add(&t.scale(*c));
+        }
+        out
+    }
+
+    /// Renames variables (`f` gives the new name or `None` to keep).
+    pub fn rename(&self, f: &dyn Fn(&str) -> Option<String>) -> Aff {
+        self.substitute(&|v| f(v).map(|n| Aff::var(&n)))
+    }
+
+    /// The affine form of an index expression.
+    pub fn from_axis(e: &AxisExpr) -> Result<Aff, NonAffine> {
+        Ok(match e {
+            AxisExpr::Const(c) => Aff::int(*c),
+            AxisExpr::Name(n) => Aff::var(n),
+            AxisExpr::Add(ts) => {
+                let mut out = Aff::int(0);
+                for t in ts {
+                    out = out.add(&Aff::from_axis(t)?);
+                }
+                out
+            }
+            AxisExpr::Mul(a, b) => {
+                let (x, y) = (Aff::from_axis(a)?, Aff::from_axis(b)?);
+                match (x.as_int(), y.as_int()) {
+                    (Some(k), _) => y.scale(k),
+                    (_, Some(k)) => x.scale(k),
+                    _ => return Err(NonAffine(format!("product of two variables `{e}`"))),
+                }
+            }
+            AxisExpr::FloorDiv(x, c) if *c > 0 => Aff::from_axis(x)?.floor(*c),
+            AxisExpr::FloorDiv(..) => {
+                return Err(NonAffine(format!(
+                    "floordiv by a non-positive constant `{e}`"
+                )))
+            }
+            AxisExpr::Min(a, b) => Aff::atom(Atom::Min(
+                Box::new(Aff::from_axis(a)?),
+                Box::new(Aff::from_axis(b)?),
+            )),
+            AxisExpr::Max(a, b) => Aff::atom(Atom::Max(
+                Box::new(Aff::from_axis(a)?),
+                Box::new(Aff::from_axis(b)?),
+            )),
+        })
+    }
+
+    /// The affine form of a size (a product of symbols is not affine).
+    pub fn from_dim(d: &Dim) -> Result<Aff, NonAffine> {
+        let mut out = Aff::int(0);
+        for (atoms, c) in d.monomials() {
+            let t = match atoms {
+                [] => Aff::int(1),
+                [a] => match a {
+                    dim::Atom::Sym(s) => Aff::var(s),
+                    dim::Atom::FloorDiv(e, k) => Aff::from_dim(e)?.floor(*k),
+                    dim::Atom::Min(x, y) => Aff::atom(Atom::Min(
+                        Box::new(Aff::from_dim(x)?),
+                        Box::new(Aff::from_dim(y)?),
+                    )),
+                    dim::Atom::Max(x, y) => Aff::atom(Atom::Max(
+                        Box::new(Aff::from_dim(x)?),
+                        Box::new(Aff::from_dim(y)?),
+                    )),
+                },
+                _ => return Err(NonAffine(format!("size `{d}` is a product of symbols"))),
+            };
+            out = out.add(&t.scale(c));
+        }
+        Ok(out)
+    }
+
+    /// True when a `min`/`max` atom mentions a variable satisfying `is_dim`, or a product of two
+    /// such variables would be needed (never, by construction): the non-affine forms the view
+    /// must reject for loop variables.
+    pub fn minmax_of(&self, is_dim: &dyn Fn(&str) -> bool) -> bool {
+        self.terms.keys().any(|a| match a {
+            Atom::Var(_) => false,
+            Atom::Floor(e, _) => e.minmax_of(is_dim),
+            Atom::Min(x, y) | Atom::Max(x, y) => x.mentions(is_dim) || y.mentions(is_dim),
+        })
+    }
+
+    /// isl text, terms in the order of `order` (names first, other atoms after), constant last.
+    pub fn isl(&self, order: &[String]) -> String {
+        let mut terms: Vec<(&Atom, i64)> = self.terms.iter().map(|(a, c)| (a, *c)).collect();
+        let rank = |a: &Atom| match a {
+            Atom::Var(v) => order.iter().position(|o| o == v).unwrap_or(order.len()),
+            _ => order.len() + 1,
+        };
+        terms.sort_by(|(a, _), (b, _)| rank(a).cmp(&rank(b)).then_with(|| a.cmp(b)));
+        let mut s = String::new();
+        for (a, c) in terms {
+            let body = atom_isl(a, order);
+            let mag = c.unsigned_abs();
+            let t = if mag == 1 {
+                body
+            } else {
+                format!("{mag}*{body}")
+            };
+            if s.is_empty() {
+                if c < 0 {
+                    s.push('-');
+                }
+                s.push_str(&t);
+            } else {
+                let _ = write!(s, " {} {t}", if c < 0 { '-' } else { '+' });
+            }
+        }
+        if s.is_empty() {
+            return self.konst.to_string();
+        }
+        if self.konst != 0 {
+            let _ = write!(
+                s,
+                " {} {}",
+                if self.konst < 0 { '-' } else { '+' },
+                self.konst.unsigned_abs()
+            );
+        }
+        s
+    }
+}
+
+fn atom_isl(a: &Atom, order: &[String]) -> String {
+    match a {
+        Atom::Var(v) => v.clone(),
+        Atom::Floor(e, d) => format!("floor(({})/{d})", e.isl(order)),
+        Atom::Min(x, y) => format!("min({}, {})", x.isl(order), y.isl(order)),
+        Atom::Max(x, y) => format!("max({}, {})", x.isl(order), y.isl(order)),
+    }
+}
+
+/// `aff >= 0` or `aff = 0`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cons {
+    /// The constrained expression.
+    pub aff: Aff,
+    /// `aff = 0` when true, else `aff >= 0`.
+    pub eq: bool,
+}
+
+impl Cons {
+    /// `a >= b`.
+    pub fn ge(a: &Aff, b: &Aff) -> Cons {
+        Cons {
+            aff: a.sub(b),
+            eq: false,
+        }
+    }
+
+    /// `a = b`.
+    pub fn eq(a: &Aff, b: &Aff) -> Cons {
+        Cons {
+            aff: a.sub(b),
+            eq: true,
+        }
+    }
+
+    /// `Some(truth)` when the constraint is constant.
+    pub fn decided(&self) -> Option<bool> {
+        self.aff
+            .as_int()
+            .map(|c| if self.eq { c == 0 } else { c >= 0 })
+    }
+
+    /// The negation, as a union of pieces: `¬(e >= 0)` is `-e - 1 >= 0`; `¬(e = 0)` is
+    /// `e >= 1 or e <= -1`.
+    pub fn negate(&self) -> Vec<Vec<Cons>> {
+        let lt = Cons {
+            aff: self.aff.scale(-1).add(&Aff::int(-1)),
+            eq: false,
+        };
+        if !self.eq {
+            return vec![vec![lt]];
+        }
+        let gt = Cons {
+            aff: self.aff.add(&Aff::int(-1)),
+            eq: false,
+        };
+        vec![vec![lt], vec![gt]]
+    }
+
+    /// isl text: variable terms positive on each side (`k1 + m >= 1`, `h = 2*h1 + rh1`).
+    pub fn isl(&self, order: &[String]) -> String {
+        let mut lhs = Aff::int(0);
+        let mut rhs = Aff::int(-self.aff.konst);
+        for (a, c) in &self.aff.terms {
+            let t = Aff {
+                terms: [(a.clone(), c.abs())].into_iter().collect(),
+                konst: 0,
+            };
+            if *c > 0 {
+                lhs = lhs.add(&t);
+            } else {
+                rhs = rhs.add(&t);
+            }
+        }
+        if lhs.terms.is_empty() {
+            // `-x + c >= 0`: write `x <= c`.
+            let op = if self.eq { "=" } else { "<=" };
+            let (var_side, k) = (
+                Aff {
+                    terms: rhs.terms.clone(),
+                    konst: 0,
+                },
+                -rhs.konst,
+            );
+            return format!("{} {op} {k}", var_side.isl(order));
+        }
+        let op = if self.eq { "=" } else { ">=" };
+        format!("{} {op} {}", lhs.isl(order), rhs.isl(order))
+    }
+}
+
+/// A union of conjunctions (disjunctive normal form). An empty union is false; a union holding
+/// one empty conjunction is true.
+pub type Pieces = Vec<Vec<Cons>>;
+
+/// More pieces than this in one guard are not expanded (TODO(issue 6): W2101
+/// ExcessivePiecewise belongs to the affine engine).
+pub const MAX_PIECES: usize = 64;
+
+/// The conjunction of two unions (pairwise; constant constraints dropped, false pieces removed).
+pub fn and(a: &Pieces, b: &Pieces) -> Result<Pieces, NonAffine> {
+    let mut out = Vec::new();
+    for p in a {
+        for q in b {
+            let mut piece: Vec<Cons> = p.iter().chain(q.iter()).cloned().collect();
+            if let Some(piece) = simplify_piece(&mut piece) {
+                if !out.contains(&piece) {
+                    out.push(piece);
+                }
+            }
+        }
+    }
+    if out.len() > MAX_PIECES {
+        return Err(NonAffine(format!(
+            "the guard has {} pieces (more than {MAX_PIECES})",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// The piece without constant-true, duplicate and weaker parallel constraints (`e + 1 >= 0`
+/// beside `e >= 0`); `None` when a constraint is false or two opposite ones exclude each other
+/// (`e + a >= 0` and `-e + b >= 0` with `a + b < 0`).
+fn simplify_piece(p: &mut Vec<Cons>) -> Option<Vec<Cons>> {
+    let mut out: Vec<Cons> = Vec::new();
+    for c in p.drain(..) {
+        match c.decided() {
+            Some(true) => continue,
+            Some(false) => return None,
+            None => {}
+        }
+        if out.contains(&c) {
+            continue;
+        }
+        if !c.eq {
+            let mut keep = true;
+            for o in out.iter_mut().filter(|o| !o.eq) {
+                if o.aff.terms == c.aff.terms {
+                    o.aff.konst = o.aff.konst.min(c.aff.konst);
+                    keep = false;
+                } else if o.aff.scale(-1).terms == c.aff.terms && o.aff.konst + c.aff.konst < 0 {
+                    return None;
+                }
+            }
+            if !keep {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    Some(out)
+}
+
+/// The union `true`.
+pub fn always() -> Pieces {
+    vec![Vec::new()]
+}
+
+/// The DNF of a predicate, names substituted by `subst` (`negate`: of its negation).
+pub fn from_pred(
+    p: &Pred,
+    negate: bool,
+    subst: &dyn Fn(&str) -> Option<Aff>,
+) -> Result<Pieces, NonAffine> {
+    match (p, negate) {
+        (Pred::And(ps), false) | (Pred::Or(ps), true) => {
+            let mut acc = always();
+            for q in ps {
+                acc = and(&acc, &from_pred(q, negate, subst)?)?;
+            }
+            Ok(acc)
+        }
+        (Pred::Or(ps), false) | (Pred::And(ps), true) => {
+            let mut acc: Pieces = Vec::new();
+            for q in ps {
+                for piece in from_pred(q, negate, subst)? {
+                    if !acc.contains(&piece) {
+                        acc.push(piece);
+                    }
+                }
+            }
+            if acc.len() > MAX_PIECES {
+                return Err(NonAffine(format!(
+                    "the guard has {} pieces (more than {MAX_PIECES})",
+                    acc.len()
+                )));
+            }
+            Ok(acc)
+        }
+        (Pred::Cmp(op, a, b), _) => {
+            let a = Aff::from_axis(a)?.substitute(subst);
+            let b = Aff::from_axis(b)?.substitute(subst);
+            let one = Aff::int(1);
+            let c = match op {
+                CmpOp::Ge => Cons::ge(&a, &b),
+                CmpOp::Gt => Cons::ge(&a, &b.add(&one)),
+                CmpOp::Le => Cons::ge(&b, &a),
+                CmpOp::Lt => Cons::ge(&b, &a.add(&one)),
+                CmpOp::Eq => Cons::eq(&a, &b),
+            };
+            let pieces = if negate { c.negate() } else { vec![vec![c]] };
+            and(&always(), &pieces)
+        }
+    }
+}
+
+/// The negation of a union (De Morgan, then DNF).
+pub fn negate(p: &Pieces) -> Result<Pieces, NonAffine> {
+    let mut acc: Pieces = vec![Vec::new()];
+    for piece in p {
+        // ¬(c1 ∧ c2 …) = ¬c1 ∨ ¬c2 …
+        let mut alt: Pieces = Vec::new();
+        for c in piece {
+            alt.extend(c.negate());
+        }
+        if piece.is_empty() {
+            return Ok(Vec::new());
+        }
+        acc = and(&acc, &alt)?;
+    }
+    Ok(acc)
+}
+
+/// `c1 and c2 and …` (chained `lo <= v < hi` for box bounds is written by the callers).
+pub fn conj_isl(cs: &[Cons], order: &[String]) -> String {
+    cs.iter()
+        .map(|c| c.isl(order))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn prints_terms_in_dimension_order() {
+        let e = AxisExpr::Add(vec![
+            AxisExpr::Name("k1".into()),
+            AxisExpr::product(AxisExpr::Const(2), AxisExpr::Name("m".into())),
+            AxisExpr::Const(-1),
+        ]);
+        let a = Aff::from_axis(&e).expect("affine");
+        assert_eq!(a.isl(&order(&["m", "k1"])), "2*m + k1 - 1");
+        assert_eq!(
+            a.floor(2).isl(&order(&["m", "k1"])),
+            "floor((2*m + k1 - 1)/2)"
+        );
+        assert_eq!(a.scale(2).floor(2), a);
+    }
+
+    #[test]
+    fn products_of_variables_are_not_affine() {
+        let e = AxisExpr::product(AxisExpr::Name("i".into()), AxisExpr::Name("j".into()));
+        assert!(Aff::from_axis(&e).is_err());
+        let d = Dim::sym("M").mul(&Dim::sym("N"));
+        assert!(Aff::from_dim(&d).is_err());
+        let h = Dim::sym("H").add_int(-1).floordiv(2).add_int(1);
+        assert_eq!(
+            Aff::from_dim(&h).expect("affine").isl(&[]),
+            "floor((H + 1)/2)"
+        );
+    }
+
+    #[test]
+    fn constraints_print_with_positive_sides() {
+        let (k1, m) = (Aff::var("k1"), Aff::var("m"));
+        let o = order(&["m", "k1"]);
+        assert_eq!(Cons::ge(&k1.add(&m), &Aff::int(1)).isl(&o), "m + k1 >= 1");
+        assert_eq!(Cons::ge(&Aff::int(32), &k1.add(&m)).isl(&o), "m + k1 <= 32");
+        assert_eq!(Cons::eq(&m, &k1.scale(2)).isl(&o), "m = 2*k1");
+    }
+
+    #[test]
+    fn negated_conjunction_is_a_union() {
+        let p = Pred::And(vec![
+            Pred::Cmp(CmpOp::Ge, AxisExpr::Name("h".into()), AxisExpr::Const(1)),
+            Pred::Cmp(CmpOp::Lt, AxisExpr::Name("h".into()), AxisExpr::Const(33)),
+        ]);
+        let none = |_: &str| None;
+        assert_eq!(from_pred(&p, false, &none).expect("dnf").len(), 1);
+        let neg = from_pred(&p, true, &none).expect("dnf");
+        assert_eq!(neg.len(), 2);
+        assert_eq!(negate(&from_pred(&p, false, &none).expect("dnf")), Ok(neg));
+    }
+}
