@@ -88,10 +88,10 @@ fn e1202_undefined_let() {
 }
 
 #[test]
-fn e1203_unknown_tensor() {
+fn e1217_unknown_tensor() {
     assert_eq!(
         code(let_a(json!({"read": {"tensor": "Z", "map": ["i"]}}))),
-        "E1203"
+        "E1217"
     );
 }
 

@@ -95,7 +95,7 @@ impl RegionError {
             E::Json(_) => ("E1200", "InvalidRegion"),
             E::DuplicateName { .. } => ("E1201", "DuplicateName"),
             E::UndefinedLet { .. } => ("E1202", "UndefinedLet"),
-            E::UnknownTensor { .. } => ("E1203", "UnknownTensor"),
+            E::UnknownTensor { .. } => ("E1217", "UnknownTensor"),
             E::ReadRankMismatch { .. } => ("E1204", "AxisAlignmentMismatch"),
             E::UnboundName { .. } => ("E1205", "UnboundAxis"),
             E::NonAffineMap { .. } => ("E1206", "NonAffineMap"),
