@@ -210,8 +210,12 @@ impl BasicSet {
         };
         let params = &self.space.params;
         let (mut lower, mut upper) = (Vec::new(), Vec::new());
-        let mut x_params = params.clone();
-        x_params.push(String::new());
+        let stray = |r: &Row| (np..proj.n).any(|c| c != x && r[1 + c] != 0);
+        if proj.eqs.iter().chain(&proj.ineqs).any(stray) {
+            return Err(AffineError::Unsupported(
+                "projection left an eliminated variable".into(),
+            ));
+        }
         for r in proj.eqs.iter() {
             let a = r[1 + x];
             if a == 0 {

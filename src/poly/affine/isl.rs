@@ -471,6 +471,9 @@ impl Parser {
     }
 
     fn factor(&mut self) -> PResult<Aff> {
+        if self.eat("-") {
+            return self.factor()?.scale(-1);
+        }
         match self.peek().cloned() {
             Some(Tok::Int(v)) => {
                 self.pos += 1;
@@ -622,6 +625,16 @@ impl Parser {
             Some(Tok::Id(_)) => self.ident()?,
             _ => String::new(),
         };
+        if name.is_empty() && self.is_sym(":") {
+            // `{ : constraints }`: a parameter set.
+            return Ok((
+                Tuple {
+                    name,
+                    dims: Vec::new(),
+                },
+                Vec::new(),
+            ));
+        }
         self.expect("[")?;
         let mut dims: Vec<String> = Vec::new();
         let mut defs = Vec::new();

@@ -419,8 +419,10 @@ impl System {
             return Ok(None);
         };
         loop {
-            if !self.simplify() {
-                return Ok(None);
+            // Fourier–Motzkin can create equalities (opposite tight pairs): eliminate them too.
+            match self.eliminate_eqs(elim)? {
+                None => return Ok(None),
+                Some(e) => exact &= e,
             }
             let Some((k, one_sided)) = self.pick_var(elim) else {
                 return Ok(Some((self, exact)));
@@ -526,7 +528,7 @@ pub(crate) fn decide(s: System, fuel: &mut u32) -> Result<Emptiness, AffineError
         return Ok(Emptiness::Empty);
     }
     loop {
-        if !s.simplify() {
+        if s.eliminate_eqs(&all)?.is_none() {
             return Ok(Emptiness::Empty);
         }
         let Some((k, one_sided)) = s.pick_var(&all) else {
