@@ -439,7 +439,7 @@ fn engine(q: &Q) -> Result<Value, AffineError> {
 }
 
 fn questions() -> Vec<Q> {
-    let mut rng = ChaCha8Rng::seed_from_u64(0x15_1_0_6);
+    let mut rng = ChaCha8Rng::seed_from_u64(0x0001_5106);
     let mut qs = Vec::new();
     // The seed 003 examples first: PK=2, Sp=2 and PK=3, Sp=2 on 4x4 pool tiles.
     qs.push(conv_pool_raw(&mut rng, Some((2, 2, 4))));

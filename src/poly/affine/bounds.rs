@@ -49,7 +49,7 @@ impl Bound {
 
     fn collapse(mut v: Vec<Bound>, max: bool) -> Bound {
         v.dedup();
-        if v.iter().any(|b| *b == Bound::Infinite) {
+        if v.contains(&Bound::Infinite) {
             return Bound::Infinite;
         }
         match v.len() {

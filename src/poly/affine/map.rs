@@ -430,7 +430,6 @@ impl Set {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::poly::affine::isl::{parse_map, parse_set};
     use crate::poly::affine::Answer;
 
