@@ -489,6 +489,7 @@ fn engine_agrees_with_islpy() {
     let start = std::time::Instant::now();
     let mut list = Vec::new();
     let (mut exact, mut over, mut unknown) = (0, 0, 0);
+    let mut over_by = std::collections::BTreeMap::new();
     for (id, q) in qs.iter().enumerate() {
         let eng = engine(q).unwrap_or_else(|e| json!({"error": e.to_string()}));
         for b in eng
@@ -501,6 +502,13 @@ fn engine_agrees_with_islpy() {
                 exact += 1;
             } else {
                 over += 1;
+                let family: String = q
+                    .desc
+                    .split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                *over_by.entry(family).or_insert(0usize) += 1;
             }
         }
         unknown += usize::from(eng.get("answer") == Some(&json!("unknown")));
@@ -546,7 +554,8 @@ fn engine_agrees_with_islpy() {
     }
     eprintln!(
         "islpy cross-check: {} questions, {} failures; bounds exact {exact}, over {over}; \
-         yes/no answers unknown {unknown}; engine {:.2?}",
+         yes/no answers unknown {unknown}; engine {:.2?}; over-approximated bounds by family: \
+         {over_by:?}",
         list.len(),
         failures.len(),
         engine_time

@@ -189,6 +189,110 @@ fn prune(
     Ok(keep)
 }
 
+/// True when the poly is a *box form*: every equality defines one dimension (unit
+/// coefficient) from parameters and existentials, and every inequality bounds a single
+/// variable that no equality defines (unit coefficient) by parameters. Then each dimension is
+/// an affine function of variables ranging over a box with integer corners, so its rational
+/// extremes are attained at integer points: bounds from the real shadow are exact even where
+/// the projection itself is not (strided windows `s·h + d·r` have holes but attained ends).
+fn box_form(p: &Poly) -> bool {
+    let mut sys = p.sys.clone();
+    if !sys.simplify() {
+        return false;
+    }
+    let (np, nd, n) = (p.n_param, p.n_dim, p.n_cols());
+    let mut defined = vec![false; nd];
+    for r in &sys.eqs {
+        let dims: Vec<usize> = (0..nd).filter(|j| r[1 + np + j] != 0).collect();
+        match dims[..] {
+            [j] if r[1 + np + j].abs() == 1 && !defined[j] => defined[j] = true,
+            _ => return false,
+        }
+    }
+    for r in &sys.ineqs {
+        let vars: Vec<usize> = (np..n).filter(|c| r[1 + c] != 0).collect();
+        match vars[..] {
+            [] => {}
+            [c] if r[1 + c].abs() == 1 && (c >= np + nd || !defined[c - np]) => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// True when bound `b` of column `x` is attained by a point of `p` for every parameter value
+/// of `dom` (an enclosure of `p`'s parameter domain): for each candidate, on the region of
+/// `dom` where it is the active one, the parameters where `p ∧ x = candidate` has a point
+/// (an exact projection) must include the region.
+fn attained(
+    p: &Poly,
+    x: usize,
+    b: &Bound,
+    dom: &Poly,
+    params: &[String],
+) -> Result<bool, AffineError> {
+    let (cands, max): (Vec<&Aff>, bool) = match b {
+        Bound::Infinite => return Ok(true),
+        Bound::Aff(a) => (vec![a], true),
+        Bound::Max(v) | Bound::Min(v) => match v.iter().map(Bound::as_aff).collect() {
+            Some(c) => (c, matches!(b, Bound::Max(_))),
+            None => return Ok(false),
+        },
+    };
+    let np = p.n_param;
+    let resolve = |n: &str| params.iter().position(|q| q == n).map(Col::Param);
+    for (i, c) in cands.iter().enumerate() {
+        let mut region = dom.clone();
+        for (j, d) in cands.iter().enumerate() {
+            if j != i {
+                let diff = if max { c.sub(d)? } else { d.sub(c)? };
+                region.add_constraint(&diff, false, &resolve)?;
+            }
+        }
+        if region.emptiness()? == Emptiness::Empty {
+            continue;
+        }
+        let mut q = p.clone();
+        for (r, eq) in dom.rows() {
+            let mut r = r[..=np].to_vec();
+            r.resize(1 + q.n_cols(), 0);
+            if eq {
+                q.sys.eqs.push(r);
+            } else {
+                q.sys.ineqs.push(r);
+            }
+        }
+        // x = c
+        let mut row = q.aff_row(c, &resolve)?;
+        row.resize(1 + q.n_cols(), 0);
+        row[1 + x] = super::expr::ck(row[1 + x].checked_sub(1))?;
+        q.sys.eqs.push(row);
+        let elim: Vec<bool> = (0..q.n_cols()).map(|k| k >= np).collect();
+        let Some((proj, true)) = q.sys.clone().project(&elim)? else {
+            return Ok(false);
+        };
+        for (r, eq) in proj
+            .eqs
+            .iter()
+            .map(|r| (r, true))
+            .chain(proj.ineqs.iter().map(|r| (r, false)))
+        {
+            let mut row = r[..=np].to_vec();
+            row.resize(1 + region.n_cols(), 0);
+            if region.and_not(&row).emptiness()? != Emptiness::Empty {
+                return Ok(false);
+            }
+            if eq {
+                let neg: Row = row.iter().map(|v| -v).collect();
+                if region.and_not(&neg).emptiness()? != Emptiness::Empty {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
 impl BasicSet {
     /// The bounds of dimension `k` in terms of the parameters; `None` when the set is empty.
     pub fn dim_bounds(&self, k: usize) -> Result<Option<DimBounds>, AffineError> {
@@ -253,9 +357,17 @@ impl BasicSet {
         dom.sys.remove_cols(&mask);
         let lower = prune(lower, &dom, params, true)?;
         let upper = prune(upper, &dom, params, false)?;
+        let lower = Bound::collapse(lower.into_iter().map(Bound::Aff).collect(), true);
+        let upper = Bound::collapse(upper.into_iter().map(Bound::Aff).collect(), false);
+        // An inexact projection still gives exact bounds when they are attained: always in
+        // box form; otherwise checked per candidate.
+        let exact = exact
+            || box_form(&self.poly)
+            || (attained(&self.poly, x, &lower, &dom, params)?
+                && attained(&self.poly, x, &upper, &dom, params)?);
         Ok(Some(DimBounds {
-            lower: Bound::collapse(lower.into_iter().map(Bound::Aff).collect(), true),
-            upper: Bound::collapse(upper.into_iter().map(Bound::Aff).collect(), false),
+            lower,
+            upper,
             exactness: if exact {
                 Exactness::Exact
             } else {

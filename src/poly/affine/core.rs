@@ -4,7 +4,7 @@
 //! construction: projecting a dimension makes it existential; only queries eliminate.
 
 use super::expr::{Aff, Atom};
-use super::linear::{decide, Emptiness, Row, System, DECIDE_FUEL};
+use super::linear::{decide, Emptiness, Row, System, DECIDE_FUEL, MAX_ENTRY};
 use super::AffineError;
 use std::collections::BTreeMap;
 
@@ -191,6 +191,9 @@ impl Poly {
     ) -> Result<(), AffineError> {
         let mut row = self.aff_row(aff, resolve)?;
         row.resize(1 + self.n_cols(), 0);
+        if row.iter().any(|v| v.unsigned_abs() > MAX_ENTRY as u64) {
+            return Err(AffineError::Overflow);
+        }
         if eq {
             self.sys.eqs.push(row);
         } else {
@@ -248,7 +251,9 @@ impl Poly {
             let Some((c, lo, hi)) = best else {
                 return Ok(None);
             };
-            if hi - lo >= 16 || todo.len() + done.len() + 16 > limit.saturating_mul(4) {
+            if hi.checked_sub(lo).is_none_or(|w| w >= 16)
+                || todo.len() + done.len() + 16 > limit.saturating_mul(4)
+            {
                 return Ok(None);
             }
             for v in lo..=hi {

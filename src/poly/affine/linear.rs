@@ -26,6 +26,9 @@ pub(crate) type Row = Vec<i64>;
 
 /// Most rows a system may reach during elimination before [`AffineError::TooComplex`].
 pub(crate) const MAX_ROWS: usize = 4096;
+/// The largest magnitude of a coefficient or constant a constraint may enter with (room for
+/// the growth of elimination, which is checked).
+pub(crate) const MAX_ENTRY: i64 = 1 << 48;
 /// Most values of one variable [`decide`] enumerates.
 pub(crate) const ENUM_LIMIT: i64 = 64;
 
@@ -100,10 +103,17 @@ fn norm_eq(mut r: Row) -> Norm {
 }
 
 /// `x·a + y·b` row-wise.
+/// (`i64::MIN` is refused too, so that rows can always be negated.)
 fn combine(a: &[i64], x: i64, b: &[i64], y: i64) -> Result<Row, AffineError> {
     a.iter()
         .zip(b)
-        .map(|(p, q)| ck(ck(p.checked_mul(x))?.checked_add(ck(q.checked_mul(y))?)))
+        .map(|(p, q)| {
+            let v = ck(ck(p.checked_mul(x))?.checked_add(ck(q.checked_mul(y))?))?;
+            if v == i64::MIN {
+                return Err(AffineError::Overflow);
+            }
+            Ok(v)
+        })
         .collect()
 }
 
@@ -553,7 +563,7 @@ pub(crate) fn decide(s: System, fuel: &mut u32) -> Result<Emptiness, AffineError
             if hi < lo {
                 return Ok(Emptiness::Empty);
             }
-            if hi - lo < ENUM_LIMIT {
+            if hi.checked_sub(lo).is_some_and(|w| w < ENUM_LIMIT) {
                 let mut unknown = false;
                 for v in lo..=hi {
                     let mut t = s.clone();

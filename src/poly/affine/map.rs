@@ -124,6 +124,21 @@ impl BasicMap {
         BasicMap::from_constraints(space, &cs)
     }
 
+    /// The access of a region read: `input[..] -> out_name[index..]` from the region layer's
+    /// index expressions ([`Aff::from_axis_expr`]; non-affine indices are errors).
+    pub fn from_axis_exprs(
+        params: &[String],
+        input: Tuple,
+        out_name: &str,
+        index: &[crate::ir::axis::AxisExpr],
+    ) -> Result<BasicMap, AffineError> {
+        let affs = index
+            .iter()
+            .map(Aff::from_axis_expr)
+            .collect::<Result<Vec<_>, _>>()?;
+        BasicMap::from_multi_aff(params, input, out_name, &affs)
+    }
+
     /// The space.
     pub fn space(&self) -> &MapSpace {
         &self.space
@@ -448,6 +463,27 @@ mod tests {
         assert_eq!(hole.is_subset(&img).unwrap(), Answer::No);
         let hit = parse_set("{ T[x] : x = 4 }").unwrap();
         assert_eq!(hit.is_subset(&img).unwrap(), Answer::Yes);
+    }
+
+    #[test]
+    fn access_from_axis_exprs() {
+        use crate::ir::axis::AxisExpr as A;
+        let idx = vec![
+            A::Name("n".into()),
+            A::Add(vec![
+                A::product(A::Const(2), A::Name("h".into())),
+                A::Name("rh".into()),
+                A::Const(-1),
+            ]),
+        ];
+        let t = super::Tuple::new("S", &["n", "h", "rh"]);
+        let m = super::BasicMap::from_axis_exprs(&["H".into()], t.clone(), "In", &idx).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "[H] -> { S[n, h, rh] -> In[n, 2*h + rh - 1] }"
+        );
+        let bad = vec![A::product(A::Name("h".into()), A::Name("rh".into()))];
+        assert!(super::BasicMap::from_axis_exprs(&[], t, "In", &bad).is_err());
     }
 
     #[test]

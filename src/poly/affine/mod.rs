@@ -45,6 +45,21 @@
 //! `S` either): specialise on them when the graph is built. Sizes may be parameters.
 //!
 //! The engine's answers are cross-checked against isl (islpy) by `tests/poly_islpy.rs`.
+//!
+//! # Open
+//! * TODO(issue 6): dependences are memory-based (`W ; R⁻¹`); exact last-writer (value-based)
+//!   dependences, lexmin/lexmax, schedules and AST generation are not provided.
+//! * TODO(issue 6): bounds of sets with congruences are `Over` where isl answers with `mod`
+//!   forms (`N - 1 - (N + 3) mod 4`); bounds of unions are `max`/`min` expressions, not isl's
+//!   piecewise partition of the parameter space.
+//! * TODO(issue 6): emptiness stays `Unknown` for non-unit strides against unbounded
+//!   parameters (no Omega splinters over parametric ranges); subtraction (hence containment)
+//!   of sets with congruences works only when their existentials have small constant ranges.
+//! * TODO(issue 6): coalescing merges existential-free pieces only (no hull of floordiv
+//!   pieces); `PiecewiseOverBudget` is raised but not yet reported as the W2101
+//!   ExcessivePiecewise diagnostic.
+//! * TODO(issue 6): the isl parser reads the printed subset only (no `mod`, `min`/`max` in
+//!   constraints, no union sets/maps over several spaces).
 
 pub mod bounds;
 mod core;

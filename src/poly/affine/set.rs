@@ -495,6 +495,23 @@ mod tests {
     }
 
     #[test]
+    fn overflow_is_an_error_not_a_panic() {
+        let big = i64::MAX / 2 + 1;
+        let r = parse_set(&format!("{{ S[i] : {big}*i >= {big} + {big} }}"));
+        assert_eq!(r.unwrap_err(), AffineError::Overflow);
+        let r = parse_set(&format!("{{ S[i, j] : {big}*i - j >= 0 and j >= {big} }}"));
+        assert_eq!(r.unwrap_err(), AffineError::Overflow);
+        // Elimination multiplies coefficients: an error or an answer, never a panic.
+        let k = 1i64 << 40;
+        let s = parse_set(&format!(
+            "{{ S[i, j, l] : {k}*i - {k}*j >= 1 and {k}*j - {k}*l >= 1 and {k}*l - {}*i >= 3 }}",
+            k - 1
+        ))
+        .unwrap();
+        let _ = s.is_empty();
+    }
+
+    #[test]
     fn subtract_respects_budget() {
         let a = set("{ S[i, j, k] : 0 <= i, j, k < 10 }");
         let b = set("{ S[i, j, k] : 1 <= i, j, k < 9 }");
