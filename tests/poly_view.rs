@@ -102,6 +102,28 @@ const RAW: &str =
         0 <= n' < N and 0 <= c' < C and 0 <= h' < Pool_H and 0 <= w' < Pool_W and
         0 <= rh' < Pool_KH and 0 <= rw' < Pool_KW }";
 
+/// The conv statement's domain, reads and writes equal seed 003 §1's (`s` substitutes the
+/// example's sizes, `rename` maps the seed's names to ours).
+fn assert_conv_matches_seed(
+    conv: &view::Stmt,
+    s: &dyn Fn(&str) -> String,
+    rename: &[(&str, &str)],
+) {
+    assert_same("conv domain", &s(CONV_DOMAIN), &conv.domain_isl(), rename);
+    assert_same(
+        "conv reads",
+        &s(CONV_READS),
+        &conv.accesses_isl(false),
+        rename,
+    );
+    assert_same(
+        "conv writes",
+        &s(CONV_WRITES),
+        &conv.accesses_isl(true),
+        rename,
+    );
+}
+
 #[test]
 fn conv_relu_pool_matches_seed_003() {
     let v = view_of("conv_relu_pool");
@@ -139,19 +161,7 @@ fn conv_relu_pool_matches_seed_003() {
     assert_eq!(conv.dims.len(), 7, "the seed's 7-D conv nest");
     assert_eq!(pool.dims.len(), 6, "the seed's 6-D pool nest");
     let s = |t: &str| seed(t, sizes);
-    assert_same("conv domain", &s(CONV_DOMAIN), &conv.domain_isl(), &rename);
-    assert_same(
-        "conv reads",
-        &s(CONV_READS),
-        &conv.accesses_isl(false),
-        &rename,
-    );
-    assert_same(
-        "conv writes",
-        &s(CONV_WRITES),
-        &conv.accesses_isl(true),
-        &rename,
-    );
+    assert_conv_matches_seed(conv, &s, &rename);
     assert_same("pool domain", &s(POOL_DOMAIN), &pool.domain_isl(), &rename);
     assert_same(
         "pool reads",
@@ -224,19 +234,7 @@ fn conv3x3_s2_p1_matches_seed_003_conv() {
         ("Out", "Y"),
     ];
     let s = |t: &str| seed(t, sizes);
-    assert_same("conv domain", &s(CONV_DOMAIN), &conv.domain_isl(), &rename);
-    assert_same(
-        "conv reads",
-        &s(CONV_READS),
-        &conv.accesses_isl(false),
-        &rename,
-    );
-    assert_same(
-        "conv writes",
-        &s(CONV_WRITES),
-        &conv.accesses_isl(true),
-        &rename,
-    );
+    assert_conv_matches_seed(conv, &s, &rename);
     // Seed 001 §15.2: pattern `conv`, affine offsets (2h + kh − 1, 2w + kw − 1).
     let attrs = conv
         .pattern

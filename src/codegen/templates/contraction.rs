@@ -162,6 +162,20 @@ pub enum Side {
 }
 
 impl View<'_> {
+    /// The block's tile origin `m0`, `n0` and K-step count `kt_count` of a `[bm, bn, bk]` tile,
+    /// then a new scope with the batch axes bound from `blockIdx.z`.
+    pub fn open_tile(&self, em: &mut Emitter, [bm, bn, bk]: [u64; 3]) {
+        let k_total = cexpr::dim(&self.k.extent());
+        em.emit(Stmt::int("m0", format!("(int)blockIdx.y * {bm}")));
+        em.emit(Stmt::int("n0", format!("(int)blockIdx.x * {bn}")));
+        em.emit(Stmt::int(
+            "kt_count",
+            format!("({k_total} + {}) / {bk}", bk - 1),
+        ));
+        em.push_scope();
+        self.bind_batch(em, "(int)blockIdx.z");
+    }
+
     /// Binds the batch axes from the flat batch index `flat` (C).
     pub fn bind_batch(&self, em: &mut Emitter, flat: &str) {
         if !self.batch.names.is_empty() {

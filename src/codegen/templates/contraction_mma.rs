@@ -444,20 +444,12 @@ pub fn build(
             if s.tile.k_fastest { "K" } else { "outer" }
         )));
     }
-    let k_total = cexpr::dim(&v.k.extent());
     em.emit(Stmt::int("tid", "(int)threadIdx.x"));
     em.emit(Stmt::int("lane", "(int)dlc_lane()"));
     em.emit(Stmt::int("warp", "(int)dlc_warp()"));
     em.emit(Stmt::int("wr", format!("warp / {warps_n} * {wm}")));
     em.emit(Stmt::int("wc", format!("warp % {warps_n} * {wn}")));
-    em.emit(Stmt::int("m0", format!("(int)blockIdx.y * {bm}")));
-    em.emit(Stmt::int("n0", format!("(int)blockIdx.x * {bn}")));
-    em.emit(Stmt::int(
-        "kt_count",
-        format!("({k_total} + {}) / {bk}", bk - 1),
-    ));
-    em.push_scope();
-    v.bind_batch(em, "(int)blockIdx.z");
+    v.open_tile(em, [bm, bn, bk]);
     em.emit(Stmt::Array {
         ty: CType::F32,
         name: "acc".into(),

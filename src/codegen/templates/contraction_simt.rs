@@ -70,19 +70,11 @@ pub fn build(
             "no {tm}x{tn} micro-tile layout of {bm}x{bn} over {threads} threads"
         )));
     }
-    let k_total = cexpr::dim(&v.k.extent());
     let (la, lb) = ((bm * bk).div_ceil(threads), (bn * bk).div_ceil(threads));
     em.emit(Stmt::int("tid", "(int)threadIdx.x"));
     em.emit(Stmt::int("tr", format!("tid / {tn_threads}")));
     em.emit(Stmt::int("tc", format!("tid % {tn_threads}")));
-    em.emit(Stmt::int("m0", format!("(int)blockIdx.y * {bm}")));
-    em.emit(Stmt::int("n0", format!("(int)blockIdx.x * {bn}")));
-    em.emit(Stmt::int(
-        "kt_count",
-        format!("({k_total} + {}) / {bk}", bk - 1),
-    ));
-    em.push_scope();
-    v.bind_batch(em, "(int)blockIdx.z");
+    v.open_tile(em, [bm, bn, bk]);
     em.emit(Stmt::Array {
         ty: CType::F32,
         name: "acc".into(),

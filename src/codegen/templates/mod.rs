@@ -164,15 +164,7 @@ pub fn store_yields(em: &mut Emitter) -> Result<(), super::CodegenError> {
         },
     );
     for y in &r.yields {
-        let j = r
-            .outputs
-            .iter()
-            .position(|o| o.name == y.to)
-            .ok_or_else(|| super::CodegenError::Unsupported {
-                kernel: r.name.clone(),
-                why: format!("yield to unknown output `{}`", y.to),
-            })?;
-        let dt = r.outputs[j].dtype;
+        let (j, dt) = yield_output(r, y)?;
         let v = em.let_value(&y.from)?;
         em.emit(Stmt::Store {
             buffer: format!("out{j}"),
@@ -183,4 +175,20 @@ pub fn store_yields(em: &mut Emitter) -> Result<(), super::CodegenError> {
         });
     }
     Ok(())
+}
+
+/// The output `y` writes: its index (`out{j}`) and dtype.
+pub fn yield_output(
+    r: &Region,
+    y: &crate::ir::region::Yield,
+) -> Result<(usize, DType), super::CodegenError> {
+    r.outputs
+        .iter()
+        .enumerate()
+        .find(|(_, o)| o.name == y.to)
+        .map(|(j, o)| (j, o.dtype))
+        .ok_or_else(|| super::CodegenError::Unsupported {
+            kernel: r.name.clone(),
+            why: format!("yield to unknown output `{}`", y.to),
+        })
 }

@@ -201,16 +201,7 @@ impl ChunkStores {
         );
         let mut outputs = Vec::new();
         for y in &r.yields {
-            let (j, dt) = r
-                .outputs
-                .iter()
-                .enumerate()
-                .find(|(_, o)| o.name == y.to)
-                .map(|(j, o)| (j, o.dtype))
-                .ok_or_else(|| CodegenError::Unsupported {
-                    kernel: r.name.clone(),
-                    why: format!("yield to unknown output `{}`", y.to),
-                })?;
+            let (j, dt) = super::yield_output(r, y)?;
             let reg = em.fresh("o");
             em.emit(Stmt::Array {
                 ty: CType::of(dt),
