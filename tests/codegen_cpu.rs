@@ -102,6 +102,29 @@ fn random_tail_sizes_run_on_the_cpu_like_the_reference() {
     }
 }
 
+/// Compute-at kernels (seed 003): Conv → ReLU → AvgPool 3×3 stride 2 with padding, fused into
+/// one nest that recomputes the overlapping windows' conv points, and the example's MaxPool,
+/// executed on the CPU at two batch sizes for both targets.
+#[test]
+fn compute_at_kernels_run_on_the_cpu_like_the_reference() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in [
+        "tests/data/conv_relu_avgpool.json",
+        "examples/conv_relu_pool.json",
+    ] {
+        let path = root.join(file);
+        let g = frontend::load_file(&path).expect("loads");
+        let p = lower::lower(&g).expect("lowers");
+        let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
+        assert_eq!(o.kernels.len(), 1, "{file}: one compute-at kernel");
+        assert!(o.kernels[0].embeds, "{file}");
+        for (k, (arch, n)) in [(Arch::Sm80, 1), (Arch::Sm90, 3)].into_iter().enumerate() {
+            let b: BTreeMap<String, i64> = [("N".to_string(), n)].into_iter().collect();
+            check(&path, arch, &b, 40 + k as u64);
+        }
+    }
+}
+
 /// The pointwise template's vector accesses (`tests/data/vector_access.json`): 2 lanes of fp16
 /// (rows of 6), 4 lanes of fp32 with a broadcast operand, a transpose (scalar: its innermost size
 /// is symbolic), a pad (guarded reads stay scalar, the store is a vector), a slice whose offset

@@ -270,7 +270,7 @@ fn launches_over_the_limits_are_errors() {
 }
 
 /// The whole path for every example (and `tests/data/vector_access.json`, the vector access
-/// forms) and both targets: load, lower, optimize for the target, emit CUDA, compile it with
+/// forms, and `tests/data/conv_relu_avgpool.json`, a compute-at kernel) and both targets: load, lower, optimize for the target, emit CUDA, compile it with
 /// NVRTC for that target (ptxas included: no spills, static shared memory within 48 KiB) and
 /// check every launch of the manifest against the kernels' resources.
 #[test]
@@ -279,8 +279,9 @@ fn every_example_compiles_for_sm80_and_sm90a() {
         return;
     }
     let mut failures = Vec::new();
-    let extra = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vector_access.json");
-    for path in common::example_paths().into_iter().chain([extra]) {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let extra = ["vector_access.json", "conv_relu_avgpool.json"].map(|f| data.join(f));
+    for path in common::example_paths().into_iter().chain(extra) {
         let graph = frontend::load_file(&path).unwrap_or_else(|d| panic!("{path:?}: {d:?}"));
         let prog = lower::lower(&graph).unwrap_or_else(|d| panic!("{path:?}: {d:?}"));
         for arch in ARCHS {

@@ -234,6 +234,8 @@ fn whole_programs_that_are_one_region() {
         "conv3x3_s2_p1_silu",
         "matmul_1d_2d",
         "bias_gelu_residual",
+        // Compute-at: the conv is embedded in the pool's window reduction (seed 003).
+        "conv_relu_pool",
     ] {
         let p = example(name);
         let r = whole(&p).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -65,6 +65,12 @@ pub struct OptimizeArgs {
     #[arg(long)]
     pub fast_math: bool,
 
+    /// Do not embed a producer reduction in a consumer's window reduction (compute-at fusion,
+    /// seed 003: Conv → ReLU → Pool as one kernel). On by default, where the cost model says it
+    /// pays; `--explain` gives the legality argument and the price either way.
+    #[arg(long)]
+    pub no_compute_at: bool,
+
     /// Generate CUDA: write `kernels.cu` (one kernel per region, from the template its plan
     /// names), `dlc_kernel.cuh` (the helpers it includes) and `manifest.json` (buffers, launches
     /// with arguments, grid and block, plans) into DIR, created if needed.
@@ -101,6 +107,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         extract_time_limit,
         target: a.arch.target(),
         fast_math: a.fast_math,
+        compute_at: !a.no_compute_at,
         ..OptimizeOptions::default()
     };
     let o =

@@ -22,7 +22,7 @@
 //!   `overlap_gain = min(T_load, T_epilogue)` is subtracted (§11 "非同期の効果").
 //! - **launch**: [`Target::launch_s`] per kernel.
 
-use super::work::{Gemm, KernelWork, Role, Shape};
+use super::work::{ComputeAtWork, Gemm, KernelWork, Role, Shape};
 use crate::plan::space::{Algo, Knobs, Resources, RESIDENT_PER_THREAD};
 use crate::target::{Arch, Target};
 use serde::Serialize;
@@ -94,6 +94,9 @@ pub fn estimate(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Targ
             },
             Knobs::Reduction { .. },
         ) => reduction(work, *rows, *len, *passes, knobs, res, target),
+        (Shape::ComputeAt(ca), Knobs::Elementwise { .. }) => {
+            compute_at(work, ca, knobs, res, target)
+        }
         _ => elementwise(work, knobs, res, target),
     }
 }
@@ -331,6 +334,51 @@ fn reduction(
         simt + sfu,
         dram + work.out_bytes,
         l2,
+        occ,
+        waves,
+        1.0,
+        ctas,
+        target,
+    )
+}
+
+/// Issue cost of one global load (an L1 hit) in CUDA-core operation slots: an SM issues 128
+/// fp32 lanes per cycle but serves 32 load lanes (A100 and H100: four sub-partitions of 32
+/// FP32 lanes; L1 returns 128 B per cycle). *Assumed* from the architecture whitepapers.
+pub const LOAD_ISSUE: f64 = 4.0;
+
+/// The compute-at nest (seed 003): one thread per consumer point runs the window and the
+/// producer's fold. Compute counts every executed op and load (recomputation of overlapping
+/// windows included); DRAM serves every input once, since neighbouring threads share their
+/// pre-images and the weights through L1/L2.
+fn compute_at(
+    work: &KernelWork,
+    ca: &ComputeAtWork,
+    knobs: &Knobs,
+    res: &Resources,
+    target: &Target,
+) -> Estimate {
+    let Knobs::Elementwise { block, items, .. } = *knobs else {
+        unreachable!("compute-at knobs")
+    };
+    let per_cta = (block * items) as f64;
+    let ctas = (ca.points / per_cta).ceil().max(1.0);
+    let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
+    let waste = ctas * per_cta / ca.points.max(1.0);
+    let simt = (work.ops.simt + ca.loads * LOAD_ISSUE) * waste;
+    let sfu = work.ops.sfu * waste;
+    let compute_s = unit_time(simt, sfu, target, occ);
+    let dram = work.in_bytes();
+    let memory_s = dram / (target.dram_bw * occ.max(1e-9));
+    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
+    finish(
+        compute_s,
+        memory_s,
+        epilogue_s,
+        0.0,
+        (work.ops.simt + work.ops.sfu) * waste,
+        dram + work.out_bytes,
+        dram + work.out_bytes,
         occ,
         waves,
         1.0,

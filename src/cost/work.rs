@@ -11,6 +11,9 @@
 //!   An epilogue reducing over `M` or `N` (a softmax or a norm of the product's rows) needs the
 //!   whole row in one block, or one pass per dependent reduction ([`Gemm::row_passes`]).
 //! - **reduction**: a row reduction (softmax, norms, pooling windows), rows × length.
+//! - **compute_at**: a window reduction whose body embeds a producer reduction (Conv → Pool
+//!   fused by compute-at, seed 003): consumer points × window × the producer's fold
+//!   ([`compute_at`]).
 //! - **elementwise**: everything else, one thread per element group.
 //!
 //! A region whose main contraction reads another contraction in its operands (attention
@@ -24,6 +27,9 @@
 //! elementwise producer inlined under a broadcast is recomputed per use. Operand prologue lets
 //! of a contraction are counted once per operand element; a tiled kernel recomputes them each
 //! time a tile is loaded again, which the roofline adds per plan ([`Gemm::prologue`]).
+
+mod compute_at;
+pub use compute_at::ComputeAtWork;
 
 use crate::extract::kernels::CostModel;
 use crate::ir::dim::Dim;
@@ -149,6 +155,9 @@ pub enum Shape {
     Elementwise {
         elems: f64,
     },
+    /// A window reduction embedding a producer reduction at every window point (compute-at
+    /// fusion, seed 003; [`compute_at`]).
+    ComputeAt(Box<ComputeAtWork>),
 }
 
 impl Shape {
@@ -158,6 +167,7 @@ impl Shape {
             Shape::Contraction(_) => "contraction",
             Shape::Reduction { .. } => "reduction",
             Shape::Elementwise { .. } => "elementwise",
+            Shape::ComputeAt(_) => "compute_at",
         }
     }
 }
@@ -262,9 +272,12 @@ pub fn analyze(region: &Region, sizes: &CostModel) -> Result<KernelWork, WorkErr
             }
             Shape::Contraction(Box::new(cx.gemm(mc, &iters, &mut ops)?))
         }
-        None => cx
-            .reduction_shape()
-            .unwrap_or(Shape::Elementwise { elems: out_elems }),
+        None => match cx.compute_at_shape()? {
+            Some(ca) => Shape::ComputeAt(Box::new(ca)),
+            None => cx
+                .reduction_shape()
+                .unwrap_or(Shape::Elementwise { elems: out_elems }),
+        },
     };
     // Axes a read may walk its input's last dimension with and stay coalesced: the fastest
     // output axis; a reduction's fastest reduce axis; a contraction stages its operands through
@@ -277,7 +290,7 @@ pub fn analyze(region: &Region, sizes: &CostModel) -> Result<KernelWork, WorkErr
                 fine.extend(group.last().cloned());
             }
         }
-        Shape::Elementwise { .. } => {}
+        Shape::Elementwise { .. } | Shape::ComputeAt(_) => {}
     }
     let inputs = region
         .inputs

@@ -8,7 +8,7 @@ use crate::extract::kernels::{kernel_own_cost, CostModel, KernelCost};
 use crate::ir::egraph::kernel::{body_classes, kernel_parts};
 use crate::ir::egraph::{Attr, TensorGraph, TensorLang};
 use crate::ir::region::program::{Buffer, RegionProgram, Step};
-use crate::ir::region::synth::{synthesize, SynthArg};
+use crate::ir::region::synth::{synthesize_traced, SynthArg};
 use crate::ir::region::Materialize;
 use crate::ir::tiny::{Program, Src, UOp};
 use egg::{Id, RecExpr};
@@ -35,6 +35,12 @@ pub struct KernelInfo {
     /// Its plan and predicted time (`None` with the reason when the cost model has none: the
     /// kernel would not have been chosen, so this is a bug).
     pub plan: Result<PlanReport, String>,
+    /// Compute-at (seed 003): for a kernel embedding a producer reduction, the legality
+    /// argument (pre-image, halo, footprint) and the profitability numbers; for a consumer
+    /// kept apart from its producer, why (`super::compute_at`).
+    pub compute_at: Vec<String>,
+    /// Whether the kernel embeds a producer reduction (compute-at).
+    pub embeds: bool,
 }
 
 /// One step of the walk: a class and how it is realized.
@@ -113,7 +119,7 @@ fn lower_static(s: &'static str) -> &'static str {
 }
 
 /// Reasons a body is one kernel, read off its structure.
-pub fn fusion_reasons(body: &RecExpr<TensorLang>) -> Vec<String> {
+pub fn fusion_reasons(body: &RecExpr<TensorLang>, embedded: usize) -> Vec<String> {
     use TensorLang as T;
     let nodes = body.as_ref();
     let mut reasons = Vec::new();
@@ -142,11 +148,17 @@ pub fn fusion_reasons(body: &RecExpr<TensorLang>) -> Vec<String> {
                 .into(),
         );
     }
-    if reduces.len() > 1 {
+    if embedded > 0 {
+        reasons.push(format!(
+            "compute-at: {embedded} producer reduction(s) embedded in the consumer's window \
+             reduction and recomputed per window point (seed 003); no intermediate buffer"
+        ));
+    }
+    if reduces.len() > embedded + 1 {
         reasons.push(format!(
             "{} reductions share the kernel's iteration space (row reductions whose results are \
              broadcast back: softmax / normalization)",
-            reduces.len()
+            reduces.len() - embedded
         ));
     }
     let words = |pred: &dyn Fn(usize) -> bool| -> Vec<&'static str> {
@@ -203,6 +215,7 @@ pub fn build_program(
     roots: &[Id],
     choose: &dyn Fn(Id) -> TensorLang,
     sizes: &CostModel,
+    compute_at: bool,
 ) -> Result<(RegionProgram, Vec<KernelInfo>), OptimizeError> {
     let attr = |id: Id| eg[id].data.attr();
     // Post-order from the outputs, in signature order.
@@ -303,6 +316,8 @@ pub fn build_program(
     let mut steps = Vec::new();
     let mut infos = Vec::new();
     let covers = cover_map(eg, prog, class, &order);
+    // Kernel names by the class they compute (for compute-at notes).
+    let mut kernel_of: HashMap<Id, String> = HashMap::new();
     for (k, (c, r)) in order.iter().enumerate() {
         let name = buf[c].clone();
         let f = facts(*c)?;
@@ -345,21 +360,38 @@ pub fn build_program(
                 } else {
                     Materialize::Gmem
                 };
-                let region = synthesize(&kname, body.expr(), &args, &name, mat).map_err(|e| {
-                    OptimizeError::Region {
-                        kernel: kname.clone(),
-                        why: e.to_string(),
-                    }
-                })?;
+                let (region, embeddings) =
+                    synthesize_traced(&kname, body.expr(), &args, &name, mat).map_err(|e| {
+                        OptimizeError::Region {
+                            kernel: kname.clone(),
+                            why: e.to_string(),
+                        }
+                    })?;
                 let plan = choose_plan(&region, sizes)
                     .map(|c| c.report())
                     .map_err(|e| e.to_string());
+                let mut notes = super::compute_at::embedding_lines(
+                    &region,
+                    &embeddings,
+                    sizes,
+                    f.dtype.size_bytes(),
+                );
+                if compute_at {
+                    let names: HashMap<Id, String> =
+                        kernel_of.iter().map(|(c, n)| (*c, n.clone())).collect();
+                    notes.extend(super::compute_at::kept_apart(
+                        eg, node, choose, &names, sizes,
+                    ));
+                }
+                kernel_of.insert(*c, kname.clone());
                 infos.push(KernelInfo {
                     name: kname,
                     inputs: args.iter().map(|a| a.name.clone()).collect(),
                     output: name,
                     covers: covers.get(c).cloned().unwrap_or_default(),
-                    fused_because: fusion_reasons(body.expr()),
+                    fused_because: fusion_reasons(body.expr(), embeddings.len()),
+                    compute_at: notes,
+                    embeds: !embeddings.is_empty(),
                     body: body.text().to_string(),
                     cost: kernel_own_cost(eg, node, sizes),
                     plan,

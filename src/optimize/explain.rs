@@ -174,6 +174,9 @@ pub fn render(report: &Report, timings: bool) -> String {
         for r in &k.fused_because {
             let _ = writeln!(s, "  fused: {r}");
         }
+        for r in &k.compute_at {
+            let _ = writeln!(s, "  {r}");
+        }
         let _ = writeln!(
             s,
             "  cost: {} bytes, {} element op(s), {} body op(s), {} narrow rounding(s)",

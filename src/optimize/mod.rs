@@ -8,6 +8,7 @@
 //! order. Only `PhaseStats::time` varies between runs.
 
 mod build;
+pub mod compute_at;
 pub mod explain;
 
 use crate::extract::cover::{extract_cover, Cover, CoverError};
@@ -44,6 +45,9 @@ pub struct OptimizeOptions {
     /// Also run the rewrites exact for finite values only (`--fast-math`,
     /// `rules::srnf::FAST_MATH_RULES`).
     pub fast_math: bool,
+    /// Embed producer reductions in consumers' window reductions where it pays (compute-at,
+    /// seed 003; `--no-compute-at` turns it off).
+    pub compute_at: bool,
     /// Record egg explanations so the report can give the rewrite chain of every output.
     pub explain: bool,
     /// Which extractor chooses the kernel cover.
@@ -73,6 +77,7 @@ impl Default for OptimizeOptions {
             default_size: 1024,
             target: Arch::Sm90.target(),
             fast_math: false,
+            compute_at: true,
             explain: false,
             extractor: ExtractorKind::Fast,
             extract_time_limit: Duration::from_secs(60),
@@ -120,8 +125,17 @@ pub struct Optimized {
 /// Legality oracle of the kernels phase: a body is one kernel when region synthesis accepts it.
 /// The regions go to `cache`, where pricing finds them.
 pub fn region_legality(cache: Arc<RegionCache>) -> Legality {
+    region_legality_with(cache, true)
+}
+
+/// [`region_legality`], rejecting compute-at embeddings unless `compute_at`.
+pub fn region_legality_with(cache: Arc<RegionCache>, compute_at: bool) -> Legality {
     Arc::new(move |body: &RecExpr<TensorLang>, inputs: &[TensorFacts]| {
-        cache.region(body, inputs).map(|_| ())
+        let r = cache.region(body, inputs)?;
+        if !compute_at && compute_at::embeds(&r) {
+            return Err("compute-at embedding is turned off (--no-compute-at)".into());
+        }
+        Ok(())
     })
 }
 
@@ -140,7 +154,10 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         phases.push(st);
     }
     let regions = Arc::new(RegionCache::default());
-    let kernel_rules = fusion::rules(region_legality(regions.clone()), opts.fusion.clone());
+    let kernel_rules = fusion::rules(
+        region_legality_with(regions.clone(), opts.compute_at),
+        opts.fusion.clone(),
+    );
     let (eg, st) = run_phase(eg, "kernels", &kernel_rules, &opts.kernel_budget);
     phases.push(st);
 
@@ -163,7 +180,23 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
             .expect("the extractor covers every class reachable from the roots")
     };
     let cost = dag_cost(&eg, &roots, &choose, &sizes);
-    let (program, kernels) = build::build_program(&eg, prog, &class, &roots, &choose, &sizes)?;
+    let (program, mut kernels) =
+        build::build_program(&eg, prog, &class, &roots, &choose, &sizes, opts.compute_at)?;
+    if opts.explain && opts.compute_at && kernels.iter().any(|k| k.embeds) {
+        // Profitability: the same program without compute-at, side by side.
+        let split = optimize(
+            prog,
+            &OptimizeOptions {
+                compute_at: false,
+                explain: false,
+                ..opts.clone()
+            },
+        )?;
+        let line = compute_at::profit_line(&cost, &split.cost);
+        for k in kernels.iter_mut().filter(|k| k.embeds) {
+            k.compute_at.push(line.clone());
+        }
+    }
     let extracted: Vec<(String, Id, RecExpr<TensorLang>)> = if opts.explain {
         prog.outputs
             .iter()

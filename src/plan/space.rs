@@ -91,6 +91,15 @@ pub enum Knobs {
 }
 
 impl Knobs {
+    /// The global-access vector width, in bytes.
+    pub fn vec_bytes(&self) -> u64 {
+        match *self {
+            Knobs::Contraction { vec_bytes, .. }
+            | Knobs::Reduction { vec_bytes, .. }
+            | Knobs::Elementwise { vec_bytes, .. } => vec_bytes,
+        }
+    }
+
     /// Threads per block.
     pub fn threads(&self) -> u64 {
         match *self {
@@ -161,6 +170,11 @@ pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<C
         Shape::Contraction(g) => contraction_grid(g, target, wgmma),
         Shape::Reduction { .. } => reduction_grid(vector_extent(work).1),
         Shape::Elementwise { .. } => elementwise_grid(work.out_elem_bytes),
+        // The consumer-driven nest is scalar (its reads sit in reduce bodies): no vector width.
+        Shape::ComputeAt(_) => elementwise_grid(work.out_elem_bytes)
+            .into_iter()
+            .filter(|k| k.vec_bytes() == work.out_elem_bytes)
+            .collect(),
     };
     knobs
         .into_iter()
@@ -392,6 +406,8 @@ fn vector_extent(work: &KernelWork) -> (f64, u64) {
             (*len, elem)
         }
         Shape::Elementwise { .. } => (work.inner_extent, work.out_elem_bytes),
+        // The compute-at nest loads and stores one element at a time.
+        Shape::ComputeAt(_) => (1.0, work.out_elem_bytes),
     }
 }
 
@@ -426,11 +442,7 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
             return Err(Stop::Sm90Shape { why });
         }
     }
-    let vec = match *k {
-        Knobs::Contraction { vec_bytes, .. }
-        | Knobs::Reduction { vec_bytes, .. }
-        | Knobs::Elementwise { vec_bytes, .. } => vec_bytes,
-    };
+    let vec = k.vec_bytes();
     let (extent, elem) = vector_extent(work);
     let widest = widest_vector(extent, elem);
     if vec > widest {
@@ -634,7 +646,19 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
         ) => {
             bind.insert("i.o".into(), "block.x".into());
             bind.insert("i.i".into(), "thread.x".into());
-            algo_choice.insert("elementwise".into(), "vectorized".into());
+            if let Shape::ComputeAt(ca) = &work.shape {
+                // The seed 003 nest: a consumer point per thread, the producer recomputed at
+                // each window point and handed over in a register.
+                algo_choice.insert("compute_at".into(), "consumer_nest".into());
+                local_edges.push(LocalEdge {
+                    from: "producer".into(),
+                    to: ca.consumer.clone(),
+                    buffer: "reg".into(),
+                    depth: None,
+                });
+            } else {
+                algo_choice.insert("elementwise".into(), "vectorized".into());
+            }
             barrier_model = "syncthreads";
             let lanes = (vec_bytes / work.out_elem_bytes.max(1)).max(1);
             let per_block = block * items * lanes;

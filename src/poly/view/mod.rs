@@ -14,6 +14,9 @@
 //!   through pointwise lets only and no other reduction (the seed's `Out[n, k, h, w] += …`);
 //!   otherwise a region-local buffer named after the let (`"local": true`), indexed by its free
 //!   iters.
+//!   A reduce embedded in that body by compute-at (a conv folded at every point of a pool's
+//!   window, seed 003) adds its axes after the statement's own: the seed's fused nest
+//!   `S[n, k, h, w, ph, pw, c, kh, kw]`, the producer's accumulator a register (no access).
 //! - one pointwise statement `S_<region>` over the iters, when some output is not written
 //!   directly by a reduction: it reads what the yielded lets read (reductions through their
 //!   buffers, so an epilogue updates its reduction's output in place) and writes those outputs.

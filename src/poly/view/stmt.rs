@@ -87,6 +87,10 @@ pub(crate) struct Collected {
     pub accesses: Vec<Access>,
     pub non_scop: Vec<String>,
     pub gather_indices: Vec<(String, Expr)>,
+    /// Dimensions of reductions embedded in the statement's body (compute-at: the producer's
+    /// fold inside the consumer's window), with their extents: the statement's domain gains
+    /// them after its own reduce axes.
+    pub embedded_dims: Vec<(String, Aff)>,
 }
 
 impl Collected {
@@ -474,6 +478,10 @@ impl<'a> Builder<'a> {
     }
 
     fn finish(&mut self, mut s: Stmt, c: Collected) -> Stmt {
+        for (name, ext) in c.embedded_dims {
+            s.dims.push(name);
+            s.bounds.push((Aff::int(0), ext));
+        }
         for a in c.accesses {
             if !s.accesses.contains(&a) {
                 s.accesses.push(a);
@@ -569,16 +577,28 @@ impl<'a> Builder<'a> {
                 }
             }
             Expr::Reduce(red) => {
-                // A reduce nested in an expression: its reads happen over its own axes too;
-                // they are folded into this statement with the axes as existential dimensions.
-                // TODO(issue 6): a statement of its own with a local buffer.
-                c.non_scop(format!(
-                    "a reduce over {:?} nested inside an expression (not a let of its own)",
-                    red.axes
-                ));
+                // A reduce embedded in this statement's body (compute-at, seed 003: the conv
+                // folded at each point of the pool's window): its axes become dimensions of
+                // this statement — the seed's fused 9-D nest — and its accumulator is a
+                // register, not a memory access.
+                let Ok(extents) = reduce_extents(self.r, red, &self.iter_dims, "") else {
+                    c.non_scop(format!(
+                        "a reduce over {:?} nested inside an expression has no known extents",
+                        red.axes
+                    ));
+                    return;
+                };
                 let mut inner = sc.clone();
-                for a in &red.axes {
-                    inner.subst.remove(a);
+                for (a, ext) in red.axes.iter().zip(&extents) {
+                    let mut name = a.clone();
+                    while sc.subst.values().any(|v| *v == Aff::var(&name))
+                        || c.embedded_dims.iter().any(|(n, _)| *n == name)
+                        || self.is_iter(&name)
+                    {
+                        name.push_str("_r");
+                    }
+                    inner.subst.insert(a.clone(), Aff::var(&name));
+                    c.embedded_dims.push((name, dim_aff(ext, &mut self.notes)));
                 }
                 self.walk(&red.body, &inner, c);
             }

@@ -11,178 +11,8 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_simt kernel `k0_relu_add_reduce_mul` for sm90: grid (1, max(1, 16*N), 1), block (256, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, int s_N) {
-  __shared__ __align__(16) float As[16][64];
-  __shared__ __align__(16) float Bs[16][64];
-  const int tid = (int)threadIdx.x;
-  const int tr = tid / 16;
-  const int tc = tid % 16;
-  const int m0 = (int)blockIdx.y * 64;
-  const int n0 = (int)blockIdx.x * 64;
-  const int kt_count = (144 + 15) / 16;
-  float acc[4][4] = {};
-  float ra[4];
-  float rb[4];
-  if (kt_count > 0) {
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 1024) {
-        if (m0 + e / 16 < (1024 * s_N) && 0 * 16 + e % 16 < 144) {
-          const int o_n_1 = (m0 + e / 16) % 32;
-          const int q_2 = (m0 + e / 16) / 32;
-          const int o_m_3 = (q_2) % 32;
-          const int q_4 = (q_2) / 32;
-          const int o_b_5 = q_4;
-          const int k_k2_6 = (0 * 16 + e % 16) % 3;
-          const int q_7 = (0 * 16 + e % 16) / 3;
-          const int k_k1_8 = (q_7) % 3;
-          const int q_9 = (q_7) / 3;
-          const int k_k_10 = q_9;
-          ra[l] = ((((k_k1_8 + o_m_3) >= 1) && ((k_k1_8 + o_m_3) < 33) && ((k_k2_6 + o_n_1) >= 1) && ((k_k2_6 + o_n_1) < 33)) ? dlc_f32(in0[(((o_b_5 * 16 + k_k_10) * 32 + (k_k1_8 + o_m_3 + (-1))) * 32 + (k_k2_6 + o_n_1 + (-1)))]) : ((float)0));
-        } else {
-          ra[l] = 0.0f;
-        }
-      }
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 1024) {
-        if (n0 + e / 16 < 32 && 0 * 16 + e % 16 < 144) {
-          const int o_h_11 = n0 + e / 16;
-          const int k_k2_12 = (0 * 16 + e % 16) % 3;
-          const int q_13 = (0 * 16 + e % 16) / 3;
-          const int k_k1_14 = (q_13) % 3;
-          const int q_15 = (q_13) / 3;
-          const int k_k_16 = q_15;
-          rb[l] = dlc_f32(in1[(((o_h_11 * 16 + k_k_16) * 3 + k_k1_14) * 3 + k_k2_12)]);
-        } else {
-          rb[l] = 0.0f;
-        }
-      }
-    }
-  }
-  #pragma unroll
-  for (int l = 0; l < 4; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 1024) {
-      As[e % 16][e / 16] = ra[l];
-    }
-  }
-  #pragma unroll
-  for (int l = 0; l < 4; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 1024) {
-      Bs[e % 16][e / 16] = rb[l];
-    }
-  }
-  __syncthreads();
-  for (int kt = 0; kt < kt_count; kt += 1) {
-    if (kt + 1 < kt_count) {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 1024) {
-          if (m0 + e / 16 < (1024 * s_N) && (kt + 1) * 16 + e % 16 < 144) {
-            const int o_n_17 = (m0 + e / 16) % 32;
-            const int q_18 = (m0 + e / 16) / 32;
-            const int o_m_19 = (q_18) % 32;
-            const int q_20 = (q_18) / 32;
-            const int o_b_21 = q_20;
-            const int k_k2_22 = ((kt + 1) * 16 + e % 16) % 3;
-            const int q_23 = ((kt + 1) * 16 + e % 16) / 3;
-            const int k_k1_24 = (q_23) % 3;
-            const int q_25 = (q_23) / 3;
-            const int k_k_26 = q_25;
-            ra[l] = ((((k_k1_24 + o_m_19) >= 1) && ((k_k1_24 + o_m_19) < 33) && ((k_k2_22 + o_n_17) >= 1) && ((k_k2_22 + o_n_17) < 33)) ? dlc_f32(in0[(((o_b_21 * 16 + k_k_26) * 32 + (k_k1_24 + o_m_19 + (-1))) * 32 + (k_k2_22 + o_n_17 + (-1)))]) : ((float)0));
-          } else {
-            ra[l] = 0.0f;
-          }
-        }
-      }
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 1024) {
-          if (n0 + e / 16 < 32 && (kt + 1) * 16 + e % 16 < 144) {
-            const int o_h_27 = n0 + e / 16;
-            const int k_k2_28 = ((kt + 1) * 16 + e % 16) % 3;
-            const int q_29 = ((kt + 1) * 16 + e % 16) / 3;
-            const int k_k1_30 = (q_29) % 3;
-            const int q_31 = (q_29) / 3;
-            const int k_k_32 = q_31;
-            rb[l] = dlc_f32(in1[(((o_h_27 * 16 + k_k_32) * 3 + k_k1_30) * 3 + k_k2_28)]);
-          } else {
-            rb[l] = 0.0f;
-          }
-        }
-      }
-    }
-    #pragma unroll
-    for (int kk = 0; kk < 16; kk += 1) {
-      float a_frag[4];
-      float b_frag[4];
-      #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        a_frag[i] = As[kk][tr + i * 16];
-      }
-      #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        b_frag[j] = Bs[kk][tc + j * 16];
-      }
-      #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        #pragma unroll
-        for (int j = 0; j < 4; j += 1) {
-          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
-        }
-      }
-    }
-    __syncthreads();
-    if (kt + 1 < kt_count) {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 1024) {
-          As[e % 16][e / 16] = ra[l];
-        }
-      }
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 1024) {
-          Bs[e % 16][e / 16] = rb[l];
-        }
-      }
-    }
-    __syncthreads();
-  }
-  {
-    #pragma unroll
-    for (int i = 0; i < 4; i += 1) {
-      #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        if (m0 + tr + i * 16 < (1024 * s_N) && n0 + tc + j * 16 < 32) {
-          const int m_n_33 = (m0 + tr + i * 16) % 32;
-          const int q_34 = (m0 + tr + i * 16) / 32;
-          const int m_m_35 = (q_34) % 32;
-          const int q_36 = (q_34) / 32;
-          const int m_b_37 = q_36;
-          const int n_h_38 = n0 + tc + j * 16;
-          const int off_39 = (((m_b_37 * 32 + n_h_38) * 32 + m_m_35) * 32 + m_n_33);
-          const float c1_40 = (acc[i][j] + dlc_f32(in2[n_h_38]));
-          const float c2_41 = dlc_relu(c1_40);
-          out0[off_39] = c2_41;
-        }
-      }
-    }
-  }
-}
-
-// pointwise kernel `k1_reduce` for sm90: grid (max(1, 64*N), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(128, 1) k1_reduce(const float* __restrict__ in0, float* __restrict__ out0, int s_N) {
+// pointwise kernel `k0_reduce_relu_add_mul` for sm90: grid (max(1, 64*N), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(128, 1) k0_reduce_relu_add_mul(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, int s_N) {
   const int base = (int)blockIdx.x * 128 + (int)threadIdx.x;
   #pragma unroll
   for (int it = 0; it < 1; it += 1) {
@@ -199,7 +29,15 @@ extern "C" __global__ void __launch_bounds__(128, 1) k1_reduce(const float* __re
       float acc_9 = (-dlc_inf());
       for (int k_10 = 0; k_10 < 2; k_10 += 1) {
         for (int k1_11 = 0; k1_11 < 2; k1_11 += 1) {
-          acc_9 = dlc_max(acc_9, dlc_f32(in0[(((i_b_7 * 32 + i_h_5) * 32 + (k_10 + (2 * i_m_3))) * 32 + (k1_11 + (2 * i_n_1)))]));
+          float acc_12 = 0.0f;
+          for (int k2_13 = 0; k2_13 < 16; k2_13 += 1) {
+            for (int k3_14 = 0; k3_14 < 3; k3_14 += 1) {
+              for (int k4_15 = 0; k4_15 < 3; k4_15 += 1) {
+                acc_12 = acc_12 + (((((k_10 + k3_14 + (2 * i_m_3)) >= 1) && ((k_10 + k3_14 + (2 * i_m_3)) < 33) && ((k1_11 + k4_15 + (2 * i_n_1)) >= 1) && ((k1_11 + k4_15 + (2 * i_n_1)) < 33)) ? dlc_f32(in0[(((i_b_7 * 16 + k2_13) * 32 + (k_10 + k3_14 + (2 * i_m_3) + (-1))) * 32 + (k1_11 + k4_15 + (2 * i_n_1) + (-1)))]) : ((float)0)) * dlc_f32(in1[(((i_h_5 * 16 + k2_13) * 3 + k3_14) * 3 + k4_15)]));
+              }
+            }
+          }
+          acc_9 = dlc_max(acc_9, dlc_relu((acc_12 + dlc_f32(in2[i_h_5]))));
         }
       }
       out0[off_8] = acc_9;

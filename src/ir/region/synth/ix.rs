@@ -109,6 +109,11 @@ impl Ix {
         self.terms.is_empty() && self.konst.is_int(0)
     }
 
+    /// True when a term is a floordiv.
+    pub(crate) fn has_div(&self) -> bool {
+        self.terms.keys().any(|a| matches!(a, Atom::Div(..)))
+    }
+
     /// The axes the index mentions.
     pub(crate) fn vars(&self, out: &mut BTreeSet<String>) {
         for a in self.terms.keys() {

@@ -35,16 +35,20 @@
 //!
 //! Legality: a REDUCE must be evaluated at an aligned environment — anything else means one
 //! reduction per point of an inner loop, i.e. recomputation ([`SynthError::Recompute`]: the second
-//! matmul of an MLP reading `relu(matmul1)` inside its reduce over `k`) — and at one environment
-//! only ([`SynthError::MultiEnv`]). Reduce-free subterms may be evaluated anywhere (recomputing an
-//! elementwise producer is fine).
+//! matmul of an MLP reading `relu(matmul1)` inside its reduce over `k`) — unless it is embedded in
+//! an enclosing window reduction by compute-at ([`compute_at`]: a pooling window over a
+//! convolution, seed 003), where it is inlined into the consumer's reduce body instead of being
+//! a let — and at one environment only ([`SynthError::MultiEnv`]). Reduce-free subterms may be
+//! evaluated anywhere (recomputing an elementwise producer is fine).
 
 mod body;
+mod compute_at;
 mod ix;
 mod movement;
 mod walk;
 
 pub use body::body_from_program;
+pub use compute_at::{Embedding, MAX_WINDOW};
 
 use super::kind::{Kind, Kinds};
 use super::verify::{iter_sizes, reduce_extents, verify, RegionError};
@@ -75,11 +79,13 @@ pub struct SynthArg {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum SynthError {
     /// A reduction would be computed once per point of an inner loop (illegal fusion).
-    #[error("body node {node} ({op}) would be recomputed: it is needed at [{env}], which is not one point per iteration")]
+    #[error("body node {node} ({op}) would be recomputed: it is needed at [{env}], which is not one point per iteration, and it cannot be computed at its consumer: {why}")]
     Recompute {
         node: usize,
         op: &'static str,
         env: String,
+        /// Why compute-at embedding (`compute_at`) does not apply.
+        why: String,
     },
     /// A reduction needed at two different index environments.
     #[error("the reduction at body node {node} is needed at [{first}] and at [{second}]; one region computes it once")]
@@ -150,6 +156,10 @@ struct Cx<'a> {
     let_kinds: HashMap<String, Kind>,
     keyed: HashMap<(usize, Vec<Ix>), String>,
     reduce_at: HashMap<usize, Vec<Ix>>,
+    /// Producer reductions embedded by compute-at, by (node, environment).
+    embedded: HashMap<(usize, Vec<Ix>), Val>,
+    /// The embeddings, in synthesis order.
+    embeddings: Vec<Embedding>,
     n_acc: usize,
     n_c: usize,
 }
@@ -195,6 +205,17 @@ pub fn synthesize(
     output: &str,
     materialize: Materialize,
 ) -> Result<Region, SynthError> {
+    synthesize_traced(name, body, args, output, materialize).map(|(r, _)| r)
+}
+
+/// [`synthesize`], also returning the producer reductions embedded by compute-at.
+pub fn synthesize_traced(
+    name: &str,
+    body: &RecExpr<TensorLang>,
+    args: &[SynthArg],
+    output: &str,
+    materialize: Materialize,
+) -> Result<(Region, Vec<Embedding>), SynthError> {
     let nodes = body.as_ref();
     let root = nodes
         .len()
@@ -285,6 +306,8 @@ pub fn synthesize(
         let_kinds: HashMap::new(),
         keyed: HashMap::new(),
         reduce_at: HashMap::new(),
+        embedded: HashMap::new(),
+        embeddings: Vec::new(),
         n_acc: 0,
         n_c: 0,
     };
@@ -347,7 +370,7 @@ pub fn synthesize(
     };
     prune_extents(&mut region);
     verify(&region).map_err(SynthError::Verify)?;
-    Ok(region)
+    Ok((region, cx.embeddings))
 }
 
 /// Drops every explicit reduce extent the verifier derives by itself (same value).

@@ -468,12 +468,19 @@ impl Cx<'_> {
         axes: &[usize],
         acc: DType,
     ) -> R<Val> {
-        if !self.aligned(env) {
-            return Err(SynthError::Recompute {
+        // Not at one point per iteration: embedded in the enclosing window reduction
+        // (compute-at) or illegal.
+        let embed = !self.aligned(env);
+        if embed {
+            self.compute_at(env).map_err(|why| SynthError::Recompute {
                 node: id,
                 op: "REDUCE",
                 env: show_env(env),
-            });
+                why,
+            })?;
+            if let Some(v) = self.embedded.get(&(id, env.to_vec())) {
+                return Ok(v.clone());
+            }
         }
         if let Some(prev) = self.reduce_at.get(&id) {
             if prev.as_slice() != env {
@@ -495,6 +502,12 @@ impl Cx<'_> {
         axes.dedup();
         let mut used = BTreeSet::new();
         env.iter().for_each(|e| e.vars(&mut used));
+        // Enclosing reduce variables stay visible in an embedded producer's body.
+        used.extend(
+            self.scope[self.iters.len()..]
+                .iter()
+                .map(|(n, _)| n.clone()),
+        );
         // (name, extent, shadows an iter)
         let mut vars: Vec<(String, crate::ir::dim::Dim, bool)> = Vec::new();
         let mut fresh = 0usize;
@@ -535,7 +548,11 @@ impl Cx<'_> {
                 })?),
             }
         }
-        let mut scope = self.iters.clone();
+        let mut scope = if embed {
+            self.scope.clone()
+        } else {
+            self.iters.clone()
+        };
         scope.extend(vars.iter().map(|(n, d, _)| (n.clone(), d.clone())));
         let saved = std::mem::replace(&mut self.scope, scope);
         let body = self.eval(x, &in_env);
@@ -572,6 +589,32 @@ impl Cx<'_> {
             dtype: Some(acc),
             body: body_e,
         };
+        if embed {
+            self.embeddings.push(super::Embedding {
+                node: id,
+                point: env
+                    .iter()
+                    .map(Ix::to_axis)
+                    .collect::<Result<_, _>>()
+                    .map_err(|why| SynthError::NonAffine {
+                        node: id,
+                        op: "REDUCE",
+                        why,
+                    })?,
+                window: self.scope[self.iters.len()..].to_vec(),
+                iters: self.iters.clone(),
+                producer_axes: vars
+                    .iter()
+                    .map(|(n, d, _)| (n.clone(), d.clone()))
+                    .collect(),
+            });
+            let v = Val {
+                e: Expr::Reduce(Box::new(red)),
+                free,
+            };
+            self.embedded.insert((id, env.to_vec()), v.clone());
+            return Ok(v);
+        }
         let name = self.fresh_acc();
         self.push_let(&name, Expr::Reduce(Box::new(red)), free);
         self.keyed.insert((id, env.to_vec()), name.clone());
