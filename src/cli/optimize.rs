@@ -179,7 +179,11 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
 }
 
 /// `--shape-set`: one block per cluster the bindings fall into (see [`crate::shapes`]).
-fn shape_sets(a: &OptimizeArgs, graph: &frontend::Graph, opts: &OptimizeOptions) -> Result<(), Failure> {
+fn shape_sets(
+    a: &OptimizeArgs,
+    graph: &frontend::Graph,
+    opts: &OptimizeOptions,
+) -> Result<(), Failure> {
     use crate::shapes::{cache, cluster, specialize, PlanCache, ShapeCluster, ShapeError};
     use std::collections::BTreeMap;
     let symbols = specialize::graph_symbols(graph);

@@ -2,15 +2,18 @@
 //! a magnitude bucket and a divisibility class ([`SymbolClass`]).
 //!
 //! Assumptions (documented choices):
-//! * the magnitude bucket of a value `v >= 1` is `k = floor(log2 v)`, the range `[2^k, 2^(k+1))`;
-//!   the value 0 (an empty tensor) has a bucket of its own, [`Bucket::Zero`];
+//! * the magnitude bucket of a value `v >= 1` is `k = ceil(log2 v)`, the range `(2^(k-1), 2^k]`
+//!   (a power-of-two range closed at the top: a bucket is "the sizes that pad to `2^k`", so 48
+//!   and 56 share `(32, 64]` while 64 and 96 do not); the value 0 (an empty tensor) has a
+//!   bucket of its own, [`Bucket::Zero`];
 //! * the divisibility class is the largest power of two `d <= 16` dividing the value
 //!   ([`MAX_DIVISOR`]; 16 elements are the widest vector access of an fp16/bf16 tensor, 4×fp32, so a
 //!   larger factor proves nothing more to the templates); 0 is divisible by everything, so its class
 //!   is 16;
 //! * the representative of a class (what the cluster's kernels are priced with) is the bucket's
-//!   geometric midpoint `2^k·√2` rounded to the nearest multiple of `d` (at least `2^k`, which
-//!   is a multiple of `d`), so it lies in the bucket and in the class; 0 for the zero bucket.
+//!   geometric midpoint `2^k/√2` rounded to the nearest multiple of `d`, moved into the bucket
+//!   when rounding left it (`d` divides `2^k`, so `2^k` itself is always a candidate); it lies
+//!   in the bucket and is a multiple of `d`; 0 for the zero bucket.
 
 use super::ShapeError;
 use std::collections::BTreeMap;
@@ -24,7 +27,7 @@ pub const MAX_DIVISOR: i64 = 16;
 pub enum Bucket {
     /// The value 0.
     Zero,
-    /// `[2^k, 2^(k+1))`.
+    /// `(2^(k-1), 2^k]` (`k = 0`: the value 1).
     Pow2(u32),
 }
 
@@ -51,7 +54,8 @@ impl SymbolClass {
                 divisor: MAX_DIVISOR,
             });
         }
-        let k = 63 - v.leading_zeros();
+        // ceil(log2 v): the bit length of v - 1.
+        let k = 64 - (v - 1).leading_zeros();
         let mut d = MAX_DIVISOR;
         while v % d != 0 {
             d /= 2;
@@ -72,16 +76,21 @@ impl SymbolClass {
         match self.bucket {
             Bucket::Zero => 0,
             Bucket::Pow2(k) => {
-                let lo = 1i64 << k.min(62);
-                let mid = (lo as f64) * std::f64::consts::SQRT_2;
+                let hi = 1i64 << k.min(62);
+                let lo = hi / 2;
+                let mid = (hi as f64) / std::f64::consts::SQRT_2;
                 let d = self.divisor.max(1);
                 let rounded = ((mid / d as f64).round() as i64).saturating_mul(d);
-                rounded.max(lo)
+                if rounded <= lo {
+                    (lo + d).min(hi)
+                } else {
+                    rounded.min(hi)
+                }
             }
         }
     }
 
-    /// `b5d8` (bucket `[2^5, 2^6)`, divisible by 8), `z` for the zero bucket.
+    /// `b6d8` (bucket `(2^5, 2^6]`, divisible by 8), `z` for the zero bucket.
     pub fn tag(&self) -> String {
         match self.bucket {
             Bucket::Zero => "z".to_string(),
@@ -120,7 +129,7 @@ impl ShapeCluster {
         ShapeCluster::of(binding).is_ok_and(|c| c == *self)
     }
 
-    /// The deterministic key: `N:b1d2,T:b5d8` (`-` for no symbol).
+    /// The deterministic key: `N:b2d1,T:b6d8` (`-` for no symbol).
     pub fn key(&self) -> String {
         if self.classes.is_empty() {
             return "-".to_string();
@@ -132,7 +141,7 @@ impl ShapeCluster {
             .join(",")
     }
 
-    /// Readable ranges: `T in [32, 64) multiple of 8`.
+    /// Readable ranges: `T in (32, 64] multiple of 8`.
     pub fn describe(&self) -> String {
         if self.classes.is_empty() {
             return "no symbols".to_string();
@@ -141,9 +150,14 @@ impl ShapeCluster {
             .iter()
             .map(|(s, c)| match c.bucket {
                 Bucket::Zero => format!("{s} = 0"),
+                Bucket::Pow2(0) => format!("{s} = 1"),
                 Bucket::Pow2(k) => {
-                    let lo = 1i128 << k;
-                    format!("{s} in [{lo}, {}) multiple of {}", lo * 2, c.divisor)
+                    let hi = 1i128 << k;
+                    let m = match c.divisor {
+                        1 => String::new(),
+                        d => format!(" multiple of {d}"),
+                    };
+                    format!("{s} in ({}, {hi}]{m}", hi / 2)
                 }
             })
             .collect::<Vec<_>>()
@@ -232,7 +246,10 @@ mod tests {
         let c96 = ShapeCluster::of(&one("T", 96)).expect("96");
         assert_ne!(c64.classes["T"].bucket, c96.classes["T"].bucket);
         assert_eq!(c64.key(), "T:b6d16");
-        assert_eq!(c56.key(), "T:b5d8");
+        assert_eq!(c56.key(), "T:b6d8");
+        assert_eq!(c96.key(), "T:b7d16");
+        assert_eq!(ShapeCluster::of(&one("T", 1)).expect("1").key(), "T:b0d1");
+        assert_eq!(ShapeCluster::of(&one("T", 33)).expect("33").key(), "T:b6d1");
         assert!(c56.contains(&one("T", 40)));
         assert!(!c56.contains(&one("T", 48)));
         assert_eq!(ShapeCluster::of(&one("T", 0)).expect("0").key(), "T:z");
@@ -245,7 +262,25 @@ mod tests {
 
     #[test]
     fn representatives_lie_in_their_class() {
-        for v in [1, 2, 3, 5, 8, 12, 40, 48, 56, 96, 100, 1000, 4096, 1 << 40] {
+        for v in [
+            1,
+            2,
+            3,
+            4,
+            5,
+            8,
+            12,
+            16,
+            40,
+            48,
+            56,
+            64,
+            96,
+            100,
+            1000,
+            4096,
+            1 << 40,
+        ] {
             let c = SymbolClass::of("T", v).expect("class");
             let r = c.representative();
             let rc = SymbolClass::of("T", r).expect("rep class");
@@ -263,10 +298,7 @@ mod tests {
         );
         for bad in ["T", "=1", "T=", "T=1,x", "1T=3", "T=-4"] {
             assert!(
-                matches!(
-                    parse_shape_set(bad),
-                    Err(ShapeError::ShapeSetSyntax { .. })
-                ),
+                matches!(parse_shape_set(bad), Err(ShapeError::ShapeSetSyntax { .. })),
                 "{bad}"
             );
         }

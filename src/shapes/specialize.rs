@@ -115,7 +115,10 @@ impl Specialization {
     /// d` for every factored symbol, the others unchanged. `ShapeError::NotMultiple` when a value
     /// is not a multiple of its factor (the binding is not in a cluster this specialization
     /// serves).
-    pub fn bind(&self, binding: &BTreeMap<String, i64>) -> Result<BTreeMap<String, i64>, ShapeError> {
+    pub fn bind(
+        &self,
+        binding: &BTreeMap<String, i64>,
+    ) -> Result<BTreeMap<String, i64>, ShapeError> {
         let mut out = BTreeMap::new();
         for (s, v) in binding {
             match self.factors.get(s) {
