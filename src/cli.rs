@@ -111,9 +111,17 @@ pub struct RunArgs {
     pub random: Option<u64>,
 
     /// Evaluate the optimized program (the RB-SSA regions `dlc-egg optimize` extracts, played
-    /// back on the CPU) instead of the Tiny IR.
+    /// back on the CPU) instead of the Tiny IR. The program is compiled for the shape cluster of
+    /// the binding (per symbol a power-of-two size bucket and divisibility by 2..16) and reused
+    /// for every binding of the same cluster (see --plan-cache).
     #[arg(long)]
     pub optimized: bool,
+
+    /// With --optimized or --device cuda: keep the optimized program of each shape cluster in
+    /// DIR (created if missing) and reuse it when a later run's binding falls into the same
+    /// cluster; prints `plan cache: hit KEY` or `plan cache: miss KEY` on stderr.
+    #[arg(long, value_name = "DIR")]
+    pub plan_cache: Option<PathBuf>,
 }
 
 /// `--device` values.
@@ -280,6 +288,9 @@ fn internal_error(msg: &str) -> Diagnostic {
 fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
     let opts = run_options(a)?;
     let report = run::run_report(&opts)?;
+    if let (Some(_), Some(outcome)) = (&opts.plan_cache, &report.plan_cache) {
+        let _ = writeln!(std::io::stderr().lock(), "{outcome}");
+    }
     print_summary(&report.outputs);
     if let Some((t, path)) = &report.timings {
         print_timings(t, opts.repeat, path);
@@ -344,6 +355,7 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
         random: a.random,
         optimized: a.optimized,
         repeat: a.repeat,
+        plan_cache: a.plan_cache.clone(),
     })
 }
 

@@ -20,6 +20,7 @@ pub mod plan;
 pub mod poly;
 pub mod rules;
 pub mod run;
+pub mod shapes;
 pub mod target;
 pub mod tensor;
 

@@ -76,6 +76,21 @@ pub struct OptimizeArgs {
     /// with arguments, grid and block, plans) into DIR, created if needed.
     #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+
+    /// Shape sets: SYMBOL=V1,V2,... (repeatable; other symbols keep their `symbols` defaults or
+    /// stay symbolic). Prints the shape clusters the bindings fall into (per symbol a
+    /// power-of-two size bucket and divisibility by 2..16) and, per cluster, the specialization
+    /// (`T = 8*T_8`), the binding its kernels were priced with and each kernel's template,
+    /// predicted time and plan. Replaces the default output; not with --dump, --explain,
+    /// --report or -o.
+    #[arg(long = "shape-set", value_name = "SYMBOL=V1,V2,...", conflicts_with_all = ["dump", "explain", "report", "out_dir"])]
+    pub shape_set: Vec<String>,
+
+    /// With --shape-set: keep each cluster's optimized program in DIR (created if missing) and
+    /// reuse it (shared with `dlc-egg run --plan-cache`); prints `plan cache: hit KEY` or
+    /// `plan cache: miss KEY` on stderr.
+    #[arg(long, value_name = "DIR", requires = "shape_set")]
+    pub plan_cache: Option<PathBuf>,
 }
 
 /// `dlc-egg optimize`.
@@ -110,6 +125,9 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         compute_at: !a.no_compute_at,
         ..OptimizeOptions::default()
     };
+    if !a.shape_set.is_empty() {
+        return shape_sets(a, &graph, &opts);
+    }
     let o =
         optimize(&prog, &opts).map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
     let mut report = o.report();
@@ -164,6 +182,85 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     } else if layers.is_empty() {
         let _ = write!(stdout, "{}", summary(&o));
     }
+    Ok(())
+}
+
+/// `--shape-set`: one block per cluster the bindings fall into (see [`crate::shapes`]).
+fn shape_sets(
+    a: &OptimizeArgs,
+    graph: &frontend::Graph,
+    opts: &OptimizeOptions,
+) -> Result<(), Failure> {
+    use crate::shapes::{cache, cluster, specialize, PlanCache, ShapeCluster, ShapeError};
+    use std::collections::BTreeMap;
+    let symbols = specialize::graph_symbols(graph);
+    let mut sets: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut diags = Vec::new();
+    for raw in &a.shape_set {
+        match cluster::parse_shape_set(raw) {
+            Ok((s, _)) if !symbols.contains(&s) => diags.push(
+                ShapeError::UnknownSymbol {
+                    symbol: s,
+                    known: symbols.iter().cloned().collect(),
+                }
+                .to_diagnostic(),
+            ),
+            Ok((s, vs)) => {
+                let e = sets.entry(s).or_default();
+                for v in vs {
+                    if !e.contains(&v) {
+                        e.push(v);
+                    }
+                }
+            }
+            Err(e) => diags.push(e.to_diagnostic()),
+        }
+    }
+    if !diags.is_empty() {
+        return Err(Failure::user(crate::diag::Diagnostics(diags)));
+    }
+    let fixed: BTreeMap<String, i64> = graph
+        .symbols
+        .iter()
+        .filter(|(s, _)| symbols.contains(*s) && !sets.contains_key(*s))
+        .map(|(s, v)| (s.clone(), *v))
+        .collect();
+    let text = std::fs::read(&a.graph).unwrap_or_default();
+    let hash = cache::graph_hash(&text);
+    let pc = match &a.plan_cache {
+        Some(dir) => PlanCache::on_disk(dir),
+        None => PlanCache::in_memory(),
+    };
+    // Bindings grouped by cluster, clusters in key order.
+    let mut groups: BTreeMap<ShapeCluster, Vec<BTreeMap<String, i64>>> = BTreeMap::new();
+    for b in cluster::bindings_of(&sets, &fixed) {
+        groups.entry(ShapeCluster::of(&b)?).or_default().push(b);
+    }
+    let mut out = format!(
+        "{} binding(s) in {} shape cluster(s)\n",
+        groups.values().map(Vec::len).sum::<usize>(),
+        groups.len()
+    );
+    for bindings in groups.values() {
+        let Some(first) = bindings.first() else {
+            continue;
+        };
+        let c = pc.compile(graph, &hash, first, opts)?;
+        if a.plan_cache.is_some() {
+            let _ = writeln!(std::io::stderr().lock(), "{}", c.outcome);
+        }
+        let values: Vec<String> = bindings
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        out.push_str(&crate::shapes::render_cluster(&c, &values));
+    }
+    let _ = write!(std::io::stdout().lock(), "{out}");
     Ok(())
 }
 

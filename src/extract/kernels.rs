@@ -79,8 +79,9 @@ impl KernelCost {
     }
 }
 
-/// What kernels are priced with: the program's bound symbols, `default_size` for every other
-/// symbol (TODO(issue 6): ShapeSets price per shape cluster), the target GPU, and optionally the
+/// What kernels are priced with: the program's bound symbols (or a shape cluster's representative
+/// binding, `OptimizeOptions::pricing`, `crate::shapes`), `default_size` for every other symbol,
+/// the target GPU, and optionally the
 /// regions the legality check already synthesized.
 #[derive(Clone, Debug)]
 pub struct CostModel {

@@ -24,6 +24,7 @@ use crate::rules::{all_phases_with, run_phase, Budget, PhaseStats};
 use crate::target::{Arch, Target};
 use egg::{Id, RecExpr};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +39,12 @@ pub struct OptimizeOptions {
     pub kernel_budget: Budget,
     /// Limits of kernel growth.
     pub fusion: FusionLimits,
-    /// Size assumed for unbound symbols when pricing kernels (TODO(issue 6): ShapeSets).
+    /// Size assumed for unbound symbols when pricing kernels that `pricing` does not give.
     pub default_size: i64,
+    /// Sizes symbols are priced with (a shape cluster's representative binding,
+    /// `crate::shapes`); they take precedence over the program's default `symbols`. Pricing
+    /// only: the program stays symbolic.
+    pub pricing: BTreeMap<String, i64>,
     /// The GPU kernels are priced and planned for (`--arch`; default H100, sm90).
     pub target: Target,
     /// Also run the rewrites exact for finite values only (`--fast-math`,
@@ -75,6 +80,7 @@ impl Default for OptimizeOptions {
             kernel_budget: Budget::kernels(),
             fusion: FusionLimits::default(),
             default_size: 1024,
+            pricing: BTreeMap::new(),
             target: Arch::Sm90.target(),
             fast_math: false,
             compute_at: true,
@@ -161,8 +167,10 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     let (eg, st) = run_phase(eg, "kernels", &kernel_rules, &opts.kernel_budget);
     phases.push(st);
 
+    let mut bindings = prog.symbols.clone();
+    bindings.extend(opts.pricing.iter().map(|(k, v)| (k.clone(), *v)));
     let sizes = CostModel {
-        bindings: prog.symbols.clone(),
+        bindings,
         default_size: opts.default_size,
         target: opts.target.clone(),
         regions: Some(regions),

@@ -78,6 +78,37 @@ pub fn cuda_failure(e: CudaError) -> Failure {
     }
 }
 
+/// Emits CUDA for a shape cluster's cached plan (`crate::shapes`) and runs it on `prepared`'s
+/// inputs with the specialized program's binding (`T_d = T / d`).
+pub fn evaluate_cuda_plan(
+    c: &crate::shapes::Compiled,
+    opts: &OptimizeOptions,
+    prepared: &PreparedInputs,
+    device: &DeviceInfo,
+    repeat: u32,
+) -> Result<(BTreeMap<String, Tensor>, Timings), Failure> {
+    let generated = crate::codegen::emit::emit(&c.plan.program, &c.plan.model(opts))
+        .map_err(|e| codegen_failed(&e.to_string()))?;
+    let run = RunCudaOptions {
+        repeat,
+        device: device.ordinal,
+        ..RunCudaOptions::default()
+    };
+    cuda::run_manifest(&generated.emitted, &prepared.tensors, &c.bindings, &run)
+        .map_err(cuda_failure)
+}
+
+fn codegen_failed(why: &str) -> Failure {
+    Failure::internal(Diagnostic::error(
+        "E0401",
+        "CodegenFailed",
+        device_argument(),
+        format!("the optimized program cannot be emitted as CUDA: {why}"),
+        "this is a compiler bug; use --device cpu for the reference result, and report the \
+         graph.json",
+    ))
+}
+
 /// Optimizes `prog` for `device`'s architecture (default options otherwise), emits CUDA and
 /// runs it on `prepared`'s inputs; `repeat` timed runs follow a warm-up when `repeat > 0`.
 pub fn evaluate_cuda(
@@ -92,16 +123,8 @@ pub fn evaluate_cuda(
     };
     let optimized =
         optimize(prog, &opts).map_err(|e| Failure::internal(optimizer_bug(&e.to_string())))?;
-    let emitted = crate::codegen::emit_program(&optimized).map_err(|e| {
-        Failure::internal(Diagnostic::error(
-            "E0401",
-            "CodegenFailed",
-            device_argument(),
-            format!("the optimized program cannot be emitted as CUDA: {e}"),
-            "this is a compiler bug; use --device cpu for the reference result, and report the \
-             graph.json",
-        ))
-    })?;
+    let emitted =
+        crate::codegen::emit_program(&optimized).map_err(|e| codegen_failed(&e.to_string()))?;
     let run = RunCudaOptions {
         repeat,
         device: device.ordinal,

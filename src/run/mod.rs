@@ -45,7 +45,9 @@ use std::path::{Path, PathBuf};
 
 mod cuda;
 mod random;
-pub use cuda::{check_cuda, cuda_failure, evaluate_cuda, timing_json, write_timing};
+pub use cuda::{
+    check_cuda, cuda_failure, evaluate_cuda, evaluate_cuda_plan, timing_json, write_timing,
+};
 pub use random::{gather_index_bounds, random_inputs, random_tensor};
 
 /// Largest tensor `run` materializes (elements), so that a huge binding is a diagnostic rather
@@ -81,6 +83,9 @@ pub struct RunOptions {
     pub optimized: bool,
     /// `--repeat N` (`cuda` only): time N runs after a warm-up, write `timing.json`.
     pub repeat: u32,
+    /// `--plan-cache DIR`: where optimized programs are cached per shape cluster
+    /// (`crate::shapes`); `None` caches in memory only (nothing survives the run).
+    pub plan_cache: Option<PathBuf>,
 }
 
 /// What `run` did.
@@ -90,6 +95,8 @@ pub struct RunReport {
     pub outputs: Vec<WrittenOutput>,
     /// `--device cuda --repeat N`: the mean times and the `timing.json` written.
     pub timings: Option<(Timings, PathBuf)>,
+    /// `--optimized` or `--device cuda`: whether the shape cluster's plan was cached.
+    pub plan_cache: Option<crate::shapes::CacheOutcome>,
 }
 
 /// One output file `run` wrote.
@@ -163,13 +170,19 @@ pub fn run(opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
 pub fn run_report(opts: &RunOptions) -> Result<RunReport, Failure> {
     let device = check_device(opts.device)?;
     let graph = frontend::load_file(&opts.graph)?;
-    run_graph_on(&graph, opts, device.as_ref())
+    // The plan cache keys on the file's bytes (read again: `load_file` keeps no text).
+    let hash = match std::fs::read(&opts.graph) {
+        Ok(bytes) => crate::shapes::cache::graph_hash(&bytes),
+        Err(_) => crate::shapes::cache::loaded_graph_hash(&graph),
+    };
+    run_graph_on(&graph, opts, device.as_ref(), &hash)
 }
 
 /// [`run`] on an already loaded graph (`opts.graph` is not read).
 pub fn run_graph(graph: &Graph, opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
     let device = check_device(opts.device)?;
-    run_graph_on(graph, opts, device.as_ref()).map(|r| r.outputs)
+    let hash = crate::shapes::cache::loaded_graph_hash(graph);
+    run_graph_on(graph, opts, device.as_ref(), &hash).map(|r| r.outputs)
 }
 
 /// [`run_graph`] on the CPU (`device: None`) or the given GPU.
@@ -177,17 +190,38 @@ fn run_graph_on(
     graph: &Graph,
     opts: &RunOptions,
     device: Option<&DeviceInfo>,
+    graph_hash: &str,
 ) -> Result<RunReport, Failure> {
     let prepared = prepare_inputs(graph, &opts.inputs, &opts.binds, opts.random)?;
     let prog = lower_and_verify(graph)?;
-    let (outputs, timings) = match device {
+    let cache = match &opts.plan_cache {
+        Some(dir) => crate::shapes::PlanCache::on_disk(dir),
+        None => crate::shapes::PlanCache::in_memory(),
+    };
+    let (outputs, timings, outcome) = match device {
         Some(d) => {
-            let (outputs, t) = evaluate_cuda(&prog, &prepared, d, opts.repeat)?;
-            (outputs, (opts.repeat > 0).then_some(t))
+            let oo = crate::optimize::OptimizeOptions {
+                target: d.arch.target(),
+                ..crate::optimize::OptimizeOptions::default()
+            };
+            let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
+            let (outputs, t) = evaluate_cuda_plan(&c, &oo, &prepared, d, opts.repeat)?;
+            (outputs, (opts.repeat > 0).then_some(t), Some(c.outcome))
         }
-        None if opts.optimized => (evaluate_optimized(&prog, &prepared)?, None),
+        None if opts.optimized => {
+            let oo = crate::optimize::OptimizeOptions::default();
+            let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
+            let outputs = crate::ir::region::program::evaluate_program(
+                &c.plan.program,
+                &c.bindings,
+                &prepared.tensors,
+            )
+            .map_err(Failure::internal)?;
+            (outputs, None, Some(c.outcome))
+        }
         None => (
             eval::evaluate(&prog, &prepared.bindings, &prepared.tensors)?,
+            None,
             None,
         ),
     };
@@ -203,6 +237,7 @@ fn run_graph_on(
     Ok(RunReport {
         outputs: written,
         timings,
+        plan_cache: outcome,
     })
 }
 
