@@ -118,6 +118,20 @@ impl Diagnostic {
         }
     }
 
+    /// A warning with the given code and kind.
+    pub fn warning(
+        code: &'static str,
+        kind: &'static str,
+        at: Location,
+        why: impl Into<String>,
+        suggestion: impl Into<String>,
+    ) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, kind, at, why, suggestion)
+        }
+    }
+
     /// Adds a `key: value` detail.
     pub fn with(mut self, key: &str, value: impl fmt::Display) -> Diagnostic {
         self.details.insert(
