@@ -78,14 +78,18 @@ fn compose(first: &Map, second: &Map) -> Result<Map, AffineError> {
     first.apply_range(&second.reverse())
 }
 
-/// The dimensions (by name) of both statements along which the relation `dep` (over
+/// The dimensions (by name and role) of both statements along which the relation `dep` (over
 /// `src.dims -> sink.dims`) relates instances with different values.
 fn carried(dep: &Map, src: &Stmt, sink: &Stmt) -> Result<Vec<String>, AffineError> {
     let wrapped = dep.wrap();
     let names = &wrapped.space().tuple.dims;
     let mut out = Vec::new();
     for (i, d) in src.dims.iter().enumerate() {
-        let Some(j) = sink.dims.iter().position(|e| e == d) else {
+        // Same name and same role (free iter or reduce axis): a reduce axis may share a free
+        // iter's name in another statement without being the same loop.
+        let free = i < src.out_dims;
+        let same = |(j, e): &(usize, &String)| e == &d && (*j < sink.out_dims) == free;
+        let Some((j, _)) = sink.dims.iter().enumerate().find(same) else {
             continue;
         };
         let (Some(a), Some(b)) = (names.get(i), names.get(src.dims.len() + j)) else {

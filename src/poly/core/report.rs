@@ -125,7 +125,21 @@ fn region_report(r: &Region, v: &PolyView, plan: Option<&Plan>, arch: Arch) -> R
             }
         }
     }
-    let carried: Vec<&String> = deps.iter().flat_map(|d| &d.carried_by).collect();
+    // Carried free iters (a reduce axis may share an iter's name: it does not count).
+    let free_of = |name: &str| {
+        stmts
+            .iter()
+            .find(|s| s.name == name)
+            .map_or(&[][..], |s| &s.dims[..s.out_dims])
+    };
+    let carried: Vec<&String> = deps
+        .iter()
+        .flat_map(|d| {
+            d.carried_by
+                .iter()
+                .filter(|c| free_of(&d.source).contains(c))
+        })
+        .collect();
     let uncertain = !notes.is_empty();
     let parallel_axes: Vec<String> = r
         .iters

@@ -65,11 +65,17 @@ pub fn excessive_piecewise(region: &str, at_value: &str, why: &str) -> Diagnosti
     .with("at_value", at_value)
 }
 
-/// `W2101` for each guard of `s` that the view did not expand (over `aff::MAX_PIECES`).
+/// `W2101` for each guard of `s` that the view did not expand (over `aff::MAX_PIECES`), at the
+/// value `s` computes (its let, else the tensor it writes).
 fn piecewise_budget(s: &Stmt, out: &mut Vec<Diagnostic>) {
     let marker = format!(": {}", super::aff::EXCESSIVE_PIECEWISE);
     for why in s.non_scop.iter().filter(|w| w.contains(&marker)) {
-        let value = s.let_name.as_deref().unwrap_or(&s.name);
+        let written = s
+            .accesses
+            .iter()
+            .find(|a| a.write)
+            .map(|a| a.tensor.as_str());
+        let value = s.let_name.as_deref().or(written).unwrap_or(&s.name);
         out.push(excessive_piecewise(&s.region, value, why).with("statement", &s.name));
     }
 }
