@@ -188,3 +188,80 @@ fn poly_core_dumps_match_golden_files() {
         );
     }
 }
+
+/// islpy checks the RAW relations of conv → pool: `W ; R⁻¹` of the view's access maps on their
+/// domains equals Poly Core's (skipped without `.islpy/`, as `tests/poly_islpy.rs`).
+#[test]
+fn conv_pool_raw_agrees_with_islpy() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let islpy = root.join(".islpy");
+    if !islpy.join("islpy").is_dir() {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("islpy is missing in .islpy/ (run bash scripts/install-islpy.sh)");
+        }
+        eprintln!("skipping the islpy cross-check: .islpy/ is missing");
+        return;
+    }
+    let o = optimized("examples/conv_relu_pool.json", Arch::Sm90);
+    let v = dlc_egg::poly::view::build(&o.program);
+    let c = core::from_optimized(&o);
+    let pair = only_pair(&c);
+    let mut qs = Vec::new();
+    for d in pair
+        .dependences
+        .iter()
+        .filter(|d| d.kind == core::DepKind::Raw)
+    {
+        let (src, sink) = (
+            v.block(&d.source).expect("src"),
+            v.block(&d.sink).expect("sink"),
+        );
+        let w = src
+            .accesses
+            .iter()
+            .position(|a| a.write && a.tensor == d.tensor)
+            .expect("write");
+        let r = sink
+            .accesses
+            .iter()
+            .position(|a| !a.write && !a.accumulator && a.tensor == d.tensor)
+            .expect("read");
+        qs.push(serde_json::json!({
+            "w": src.access_isl(w), "dw": src.domain_isl(),
+            "r": sink.access_isl(r), "dr": sink.domain_isl(), "ours": d.relation}));
+    }
+    assert_eq!(qs.len(), 2, "from the conv reduction and from its epilogue");
+    let script = "import json, sys, islpy as isl\n\
+        ok = True\n\
+        for d in json.load(sys.stdin):\n\
+        \x20   w = isl.Map(d['w']).intersect_domain(isl.Set(d['dw']))\n\
+        \x20   r = isl.Map(d['r']).intersect_domain(isl.Set(d['dr']))\n\
+        \x20   dep = w.apply_range(r.reverse())\n\
+        \x20   if not isl.Map(d['ours']).is_equal(dep):\n\
+        \x20       print('differs:', d['ours'], 'isl:', dep)\n\
+        \x20       ok = False\n\
+        sys.exit(0 if ok else 1)\n";
+    use std::io::Write;
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("PYTHONPATH", &islpy)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(serde_json::to_string(&qs).expect("json").as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("python3 finishes");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -172,12 +172,15 @@ fn region_report(r: &Region, v: &PolyView, plan: Option<&Plan>, arch: Arch) -> R
 /// `(producer region, consumer region, buffer, read_as)` → the (source, sink) statement pairs.
 type PairKey = (String, String, String, Option<String>);
 
+/// `(source statement, sink statement, the view's RAW relation)`.
+type Link = (String, String, String);
+
 fn pair_reports(
     regions: &[&Region],
     v: &PolyView,
     plans: &BTreeMap<String, Plan>,
 ) -> Vec<PairReport> {
-    let mut groups: Vec<(PairKey, Vec<(String, String, String)>)> = Vec::new();
+    let mut groups: Vec<(PairKey, Vec<Link>)> = Vec::new();
     for e in &v.edges {
         let key = (
             e.producer.clone(),
@@ -199,7 +202,7 @@ fn pair_reports(
 
 fn pair_report(
     (producer, consumer, tensor, read_as): PairKey,
-    links: &[(String, String, String)],
+    links: &[Link],
     regions: &[&Region],
     v: &PolyView,
     plans: &BTreeMap<String, Plan>,
