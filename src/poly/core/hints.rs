@@ -133,7 +133,7 @@ pub fn bank_conflict_hints(r: &Region, plan: Option<&Plan>) -> Vec<Value> {
 /// The minimal buffer between a producer and a consumer: `reg` when each consumer point reads
 /// one producer element, `smem_ring` (depth 2; 3 when the pair involves a contraction whose
 /// plan has 3 or more stages) when a tile with halo is needed, `gmem` when compute-at is not
-/// legal.
+/// legal. `reg` and `gmem` report depth 1 (one buffer, no ring).
 pub fn min_buffer(c: &ComputeAt, contraction_stages: Option<u32>) -> Value {
     if !c.ok {
         return json!({"buffer": "gmem", "depth": 1});
