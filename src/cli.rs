@@ -471,6 +471,10 @@ pub enum DumpLayer {
     /// The Poly-View of the extracted regions: SCoP domains, access relations and RAW edges in
     /// isl notation (`optimize` only; `crate::poly::view`).
     PolyView,
+    /// The Poly Core report of the extracted regions: dependences, parallel / reduce / tail
+    /// axes, compute-at legality with halo, minimal buffers, barrier and bank-conflict hints
+    /// (`optimize` only; `crate::poly::core`).
+    PolyCore,
     /// Each kernel's Schedule Plan (`optimize` only).
     Plan,
     /// The GPU dialect IR of every kernel (`optimize` only).
@@ -488,6 +492,7 @@ impl DumpLayer {
         DumpLayer::Egraph,
         DumpLayer::Region,
         DumpLayer::PolyView,
+        DumpLayer::PolyCore,
         DumpLayer::Plan,
         DumpLayer::Gpu,
         DumpLayer::Cu,
@@ -508,6 +513,7 @@ impl DumpLayer {
             DumpLayer::Egraph => "egraph",
             DumpLayer::Region => "region",
             DumpLayer::PolyView => "poly_view",
+            DumpLayer::PolyCore => "poly_core",
             DumpLayer::Plan => "plan",
             DumpLayer::Gpu => "gpu",
             DumpLayer::Cu => "cu",
@@ -589,6 +595,9 @@ pub fn dump_document(
             .unwrap_or(Value::Null),
         (DumpLayer::PolyView, _) => optimized
             .map(|o| crate::poly::view::build(&o.program).to_json())
+            .unwrap_or(Value::Null),
+        (DumpLayer::PolyCore, _) => optimized
+            .map(|o| crate::poly::core::from_optimized(o).to_json())
             .unwrap_or(Value::Null),
         (DumpLayer::Plan, _) => optimized.map(plan_json).unwrap_or(Value::Null),
         (DumpLayer::Gpu, _) => code.map(|c| c.gpu_ir_json()).unwrap_or(Value::Null),

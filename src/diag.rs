@@ -5,7 +5,8 @@
 //!
 //! Code ranges: `E00xx` document / JSON, `E01xx` graph structure, `E02xx` symbols and sizes,
 //! `E03xx` `run` inputs and outputs, `E1xxx` shape and index rules (seed numbering: E1001
-//! BroadcastMismatch, E1203 MissingDivGuard, E1304 AxisAlignmentMismatch), `W2xxx` warnings.
+//! BroadcastMismatch, E1203 MissingDivGuard, E1304 AxisAlignmentMismatch), `W2xxx` warnings
+//! (W2101 ExcessivePiecewise).
 
 use serde::Serialize;
 use std::fmt;
@@ -115,6 +116,20 @@ impl Diagnostic {
             why: why.into(),
             suggestion: suggestion.into(),
             details: serde_json::Map::new(),
+        }
+    }
+
+    /// A warning with the given code and kind.
+    pub fn warning(
+        code: &'static str,
+        kind: &'static str,
+        at: Location,
+        why: impl Into<String>,
+        suggestion: impl Into<String>,
+    ) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, kind, at, why, suggestion)
         }
     }
 

@@ -33,7 +33,10 @@ pub struct OptimizeArgs {
     /// 001 §4.5 form, of the Tiny program), `egraph` (the final e-graph, egraph-serialize JSON,
     /// kernel nodes priced by the extraction cost), `region` (the extracted program: one RB-SSA
     /// region per kernel, seed 001 §6.8 form, plus buffer aliases), `poly_view` (the regions'
-    /// SCoP domains, access relations and RAW edges in isl notation, seed 001 §5), `plan` (each kernel's
+    /// SCoP domains, access relations and RAW edges in isl notation, seed 001 §5), `poly_core` (seed
+    /// 001 §7.1: per region its RAW/WAR/WAW dependences, parallel, reduce and tail axes, barrier
+    /// and bank-conflict hints for --arch; per producer → consumer pair compute-at legality with
+    /// halo and pre-image, and the minimal buffer `reg`/`smem_ring`/`gmem`), `plan` (each kernel's
     /// Schedule Plan, seed 001 §8.1 form, with its predicted time). One layer prints its
     /// document; several print an object keyed by layer name.
     #[arg(long, value_name = "LAYERS")]

@@ -56,8 +56,8 @@
 //!   parameters (no Omega splinters over parametric ranges); subtraction (hence containment)
 //!   of sets with congruences works only when their existentials have small constant ranges.
 //! * TODO(issue 6): coalescing merges existential-free pieces only (no hull of floordiv
-//!   pieces); `PiecewiseOverBudget` is raised but not yet reported as the W2101
-//!   ExcessivePiecewise diagnostic.
+//!   pieces). `PiecewiseOverBudget` is reported as `W2101 ExcessivePiecewise` by the
+//!   Poly-View and Poly Core dumps (`poly::view::diag`, `poly::core`).
 //! * TODO(issue 6): the isl parser reads the printed subset only (no `mod`, `min`/`max` in
 //!   constraints, no union sets/maps over several spaces).
 
@@ -139,6 +139,15 @@ impl Answer {
     }
 }
 
+/// The most pieces a piecewise set, map or guard may have before the analyses give up on it:
+/// the default of [`SimplifyBudget::max_pieces`] and the Poly-View's guard expansion limit
+/// (`poly::view::aff::MAX_PIECES`). Exceeding it is [`AffineError::PiecewiseOverBudget`] in the
+/// engine and a non-SCoP statement in the view, both reported as the warning
+/// `W2101 ExcessivePiecewise` (seed 001 §14). 64 pieces keep subtraction and coalescing (which
+/// are quadratic in the pieces) fast while covering every pad/slice/concat chain of the examples
+/// (the largest guard there has 4 pieces).
+pub const PIECEWISE_BUDGET: usize = 64;
+
 /// Limits of the operations that can multiply pieces (subtraction, coalescing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimplifyBudget {
@@ -148,6 +157,8 @@ pub struct SimplifyBudget {
 
 impl Default for SimplifyBudget {
     fn default() -> SimplifyBudget {
-        SimplifyBudget { max_pieces: 64 }
+        SimplifyBudget {
+            max_pieces: PIECEWISE_BUDGET,
+        }
     }
 }

@@ -380,9 +380,20 @@ impl Cons {
 /// one empty conjunction is true.
 pub type Pieces = Vec<Vec<Cons>>;
 
-/// More pieces than this in one guard are not expanded (TODO(issue 6): W2101
-/// ExcessivePiecewise belongs to the affine engine).
-pub const MAX_PIECES: usize = 64;
+/// More pieces than this in one guard are not expanded: the statement becomes non-SCoP with a
+/// reason starting with [`EXCESSIVE_PIECEWISE`], reported as `W2101 ExcessivePiecewise`
+/// (`super::diag`). The engine's budget, [`crate::poly::affine::PIECEWISE_BUDGET`].
+pub const MAX_PIECES: usize = crate::poly::affine::PIECEWISE_BUDGET;
+
+/// How a non-SCoP reason caused by a guard over [`MAX_PIECES`] starts.
+pub const EXCESSIVE_PIECEWISE: &str = "the guard has";
+
+/// The non-SCoP reason of a guard of `n` pieces.
+fn over_budget(n: usize) -> NonAffine {
+    NonAffine(format!(
+        "{EXCESSIVE_PIECEWISE} {n} pieces (more than {MAX_PIECES})"
+    ))
+}
 
 /// The conjunction of two unions (pairwise; constant constraints dropped, false pieces removed).
 pub fn and(a: &Pieces, b: &Pieces) -> Result<Pieces, NonAffine> {
@@ -398,10 +409,7 @@ pub fn and(a: &Pieces, b: &Pieces) -> Result<Pieces, NonAffine> {
         }
     }
     if out.len() > MAX_PIECES {
-        return Err(NonAffine(format!(
-            "the guard has {} pieces (more than {MAX_PIECES})",
-            out.len()
-        )));
+        return Err(over_budget(out.len()));
     }
     Ok(out)
 }
@@ -468,10 +476,7 @@ pub fn from_pred(
                 }
             }
             if acc.len() > MAX_PIECES {
-                return Err(NonAffine(format!(
-                    "the guard has {} pieces (more than {MAX_PIECES})",
-                    acc.len()
-                )));
+                return Err(over_budget(acc.len()));
             }
             Ok(acc)
         }

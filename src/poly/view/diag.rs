@@ -2,10 +2,11 @@
 //! integer division or modulo at value level, which the view cannot express as an affine access:
 //! the division was not lowered to `floordiv` plus a guard) and `E1304 AxisAlignmentMismatch`
 //! (an iter whose size disagrees with the output's declared dimension, or an unguarded access
-//! whose index range provably leaves the tensor's declared dimension).
-//!
-//! TODO(issue 6): `W2101 ExcessivePiecewise` belongs to the affine engine (`poly::affine`); the
-//! view stops expanding a guard past `aff::MAX_PIECES` pieces and marks the statement non-SCoP.
+//! whose index range provably leaves the tensor's declared dimension), and the warning
+//! `W2101 ExcessivePiecewise` ([`excessive_piecewise`]): a guard that expands to more than
+//! [`crate::poly::affine::PIECEWISE_BUDGET`] pieces (the view stops expanding it and marks the
+//! statement non-SCoP, `aff::MAX_PIECES`); Poly Core raises the same warning when the affine
+//! engine answers `AffineError::PiecewiseOverBudget`.
 
 use super::aff::{Aff, Atom};
 use super::stmt::{has_idiv, Stmt};
@@ -41,8 +42,42 @@ pub fn region_diagnostics(r: &Region, stmts: &[Stmt]) -> Vec<Diagnostic> {
     iter_alignment(r, &mut out);
     for s in stmts {
         access_alignment(s, &mut out);
+        piecewise_budget(s, &mut out);
     }
     out
+}
+
+/// `W2101 ExcessivePiecewise` at value `at_value` (a let, or a statement), `why` saying what
+/// grew past the budget.
+pub fn excessive_piecewise(region: &str, at_value: &str, why: &str) -> Diagnostic {
+    Diagnostic::warning(
+        "W2101",
+        "ExcessivePiecewise",
+        at(region, at_value),
+        format!(
+            "the piecewise union is too large: {why} (budget: {} pieces, \
+             `poly::affine::PIECEWISE_BUDGET`)",
+            crate::poly::affine::PIECEWISE_BUDGET
+        ),
+        "force gist/coalesce/remove_redundancies on the guards and simplify the pad/slice \
+         chain (fold consecutive pads and crops into one, or split the kernel at the chain)",
+    )
+    .with("at_value", at_value)
+}
+
+/// `W2101` for each guard of `s` that the view did not expand (over `aff::MAX_PIECES`), at the
+/// value `s` computes (its let, else the tensor it writes).
+fn piecewise_budget(s: &Stmt, out: &mut Vec<Diagnostic>) {
+    let marker = format!(": {}", super::aff::EXCESSIVE_PIECEWISE);
+    for why in s.non_scop.iter().filter(|w| w.contains(&marker)) {
+        let written = s
+            .accesses
+            .iter()
+            .find(|a| a.write)
+            .map(|a| a.tensor.as_str());
+        let value = s.let_name.as_deref().or(written).unwrap_or(&s.name);
+        out.push(excessive_piecewise(&s.region, value, why).with("statement", &s.name));
+    }
 }
 
 fn missing_div_guards(r: &Region, out: &mut Vec<Diagnostic>) {
