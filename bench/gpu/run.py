@@ -145,6 +145,20 @@ def _conv_inputs(rng):
     return {"X": uniform(rng, (32, 64, 56, 56)), "W": uniform(rng, (64, 64, 3, 3), scale=1 / 24)}
 
 
+def _conv_relu_pool_inputs(rng):
+    # W scaled by 1/sqrt(C*3*3) = 1/12: conv outputs std ~ 1/3
+    return {
+        "X": uniform(rng, (32, 16, 64, 64)),
+        "W": uniform(rng, (32, 16, 3, 3), scale=1 / 12),
+        "bias": uniform(rng, (32,), -0.1, 0.1),
+    }
+
+
+def _conv_relu_pool_reference(torch, t):
+    f = torch.nn.functional
+    return f.max_pool2d(torch.relu(f.conv2d(t["X"], t["W"], t["bias"], padding=1)), 2)
+
+
 def _layernorm_inputs(rng):
     # a non-zero mean (X in [-1.5, 2.5)) so the mean subtraction matters
     return {
@@ -202,6 +216,17 @@ CASES = [
         target=0.7,
         target_vs="cuDNN",
         flops=2 * 32 * 64 * 56 * 56 * 64 * 9,
+    ),
+    Case(
+        "conv_relu_maxpool", "conv_relu_maxpool.json",
+        "compute-at fusion: maxpool2x2(relu(conv3x3 + bias)), fp32 N=32 C=16->32 64x64, one "
+        "kernel (seed 003 nest)",
+        inputs=_conv_relu_pool_inputs,
+        reference=_conv_relu_pool_reference,
+        baseline=lambda torch, t: (lambda: _conv_relu_pool_reference(torch, t)),
+        baseline_name="cuDNN conv2d + relu + max_pool2d (PyTorch, 3 kernels)",
+        target=None,
+        flops=2 * 32 * 32 * 64 * 64 * 16 * 9,
     ),
     Case(
         "layernorm", "layernorm.json",

@@ -3,7 +3,7 @@
 //!
 //! * The key is `<graph hash>-<arch>-<variant>/<cluster key>`: the graph hash is FNV-1a 64 over
 //!   the graph file's bytes ([`graph_hash`]), `variant` names the optimizer options that change
-//!   the result and that the command line exposes (`std` or `fast_math`, and the extractor);
+//!   the result and that the command line exposes (`std` or `fast_math`, the extractor, and `no_compute_at` when compute-at fusion is off);
 //!   the cluster key lists symbols in name order. Nothing depends on hash-map iteration order.
 //! * A file is `<graph hash>-<arch>-<fnv of the full key>.json`; it stores its full key, and a
 //!   file whose key or format differs, or that does not parse, is a miss (it is overwritten).
@@ -129,7 +129,13 @@ fn variant(opts: &OptimizeOptions) -> String {
         ExtractorKind::Exact => "exact",
     };
     let fm = if opts.fast_math { "fast_math" } else { "std" };
-    format!("{fm}.{ex}")
+    // Compute-at on is the default and keeps the key short.
+    let ca = if opts.compute_at {
+        ""
+    } else {
+        ".no_compute_at"
+    };
+    format!("{fm}.{ex}{ca}")
 }
 
 impl PlanCache {

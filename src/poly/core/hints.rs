@@ -130,15 +130,17 @@ pub fn bank_conflict_hints(r: &Region, plan: Option<&Plan>) -> Vec<Value> {
         .collect()
 }
 
-/// The minimal buffer between a producer and a consumer: `reg` when each consumer point reads
-/// one producer element, `smem_ring` (depth 2; 3 when the pair involves a contraction whose
-/// plan has 3 or more stages) when a tile with halo is needed, `gmem` when compute-at is not
-/// legal. `reg` and `gmem` report depth 1 (one buffer, no ring).
+/// The minimal buffer between a producer and a consumer: `reg` when no halo is shared (each
+/// producer element feeds one consumer point, which folds its pre-image element by element in a
+/// register: one-to-one, or a non-overlapping window), `smem_ring` (depth 2; 3 when the pair
+/// involves a contraction whose plan has 3 or more stages) when neighbouring consumer points
+/// share a halo that a tile keeps instead of recomputing, `gmem` when compute-at is not legal.
+/// `reg` and `gmem` report depth 1 (one buffer, no ring).
 pub fn min_buffer(c: &ComputeAt, contraction_stages: Option<u32>) -> Value {
     if !c.ok {
         return json!({"buffer": "gmem", "depth": 1});
     }
-    if c.one_to_one && c.halo_bytes == 0 {
+    if c.halo_bytes == 0 {
         return json!({"buffer": "reg", "depth": 1});
     }
     let depth = if contraction_stages.is_some_and(|s| s >= 3) {
