@@ -219,8 +219,8 @@ CASES = [
     ),
     Case(
         "conv_relu_maxpool", "conv_relu_maxpool.json",
-        "compute-at fusion: maxpool2x2(relu(conv3x3 + bias)), fp32 N=32 C=16->32 64x64, one "
-        "kernel (seed 003 nest)",
+        "maxpool2x2(relu(conv3x3 + bias)), fp32 N=32 C=16->32 64x64: a compute-at candidate "
+        "(the optimizer's cover; --explain prices the fused nest against the split)",
         inputs=_conv_relu_pool_inputs,
         reference=_conv_relu_pool_reference,
         baseline=lambda torch, t: (lambda: _conv_relu_pool_reference(torch, t)),
