@@ -93,35 +93,9 @@ fn elementwise_kernels_use_16_byte_vector_accesses() {
 
 #[test]
 fn emitted_cuda_matches_golden_files() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/cu");
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    if update {
-        std::fs::create_dir_all(&dir).expect("golden dir");
-    }
-    for ex in common::example_paths() {
-        let got = generated(&ex, Arch::Sm90).emitted.source;
-        assert_eq!(
-            got,
-            generated(&ex, Arch::Sm90).emitted.source,
-            "deterministic"
-        );
-        let stem = ex.file_stem().unwrap().to_string_lossy().into_owned();
-        let golden = dir.join(format!("{stem}.cu"));
-        if update {
-            std::fs::write(&golden, &got).expect("write golden");
-            continue;
-        }
-        let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
-            panic!(
-                "{} missing: run UPDATE_GOLDEN=1 cargo test --test codegen_examples",
-                golden.display()
-            )
-        });
-        assert!(
-            got == want,
-            "{stem}: emitted CUDA differs from {} (regenerate with UPDATE_GOLDEN=1 if intended)",
-            golden.display()
-        );
+    let source = |ex: &Path| generated(ex, Arch::Sm90).emitted.source;
+    for (ex, got) in common::check_golden_files("cu", "cu", "codegen_examples", "CUDA", &source) {
+        assert_eq!(got, source(&ex), "{}: deterministic", ex.display());
     }
 }
 

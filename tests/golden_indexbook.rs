@@ -15,32 +15,7 @@ fn dump(path: &Path) -> String {
 
 #[test]
 fn indexbook_dumps_match_golden_files() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/indexbook");
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    if update {
-        std::fs::create_dir_all(&dir).expect("golden dir");
-    }
-    let exs = common::example_paths();
-    assert!(!exs.is_empty(), "no examples/*.json");
-    for ex in exs {
-        let got = dump(&ex);
-        let golden = dir.join(ex.file_name().expect("file name"));
-        if update {
-            std::fs::write(&golden, &got).expect("write golden");
-            continue;
-        }
-        let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
-            panic!(
-                "{} missing: run UPDATE_GOLDEN=1 cargo test --test golden_indexbook",
-                golden.display()
-            )
-        });
-        assert!(
-            got == want,
-            "{} differs from its golden IndexBook; inspect and regenerate with UPDATE_GOLDEN=1",
-            ex.display()
-        );
-    }
+    common::check_golden_files("indexbook", "json", "golden_indexbook", "IndexBook", &dump);
 }
 
 #[test]

@@ -29,30 +29,7 @@ fn every_seed_example_exists() {
 
 #[test]
 fn tiny_dumps_match_golden_files() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/tiny");
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    if update {
-        std::fs::create_dir_all(&dir).expect("golden dir");
-    }
-    for ex in common::example_paths() {
-        let got = dump(&ex);
-        let golden = dir.join(ex.file_name().unwrap());
-        if update {
-            std::fs::write(&golden, &got).expect("write golden");
-            continue;
-        }
-        let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
-            panic!(
-                "{} missing: run UPDATE_GOLDEN=1 cargo test --test golden_tiny",
-                golden.display()
-            )
-        });
-        assert!(
-            got == want,
-            "{} differs from its golden dump; inspect and regenerate with UPDATE_GOLDEN=1",
-            ex.display()
-        );
-    }
+    common::check_golden_files("tiny", "json", "golden_tiny", "Tiny IR dump", &dump);
 }
 
 #[test]

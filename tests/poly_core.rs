@@ -161,30 +161,9 @@ fn dump(p: &Path) -> String {
 
 #[test]
 fn poly_core_dumps_match_golden_files() {
-    let dir = path("tests/golden/poly_core");
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    if update {
-        std::fs::create_dir_all(&dir).expect("golden dir");
-    }
-    for ex in common::example_paths() {
-        let got = dump(&ex);
-        let golden = dir.join(ex.file_name().expect("file name"));
-        if update {
-            std::fs::write(&golden, &got).expect("write golden");
-            continue;
-        }
-        let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
-            panic!(
-                "{} missing: run UPDATE_GOLDEN=1 cargo test --release --test poly_core",
-                golden.display()
-            )
-        });
-        assert!(
-            got == want,
-            "{} differs from its golden Poly Core report; inspect and regenerate with \
-             UPDATE_GOLDEN=1",
-            ex.display()
-        );
+    let dumps =
+        common::check_golden_files("poly_core", "json", "poly_core", "Poly Core report", &dump);
+    for (ex, got) in dumps {
         let doc: serde_json::Value = serde_json::from_str(&got).expect("json");
         assert!(
             doc["poly_core"].get("diagnostics").is_none(),

@@ -262,29 +262,9 @@ fn dump(path: &Path) -> String {
 
 #[test]
 fn poly_view_dumps_match_golden_files() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/poly_view");
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    if update {
-        std::fs::create_dir_all(&dir).expect("golden dir");
-    }
-    for ex in common::example_paths() {
-        let got = dump(&ex);
-        let golden = dir.join(ex.file_name().expect("file name"));
-        if update {
-            std::fs::write(&golden, &got).expect("write golden");
-            continue;
-        }
-        let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
-            panic!(
-                "{} missing: run UPDATE_GOLDEN=1 cargo test --release --test poly_view",
-                golden.display()
-            )
-        });
-        assert!(
-            got == want,
-            "{} differs from its golden Poly-View; inspect and regenerate with UPDATE_GOLDEN=1",
-            ex.display()
-        );
+    for (ex, got) in
+        common::check_golden_files("poly_view", "json", "poly_view", "Poly-View", &dump)
+    {
         assert_eq!(got, dump(&ex), "{}: not deterministic", ex.display());
     }
 }

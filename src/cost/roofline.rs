@@ -358,36 +358,26 @@ fn compute_at(
     res: &Resources,
     target: &Target,
 ) -> Estimate {
-    let Knobs::Elementwise { block, items, .. } = *knobs else {
-        unreachable!("compute-at knobs")
-    };
-    let per_cta = (block * items) as f64;
-    let ctas = (ca.points / per_cta).ceil().max(1.0);
-    let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
-    let waste = ctas * per_cta / ca.points.max(1.0);
-    let simt = (work.ops.simt + ca.loads * LOAD_ISSUE) * waste;
-    let sfu = work.ops.sfu * waste;
-    let compute_s = unit_time(simt, sfu, target, occ);
-    let dram = work.in_bytes();
-    let memory_s = dram / (target.dram_bw * occ.max(1e-9));
-    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
-    finish(
-        compute_s,
-        memory_s,
-        epilogue_s,
-        0.0,
-        (work.ops.simt + work.ops.sfu) * waste,
-        dram + work.out_bytes,
-        dram + work.out_bytes,
-        occ,
-        waves,
-        1.0,
-        ctas,
-        target,
-    )
+    let loads = ca.loads * LOAD_ISSUE;
+    thread_per_point(work, knobs, res, target, ca.points, loads, work.in_bytes())
 }
 
 fn elementwise(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Target) -> Estimate {
+    let dram = work.in_bytes() + staged_penalty(work);
+    thread_per_point(work, knobs, res, target, work.out_elems, 0.0, dram)
+}
+
+/// A kernel of `points` thread work items (`items` per thread, vector lanes of the plan):
+/// `work`'s ops plus `extra_simt` issue slots (before tail waste) against `dram` bytes read.
+fn thread_per_point(
+    work: &KernelWork,
+    knobs: &Knobs,
+    res: &Resources,
+    target: &Target,
+    points: f64,
+    extra_simt: f64,
+    dram: f64,
+) -> Estimate {
     let Knobs::Elementwise {
         block,
         items,
@@ -398,12 +388,12 @@ fn elementwise(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Targe
     };
     let lanes = (vec_bytes / work.out_elem_bytes.max(1)).max(1) as f64;
     let per_cta = (block * items) as f64 * lanes;
-    let ctas = (work.out_elems / per_cta).ceil().max(1.0);
+    let ctas = (points / per_cta).ceil().max(1.0);
     let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
     // Tail waste: the last block's idle lanes still issue.
-    let waste = ctas * per_cta / work.out_elems.max(1.0);
-    let compute_s = unit_time(work.ops.simt * waste, work.ops.sfu * waste, target, occ);
-    let dram = work.in_bytes() + staged_penalty(work);
+    let waste = ctas * per_cta / points.max(1.0);
+    let simt = (work.ops.simt + extra_simt) * waste;
+    let compute_s = unit_time(simt, work.ops.sfu * waste, target, occ);
     let memory_s = dram / (target.dram_bw * occ.max(1e-9));
     let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
     finish(

@@ -36,8 +36,9 @@ pub struct KernelInfo {
     /// kernel would not have been chosen, so this is a bug).
     pub plan: Result<PlanReport, String>,
     /// Compute-at (seed 003): for a kernel embedding a producer reduction, the legality
-    /// argument (pre-image, halo, footprint) and the profitability numbers; for a consumer
-    /// kept apart from its producer, why (`super::compute_at`).
+    /// argument (pre-image, halo, footprint) and, with `OptimizeOptions::explain`, the
+    /// profitability numbers; with `explain`, for a consumer kept apart from its producer, why
+    /// (`super::compute_at`).
     pub compute_at: Vec<String>,
     /// Whether the kernel embeds a producer reduction (compute-at).
     pub embeds: bool,
@@ -215,7 +216,7 @@ pub fn build_program(
     roots: &[Id],
     choose: &dyn Fn(Id) -> TensorLang,
     sizes: &CostModel,
-    compute_at: bool,
+    explain_kept_apart: bool,
 ) -> Result<(RegionProgram, Vec<KernelInfo>), OptimizeError> {
     let attr = |id: Id| eg[id].data.attr();
     // Post-order from the outputs, in signature order.
@@ -376,11 +377,9 @@ pub fn build_program(
                     sizes,
                     f.dtype.size_bytes(),
                 );
-                if compute_at {
-                    let names: HashMap<Id, String> =
-                        kernel_of.iter().map(|(c, n)| (*c, n.clone())).collect();
+                if explain_kept_apart {
                     notes.extend(super::compute_at::kept_apart(
-                        eg, node, choose, &names, sizes,
+                        eg, node, choose, &kernel_of, sizes,
                     ));
                 }
                 kernel_of.insert(*c, kname.clone());

@@ -26,65 +26,44 @@ use crate::ir::egraph::{Attr, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::synth::Embedding;
 use crate::ir::region::verify::children;
 use crate::ir::region::{Expr, Reduce, Region};
+use crate::poly::view::aff::{Aff, Atom};
 use egg::{Id, RecExpr};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-/// The coefficients and constant of an affine index (`None`: not affine in integers).
-fn linear(e: &AxisExpr, vars: &[&str], size: &dyn Fn(&str) -> Option<i64>) -> Option<Lin> {
-    let at = |hot: Option<&str>| {
-        e.eval(&|n| {
-            if vars.contains(&n) {
-                Some(i64::from(Some(n) == hot))
-            } else {
-                size(n)
-            }
-        })
-        .ok()
-    };
-    let konst = at(None)?;
-    let mut coef = BTreeMap::new();
-    for v in vars {
-        let c = at(Some(v))? - konst;
-        if c != 0 {
-            coef.insert(v.to_string(), c);
+/// `e` as an affine form over `vars` (size symbols replaced by their pricing values); `None`
+/// when it is not affine in `vars` with integer coefficients.
+fn linear(e: &AxisExpr, vars: &[&str], size: &dyn Fn(&str) -> Option<i64>) -> Option<Aff> {
+    let concrete = e.substitute(&|n| {
+        if vars.contains(&n) {
+            None
+        } else {
+            size(n).map(AxisExpr::Const)
         }
-    }
-    Some(Lin { coef, konst })
+    });
+    let a = Aff::from_axis(&concrete).ok()?;
+    a.terms
+        .keys()
+        .all(|t| matches!(t, Atom::Var(v) if vars.contains(&v.as_str())))
+        .then_some(a)
 }
 
-struct Lin {
-    coef: BTreeMap<String, i64>,
-    konst: i64,
+/// The coefficient of the variable `v` in `a`.
+fn coef(a: &Aff, v: &str) -> i64 {
+    a.terms.get(&Atom::Var(v.to_string())).copied().unwrap_or(0)
 }
 
-impl Lin {
-    /// `Σ coef·axis + konst` over the axes not in `skip`, printed (`2*m + 1`).
-    fn show_without(&self, skip: &[(String, i64)]) -> String {
-        let mut parts: Vec<String> = self
-            .coef
-            .iter()
-            .filter(|(n, _)| !skip.iter().any(|(w, _)| w == *n))
-            .map(|(n, c)| {
-                if *c == 1 {
-                    n.clone()
-                } else {
-                    format!("{c}*{n}")
-                }
-            })
-            .collect();
-        if self.konst != 0 || parts.is_empty() {
-            parts.push(self.konst.to_string());
-        }
-        parts.join(" + ").replace("+ -", "- ")
-    }
-}
-
-/// The span `Σ |coef|·(ext − 1) + 1` of `lin` over the axes `over`.
-fn span(lin: &Lin, over: &[(String, i64)]) -> i64 {
+/// The span `Σ |coef|·(ext − 1) + 1` of `a` over the axes `over`.
+fn span(a: &Aff, over: &[(String, i64)]) -> i64 {
     1 + over
         .iter()
-        .map(|(n, e)| lin.coef.get(n).map_or(0, |c| c.abs() * (e - 1).max(0)))
+        .map(|(n, e)| coef(a, n).abs() * (e - 1).max(0))
         .sum::<i64>()
+}
+
+/// `a` with the axes `zero` at 0 and the constant moved by `shift`, in isl text.
+fn show_at(a: &Aff, zero: &[(String, i64)], shift: i64, order: &[String]) -> String {
+    let at = a.substitute(&|n| zero.iter().any(|(w, _)| w == n).then(|| Aff::int(0)));
+    at.add(&Aff::int(shift)).isl(order)
 }
 
 /// The explain lines of every embedding of a compute-at kernel's region.
@@ -111,10 +90,11 @@ pub fn embedding_lines(
         let iter_names: Vec<&str> = emb.iters.iter().map(|(n, _)| n.as_str()).collect();
         let mut vars: Vec<&str> = iter_names.clone();
         vars.extend(window.iter().map(|(n, _)| n.as_str()));
+        let order: Vec<String> = vars.iter().map(|v| v.to_string()).collect();
         let point: Vec<String> = emb
             .point
             .iter()
-            .map(|a| linear(a, &vars, &sym).map_or_else(|| a.to_string(), |l| l.show_without(&[])))
+            .map(|a| linear(a, &vars, &sym).map_or_else(|| a.to_string(), |l| l.isl(&order)))
             .collect();
         let show = |axes: &[(String, i64)]| {
             axes.iter()
@@ -139,20 +119,16 @@ pub fn embedding_lines(
                 continue;
             };
             let e = span(&lin, &window);
-            let it = lin
-                .coef
+            let it = iter_names
                 .iter()
-                .find(|(n, _)| iter_names.contains(&n.as_str()));
+                .map(|n| (*n, coef(&lin, n)))
+                .find(|(_, c)| *c != 0);
             // The consumer point's first producer point: the window axes at 0.
-            let lo = lin.show_without(&window);
+            let lo = show_at(&lin, &window, 0, &order);
             boxes.push(if e == 1 {
                 format!("{{{lo}}}")
             } else {
-                let hi = Lin {
-                    coef: lin.coef.clone(),
-                    konst: lin.konst + e - 1,
-                };
-                format!("[{lo}, {}]", hi.show_without(&window))
+                format!("[{lo}, {}]", show_at(&lin, &window, e - 1, &order))
             });
             let s = it.map_or(1, |(_, c)| c.abs());
             pre *= e;

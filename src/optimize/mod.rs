@@ -188,8 +188,17 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
             .expect("the extractor covers every class reachable from the roots")
     };
     let cost = dag_cost(&eg, &roots, &choose, &sizes);
-    let (program, mut kernels) =
-        build::build_program(&eg, prog, &class, &roots, &choose, &sizes, opts.compute_at)?;
+    let (program, mut kernels) = build::build_program(
+        &eg,
+        prog,
+        &class,
+        &roots,
+        &choose,
+        &sizes,
+        // Why a pair stayed apart: only for `--explain` (it synthesizes and prices the
+        // fused candidates).
+        opts.explain && opts.compute_at,
+    )?;
     if opts.explain && opts.compute_at && kernels.iter().any(|k| k.embeds) {
         // Profitability: the same program without compute-at, side by side.
         let split = optimize(

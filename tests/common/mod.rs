@@ -24,6 +24,51 @@ pub fn example_paths() -> Vec<std::path::PathBuf> {
     v
 }
 
+/// Golden files of every example: compares `dump(example)` with
+/// `tests/golden/<dir>/<example stem>.<ext>` (byte-identical), or, with `UPDATE_GOLDEN` set,
+/// rewrites the files. `test` names the test target in the regeneration hint, `what` the dump in
+/// the mismatch message. Returns every example with its dump, for further checks.
+pub fn check_golden_files(
+    dir: &str,
+    ext: &str,
+    test: &str,
+    what: &str,
+    dump: &dyn Fn(&std::path::Path) -> String,
+) -> Vec<(std::path::PathBuf, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(dir);
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    if update {
+        std::fs::create_dir_all(&dir).expect("golden dir");
+    }
+    let mut out = Vec::new();
+    for ex in example_paths() {
+        let got = dump(&ex);
+        let stem = ex.file_stem().expect("file name").to_string_lossy();
+        let golden = dir.join(format!("{stem}.{ext}"));
+        if update {
+            std::fs::write(&golden, &got).expect("write golden");
+        } else {
+            let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
+                panic!(
+                    "{} missing: run UPDATE_GOLDEN=1 cargo test --release --test {test}",
+                    golden.display()
+                )
+            });
+            assert!(
+                got == want,
+                "{} differs from its golden {what} ({}); inspect and regenerate with \
+                 UPDATE_GOLDEN=1",
+                ex.display(),
+                golden.display()
+            );
+        }
+        out.push((ex, got));
+    }
+    out
+}
+
 /// The seed examples every example-driven test covers (`examples/<name>.json`).
 pub const SEED_EXAMPLES: [&str; 7] = [
     "gemm_bias_relu",

@@ -4,8 +4,9 @@
 //! producer is then recomputed at every window point of every consumer point — the seed's fused
 //! `Conv → ReLU → MaxPool` loop nest, whose intermediate never reaches memory.
 //!
-//! Legality (checked here, on the environment alone; the affine pre-image and halo are
-//! `crate::poly::compute_at`'s, which `--explain` prints):
+//! Legality (checked here, on the environment alone; `--explain` prints the pre-image and halo
+//! of each [`Embedding`], `crate::optimize::compute_at`, and Poly Core computes the same for a
+//! producer → consumer pair of regions, `crate::poly::core::compute_at`):
 //! 1. every index is affine in axes in scope (no floordiv: the pre-image of a consumer point is a
 //!    box, not a lattice);
 //! 2. the enclosing reductions are *windows*: constant extents whose product is at most
