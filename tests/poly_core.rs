@@ -6,7 +6,7 @@
 
 mod common;
 
-use dlc_egg::cli::{dump_document, DumpLayer};
+use dlc_egg::cli::DumpLayer;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::poly::core::{self, PairReport, PolyCore};
@@ -151,12 +151,8 @@ fn barrier_hints_follow_the_arch() {
     }
 }
 
-fn dump(p: &Path) -> String {
-    let g = frontend::load_file(p).unwrap_or_else(|d| panic!("{}: {d}", p.display()));
-    let prog = lower::lower(&g).unwrap_or_else(|d| panic!("{}: {d}", p.display()));
-    let o = optimize(&prog, &OptimizeOptions::default()).expect("optimizes");
-    let doc = dump_document(&[DumpLayer::PolyCore], &g, Some(&prog), Some(&o), None);
-    serde_json::to_string_pretty(&doc).expect("json") + "\n"
+fn dump(path: &Path) -> String {
+    common::optimized_dump(path, DumpLayer::PolyCore)
 }
 
 #[test]

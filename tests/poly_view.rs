@@ -6,7 +6,7 @@
 
 mod common;
 
-use dlc_egg::cli::{dump_document, DumpLayer};
+use dlc_egg::cli::DumpLayer;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::poly::view::{self, isl, PolyView};
@@ -253,11 +253,7 @@ fn conv3x3_s2_p1_matches_seed_003_conv() {
 }
 
 fn dump(path: &Path) -> String {
-    let g = frontend::load_file(path).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
-    let p = lower::lower(&g).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
-    let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
-    let doc = dump_document(&[DumpLayer::PolyView], &g, Some(&p), Some(&o), None);
-    serde_json::to_string_pretty(&doc).expect("json") + "\n"
+    common::optimized_dump(path, DumpLayer::PolyView)
 }
 
 #[test]
