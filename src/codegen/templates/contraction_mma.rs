@@ -151,6 +151,24 @@ fn async_read<'r>(
         .then_some((tensor.as_str(), map.as_slice()))
 }
 
+/// How the tensor-core template fills one operand's shared-memory tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Staging {
+    /// 16-byte `cp.async` copies straight from global memory (zero-filled outside the operand).
+    CpAsync,
+    /// Element-wise loads with the operand's prologue, converted and stored through registers.
+    Registers,
+}
+
+/// How [`build`] stages `side` of `v` (what the plan space prices: a register-staged operand
+/// costs its scalar loads and conversions).
+pub fn operand_staging(r: &Region, v: &View, side: Side) -> Staging {
+    match mma_dtype(r, v) {
+        Some(d) if async_read(r, v, side, d).is_some() => Staging::CpAsync,
+        _ => Staging::Registers,
+    }
+}
+
 /// One operand's staging: its shared-memory tile and how it is filled.
 struct Stage<'r> {
     side: Side,
