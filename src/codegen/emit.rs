@@ -313,10 +313,9 @@ fn pair_at(
     }
 }
 
-/// The fused attention kernel of the pair at steps `f` and `s`, with the first region's plan
-/// (template renamed `attention`) and the two regions' predicted times summed: the fused kernel
-/// does both regions' work, so the sum is an upper bound (it still counts the deferred buffer's
-/// round trip through global memory, which the fused kernel avoids).
+/// The fused attention kernel of the pair at steps `f` and `s`, with its own plan
+/// (`cost::attention::choose_attention_plan`: the fused kernel's knobs and roofline), built
+/// exactly as planned.
 fn attention_kernel(
     program: &RegionProgram,
     f: usize,
@@ -327,17 +326,20 @@ fn attention_kernel(
         kernel: format!("step {f}"),
         why: "not an attention pair".into(),
     })?;
-    let mut choice = choose_plan(p.first, model).map_err(|e| CodegenError::Unsupported {
-        kernel: p.first.name.clone(),
-        why: format!("no plan: {e}"),
+    let name = format!("{}_{}", p.first.name, p.second.name);
+    let choice = crate::cost::attention::choose_attention_plan(&p, model).map_err(|e| {
+        CodegenError::Unsupported {
+            kernel: name.clone(),
+            why: format!("no plan: {e}"),
+        }
     })?;
-    let second = choose_plan(p.second, model).map_err(|e| CodegenError::Unsupported {
-        kernel: p.second.name.clone(),
-        why: format!("no plan: {e}"),
+    let plan = crate::cost::attention::attention_plan(&choice.best).ok_or_else(|| {
+        CodegenError::Unsupported {
+            kernel: name.clone(),
+            why: "the attention plan has no attention knobs".into(),
+        }
     })?;
-    choice.best.plan.template = "attention".into();
-    choice.best.time = choice.best.time.plus(second.best.time);
-    let kernel = templates::attention::build(&p, model.target.arch)?;
+    let kernel = templates::attention::build(&p, &plan, model.target.arch)?;
     let name = kernel.name.clone();
     let kernel = verified(kernel, &name, model)?;
     let args = launch_args(

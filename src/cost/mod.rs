@@ -8,6 +8,7 @@
 //! `CostModel::default_size`; the constants of [`roofline`] are model constants, not
 //! measurements (`bench/gpu` measures when a GPU is lent).
 
+pub mod attention;
 pub mod roofline;
 pub mod work;
 

@@ -33,7 +33,7 @@
 //! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values, and stores
 //! predicated on the output's bounds.
 
-mod smem;
+pub(super) mod smem;
 
 use super::super::cexpr;
 use super::super::gpu::verify::BARRIER_TOKEN;

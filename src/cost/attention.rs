@@ -1,0 +1,351 @@
+//! The plan of the fused attention kernel (`codegen::templates::attention`): its knobs chosen
+//! and priced here, so that what is priced is what is emitted.
+//!
+//! **Space.** `BM = 64` query rows per block (4 warps × 16 rows), `BN` ∈ {32, 64, 128} keys per
+//! tile, 2 stages, `cp.async` for plain operands, `Q` in registers or re-read from shared
+//! memory. A point is *stopped* when its registers ([`registers`]: fragments + a measured
+//! overhead) exceed the thread's 255, or its shared memory the block's opt-in limit.
+//!
+//! **Roofline** (assumptions stated): FLOPs as executed are `4·B·H·M·N·D` padded to whole tiles
+//! (`D`, `DV` to 16, `M` to `BM`, `N` to `BN`), counting only the key tiles a block visits (a
+//! causal mask skips about half); on tensor cores at [`algo_efficiency`] of the peak, plus one
+//! SFU exponential per score. DRAM bytes: `Q` and `O` once; `K` and `V` once per batch point
+//! when the key/value panels of the batch points in flight (one wave of blocks) fit in half of
+//! L2, else once per query block; L2 → SM bytes: every visited key tile per block. Occupancy:
+//! resident blocks per SM by registers, shared memory, threads; the last wave's fill.
+
+use super::roofline::{algo_efficiency, Bound, Estimate};
+use super::work::{analyze, KernelWork};
+use super::{PlanChoice, PlanError, Priced, Rejected, Time};
+use crate::codegen::templates::attention::{
+    heaviest_first, pad16, AttentionPair, AttentionPlan, Mask,
+};
+use crate::extract::kernels::CostModel;
+use crate::ir::dim::Dim;
+use crate::plan::space::{plan_of, Algo, Resources};
+use crate::plan::{Cache, Plan};
+use crate::target::Target;
+
+/// The algorithm name of the plan (`algo_choice["attention"]`).
+pub const ALGO: &str = "mma_sync_flash";
+/// Query rows per block.
+pub const BM: u64 = 64;
+/// Key tile sizes tried.
+pub const BNS: [u64; 3] = [32, 64, 128];
+/// Registers per thread beyond the fragments (addresses, loop state, softmax rows), measured
+/// with ptxas for sm_80 and sm_90a (tests/codegen_attention.rs reports them per head dim).
+pub const REG_OVERHEAD: u64 = 56;
+
+/// Registers per thread of `plan` at head/value dims `d`, `dv`: the `O` accumulators
+/// (`DV/2`), the scores (`BN/2`), the `Q` fragments when kept (`D/2`), plus
+/// [`REG_OVERHEAD`].
+pub fn registers(plan: &AttentionPlan, d: u64, dv: u64) -> u64 {
+    let q = if plan.q_in_regs { pad16(d) / 2 } else { 0 };
+    pad16(dv) / 2 + plan.bn / 2 + q + REG_OVERHEAD
+}
+
+/// The points of the plan space.
+pub fn space() -> Vec<AttentionPlan> {
+    let mut out = Vec::new();
+    for q_in_regs in [true, false] {
+        for bn in BNS {
+            out.push(AttentionPlan {
+                bm: BM,
+                bn,
+                stages: 2,
+                async_: true,
+                q_in_regs,
+            });
+        }
+    }
+    out
+}
+
+/// The sizes the model prices at: query rows, keys, batch points.
+struct Sizes {
+    m: u64,
+    n: u64,
+    nb: u64,
+}
+
+fn sizes(p: &AttentionPair, model: &CostModel) -> Result<Sizes, PlanError> {
+    let r = p.first;
+    let checked = crate::ir::region::verify::verify(r)
+        .map_err(|e| PlanError::Work(super::work::WorkError::Invalid(e.to_string())))?;
+    let size = |n: &str| -> u64 {
+        let d = r
+            .iters
+            .iter()
+            .position(|i| i.name == n)
+            .map(|i| checked.iter_sizes[i].clone())
+            .unwrap_or(Dim::int(1));
+        model.numel(std::slice::from_ref(&d))
+    };
+    Ok(Sizes {
+        m: size(&p.query),
+        n: size(&p.key),
+        nb: p.batch.iter().map(|b| size(b)).product(),
+    })
+}
+
+/// Key tiles visited by each query block (the kernel's block-uniform skip), summed over the
+/// blocks.
+fn visited_tiles(mask: Option<Mask>, s: &Sizes, bm: u64, bn: u64) -> u64 {
+    let (mblocks, nt) = (s.m.div_ceil(bm), s.n.div_ceil(bn));
+    let Some(m) = mask else {
+        return mblocks * nt;
+    };
+    let mut total = 0;
+    for b in 0..mblocks {
+        let m0 = (b * bm) as i128;
+        let q = if m.dm <= 0 { m0 + bm as i128 - 1 } else { m0 };
+        total += (0..nt)
+            .filter(|t| {
+                let n0 = (t * bn) as i128;
+                let n = if m.dn >= 0 { n0 } else { n0 + bn as i128 - 1 };
+                m.dn as i128 * n + m.dm as i128 * q + m.dc as i128 <= 0
+            })
+            .count() as u64;
+    }
+    total
+}
+
+/// The roofline of `plan` (module doc) and its resources.
+fn price(
+    p: &AttentionPair,
+    plan: &AttentionPlan,
+    s: &Sizes,
+    out_bytes: u64,
+    target: &Target,
+) -> (Estimate, Resources) {
+    let (dp, dvp) = (pad16(p.head_dim) as f64, pad16(p.value_dim) as f64);
+    let threads = plan.threads();
+    let regs = registers(plan, p.head_dim, p.value_dim).min(255) as u32;
+    let smem = plan.smem_bytes(p.head_dim, p.value_dim) as u32;
+    let by_regs = target.regs_per_sm / (regs.div_ceil(8) * 8 * threads as u32).max(1);
+    let by_smem = target.smem_per_sm / smem.max(1);
+    let by_threads = target.threads_per_sm / threads as u32;
+    let ctas_per_sm = by_regs
+        .min(by_smem)
+        .min(by_threads)
+        .min(target.blocks_per_sm)
+        .max(1);
+    let limited_by = if ctas_per_sm == by_regs {
+        "registers"
+    } else if ctas_per_sm == by_smem {
+        "smem"
+    } else if ctas_per_sm == by_threads {
+        "threads"
+    } else {
+        "blocks"
+    };
+    let mblocks = s.m.div_ceil(plan.bm);
+    let ctas = (mblocks * s.nb).max(1) as f64;
+    let tiles = (visited_tiles(p.mask, s, plan.bm, plan.bn) * s.nb) as f64;
+    let tile_flops = (plan.bm * plan.bn) as f64 * 2.0 * (dp + dvp);
+    let flops = tiles * tile_flops;
+    let exps = tiles * (plan.bm * plan.bn) as f64;
+    let slots = (ctas_per_sm * target.sms) as f64;
+    let waves = (ctas / slots).ceil().max(1.0);
+    let fill = ctas / (waves * slots);
+    let warps_per_sm = (ctas_per_sm as u64 * plan.bm / 16) as f64;
+    let hide = (warps_per_sm / super::roofline::WARPS_TO_HIDE).min(1.0);
+    let occupancy = fill * hide;
+    let eff = algo_efficiency(Algo::MmaSync, target.arch);
+    let sfu = (target.sfu_per_clock_per_sm * target.sms) as f64 * target.clock_ghz * 1e9;
+    let compute_s = flops / (target.tensor_flops * occupancy * eff) + exps / (sfu * occupancy);
+    // DRAM: Q and O once; K and V once per batch point when the panels in flight fit in half
+    // of L2 (the batch points of one wave of blocks), else once per visited tile.
+    let elem = 2.0;
+    let (m, n, nb) = (s.m as f64, s.n as f64, s.nb as f64);
+    let q_bytes = nb * m * p.head_dim as f64 * elem;
+    let o_bytes = nb * m * p.value_dim as f64 * out_bytes as f64;
+    let kv_panel = n * (p.head_dim + p.value_dim) as f64 * elem;
+    let wave = slots.min(ctas);
+    let in_flight = if heaviest_first(p.mask) {
+        wave.min(nb)
+    } else {
+        (wave / mblocks as f64).ceil().min(nb)
+    };
+    let l2_bytes = tiles * plan.bn as f64 * (dp + dvp) * elem + q_bytes;
+    let kv_bytes = if in_flight * kv_panel <= target.l2_bytes as f64 / 2.0 {
+        nb * kv_panel
+    } else {
+        l2_bytes - q_bytes
+    };
+    let bytes = q_bytes + o_bytes + kv_bytes;
+    let memory_s = (bytes / (target.dram_bw * fill)).max(l2_bytes / (target.l2_bw * fill));
+    let launch_s = target.launch_s;
+    let time_s = compute_s.max(memory_s) + launch_s;
+    let est = Estimate {
+        time_s,
+        compute_s,
+        memory_s,
+        epilogue_s: 0.0,
+        overlap_gain_s: 0.0,
+        launch_s,
+        flops,
+        bytes,
+        l2_bytes,
+        bound: if compute_s >= memory_s {
+            Bound::Compute
+        } else {
+            Bound::Memory
+        },
+        occupancy,
+        waves,
+        efficiency: eff,
+        ctas,
+    };
+    let res = Resources {
+        threads: threads as u32,
+        regs_per_thread: regs,
+        smem_bytes: smem,
+        ctas_per_sm,
+        limited_by,
+    };
+    (est, res)
+}
+
+/// The plan record of `plan` (template `attention`, `algo_choice {"attention": ALGO}`, tile
+/// `[BM, BN, D]`, `Q`'s cache level `reg` or `smem`).
+fn plan_record(p: &AttentionPair, plan: &AttentionPlan, work: &KernelWork, target: &Target) -> Plan {
+    let mut rec = plan_of(&plan.knobs(p.head_dim), work, target);
+    rec.template = "attention".into();
+    rec.tile = vec![plan.bm, plan.bn, pad16(p.head_dim)];
+    rec.stages = plan.stages as u32;
+    rec.warp_tile = format!("16x{}", plan.bn);
+    rec.bind = [("(m.o, batch)".to_string(), "block.x".to_string())]
+        .into_iter()
+        .collect();
+    rec.algo_choice = [("attention".to_string(), ALGO.to_string())]
+        .into_iter()
+        .collect();
+    rec.cache = vec![
+        Cache {
+            tensor: "Q".into(),
+            where_: if plan.q_in_regs { "reg" } else { "smem" }.into(),
+            at: "m.o".into(),
+            pingpong: false,
+        },
+        Cache {
+            tensor: "K".into(),
+            where_: "smem".into(),
+            at: "n.o".into(),
+            pingpong: true,
+        },
+        Cache {
+            tensor: "V".into(),
+            where_: "smem".into(),
+            at: "n.o".into(),
+            pingpong: true,
+        },
+    ];
+    rec.vectorize.width = 8;
+    rec.barrier_model = if plan.async_ {
+        "cp_async_group"
+    } else {
+        "syncthreads"
+    }
+    .into();
+    rec.async_.enable = plan.async_;
+    rec.async_.prefetch_depth = plan.stages as u32 - 1;
+    rec
+}
+
+/// Whether `Q` stays in registers under the plan record `plan` (its `Q` cache level).
+pub fn q_in_regs(plan: &Plan) -> bool {
+    plan.cache
+        .iter()
+        .any(|c| c.tensor == "Q" && c.where_ == "reg")
+}
+
+/// The fastest attention plan of `p` on the model's target (module doc).
+pub fn choose_attention_plan(p: &AttentionPair, model: &CostModel) -> Result<PlanChoice, PlanError> {
+    let target = &model.target;
+    let s = sizes(p, model)?;
+    let work = analyze(p.first, model)?;
+    let out_bytes = p
+        .second
+        .outputs
+        .first()
+        .map(|o| o.dtype.size_bytes())
+        .unwrap_or(2);
+    let all = space();
+    let n_space = all.len();
+    let mut priced: Vec<(Time, AttentionPlan, Estimate, Resources)> = Vec::new();
+    let mut stopped: Vec<(String, usize)> = Vec::new();
+    let mut stop_examples = Vec::new();
+    for plan in all {
+        let regs = registers(&plan, p.head_dim, p.value_dim);
+        let smem = plan.smem_bytes(p.head_dim, p.value_dim);
+        let stop = if regs > u64::from(target.regs_per_thread) {
+            Some((
+                "register_spill",
+                format!("{regs} registers per thread > {}", target.regs_per_thread),
+            ))
+        } else if smem > u64::from(target.smem_per_block) {
+            Some((
+                "smem_over",
+                format!("{smem} B of shared memory > {}", target.smem_per_block),
+            ))
+        } else {
+            None
+        };
+        if let Some((key, why)) = stop {
+            match stopped.iter_mut().find(|(k, _)| k == key) {
+                Some((_, n)) => *n += 1,
+                None => {
+                    stopped.push((key.to_string(), 1));
+                    stop_examples.push(Rejected {
+                        plan: plan_record(p, &plan, &work, target).summary(),
+                        reason: why,
+                    });
+                }
+            }
+            continue;
+        }
+        let (est, res) = price(p, &plan, &s, out_bytes, target);
+        priced.push((Time::from_secs(est.time_s), plan, est, res));
+    }
+    priced.sort_by_key(|(t, ..)| *t);
+    if priced.is_empty() {
+        return Err(PlanError::NoPlan {
+            template: "attention",
+            why: stop_examples
+                .iter()
+                .map(|r| r.reason.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    let kept: Vec<Priced> = priced
+        .into_iter()
+        .take(1 + super::KEEP_PRICED)
+        .map(|(time, plan, estimate, resources)| Priced {
+            plan: plan_record(p, &plan, &work, target),
+            estimate,
+            time,
+            resources,
+            knobs: plan.knobs(p.head_dim),
+        })
+        .collect();
+    let mut kept = kept.into_iter();
+    let best = kept.next().ok_or_else(|| PlanError::NoPlan {
+        template: "attention",
+        why: "no plan".into(),
+    })?;
+    Ok(PlanChoice {
+        work,
+        best,
+        runners_up: kept.collect(),
+        space: n_space,
+        stopped,
+        stop_examples,
+    })
+}
+
+/// The kernel plan of a priced attention plan.
+pub fn attention_plan(priced: &Priced) -> Option<AttentionPlan> {
+    AttentionPlan::of(&priced.knobs, q_in_regs(&priced.plan))
+}
