@@ -504,3 +504,51 @@ fn every_head_dim_compiles_without_spills_for_sm80_and_sm90a() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every point of the attention plan space that the model does not stop (registers, shared
+/// memory) compiles without spills for sm_80 and sm_90a at every head dim: the register model
+/// is conservative, so no plan the cost model can choose spills. About a minute of NVRTC
+/// (72 compilations): run with `cargo test --release --test codegen_attention -- --ignored`.
+#[test]
+#[ignore]
+fn every_unstopped_plan_compiles_without_spills() {
+    use dlc_egg::codegen::gpu::render;
+    use dlc_egg::cost::attention::{registers, space};
+    use dlc_egg::cuda::{compile, toolchain, CompileOptions};
+    use dlc_egg::target::Arch;
+    if toolchain().is_err() && std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let mut failures = Vec::new();
+    for d in [32, 64, 80, 96, 128, 256] {
+        let p = lowered(&graph(d, d, "fp16", true, None));
+        let o = optimized(&p);
+        let rs = regions(&o.program);
+        let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
+        for plan in space() {
+            let est = registers(&plan, d, d);
+            for arch in [Arch::Sm80, Arch::Sm90] {
+                let t = arch.target();
+                if est > u64::from(t.regs_per_thread)
+                    || plan.smem_bytes(d, d) > u64::from(t.smem_per_block)
+                {
+                    continue;
+                }
+                let k = attention::build(&pair, &plan, arch).expect("builds");
+                let src = format!(
+                    "#include \"{}\"\n{}",
+                    dlc_egg::codegen::HEADER_NAME,
+                    render::kernel(&k)
+                );
+                match compile(&src, arch, &CompileOptions::default()) {
+                    Ok(c) => eprintln!(
+                        "d = {d}, {arch:?}, bn = {}, q_in_regs = {}: {} registers (model {est})",
+                        plan.bn, plan.q_in_regs, c.kernels[0].registers
+                    ),
+                    Err(e) => failures.push(format!("d = {d}, {arch:?}, {plan:?}: {e}")),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
