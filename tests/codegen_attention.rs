@@ -410,9 +410,9 @@ fn value_dim_bf16_and_register_staged_operands_match() {
     assert!(emitted(&o, &o.program)
         .source
         .contains("dlc_mma_m16n8k16_bf16"));
-    // Head dims that are no multiple of 8 (36 → 48 in the tile): no 16-byte chunk is all
+    // Head dims that are no multiple of 8 (36 → 48 in the tile, also the value dim): no 16-byte chunk is all
     // inside or all outside a row, so the tiles are staged through registers.
-    let o = check_fused(&graph(36, 20, "fp16", true, None), &[(1, 2, 53)], 203);
+    let o = check_fused(&graph(36, 36, "fp16", true, None), &[(1, 2, 53)], 203);
     let src = emitted(&o, &o.program).source;
     for smem in ["Qs", "Ks", "Vs"] {
         assert!(
