@@ -376,16 +376,16 @@ fn staging<'s>(src: &'s str, smem: &str) -> &'s str {
 #[test]
 fn every_head_dim_matches_the_reference() {
     // (d, dv, causal, sizes): tails in M and N (S not a multiple of BM or BN) at every head dim.
-    let cases: [(u64, u64, bool, &[(i64, i64, i64)]); 6] = [
-        (32, 32, true, &[(1, 2, 45)]),
-        (64, 64, false, &[(1, 1, 100)]),
-        (80, 80, true, &[(2, 1, 70)]),
-        (96, 96, false, &[(1, 1, 50)]),
-        (128, 128, true, &[(1, 1, 67)]),
-        (256, 256, false, &[(1, 1, 40)]),
+    let cases: [(u64, bool, (i64, i64, i64)); 6] = [
+        (32, true, (1, 2, 45)),
+        (64, false, (1, 1, 100)),
+        (80, true, (2, 1, 70)),
+        (96, false, (1, 1, 50)),
+        (128, true, (1, 1, 67)),
+        (256, false, (1, 1, 40)),
     ];
-    for (k, (d, dv, causal, sizes)) in cases.into_iter().enumerate() {
-        let o = check_fused(&graph(d, dv, "fp16", causal, None), sizes, 100 + k as u64);
+    for (k, (d, causal, size)) in cases.into_iter().enumerate() {
+        let o = check_fused(&graph(d, d, "fp16", causal, None), &[size], 100 + k as u64);
         let src = emitted(&o, &o.program).source;
         for smem in ["Qs", "Ks", "Vs"] {
             assert!(
@@ -424,9 +424,21 @@ fn value_dim_bf16_and_register_staged_operands_match() {
 
 #[test]
 fn bool_and_additive_masks_match() {
-    check_fused(&graph(64, 64, "fp16", false, Some("bool")), &[(1, 2, 58)], 301);
-    check_fused(&graph(80, 80, "fp16", true, Some("bool")), &[(1, 1, 49)], 302);
-    check_fused(&graph(32, 32, "fp16", true, Some("fp16")), &[(2, 1, 66)], 303);
+    check_fused(
+        &graph(64, 64, "fp16", false, Some("bool")),
+        &[(1, 2, 58)],
+        301,
+    );
+    check_fused(
+        &graph(80, 80, "fp16", true, Some("bool")),
+        &[(1, 1, 49)],
+        302,
+    );
+    check_fused(
+        &graph(32, 32, "fp16", true, Some("fp16")),
+        &[(2, 1, 66)],
+        303,
+    );
 }
 
 #[test]

@@ -226,7 +226,12 @@ fn price(
 
 /// The plan record of `plan` (template `attention`, `algo_choice {"attention": ALGO}`, tile
 /// `[BM, BN, D]`, `Q`'s cache level `reg` or `smem`).
-fn plan_record(p: &AttentionPair, plan: &AttentionPlan, work: &KernelWork, target: &Target) -> Plan {
+fn plan_record(
+    p: &AttentionPair,
+    plan: &AttentionPlan,
+    work: &KernelWork,
+    target: &Target,
+) -> Plan {
     let mut rec = plan_of(&plan.knobs(p.head_dim), work, target);
     rec.template = "attention".into();
     rec.tile = vec![plan.bm, plan.bn, pad16(p.head_dim)];
@@ -278,7 +283,10 @@ pub fn q_in_regs(plan: &Plan) -> bool {
 }
 
 /// The fastest attention plan of `p` on the model's target (module doc).
-pub fn choose_attention_plan(p: &AttentionPair, model: &CostModel) -> Result<PlanChoice, PlanError> {
+pub fn choose_attention_plan(
+    p: &AttentionPair,
+    model: &CostModel,
+) -> Result<PlanChoice, PlanError> {
     let target = &model.target;
     let s = sizes(p, model)?;
     let work = analyze(p.first, model)?;

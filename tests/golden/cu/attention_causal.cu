@@ -11,94 +11,221 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// attention kernel `k0_div_reduce_exp2_mul_k1_reduce_mul` for sm90: grid (max(1, B*H), max(1, (S+63)//64), 1), block (64, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(64, 1) k0_div_reduce_exp2_mul_k1_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_B, int s_H, int s_S) {
-  __shared__ __align__(16) float Ks[32][64];
-  __shared__ __align__(16) float Vs[32][64];
-  __shared__ __align__(16) float Ss[32][64];
-  if ((s_S) > 0 && (s_B * s_H) > 0 && (int)blockIdx.x < (s_B * s_H)) {
+// attention kernel `k0_div_reduce_exp2_mul_k1_reduce_mul` for sm90: grid (max(1, B*H*(S+63)//64), 1, 1), block (128, 1, 1), 40960 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_B, int s_H, int s_S) {
+  DLC_DYN_SMEM(dlc_dyn_smem);
+  __half (&Qs)[64][64] = *reinterpret_cast<__half (*)[64][64]>(dlc_dyn_smem + 0);
+  __half (&Ks)[2][64][64] = *reinterpret_cast<__half (*)[2][64][64]>(dlc_dyn_smem + 8192);
+  __half (&Vs)[2][64][64] = *reinterpret_cast<__half (*)[2][64][64]>(dlc_dyn_smem + 24576);
+  if ((s_S) > 0 && (s_B * s_H) > 0 && (int)blockIdx.x < (((s_S) + 63) / 64) * ((s_B * s_H))) {
+    // Qs: 64x64 tile (K-major), loaded cp.async 16-byte chunks (a plain, aligned read)
+    // Ks: 64x64 tile (K-major), loaded cp.async 16-byte chunks (a plain, aligned read)
+    // Vs: 64x64 tile (outer-major), loaded cp.async 16-byte chunks (a plain, aligned read)
     const int tid = (int)threadIdx.x;
-    const int m0 = (int)blockIdx.y * 64;
-    const int row = m0 + tid;
-    const bool valid = row < (s_S);
-    const int rowc = valid ? row : (s_S) - 1;
-    const int nt = ((s_S) + 31) / 32;
-    const int b_h_1 = ((int)blockIdx.x) % (s_H);
-    const int q_2 = ((int)blockIdx.x) / (s_H);
+    const int lane = (int)dlc_lane();
+    const int warp = (int)dlc_warp();
+    const int bid = (int)blockIdx.x;
+    // the heaviest query blocks (most unmasked keys) first
+    const int mb = (((s_S) + 63) / 64) - 1 - bid / ((s_B * s_H));
+    const int bb = bid % ((s_B * s_H));
+    const int m0 = mb * 64;
+    const int wrow = m0 + warp * 16;
+    const int nt = ((s_S) + 63) / 64;
+    const int b_h_1 = (bb) % (s_H);
+    const int q_2 = (bb) / (s_H);
     const int b_b_3 = q_2;
-    float q[64];
-    #pragma unroll
-    for (int kk = 0; kk < 64; kk += 1) {
-      q[kk] = dlc_f32(in0[(((b_b_3 * (s_H) + b_h_1) * (s_S) + rowc) * 64 + kk)]);
-    }
-    float o[64] = {};
-    float m_i = (-dlc_inf());
-    float l_i = 0.0f;
+    int t_lo = nt;
+    int t_hi = 0;
     for (int t = 0; t < nt; t += 1) {
-      const int n0 = t * 32;
-      if (!((long long)1 * n0 + (long long)-1 * (m0 + 63) + (long long)0 > 0LL)) {
-        for (int e = tid; e < 2048; e += 64) {
-          const int j = e / 64;
-          const int kk = e % 64;
-          const int key = n0 + j;
-          if (key < (s_S)) {
-            Ks[j][kk] = dlc_f32(in1[(((b_b_3 * (s_H) + b_h_1) * (s_S) + key) * 64 + kk)]);
-          } else {
-            Ks[j][kk] = 0.0f;
-          }
-        }
-        for (int e = tid; e < 2048; e += 64) {
-          const int j = e / 64;
-          const int c = e % 64;
-          const int key = n0 + j;
-          if (key < (s_S)) {
-            Vs[j][c] = dlc_f32(in2[(((b_b_3 * (s_H) + b_h_1) * (s_S) + key) * 64 + c)]);
-          } else {
-            Vs[j][c] = 0.0f;
-          }
-        }
-        __syncthreads();
-        float tmax = (-dlc_inf());
-        for (int j = 0; j < 32; j += 1) {
-          const int key = n0 + j;
-          float dot = 0.0f;
-          #pragma unroll
-          for (int kk = 0; kk < 64; kk += 1) {
-            dot = dot + q[kk] * Ks[j][kk];
-          }
-          if (key < (s_S)) {
-            Ss[j][tid] = ((key <= rowc) ? (dot * 0.125f) : (-dlc_inf()));
-          } else {
-            Ss[j][tid] = (-dlc_inf());
-          }
-          tmax = dlc_max(tmax, Ss[j][tid]);
-        }
-        const float m_new = dlc_max(m_i, tmax);
-        const float m_use = (m_new == (-dlc_inf()) ? 0.0f : m_new);
-        const float alpha = dlc_exp2((m_i - m_use) * 1.442695f);
-        l_i = l_i * alpha;
-        #pragma unroll
-        for (int c = 0; c < 64; c += 1) {
-          o[c] = o[c] * alpha;
-        }
-        for (int j = 0; j < 32; j += 1) {
-          const float pj = dlc_exp2((Ss[j][tid] - m_use) * 1.442695f);
-          l_i = l_i + pj;
-          #pragma unroll
-          for (int c = 0; c < 64; c += 1) {
-            o[c] = o[c] + pj * Vs[j][c];
-          }
-        }
-        m_i = m_new;
-        __syncthreads();
+      if (!((long long)1 * t * 64 + (long long)-1 * (m0 + 63) + (long long)0 > 0LL)) {
+        t_lo = t_lo < t ? t_lo : t;
+        t_hi = t + 1;
       }
     }
-    if (valid) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 128;
+      const int o = c / 8;
+      const int kk = (c % 8) * 8;
+      const int go = m0 + o;
+      const int gk = 0 + kk;
+      const bool ok = go < (s_S) && gk < 64;
+      dlc_cp_async_16(&Qs[o][kk ^ ((o & 7) << 3)], (ok ? in0 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + go) * 64 + gk)) : in0), ok ? 16 : 0);  // -> tile
+    }
+    dlc_cp_async_commit();  // TokLoad tile
+    if (t_lo < t_hi) {
       #pragma unroll
-      for (int c = 0; c < 64; c += 1) {
-        const float ov = o[c] / l_i;
-        const int v_off_1 = (((b_b_3 * (s_H) + b_h_1) * (s_S) + rowc) * 64 + c);
-        out0[v_off_1] = dlc_cvt<__half>(ov);
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 128;
+        const int o = c / 8;
+        const int kk = (c % 8) * 8;
+        const int go = t_lo * 64 + o;
+        const int gk = 0 + kk;
+        const bool ok = go < (s_S) && gk < 64;
+        dlc_cp_async_16(&Ks[0][o][kk ^ ((o & 7) << 3)], (ok ? in1 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + go) * 64 + gk)) : in1), ok ? 16 : 0);  // -> tile
+      }
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 128;
+        const int o = (c % 8) * 8;
+        const int kk = c / 8;
+        const int go = 0 + o;
+        const int gk = t_lo * 64 + kk;
+        const bool ok = go < 64 && gk < (s_S);
+        dlc_cp_async_16(&Vs[0][kk][o ^ ((kk & 7) << 3)], (ok ? in2 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + gk) * 64 + go)) : in2), ok ? 16 : 0);  // -> tile
+      }
+    }
+    dlc_cp_async_commit();  // TokLoad tile
+    dlc_cp_async_wait<1>();  // ready: tile
+    __syncthreads();
+    unsigned qf[4][4];
+    #pragma unroll
+    for (int ks = 0; ks < 4; ks += 1) {
+      const int lo = warp * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
+      const int lk = ks * 16 + ((lane >> 4) * 8);
+      dlc_ldmatrix_x4(qf[ks], &Qs[lo][lk ^ ((lo & 7) << 3)]);
+    }
+    float oacc[8][4] = {};
+    float m_i[2];
+    #pragma unroll
+    for (int h = 0; h < 2; h += 1) {
+      m_i[h] = (-dlc_inf());
+    }
+    float l_i[2];
+    #pragma unroll
+    for (int h = 0; h < 2; h += 1) {
+      l_i[h] = 0.0f;
+    }
+    for (int t = t_lo; t < t_hi; t += 1) {
+      const int st = (t - t_lo) & 1;
+      const int n0 = t * 64;
+      dlc_cp_async_wait<0>();  // ready: tile
+      __syncthreads();
+      if (t + 1 < t_hi) {
+        #pragma unroll
+        for (int l = 0; l < 4; l += 1) {
+          const int c = tid + l * 128;
+          const int o = c / 8;
+          const int kk = (c % 8) * 8;
+          const int go = n0 + 64 + o;
+          const int gk = 0 + kk;
+          const bool ok = go < (s_S) && gk < 64;
+          dlc_cp_async_16(&Ks[st ^ 1][o][kk ^ ((o & 7) << 3)], (ok ? in1 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + go) * 64 + gk)) : in1), ok ? 16 : 0);  // -> tile_refill
+        }
+        #pragma unroll
+        for (int l = 0; l < 4; l += 1) {
+          const int c = tid + l * 128;
+          const int o = (c % 8) * 8;
+          const int kk = c / 8;
+          const int go = 0 + o;
+          const int gk = n0 + 64 + kk;
+          const bool ok = go < 64 && gk < (s_S);
+          dlc_cp_async_16(&Vs[st ^ 1][kk][o ^ ((kk & 7) << 3)], (ok ? in2 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + gk) * 64 + go)) : in2), ok ? 16 : 0);  // -> tile_refill
+        }
+      }
+      dlc_cp_async_commit();  // TokLoad tile_refill
+      float sacc[8][4] = {};
+      #pragma unroll
+      for (int ks = 0; ks < 4; ks += 1) {
+        #pragma unroll
+        for (int nj = 0; nj < 4; nj += 1) {
+          unsigned kf[4];
+          const int lo = nj * 16 + ((lane >> 4) * 8) + (lane & 7);
+          const int lk = ks * 16 + (((lane >> 3) & 1) * 8);
+          dlc_ldmatrix_x4(kf, &Ks[st][lo][lk ^ ((lo & 7) << 3)]);
+          dlc_mma_m16n8k16_f16(sacc[nj * 2 + 0], qf[ks], &kf[0], sacc[nj * 2 + 0]);
+          dlc_mma_m16n8k16_f16(sacc[nj * 2 + 1], qf[ks], &kf[2], sacc[nj * 2 + 1]);
+        }
+      }
+      #pragma unroll
+      for (int ni = 0; ni < 8; ni += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          const int key = n0 + ni * 8 + (lane & 3) * 2 + (e & 1);
+          const int qrow = wrow + (lane >> 2) + (e >> 1) * 8;
+          const int rowc = qrow < (s_S) ? qrow : (s_S) - 1;
+          const float dot = sacc[ni][e];
+          if (key < (s_S)) {
+            sacc[ni][e] = ((key <= rowc) ? (dot * 0.125f) : (-dlc_inf()));
+          } else {
+            sacc[ni][e] = (-dlc_inf());
+          }
+        }
+      }
+      float mx[2];
+      float mu[2];
+      float alpha[2];
+      #pragma unroll
+      for (int h = 0; h < 2; h += 1) {
+        mx[h] = m_i[h];
+      }
+      #pragma unroll
+      for (int ni = 0; ni < 8; ni += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          mx[e >> 1] = dlc_max(mx[e >> 1], sacc[ni][e]);
+        }
+      }
+      #pragma unroll
+      for (int h = 0; h < 2; h += 1) {
+        mx[h] = dlc_max(mx[h], dlc_shfl_xor(mx[h], 1));
+        mx[h] = dlc_max(mx[h], dlc_shfl_xor(mx[h], 2));
+        mu[h] = (mx[h] == (-dlc_inf()) ? 0.0f : mx[h]);
+        alpha[h] = dlc_exp2((m_i[h] - mu[h]) * 1.442695f);
+        m_i[h] = mx[h];
+        l_i[h] = l_i[h] * alpha[h];
+      }
+      #pragma unroll
+      for (int ci = 0; ci < 8; ci += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          oacc[ci][e] = oacc[ci][e] * alpha[e >> 1];
+        }
+      }
+      #pragma unroll
+      for (int ni = 0; ni < 8; ni += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          sacc[ni][e] = dlc_exp2((sacc[ni][e] - mu[e >> 1]) * 1.442695f);
+          l_i[e >> 1] = l_i[e >> 1] + sacc[ni][e];
+        }
+      }
+      #pragma unroll
+      for (int kk = 0; kk < 4; kk += 1) {
+        unsigned pa[4];
+        pa[0] = dlc_pack_half2(sacc[kk * 2 + 0][0], sacc[kk * 2 + 0][1]);
+        pa[1] = dlc_pack_half2(sacc[kk * 2 + 0][2], sacc[kk * 2 + 0][3]);
+        pa[2] = dlc_pack_half2(sacc[kk * 2 + 1][0], sacc[kk * 2 + 1][1]);
+        pa[3] = dlc_pack_half2(sacc[kk * 2 + 1][2], sacc[kk * 2 + 1][3]);
+        #pragma unroll
+        for (int cj = 0; cj < 4; cj += 1) {
+          unsigned vf[4];
+          const int lo = cj * 16 + ((lane >> 4) * 8);
+          const int lk = kk * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
+          dlc_ldmatrix_x4_trans(vf, &Vs[st][lk][lo ^ ((lk & 7) << 3)]);
+          dlc_mma_m16n8k16_f16(oacc[cj * 2 + 0], pa, &vf[0], oacc[cj * 2 + 0]);
+          dlc_mma_m16n8k16_f16(oacc[cj * 2 + 1], pa, &vf[2], oacc[cj * 2 + 1]);
+        }
+      }
+    }
+    l_i[0] = l_i[0] + dlc_shfl_xor(l_i[0], 1);
+    l_i[0] = l_i[0] + dlc_shfl_xor(l_i[0], 2);
+    l_i[1] = l_i[1] + dlc_shfl_xor(l_i[1], 1);
+    l_i[1] = l_i[1] + dlc_shfl_xor(l_i[1], 2);
+    /* epilogue: after acc_ready, -> stored */ {
+      #pragma unroll
+      for (int ci = 0; ci < 8; ci += 1) {
+        #pragma unroll
+        for (int e = 0; e < 4; e += 1) {
+          const int row = wrow + (lane >> 2) + (e >> 1) * 8;
+          const int col = ci * 8 + (lane & 3) * 2 + (e & 1);
+          const float l = l_i[e >> 1];
+          if (row < (s_S) && col < 64) {
+            const float ov = oacc[ci][e] / l;
+            const int v_off_1 = (((b_b_3 * (s_H) + b_h_1) * (s_S) + row) * 64 + col);
+            out0[v_off_1] = dlc_cvt<__half>(ov);
+          }
+        }
       }
     }
   }

@@ -9,7 +9,9 @@ use super::super::contraction::Side;
 use super::super::contraction_mma::smem::Tile;
 use super::super::{bind_flat, params_of, store_yields};
 use super::stage::{self, Operand, REFILL, TILE};
-use super::{heaviest_first, inputs, kernel_symbols, pad16, AttentionPair, AttentionPlan, Mask, Softmax};
+use super::{
+    heaviest_first, inputs, kernel_symbols, pad16, AttentionPair, AttentionPlan, Mask, Softmax,
+};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::Size;
@@ -86,8 +88,7 @@ pub fn build(
         why,
     };
     let (bm, bn) = (plan.bm, plan.bn);
-    if bm == 0 || !bm.is_multiple_of(16) || bn == 0 || !bn.is_multiple_of(16) || plan.stages != 2
-    {
+    if bm == 0 || !bm.is_multiple_of(16) || bn == 0 || !bn.is_multiple_of(16) || plan.stages != 2 {
         return Err(bad(format!(
             "no flash-attention layout of {bm} query rows x {bn} keys, {} stages",
             plan.stages
@@ -390,7 +391,11 @@ pub fn build(
     per.push(Stmt::If {
         cond: format!("row < {mc} && col < {dv}"),
         div: Div::Thread,
-        then: [vec![Stmt::f32("ov", format!("oacc[ci][e] / {l}"), false)], stores].concat(),
+        then: [
+            vec![Stmt::f32("ov", format!("oacc[ci][e] / {l}"), false)],
+            stores,
+        ]
+        .concat(),
         otherwise: vec![],
     });
     e1.emit(Stmt::Epilogue {
@@ -563,10 +568,7 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
             format!("dlc_max(mx[h], dlc_shfl_xor(mx[h], {off}))"),
         ));
     }
-    per_row.push(assign(
-        "mu[h]",
-        "(mx[h] == (-dlc_inf()) ? 0.0f : mx[h])",
-    ));
+    per_row.push(assign("mu[h]", "(mx[h] == (-dlc_inf()) ? 0.0f : mx[h])"));
     per_row.push(assign("alpha[h]", exp_of(p.softmax, "m_i[h] - mu[h]")));
     per_row.push(assign("m_i[h]", "mx[h]"));
     per_row.push(assign("l_i[h]", "l_i[h] * alpha[h]"));
@@ -587,10 +589,7 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
             "e",
             4,
             vec![
-                assign(
-                    "sacc[ni][e]",
-                    exp_of(p.softmax, "sacc[ni][e] - mu[e >> 1]"),
-                ),
+                assign("sacc[ni][e]", exp_of(p.softmax, "sacc[ni][e] - mu[e >> 1]")),
                 assign("l_i[e >> 1]", "l_i[e >> 1] + sacc[ni][e]"),
             ],
         )],
@@ -614,7 +613,10 @@ fn pv(plan: &AttentionPlan, v_op: &Operand, dvp: u64, dtype: DType) -> Vec<Stmt>
         dims: vec![4],
         zero: false,
     }];
-    for (r, (ni, e)) in [("0", 0), ("0", 2), ("1", 0), ("1", 2)].into_iter().enumerate() {
+    for (r, (ni, e)) in [("0", 0), ("0", 2), ("1", 0), ("1", 2)]
+        .into_iter()
+        .enumerate()
+    {
         per_kk.push(assign(
             format!("pa[{r}]"),
             format!(

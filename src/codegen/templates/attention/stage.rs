@@ -99,7 +99,12 @@ impl Operand<'_> {
 
     /// The load token an `ldmatrix` of this tile waits on.
     pub fn token(&self, copied: &str) -> String {
-        if self.copy.is_some() { copied } else { BARRIER_TOKEN }.to_string()
+        if self.copy.is_some() {
+            copied
+        } else {
+            BARRIER_TOKEN
+        }
+        .to_string()
     }
 
     /// The `ldmatrix.x4` (`.trans` for a tile whose rows run along the outer axis) of the 16×16
@@ -187,7 +192,8 @@ pub fn fill(
     em.emit(Stmt::int("kk", k.to_string()));
     em.emit(Stmt::int("go", format!("{} + o", origin.0)));
     em.emit(Stmt::int("gk", format!("{} + kk", origin.1)));
-    let inside = |go: &str, gk: &str| format!("{go} < {} && {gk} < {}", op.outer_extent, op.k_extent);
+    let inside =
+        |go: &str, gk: &str| format!("{go} < {} && {gk} < {}", op.outer_extent, op.k_extent);
     let dst = op.at(st, C::atom("o"), C::atom("kk"));
     if let Some((tensor, map)) = op.copy {
         em.emit(Stmt::Let {
