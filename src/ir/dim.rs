@@ -418,7 +418,13 @@ impl fmt::Display for Dim {
                 if j > 0 {
                     f.write_str("*")?;
                 }
-                write!(f, "{at}")?;
+                // `*` and `//` bind alike, left to right: a quotient after a factor is
+                // parenthesized (`B*((S+63)//64)`, not `B*(S+63)//64`).
+                if matches!(at, Atom::FloorDiv(..)) && (j > 0 || a != 1) {
+                    write!(f, "({at})")?;
+                } else {
+                    write!(f, "{at}")?;
+                }
             }
         }
         Ok(())

@@ -11,7 +11,7 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// attention kernel `k0_div_reduce_exp2_mul_k1_reduce_mul` for sm90: grid (max(1, B*H*(S+63)//64), 1, 1), block (128, 1, 1), 40960 B dynamic shared memory
+// attention kernel `k0_div_reduce_exp2_mul_k1_reduce_mul` for sm90: grid (max(1, B*H*((S+63)//64)), 1, 1), block (128, 1, 1), 40960 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_B, int s_H, int s_S) {
   DLC_DYN_SMEM(dlc_dyn_smem);
   __half (&Qs)[64][64] = *reinterpret_cast<__half (*)[64][64]>(dlc_dyn_smem + 0);
