@@ -93,10 +93,19 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
             sizes,
         })
     };
+    // An iter neither operand reads (a size-1 batch axis the reads index by the constant 0,
+    // an axis only the epilogue reads) is a batch axis: every block along it computes the
+    // same product and its own epilogue.
+    let mut batch_names = g.axes.batch.clone();
+    batch_names.extend(r.iters.iter().map(|i| &i.name).filter(|i| {
+        ![&g.axes.m, &g.axes.n, &g.axes.batch, &g.axes.k]
+            .iter()
+            .any(|v| v.contains(i))
+    }).cloned());
     let (m, n, batch) = (
         iter_axes(&g.axes.m)?,
         iter_axes(&g.axes.n)?,
-        iter_axes(&g.axes.batch)?,
+        iter_axes(&batch_names)?,
     );
     if m.names.len() + n.names.len() + batch.names.len() != r.iters.len()
         || m.names.is_empty()
