@@ -451,7 +451,10 @@ pub fn build(
         } else {
             None
         };
-        let gather = copy.is_none().then(|| conv::gather(r, v, side, dtype)).flatten();
+        let gather = copy
+            .is_none()
+            .then(|| conv::gather(r, v, side, dtype))
+            .flatten();
         let k_fastest = gather.as_ref().map_or(v.k_fastest(side), |g| g.k_fastest);
         Stage {
             side,

@@ -97,19 +97,27 @@ pub(super) fn contiguous_read<'r>(
         (map_all, shape) = (m, sh);
     }
     let map = map_all;
-    for j in 1..=axes.names.len().min(map.len()) {
-        let names = &axes.names[axes.names.len() - j..];
-        let sizes = &axes.sizes[axes.sizes.len() - j..];
+    // Axes of size 1 the read does not index (a 1×1 filter's taps) move nothing either.
+    let (names, sizes): (Vec<String>, Vec<Dim>) = axes
+        .names
+        .iter()
+        .zip(&axes.sizes)
+        .filter(|(n, s)| s.as_int() != Some(1) || map.iter().any(|a| a.mentions(&|x| x == *n)))
+        .map(|(n, s)| (n.clone(), s.clone()))
+        .unzip();
+    for j in 1..=names.len().min(map.len()) {
+        let names = &names[names.len() - j..];
+        let sizes = &sizes[sizes.len() - j..];
         let (rest, last) = map.split_at(map.len() - j);
         let dims = &shape[shape.len() - j..];
         let exact = last
             .iter()
             .zip(names)
             .all(|(a, n)| matches!(a, AxisExpr::Name(x) if x == n));
-        let same = dims.iter().zip(sizes).all(|(d, s)| {
-            d.0.as_int()
-                .is_some_and(|d| s.as_int() == Some(d) && d > 0)
-        });
+        let same = dims
+            .iter()
+            .zip(sizes)
+            .all(|(d, s)| d.0.as_int().is_some_and(|d| s.as_int() == Some(d) && d > 0));
         let elsewhere = rest
             .iter()
             .any(|a| a.mentions(&|x| names.iter().any(|n| n == x)));
@@ -245,9 +253,7 @@ pub(super) fn gather<'r>(
         cmps(p, &is_k, &mut guard)?;
     }
     let inner = outer.names.last()?;
-    let k_fastest = !map
-        .last()?
-        .mentions(&|n| n == inner.as_str());
+    let k_fastest = !map.last()?.mentions(&|n| n == inner.as_str());
     Some(Gather {
         tensor,
         index,
