@@ -29,6 +29,13 @@
 //! that walking `K` gives. Alignment of a shifted window is not provable (`wo·s + kw·d − p`),
 //! so the loads are 2-byte; a channels-last input makes the last index the channel axis and
 //! the tile run along `K`.
+//!
+//! TODO(issue 15): the per-step cost is now dominated by the `K` decomposition (one constant
+//! division chain per run: 16 per step for a 128×32 tile on 128 threads) and by the four
+//! padding comparisons per element. Left: an incremental `(ci, kh, kw)` walk (or a per-`K`
+//! delta table in shared memory), a `lo ≤ x < hi` pair as one unsigned comparison, wider runs
+//! along `M` (8 rows per thread, one decomposition for 8 loads), and a channels-last (NHWC)
+//! path with 16-byte `cp.async` of the image.
 
 use super::super::super::cexpr;
 use super::super::super::gpu::{CType, Stmt};
