@@ -295,11 +295,9 @@ fn fp16_gemm_symbolic_sizes_through_registers() {
 #[test]
 fn padded_strided_conv_through_registers() {
     let uses = check(CONV, &[("N", 2)], &VARIANTS[..3], 1e-2);
-    assert_eq!(
-        uses,
-        vec![false, false, false],
-        "guarded gathers are staged through registers"
-    );
+    // The image's guarded gather goes through registers; the filter's contiguous
+    // Ci·Kh·Kw = 144 run is copied by cp.async when the plan is asynchronous.
+    assert_eq!(uses, vec![true, true, false]);
 }
 
 fn strip(body: &[Stmt], drop: &dyn Fn(&Stmt) -> bool) -> Vec<Stmt> {

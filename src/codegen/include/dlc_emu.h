@@ -209,6 +209,8 @@ inline float dlc_round_f16(float x) {
 inline float dlc_round_bf16(float x) {
   return dlc_emu::detail::bf16_to_f32(dlc_emu::detail::f32_to_bf16(x));
 }
+inline unsigned dlc_bits(__half h) { return h.__x; }
+inline unsigned dlc_bits(__nv_bfloat16 h) { return h.__x; }
 inline unsigned dlc_pack_half2(float lo, float hi) {
   return (unsigned)dlc_emu::detail::f32_to_f16(lo) |
          ((unsigned)dlc_emu::detail::f32_to_f16(hi) << 16);

@@ -61,6 +61,9 @@ __device__ __forceinline__ float dlc_round_bf16(float x) {
   return __bfloat162float(__float2bfloat16_rn(x));
 }
 // Two 16-bit values in one register, `lo` in the low half (an mma fragment register).
+// The raw bits of a 2-byte element (packed into pairs without a conversion).
+__device__ __forceinline__ unsigned dlc_bits(__half h) { return __half_as_ushort(h); }
+__device__ __forceinline__ unsigned dlc_bits(__nv_bfloat16 h) { return __bfloat16_as_ushort(h); }
 __device__ __forceinline__ unsigned dlc_pack_half2(float lo, float hi) {
   return (unsigned)__half_as_ushort(__float2half_rn(lo)) |
          ((unsigned)__half_as_ushort(__float2half_rn(hi)) << 16);

@@ -93,15 +93,29 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
             sizes,
         })
     };
+    // An iter neither operand reads (a size-1 batch axis the reads index by the constant 0,
+    // an axis only the epilogue reads) is a batch axis: every block along it computes the
+    // same product and its own epilogue.
+    let mut batch_names = g.axes.batch.clone();
+    batch_names.extend(
+        r.iters
+            .iter()
+            .map(|i| &i.name)
+            .filter(|i| {
+                ![&g.axes.m, &g.axes.n, &g.axes.batch, &g.axes.k]
+                    .iter()
+                    .any(|v| v.contains(i))
+            })
+            .cloned(),
+    );
     let (m, n, batch) = (
         iter_axes(&g.axes.m)?,
         iter_axes(&g.axes.n)?,
-        iter_axes(&g.axes.batch)?,
+        iter_axes(&batch_names)?,
     );
-    if m.names.len() + n.names.len() + batch.names.len() != r.iters.len()
-        || m.names.is_empty()
-        || n.names.is_empty()
-    {
+    // An empty `M` or `N` (a depthwise conv: every output channel is its own batch) has
+    // extent 1.
+    if m.names.len() + n.names.len() + batch.names.len() != r.iters.len() {
         return None;
     }
     let k_sizes =
@@ -130,13 +144,27 @@ impl View<'_> {
             Side::A => self.a,
             Side::B => self.b,
         };
-        let Some(k_last) = self.k.names.last() else {
+        // Size-1 `K` axes and constant trailing indices (a 1×1 filter's taps) move nothing.
+        let Some(k_last) = self
+            .k
+            .names
+            .iter()
+            .zip(&self.k.sizes)
+            .rev()
+            .find(|(_, s)| s.as_int() != Some(1))
+            .map(|(n, _)| n)
+            .or(self.k.names.last())
+        else {
             return true;
         };
         let mut found: Option<bool> = None;
         first_read(operand, &mut |map| {
             if found.is_none() {
-                found = map.last().map(|a| a.mentions(&|n| n == k_last.as_str()));
+                found = map
+                    .iter()
+                    .rev()
+                    .find(|a| !matches!(a, crate::ir::axis::AxisExpr::Const(_)))
+                    .map(|a| a.mentions(&|n| n == k_last.as_str()));
             }
         });
         found.unwrap_or(true)

@@ -33,6 +33,7 @@
 //! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values, and stores
 //! predicated on the output's bounds.
 
+mod conv;
 pub(super) mod smem;
 
 use super::super::cexpr;
@@ -158,6 +159,9 @@ pub enum Staging {
     CpAsync,
     /// Element-wise loads with the operand's prologue, converted and stored through registers.
     Registers,
+    /// A convolution's im2col gather ([`conv`]): row bases, validity and guard parts hoisted
+    /// out of the `K` loop, per element a predicated 2-byte load packed through registers.
+    Gather,
 }
 
 /// How [`build`] stages `side` of `v` (what the plan space prices: a register-staged operand
@@ -165,6 +169,8 @@ pub enum Staging {
 pub fn operand_staging(r: &Region, v: &View, side: Side) -> Staging {
     match mma_dtype(r, v) {
         Some(d) if async_read(r, v, side, d).is_some() => Staging::CpAsync,
+        Some(d) if conv::contiguous_read(r, v, side, d).is_some() => Staging::CpAsync,
+        Some(d) if conv::gather(r, v, side, d).is_some() => Staging::Gather,
         _ => Staging::Registers,
     }
 }
@@ -182,6 +188,8 @@ struct Stage<'r> {
     outer: u64,
     /// The plain read `cp.async` copies, when it can.
     copy: Option<(&'r str, &'r [AxisExpr])>,
+    /// The conv gather that loads it otherwise, when the operand is one.
+    gather: Option<conv::Gather<'r>>,
 }
 
 impl Stage<'_> {
@@ -310,6 +318,9 @@ fn reg_loads(
     if s.copy.is_some() {
         return Ok(vec![]);
     }
+    if let Some(g) = &s.gather {
+        return g.loads(em, v, s, p, kt);
+    }
     let bk = p.tile[2];
     let (o, k) = s.run("c", 2);
     em.open();
@@ -434,23 +445,34 @@ pub fn build(
     } else {
         CType::Half
     };
-    let mk = |side: Side| Stage {
-        side,
-        smem: if side == Side::A { "As" } else { "Bs" },
-        regs: if side == Side::A { "ra" } else { "rb" },
-        tile: Tile::new(v.k_fastest(side), if side == Side::A { bm } else { bn }, bk),
-        outer: if side == Side::A { bm } else { bn },
-        copy: if p.async_ {
-            async_read(r, v, side, dtype)
+    let mk = |side: Side| {
+        let copy = if p.async_ {
+            async_read(r, v, side, dtype).or_else(|| conv::contiguous_read(r, v, side, dtype))
         } else {
             None
-        },
+        };
+        let gather = copy
+            .is_none()
+            .then(|| conv::gather(r, v, side, dtype))
+            .flatten();
+        let k_fastest = gather.as_ref().map_or(v.k_fastest(side), |g| g.k_fastest);
+        Stage {
+            side,
+            smem: if side == Side::A { "As" } else { "Bs" },
+            regs: if side == Side::A { "ra" } else { "rb" },
+            tile: Tile::new(k_fastest, if side == Side::A { bm } else { bn }, bk),
+            outer: if side == Side::A { bm } else { bn },
+            copy,
+            gather,
+        }
     };
     let sides = [mk(Side::A), mk(Side::B)];
     let any_async = sides.iter().any(|s| s.copy.is_some());
     for s in &sides {
         let how = if s.copy.is_some() {
             "cp.async 16-byte chunks (a plain, aligned read)".to_string()
+        } else if s.gather.is_some() {
+            "through registers by the conv gather (rows hoisted out of the K loop)".to_string()
         } else if p.async_ {
             "through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it".to_string()
         } else {
@@ -481,6 +503,9 @@ pub fn build(
             dims: vec![(s.outer * bk / 2).div_ceil(threads)],
             zero: false,
         });
+        if let Some(g) = &s.gather {
+            g.hoist(em, v, s, &p)?;
+        }
     }
     // The prologue: tiles 0..S-1 into stages 0..S-1, one commit group each.
     for t in 0..stages - 1 {

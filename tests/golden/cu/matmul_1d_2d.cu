@@ -11,19 +11,138 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// pointwise kernel `k0_reduce_mul` for sm90: grid (max(1, (N+127)//128), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(128, 1) k0_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
-  const int base = (int)blockIdx.x * 128 + (int)threadIdx.x;
-  #pragma unroll
-  for (int it = 0; it < 1; it += 1) {
-    const int p = base + it * 128;
-    if (p < (s_N)) {
-      const int i_i_1 = p;
-      float acc_2 = 0.0f;
-      for (int k_3 = 0; k_3 < (s_K); k_3 += 1) {
-        acc_2 = acc_2 + (dlc_f32(in0[k_3]) * dlc_f32(in1[(k_3 * (s_N) + i_i_1)]));
+// contraction_simt kernel `k0_reduce_mul` for sm90: grid (max(1, (N+63)//64), 1, 1), block (256, 1, 1), 0 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
+  __shared__ __align__(16) float As[16][64];
+  __shared__ __align__(16) float Bs[16][64];
+  const int tid = (int)threadIdx.x;
+  const int tr = tid / 16;
+  const int tc = tid % 16;
+  const int m0 = (int)blockIdx.y * 64;
+  const int n0 = (int)blockIdx.x * 64;
+  const int kt_count = ((s_K) + 15) / 16;
+  float acc[4][4] = {};
+  float ra[4];
+  float rb[4];
+  if (kt_count > 0) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int e = tid + l * 256;
+      if (e < 1024) {
+        if (m0 + e / 16 < 1 && 0 * 16 + e % 16 < (s_K)) {
+          const int k_k_1 = 0 * 16 + e % 16;
+          ra[l] = dlc_f32(in0[k_k_1]);
+        } else {
+          ra[l] = 0.0f;
+        }
       }
-      out0[i_i_1] = acc_2;
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int e = tid + l * 256;
+      if (e < 1024) {
+        if (n0 + e % 64 < (s_N) && 0 * 16 + e / 64 < (s_K)) {
+          const int o_i_2 = n0 + e % 64;
+          const int k_k_3 = 0 * 16 + e / 64;
+          rb[l] = dlc_f32(in1[(k_k_3 * (s_N) + o_i_2)]);
+        } else {
+          rb[l] = 0.0f;
+        }
+      }
+    }
+  }
+  #pragma unroll
+  for (int l = 0; l < 4; l += 1) {
+    const int e = tid + l * 256;
+    if (e < 1024) {
+      As[e % 16][e / 16] = ra[l];
+    }
+  }
+  #pragma unroll
+  for (int l = 0; l < 4; l += 1) {
+    const int e = tid + l * 256;
+    if (e < 1024) {
+      Bs[e / 64][e % 64] = rb[l];
+    }
+  }
+  __syncthreads();
+  for (int kt = 0; kt < kt_count; kt += 1) {
+    if (kt + 1 < kt_count) {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 1024) {
+          if (m0 + e / 16 < 1 && (kt + 1) * 16 + e % 16 < (s_K)) {
+            const int k_k_4 = (kt + 1) * 16 + e % 16;
+            ra[l] = dlc_f32(in0[k_k_4]);
+          } else {
+            ra[l] = 0.0f;
+          }
+        }
+      }
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 1024) {
+          if (n0 + e % 64 < (s_N) && (kt + 1) * 16 + e / 64 < (s_K)) {
+            const int o_i_5 = n0 + e % 64;
+            const int k_k_6 = (kt + 1) * 16 + e / 64;
+            rb[l] = dlc_f32(in1[(k_k_6 * (s_N) + o_i_5)]);
+          } else {
+            rb[l] = 0.0f;
+          }
+        }
+      }
+    }
+    #pragma unroll
+    for (int kk = 0; kk < 16; kk += 1) {
+      float a_frag[4];
+      float b_frag[4];
+      #pragma unroll
+      for (int i = 0; i < 4; i += 1) {
+        a_frag[i] = As[kk][tr + i * 16];
+      }
+      #pragma unroll
+      for (int j = 0; j < 4; j += 1) {
+        b_frag[j] = Bs[kk][tc + j * 16];
+      }
+      #pragma unroll
+      for (int i = 0; i < 4; i += 1) {
+        #pragma unroll
+        for (int j = 0; j < 4; j += 1) {
+          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
+        }
+      }
+    }
+    __syncthreads();
+    if (kt + 1 < kt_count) {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 1024) {
+          As[e % 16][e / 16] = ra[l];
+        }
+      }
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 1024) {
+          Bs[e / 64][e % 64] = rb[l];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  {
+    #pragma unroll
+    for (int i = 0; i < 4; i += 1) {
+      #pragma unroll
+      for (int j = 0; j < 4; j += 1) {
+        if (m0 + tr + i * 16 < 1 && n0 + tc + j * 16 < (s_N)) {
+          const int n_i_7 = n0 + tc + j * 16;
+          out0[n_i_7] = acc[i][j];
+        }
+      }
     }
   }
 }

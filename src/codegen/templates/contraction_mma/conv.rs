@@ -1,0 +1,429 @@
+//! Convolution operands of the tensor-core template (an implicit GEMM).
+//!
+//! **Filters (`W`) by `cp.async`.** [`contiguous_read`] generalizes the plain-read check of
+//! the template to a *run* of axes: when the last `j` indices of a read are exactly the
+//! innermost `j` axes of the direction the tile's rows run (in order, over dimensions of the
+//! same sizes) and no other index mentions them, a flat index along those axes is a flat
+//! offset in memory. A conv filter `W[co, ci, kh, kw]` read with `K = (ci, kh, kw)` is such a
+//! run of `Ci·Kh·Kw` elements; when that product is a multiple of 8, every aligned 8-element
+//! chunk is 16 contiguous, 16-byte aligned bytes inside one run (every outer stride is a
+//! multiple of the run), so it is copied by `cp.async` with zero-fill outside the operand.
+//!
+//! **Images (`X`) by a hoisted gather.** The im2col operand of a conv is
+//! `pred ? X[map] : 0` where every index of `map` and both sides of every comparison of
+//! `pred` are affine and *separable*: a part over the tile's outer axes (`M` = batch and
+//! output pixels, plus symbols and constants) plus a part over the `K` axes (input channel,
+//! filter tap) — stride, dilation, padding and groups all take this form. [`Gather`] splits
+//! them once; the kernel then computes, per thread and per row it loads (its tile rows are
+//! fixed across `K` steps when the run layout allows), the row's base offset, the outer part
+//! of each comparison and the row's validity **once per tile, before the `K` loop**; per `K`
+//! step and per run only the `K` decomposition (`(ci, kh, kw)` by constant division, shared by
+//! the run's elements), its offset and comparison parts, and per element an add per
+//! comparison and one predicated 2-byte load of the raw bits (no conversion: they are packed
+//! straight into the register pair that is stored to shared memory).
+//!
+//! With NCHW input the contiguous axis is the output column, so the gathered tile runs along
+//! `M` (the `[BK][BM]` layout, read back with `ldmatrix.trans`) whenever the last index of the
+//! read moves with the innermost `M` axis: a warp's 2-byte loads then cover consecutive
+//! columns (128 contiguous bytes at stride 1) instead of the 3-element filter-row fragments
+//! that walking `K` gives. Alignment of a shifted window is not provable (`wo·s + kw·d − p`),
+//! so the loads are 2-byte; a channels-last input makes the last index the channel axis and
+//! the tile run along `K`.
+//!
+//! TODO(issue 15): the per-step cost is now dominated by the `K` decomposition (one constant
+//! division chain per run: 16 per step for a 128×32 tile on 128 threads) and by the four
+//! padding comparisons per element. Left: an incremental `(ci, kh, kw)` walk (or a per-`K`
+//! delta table in shared memory), a `lo ≤ x < hi` pair as one unsigned comparison, wider runs
+//! along `M` (8 rows per thread, one decomposition for 8 loads), and a channels-last (NHWC)
+//! path with 16-byte `cp.async` of the image.
+
+use super::super::super::cexpr;
+use super::super::super::gpu::{CType, Stmt};
+use super::super::super::scalar::Emitter;
+use super::super::super::CodegenError;
+use super::super::bind_flat;
+use super::super::contraction::{Side, View};
+use super::{runs, MmaPlan, Stage};
+use crate::ir::axis::{AxisExpr, CmpOp, Pred};
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::region::{Expr, Region};
+use smem::CHUNK;
+
+use super::smem;
+
+/// The operand expression of `side`, through views and lets.
+fn operand<'r>(r: &'r Region, v: &View<'r>, side: Side) -> Option<&'r Expr> {
+    let mut e = match side {
+        Side::A => v.a,
+        Side::B => v.b,
+    };
+    loop {
+        e = match e {
+            Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => operand,
+            Expr::Let(n) => &r.lets.iter().find(|l| &l.name == n)?.expr,
+            _ => return Some(e),
+        };
+    }
+}
+
+/// A plain read of a `dtype` input whose last `j ≥ 1` indices are the innermost `j` axes of
+/// the direction the tile's rows run, over dimensions of their sizes, with a product that is a
+/// multiple of 8, and whose other indices do not mention them (see the module doc): what
+/// `cp.async` can copy in aligned 16-byte chunks.
+pub(super) fn contiguous_read<'r>(
+    r: &'r Region,
+    v: &View<'r>,
+    side: Side,
+    dtype: DType,
+) -> Option<(&'r str, &'r [AxisExpr])> {
+    let Expr::Read { tensor, map } = operand(r, v, side)? else {
+        return None;
+    };
+    let input = r.input(tensor)?;
+    if input.dtype != dtype {
+        return None;
+    }
+    let axes = if v.k_fastest(side) {
+        &v.k
+    } else {
+        match side {
+            Side::A => &v.m,
+            Side::B => &v.n,
+        }
+    };
+    // Trailing indices 0 into dimensions of size 1 (a 1×1 filter's taps) move nothing.
+    let mut shape = &input.memref.shape[..];
+    let mut map_all = &map[..];
+    while let (Some((AxisExpr::Const(0), m)), Some((d, sh))) =
+        (map_all.split_last(), shape.split_last())
+    {
+        if d.0.as_int() != Some(1) {
+            break;
+        }
+        (map_all, shape) = (m, sh);
+    }
+    let map = map_all;
+    // Axes of size 1 the read does not index (a 1×1 filter's taps) move nothing either.
+    let (names, sizes): (Vec<String>, Vec<Dim>) = axes
+        .names
+        .iter()
+        .zip(&axes.sizes)
+        .filter(|(n, s)| s.as_int() != Some(1) || map.iter().any(|a| a.mentions(&|x| x == *n)))
+        .map(|(n, s)| (n.clone(), s.clone()))
+        .unzip();
+    for j in 1..=names.len().min(map.len()) {
+        let names = &names[names.len() - j..];
+        let sizes = &sizes[sizes.len() - j..];
+        let (rest, last) = map.split_at(map.len() - j);
+        let dims = &shape[shape.len() - j..];
+        let exact = last
+            .iter()
+            .zip(names)
+            .all(|(a, n)| matches!(a, AxisExpr::Name(x) if x == n));
+        let same = dims
+            .iter()
+            .zip(sizes)
+            .all(|(d, s)| d.0.as_int().is_some_and(|d| s.as_int() == Some(d) && d > 0));
+        let elsewhere = rest
+            .iter()
+            .any(|a| a.mentions(&|x| names.iter().any(|n| n == x)));
+        let run = Dim::product(sizes).as_int();
+        if exact && same && !elsewhere && run.is_some_and(|x| x % CHUNK as i64 == 0) {
+            return Some((tensor.as_str(), map));
+        }
+    }
+    None
+}
+
+/// An affine index split as `outer + k` (see the module doc).
+#[derive(Clone, Debug)]
+struct Split {
+    outer: AxisExpr,
+    k: AxisExpr,
+}
+
+/// Splits `e` into a part free of the `K` axes and a part over them (and constants), or
+/// `None` when a term mixes them non-linearly (a floordiv or min of both).
+fn split(e: &AxisExpr, is_k: &dyn Fn(&str) -> bool) -> Option<Split> {
+    if !e.mentions(is_k) {
+        return Some(Split {
+            outer: e.clone(),
+            k: AxisExpr::Const(0),
+        });
+    }
+    match e {
+        AxisExpr::Name(_) => Some(Split {
+            outer: AxisExpr::Const(0),
+            k: e.clone(),
+        }),
+        AxisExpr::Add(ts) => {
+            let parts: Option<Vec<Split>> = ts.iter().map(|t| split(t, is_k)).collect();
+            let (o, k): (Vec<_>, Vec<_>) = parts?.into_iter().map(|s| (s.outer, s.k)).unzip();
+            Some(Split {
+                outer: AxisExpr::sum(o),
+                k: AxisExpr::sum(k),
+            })
+        }
+        AxisExpr::Mul(a, b) => {
+            // One side is free of axes (the IR's rule); it scales both parts of the other.
+            let (c, x) = if a.mentions(is_k) { (b, a) } else { (a, b) };
+            if c.mentions(is_k) {
+                return None;
+            }
+            let s = split(x, is_k)?;
+            Some(Split {
+                outer: AxisExpr::product((**c).clone(), s.outer),
+                k: AxisExpr::product((**c).clone(), s.k),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// One comparison of the guard as `outer + k op 0`.
+#[derive(Clone, Debug)]
+struct Cmp {
+    op: CmpOp,
+    side: Split,
+}
+
+fn cmps(p: &Pred, is_k: &dyn Fn(&str) -> bool, out: &mut Vec<Cmp>) -> Option<()> {
+    match p {
+        Pred::And(ps) => ps.iter().try_for_each(|q| cmps(q, is_k, out)),
+        Pred::Or(_) => None,
+        Pred::Cmp(op, a, b) => {
+            let diff = AxisExpr::sum(vec![
+                a.clone(),
+                AxisExpr::product(AxisExpr::Const(-1), b.clone()),
+            ]);
+            out.push(Cmp {
+                op: *op,
+                side: split(&diff, is_k)?,
+            });
+            Some(())
+        }
+    }
+}
+
+/// A conv image operand loaded by the hoisted gather (see the module doc).
+#[derive(Clone, Debug)]
+pub(super) struct Gather<'r> {
+    tensor: &'r str,
+    index: Vec<Split>,
+    guard: Vec<Cmp>,
+    /// Whether the operand's tile rows run along `K` (else along the outer axis).
+    pub k_fastest: bool,
+}
+
+/// The gather of `side` of `v`, when the operand is a (guarded) read of a `dtype` input
+/// whose indices and guard are separable and which is a window: guarded, or with an index
+/// that mixes `K` with the outer axes or scales an axis (a convolution, a strided 1×1); a
+/// plain matrix read is left to the template's other paths.
+pub(super) fn gather<'r>(
+    r: &'r Region,
+    v: &View<'r>,
+    side: Side,
+    dtype: DType,
+) -> Option<Gather<'r>> {
+    let (read, pred) = match operand(r, v, side)? {
+        Expr::Select {
+            pred,
+            then,
+            otherwise,
+        } if matches!(**otherwise, Expr::Const(z) if z == 0.0) => (&**then, Some(pred)),
+        e => (e, None),
+    };
+    let Expr::Read { tensor, map } = read else {
+        return None;
+    };
+    if r.input(tensor)?.dtype != dtype {
+        return None;
+    }
+    let is_k = |n: &str| v.k.names.iter().any(|k| k == n);
+    let outer = match side {
+        Side::A => &v.m,
+        Side::B => &v.n,
+    };
+    let index: Vec<Split> = map.iter().map(|a| split(a, &is_k)).collect::<Option<_>>()?;
+    let mixed = map.iter().any(|a| {
+        a.mentions(&is_k) && a.mentions(&|n| r.iters.iter().any(|i| i.name == n) && !is_k(n))
+    });
+    let strided = map
+        .iter()
+        .any(|a| !matches!(a, AxisExpr::Name(_) | AxisExpr::Const(_)));
+    if !(mixed || strided || pred.is_some()) {
+        return None;
+    }
+    let mut guard = Vec::new();
+    if let Some(p) = pred {
+        cmps(p, &is_k, &mut guard)?;
+    }
+    let inner = outer.names.last()?;
+    let k_fastest = !map.last()?.mentions(&|n| n == inner.as_str());
+    Some(Gather {
+        tensor,
+        index,
+        guard,
+        k_fastest,
+    })
+}
+
+/// Register names of the hoisted row data.
+const ROW_OFF: &str = "g_row";
+const ROW_OK: &str = "g_row_ok";
+fn row_cmp(j: usize) -> String {
+    format!("g_rc{j}")
+}
+
+impl Gather<'_> {
+    /// Rows per run (2 when the tile runs along the outer axis) and `K` positions per run.
+    fn shape(&self) -> (u64, u64) {
+        if self.k_fastest {
+            (1, 2)
+        } else {
+            (2, 1)
+        }
+    }
+
+    /// The number of distinct row sets per thread: 1 when a thread's runs all lie in the
+    /// same tile rows (the run index `tid + l·threads` moves only along `K`), else one per run.
+    fn slots(&self, s: &Stage, p: &MmaPlan) -> u64 {
+        let threads = p.threads();
+        let loads = (s.outer * p.tile[2] / 2).div_ceil(threads);
+        let per_k_row = s.outer / 2;
+        if !self.k_fastest && threads.is_multiple_of(per_k_row) {
+            1
+        } else {
+            loads
+        }
+    }
+
+    /// The row data of each (slot, row of the run), computed once per tile (before the `K`
+    /// loop): base offset, validity and the outer part of each guard comparison.
+    pub(super) fn hoist(
+        &self,
+        em: &mut Emitter,
+        v: &View,
+        s: &Stage,
+        p: &MmaPlan,
+    ) -> Result<(), CodegenError> {
+        let (rows, _) = self.shape();
+        let slots = self.slots(s, p);
+        let dims = vec![slots, rows];
+        let mut names = vec![ROW_OFF.to_string(), ROW_OK.to_string()];
+        names.extend((0..self.guard.len()).map(row_cmp));
+        for n in &names {
+            em.emit(Stmt::Array {
+                ty: CType::I32,
+                name: format!("{}_{}", s.regs, n),
+                dims: dims.clone(),
+                zero: false,
+            });
+        }
+        let axes = match s.side {
+            Side::A => &v.m,
+            Side::B => &v.n,
+        };
+        em.open();
+        let threads = p.threads();
+        em.emit(Stmt::int("c", format!("tid + l * {threads}")));
+        let (o, _) = s.run("c", 2);
+        em.emit(Stmt::int("o", o));
+        for e in 0..rows {
+            em.push_scope();
+            let go = em.fresh("go");
+            em.emit(Stmt::int(&go, format!("{} + o + {e}", s.origin())));
+            bind_flat(em, &axes.names, &axes.c_sizes(), &go, "o_");
+            let outer: Vec<AxisExpr> = self.index.iter().map(|x| x.outer.clone()).collect();
+            let (_, _, off) = em.read_offset(self.tensor, &outer)?;
+            let at = |n: &str| format!("{}_{n}[l][{e}]", s.regs);
+            em.emit(Stmt::Assign {
+                place: at(ROW_OFF),
+                value: off,
+            });
+            em.emit(Stmt::Assign {
+                place: at(ROW_OK),
+                value: format!("{go} < {} ? 1 : 0", cexpr::dim(&axes.extent())),
+            });
+            for (j, c) in self.guard.iter().enumerate() {
+                em.emit(Stmt::Assign {
+                    place: at(&row_cmp(j)),
+                    value: em.axis(&c.side.outer),
+                });
+            }
+            em.pop_scope();
+        }
+        let body = em.close();
+        em.emit(super::loop_("l", slots, body));
+        Ok(())
+    }
+
+    /// The loads of tile `kt` (C): per run, the `K` decomposition once, then per element the
+    /// guard and a predicated load of its raw 2-byte bits, packed into `regs[l]`.
+    pub(super) fn loads(
+        &self,
+        em: &mut Emitter,
+        v: &View,
+        s: &Stage,
+        p: &MmaPlan,
+        kt: &str,
+    ) -> Result<Vec<Stmt>, CodegenError> {
+        let bk = p.tile[2];
+        let (rows, ks) = self.shape();
+        let slot = if self.slots(s, p) == 1 { "0" } else { "l" };
+        let (_, k) = s.run("c", 2);
+        em.open();
+        em.emit(Stmt::int("kk", k));
+        let param = em.read_offset(self.tensor, &[])?.0;
+        let mut k_parts = Vec::new();
+        for kx in 0..ks {
+            em.push_scope();
+            let gk = em.fresh("gk");
+            em.emit(Stmt::int(&gk, format!("{kt} * {bk} + kk + {kx}")));
+            bind_flat(em, &v.k.names, &v.k.c_sizes(), &gk, "k_");
+            let kidx: Vec<AxisExpr> = self.index.iter().map(|x| x.k.clone()).collect();
+            let (_, _, koff) = em.read_offset(self.tensor, &kidx)?;
+            let ko = em.fresh("ko");
+            em.emit(Stmt::int(&ko, koff));
+            let conds = vec![format!("{gk} < {}", cexpr::dim(&v.k.extent()))];
+            let mut cmp_k = Vec::new();
+            for c in &self.guard {
+                let kc = em.fresh("kc");
+                em.emit(Stmt::int(&kc, em.axis(&c.side.k)));
+                cmp_k.push(kc);
+            }
+            em.pop_scope();
+            k_parts.push((ko, conds, cmp_k));
+        }
+        let mut xs = Vec::new();
+        for e in 0..2u64 {
+            let (row, kx) = if rows == 2 { (e, 0) } else { (0, e) };
+            let (ko, conds, cmp_k) = &k_parts[kx as usize];
+            let at = |n: &str| format!("{}_{n}[{slot}][{row}]", s.regs);
+            let mut ok = conds.clone();
+            ok.push(format!("{} != 0", at(ROW_OK)));
+            for (j, (c, kc)) in self.guard.iter().zip(cmp_k).enumerate() {
+                ok.push(format!("{} + {kc} {} 0", at(&row_cmp(j)), c.op));
+            }
+            let x = em.fresh("x");
+            em.emit(Stmt::Let {
+                ty: CType::U32,
+                name: x.clone(),
+                value: format!(
+                    "({}) ? dlc_bits({param}[{} + {ko}]) : 0u",
+                    ok.join(" && "),
+                    at(ROW_OFF)
+                ),
+                mutable: false,
+            });
+            xs.push(x);
+        }
+        em.emit(Stmt::Assign {
+            place: format!("{}[l]", s.regs),
+            value: format!("{} | ({} << 16)", xs[0], xs[1]),
+        });
+        let body = em.close();
+        Ok(vec![runs(s, 2, bk, p.threads(), body)])
+    }
+}
