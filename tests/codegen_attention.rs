@@ -564,3 +564,48 @@ fn every_unstopped_plan_compiles_without_spills() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The fused kernel's plan: template `attention`, one algorithm, tile `[BM, BN, D]`, the knobs
+/// the kernel is built from; a causal mask halves the FLOPs priced (the skipped key tiles).
+#[test]
+fn the_attention_plan_is_priced_as_emitted() {
+    use dlc_egg::cost::attention::{attention_plan, choose_attention_plan, ALGO};
+    let flops = |causal: bool| {
+        let p = lowered(&graph(64, 64, "fp16", causal, None));
+        let o = optimized(&p);
+        let rs = regions(&o.program);
+        let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
+        let model = dlc_egg::extract::kernels::CostModel {
+            bindings: bindings(2, 16, 2048),
+            ..o.model.clone()
+        };
+        let c = choose_attention_plan(&pair, &model).expect("plans");
+        let plan = &c.best.plan;
+        assert_eq!(plan.template, "attention");
+        assert_eq!(
+            plan.algo_choice.get("attention").map(|s| s.as_str()),
+            Some(ALGO)
+        );
+        let ap = attention_plan(&c.best).expect("attention knobs");
+        assert_eq!(plan.tile, vec![ap.bm, ap.bn, 64]);
+        assert_eq!(c.best.resources.threads as u64, ap.threads());
+        let k = attention::build(&pair, &ap, model.target.arch).expect("builds");
+        assert_eq!(k.launch.block[0] as u64, ap.threads());
+        assert_eq!(
+            u64::from(k.launch.dyn_smem_bytes),
+            ap.smem_bytes(64, 64),
+            "the priced shared memory is the kernel's"
+        );
+        // 4·B·H·M·N·D at most, padded to whole tiles.
+        let dense = 4.0 * 32.0 * 2048.0 * 2048.0 * 64.0;
+        (c.best.estimate.flops, dense)
+    };
+    let (full, dense) = flops(false);
+    assert_eq!(full, dense, "S = 2048 has no tails");
+    let (causal, _) = flops(true);
+    let ratio = causal / full;
+    assert!(
+        (0.5..0.55).contains(&ratio),
+        "causal / full FLOPs = {ratio}"
+    );
+}

@@ -118,15 +118,9 @@ fn visited_tiles(mask: Option<Mask>, s: &Sizes, bm: u64, bn: u64) -> u64 {
     total
 }
 
-/// The roofline of `plan` (module doc) and its resources.
-fn price(
-    p: &AttentionPair,
-    plan: &AttentionPlan,
-    s: &Sizes,
-    out_bytes: u64,
-    target: &Target,
-) -> (Estimate, Resources) {
-    let (dp, dvp) = (pad16(p.head_dim) as f64, pad16(p.value_dim) as f64);
+/// Threads, registers (the [`registers`] bound), shared memory and resident blocks per SM of
+/// `plan` (by registers, shared memory, threads, blocks).
+fn resources(p: &AttentionPair, plan: &AttentionPlan, target: &Target) -> Resources {
     let threads = plan.threads();
     let regs = registers(plan, p.head_dim, p.value_dim).min(255) as u32;
     let smem = plan.smem_bytes(p.head_dim, p.value_dim) as u32;
@@ -147,6 +141,26 @@ fn price(
     } else {
         "blocks"
     };
+    Resources {
+        threads: threads as u32,
+        regs_per_thread: regs,
+        smem_bytes: smem,
+        ctas_per_sm,
+        limited_by,
+    }
+}
+
+/// The roofline of `plan` (module doc) and its resources.
+fn price(
+    p: &AttentionPair,
+    plan: &AttentionPlan,
+    s: &Sizes,
+    out_bytes: u64,
+    target: &Target,
+) -> (Estimate, Resources) {
+    let (dp, dvp) = (pad16(p.head_dim) as f64, pad16(p.value_dim) as f64);
+    let res = resources(p, plan, target);
+    let ctas_per_sm = res.ctas_per_sm;
     let mblocks = s.m.div_ceil(plan.bm);
     let ctas = (mblocks * s.nb).max(1) as f64;
     let tiles = (visited_tiles(p.mask, s, plan.bm, plan.bn) * s.nb) as f64;
@@ -213,13 +227,6 @@ fn price(
         waves,
         efficiency: eff,
         ctas,
-    };
-    let res = Resources {
-        threads: threads as u32,
-        regs_per_thread: regs,
-        smem_bytes: smem,
-        ctas_per_sm,
-        limited_by,
     };
     (est, res)
 }

@@ -75,6 +75,96 @@ fn skip_cond(m: Mask, bm: u64, bn: u64) -> String {
     )
 }
 
+/// What the parts of the kernel share.
+struct Cx<'r> {
+    p: &'r AttentionPair<'r>,
+    plan: AttentionPlan,
+    dtype: DType,
+    threads: u64,
+    /// C spellings of the query rows, the keys, the batch points and the query blocks.
+    mc: String,
+    sc: String,
+    nb_c: String,
+    mblocks: String,
+    /// The operand tiles.
+    q: Operand<'r>,
+    k: Operand<'r>,
+    v: Operand<'r>,
+    any_async: bool,
+}
+
+/// `p.second` seen with the kernel's inputs, so that its input `i` is parameter `in{i}` too;
+/// the deferred buffer comes last (its read is never emitted).
+fn second_with_kernel_inputs(p: &AttentionPair) -> crate::ir::region::Region {
+    let mut second = p.second.clone();
+    second.inputs = inputs(p).iter().map(|i| (*i).clone()).collect();
+    second.inputs.extend(
+        p.second
+            .inputs
+            .iter()
+            .filter(|i| i.name == p.deferred)
+            .cloned(),
+    );
+    second
+}
+
+/// The `Q`, `K` and `V` tiles of the plan (`mc`, `sc`: the query and key extents, C).
+fn operands<'r>(
+    p: &'r AttentionPair<'r>,
+    second: &'r crate::ir::region::Region,
+    plan: &AttentionPlan,
+    dtype: DType,
+    [mc, sc]: [&str; 2],
+) -> [Operand<'r>; 3] {
+    let (d, dv) = (p.head_dim, p.value_dim);
+    let (dp, dvp) = (pad16(d), pad16(dv));
+    let copy = |r, e, axis: &str, extent| {
+        if plan.async_ {
+            stage::plain_read(r, e, axis, extent, dtype)
+        } else {
+            None
+        }
+    };
+    [
+        Operand {
+            smem: "Qs",
+            staged: false,
+            tile: Tile::new(true, plan.bm, dp),
+            side: Side::A,
+            value: &p.q_side,
+            outer_axis: p.query.clone(),
+            outer_extent: mc.to_string(),
+            k_axis: p.head_axis.clone(),
+            k_extent: d.to_string(),
+            copy: copy(p.first, &p.q_side, &p.head_axis, d),
+        },
+        Operand {
+            smem: "Ks",
+            staged: true,
+            tile: Tile::new(true, plan.bn, dp),
+            side: Side::B,
+            value: &p.k_side,
+            outer_axis: p.key.clone(),
+            outer_extent: sc.to_string(),
+            k_axis: p.head_axis.clone(),
+            k_extent: d.to_string(),
+            copy: copy(p.first, &p.k_side, &p.head_axis, d),
+        },
+        Operand {
+            smem: "Vs",
+            staged: true,
+            tile: Tile::new(false, dvp, plan.bn),
+            side: Side::B,
+            value: &p.v_side,
+            outer_axis: p.col.clone(),
+            outer_extent: dv.to_string(),
+            k_axis: p.key2.clone(),
+            k_extent: sc.to_string(),
+            copy: copy(second, &p.v_side, &p.col, dv),
+        },
+    ]
+}
+
 /// The kernel (see the parent module doc).
 pub fn build(
     p: &AttentionPair,
@@ -94,21 +184,7 @@ pub fn build(
             plan.stages
         )));
     }
-    let threads = plan.threads();
-    let (d, dv) = (p.head_dim, p.value_dim);
-    let (dp, dvp) = (pad16(d), pad16(dv));
-    let ins = inputs(p);
-    // `second` seen with the kernel's inputs, so that its input `i` is parameter `in{i}` too;
-    // the deferred buffer comes last (its read is never emitted).
-    let mut second = p.second.clone();
-    second.inputs = ins.iter().map(|i| (*i).clone()).collect();
-    second.inputs.extend(
-        p.second
-            .inputs
-            .iter()
-            .filter(|i| i.name == p.deferred)
-            .cloned(),
-    );
+    let second = second_with_kernel_inputs(p);
     let mut e1 = Emitter::new(p.first, "")?;
     let mut e2 = Emitter::new(&second, "v_")?;
     let size1 = |n: &str| -> Result<Dim, CodegenError> {
@@ -123,74 +199,81 @@ pub fn build(
         .map(|b| size1(b))
         .collect::<Result<Vec<_>, _>>()?;
     let (mc, sc) = (cexpr::dim(&m_size), cexpr::dim(&s_size));
-    let batch_c: Vec<String> = batch_sizes.iter().map(cexpr::dim).collect();
     let nb = Dim::product(&batch_sizes);
-    let nb_c = cexpr::dim(&nb);
     let corr = |a: &str| -> Result<String, CodegenError> {
         p.corr
             .get(a)
             .cloned()
             .ok_or_else(|| bad(format!("iter `{a}` has no partner")))
     };
-    let copy = |e, axis: &str, extent| {
-        if plan.async_ {
-            stage::plain_read(p.first, e, axis, extent, dtype)
-        } else {
-            None
-        }
+    let [q, k, v] = operands(p, &second, plan, dtype, [&mc, &sc]);
+    let cx = Cx {
+        p,
+        plan: *plan,
+        dtype,
+        threads: plan.threads(),
+        mblocks: format!("(({mc} + {}) / {bm})", bm - 1),
+        nb_c: cexpr::dim(&nb),
+        any_async: [&q, &k, &v].iter().any(|o| o.copy.is_some()),
+        mc,
+        sc,
+        q,
+        k,
+        v,
     };
-    let q_op = Operand {
-        smem: "Qs",
-        staged: false,
-        tile: Tile::new(true, bm, dp),
-        side: Side::A,
-        value: &p.q_side,
-        outer_axis: p.query.clone(),
-        outer_extent: mc.clone(),
-        k_axis: p.head_axis.clone(),
-        k_extent: d.to_string(),
-        copy: copy(&p.q_side, &p.head_axis, d),
-    };
-    let k_op = Operand {
-        smem: "Ks",
-        staged: true,
-        tile: Tile::new(true, bn, dp),
-        side: Side::B,
-        value: &p.k_side,
-        outer_axis: p.key.clone(),
-        outer_extent: sc.clone(),
-        k_axis: p.head_axis.clone(),
-        k_extent: d.to_string(),
-        copy: copy(&p.k_side, &p.head_axis, d),
-    };
-    let v_op = Operand {
-        smem: "Vs",
-        staged: true,
-        tile: Tile::new(false, dvp, bn),
-        side: Side::B,
-        value: &p.v_side,
-        outer_axis: p.col.clone(),
-        outer_extent: dv.to_string(),
-        k_axis: p.key2.clone(),
-        k_extent: sc.clone(),
-        copy: if plan.async_ {
-            stage::plain_read(&second, &p.v_side, &p.col, dv, dtype)
-        } else {
-            None
-        },
-    };
-    let any_async = [&q_op, &k_op, &v_op].iter().any(|o| o.copy.is_some());
-
     e1.open();
-    for op in [&q_op, &k_op, &v_op] {
+    block_origin(&cx, &mut e1);
+    e1.push_scope();
+    if !p.batch.is_empty() {
+        let batch_c: Vec<String> = batch_sizes.iter().map(cexpr::dim).collect();
+        bind_flat(&mut e1, &p.batch, &batch_c, "bb", "b_");
+    }
+    e2.push_scope();
+    for b in &p.batch {
+        e2.bind(&corr(b)?, e1.name(b));
+    }
+    for st in visited_tiles(p.mask, plan) {
+        e1.emit(st);
+    }
+    prologue(&cx, &mut e1, &mut e2)?;
+    let step = key_step(&cx, &mut e1, &mut e2)?;
+    e1.emit(Stmt::For {
+        var: "t".into(),
+        start: "t_lo".into(),
+        end: "t_hi".into(),
+        step: "1".into(),
+        unroll: false,
+        div: Div::Block,
+        body: step,
+    });
+    store_output(&cx, &mut e1, &mut e2, &corr(&p.query)?)?;
+    e1.pop_scope();
+    let inner = e1.close();
+    let (mc, nb_c, mblocks) = (&cx.mc, &cx.nb_c, &cx.mblocks);
+    let body = vec![Stmt::If {
+        cond: format!("{mc} > 0 && {nb_c} > 0 && (int)blockIdx.x < {mblocks} * ({nb_c})"),
+        div: Div::Block,
+        then: inner,
+        otherwise: vec![],
+    }];
+    let grid = m_size.ceildiv(bm as i64).mul(&nb).max_of(&Dim::int(1));
+    assemble(&cx, name.clone(), arch, grid, body).map_err(bad)
+}
+
+/// The block's coordinates: its query block `mb` (heaviest first when the mask keeps more
+/// keys for later rows) and batch point `bb` from the flat block index, its first row `m0`,
+/// the warp's first row `wrow`, the key tile count `nt`.
+fn block_origin(cx: &Cx, e1: &mut Emitter) {
+    for op in [&cx.q, &cx.k, &cx.v] {
         e1.emit(Stmt::Comment(op.describe()));
     }
-    let mblocks = format!("(({mc} + {}) / {bm})", bm - 1);
+    let (bm, bn) = (cx.plan.bm, cx.plan.bn);
+    let (mblocks, nb_c) = (&cx.mblocks, &cx.nb_c);
     e1.emit(Stmt::int("tid", "(int)threadIdx.x"));
     e1.emit(Stmt::int("lane", "(int)dlc_lane()"));
     e1.emit(Stmt::int("warp", "(int)dlc_warp()"));
     e1.emit(Stmt::int("bid", "(int)blockIdx.x"));
-    if heaviest_first(p.mask) {
+    if heaviest_first(cx.p.mask) {
         e1.emit(Stmt::Comment(
             "the heaviest query blocks (most unmasked keys) first".into(),
         ));
@@ -202,78 +285,70 @@ pub fn build(
     }
     e1.emit(Stmt::int("m0", format!("mb * {bm}")));
     e1.emit(Stmt::int("wrow", "m0 + warp * 16"));
-    e1.emit(Stmt::int("nt", format!("({sc} + {}) / {bn}", bn - 1)));
-    e1.push_scope();
-    if !p.batch.is_empty() {
-        bind_flat(&mut e1, &p.batch, &batch_c, "bb", "b_");
-    }
-    let batch_vars: Vec<(String, String)> = p
-        .batch
-        .iter()
-        .map(|b| Ok((corr(b)?, e1.name(b))))
-        .collect::<Result<_, CodegenError>>()?;
-    e2.push_scope();
-    for (a, v) in &batch_vars {
-        e2.bind(a, v.clone());
-    }
-    // The key tiles this block visits: [t_lo, t_hi) (the unmasked tiles are contiguous: the
-    // skip condition is monotone in the tile).
-    match p.mask {
-        Some(m) => {
-            for (n, v) in [("t_lo", "nt"), ("t_hi", "0")] {
-                e1.emit(Stmt::Let {
-                    ty: CType::I32,
-                    name: n.into(),
-                    value: v.into(),
-                    mutable: true,
-                });
-            }
-            e1.emit(Stmt::For {
-                var: "t".into(),
-                start: "0".into(),
-                end: "nt".into(),
-                step: "1".into(),
-                unroll: false,
-                div: Div::Block,
-                body: vec![uniform_if(
-                    format!("!{}", skip_cond(m, bm, bn)),
-                    vec![
-                        assign("t_lo", "t_lo < t ? t_lo : t"),
-                        assign("t_hi", "t + 1"),
-                    ],
-                )],
-            });
-        }
-        None => {
-            e1.emit(Stmt::int("t_lo", "0"));
-            e1.emit(Stmt::int("t_hi", "nt"));
-        }
-    }
-    // The prologue: Q (one group), the first key tile (another).
-    for f in stage::fill(&mut e1, &q_op, "0", ("m0", "0"), threads, dtype, TILE)? {
+    e1.emit(Stmt::int("nt", format!("({} + {}) / {bn}", cx.sc, bn - 1)));
+}
+
+/// The key tiles the block visits, `[t_lo, t_hi)`: all, or those the mask does not skip (a
+/// contiguous range: the skip condition is monotone in the tile).
+fn visited_tiles(mask: Option<Mask>, plan: &AttentionPlan) -> Vec<Stmt> {
+    let Some(m) = mask else {
+        return vec![Stmt::int("t_lo", "0"), Stmt::int("t_hi", "nt")];
+    };
+    let mut out: Vec<Stmt> = [("t_lo", "nt"), ("t_hi", "0")]
+        .into_iter()
+        .map(|(n, v)| Stmt::Let {
+            ty: CType::I32,
+            name: n.into(),
+            value: v.into(),
+            mutable: true,
+        })
+        .collect();
+    out.push(Stmt::For {
+        var: "t".into(),
+        start: "0".into(),
+        end: "nt".into(),
+        step: "1".into(),
+        unroll: false,
+        div: Div::Block,
+        body: vec![uniform_if(
+            format!("!{}", skip_cond(m, plan.bm, plan.bn)),
+            vec![
+                assign("t_lo", "t_lo < t ? t_lo : t"),
+                assign("t_hi", "t + 1"),
+            ],
+        )],
+    });
+    out
+}
+
+/// The prologue: `Q` (one `cp.async` group), the first key tile (another), the `Q` fragments
+/// when they stay in registers, the accumulators and the running max and sum.
+fn prologue(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<(), CodegenError> {
+    let (threads, dtype) = (cx.threads, cx.dtype);
+    for f in stage::fill(e1, &cx.q, "0", ("m0", "0"), threads, dtype, TILE)? {
         e1.emit(f);
     }
-    if any_async {
+    if cx.any_async {
         e1.emit(Stmt::Commit { token: TILE.into() });
     }
-    let origin = format!("t_lo * {bn}");
-    let mut first_tile = stage::fill(&mut e1, &k_op, "0", (&origin, "0"), threads, dtype, TILE)?;
-    first_tile.extend(stage::fill(
-        &mut e2,
-        &v_op,
+    let origin = format!("t_lo * {}", cx.plan.bn);
+    let mut first = stage::fill(e1, &cx.k, "0", (&origin, "0"), threads, dtype, TILE)?;
+    first.extend(stage::fill(
+        e2,
+        &cx.v,
         "0",
         ("0", &origin),
         threads,
         dtype,
         TILE,
     )?);
-    e1.emit(uniform_if("t_lo < t_hi", first_tile));
-    if any_async {
+    e1.emit(uniform_if("t_lo < t_hi", first));
+    if cx.any_async {
         e1.emit(Stmt::Commit { token: TILE.into() });
     }
-    let ks_n = dp / 16;
-    if plan.q_in_regs {
-        if any_async {
+    let ks_n = pad16(cx.p.head_dim) / 16;
+    if cx.plan.q_in_regs {
+        if cx.any_async {
             e1.emit(Stmt::Wait {
                 tokens: vec![TILE.into()],
                 pending: 1,
@@ -289,13 +364,13 @@ pub fn build(
         e1.emit(unrolled(
             "ks",
             ks_n,
-            q_op.ldmatrix("0", "warp * 16", "ks * 16", "qf[ks]", TILE),
+            cx.q.ldmatrix("0", "warp * 16", "ks * 16", "qf[ks]", TILE),
         ));
     }
     e1.emit(Stmt::Array {
         ty: CType::F32,
         name: "oacc".into(),
-        dims: vec![dvp / 8, 4],
+        dims: vec![pad16(cx.p.value_dim) / 8, 4],
         zero: true,
     });
     for (n, v) in [("m_i", "(-dlc_inf())"), ("l_i", "0.0f")] {
@@ -307,34 +382,30 @@ pub fn build(
         });
         e1.emit(unrolled("h", 2, vec![assign(format!("{n}[h]"), v)]));
     }
+    Ok(())
+}
 
-    // One key tile.
+/// One key tile `t`: wait for it, prefetch tile `t + 1` into the other stage (read by the
+/// previous step, which every thread has finished: it passed this step's barrier), then the
+/// scores, the online softmax and `O += P·V`.
+fn key_step(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<Vec<Stmt>, CodegenError> {
+    let (threads, dtype, bn) = (cx.threads, cx.dtype, cx.plan.bn);
     let mut step = vec![
         Stmt::int("st", "(t - t_lo) & 1"),
         Stmt::int("n0", format!("t * {bn}")),
     ];
-    if any_async {
+    if cx.any_async {
         step.push(Stmt::Wait {
             tokens: vec![TILE.into()],
             pending: 0,
         });
     }
     step.push(Stmt::Barrier);
-    // Prefetch tile t + 1 into the other stage (read by the previous step, which every thread
-    // has finished: it passed the barrier above).
     let next = format!("n0 + {bn}");
-    let mut refill = stage::fill(
-        &mut e1,
-        &k_op,
-        "st ^ 1",
-        (&next, "0"),
-        threads,
-        dtype,
-        REFILL,
-    )?;
+    let mut refill = stage::fill(e1, &cx.k, "st ^ 1", (&next, "0"), threads, dtype, REFILL)?;
     refill.extend(stage::fill(
-        &mut e2,
-        &v_op,
+        e2,
+        &cx.v,
         "st ^ 1",
         ("0", &next),
         threads,
@@ -342,25 +413,29 @@ pub fn build(
         REFILL,
     )?);
     step.push(uniform_if("t + 1 < t_hi", refill));
-    if any_async {
+    if cx.any_async {
         step.push(Stmt::Commit {
             token: REFILL.into(),
         });
     }
-    step.extend(scores(&mut e1, p, plan, [&q_op, &k_op], dtype, [&mc, &sc])?);
-    step.extend(online_softmax(p, plan, dvp));
-    step.extend(pv(plan, &v_op, dvp, dtype));
-    e1.emit(Stmt::For {
-        var: "t".into(),
-        start: "t_lo".into(),
-        end: "t_hi".into(),
-        step: "1".into(),
-        unroll: false,
-        div: Div::Block,
-        body: step,
-    });
+    let dvp = pad16(cx.p.value_dim);
+    step.extend(scores(
+        e1,
+        cx.p,
+        &cx.plan,
+        [&cx.q, &cx.k],
+        dtype,
+        [&cx.mc, &cx.sc],
+    )?);
+    step.extend(online_softmax(cx.p, &cx.plan, dvp));
+    step.extend(pv(&cx.plan, &cx.v, dvp, dtype));
+    Ok(step)
+}
 
-    // The epilogue: o / l as `second`'s accumulator, its yields stored.
+/// The end: `l_i` summed over the quad, `o / l_i` provided as `second`'s accumulator and its
+/// yields stored (`q2`: `second`'s query axis), predicated on the row and column bounds.
+fn store_output(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter, q2: &str) -> Result<(), CodegenError> {
+    let p = cx.p;
     for h in 0..2 {
         for off in [1, 2] {
             e1.emit(assign(
@@ -371,10 +446,10 @@ pub fn build(
     }
     e2.open();
     e2.push_scope();
-    e2.bind(&corr(&p.query)?, "row");
+    e2.bind(q2, "row");
     e2.bind(&p.col, "col");
     e2.provide(&p.acc2, "ov");
-    let stored = store_yields(&mut e2);
+    let stored = store_yields(e2);
     e2.pop_scope();
     let stores = e2.close();
     stored?;
@@ -383,40 +458,48 @@ pub fn build(
     } else {
         "l"
     };
-    let mut per = vec![
+    let per = vec![
         Stmt::int("row", "wrow + (lane >> 2) + (e >> 1) * 8"),
         Stmt::int("col", "ci * 8 + (lane & 3) * 2 + (e & 1)"),
         Stmt::f32("l", "l_i[e >> 1]", false),
+        Stmt::If {
+            cond: format!("row < {} && col < {}", cx.mc, p.value_dim),
+            div: Div::Thread,
+            then: [
+                vec![Stmt::f32("ov", format!("oacc[ci][e] / {l}"), false)],
+                stores,
+            ]
+            .concat(),
+            otherwise: vec![],
+        },
     ];
-    per.push(Stmt::If {
-        cond: format!("row < {mc} && col < {dv}"),
-        div: Div::Thread,
-        then: [
-            vec![Stmt::f32("ov", format!("oacc[ci][e] / {l}"), false)],
-            stores,
-        ]
-        .concat(),
-        otherwise: vec![],
-    });
     e1.emit(Stmt::Epilogue {
         after: ACC.into(),
         token: "stored".into(),
-        body: vec![unrolled("ci", dvp / 8, vec![unrolled("e", 4, per)])],
+        body: vec![unrolled(
+            "ci",
+            pad16(p.value_dim) / 8,
+            vec![unrolled("e", 4, per)],
+        )],
     });
-    e1.pop_scope();
-    let inner = e1.close();
-    let body = vec![Stmt::If {
-        cond: format!("{mc} > 0 && {nb_c} > 0 && (int)blockIdx.x < {mblocks} * ({nb_c})"),
-        div: Div::Block,
-        then: inner,
-        otherwise: vec![],
-    }];
+    Ok(())
+}
+
+/// The kernel record: parameters, launch (`grid` blocks on `x`), dynamic shared memory.
+fn assemble(
+    cx: &Cx,
+    name: String,
+    arch: Arch,
+    grid: Dim,
+    body: Vec<Stmt>,
+) -> Result<Kernel, String> {
+    let p = cx.p;
     let params = params_of(
-        ins.iter().map(|i| i.dtype),
+        inputs(p).iter().map(|i| i.dtype),
         p.second.outputs.iter().map(|o| o.dtype),
         &kernel_symbols(p),
     );
-    let ty = if dtype == DType::BF16 {
+    let ty = if cx.dtype == DType::BF16 {
         CType::Bf16
     } else {
         CType::Half
@@ -430,27 +513,26 @@ pub fn build(
             .collect(),
         dynamic: true,
     };
-    let grid = m_size.ceildiv(bm as i64).mul(&nb).max_of(&Dim::int(1));
     let mut k = Kernel {
-        name: name.clone(),
+        name,
         arch,
         template: "attention".into(),
         params,
         launch: Launch {
             grid: [grid, Dim::int(1), Dim::int(1)].map(Size),
-            block: [threads as u32, 1, 1],
+            block: [cx.threads as u32, 1, 1],
             dyn_smem_bytes: 0,
         },
         smem: vec![
-            smem(&q_op, None),
-            smem(&k_op, Some(2)),
-            smem(&v_op, Some(2)),
+            smem(&cx.q, None),
+            smem(&cx.k, Some(cx.plan.stages)),
+            smem(&cx.v, Some(cx.plan.stages)),
         ],
         body,
     };
     let dynamic = k.smem_bytes().1;
     k.launch.dyn_smem_bytes =
-        u32::try_from(dynamic).map_err(|_| bad(format!("{dynamic} B of shared memory")))?;
+        u32::try_from(dynamic).map_err(|_| format!("{dynamic} B of shared memory"))?;
     Ok(k)
 }
 
