@@ -46,6 +46,7 @@ use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::{Expr, Region, Size};
+use crate::plan::space::held_regs;
 use crate::target::Arch;
 use smem::{ldmatrix_lane, Tile, C, CHUNK};
 
@@ -106,9 +107,10 @@ pub fn mma_dtype(r: &Region, v: &View) -> Option<DType> {
 
 /// The read `cp.async` can copy for `side`: the operand is (a view or let of) a plain read of
 /// a `dtype` input, its last index is exactly the innermost axis of the direction the tile's
-/// rows run, that axis' extent and the input's last dimension are multiples of 8 (so an
-/// aligned 8-element chunk of the axis is 16 contiguous, 16-byte aligned bytes, all inside or
-/// all outside the operand).
+/// rows run, that axis' extent and the input's last dimension are provably multiples of 8
+/// (`Dim::div_exact`: numbers, or symbolic sizes such as a ShapeSet's `8*T_8`), so an aligned
+/// 8-element chunk of the axis is 16 contiguous, 16-byte aligned bytes, all inside or all
+/// outside the operand (the tails are zero-filled by `cp.async`'s source size 0).
 fn async_read<'r>(
     r: &'r Region,
     v: &View<'r>,
@@ -146,7 +148,9 @@ fn async_read<'r>(
     let is_axis = matches!(last, AxisExpr::Name(n) if n == axis);
     let elsewhere = rest.iter().any(|a| a.mentions(&|n| n == axis.as_str()));
     let row = &input.memref.shape.last()?.0;
-    let mult8 = |d: &Dim| d.as_int().is_some_and(|x| x % CHUNK as i64 == 0);
+    // Proved on the sizes, symbolic ones included (a ShapeSet specialization writes `T` as
+    // `8*T_8`, which divides exactly).
+    let mult8 = |d: &Dim| d.div_exact(&Dim::int(CHUNK as i64)).is_some();
     (is_axis && !elsewhere && mult8(extent) && mult8(row))
         .then_some((tensor.as_str(), map.as_slice()))
 }
@@ -182,6 +186,9 @@ struct Stage<'r> {
     outer: u64,
     /// The plain read `cp.async` copies, when it can.
     copy: Option<(&'r str, &'r [AxisExpr])>,
+    /// A register-staged tile too large to hold across the fragment steps
+    /// ([`REG_HELD_MAX`]): each pair is stored to shared memory as soon as it is loaded.
+    direct: bool,
 }
 
 impl Stage<'_> {
@@ -297,13 +304,16 @@ fn copies(
 }
 
 /// Register-staged loads of tile `kt` (C) of `s`: each run of two elements along the tile's
-/// rows is computed with its prologue, rounded to `dtype` and packed into `regs[l]`.
+/// rows is computed with its prologue, rounded to `dtype` and packed into `regs[l]` (stored by
+/// [`reg_stores`]), or, for a `direct` stage, stored straight into stage `st` (C).
+#[allow(clippy::too_many_arguments)]
 fn reg_loads(
     em: &mut Emitter,
     v: &View,
     s: &Stage,
     p: &MmaPlan,
     kt: &str,
+    st: &str,
     dtype: DType,
 ) -> Result<Vec<Stmt>, CodegenError> {
     let threads = p.threads();
@@ -340,8 +350,16 @@ fn reg_loads(
     } else {
         "dlc_pack_half2"
     };
+    let place = if s.direct {
+        format!(
+            "*reinterpret_cast<unsigned*>(&{})",
+            s.at(st, C::atom("o"), C::atom("kk"))
+        )
+    } else {
+        format!("{}[l]", s.regs)
+    };
     em.emit(Stmt::Assign {
-        place: format!("{}[l]", s.regs),
+        place,
         value: format!("{pack}(x0, x1)"),
     });
     let body = em.close();
@@ -351,7 +369,7 @@ fn reg_loads(
 /// Stores the register-staged runs of `s` into stage `st` (C).
 fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Vec<Stmt> {
     let threads = p.threads();
-    if s.copy.is_some() {
+    if s.copy.is_some() || s.direct {
         return vec![];
     }
     let (o, k) = s.run("c", 2);
@@ -445,6 +463,9 @@ pub fn build(
         } else {
             None
         },
+        // Held across the fragment steps when small enough (the plan space's estimate),
+        // else stored as loaded: the stage being refilled is free after the step's barrier.
+        direct: held_regs(if side == Side::A { bm } else { bn }, bk, threads) == 0,
     };
     let sides = [mk(Side::A), mk(Side::B)];
     let any_async = sides.iter().any(|s| s.copy.is_some());
@@ -474,11 +495,11 @@ pub fn build(
         dims: vec![mi_n, ni_n, 4],
         zero: true,
     });
-    for s in sides.iter().filter(|s| s.copy.is_none()) {
+    for s in sides.iter().filter(|s| s.copy.is_none() && !s.direct) {
         em.emit(Stmt::Array {
             ty: CType::U32,
             name: s.regs.into(),
-            dims: vec![(s.outer * bk / 2).div_ceil(threads)],
+            dims: vec![held_regs(s.outer, bk, threads)],
             zero: false,
         });
     }
@@ -488,7 +509,7 @@ pub fn build(
         em.open();
         for s in &sides {
             let mut fill = copies(em, v, s, &p, &kt, &st, TILE)?;
-            fill.extend(reg_loads(em, v, s, &p, &kt, dtype)?);
+            fill.extend(reg_loads(em, v, s, &p, &kt, &st, dtype)?);
             fill.extend(reg_stores(s, &p, &st));
             for f in fill {
                 em.emit(f);
@@ -515,7 +536,7 @@ pub fn build(
     em.open();
     for s in &sides {
         let mut refill = copies(em, v, s, &p, "nt", "ns", REFILL)?;
-        refill.extend(reg_loads(em, v, s, &p, "nt", dtype)?);
+        refill.extend(reg_loads(em, v, s, &p, "nt", "ns", dtype)?);
         for f in refill {
             em.emit(f);
         }
@@ -621,11 +642,7 @@ pub fn build(
             dynamic: true,
         })
         .collect();
-    let grid = [
-        v.n.extent().ceildiv(bn as i64).max_of(&Dim::int(1)),
-        v.m.extent().ceildiv(bm as i64).max_of(&Dim::int(1)),
-        v.batch.extent().max_of(&Dim::int(1)),
-    ];
+    let grid = v.grid(bm, bn);
     let mut k = Kernel {
         name: cexpr::ident(&r.name),
         arch,
