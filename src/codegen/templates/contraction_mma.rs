@@ -234,7 +234,13 @@ fn uniform_if(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
     }
 }
 
-/// Per-thread `w`-element runs of a stage's tile, and the loop over them (`c` the run).
+/// Runs of a `direct` stage unrolled together: the loop over them is not unrolled further,
+/// so that the compiler does not hoist every load of the tile ahead of its stores (255
+/// registers and spills at 128×128×64 otherwise).
+const DIRECT_UNROLL: u64 = 4;
+
+/// Per-thread `w`-element runs of a stage's tile, and the loop over them (`c` the run; `l` the
+/// thread's run number). A `direct` stage's runs are unrolled [`DIRECT_UNROLL`] at a time.
 fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
     let total = s.outer * bk / w;
     let mut inner = vec![Stmt::int("c", format!("tid + l * {threads}"))];
@@ -248,7 +254,21 @@ fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
             otherwise: vec![],
         });
     }
-    loop_("l", total.div_ceil(threads), inner)
+    let count = total.div_ceil(threads);
+    if !s.direct || count <= DIRECT_UNROLL || !count.is_multiple_of(DIRECT_UNROLL) {
+        return loop_("l", count, inner);
+    }
+    let mut batch = vec![Stmt::int("l", format!("lb * {DIRECT_UNROLL} + li"))];
+    batch.extend(inner);
+    Stmt::For {
+        var: "lb".into(),
+        start: "0".into(),
+        end: (count / DIRECT_UNROLL).to_string(),
+        step: "1".into(),
+        unroll: false,
+        div: Div::Block,
+        body: vec![loop_("li", DIRECT_UNROLL, batch)],
+    }
 }
 
 /// The `cp.async` copies of tile `kt` (C) of `s` into stage `st` (C).
