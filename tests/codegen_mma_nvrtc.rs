@@ -176,8 +176,8 @@ fn case(dt: &str, sizes: Sizes, arch: Arch) -> String {
         if async_ { want } else { 0 },
         "{what}: cp.async sites (operand staging {view_async:?}, {stages} stages)"
     );
-    let c = compile(source, arch, &CompileOptions::default())
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let c =
+        compile(source, arch, &CompileOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
     let res = c.kernel(&k.name).expect("the kernel is compiled");
     assert_eq!(res.spill_bytes, 0, "{what}");
     format!(

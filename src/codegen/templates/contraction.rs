@@ -16,11 +16,11 @@ use super::super::CodegenError;
 use super::{bind_flat, store_yields};
 use crate::cost::work::{KernelWork, Shape};
 use crate::ir::dim::Dim;
-use crate::plan::space::RASTER_GROUP;
 use crate::ir::dtype::DType;
 use crate::ir::region::verify::children;
 use crate::ir::region::{BinaryFn, Expr, Reduce, Region};
 use crate::ir::tiny::ReduceOp;
+use crate::plan::space::RASTER_GROUP;
 
 /// The `grid.y` and `grid.z` limit.
 const GRID_YZ_LIMIT: i64 = 65535;
