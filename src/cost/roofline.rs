@@ -14,12 +14,12 @@
 //!   a contraction operand only the small `ldmatrix.trans` cost).
 //! - **occ** = busy SMs / SMs × latency hiding (resident warps per SM / [`WARPS_TO_HIDE`], at
 //!   most 1) × the last wave's fill (*wave quantization*).
-//! - **eff** (pipeline efficiency) = pipeline fill `iters / (iters + stages − 1)` (async) or
-//!   `iters / (iters + 1)` (synchronous loads), times the share of the load latency
-//!   ([`LOAD_LATENCY_CYCLES`]) the tiles in flight cover (`stages − 1` k-iterations of the
-//!   SM's resident blocks ahead, one for synchronous loads), times the share of a k-iteration not spent in
-//!   its barrier ([`BARRIER_CYCLES`]), times the algorithm's reachable fraction of the peak
-//!   ([`algo_efficiency`]).
+//! - **eff** (pipeline efficiency) = the multiply's share of the k-loop's cycles
+//!   `iters · c / (L + iters · max(c / a + B, L / ahead))` for k-iterations of `c` cycles at
+//!   peak (the SM's resident blocks), the algorithm's reachable fraction `a` of the peak
+//!   ([`algo_efficiency`]), the barrier `B` ([`BARRIER_CYCLES`]) and the load latency `L`
+//!   ([`LOAD_LATENCY_CYCLES`]): the first tile waits `L`, then `ahead` tiles are in flight
+//!   (`stages − 1` asynchronous, one for synchronous register prefetch).
 //! - **T_epilogue**: writing the output; with `async.epilogue_overlap` the
 //!   `overlap_gain = min(T_load, T_epilogue)` is subtracted (§11 "非同期の効果").
 //! - **launch**: [`Target::launch_s`] per kernel.
@@ -182,14 +182,13 @@ fn contraction(
         .min(res.ctas_per_sm.max(1) as f64)
         .max(1.0);
     let iter_cycles = 2.0 * bm * bn * bk / per_sm_clock * ctas_on_sm;
-    let (fill, ahead) = if async_ {
-        (tk / (tk + stages as f64 - 1.0), stages as f64 - 1.0)
-    } else {
-        (tk / (tk + 1.0), 1.0)
-    };
-    let hidden = (ahead * iter_cycles / LOAD_LATENCY_CYCLES).min(1.0);
-    let eff = fill * hidden * iter_cycles / (iter_cycles + BARRIER_CYCLES)
-        * algo_efficiency(algo, target.arch);
+    // The first tile's latency, then each k-iteration as long as its multiply (at the
+    // algorithm's reachable rate, and its barrier) or as the share of the load latency its
+    // tiles in flight leave exposed.
+    let ahead = if async_ { stages as f64 - 1.0 } else { 1.0 };
+    let busy = iter_cycles / algo_efficiency(algo, target.arch) + BARRIER_CYCLES;
+    let per_iter = busy.max(LOAD_LATENCY_CYCLES / ahead.max(1.0));
+    let eff = tk * iter_cycles / (LOAD_LATENCY_CYCLES + tk * per_iter);
     let compute_s = core / (peak * occ.max(1e-9) * eff) + unit_time(simt, sfu, target, occ);
 
     // Traffic.

@@ -13,16 +13,25 @@
 //! distinct banks; every writer and reader addresses the tile through [`smem::Tile::place`]
 //! (the swizzled column), with coordinates from [`smem::Tile::run`] and
 //! [`smem::ldmatrix_lane`]. An operand that is a plain read of an fp16/bf16 input whose rows
-//! are contiguous and 16-byte aligned in 8-element chunks (provable from the sizes) is copied
+//! are contiguous and 16-byte aligned in 8-element chunks (provable from the sizes with
+//! `Dim::div_exact`, symbolic ones included: a ShapeSet specialization's `8*T_8`) is copied
 //! with `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a
-//! padded conv's guarded gather, a cast of an fp32 tensor, symbolic row lengths) is computed
-//! element by element with its prologue (`View::load`), converted, packed in pairs into
-//! registers and stored to shared memory.
+//! padded conv's guarded gather, a cast of an fp32 tensor, row lengths not provably multiples
+//! of 8) is computed element by element with its prologue (`View::load`), converted, packed in
+//! pairs into registers and stored to shared memory: held in registers across a step's
+//! fragment loop when the tile needs at most `plan::space::REG_HELD_MAX` registers per
+//! thread, else stored as loaded (a *direct* stage, 4 runs unrolled at a time so that the
+//! loads are not all hoisted: spill-free at 128×128×64).
+//!
+//! **Blocks.** Every tile of a batch entry is on `grid.x` in the grouped order of
+//! [`View::open_tile`] (8 tile rows walked column by column, for L2 reuse), the batch on
+//! `grid.y` when it provably fits 65535, else folded into `grid.x`.
 //!
 //! **Pipeline** (one barrier per step): the prologue fills stages `0..S-1`; step `kt` waits for
 //! tile `kt` (`cp.async.wait_group S-2`), synchronizes, issues tile `kt+S-1` into the stage step
-//! `kt-1` read (copies, or register loads), runs the `BK/16` fragment steps on stage `kt % S`,
-//! then stores the register-staged part of tile `kt+S-1`. A synchronous plan
+//! `kt-1` read (copies, register loads, or a direct stage's loads and stores), runs the `BK/16`
+//! fragment steps on stage `kt % S`, then stores the held register-staged part of tile
+//! `kt+S-1`. A synchronous plan
 //! (`async_ = false`) stages both operands through registers.
 //!
 //! **Fragments** (PTX ISA, `mma.m16n8k16`, `ldmatrix`): `A` is loaded per 16×16 block by

@@ -11,34 +11,34 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (max(1, (784*N+127)//128), 1, 1), block (256, 1, 1), 49152 B dynamic shared memory
+// contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (max(1, (784*N+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[4][128][32] = *reinterpret_cast<__half (*)[4][128][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 32768);
+  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 16384);
   // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   // operand B: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
-  const int wr = warp / 2 * 32;
+  const int wr = warp / 2 * 16;
   const int wc = warp % 2 * 32;
-  const int tiles_m = (dlc_floordiv((127 + 784 * s_N), 128));
+  const int tiles_m = (dlc_floordiv((63 + 784 * s_N), 64));
   const int tiles_n = 1;
   const int pid = (int)blockIdx.x;
   const int group = pid / (8 * tiles_n);
   const int first_m = group * 8;
   const int group_m = dlc_imin(tiles_m - first_m, 8);
   const int in_group = pid % (8 * tiles_n);
-  const int m0 = (first_m + in_group % group_m) * 128;
+  const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
   const int kt_count = (576 + 31) / 32;
-  float acc[2][4][4] = {};
-  unsigned ra[8];
+  float acc[1][4][4] = {};
+  unsigned ra[4];
   unsigned rb[4];
   if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -77,7 +77,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -124,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   }
   if (1 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -163,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -210,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   }
   if (2 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -249,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -301,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
+      for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
@@ -373,10 +373,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     }
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
-      unsigned af[2][4];
+      unsigned af[1][4];
       unsigned bfr[2][4];
       #pragma unroll
-      for (int mi = 0; mi < 2; mi += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
         const int lk = ks * 16 + ((lane >> 4) * 8);
         dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
@@ -388,7 +388,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
         dlc_ldmatrix_x4(bfr[nj], &Bs[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
       }
       #pragma unroll
-      for (int mi = 0; mi < 2; mi += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
         for (int ni = 0; ni < 4; ni += 1) {
           dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
@@ -397,7 +397,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     }
     if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
+      for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
@@ -414,7 +414,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   }
   /* epilogue: after acc_ready, -> stored */ {
     #pragma unroll
-    for (int mi = 0; mi < 2; mi += 1) {
+    for (int mi = 0; mi < 1; mi += 1) {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll

@@ -11,34 +11,34 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (N+63)//64)*max(1, (M+127)//128), 1, 1), block (256, 1, 1), 49152 B dynamic shared memory
+// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (M+63)//64)*max(1, (N+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_K, int s_M, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[4][128][32] = *reinterpret_cast<__half (*)[4][128][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 32768);
+  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
   // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   // operand B: outer-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
-  const int wr = warp / 2 * 32;
+  const int wr = warp / 2 * 16;
   const int wc = warp % 2 * 32;
-  const int tiles_m = (dlc_floordiv((127 + s_M), 128));
+  const int tiles_m = (dlc_floordiv((63 + s_M), 64));
   const int tiles_n = (dlc_floordiv((63 + s_N), 64));
   const int pid = (int)blockIdx.x;
   const int group = pid / (8 * tiles_n);
   const int first_m = group * 8;
   const int group_m = dlc_imin(tiles_m - first_m, 8);
   const int in_group = pid % (8 * tiles_n);
-  const int m0 = (first_m + in_group % group_m) * 128;
+  const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
   const int kt_count = ((s_K) + 31) / 32;
-  float acc[2][4][4] = {};
-  unsigned ra[8];
+  float acc[1][4][4] = {};
+  unsigned ra[4];
   unsigned rb[4];
   if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -61,7 +61,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -100,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   }
   if (1 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -123,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -162,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   }
   if (2 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -185,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -229,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
+      for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
@@ -277,10 +277,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
     }
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
-      unsigned af[2][4];
+      unsigned af[1][4];
       unsigned bfr[2][4];
       #pragma unroll
-      for (int mi = 0; mi < 2; mi += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
         const int lk = ks * 16 + ((lane >> 4) * 8);
         dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
@@ -292,7 +292,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][lk][lo ^ ((lk & 7) << 3)]);
       }
       #pragma unroll
-      for (int mi = 0; mi < 2; mi += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
         for (int ni = 0; ni < 4; ni += 1) {
           dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
@@ -301,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
     }
     if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
+      for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
@@ -318,7 +318,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   }
   /* epilogue: after acc_ready, -> stored */ {
     #pragma unroll
-    for (int mi = 0; mi < 2; mi += 1) {
+    for (int mi = 0; mi < 1; mi += 1) {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll

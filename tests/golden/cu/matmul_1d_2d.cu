@@ -11,25 +11,8 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// pointwise kernel `k0_mul` for sm90: grid (max(1, (K*N+127)//128), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(128, 1) k0_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
-  const int base = (int)blockIdx.x * 128 + (int)threadIdx.x;
-  #pragma unroll
-  for (int it = 0; it < 1; it += 1) {
-    const int p = base + it * 128;
-    if (p < (s_K * s_N)) {
-      const int i_n_1 = (p) % (s_K);
-      const int q_2 = (p) / (s_K);
-      const int i_m_3 = q_2;
-      const int off_4 = (i_m_3 * (s_K) + i_n_1);
-      const float c1_5 = (dlc_f32(in0[i_n_1]) * dlc_f32(in1[(i_n_1 * (s_N) + i_m_3)]));
-      out0[off_4] = c1_5;
-    }
-  }
-}
-
-// pointwise kernel `k1_reduce` for sm90: grid (max(1, (N+127)//128), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(128, 1) k1_reduce(const float* __restrict__ in0, float* __restrict__ out0, int s_K, int s_N) {
+// pointwise kernel `k0_reduce_mul` for sm90: grid (max(1, (N+127)//128), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(128, 1) k0_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
   const int base = (int)blockIdx.x * 128 + (int)threadIdx.x;
   #pragma unroll
   for (int it = 0; it < 1; it += 1) {
@@ -38,7 +21,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k1_reduce(const float* __re
       const int i_i_1 = p;
       float acc_2 = 0.0f;
       for (int k_3 = 0; k_3 < (s_K); k_3 += 1) {
-        acc_2 = acc_2 + dlc_f32(in0[(i_i_1 * (s_K) + k_3)]);
+        acc_2 = acc_2 + (dlc_f32(in0[k_3]) * dlc_f32(in1[(k_3 * (s_N) + i_i_1)]));
       }
       out0[i_i_1] = acc_2;
     }

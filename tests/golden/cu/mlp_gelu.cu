@@ -11,32 +11,32 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48*max(1, (T+127)//128), 1, 1), block (256, 1, 1), 49152 B dynamic shared memory
+// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48*max(1, (T+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, float* __restrict__ out0, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[4][128][32] = *reinterpret_cast<__half (*)[4][128][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 32768);
+  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
   // operand A: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
-  const int wr = warp / 2 * 32;
+  const int wr = warp / 2 * 16;
   const int wc = warp % 2 * 32;
-  const int tiles_m = (dlc_floordiv((127 + s_T), 128));
+  const int tiles_m = (dlc_floordiv((63 + s_T), 64));
   const int tiles_n = 48;
   const int pid = (int)blockIdx.x;
   const int group = pid / (8 * tiles_n);
   const int first_m = group * 8;
   const int group_m = dlc_imin(tiles_m - first_m, 8);
   const int in_group = pid % (8 * tiles_n);
-  const int m0 = (first_m + in_group % group_m) * 128;
+  const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
   const int kt_count = (768 + 31) / 32;
-  float acc[2][4][4] = {};
+  float acc[1][4][4] = {};
   if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 2; l += 1) {
+    for (int l = 0; l < 1; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 4;
       const int kk = (c % 4) * 8;
@@ -63,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   dlc_cp_async_commit();  // TokLoad tile
   if (1 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 2; l += 1) {
+    for (int l = 0; l < 1; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 4;
       const int kk = (c % 4) * 8;
@@ -90,7 +90,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   dlc_cp_async_commit();  // TokLoad tile
   if (2 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 2; l += 1) {
+    for (int l = 0; l < 1; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 4;
       const int kk = (c % 4) * 8;
@@ -123,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 2; l += 1) {
+      for (int l = 0; l < 1; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 4;
         const int kk = (c % 4) * 8;
@@ -150,10 +150,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
     dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
-      unsigned af[2][4];
+      unsigned af[1][4];
       unsigned bfr[2][4];
       #pragma unroll
-      for (int mi = 0; mi < 2; mi += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
         const int lk = ks * 16 + ((lane >> 4) * 8);
         dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
@@ -165,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
         dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][lk][lo ^ ((lk & 7) << 3)]);
       }
       #pragma unroll
-      for (int mi = 0; mi < 2; mi += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
         for (int ni = 0; ni < 4; ni += 1) {
           dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
@@ -175,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   }
   /* epilogue: after acc_ready, -> stored */ {
     #pragma unroll
-    for (int mi = 0; mi < 2; mi += 1) {
+    for (int mi = 0; mi < 1; mi += 1) {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll
@@ -199,33 +199,33 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   }
 }
 
-// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12*max(1, (T+127)//128), 1, 1), block (256, 1, 1), 49152 B dynamic shared memory
+// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12*max(1, (T+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[4][128][32] = *reinterpret_cast<__half (*)[4][128][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 32768);
+  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
   // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
-  const int wr = warp / 2 * 32;
+  const int wr = warp / 2 * 16;
   const int wc = warp % 2 * 32;
-  const int tiles_m = (dlc_floordiv((127 + s_T), 128));
+  const int tiles_m = (dlc_floordiv((63 + s_T), 64));
   const int tiles_n = 12;
   const int pid = (int)blockIdx.x;
   const int group = pid / (8 * tiles_n);
   const int first_m = group * 8;
   const int group_m = dlc_imin(tiles_m - first_m, 8);
   const int in_group = pid % (8 * tiles_n);
-  const int m0 = (first_m + in_group % group_m) * 128;
+  const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
   const int kt_count = (3072 + 31) / 32;
-  float acc[2][4][4] = {};
-  unsigned ra[8];
+  float acc[1][4][4] = {};
+  unsigned ra[4];
   if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -248,7 +248,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -270,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
   dlc_cp_async_commit();  // TokLoad tile
   if (1 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -293,7 +293,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -315,7 +315,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
   dlc_cp_async_commit();  // TokLoad tile
   if (2 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -338,7 +338,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
+    for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int o = c / 16;
       const int kk = (c % 16) * 2;
@@ -366,7 +366,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
+      for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
@@ -404,10 +404,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
     dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
-      unsigned af[2][4];
+      unsigned af[1][4];
       unsigned bfr[2][4];
       #pragma unroll
-      for (int mi = 0; mi < 2; mi += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
         const int lk = ks * 16 + ((lane >> 4) * 8);
         dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
@@ -419,7 +419,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][lk][lo ^ ((lk & 7) << 3)]);
       }
       #pragma unroll
-      for (int mi = 0; mi < 2; mi += 1) {
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
         for (int ni = 0; ni < 4; ni += 1) {
           dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
@@ -428,7 +428,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
     }
     if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
+      for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
@@ -438,7 +438,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
   }
   /* epilogue: after acc_ready, -> stored */ {
     #pragma unroll
-    for (int mi = 0; mi < 2; mi += 1) {
+    for (int mi = 0; mi < 1; mi += 1) {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll
