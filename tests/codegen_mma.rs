@@ -211,10 +211,10 @@ fn check_optimized(
     variants: &[Variant],
     rtol: f64,
 ) -> Vec<bool> {
-    let regions = mma_regions(&o);
+    let regions = mma_regions(o);
     assert_eq!(regions.len(), 1, "one tensor-core contraction kernel");
     let r = regions[0];
-    let generated = generate(&o).expect("generates");
+    let generated = generate(o).expect("generates");
     let choice = choose_plan(r, &o.model).expect("plan");
     let plan_kernel = emit::kernel_of(r, &choice, &o.model).expect("the planned kernel builds");
     assert_eq!(plan_kernel.template, "contraction_mma");
@@ -227,7 +227,7 @@ fn check_optimized(
     let want = evaluate(p, b, &ins).expect("reference evaluates");
     let mut uses_async = Vec::new();
     for v in variants {
-        let k = kernel_for(&o, r, *v);
+        let k = kernel_for(o, r, *v);
         let mut source = generated.emitted.source.clone();
         let old = render::kernel(&plan_kernel);
         assert!(source.contains(&old), "the planned kernel is in kernels.cu");
@@ -247,7 +247,7 @@ fn check_optimized(
             }
         }
         uses_async.push(new.contains("dlc_cp_async_16("));
-        let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
+        let got = run_on_host(&source, &manifest, &ins, b, &HostOptions::default())
             .unwrap_or_else(|e| panic!("{v:?}: the host run fails: {e}\n{new}"));
         for (name, w) in &want {
             let g = got
