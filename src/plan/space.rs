@@ -5,7 +5,7 @@
 //!
 //! Grids (the seed's `tile × stages × warp_tile × vec × algo × async`):
 //! - contraction: 4 tiles `[BM,BN,BK]` per algorithm × pipelines {2, 3 and 4 stages async,
-//!   2 buffers synchronous} (`simt`: synchronous only; `wgmma`: 2 and 3 stages) × 2 warp tiles
+//!   2 buffers synchronous} (`simt`: synchronous only; `wgmma`: 2, 3 and 4 stages) × 2 warp tiles
 //!   × vector widths {16,8,4} B (the STOP on vector widths leaves one: 32 `mma_sync` points
 //!   before the resource STOPs; shared memory stops the deep pipelines of the large tiles). Algorithms: `simt` (CUDA cores, any dtype), `mma_sync`
 //!   (SM80 `ldmatrix` + `mma.sync.m16n8k16`, fp16/bf16, also on SM90) and on SM90 `wgmma`
@@ -239,7 +239,7 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
         // and TMA (wgmma) is asynchronous.
         // The SIMT template stages through registers (two buffers, synchronous).
         let pipelines: &[(u32, bool)] = match algo {
-            Algo::Wgmma => &[(2, true), (3, true)],
+            Algo::Wgmma => &[(2, true), (3, true), (4, true)],
             Algo::Simt => &[(2, false)],
             _ => &[(2, true), (3, true), (4, true), (2, false)],
         };
