@@ -1,8 +1,9 @@
 //! The SM80 tensor-core contraction template (`contraction_mma`) run on the CPU: small graphs
 //! (GEMMs in fp16 and bf16, with and without transposed operands, tile multiples, tails and
 //! symbolic sizes, a padded strided conv) are optimized, their tensor-core kernel is rebuilt
-//! under every pipeline the `mma_sync` plan space offers (`cp.async` 2 and 3 stages,
-//! synchronous; 2×2 and 4×2 warps), emitted, compiled with `g++` against the host emulation
+//! under every pipeline the `mma_sync` plan space offers (`cp.async` 2, 3 and 4 stages,
+//! synchronous; 2×2 and 4×2 warps; register-staged tiles held across a step or stored as
+//! loaded), symbolic sizes with and without ShapeSet specialization, emitted, compiled with `g++` against the host emulation
 //! (`codegen::host`, which runs `ldmatrix`, `mma.sync` and `cp.async` per the PTX ISA) and
 //! compared with the reference evaluator. Needs g++, no GPU.
 
@@ -19,6 +20,8 @@ use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::plan::space::{Algo, Knobs};
 use dlc_egg::rules::testing::random_inputs;
+use dlc_egg::shapes::specialize::graph_symbols;
+use dlc_egg::shapes::{ShapeCluster, Specialization};
 use std::collections::BTreeMap;
 
 /// A pipeline variant: tile, warps, stages, `cp.async`.
@@ -39,14 +42,17 @@ const fn var(tile: [u64; 3], warps: [u64; 2], stages: u32, async_: bool) -> Vari
     }
 }
 
-/// The pipelines of the `mma_sync` plan space on its smallest tile, and two larger tiles (the
-/// last with 128-byte `K` rows and 256-byte outer rows: the full 8-row XOR swizzle).
-const VARIANTS: [Variant; 5] = [
+/// The pipelines of the `mma_sync` plan space on its smallest tile, and larger tiles (the
+/// 128×128×64 ones with 128-byte `K` rows and 256-byte outer rows: the full 8-row XOR
+/// swizzle; a register-staged operand of theirs is stored as loaded, 4 runs at a time).
+const VARIANTS: [Variant; 7] = [
     var([64, 64, 32], [2, 2], 2, true),
     var([64, 64, 32], [4, 2], 3, true),
     var([64, 64, 32], [2, 2], 2, false),
     var([128, 64, 32], [4, 2], 3, true),
     var([128, 128, 64], [4, 2], 2, true),
+    var([64, 64, 32], [2, 2], 4, true),
+    var([128, 128, 64], [2, 2], 2, false),
 ];
 
 fn gemm_graph(dt: &str, [m, k, n]: [&str; 3], trans_a: bool, trans_b: bool) -> String {
@@ -193,10 +199,22 @@ fn assert_close(name: &str, got: &[f64], want: &[f64], rtol: f64) {
 fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) -> Vec<bool> {
     let p = lowered(text);
     let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
-    let regions = mma_regions(&o);
+    let b: BTreeMap<String, i64> = bindings.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    check_optimized(&p, &o, &b, variants, rtol)
+}
+
+/// [`check`] on program `p` optimized as `o`, run under binding `b`.
+fn check_optimized(
+    p: &Program,
+    o: &Optimized,
+    b: &BTreeMap<String, i64>,
+    variants: &[Variant],
+    rtol: f64,
+) -> Vec<bool> {
+    let regions = mma_regions(o);
     assert_eq!(regions.len(), 1, "one tensor-core contraction kernel");
     let r = regions[0];
-    let generated = generate(&o).expect("generates");
+    let generated = generate(o).expect("generates");
     let choice = choose_plan(r, &o.model).expect("plan");
     let plan_kernel = emit::kernel_of(r, &choice, &o.model).expect("the planned kernel builds");
     assert_eq!(plan_kernel.template, "contraction_mma");
@@ -205,12 +223,11 @@ fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) 
         plan_kernel.launch.dyn_smem_bytes, choice.best.resources.smem_bytes,
         "shared memory of the planned kernel"
     );
-    let b: BTreeMap<String, i64> = bindings.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let ins = random_inputs(&p, &b, 7).expect("inputs");
-    let want = evaluate(&p, &b, &ins).expect("reference evaluates");
+    let ins = random_inputs(p, b, 7).expect("inputs");
+    let want = evaluate(p, b, &ins).expect("reference evaluates");
     let mut uses_async = Vec::new();
     for v in variants {
-        let k = kernel_for(&o, r, *v);
+        let k = kernel_for(o, r, *v);
         let mut source = generated.emitted.source.clone();
         let old = render::kernel(&plan_kernel);
         assert!(source.contains(&old), "the planned kernel is in kernels.cu");
@@ -230,7 +247,7 @@ fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) 
             }
         }
         uses_async.push(new.contains("dlc_cp_async_16("));
-        let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
+        let got = run_on_host(&source, &manifest, &ins, b, &HostOptions::default())
             .unwrap_or_else(|e| panic!("{v:?}: the host run fails: {e}\n{new}"));
         for (name, w) in &want {
             let g = got
@@ -252,7 +269,7 @@ fn fp16_gemm_tile_multiple_every_pipeline() {
     );
     // Plain row-major fp16 reads with 8-multiple rows: both operands take cp.async when the
     // plan is asynchronous, none when it is synchronous.
-    assert_eq!(uses, vec![true, true, false, true, true]);
+    assert_eq!(uses, vec![true, true, false, true, true, true, false]);
 }
 
 #[test]
@@ -290,6 +307,52 @@ fn fp16_gemm_symbolic_sizes_through_registers() {
         "symbolic row lengths are not provably aligned"
     );
     check(&g, &[("M", 70), ("K", 9), ("N", 40)], &VARIANTS[1..2], 1e-2);
+    // 128×128×64 tiles: 16 registers of staging per operand, stored as loaded (async plan:
+    // refilled before the fragment steps; synchronous: both operands), and 4 stages.
+    let uses = check(
+        &g,
+        &[("M", 150), ("K", 70), ("N", 136)],
+        &[VARIANTS[4], VARIANTS[6], VARIANTS[5]],
+        1e-2,
+    );
+    assert_eq!(uses, vec![false, false, false]);
+}
+
+/// The symbolic GEMM specialized to the ShapeSet cluster of `binding` (`T = d*T_d`), optimized
+/// and run under the specialized binding: `div_exact` proves the rows 16-byte aligned, so both
+/// operands take `cp.async`, tails (in `M`, `N` and `K`) zero-filled.
+fn check_specialized(
+    dt: &str,
+    binding: &[(&str, i64)],
+    variants: &[Variant],
+    rtol: f64,
+) -> Vec<bool> {
+    let g = frontend::load_str(&gemm_graph(dt, ["M", "K", "N"], false, false), "test.json")
+        .expect("loads");
+    let b: BTreeMap<String, i64> = binding.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let cluster = ShapeCluster::of(&b).expect("a cluster");
+    let sp = Specialization::new(&cluster, &graph_symbols(&g));
+    let bound = sp.bind(&b).expect("binds");
+    let p = lower::lower(&sp.apply(&g)).expect("lowers");
+    let opts = OptimizeOptions {
+        pricing: bound.clone(),
+        ..OptimizeOptions::default()
+    };
+    let o = optimize(&p, &opts).expect("optimizes");
+    check_optimized(&p, &o, &bound, variants, rtol)
+}
+
+#[test]
+fn shape_set_specialized_gemm_takes_cp_async() {
+    let v = [VARIANTS[0], VARIANTS[1], VARIANTS[5], VARIANTS[4]];
+    let uses = check_specialized("fp16", &[("M", 72), ("K", 40), ("N", 48)], &v, 1e-2);
+    assert_eq!(
+        uses,
+        vec![true; 4],
+        "8*T_8 rows are provably 16-byte aligned"
+    );
+    let uses = check_specialized("bf16", &[("M", 40), ("K", 88), ("N", 24)], &v[..3], 2e-2);
+    assert_eq!(uses, vec![true; 3]);
 }
 
 #[test]

@@ -171,7 +171,7 @@ fn dump_plan_prints_every_seed_field() {
         assert!(plan.get(field).is_some(), "{field} missing: {plan}");
     }
     assert_eq!(plan["tile"], json!([64, 64, 32]));
-    assert_eq!(plan["stages"], 2);
+    assert_eq!(plan["stages"], 4);
     assert_eq!(plan["epilogue"], json!(["add", "relu"]));
     assert_eq!(plan["async"]["enable"], true);
     assert!(v["kernels"][0]["predicted_us"]
@@ -185,7 +185,7 @@ fn explain_shows_the_plan_and_rejected_alternatives() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("plan: contraction mma_sync [64,64,32] stages=2"),
+        text.contains("plan: contraction mma_sync [64,64,32] stages=4"),
         "{text}"
     );
     assert!(

@@ -8,27 +8,33 @@
 //!   (*tile reuse*: `A` is loaded `⌈N/BN⌉` times, `B` `⌈M/BM⌉` times); everything else on CUDA
 //!   cores and the SFU. The compute time is the sum of the units' times.
 //! - **Bytes**: DRAM serves each input and output once, and the reloads that miss L2: none
-//!   while one wave's operand panels (rasterized as a square of tiles) fit in half of L2; L2
-//!   serves every tile load. The memory time is the larger of the two.
+//!   while one wave's operand panels (the templates' grouped block order: [`RASTER_GROUP`]
+//!   tile rows, walked column by column) fit in half of L2; L2 serves every tile load. The memory time is the larger of the two.
 //!   Inputs read against their layout pay the *layout penalty* (§11: staged through shared memory;
 //!   a contraction operand only the small `ldmatrix.trans` cost).
 //! - **occ** = busy SMs / SMs × latency hiding (resident warps per SM / [`WARPS_TO_HIDE`], at
 //!   most 1) × the last wave's fill (*wave quantization*).
-//! - **eff** (pipeline efficiency) = pipeline fill `iters / (iters + stages − 1)` (async) or
-//!   `iters / (iters + 1)` (synchronous loads), times the share of a k-iteration not spent in
-//!   its barrier ([`BARRIER_CYCLES`]), times the algorithm's reachable fraction of the peak
-//!   ([`algo_efficiency`]).
+//! - **eff** (pipeline efficiency) = the multiply's share of the k-loop's cycles
+//!   `iters · c / (L + iters · max(c / a + B, L / ahead))` for k-iterations of `c` cycles at
+//!   peak (the SM's resident blocks), the algorithm's reachable fraction `a` of the peak
+//!   ([`algo_efficiency`]), the barrier `B` ([`BARRIER_CYCLES`]) and the load latency `L`
+//!   ([`LOAD_LATENCY_CYCLES`]): the first tile waits `L`, then `ahead` tiles are in flight
+//!   (`stages − 1` asynchronous, one for synchronous register prefetch).
 //! - **T_epilogue**: writing the output; with `async.epilogue_overlap` the
 //!   `overlap_gain = min(T_load, T_epilogue)` is subtracted (§11 "非同期の効果").
 //! - **launch**: [`Target::launch_s`] per kernel.
 
 use super::work::{ComputeAtWork, Gemm, KernelWork, Role, Shape};
-use crate::plan::space::{Algo, Knobs, Resources, RESIDENT_PER_THREAD};
+use crate::plan::space::{Algo, Knobs, Resources, RASTER_GROUP, RESIDENT_PER_THREAD};
 use crate::target::{Arch, Target};
 use serde::Serialize;
 
 /// Resident warps per SM that hide memory and pipeline latency (two per scheduler).
 pub const WARPS_TO_HIDE: f64 = 8.0;
+/// Cycles from issuing a tile's global loads to their data in shared memory (an L2 hit with
+/// queueing under a full GEMM's traffic): a pipeline hides it when the iterations in flight
+/// take as long.
+pub const LOAD_LATENCY_CYCLES: f64 = 700.0;
 /// Cycles of a k-iteration's barrier and wait.
 pub const BARRIER_CYCLES: f64 = 40.0;
 /// Extra cost of reading an input against its layout, as a fraction of its bytes' time:
@@ -176,13 +182,13 @@ fn contraction(
         .min(res.ctas_per_sm.max(1) as f64)
         .max(1.0);
     let iter_cycles = 2.0 * bm * bn * bk / per_sm_clock * ctas_on_sm;
-    let fill = if async_ {
-        tk / (tk + stages as f64 - 1.0)
-    } else {
-        tk / (tk + 1.0)
-    };
-    let eff =
-        fill * iter_cycles / (iter_cycles + BARRIER_CYCLES) * algo_efficiency(algo, target.arch);
+    // The first tile's latency, then each k-iteration as long as its multiply (at the
+    // algorithm's reachable rate, and its barrier) or as the share of the load latency its
+    // tiles in flight leave exposed.
+    let ahead = if async_ { stages as f64 - 1.0 } else { 1.0 };
+    let busy = iter_cycles / algo_efficiency(algo, target.arch) + BARRIER_CYCLES;
+    let per_iter = busy.max(LOAD_LATENCY_CYCLES / ahead.max(1.0));
+    let eff = tk * iter_cycles / (LOAD_LATENCY_CYCLES + tk * per_iter);
     let compute_s = core / (peak * occ.max(1e-9) * eff) + unit_time(simt, sfu, target, occ);
 
     // Traffic.
@@ -198,9 +204,9 @@ fn contraction(
     let other = bytes_of(Role::Other);
     let unique = bytes_of(Role::A) + bytes_of(Role::B) + other;
     let operands = bytes_of(Role::A) + bytes_of(Role::B);
-    // The operand panels one wave of CTAs reads, rasterized as a square of tiles.
+    // The operand panels one wave of CTAs reads, in the grouped block order.
     let wave = ctas.min(target.sms as f64 * res.ctas_per_sm.max(1) as f64);
-    let panels_m = tm.min(wave.sqrt().ceil());
+    let panels_m = tm.min(RASTER_GROUP as f64).min(wave);
     let panels_n = tn.min((wave / panels_m).ceil());
     let working_set = panels_m * bm * g.k * g.a_elem as f64 + panels_n * bn * g.k * g.b_elem as f64;
     let dram =

@@ -4,9 +4,10 @@
 //! rejects it, the reason.
 //!
 //! Grids (the seed's `tile × stages × warp_tile × vec × algo × async`):
-//! - contraction: 4 tiles `[BM,BN,BK]` per algorithm × pipelines {2 stages async, 3 stages
-//!   async, 2 buffers synchronous} × 2 warp tiles × vector widths {16,8,4} B (the STOP on
-//!   vector widths leaves one: 24 points per algorithm before the resource STOPs). Algorithms: `simt` (CUDA cores, any dtype), `mma_sync`
+//! - contraction: 4 tiles `[BM,BN,BK]` per algorithm × pipelines {2, 3 and 4 stages async,
+//!   2 buffers synchronous} (`simt`: synchronous only; `wgmma`: 2, 3 and 4 stages) × 2 warp tiles
+//!   × vector widths {16,8,4} B (the STOP on vector widths leaves one: 32 `mma_sync` points
+//!   before the resource STOPs; shared memory stops the deep pipelines of the large tiles). Algorithms: `simt` (CUDA cores, any dtype), `mma_sync`
 //!   (SM80 `ldmatrix` + `mma.sync.m16n8k16`, fp16/bf16, also on SM90) and on SM90 `wgmma`
 //!   (TMA + `wgmma.mma_async`, always asynchronous). A contraction whose epilogue reduces over
 //!   its rows also gets the *row-resident* tile (`BN` = the row, rounded up to 16) beside the
@@ -238,9 +239,9 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
         // and TMA (wgmma) is asynchronous.
         // The SIMT template stages through registers (two buffers, synchronous).
         let pipelines: &[(u32, bool)] = match algo {
-            Algo::Wgmma => &[(2, true), (3, true)],
+            Algo::Wgmma => &[(2, true), (3, true), (4, true)],
             Algo::Simt => &[(2, false)],
-            _ => &[(2, true), (3, true), (2, false)],
+            _ => &[(2, true), (3, true), (4, true), (2, false)],
         };
         for [bm, bn, bk] in tiles {
             for &(stages, async_) in pipelines {
@@ -265,6 +266,11 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
     }
     out
 }
+
+/// Tile rows of one group of the contraction templates' grouped block order: blocks are
+/// numbered along `RASTER_GROUP` tile rows, column by column, so that the blocks running at
+/// once share `A` rows and `B` columns in L2 (the roofline's wave working set).
+pub const RASTER_GROUP: u64 = 8;
 
 /// The standard `[BM, BN, BK]` tiles of `mma_sync` (the code generator's shared-memory swizzle
 /// is tested conflict-free on each, and on the row-resident `64 × BN × 32` tiles).
@@ -326,6 +332,7 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             stages,
             warps_m,
             warps_n,
+            async_,
             ..
         } => {
             let Shape::Contraction(g) = &work.shape else {
@@ -342,8 +349,19 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 }
                 Algo::Wgmma => 8,
             };
+            // A synchronous mma_sync plan holds both operands' next tiles in registers across
+            // the fragment steps (up to REG_HELD_MAX each). TODO(issue 15): an asynchronous
+            // plan whose operand cannot take cp.async (`contraction_mma::operand_staging`)
+            // holds it too; the plan space does not know the operand's staging yet.
+            let staged = match (algo, async_) {
+                (Algo::MmaSync, false) => {
+                    let threads = warps_m * warps_n * 32;
+                    (held_regs(bm, bk, threads) + held_regs(bn, bk, threads)) as u32
+                }
+                _ => 0,
+            };
             let smem = stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem);
-            (acc + frags + BASE_REGS, smem)
+            (acc + frags + staged + BASE_REGS, smem)
         }
         Knobs::Reduction {
             threads_per_row,
@@ -380,6 +398,23 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
         smem_bytes: smem.min(u32::MAX as u64) as u32,
         ctas_per_sm: limits[0].0,
         limited_by: limits[0].1,
+    }
+}
+
+/// The most 4-byte registers per thread the `mma_sync` template holds one register-staged
+/// operand tile in across a k-step's fragment loop; a larger tile is stored to shared memory
+/// pair by pair as it is loaded (`codegen::templates::contraction_mma`).
+pub const REG_HELD_MAX: u64 = 8;
+
+/// The 4-byte registers per thread the `mma_sync` template holds a register-staged
+/// `outer × bk` operand tile (2-byte elements, in pairs) in: all of it up to [`REG_HELD_MAX`],
+/// else none (stored as loaded).
+pub fn held_regs(outer: u64, bk: u64, threads: u64) -> u64 {
+    let all = (outer * bk / 2).div_ceil(threads.max(1));
+    if all > REG_HELD_MAX {
+        0
+    } else {
+        all
     }
 }
 

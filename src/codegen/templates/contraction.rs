@@ -20,6 +20,10 @@ use crate::ir::dtype::DType;
 use crate::ir::region::verify::children;
 use crate::ir::region::{BinaryFn, Expr, Reduce, Region};
 use crate::ir::tiny::ReduceOp;
+use crate::plan::space::RASTER_GROUP;
+
+/// The `grid.y` and `grid.z` limit.
+const GRID_YZ_LIMIT: i64 = 65535;
 
 /// Named axes with their sizes.
 #[derive(Clone, Debug)]
@@ -191,17 +195,73 @@ pub enum Side {
 
 impl View<'_> {
     /// The block's tile origin `m0`, `n0` and K-step count `kt_count` of a `[bm, bn, bk]` tile,
-    /// then a new scope with the batch axes bound from `blockIdx.z`.
+    /// then a new scope with the batch axes bound. The grid is [`View::grid`]: the tiles of one
+    /// batch entry are linearized on `grid.x` in grouped order ([`RASTER_GROUP`] tile rows
+    /// walked column by column, so the blocks resident at once share `A` rows and `B` columns
+    /// in L2), the batch on `grid.y` when it provably fits, else folded into `grid.x` above
+    /// the tiles.
     pub fn open_tile(&self, em: &mut Emitter, [bm, bn, bk]: [u64; 3]) {
         let k_total = cexpr::dim(&self.k.extent());
-        em.emit(Stmt::int("m0", format!("(int)blockIdx.y * {bm}")));
-        em.emit(Stmt::int("n0", format!("(int)blockIdx.x * {bn}")));
+        let tiles_m = cexpr::dim(&self.m.extent().ceildiv(bm as i64));
+        let tiles_n = cexpr::dim(&self.n.extent().ceildiv(bn as i64));
+        let batch_on_y = self.batch_on_y();
+        em.emit(Stmt::int("tiles_m", tiles_m));
+        em.emit(Stmt::int("tiles_n", tiles_n));
+        if batch_on_y {
+            em.emit(Stmt::int("pid", "(int)blockIdx.x"));
+        } else {
+            em.emit(Stmt::int("pid", "(int)blockIdx.x % (tiles_m * tiles_n)"));
+        }
+        let g = RASTER_GROUP;
+        em.emit(Stmt::int("group", format!("pid / ({g} * tiles_n)")));
+        em.emit(Stmt::int("first_m", format!("group * {g}")));
+        em.emit(Stmt::int(
+            "group_m",
+            format!("dlc_imin(tiles_m - first_m, {g})"),
+        ));
+        em.emit(Stmt::int("in_group", format!("pid % ({g} * tiles_n)")));
+        em.emit(Stmt::int(
+            "m0",
+            format!("(first_m + in_group % group_m) * {bm}"),
+        ));
+        em.emit(Stmt::int("n0", format!("(in_group / group_m) * {bn}")));
         em.emit(Stmt::int(
             "kt_count",
             format!("({k_total} + {}) / {bk}", bk - 1),
         ));
         em.push_scope();
-        self.bind_batch(em, "(int)blockIdx.z");
+        if batch_on_y {
+            self.bind_batch(em, "(int)blockIdx.y");
+        } else {
+            self.bind_batch(em, "(int)blockIdx.x / (tiles_m * tiles_n)");
+        }
+    }
+
+    /// Whether the batch goes on `grid.y`: its extent is a known number within the 65535
+    /// limit (a symbolic batch is folded into `grid.x`, whose limit is 2³¹ − 1).
+    fn batch_on_y(&self) -> bool {
+        self.batch
+            .extent()
+            .as_int()
+            .is_some_and(|b| b <= GRID_YZ_LIMIT)
+    }
+
+    /// The launch grid of a `bm × bn` tile ([`View::open_tile`]'s block order): every tile on
+    /// `x`, the batch on `y` or folded into `x`.
+    pub fn grid(&self, bm: u64, bn: u64) -> [Dim; 3] {
+        let one = Dim::int(1);
+        let tiles = self
+            .m
+            .extent()
+            .ceildiv(bm as i64)
+            .max_of(&one)
+            .mul(&self.n.extent().ceildiv(bn as i64).max_of(&one));
+        let batch = self.batch.extent().max_of(&one);
+        if self.batch_on_y() {
+            [tiles, batch, one.clone()]
+        } else {
+            [tiles.mul(&batch), one.clone(), one]
+        }
     }
 
     /// Binds the batch axes from the flat batch index `flat` (C).

@@ -13,16 +13,25 @@
 //! distinct banks; every writer and reader addresses the tile through [`smem::Tile::place`]
 //! (the swizzled column), with coordinates from [`smem::Tile::run`] and
 //! [`smem::ldmatrix_lane`]. An operand that is a plain read of an fp16/bf16 input whose rows
-//! are contiguous and 16-byte aligned in 8-element chunks (provable from the sizes) is copied
+//! are contiguous and 16-byte aligned in 8-element chunks (provable from the sizes with
+//! `Dim::div_exact`, symbolic ones included: a ShapeSet specialization's `8*T_8`) is copied
 //! with `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a
-//! padded conv's guarded gather, a cast of an fp32 tensor, symbolic row lengths) is computed
-//! element by element with its prologue (`View::load`), converted, packed in pairs into
-//! registers and stored to shared memory.
+//! padded conv's guarded gather, a cast of an fp32 tensor, row lengths not provably multiples
+//! of 8) is computed element by element with its prologue (`View::load`), converted, packed in
+//! pairs into registers and stored to shared memory: held in registers across a step's
+//! fragment loop when the tile needs at most `plan::space::REG_HELD_MAX` registers per
+//! thread, else stored as loaded (a *direct* stage, 4 runs unrolled at a time so that the
+//! loads are not all hoisted: spill-free at 128×128×64).
+//!
+//! **Blocks.** Every tile of a batch entry is on `grid.x` in the grouped order of
+//! [`View::open_tile`] (8 tile rows walked column by column, for L2 reuse), the batch on
+//! `grid.y` when it provably fits 65535, else folded into `grid.x`.
 //!
 //! **Pipeline** (one barrier per step): the prologue fills stages `0..S-1`; step `kt` waits for
 //! tile `kt` (`cp.async.wait_group S-2`), synchronizes, issues tile `kt+S-1` into the stage step
-//! `kt-1` read (copies, or register loads), runs the `BK/16` fragment steps on stage `kt % S`,
-//! then stores the register-staged part of tile `kt+S-1`. A synchronous plan
+//! `kt-1` read (copies, register loads, or a direct stage's loads and stores), runs the `BK/16`
+//! fragment steps on stage `kt % S`, then stores the held register-staged part of tile
+//! `kt+S-1`. A synchronous plan
 //! (`async_ = false`) stages both operands through registers.
 //!
 //! **Fragments** (PTX ISA, `mma.m16n8k16`, `ldmatrix`): `A` is loaded per 16×16 block by
@@ -47,6 +56,7 @@ use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::{Expr, Region, Size};
+use crate::plan::space::held_regs;
 use crate::target::Arch;
 use smem::{ldmatrix_lane, Tile, C, CHUNK};
 
@@ -107,9 +117,10 @@ pub fn mma_dtype(r: &Region, v: &View) -> Option<DType> {
 
 /// The read `cp.async` can copy for `side`: the operand is (a view or let of) a plain read of
 /// a `dtype` input, its last index is exactly the innermost axis of the direction the tile's
-/// rows run, that axis' extent and the input's last dimension are multiples of 8 (so an
-/// aligned 8-element chunk of the axis is 16 contiguous, 16-byte aligned bytes, all inside or
-/// all outside the operand).
+/// rows run, that axis' extent and the input's last dimension are provably multiples of 8
+/// (`Dim::div_exact`: numbers, or symbolic sizes such as a ShapeSet's `8*T_8`), so an aligned
+/// 8-element chunk of the axis is 16 contiguous, 16-byte aligned bytes, all inside or all
+/// outside the operand (the tails are zero-filled by `cp.async`'s source size 0).
 fn async_read<'r>(
     r: &'r Region,
     v: &View<'r>,
@@ -147,7 +158,9 @@ fn async_read<'r>(
     let is_axis = matches!(last, AxisExpr::Name(n) if n == axis);
     let elsewhere = rest.iter().any(|a| a.mentions(&|n| n == axis.as_str()));
     let row = &input.memref.shape.last()?.0;
-    let mult8 = |d: &Dim| d.as_int().is_some_and(|x| x % CHUNK as i64 == 0);
+    // Proved on the sizes, symbolic ones included (a ShapeSet specialization writes `T` as
+    // `8*T_8`, which divides exactly).
+    let mult8 = |d: &Dim| d.div_exact(&Dim::int(CHUNK as i64)).is_some();
     (is_axis && !elsewhere && mult8(extent) && mult8(row))
         .then_some((tensor.as_str(), map.as_slice()))
 }
@@ -190,6 +203,10 @@ struct Stage<'r> {
     copy: Option<(&'r str, &'r [AxisExpr])>,
     /// The conv gather that loads it otherwise, when the operand is one.
     gather: Option<conv::Gather<'r>>,
+    /// A register-staged tile too large to hold across the fragment steps
+    /// ([`REG_HELD_MAX`]): each pair is stored to shared memory as soon as it is loaded.
+    /// Never for a conv gather, which always holds its tile in registers.
+    direct: bool,
 }
 
 impl Stage<'_> {
@@ -235,7 +252,13 @@ fn uniform_if(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
     }
 }
 
-/// Per-thread `w`-element runs of a stage's tile, and the loop over them (`c` the run).
+/// Runs of a `direct` stage unrolled together: the loop over them is not unrolled further,
+/// so that the compiler does not hoist every load of the tile ahead of its stores (255
+/// registers and spills at 128×128×64 otherwise).
+const DIRECT_UNROLL: u64 = 4;
+
+/// Per-thread `w`-element runs of a stage's tile, and the loop over them (`c` the run; `l` the
+/// thread's run number). A `direct` stage's runs are unrolled [`DIRECT_UNROLL`] at a time.
 fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
     let total = s.outer * bk / w;
     let mut inner = vec![Stmt::int("c", format!("tid + l * {threads}"))];
@@ -249,7 +272,21 @@ fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
             otherwise: vec![],
         });
     }
-    loop_("l", total.div_ceil(threads), inner)
+    let count = total.div_ceil(threads);
+    if !s.direct || count <= DIRECT_UNROLL || !count.is_multiple_of(DIRECT_UNROLL) {
+        return loop_("l", count, inner);
+    }
+    let mut batch = vec![Stmt::int("l", format!("lb * {DIRECT_UNROLL} + li"))];
+    batch.extend(inner);
+    Stmt::For {
+        var: "lb".into(),
+        start: "0".into(),
+        end: (count / DIRECT_UNROLL).to_string(),
+        step: "1".into(),
+        unroll: false,
+        div: Div::Block,
+        body: vec![loop_("li", DIRECT_UNROLL, batch)],
+    }
 }
 
 /// The `cp.async` copies of tile `kt` (C) of `s` into stage `st` (C).
@@ -305,13 +342,16 @@ fn copies(
 }
 
 /// Register-staged loads of tile `kt` (C) of `s`: each run of two elements along the tile's
-/// rows is computed with its prologue, rounded to `dtype` and packed into `regs[l]`.
+/// rows is computed with its prologue, rounded to `dtype` and packed into `regs[l]` (stored by
+/// [`reg_stores`]), or, for a `direct` stage, stored straight into stage `st` (C).
+#[allow(clippy::too_many_arguments)]
 fn reg_loads(
     em: &mut Emitter,
     v: &View,
     s: &Stage,
     p: &MmaPlan,
     kt: &str,
+    st: &str,
     dtype: DType,
 ) -> Result<Vec<Stmt>, CodegenError> {
     let threads = p.threads();
@@ -351,8 +391,16 @@ fn reg_loads(
     } else {
         "dlc_pack_half2"
     };
+    let place = if s.direct {
+        format!(
+            "*reinterpret_cast<unsigned*>(&{})",
+            s.at(st, C::atom("o"), C::atom("kk"))
+        )
+    } else {
+        format!("{}[l]", s.regs)
+    };
     em.emit(Stmt::Assign {
-        place: format!("{}[l]", s.regs),
+        place,
         value: format!("{pack}(x0, x1)"),
     });
     let body = em.close();
@@ -362,7 +410,7 @@ fn reg_loads(
 /// Stores the register-staged runs of `s` into stage `st` (C).
 fn reg_stores(s: &Stage, p: &MmaPlan, st: &str) -> Vec<Stmt> {
     let threads = p.threads();
-    if s.copy.is_some() {
+    if s.copy.is_some() || s.direct {
         return vec![];
     }
     let (o, k) = s.run("c", 2);
@@ -456,14 +504,19 @@ pub fn build(
             .then(|| conv::gather(r, v, side, dtype))
             .flatten();
         let k_fastest = gather.as_ref().map_or(v.k_fastest(side), |g| g.k_fastest);
+        let outer = if side == Side::A { bm } else { bn };
+        // Held across the fragment steps when small enough (the plan space's estimate),
+        // else stored as loaded: the stage being refilled is free after the step's barrier.
+        let direct = gather.is_none() && held_regs(outer, bk, threads) == 0;
         Stage {
             side,
             smem: if side == Side::A { "As" } else { "Bs" },
             regs: if side == Side::A { "ra" } else { "rb" },
-            tile: Tile::new(k_fastest, if side == Side::A { bm } else { bn }, bk),
-            outer: if side == Side::A { bm } else { bn },
+            tile: Tile::new(k_fastest, outer, bk),
+            outer,
             copy,
             gather,
+            direct,
         }
     };
     let sides = [mk(Side::A), mk(Side::B)];
@@ -496,11 +549,15 @@ pub fn build(
         dims: vec![mi_n, ni_n, 4],
         zero: true,
     });
-    for s in sides.iter().filter(|s| s.copy.is_none()) {
+    for s in sides.iter().filter(|s| s.copy.is_none() && !s.direct) {
         em.emit(Stmt::Array {
             ty: CType::U32,
             name: s.regs.into(),
-            dims: vec![(s.outer * bk / 2).div_ceil(threads)],
+            dims: vec![if s.gather.is_some() {
+                (s.outer * bk / 2).div_ceil(threads)
+            } else {
+                held_regs(s.outer, bk, threads)
+            }],
             zero: false,
         });
         if let Some(g) = &s.gather {
@@ -513,7 +570,7 @@ pub fn build(
         em.open();
         for s in &sides {
             let mut fill = copies(em, v, s, &p, &kt, &st, TILE)?;
-            fill.extend(reg_loads(em, v, s, &p, &kt, dtype)?);
+            fill.extend(reg_loads(em, v, s, &p, &kt, &st, dtype)?);
             fill.extend(reg_stores(s, &p, &st));
             for f in fill {
                 em.emit(f);
@@ -540,7 +597,7 @@ pub fn build(
     em.open();
     for s in &sides {
         let mut refill = copies(em, v, s, &p, "nt", "ns", REFILL)?;
-        refill.extend(reg_loads(em, v, s, &p, "nt", dtype)?);
+        refill.extend(reg_loads(em, v, s, &p, "nt", "ns", dtype)?);
         for f in refill {
             em.emit(f);
         }
@@ -646,11 +703,7 @@ pub fn build(
             dynamic: true,
         })
         .collect();
-    let grid = [
-        v.n.extent().ceildiv(bn as i64).max_of(&Dim::int(1)),
-        v.m.extent().ceildiv(bm as i64).max_of(&Dim::int(1)),
-        v.batch.extent().max_of(&Dim::int(1)),
-    ];
+    let grid = v.grid(bm, bn);
     let mut k = Kernel {
         name: cexpr::ident(&r.name),
         arch,

@@ -13,7 +13,6 @@ use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::contraction::{Side, View};
 use super::params;
-use crate::ir::dim::Dim;
 use crate::ir::region::{Region, Size};
 use crate::target::Arch;
 
@@ -252,11 +251,7 @@ pub fn build(
     em.emit(Stmt::Block(epi));
     em.pop_scope();
     let body = em.close();
-    let grid = [
-        v.n.extent().ceildiv(bn as i64).max_of(&Dim::int(1)),
-        v.m.extent().ceildiv(bm as i64).max_of(&Dim::int(1)),
-        v.batch.extent().max_of(&Dim::int(1)),
-    ];
+    let grid = v.grid(bm, bn);
     Ok(Kernel {
         name: cexpr::ident(&r.name),
         arch,

@@ -11,11 +11,11 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48, max(1, (T+63)//64), 1), block (256, 1, 1), 16384 B dynamic shared memory
+// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48*max(1, (T+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, float* __restrict__ out0, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 8192);
+  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
   // operand A: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
@@ -23,8 +23,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   const int warp = (int)dlc_warp();
   const int wr = warp / 2 * 16;
   const int wc = warp % 2 * 32;
-  const int m0 = (int)blockIdx.y * 64;
-  const int n0 = (int)blockIdx.x * 64;
+  const int tiles_m = (dlc_floordiv((63 + s_T), 64));
+  const int tiles_n = 48;
+  const int pid = (int)blockIdx.x;
+  const int group = pid / (8 * tiles_n);
+  const int first_m = group * 8;
+  const int group_m = dlc_imin(tiles_m - first_m, 8);
+  const int in_group = pid % (8 * tiles_n);
+  const int m0 = (first_m + in_group % group_m) * 64;
+  const int n0 = (in_group / group_m) * 64;
   const int kt_count = (768 + 31) / 32;
   float acc[1][4][4] = {};
   if (0 < kt_count) {
@@ -54,11 +61,65 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
+  if (1 < kt_count) {
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = m0 + o;
+      const int gk = 1 * 32 + kk;
+      const bool ok = go < (s_T) && gk < 768;
+      const int o_m_5 = go;
+      const int k_k_6 = gk;
+      dlc_cp_async_16(&As[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_5 * 768 + k_k_6)) : in0), ok ? 16 : 0);  // -> tile
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 1 * 32 + kk;
+      const bool ok = go < 3072 && gk < 768;
+      const int o_n_7 = go;
+      const int k_k_8 = gk;
+      dlc_cp_async_16(&Bs[1][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_8 * 3072 + o_n_7)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  if (2 < kt_count) {
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = m0 + o;
+      const int gk = 2 * 32 + kk;
+      const bool ok = go < (s_T) && gk < 768;
+      const int o_m_9 = go;
+      const int k_k_10 = gk;
+      dlc_cp_async_16(&As[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_9 * 768 + k_k_10)) : in0), ok ? 16 : 0);  // -> tile
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 2 * 32 + kk;
+      const bool ok = go < 3072 && gk < 768;
+      const int o_n_11 = go;
+      const int k_k_12 = gk;
+      dlc_cp_async_16(&Bs[2][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_12 * 3072 + o_n_11)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
   for (int kt = 0; kt < kt_count; kt += 1) {
-    const int st = kt % 2;
-    const int nt = kt + 1;
-    const int ns = nt % 2;
-    dlc_cp_async_wait<0>();  // ready: tile
+    const int st = kt % 4;
+    const int nt = kt + 3;
+    const int ns = nt % 4;
+    dlc_cp_async_wait<2>();  // ready: tile
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
@@ -69,9 +130,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
         const int go = m0 + o;
         const int gk = nt * 32 + kk;
         const bool ok = go < (s_T) && gk < 768;
-        const int o_m_5 = go;
-        const int k_k_6 = gk;
-        dlc_cp_async_16(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_5 * 768 + k_k_6)) : in0), ok ? 16 : 0);  // -> tile_refill
+        const int o_m_13 = go;
+        const int k_k_14 = gk;
+        dlc_cp_async_16(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_13 * 768 + k_k_14)) : in0), ok ? 16 : 0);  // -> tile_refill
       }
       #pragma unroll
       for (int l = 0; l < 1; l += 1) {
@@ -81,9 +142,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
         const int go = n0 + o;
         const int gk = nt * 32 + kk;
         const bool ok = go < 3072 && gk < 768;
-        const int o_n_7 = go;
-        const int k_k_8 = gk;
-        dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_8 * 3072 + o_n_7)) : in1), ok ? 16 : 0);  // -> tile_refill
+        const int o_n_15 = go;
+        const int k_k_16 = gk;
+        dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_16 * 3072 + o_n_15)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
     dlc_cp_async_commit();  // TokLoad tile_refill
@@ -120,17 +181,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
           if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_T) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 3072) {
-            const int m_m_9 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
-            const int n_n_10 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_11 = (m_m_9 * 3072 + n_n_10);
-            const float c1_12 = (acc[mi][ni][e] + dlc_f32(in2[n_n_10]));
-            const float c2_13 = dlc_round_f16(c1_12);
-            const float c3_14 = (c2_13 * 0.70710677f);
-            const float c4_15 = dlc_erf(c3_14);
-            const float c5_16 = (c4_15 + ((float)1));
-            const float c6_17 = (c2_13 * c5_16);
-            const float c7_18 = (c6_17 * 0.5f);
-            out0[off_11] = c7_18;
+            const int m_m_17 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int n_n_18 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_19 = (m_m_17 * 3072 + n_n_18);
+            const float c1_20 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
+            const float c2_21 = dlc_round_f16(c1_20);
+            const float c3_22 = (c2_21 * 0.70710677f);
+            const float c4_23 = dlc_erf(c3_22);
+            const float c5_24 = (c4_23 + ((float)1));
+            const float c6_25 = (c2_21 * c5_24);
+            const float c7_26 = (c6_25 * 0.5f);
+            out0[off_19] = c7_26;
           }
         }
       }
@@ -138,11 +199,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   }
 }
 
-// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12, max(1, (T+63)//64), 1), block (256, 1, 1), 16384 B dynamic shared memory
+// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12*max(1, (T+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 8192);
+  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
   // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
@@ -150,8 +211,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
   const int warp = (int)dlc_warp();
   const int wr = warp / 2 * 16;
   const int wc = warp % 2 * 32;
-  const int m0 = (int)blockIdx.y * 64;
-  const int n0 = (int)blockIdx.x * 64;
+  const int tiles_m = (dlc_floordiv((63 + s_T), 64));
+  const int tiles_n = 12;
+  const int pid = (int)blockIdx.x;
+  const int group = pid / (8 * tiles_n);
+  const int first_m = group * 8;
+  const int group_m = dlc_imin(tiles_m - first_m, 8);
+  const int in_group = pid % (8 * tiles_n);
+  const int m0 = (first_m + in_group % group_m) * 64;
+  const int n0 = (in_group / group_m) * 64;
   const int kt_count = (3072 + 31) / 32;
   float acc[1][4][4] = {};
   unsigned ra[4];
@@ -200,11 +268,101 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
+  if (1 < kt_count) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      float x0 = 0.0f;
+      if (m0 + o < (s_T) && 1 * 32 + kk < 3072) {
+        const int o_m_7 = m0 + o;
+        const int k_k_8 = 1 * 32 + kk;
+        x0 = dlc_round_f16(dlc_f32(in0[(o_m_7 * 3072 + k_k_8)]));
+      } else {
+        x0 = 0.0f;
+      }
+      float x1 = 0.0f;
+      if (m0 + o < (s_T) && 1 * 32 + kk + 1 < 3072) {
+        const int o_m_9 = m0 + o;
+        const int k_k_10 = 1 * 32 + kk + 1;
+        x1 = dlc_round_f16(dlc_f32(in0[(o_m_9 * 3072 + k_k_10)]));
+      } else {
+        x1 = 0.0f;
+      }
+      ra[l] = dlc_pack_half2(x0, x1);
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      *reinterpret_cast<unsigned*>(&As[1][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 1 * 32 + kk;
+      const bool ok = go < 768 && gk < 3072;
+      const int o_n_11 = go;
+      const int k_k_12 = gk;
+      dlc_cp_async_16(&Bs[1][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_12 * 768 + o_n_11)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  if (2 < kt_count) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      float x0 = 0.0f;
+      if (m0 + o < (s_T) && 2 * 32 + kk < 3072) {
+        const int o_m_13 = m0 + o;
+        const int k_k_14 = 2 * 32 + kk;
+        x0 = dlc_round_f16(dlc_f32(in0[(o_m_13 * 3072 + k_k_14)]));
+      } else {
+        x0 = 0.0f;
+      }
+      float x1 = 0.0f;
+      if (m0 + o < (s_T) && 2 * 32 + kk + 1 < 3072) {
+        const int o_m_15 = m0 + o;
+        const int k_k_16 = 2 * 32 + kk + 1;
+        x1 = dlc_round_f16(dlc_f32(in0[(o_m_15 * 3072 + k_k_16)]));
+      } else {
+        x1 = 0.0f;
+      }
+      ra[l] = dlc_pack_half2(x0, x1);
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      *reinterpret_cast<unsigned*>(&As[2][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 2 * 32 + kk;
+      const bool ok = go < 768 && gk < 3072;
+      const int o_n_17 = go;
+      const int k_k_18 = gk;
+      dlc_cp_async_16(&Bs[2][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_18 * 768 + o_n_17)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
   for (int kt = 0; kt < kt_count; kt += 1) {
-    const int st = kt % 2;
-    const int nt = kt + 1;
-    const int ns = nt % 2;
-    dlc_cp_async_wait<0>();  // ready: tile
+    const int st = kt % 4;
+    const int nt = kt + 3;
+    const int ns = nt % 4;
+    dlc_cp_async_wait<2>();  // ready: tile
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
@@ -214,17 +372,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         const int kk = (c % 16) * 2;
         float x0 = 0.0f;
         if (m0 + o < (s_T) && nt * 32 + kk < 3072) {
-          const int o_m_7 = m0 + o;
-          const int k_k_8 = nt * 32 + kk;
-          x0 = dlc_round_f16(dlc_f32(in0[(o_m_7 * 3072 + k_k_8)]));
+          const int o_m_19 = m0 + o;
+          const int k_k_20 = nt * 32 + kk;
+          x0 = dlc_round_f16(dlc_f32(in0[(o_m_19 * 3072 + k_k_20)]));
         } else {
           x0 = 0.0f;
         }
         float x1 = 0.0f;
         if (m0 + o < (s_T) && nt * 32 + kk + 1 < 3072) {
-          const int o_m_9 = m0 + o;
-          const int k_k_10 = nt * 32 + kk + 1;
-          x1 = dlc_round_f16(dlc_f32(in0[(o_m_9 * 3072 + k_k_10)]));
+          const int o_m_21 = m0 + o;
+          const int k_k_22 = nt * 32 + kk + 1;
+          x1 = dlc_round_f16(dlc_f32(in0[(o_m_21 * 3072 + k_k_22)]));
         } else {
           x1 = 0.0f;
         }
@@ -238,9 +396,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         const int go = n0 + o;
         const int gk = nt * 32 + kk;
         const bool ok = go < 768 && gk < 3072;
-        const int o_n_11 = go;
-        const int k_k_12 = gk;
-        dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_12 * 768 + o_n_11)) : in1), ok ? 16 : 0);  // -> tile_refill
+        const int o_n_23 = go;
+        const int k_k_24 = gk;
+        dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_24 * 768 + o_n_23)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
     dlc_cp_async_commit();  // TokLoad tile_refill
@@ -286,11 +444,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
           if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_T) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 768) {
-            const int m_m_13 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
-            const int n_n_14 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_15 = (m_m_13 * 768 + n_n_14);
-            const float c1_16 = (acc[mi][ni][e] + dlc_f32(in2[n_n_14]));
-            out0[off_15] = dlc_cvt<__half>(c1_16);
+            const int m_m_25 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int n_n_26 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_27 = (m_m_25 * 768 + n_n_26);
+            const float c1_28 = (acc[mi][ni][e] + dlc_f32(in2[n_n_26]));
+            out0[off_27] = dlc_cvt<__half>(c1_28);
           }
         }
       }
