@@ -269,7 +269,10 @@ fn summarize(name: String, insts: &[Inst]) -> SassSummary {
             end: br.addr,
             ..SassLoop::default()
         };
-        for i in insts.iter().filter(|i| (target..=br.addr).contains(&i.addr)) {
+        for i in insts
+            .iter()
+            .filter(|i| (target..=br.addr).contains(&i.addr))
+        {
             match base(&i.opcode).as_str() {
                 "NOP" => continue,
                 "HMMA" | "HGMMA" => l.mma += 1,
@@ -386,7 +389,8 @@ mod tests {
         let missing = dir.path().join("nope");
         let err = choose_cuobjdump(missing.to_str(), &wheels).expect_err("missing");
         assert!(
-            err.to_string().contains("run scripts/install-cuda-wheels.sh"),
+            err.to_string()
+                .contains("run scripts/install-cuda-wheels.sh"),
             "{err}"
         );
         std::fs::create_dir_all(wheels.join("bin")).expect("mkdir");
