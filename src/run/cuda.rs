@@ -9,6 +9,7 @@
 //! | E0401 | CodegenFailed | internal: a kernel could not be emitted as CUDA |
 //! | E0402 | CudaCompileFailed | internal: NVRTC rejected the emitted CUDA, or a launch exceeds the GPU's limits |
 //! | E0403 | CudaRunFailed | internal: a driver call or a kernel failed, or the manifest is inconsistent |
+//! | E0404 | GridLimitExceeded | a launch's grid at the bound sizes exceeds the GPU's grid limits |
 
 use super::{optimizer_bug, Failure, PreparedInputs};
 use crate::cuda::{self, CudaError, DeviceInfo, NvrtcError, RunCudaOptions, Timings};
@@ -59,6 +60,14 @@ pub fn cuda_failure(e: CudaError) -> Failure {
                 cuda::ENV_CUDA_INCLUDE
             ),
         ),
+        CudaError::GridLimit(e) => Failure::user(Diagnostic::error(
+            "E0404",
+            "GridLimitExceeded",
+            device_argument(),
+            format!("the sizes bound are too large for the generated launch geometry: {e}"),
+            "run smaller sizes (split the batch), or use --device cpu; TODO(issue 15): \
+             templates put the largest tile count on grid.x",
+        )),
         CudaError::Nvrtc(e) => Failure::internal(Diagnostic::error(
             "E0402",
             "CudaCompileFailed",
@@ -212,6 +221,16 @@ mod tests {
         });
         assert!(r.internal);
         assert_eq!(r.diagnostics.first_code(), "E0403");
+    }
+
+    #[test]
+    fn grids_over_the_limits_are_a_user_diagnostic() {
+        let e = crate::codegen::gpu::verify::check_grid("conv", [1, 100352, 1])
+            .expect_err("over the limit");
+        let f = cuda_failure(CudaError::GridLimit(e));
+        assert!(!f.internal);
+        assert_eq!(f.diagnostics.first_code(), "E0404");
+        assert!(f.diagnostics.0[0].why.contains("grid.y = 100352"));
     }
 
     #[test]

@@ -31,6 +31,54 @@ pub const BARRIER_TOKEN: &str = "barrier";
 /// Static shared memory a kernel may declare (CUDA's limit without opt-in).
 pub const STATIC_SMEM_LIMIT: u64 = 48 * 1024;
 
+/// Largest grid size per axis on every architecture this compiler targets (sm_80, sm_90):
+/// x ≤ 2³¹−1, y and z ≤ 65535.
+pub const GRID_LIMITS: [i64; 3] = [i32::MAX as i64, 65535, 65535];
+
+/// A launch whose grid, evaluated at the bound sizes, exceeds [`GRID_LIMITS`] (diagnostic
+/// `E0404 GridLimitExceeded` at run time: the sizes are too large for the kernel's launch
+/// geometry, not a CUDA failure).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "kernel `{kernel}` needs grid.{axis} = {value}, over the hardware limit of {limit} \
+     (grid {grid:?})"
+)]
+pub struct GridLimitError {
+    pub kernel: String,
+    /// `x`, `y` or `z`.
+    pub axis: char,
+    pub value: i64,
+    pub limit: i64,
+    /// The whole evaluated grid.
+    pub grid: [i64; 3],
+}
+
+/// Checks an evaluated grid (every axis non-negative, see [`GRID_LIMITS`]); returns it as the
+/// driver's `u32`s. A negative axis is reported as over the limit with its value.
+pub fn check_grid(kernel: &str, grid: [i64; 3]) -> Result<[u32; 3], GridLimitError> {
+    let mut out = [0u32; 3];
+    for (i, ((v, limit), axis)) in grid
+        .iter()
+        .zip(GRID_LIMITS)
+        .zip(['x', 'y', 'z'])
+        .enumerate()
+    {
+        match u32::try_from(*v) {
+            Ok(u) if *v <= limit => out[i] = u,
+            _ => {
+                return Err(GridLimitError {
+                    kernel: kernel.to_string(),
+                    axis,
+                    value: *v,
+                    limit,
+                    grid,
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A broken GPU IR invariant (always a code generator bug).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GpuIrError {
@@ -299,6 +347,26 @@ mod tests {
     use crate::ir::dim::Dim;
     use crate::ir::region::Size;
     use crate::target::Arch;
+
+    #[test]
+    fn grids_are_checked_against_the_hardware_limits() {
+        assert_eq!(check_grid("k", [7, 65535, 65535]), Ok([7, 65535, 65535]));
+        assert_eq!(
+            check_grid("k", [i64::from(i32::MAX), 1, 1]),
+            Ok([i32::MAX as u32, 1, 1])
+        );
+        assert_eq!(check_grid("k", [0, 1, 1]), Ok([0, 1, 1]));
+        let e = check_grid("conv", [1, 100352, 1]).expect_err("y over 65535");
+        assert_eq!((e.axis, e.value, e.limit), ('y', 100352, 65535));
+        assert_eq!(
+            e.to_string(),
+            "kernel `conv` needs grid.y = 100352, over the hardware limit of 65535 (grid [1, 100352, 1])"
+        );
+        let e = check_grid("k", [1i64 << 31, 1, 1]).expect_err("x over 2^31-1");
+        assert_eq!(e.axis, 'x');
+        assert_eq!(check_grid("k", [1, 1, 65536]).map_err(|e| e.axis), Err('z'));
+        assert_eq!(check_grid("k", [-1, 1, 1]).map_err(|e| e.value), Err(-1));
+    }
 
     fn kernel(body: Vec<Stmt>, smem: Vec<Smem>, threads: u32, dyn_smem: u32) -> Kernel {
         Kernel {
