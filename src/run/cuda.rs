@@ -10,6 +10,7 @@
 //! | E0402 | CudaCompileFailed | internal: NVRTC rejected the emitted CUDA, or a launch exceeds the GPU's limits |
 //! | E0403 | CudaRunFailed | internal: a driver call or a kernel failed, or the manifest is inconsistent |
 //! | E0404 | GridLimitExceeded | a launch's grid at the bound sizes exceeds the GPU's grid limits |
+//! | E0405 | DeviceMemoryExceeded | `optimize`: the signature tensors at their concrete sizes exceed the GPU's memory |
 
 use super::{optimizer_bug, Failure, PreparedInputs};
 use crate::cuda::{self, CudaError, DeviceInfo, NvrtcError, RunCudaOptions, Timings};
@@ -24,6 +25,24 @@ fn device_argument() -> Location {
     Location::Argument {
         argument: "--device cuda".into(),
     }
+}
+
+/// `E0405 DeviceMemoryExceeded` when `graph`'s signature tensors, at their concrete sizes,
+/// need more memory than the GPUs planned for have
+/// ([`crate::codegen::gpu::verify::check_device_memory`]).
+pub fn check_device_memory(graph: &crate::ir::frontend::Graph) -> Result<(), Failure> {
+    crate::codegen::gpu::verify::check_device_memory(graph).map_err(|e| {
+        Failure::user(Diagnostic::error(
+            "E0405",
+            "DeviceMemoryExceeded",
+            Location::Tensor {
+                tensor: e.largest.clone(),
+            },
+            e.to_string(),
+            "no kernel can run this on one GPU: make the sizes smaller (split the batch) or \
+             leave them symbolic and bind smaller values at run time",
+        ))
+    })
 }
 
 /// `E0400 DeviceUnavailable` unless a supported GPU, its driver and NVRTC are all here.
