@@ -428,7 +428,7 @@ mod tests {
         assert_eq!(e.bytes, 2 * 4 * 10241 * (1u128 << 20));
         assert_eq!(
             (e.largest.as_str(), e.largest_bytes),
-            ("X", 4 * 10241 << 20)
+            ("X", (4 * 10241) << 20)
         );
         // Symbolic sizes are only known at run time.
         assert_eq!(check_device_memory(&load("")), Ok(()));
