@@ -47,6 +47,7 @@ DEFAULT_DLC = REPO / "target" / "release" / "dlc-egg"
 
 # graph-json's tolerance for fp16 outputs (spec § Numerics): |out - ref| <= atol + rtol * |ref|.
 FP16_TOL = (1e-2, 1e-2)  # (rtol, atol)
+FP32_TOL = (1e-3, 1e-3)  # graph-json's tolerance for fp32 outputs
 TORCH_WARMUP = 3  # PyTorch warm-up calls (cuDNN autotuning, cuBLAS heuristics, lazy loading)
 
 
@@ -136,8 +137,23 @@ def _attention_reference(torch, t):
 
 def _attention_baseline(torch, t):
     f = torch.nn.functional
-    # default scale = 1/sqrt(D) = 0.125, the graph's scale attribute
+    # default scale = 1/sqrt(D), the graph's scale attribute (0.125 at D=64)
     return lambda: f.scaled_dot_product_attention(t["Q"], t["K"], t["V"], is_causal=True)
+
+
+def _attention_case(name, graph, d):
+    return Case(
+        name, graph,
+        f"causal attention B=8 H=16 S=2048 D={d}, fp16, scale 1/sqrt({d})",
+        inputs=lambda rng: {n: uniform(rng, (8, 16, 2048, d)) for n in ("Q", "K", "V")},
+        reference=_attention_reference,
+        baseline=_attention_baseline,
+        baseline_name="F.scaled_dot_product_attention(is_causal=True)",
+        target=0.7,
+        target_vs="SDPA (FlashAttention-2)",
+        # QK^T and PV over the causal half (the usual FlashAttention count)
+        flops=4 * 8 * 16 * 2048 * 2048 * d // 2,
+    )
 
 
 def _conv_inputs(rng):
@@ -146,12 +162,14 @@ def _conv_inputs(rng):
 
 
 def _conv_relu_pool_inputs(rng):
-    # W scaled by 1/sqrt(C*3*3) = 1/12: conv outputs std ~ 1/3
-    return {
+    # W scaled by 1/sqrt(C*3*3) = 1/12: conv outputs std ~ 1/3. The graph is fp32: fp32 arrays
+    # (the fp16-rounded values, widened).
+    arrays = {
         "X": uniform(rng, (32, 16, 64, 64)),
         "W": uniform(rng, (32, 16, 3, 3), scale=1 / 12),
         "bias": uniform(rng, (32,), -0.1, 0.1),
     }
+    return {n: a.astype(np.float32) for n, a in arrays.items()}
 
 
 def _conv_relu_pool_reference(torch, t):
@@ -159,26 +177,33 @@ def _conv_relu_pool_reference(torch, t):
     return f.max_pool2d(torch.relu(f.conv2d(t["X"], t["W"], t["bias"], padding=1)), 2)
 
 
-def _layernorm_inputs(rng):
-    # a non-zero mean (X in [-1.5, 2.5)) so the mean subtraction matters
-    return {
-        "X": uniform(rng, (16384, 1024), -1.5, 2.5),
-        "gamma": uniform(rng, (1024,), 0.5, 1.5),
-        "beta": uniform(rng, (1024,), -0.5, 0.5),
-    }
+def _layernorm_case(name, graph, rows, cols, target):
+    def inputs(rng):
+        # a non-zero mean (X in [-1.5, 2.5)) so the mean subtraction matters
+        return {
+            "X": uniform(rng, (rows, cols), -1.5, 2.5),
+            "gamma": uniform(rng, (cols,), 0.5, 1.5),
+            "beta": uniform(rng, (cols,), -0.5, 0.5),
+        }
 
+    def reference(torch, t):
+        return torch.nn.functional.layer_norm(t["X"], (cols,), t["gamma"], t["beta"], eps=1e-5)
 
-def _layernorm_reference(torch, t):
-    return torch.nn.functional.layer_norm(t["X"], (1024,), t["gamma"], t["beta"], eps=1e-5)
-
-
-def _layernorm_baseline(torch, t):
-    f = torch.nn.functional
-    return lambda: f.layer_norm(t["X"], (1024,), t["gamma"], t["beta"], eps=1e-5)
+    return Case(
+        name, graph,
+        f"LayerNorm over the last dim of [{rows}, {cols}], fp16, eps 1e-5, gamma/beta",
+        inputs=inputs,
+        reference=reference,
+        baseline=lambda torch, t: (lambda: reference(torch, t)),
+        baseline_name="F.layer_norm",
+        target=target,
+        target_vs="PyTorch F.layer_norm" if target else None,
+        bytes_moved=2 * (2 * rows * cols + 2 * cols),
+    )
 
 
 CASES = [
-    _gemm_case("gemm_4096", "gemm_4096.json", 4096, 4096, 4096, 0.7,
+    _gemm_case("gemm_4096", "gemm_4096.json", 4096, 4096, 4096, 0.8,
                "fp16 GEMM C = A·B, M=N=K=4096, fp32 accumulation"),
     _gemm_case("gemm_tail_96x80x72", "gemm_tail_96x80x72.json", 96, 80, 72, None,
                "fp16 GEMM M=96 N=80 K=72 (no dimension a multiple of the tiles; launch-bound)"),
@@ -193,18 +218,8 @@ CASES = [
         target_vs="PyTorch relu(linear(x))",
         flops=2 * 4096 ** 3,
     ),
-    Case(
-        "attention_causal", "attention_causal.json",
-        "causal attention B=8 H=16 S=2048 D=64, fp16, scale 1/8",
-        inputs=lambda rng: {n: uniform(rng, (8, 16, 2048, 64)) for n in ("Q", "K", "V")},
-        reference=_attention_reference,
-        baseline=_attention_baseline,
-        baseline_name="F.scaled_dot_product_attention(is_causal=True)",
-        target=0.7,
-        target_vs="SDPA",
-        # QK^T and PV over the causal half (the usual FlashAttention count)
-        flops=4 * 8 * 16 * 2048 * 2048 * 64 // 2,
-    ),
+    _attention_case("attention_causal", "attention_causal.json", 64),
+    _attention_case("attention_causal_hd128", "attention_causal_hd128.json", 128),
     Case(
         "conv3x3", "conv3x3.json",
         "conv 3x3 N=32 C=64->64 56x56 stride 1 pad 1, fp16 NCHW, no bias",
@@ -227,17 +242,10 @@ CASES = [
         baseline_name="cuDNN conv2d + relu + max_pool2d (PyTorch, 3 kernels)",
         target=None,
         flops=2 * 32 * 32 * 64 * 64 * 16 * 9,
+        tol=FP32_TOL,
     ),
-    Case(
-        "layernorm", "layernorm.json",
-        "LayerNorm over the last dim of [16384, 1024], fp16, eps 1e-5, gamma/beta",
-        inputs=_layernorm_inputs,
-        reference=_layernorm_reference,
-        baseline=_layernorm_baseline,
-        baseline_name="F.layer_norm",
-        target=None,
-        bytes_moved=2 * (2 * 16384 * 1024 + 2 * 1024),
-    ),
+    _layernorm_case("layernorm", "layernorm.json", 16384, 1024, None),
+    _layernorm_case("layernorm_8192x768", "layernorm_8192x768.json", 8192, 768, 1.0),
 ]
 CASE_BY_NAME = {c.name: c for c in CASES}
 
@@ -279,7 +287,8 @@ def load_graph(case):
 
 
 def check_inputs_against_graph(case, graph, arrays):
-    """The generated arrays must be exactly the graph's signature inputs, fp16, declared shapes."""
+    """The generated arrays must be exactly the graph's signature inputs, in their declared dtype
+    (fp16 or fp32) and shape."""
     problems = []
     sig = [i["tensor"] for i in graph["signature"]["inputs"]]
     if sorted(sig) != sorted(arrays):
@@ -288,7 +297,8 @@ def check_inputs_against_graph(case, graph, arrays):
         decl = graph["tensors"].get(name)
         if decl is None:
             continue
-        if decl["dtype"] != "fp16" or arr.dtype != np.float16:
+        want = {"fp16": np.float16, "fp32": np.float32}.get(decl["dtype"])
+        if want is None or arr.dtype != want:
             problems.append(f"{name}: declared {decl['dtype']}, generated {arr.dtype}")
         if not all(isinstance(d, int) for d in decl["shape"]):
             problems.append(f"{name}: symbolic shape {decl['shape']} (the cases use concrete sizes)")

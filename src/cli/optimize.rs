@@ -104,6 +104,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     };
     let graph = frontend::load_file(&a.graph)?;
     let prog = run::lower_and_verify(&graph)?;
+    run::check_device_memory(&graph)?;
     if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
         return Err(Failure::user(Diagnostic::error(
             "E0313",

@@ -19,6 +19,7 @@
 //! kernel logic". A launch whose grid has a zero dimension (an empty tensor) is skipped: CUDA
 //! rejects such a launch, so the runtime must skip it too.
 
+use crate::codegen::gpu::verify::{check_grid, GridLimitError};
 use crate::codegen::manifest::{BufferRole, KernelArg, Manifest, ManifestStep};
 use crate::codegen::{EMU_HEADER, HEADER_NAME};
 use crate::ir::dtype::DType;
@@ -85,6 +86,10 @@ pub enum HostError {
     /// A size, grid or symbol could not be evaluated or is out of range.
     #[error("{what}: {why}")]
     Size { what: String, why: String },
+    /// A launch's grid exceeds the GPU's grid limits (as [`crate::cuda::CudaError::GridLimit`]:
+    /// diagnostic `E0404` on the GPU path).
+    #[error(transparent)]
+    GridLimit(#[from] GridLimitError),
     /// The manifest is inconsistent (an unknown buffer, an alias cycle, …).
     #[error("manifest: {0}")]
     Manifest(String),
@@ -286,18 +291,16 @@ fn generate(
             }
             continue;
         };
-        let mut grid = Vec::with_capacity(3);
+        let mut evaluated = [0i64; 3];
         for (d, s) in l.grid.iter().enumerate() {
             let what = format!("launch {li} (`{}`) grid dimension {d}", l.kernel);
-            let v = eval(s, bindings, &what)?;
-            if !(0..=i64::from(u32::MAX)).contains(&v) {
-                return Err(HostError::Size {
-                    what,
-                    why: format!("{v} is not a grid size"),
-                });
-            }
-            grid.push(param(v, &mut params));
+            evaluated[d] = eval(s, bindings, &what)?;
         }
+        // The GPU's limits, so that the emulation refuses what the GPU would.
+        let grid: Vec<String> = check_grid(&l.kernel, evaluated)?
+            .iter()
+            .map(|v| param(i64::from(*v), &mut params))
+            .collect();
         let mut args = Vec::with_capacity(l.args.len());
         for a in &l.args {
             match a {

@@ -9,17 +9,20 @@
 //! | libnvrtc | `$DLC_NVRTC_LIB` (the `.so` file); `<repo>/.cuda/nvidia/cu13/lib/libnvrtc.so.13` (from `scripts/install-cuda-wheels.sh`); the system's library names (`libnvrtc.so.13`, … via `LD_LIBRARY_PATH` / `ld.so.cache`) |
 //! | CUDA headers (`cuda_fp16.h`, `cuda_bf16.h`) | `$DLC_CUDA_INCLUDE`; `include/` beside the chosen libnvrtc's `lib/`; `<repo>/.cuda/nvidia/cu13/include`; `$CUDA_HOME/include`, `/usr/local/cuda/include` |
 //! | libcuda (driver) | the system's library names (`libcuda.so.1`, …) |
+//! | cuobjdump (SASS, [`sass`]) | `$DLC_CUOBJDUMP`; `<repo>/.cuda/nvidia/cu13/bin/cuobjdump`; `cuobjdump` on `PATH` |
 //!
 //! `<repo>` is the crate's source directory at build time (`CARGO_MANIFEST_DIR`).
 
 pub mod nvrtc;
 pub mod runtime;
+pub mod sass;
 
 pub use nvrtc::{
     check_manifest_resources, compile, toolchain, CompileOptions, Compiled, KernelResources,
     NvrtcError, Toolchain,
 };
 pub use runtime::{probe, run_manifest, CudaError, DeviceInfo, RunCudaOptions, Timings};
+pub use sass::{sass_summary, SassError, SassLoop, SassSummary};
 
 use std::path::PathBuf;
 

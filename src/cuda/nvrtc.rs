@@ -147,6 +147,12 @@ impl Compiled {
     pub fn kernel(&self, name: &str) -> Option<&KernelResources> {
         self.kernels.iter().find(|k| k.name == name)
     }
+
+    /// The instruction mix of every kernel of the cubin (`cuobjdump -sass`, see
+    /// [`super::sass`]), sorted by name.
+    pub fn sass(&self) -> Result<Vec<super::sass::SassSummary>, super::sass::SassError> {
+        super::sass::sass_summary(&self.cubin)
+    }
 }
 
 /// The NVRTC found on this machine.

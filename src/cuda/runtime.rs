@@ -13,6 +13,7 @@
 //! tensor ↔ bytes ([`tensor_bytes`], [`tensor_from_bytes`]) — are public and tested without a GPU.
 
 use super::nvrtc::{self, CompileOptions, NvrtcError};
+use crate::codegen::gpu::verify::{check_grid, GridLimitError};
 use crate::codegen::manifest::{BufferRole, KernelArg, Manifest, ManifestStep};
 use crate::codegen::Emitted;
 use crate::ir::dtype::DType;
@@ -42,6 +43,10 @@ pub enum CudaError {
     /// A driver call failed.
     #[error("{call} failed: {error}")]
     Driver { call: String, error: String },
+    /// A launch's grid, at the bound sizes, exceeds the hardware's grid limits (diagnostic
+    /// `E0404`): checked before anything is allocated or launched.
+    #[error(transparent)]
+    GridLimit(#[from] GridLimitError),
     /// The manifest is inconsistent (unknown buffer, alias cycle, unbound symbol, bad grid).
     #[error("invalid manifest: {why}")]
     Manifest { why: String },
@@ -376,8 +381,9 @@ impl LaunchPlan {
     }
 }
 
-/// Evaluates every launch's grid under `bindings` (x < 2³¹, y and z ≤ 65535) and resolves its
-/// arguments: buffers to their storage, symbols to `int` values.
+/// Evaluates every launch's grid under `bindings` and resolves its arguments: buffers to their
+/// storage, symbols to `int` values. A grid over the hardware's limits (x ≤ 2³¹−1, y and z ≤
+/// 65535: [`crate::codegen::gpu::verify::check_grid`]) is [`CudaError::GridLimit`].
 pub fn plan_launches(
     manifest: &Manifest,
     layout: &BufferLayout,
@@ -388,22 +394,11 @@ pub fn plan_launches(
         let ManifestStep::Launch(l) = step else {
             continue;
         };
-        let mut grid = [0u32; 3];
-        for (axis, (g, max)) in l
-            .grid
-            .iter()
-            .zip([i32::MAX as i64, 65535, 65535])
-            .enumerate()
-        {
-            let v = eval_size(&format!("grid of `{}`", l.kernel), g, bindings)?;
-            if !(0..=max).contains(&v) {
-                return Err(manifest_error(format!(
-                    "grid of `{}`: axis {axis} is {v}, outside 0..={max}",
-                    l.kernel
-                )));
-            }
-            grid[axis] = v as u32;
+        let mut evaluated = [0i64; 3];
+        for (axis, g) in l.grid.iter().enumerate() {
+            evaluated[axis] = eval_size(&format!("grid of `{}`", l.kernel), g, bindings)?;
         }
+        let grid = check_grid(&l.kernel, evaluated)?;
         let mut args = Vec::with_capacity(l.args.len());
         for a in &l.args {
             args.push(match a {

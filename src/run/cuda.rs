@@ -9,6 +9,8 @@
 //! | E0401 | CodegenFailed | internal: a kernel could not be emitted as CUDA |
 //! | E0402 | CudaCompileFailed | internal: NVRTC rejected the emitted CUDA, or a launch exceeds the GPU's limits |
 //! | E0403 | CudaRunFailed | internal: a driver call or a kernel failed, or the manifest is inconsistent |
+//! | E0404 | GridLimitExceeded | a launch's grid at the bound sizes exceeds the GPU's grid limits |
+//! | E0405 | DeviceMemoryExceeded | `optimize`: the signature tensors at their concrete sizes exceed the GPU's memory |
 
 use super::{optimizer_bug, Failure, PreparedInputs};
 use crate::cuda::{self, CudaError, DeviceInfo, NvrtcError, RunCudaOptions, Timings};
@@ -23,6 +25,24 @@ fn device_argument() -> Location {
     Location::Argument {
         argument: "--device cuda".into(),
     }
+}
+
+/// `E0405 DeviceMemoryExceeded` when `graph`'s signature tensors, at their concrete sizes,
+/// need more memory than the GPUs planned for have
+/// ([`crate::codegen::gpu::verify::check_device_memory`]).
+pub fn check_device_memory(graph: &crate::ir::frontend::Graph) -> Result<(), Failure> {
+    crate::codegen::gpu::verify::check_device_memory(graph).map_err(|e| {
+        Failure::user(Diagnostic::error(
+            "E0405",
+            "DeviceMemoryExceeded",
+            Location::Tensor {
+                tensor: e.largest.clone(),
+            },
+            e.to_string(),
+            "no kernel can run this on one GPU: make the sizes smaller (split the batch) or \
+             leave them symbolic and bind smaller values at run time",
+        ))
+    })
 }
 
 /// `E0400 DeviceUnavailable` unless a supported GPU, its driver and NVRTC are all here.
@@ -59,6 +79,14 @@ pub fn cuda_failure(e: CudaError) -> Failure {
                 cuda::ENV_CUDA_INCLUDE
             ),
         ),
+        CudaError::GridLimit(e) => Failure::user(Diagnostic::error(
+            "E0404",
+            "GridLimitExceeded",
+            device_argument(),
+            format!("the sizes bound are too large for the generated launch geometry: {e}"),
+            "run smaller sizes (split the batch), or use --device cpu; TODO(issue 15): \
+             templates put the largest tile count on grid.x",
+        )),
         CudaError::Nvrtc(e) => Failure::internal(Diagnostic::error(
             "E0402",
             "CudaCompileFailed",
@@ -212,6 +240,16 @@ mod tests {
         });
         assert!(r.internal);
         assert_eq!(r.diagnostics.first_code(), "E0403");
+    }
+
+    #[test]
+    fn grids_over_the_limits_are_a_user_diagnostic() {
+        let e = crate::codegen::gpu::verify::check_grid("conv", [1, 100352, 1])
+            .expect_err("over the limit");
+        let f = cuda_failure(CudaError::GridLimit(e));
+        assert!(!f.internal);
+        assert_eq!(f.diagnostics.first_code(), "E0404");
+        assert!(f.diagnostics.0[0].why.contains("grid.y = 100352"));
     }
 
     #[test]

@@ -46,7 +46,8 @@ use std::path::{Path, PathBuf};
 mod cuda;
 mod random;
 pub use cuda::{
-    check_cuda, cuda_failure, evaluate_cuda, evaluate_cuda_plan, timing_json, write_timing,
+    check_cuda, check_device_memory, cuda_failure, evaluate_cuda, evaluate_cuda_plan, timing_json,
+    write_timing,
 };
 pub use random::{gather_index_bounds, random_inputs, random_tensor};
 

@@ -31,6 +31,109 @@ pub const BARRIER_TOKEN: &str = "barrier";
 /// Static shared memory a kernel may declare (CUDA's limit without opt-in).
 pub const STATIC_SMEM_LIMIT: u64 = 48 * 1024;
 
+/// Largest grid size per axis on every architecture this compiler targets (sm_80, sm_90):
+/// x ≤ 2³¹−1, y and z ≤ 65535.
+pub const GRID_LIMITS: [i64; 3] = [i32::MAX as i64, 65535, 65535];
+
+/// A launch whose grid, evaluated at the bound sizes, exceeds [`GRID_LIMITS`] (diagnostic
+/// `E0404 GridLimitExceeded` at run time: the sizes are too large for the kernel's launch
+/// geometry, not a CUDA failure).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "kernel `{kernel}` needs grid.{axis} = {value}, over the hardware limit of {limit} \
+     (grid {grid:?})"
+)]
+pub struct GridLimitError {
+    pub kernel: String,
+    /// `x`, `y` or `z`.
+    pub axis: char,
+    pub value: i64,
+    pub limit: i64,
+    /// The whole evaluated grid.
+    pub grid: [i64; 3],
+}
+
+/// Checks an evaluated grid (every axis non-negative, see [`GRID_LIMITS`]); returns it as the
+/// driver's `u32`s. A negative axis is reported as over the limit with its value.
+pub fn check_grid(kernel: &str, grid: [i64; 3]) -> Result<[u32; 3], GridLimitError> {
+    let mut out = [0u32; 3];
+    for (i, ((v, limit), axis)) in grid
+        .iter()
+        .zip(GRID_LIMITS)
+        .zip(['x', 'y', 'z'])
+        .enumerate()
+    {
+        match u32::try_from(*v) {
+            Ok(u) if *v <= limit => out[i] = u,
+            _ => {
+                return Err(GridLimitError {
+                    kernel: kernel.to_string(),
+                    axis,
+                    value: *v,
+                    limit,
+                    grid,
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Global memory of the GPUs this compiler plans for (A100-SXM4-80GB, H100-SXM5-80GB: 80 GiB at
+/// most), bytes.
+pub const DEVICE_MEMORY_BYTES: u128 = 80 << 30;
+
+/// A graph whose signature inputs and outputs alone, at their concrete sizes, need more global
+/// memory than the GPU has: no template or plan can avoid it (diagnostic `E0405
+/// DeviceMemoryExceeded` at `optimize` and `run`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the signature tensors need {bytes} B of GPU memory, over the {limit} B of the GPU (largest: \
+     `{largest}`, {largest_bytes} B)"
+)]
+pub struct DeviceMemoryError {
+    pub bytes: u128,
+    pub limit: u128,
+    pub largest: String,
+    pub largest_bytes: u128,
+}
+
+/// Checks that `graph`'s signature inputs and outputs fit [`DEVICE_MEMORY_BYTES`] together.
+/// Sizes are evaluated with the graph's `symbols` defaults; a tensor whose size stays symbolic
+/// is left out (its size is only known at `run`).
+pub fn check_device_memory(graph: &crate::ir::frontend::Graph) -> Result<(), DeviceMemoryError> {
+    let lookup = |s: &str| graph.symbols.get(s).copied();
+    let names = graph.signature.inputs.iter().map(|i| &i.tensor);
+    let names = names.chain(graph.signature.outputs.iter().map(|o| &o.tensor));
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut total, mut largest) = (0u128, (String::new(), 0u128));
+    for name in names.filter(|n| seen.insert(n.as_str())) {
+        let Some(t) = graph.tensor(name) else {
+            continue;
+        };
+        let mut bytes = u128::from(t.dtype.size_bytes());
+        for d in &t.shape {
+            match d.eval(&lookup) {
+                Ok(v) => bytes = bytes.saturating_mul(u128::try_from(v).unwrap_or(0)),
+                Err(_) => bytes = 0,
+            }
+        }
+        total = total.saturating_add(bytes);
+        if bytes > largest.1 {
+            largest = (name.clone(), bytes);
+        }
+    }
+    if total > DEVICE_MEMORY_BYTES {
+        return Err(DeviceMemoryError {
+            bytes: total,
+            limit: DEVICE_MEMORY_BYTES,
+            largest: largest.0,
+            largest_bytes: largest.1,
+        });
+    }
+    Ok(())
+}
+
 /// A broken GPU IR invariant (always a code generator bug).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GpuIrError {
@@ -299,6 +402,57 @@ mod tests {
     use crate::ir::dim::Dim;
     use crate::ir::region::Size;
     use crate::target::Arch;
+
+    #[test]
+    fn signature_tensors_must_fit_the_gpu_memory() {
+        let doc = |m: &str| {
+            format!(
+                r#"{{"signature": {{"inputs": [{{"tensor": "X", "role": "data"}}],
+                     "outputs": [{{"tensor": "Y"}}]}},
+                   {m}
+                   "tensors": {{"X": {{"dtype": "fp32", "shape": ["M", 1048576]}},
+                               "Y": {{"dtype": "fp32", "shape": ["M", 1048576]}}}},
+                   "graph": [{{"op": "Elementwise", "name": "r", "inputs": ["X"],
+                              "outputs": ["Y"], "attrs": {{"fn": "relu"}}}}]}}"#
+            )
+        };
+        let load = |m: &str| {
+            crate::ir::frontend::load_str(&doc(m), "g.json").unwrap_or_else(|d| panic!("{d:?}"))
+        };
+        // 2 × 4 B × 10240 × 2^20 = 80 GiB exactly: fits; one more row does not.
+        assert_eq!(
+            check_device_memory(&load(r#""symbols": {"M": 10240},"#)),
+            Ok(())
+        );
+        let e = check_device_memory(&load(r#""symbols": {"M": 10241},"#)).expect_err("over");
+        assert_eq!(e.bytes, 2 * 4 * 10241 * (1u128 << 20));
+        assert_eq!(
+            (e.largest.as_str(), e.largest_bytes),
+            ("X", (4 * 10241) << 20)
+        );
+        // Symbolic sizes are only known at run time.
+        assert_eq!(check_device_memory(&load("")), Ok(()));
+    }
+
+    #[test]
+    fn grids_are_checked_against_the_hardware_limits() {
+        assert_eq!(check_grid("k", [7, 65535, 65535]), Ok([7, 65535, 65535]));
+        assert_eq!(
+            check_grid("k", [i64::from(i32::MAX), 1, 1]),
+            Ok([i32::MAX as u32, 1, 1])
+        );
+        assert_eq!(check_grid("k", [0, 1, 1]), Ok([0, 1, 1]));
+        let e = check_grid("conv", [1, 100352, 1]).expect_err("y over 65535");
+        assert_eq!((e.axis, e.value, e.limit), ('y', 100352, 65535));
+        assert_eq!(
+            e.to_string(),
+            "kernel `conv` needs grid.y = 100352, over the hardware limit of 65535 (grid [1, 100352, 1])"
+        );
+        let e = check_grid("k", [1i64 << 31, 1, 1]).expect_err("x over 2^31-1");
+        assert_eq!(e.axis, 'x');
+        assert_eq!(check_grid("k", [1, 1, 65536]).map_err(|e| e.axis), Err('z'));
+        assert_eq!(check_grid("k", [-1, 1, 1]).map_err(|e| e.value), Err(-1));
+    }
 
     fn kernel(body: Vec<Stmt>, smem: Vec<Smem>, threads: u32, dyn_smem: u32) -> Kernel {
         Kernel {

@@ -121,8 +121,36 @@ fn launches_get_grids_storages_and_ints() {
     let layout0 = plan_buffers(&m, &binds(0)).expect("empty tensors");
     let empty = plan_launches(&m, &layout0, &binds(0)).expect("launches");
     assert!(empty.iter().all(LaunchPlan::is_empty));
-    let e = plan_launches(&m, &layout, &binds(1 << 40)).expect_err("grid too large");
-    assert!(e.to_string().contains("outside"), "{e}");
+    match plan_launches(&m, &layout, &binds(1 << 40)).expect_err("grid too large") {
+        CudaError::GridLimit(g) => {
+            assert_eq!((g.kernel.as_str(), g.axis), ("k1", 'x'));
+            assert_eq!((g.value, g.limit), (1i64 << 35, i64::from(i32::MAX)));
+        }
+        e => panic!("{e}"),
+    }
+    // M tiles on grid.y: over 65535 from M = 65536·128 + 1 on (a coded diagnostic, E0404).
+    let mut tall = manifest();
+    if let ManifestStep::Launch(l) = &mut tall.steps[2] {
+        l.grid = [
+            crate::ir::region::Size(crate::ir::dim::Dim::int(1)),
+            l.grid[0].clone(),
+            crate::ir::region::Size(crate::ir::dim::Dim::int(1)),
+        ];
+    }
+    let ok = binds(65535 * 128);
+    let layout = plan_buffers(&tall, &ok).expect("layout");
+    assert_eq!(
+        plan_launches(&tall, &layout, &ok).expect("fits")[1].grid,
+        [1, 65535, 1]
+    );
+    let over = binds(65535 * 128 + 1);
+    let layout = plan_buffers(&tall, &over).expect("layout");
+    let e = plan_launches(&tall, &layout, &over).expect_err("grid.y over 65535");
+    assert!(
+        matches!(&e, CudaError::GridLimit(g) if g.axis == 'y' && g.value == 65536),
+        "{e}"
+    );
+    assert!(e.to_string().contains("grid.y = 65536"), "{e}");
 }
 
 #[test]

@@ -1,0 +1,678 @@
+//! Static performance checks of the emitted CUDA (issue 15, item 7), no GPU needed: every
+//! example (`examples/*.json`) and every realistic-shape graph (`tests/data/realistic/*.json`,
+//! written by `scripts/gen-realistic-graphs.py`), for `--arch sm80` and `sm90`, goes through the
+//! CLI (`dlc-egg optimize --report --dump plan -o`), NVRTC (sm_80 / sm_90a, ptxas `-v`) and
+//! `cuobjdump -sass`, and is judged by the [`Check`]s below. `cargo test --release --test
+//! static_perf -- --nocapture` prints one table row per kernel.
+//!
+//! Many checks fail today (the kernels are being reworked): [`KNOWN_FAILURES`] lists them, each
+//! with a `TODO(issue 15)`. An unlisted failure fails the test; so does a listed check that now
+//! passes ("remove it from KNOWN_FAILURES"), so the list can only shrink.
+//!
+//! NVRTC and cuobjdump come from `scripts/install-cuda-wheels.sh`. Without NVRTC the test fails
+//! with that suggestion unless `DLC_SKIP_NVRTC=1`; without cuobjdump it fails under `CI=true`
+//! and otherwise prints a skip line and leaves the SASS checks out.
+
+mod common;
+
+use dlc_egg::codegen::manifest::{Manifest, ManifestStep};
+use dlc_egg::cuda::sass::{format_widths, SassSummary};
+use dlc_egg::cuda::{compile, toolchain, CompileOptions, NvrtcError};
+use rayon::prelude::*;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One property of the code emitted for a (graph, arch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Check {
+    /// `dlc-egg optimize … -o` succeeds and NVRTC compiles the source (spills aside).
+    Compiles,
+    /// ptxas reports 0 spill bytes for every kernel.
+    NoSpills,
+    /// Every kernel uses at most the registers per thread its plan estimates.
+    RegsWithinPlan,
+    /// Every launch grid, evaluated at the graph's sizes, is within x ≤ 2³¹−1, y, z ≤ 65535.
+    GridLimits,
+    /// `--explain`'s report, `--dump plan` and the manifest name the same kernels, plans and
+    /// templates.
+    PlanAgrees,
+    /// A plan that claims tensor cores (`mma_sync`) has HMMA in its kernel, inside a loop (or
+    /// anywhere when the kernel has no loop left: a short k-loop fully unrolled).
+    TensorCores,
+    /// A plan vectorized by 16 bytes loads with `LDG.E.128` or `LDGSTS.128`.
+    Vec128Loads,
+    /// A plan vectorized by 16 bytes stores with `STG.E.128`.
+    Vec128Stores,
+    /// No `LDL` / `STL` (local memory).
+    NoLocalMemory,
+}
+
+use Check::*;
+
+/// `(graph file stem, arch, check)` that fail today. Each is a TODO(issue 15); the test fails
+/// when one of them passes, so remove it then.
+#[rustfmt::skip]
+const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
+    // RegsWithinPlan: more registers than the plan estimates.
+    ("attention_causal", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd128", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd128_symbolic_s", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd32", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd32", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd64", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd64", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd64_symbolic_s", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd64_symbolic_s", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd80", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd80", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd96", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_causal_hd96", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd128", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd256", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd32", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd32", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd64", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd64", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd80", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd80", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd96", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("attention_full_hd96", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("conv3x3_n256_c64_224_bias_relu", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("conv3x3_n256_c64_224_bias_relu", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("conv3x3_n32_c64_56", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("conv3x3_n32_c64_56", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("conv3x3_s2_p1_silu", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("conv3x3_s2_p1_silu", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("conv_relu_pool", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("conv_relu_pool", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("conv_relu_pool_n8", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("conv_relu_pool_n8", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("gemm_bf16_4096", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("gemm_bf16_4096", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("gemm_bias_relu", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("gemm_bias_relu", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("gemm_fp16_4096", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("gemm_fp16_4096", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("gemm_fp16_symbolic_bias_relu", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("gemm_fp16_symbolic_bias_relu", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("mlp_gelu", "sm80", RegsWithinPlan), // TODO(issue 15)
+    ("mlp_gelu", "sm90", RegsWithinPlan), // TODO(issue 15)
+    ("rmsnorm_8192x4096", "sm90", RegsWithinPlan), // TODO(issue 15)
+    // GridLimits: grid over a hardware limit (M tiles on grid.y).
+    ("conv3x3_n256_c64_224_bias_relu", "sm80", GridLimits), // TODO(issue 15)
+    ("conv3x3_n256_c64_224_bias_relu", "sm90", GridLimits), // TODO(issue 15)
+    // PlanAgrees: emitted template/kernels differ from the plan.
+    ("attention_causal", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd128", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd128", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd128_symbolic_s", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd128_symbolic_s", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd256", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd256", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd32", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd32", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd64", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd64", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd64_symbolic_s", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd64_symbolic_s", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd80", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd80", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd96", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_causal_hd96", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd128", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd128", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd256", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd256", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd32", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd32", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd64", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd64", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd80", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd80", "sm90", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd96", "sm80", PlanAgrees), // TODO(issue 15)
+    ("attention_full_hd96", "sm90", PlanAgrees), // TODO(issue 15)
+    ("conv_relu_pool_n1", "sm80", PlanAgrees), // TODO(issue 15)
+    ("conv_relu_pool_n1", "sm90", PlanAgrees), // TODO(issue 15)
+    ("conv_relu_pool_n8", "sm80", PlanAgrees), // TODO(issue 15)
+    ("conv_relu_pool_n8", "sm90", PlanAgrees), // TODO(issue 15)
+    ("matmul_1d_2d", "sm80", PlanAgrees), // TODO(issue 15)
+    ("matmul_1d_2d", "sm90", PlanAgrees), // TODO(issue 15)
+    // TensorCores: plan says mma_sync, no HMMA in the main loop.
+    ("attention_causal", "sm80", TensorCores), // TODO(issue 15)
+    ("attention_causal_hd128", "sm90", TensorCores), // TODO(issue 15)
+    ("attention_causal_hd128_symbolic_s", "sm90", TensorCores), // TODO(issue 15)
+    ("attention_full_hd128", "sm90", TensorCores), // TODO(issue 15)
+    ("conv_relu_pool_n1", "sm80", TensorCores), // TODO(issue 15)
+    ("conv_relu_pool_n1", "sm90", TensorCores), // TODO(issue 15)
+    // Vec128Loads: 16-byte plan without 128-bit loads.
+    ("attention_causal", "sm80", Vec128Loads), // TODO(issue 15)
+    ("attention_causal_hd128", "sm80", Vec128Loads), // TODO(issue 15)
+    ("attention_causal_hd128_symbolic_s", "sm80", Vec128Loads), // TODO(issue 15)
+    ("attention_causal_hd256", "sm80", Vec128Loads), // TODO(issue 15)
+    ("attention_causal_hd256", "sm90", Vec128Loads), // TODO(issue 15)
+    ("conv3x3_n256_c64_224_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
+    ("conv3x3_n256_c64_224_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
+    ("conv3x3_n32_c64_56", "sm80", Vec128Loads), // TODO(issue 15)
+    ("conv3x3_n32_c64_56", "sm90", Vec128Loads), // TODO(issue 15)
+    ("conv3x3_s2_p1_silu", "sm80", Vec128Loads), // TODO(issue 15)
+    ("conv3x3_s2_p1_silu", "sm90", Vec128Loads), // TODO(issue 15)
+    ("gemm_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
+    ("gemm_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
+    ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
+    ("gemm_fp16_symbolic_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
+    ("matmul_1d_2d", "sm80", Vec128Loads), // TODO(issue 15)
+    ("matmul_1d_2d", "sm90", Vec128Loads), // TODO(issue 15)
+    ("rmsnorm_8192x4096", "sm80", Vec128Loads), // TODO(issue 15)
+    ("rmsnorm_8192x4096", "sm90", Vec128Loads), // TODO(issue 15)
+    // Vec128Stores: 16-byte plan without 128-bit stores.
+    ("attention_causal", "sm80", Vec128Stores), // TODO(issue 15)
+    ("attention_causal_hd128_symbolic_s", "sm80", Vec128Stores), // TODO(issue 15)
+    ("conv3x3_n256_c64_224_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
+    ("conv3x3_n256_c64_224_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
+    ("conv3x3_n32_c64_56", "sm80", Vec128Stores), // TODO(issue 15)
+    ("conv3x3_n32_c64_56", "sm90", Vec128Stores), // TODO(issue 15)
+    ("conv3x3_s2_p1_silu", "sm80", Vec128Stores), // TODO(issue 15)
+    ("conv3x3_s2_p1_silu", "sm90", Vec128Stores), // TODO(issue 15)
+    ("gemm_bf16_4096", "sm80", Vec128Stores), // TODO(issue 15)
+    ("gemm_bf16_4096", "sm90", Vec128Stores), // TODO(issue 15)
+    ("gemm_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
+    ("gemm_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
+    ("gemm_fp16_4096", "sm80", Vec128Stores), // TODO(issue 15)
+    ("gemm_fp16_4096", "sm90", Vec128Stores), // TODO(issue 15)
+    ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
+    ("gemm_fp16_symbolic_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
+    ("matmul_1d_2d", "sm80", Vec128Stores), // TODO(issue 15)
+    ("matmul_1d_2d", "sm90", Vec128Stores), // TODO(issue 15)
+    ("mlp_gelu", "sm80", Vec128Stores), // TODO(issue 15)
+    ("mlp_gelu", "sm90", Vec128Stores), // TODO(issue 15)
+];
+
+/// Values of the symbols a graph leaves unbound (its `symbols` give the others).
+const SYMBOL_VALUES: &[(&str, i64)] = &[("M", 4096), ("N", 4096), ("K", 4096), ("S", 2048)];
+
+const ARCHS: [&str; 2] = ["sm80", "sm90"];
+
+/// Whether NVRTC is here; panics with the install suggestion unless `DLC_SKIP_NVRTC=1`.
+fn nvrtc_here() -> bool {
+    match toolchain() {
+        Ok(_) => true,
+        Err(e) if std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") => {
+            eprintln!("skipping static_perf (DLC_SKIP_NVRTC=1): {e}");
+            false
+        }
+        Err(e) => panic!("{e} (or set DLC_SKIP_NVRTC=1 to skip the NVRTC tests)"),
+    }
+}
+
+/// Whether cuobjdump is here; panics under `CI=true` when it is not.
+fn cuobjdump_here() -> bool {
+    match dlc_egg::cuda::sass::cuobjdump() {
+        Ok(_) => true,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("{e}"),
+        Err(e) => {
+            eprintln!("static_perf: skipping the SASS checks (they fail under CI=true): {e}");
+            false
+        }
+    }
+}
+
+fn graph_paths() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/realistic");
+    let mut realistic: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    realistic.sort();
+    common::example_paths()
+        .into_iter()
+        .chain(realistic)
+        .collect()
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .expect("a file name")
+        .to_string()
+}
+
+/// What the checks found for one (graph, arch).
+#[derive(Default)]
+struct Outcome {
+    /// Check → the reasons it failed (empty: passed). Checks absent were not evaluated.
+    results: BTreeMap<Check, Vec<String>>,
+    /// The table rows.
+    rows: Vec<String>,
+    /// Wall time of the optimize, NVRTC and cuobjdump steps, milliseconds.
+    ms: [u128; 3],
+}
+
+impl Outcome {
+    fn judge(&mut self, check: Check, failure: Option<String>) {
+        let e = self.results.entry(check).or_default();
+        e.extend(failure);
+    }
+}
+
+/// The CLI's three views of one optimization, and the emitted files.
+struct Views {
+    report: Value,
+    dump: Value,
+    manifest: Manifest,
+    source: String,
+}
+
+fn optimize_with_cli(path: &Path, arch: &str, dir: &Path) -> Result<Views, String> {
+    let report = dir.join("report.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlc-egg"))
+        .args(["optimize", "--arch", arch, "--dump", "plan", "--report"])
+        .arg(&report)
+        .arg("-o")
+        .arg(dir)
+        .arg(path)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let read = |p: PathBuf| std::fs::read_to_string(&p).map_err(|e| format!("{p:?}: {e}"));
+    let json = |s: &str| serde_json::from_str::<Value>(s).map_err(|e| e.to_string());
+    Ok(Views {
+        report: json(&read(report)?)?,
+        dump: json(&String::from_utf8_lossy(&out.stdout))?,
+        manifest: serde_json::from_str(&read(dir.join("manifest.json"))?)
+            .map_err(|e| e.to_string())?,
+        source: read(dir.join("kernels.cu"))?,
+    })
+}
+
+/// Whether a plan claims tensor cores (an `algo_choice` naming `mma_sync`).
+fn claims_mma(plan: &Value) -> bool {
+    plan["algo_choice"].as_object().is_some_and(|a| {
+        a.values()
+            .any(|v| v.as_str().is_some_and(|v| v.contains("mma_sync")))
+    })
+}
+
+/// The manifest template a plan's template and algorithm are emitted with.
+fn emitted_template(plan: &Value) -> Option<&'static str> {
+    let attention = plan["algo_choice"].get("attention").is_some();
+    Some(match plan["template"].as_str()? {
+        "attention" => "attention",
+        "contraction" if attention => "attention",
+        "contraction" if claims_mma(plan) => "contraction_mma",
+        "contraction" => "contraction_simt",
+        "reduction" => "row",
+        "elementwise" | "compute_at" => "pointwise",
+        _ => return None,
+    })
+}
+
+/// Checks that the report, the plan dump and the manifest agree; returns the report's plan
+/// entry (`{plan, regs_per_thread, …}`) per kernel.
+fn plans_agree(v: &Views, o: &mut Outcome) -> BTreeMap<String, Value> {
+    let mut problems = Vec::new();
+    let mut by_kernel = BTreeMap::new();
+    let launches: Vec<_> = v
+        .manifest
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            ManifestStep::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    let report = v.report["kernels"].as_array().cloned().unwrap_or_default();
+    let dump = v.dump["kernels"].as_array().cloned().unwrap_or_default();
+    let names = |ks: &[Value], key: &str| -> Vec<String> {
+        ks.iter()
+            .map(|k| k[key].as_str().unwrap_or("?").to_string())
+            .collect()
+    };
+    let launched: Vec<String> = launches.iter().map(|l| l.kernel.clone()).collect();
+    if names(&report, "name") != launched || names(&dump, "kernel") != launched {
+        problems.push(format!(
+            "kernels: report {:?}, --dump plan {:?}, manifest {launched:?}",
+            names(&report, "name"),
+            names(&dump, "kernel")
+        ));
+    }
+    for l in &launches {
+        let r = report.iter().find(|k| k["name"] == l.kernel.as_str());
+        let d = dump.iter().find(|k| k["kernel"] == l.kernel.as_str());
+        let (Some(r), Some(d)) = (r, d) else { continue };
+        let Some(rp) = r["plan"].get("Ok") else {
+            problems.push(format!(
+                "{}: the report has no plan: {}",
+                l.kernel, r["plan"]
+            ));
+            continue;
+        };
+        let manifest_plan = serde_json::to_value(&l.plan).expect("a plan serializes");
+        if rp["plan"] != d["plan"] || rp["plan"] != manifest_plan {
+            problems.push(format!(
+                "{}: plans differ: report {}, --dump plan {}, manifest {manifest_plan}",
+                l.kernel, rp["plan"], d["plan"]
+            ));
+        }
+        if emitted_template(&rp["plan"]) != Some(l.template.as_str()) {
+            problems.push(format!(
+                "{}: the plan's template {} ({}) is emitted as `{}`",
+                l.kernel, rp["plan"]["template"], rp["plan"]["algo_choice"], l.template
+            ));
+        }
+        by_kernel.insert(l.kernel.clone(), rp.clone());
+    }
+    o.judge(
+        PlanAgrees,
+        (!problems.is_empty()).then(|| problems.join("; ")),
+    );
+    by_kernel
+}
+
+/// The symbol bindings of a graph: its `symbols`, then [`SYMBOL_VALUES`].
+fn bindings(path: &Path) -> BTreeMap<String, i64> {
+    let text = std::fs::read_to_string(path).expect("graph file");
+    let g: Value = serde_json::from_str(&text).expect("graph json");
+    let mut b: BTreeMap<String, i64> = SYMBOL_VALUES
+        .iter()
+        .map(|(s, v)| (s.to_string(), *v))
+        .collect();
+    for (s, v) in g["symbols"].as_object().into_iter().flatten() {
+        if let Some(v) = v.as_i64() {
+            b.insert(s.clone(), v);
+        }
+    }
+    b
+}
+
+/// Evaluated grids per kernel (with [`GridLimits`] judged).
+fn grids(v: &Views, b: &BTreeMap<String, i64>, o: &mut Outcome) -> BTreeMap<String, [i64; 3]> {
+    let mut problems = Vec::new();
+    let mut out = BTreeMap::new();
+    for s in &v.manifest.steps {
+        let ManifestStep::Launch(l) = s else { continue };
+        let mut g = [0i64; 3];
+        for (axis, (size, max)) in l
+            .grid
+            .iter()
+            .zip([i32::MAX as i64, 65535, 65535])
+            .enumerate()
+        {
+            match size.0.eval_with(b) {
+                Ok(x) if (0..=max).contains(&x) => g[axis] = x,
+                Ok(x) => {
+                    g[axis] = x;
+                    problems.push(format!("{}: grid axis {axis} = {x} > {max}", l.kernel));
+                }
+                Err(e) => problems.push(format!("{}: grid axis {axis}: {e}", l.kernel)),
+            }
+        }
+        out.insert(l.kernel.clone(), g);
+    }
+    o.judge(
+        GridLimits,
+        (!problems.is_empty()).then(|| problems.join("; ")),
+    );
+    out
+}
+
+/// The SASS checks of one kernel.
+fn sass_checks(kernel: &str, plan: &Value, out_bytes: u64, s: &SassSummary, o: &mut Outcome) {
+    if claims_mma(plan) {
+        // HMMA inside a loop, or anywhere when the compiler unrolled every loop.
+        let ok = s.mma_loops().next().is_some() || s.hmma + s.hgmma > 0 && s.loops.is_empty();
+        o.judge(
+            TensorCores,
+            (!ok).then(|| {
+                format!(
+                    "{kernel}: plan claims mma_sync; SASS has {} HMMA, {} in loops",
+                    s.hmma,
+                    s.mma_loops().map(|l| l.mma).max().unwrap_or(0)
+                )
+            }),
+        );
+    }
+    let vec_bytes = plan["vectorize"]["width"].as_u64().unwrap_or(1) * out_bytes;
+    if vec_bytes == 16 {
+        let loads =
+            s.ldg.get(&128).copied().unwrap_or(0) + s.ldgsts.get(&128).copied().unwrap_or(0);
+        o.judge(
+            Vec128Loads,
+            (loads == 0).then(|| {
+                format!(
+                    "{kernel}: vectorized by 16 B; LDG {} LDGSTS {}",
+                    format_widths(&s.ldg),
+                    format_widths(&s.ldgsts)
+                )
+            }),
+        );
+        o.judge(
+            Vec128Stores,
+            (!s.stg.contains_key(&128)).then(|| {
+                format!(
+                    "{kernel}: vectorized by 16 B; STG {}",
+                    format_widths(&s.stg)
+                )
+            }),
+        );
+    }
+    o.judge(
+        NoLocalMemory,
+        (s.ldl + s.stl > 0).then(|| format!("{kernel}: {} LDL, {} STL", s.ldl, s.stl)),
+    );
+}
+
+/// Bytes per element of the buffer a launch writes.
+fn written_elem_bytes(m: &Manifest, kernel: &str) -> u64 {
+    use dlc_egg::codegen::manifest::KernelArg;
+    let launch = m.steps.iter().find_map(|s| match s {
+        ManifestStep::Launch(l) if l.kernel == kernel => Some(l),
+        _ => None,
+    });
+    let written = launch.and_then(|l| {
+        l.args.iter().find_map(|a| match a {
+            KernelArg::Buffer { name, write: true } => Some(name),
+            _ => None,
+        })
+    });
+    written
+        .and_then(|n| m.buffers.iter().find(|b| &b.name == n))
+        .map_or(0, |b| b.dtype.size_bytes())
+}
+
+fn run_case(path: &Path, arch: &str, sass: bool) -> Outcome {
+    let mut o = Outcome::default();
+    let name = stem(path);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut clock = std::time::Instant::now();
+    let mut lap = |o: &mut Outcome, i: usize| {
+        o.ms[i] = clock.elapsed().as_millis();
+        clock = std::time::Instant::now();
+    };
+    let views = match optimize_with_cli(path, arch, dir.path()) {
+        Ok(v) => v,
+        Err(e) => {
+            o.judge(Compiles, Some(format!("optimize -o: {e}")));
+            return o;
+        }
+    };
+    lap(&mut o, 0);
+    let plans = plans_agree(&views, &mut o);
+    let grids = grids(&views, &bindings(path), &mut o);
+    let target = if arch == "sm80" {
+        dlc_egg::target::Arch::Sm80
+    } else {
+        dlc_egg::target::Arch::Sm90
+    };
+    let compiled = compile(&views.source, target, &CompileOptions::default());
+    lap(&mut o, 1);
+    let compiled = match compiled {
+        Ok(c) => c,
+        Err(NvrtcError::RegisterSpill {
+            kernel,
+            spill_bytes,
+            ..
+        }) => {
+            o.judge(Compiles, None);
+            o.judge(NoSpills, Some(format!("{kernel}: {spill_bytes} B")));
+            return o;
+        }
+        Err(e) => {
+            o.judge(Compiles, Some(format!("{e}").chars().take(600).collect()));
+            return o;
+        }
+    };
+    o.judge(Compiles, None);
+    o.judge(NoSpills, None);
+    let summaries = if sass {
+        match compiled.sass() {
+            Ok(s) => Some(s),
+            Err(e) => panic!("{name} {arch}: {e}"),
+        }
+    } else {
+        None
+    };
+    lap(&mut o, 2);
+    for k in &compiled.kernels {
+        let plan = plans.get(&k.name);
+        let est = plan.and_then(|p| p["regs_per_thread"].as_u64());
+        match est {
+            Some(est) if u64::from(k.registers) > est => o.judge(
+                RegsWithinPlan,
+                Some(format!(
+                    "{}: {} registers > plan's {est}",
+                    k.name, k.registers
+                )),
+            ),
+            Some(_) => o.judge(RegsWithinPlan, None),
+            None => o.judge(
+                RegsWithinPlan,
+                Some(format!("{}: no plan estimate", k.name)),
+            ),
+        }
+        let s = summaries
+            .as_ref()
+            .and_then(|ss| ss.iter().find(|s| s.name == k.name));
+        if let (Some(s), Some(p)) = (s, plan) {
+            let bytes = written_elem_bytes(&views.manifest, &k.name);
+            sass_checks(&k.name, &p["plan"], bytes, s, &mut o);
+        }
+        o.rows
+            .push(row(&name, arch, k, plan, s, grids.get(&k.name)));
+    }
+    o
+}
+
+/// One table row.
+fn row(
+    graph: &str,
+    arch: &str,
+    k: &dlc_egg::cuda::KernelResources,
+    plan: Option<&Value>,
+    s: Option<&SassSummary>,
+    grid: Option<&[i64; 3]>,
+) -> String {
+    let template = plan.map_or("?".into(), |p| {
+        let algo = p["plan"]["algo_choice"]
+            .as_object()
+            .and_then(|a| a.values().next().and_then(Value::as_str))
+            .unwrap_or("-");
+        format!("{}/{algo}", p["plan"]["template"].as_str().unwrap_or("?"))
+    });
+    let est = plan
+        .and_then(|p| p["regs_per_thread"].as_u64())
+        .unwrap_or(0);
+    let mut r = format!(
+        "{graph:<34} {arch} {:<28} {:<26} regs {:>3}/{est:<3} smem {:>5}",
+        k.name.chars().take(28).collect::<String>(),
+        template,
+        k.registers,
+        k.static_smem_bytes
+    );
+    if let Some(g) = grid {
+        let _ = write!(r, " grid {}x{}x{}", g[0], g[1], g[2]);
+    }
+    if let Some(s) = s {
+        let main = s
+            .main_loop()
+            .map_or("-".into(), |l| format!("{}i/{}mma", l.instructions, l.mma));
+        let _ = write!(
+            r,
+            " | HMMA {} HGMMA {} LDGSTS {} LDG {} STG {} LDSM {} LDL/STL {}/{} BAR {} loop {main}",
+            s.hmma,
+            s.hgmma,
+            format_widths(&s.ldgsts),
+            format_widths(&s.ldg),
+            format_widths(&s.stg),
+            s.ldsm,
+            s.ldl,
+            s.stl,
+            s.bar
+        );
+    }
+    r
+}
+
+#[test]
+fn emitted_cuda_meets_the_static_performance_checks() {
+    if !nvrtc_here() {
+        return;
+    }
+    let sass = cuobjdump_here();
+    let started = std::time::Instant::now();
+    let cases: Vec<(PathBuf, &str)> = graph_paths()
+        .into_iter()
+        .flat_map(|p| ARCHS.map(|a| (p.clone(), a)))
+        .collect();
+    let outcomes: Vec<(String, &str, Outcome)> = cases
+        .par_iter()
+        .map(|(p, a)| (stem(p), *a, run_case(p, a, sass)))
+        .collect();
+    let known: BTreeSet<(&str, &str, Check)> = KNOWN_FAILURES.iter().copied().collect();
+    let mut unexpected = Vec::new();
+    let mut fixed = Vec::new();
+    let mut failing = 0;
+    for (graph, arch, o) in &outcomes {
+        for r in &o.rows {
+            eprintln!("{r}");
+        }
+        eprintln!(
+            "{graph:<34} {arch} time: optimize {} ms, nvrtc {} ms, cuobjdump {} ms",
+            o.ms[0], o.ms[1], o.ms[2]
+        );
+        for (check, why) in &o.results {
+            let listed = known.contains(&(graph.as_str(), *arch, *check));
+            match (why.is_empty(), listed) {
+                (true, true) => fixed.push(format!("(\"{graph}\", \"{arch}\", {check:?})")),
+                (false, false) => unexpected.push(format!(
+                    "(\"{graph}\", \"{arch}\", {check:?}): {}",
+                    why.join("; ")
+                )),
+                (false, true) => failing += 1,
+                (true, false) => {}
+            }
+        }
+    }
+    eprintln!(
+        "static_perf: {} (graph, arch) cases, {failing} known failures, in {:.1} s",
+        outcomes.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        fixed.is_empty(),
+        "these checks pass now: remove them from KNOWN_FAILURES:\n{}",
+        fixed.join("\n")
+    );
+    assert!(
+        unexpected.is_empty(),
+        "{} check(s) fail that KNOWN_FAILURES does not list:\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
+}
