@@ -84,7 +84,7 @@ pub(super) fn fold_const(imp: &Importer<'_>, node: &NodeProto, ins: &[Option<CTe
             Some(CTensor { shape, ..x.clone() })
         }
         "Flatten" => {
-            let a = norm_axis(node, attr_i(node, "axis").unwrap_or(1), rank + 1)?;
+            let a = super::ops::flatten_axis(node, attr_i(node, "axis").unwrap_or(1), rank)?;
             let lo: usize = x.shape[..a].iter().product();
             Some(CTensor { shape: vec![lo, x.data.len() / lo.max(1)], ..x.clone() })
         }

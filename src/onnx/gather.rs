@@ -38,17 +38,7 @@ pub(super) fn take(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResu
             let name = imp.fresh(idx_name);
             imp.materialize(&name, &CTensor { elem: et::INT64, ..c })?
         }
-        None => {
-            let t = imp.tensor(idx_name)?;
-            match x.shape[a].as_int() {
-                Some(n) => {
-                    let neg = imp.ew(node, "lt", &[Opnd::T(t.clone()), Opnd::S(0.0)], out)?;
-                    let wrapped = imp.ew(node, "add", &[Opnd::T(t.clone()), Opnd::S(n as f64)], out)?;
-                    imp.ew(node, "where", &[Opnd::T(neg), Opnd::T(wrapped), Opnd::T(t)], out)?
-                }
-                None => t,
-            }
-        }
+        None => wrapped_index(imp, node, idx_name, &x.shape[a], out)?,
     };
     if idx.dtype != crate::ir::dtype::DType::I32 {
         return Err(invalid(node, "Gather indices must be int32 or int64"));
@@ -82,6 +72,31 @@ pub(super) fn take(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResu
         return Ok(g);
     }
     reshape_to(imp, node, &g, fshape, out)
+}
+
+/// The index tensor `name` with negative values wrapped (`i < 0 ? i + n : i`) when the axis size
+/// `n` is known; constants are wrapped at import.
+pub(super) fn wrapped_index(imp: &mut Importer<'_>, node: &NodeProto, name: &str, n: &Dim, out: &str) -> NResult<TInfo> {
+    if !matches!(imp.val(name), Some(Val::T(_))) {
+        if let (Some(mut c), Some(n)) = (imp.konst(name)?, n.as_int()) {
+            for v in &mut c.data {
+                if *v < 0.0 {
+                    *v += n as f64;
+                }
+            }
+            let fresh = imp.fresh(name);
+            return imp.materialize(&fresh, &CTensor { elem: et::INT64, ..c });
+        }
+    }
+    let t = imp.tensor(name)?;
+    Ok(match n.as_int() {
+        Some(n) => {
+            let neg = imp.ew(node, "lt", &[Opnd::T(t.clone()), Opnd::S(0.0)], out)?;
+            let wrapped = imp.ew(node, "add", &[Opnd::T(t.clone()), Opnd::S(n as f64)], out)?;
+            imp.ew(node, "where", &[Opnd::T(neg), Opnd::T(wrapped), Opnd::T(t)], out)?
+        }
+        None => t,
+    })
 }
 
 /// `Range(start, limit, delta)` with a symbolic limit: an exclusive scan of ones, scaled.

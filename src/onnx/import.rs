@@ -235,7 +235,7 @@ impl<'m> Importer<'m> {
     pub fn opnd(&mut self, name: &str, max_rank: usize) -> NResult<Opnd> {
         if !matches!(self.vals.get(name), Some(Val::T(_))) {
             if let Some(c) = self.konst(name)? {
-                if c.numel() == 1 && c.shape.len() <= max_rank {
+                if c.numel() == 1 && c.shape.len() <= max_rank && c.data[0].is_finite() {
                     return Ok(Opnd::S(c.data[0]));
                 }
             }
@@ -364,8 +364,12 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
     };
     let opset = model_opset(model);
     if opset < MIN_OPSET {
-        return Err(doc_err(format!(
-            "the model uses opset {opset}; dlc-egg imports opset {MIN_OPSET} and later"
+        return Err(Diagnostics::one(Diagnostic::error(
+            E_UNSUPPORTED_OPS.0,
+            E_UNSUPPORTED_OPS.1,
+            Location::Document,
+            format!("the model uses opset {opset}; dlc-egg imports opset {MIN_OPSET} and later"),
+            "export the model with opset 13 or later (torch.onnx.export(..., opset_version=17))",
         )));
     }
     let mut imp = Importer {
@@ -477,7 +481,17 @@ fn bind_outputs(imp: &mut Importer<'_>, g: &proto::GraphProto) -> NResult<Vec<Va
     let mut derived = 0usize;
     for vi in &g.output {
         let name = vi.name.clone().unwrap_or_default();
-        let t = imp.tensor(&name)?;
+        let t = match imp.val(&name) {
+            Some(Val::T(t)) => t.clone(),
+            _ => {
+                // A constant output (e.g. a folded Shape): a param under another name, copied.
+                let c = imp
+                    .konst(&name)?
+                    .ok_or_else(|| unsupported(format!("graph output `{name}` is not computed")))?;
+                let fresh = imp.fresh(&name);
+                imp.materialize(&fresh, &c)?
+            }
+        };
         // The node producing an output must write the model's name.
         let produced_here = imp
             .nodes

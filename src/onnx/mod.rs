@@ -96,11 +96,26 @@ pub fn import_file(path: &Path) -> Result<Imported, Diagnostics> {
 
 /// Loads an ONNX model as a frontend [`Graph`] whose `constants` hold the initializers.
 pub fn load(path: &Path) -> Result<Graph, Diagnostics> {
-    let imported = import_file(path)?;
+    let model = read_model(path).map_err(Diagnostics::one)?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    load_model(&model, dir, &path.display().to_string())
+}
+
+/// [`load`] of a decoded model; `dir` holds its external data, `file` names it in diagnostics.
+pub fn load_model(model: &proto::ModelProto, dir: &Path, file: &str) -> Result<Graph, Diagnostics> {
+    let imported = import_model(model, dir)?;
     let text = imported.doc.to_string();
-    let mut graph = frontend::load_str(&text, &path.display().to_string())?;
+    let mut graph = frontend::load_str(&text, file)?;
     graph.constants = imported.constants;
     Ok(graph)
+}
+
+/// Reads a serialized `TensorProto` file as is.
+pub fn read_tensor_proto(path: &Path) -> Result<proto::TensorProto, Diagnostic> {
+    let bytes =
+        std::fs::read(path).map_err(|e| unreadable(path, format!("cannot read the tensor: {e}")))?;
+    proto::TensorProto::decode(bytes.as_slice())
+        .map_err(|e| unreadable(path, format!("not a valid TensorProto: {e}")))
 }
 
 impl Imported {
@@ -149,3 +164,28 @@ impl Imported {
             .map_err(|e| e.to_string())
     }
 }
+
+/// Reads a serialized `TensorProto` (`input_0.pb` of the ONNX backend tests, or any tensor saved
+/// with `onnx.numpy_helper`) as a tensor of its graph.json dtype (int64 narrowed with a check).
+/// Returns the tensor's name (may be empty) and value.
+pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor), Diagnostic> {
+    let t = read_tensor_proto(path)?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let c = value::decode_tensor(&t, dir).map_err(|why| unreadable(path, why))?;
+    let tensor = value::to_graph_tensor(&c).map_err(|why| unreadable(path, why))?;
+    Ok((t.name.unwrap_or_default(), tensor))
+}
+
+/// The ONNX ops (default domain) the importer maps; the table in `docs/onnx.md` gives attributes
+/// and limits. `Erf` is mapped only inside the erf-GELU pattern.
+pub const SUPPORTED_OPS: &[&str] = &[
+    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant",
+    "ConstantOfShape", "Conv", "ConvTranspose", "CumSum", "Div", "Dropout", "Equal", "Exp",
+    "Expand", "Flatten", "Gather", "GatherElements", "Gelu", "Gemm", "GlobalAveragePool",
+    "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity",
+    "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul",
+    "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "Not", "Pad", "Pow", "Range", "Reciprocal",
+    "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape",
+    "Shape", "Sigmoid", "Size", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Sum",
+    "Tanh", "Tile", "Transpose", "Unsqueeze", "Where",
+];

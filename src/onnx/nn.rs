@@ -145,8 +145,11 @@ fn conv(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     let stride = attr_ints(node, "strides").unwrap_or_else(|| vec![1; k]);
     let dil = attr_ints(node, "dilations").unwrap_or_else(|| vec![1; k]);
     let groups = attr_i(node, "group").unwrap_or(1);
-    if op == "ConvTranspose" && attr_ints(node, "output_shape").is_some() {
-        return Err(unsupported("ConvTranspose with output_shape"));
+    if op == "ConvTranspose"
+        && (attr_ints(node, "output_shape").is_some()
+            || attr_s(node, "auto_pad").is_some_and(|m| m != "NOTSET"))
+    {
+        return Err(unsupported("ConvTranspose with output_shape or auto_pad"));
     }
     let pads = spatial_pads(node, &x.shape, &kernel, &stride, &dil)?;
     let outpad = attr_ints(node, "output_padding").unwrap_or_else(|| vec![0; k]);
@@ -186,6 +189,11 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     let stride = attr_ints(node, "strides").unwrap_or_else(|| vec![1; k]);
     let dil = attr_ints(node, "dilations").unwrap_or_else(|| vec![1; k]);
     let pads = spatial_pads(node, &x.shape, &kernel, &stride, &dil)?;
+    for (i, (lo, hi)) in pads.iter().enumerate() {
+        if 2 * lo.max(hi) > dil[i] * (kernel[i] - 1) + 1 {
+            return Err(unsupported("pooling pads larger than half the kernel"));
+        }
+    }
     let mut shape = x.shape[..2].to_vec();
     for i in 0..k {
         let (lo, hi) = pads[i];

@@ -23,9 +23,17 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
     }
     let out = node.output.first().cloned().unwrap_or_default();
     let t = match op {
-        "Identity" | "Dropout" => {
+        "Identity" | "Dropout" | "Max" | "Min" | "Sum" | "Mean"
+            if op == "Identity" || op == "Dropout" || node.input.len() == 1 =>
+        {
             if node.output.get(1).is_some_and(|m| !m.is_empty()) {
                 return Err(unsupported("Dropout mask output"));
+            }
+            if let Some(tm) = node.input.get(2).filter(|s| !s.is_empty()) {
+                let training = imp.konst(tm)?.is_none_or(|c| c.data.first() != Some(&0.0));
+                if training {
+                    return Err(unsupported("Dropout in training mode"));
+                }
             }
             let v = imp.val(&node.input[0]).cloned().unwrap_or(Val::Poison);
             imp.set(&out, v);
@@ -137,8 +145,8 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
         "Gather" => super::gather::take(imp, node, &out)?,
         "GatherElements" => {
             let x = imp.tensor(&node.input[0])?;
-            let idx = imp.tensor(&node.input[1])?;
             let a = norm_axis(node, attr_i(node, "axis").unwrap_or(0), x.shape.len())?;
+            let idx = super::gather::wrapped_index(imp, node, &node.input[1], &x.shape[a], &out)?;
             imp.emit("Gather", vec![json!(x.name), json!(idx.name)], json!({"axis": a}), &out, x.dtype, idx.shape)
         }
         "Tile" => {
@@ -213,12 +221,11 @@ fn operands(imp: &mut Importer<'_>, node: &NodeProto, names: &[String]) -> NResu
     if !ops.iter().any(|o| matches!(o, Opnd::T(_))) {
         ops[0] = Opnd::T(imp.tensor(&names[0])?);
     }
-    // ONNX `Pow` with an integer exponent tensor: graph.json's pow is float-only on both sides.
+    // graph.json's pow is float-only, with one dtype on both sides.
     if node.op_type.as_deref() == Some("Pow") {
-        if let [Opnd::T(a), Opnd::T(b)] = ops.as_slice() {
-            if a.dtype != b.dtype {
-                return Err(unsupported("Pow with operands of different element types"));
-            }
+        let dts: Vec<_> = ops.iter().filter_map(|o| match o { Opnd::T(t) => Some(t.dtype), Opnd::S(_) => None }).collect();
+        if dts.iter().any(|d| !d.is_float()) || dts.windows(2).any(|w| w[0] != w[1]) {
+            return Err(unsupported("Pow on integers or on mixed element types"));
         }
     }
     Ok(ops)
@@ -244,6 +251,15 @@ pub(super) fn dims_attr(node: &NodeProto, dims: &[Dim], allow_infer: bool) -> NR
         }
     }
     Ok(Value::Array(out))
+}
+
+/// Flatten's axis in `0..=rank` (negative counts from the end).
+pub(super) fn flatten_axis(node: &NodeProto, axis: i64, rank: usize) -> NResult<usize> {
+    let a = if axis < 0 { axis + rank as i64 } else { axis };
+    usize::try_from(a)
+        .ok()
+        .filter(|a| *a <= rank)
+        .ok_or_else(|| invalid(node, format!("Flatten axis {axis} is out of range for rank {rank}")))
 }
 
 /// A shape for a copying `Reshape`: sizes that are not integers or symbol names become `-1`
@@ -296,7 +312,7 @@ fn reshape_like(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -
             t
         }
         "Flatten" => {
-            let a = norm_axis(node, attr_i(node, "axis").unwrap_or(1), r + 1)?;
+            let a = flatten_axis(node, attr_i(node, "axis").unwrap_or(1), r)?;
             vec![Dim::product(x.shape[..a].iter()), Dim::product(x.shape[a..].iter())]
         }
         "Squeeze" => {
