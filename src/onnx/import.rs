@@ -417,7 +417,10 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
             .input
             .iter()
             .any(|i| matches!(imp.vals.get(i), Some(Val::Poison)));
-        let result = if poisoned {
+        let op = node.op_type.as_deref().unwrap_or("");
+        let result = if poisoned && !super::SUPPORTED_OPS.contains(&op) {
+            Err(NodeError::Unsupported("op not supported".into()))
+        } else if poisoned {
             Err(NodeError::Unsupported(String::new()))
         } else {
             super::ops::import_node(&mut imp, node)
@@ -427,7 +430,7 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
                 imp.set(o, Val::Poison);
             }
             match e {
-                NodeError::Unsupported(why) if poisoned || why.is_empty() => {}
+                NodeError::Unsupported(why) if why.is_empty() => {}
                 NodeError::Unsupported(why) => unsupported_ops.push(format!(
                     "{} `{}` (opset {}): {why}",
                     node.op_type.as_deref().unwrap_or(""),
