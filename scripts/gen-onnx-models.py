@@ -111,9 +111,8 @@ def save(model_name, graph_inputs, out, out_shape, feeds_for):
     print("wrote", d, len(nodes), "nodes")
 
 
-def bert():
+def bert(V=50, H=32, HEADS=4, FF=64, LAYERS=2, model_name="bert_tiny", run=True):
     nodes.clear(); inits.clear()
-    V, H, HEADS, FF = 50, 32, 4, 64
     ids, mask = "input_ids", "attention_mask"
     emb = op("Gather", [init("word_embeddings.weight", w(V, H)), ids], axis=0)
     seq = op("Gather", [op("Shape", [ids]), const(np.int64(1))], axis=0)
@@ -122,15 +121,16 @@ def bert():
     x = layernorm(op("Add", [emb, pos]), H, "embeddings.ln")
     m = op("Unsqueeze", [op("Cast", [mask], to=TensorProto.FLOAT), const(np.array([1, 2], np.int64))])
     madd = op("Mul", [op("Sub", [const(np.float32(1.0)), m]), const(np.float32(-3.4028234663852886e38))])
-    y = bert_layer(x, madd, H, HEADS, FF, "layer.0")
-    y = bert_layer(y, madd, H, HEADS, FF, "layer.1")
+    y = x
+    for i in range(LAYERS):
+        y = bert_layer(y, madd, H, HEADS, FF, f"layer.{i}")
     ins = [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "sequence"]),
            helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "sequence"])]
     feeds = {}
     for tag, s in [("s7", 7), ("s12", 12)]:
         mk = np.ones((2, s), np.int64); mk[1, s - 2:] = 0
         feeds[tag] = {ids: rng.integers(0, V, (2, s)).astype(np.int64), mask: mk}
-    save("bert_tiny", ins, y, ["batch", "sequence", H], feeds)
+    save(model_name, ins, y, ["batch", "sequence", H], feeds if run else {})
 
 
 def resnet_block():
@@ -152,5 +152,13 @@ def resnet_block():
     save("resnet_block", ins, y, [2, 10], {"b2": {x: rng.standard_normal((2, 3, 16, 16)).astype(np.float32)}})
 
 
-bert()
-resnet_block()
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) > 1 and sys.argv[1] == "--bert-base":
+        # A 12-layer BERT-base-sized graph (110M parameters) for timing `dlc-egg import`; written to
+        # the folder given (not kept in the repository).
+        OUT = sys.argv[2]
+        bert(V=30522, H=768, HEADS=12, FF=3072, LAYERS=12, model_name="bert_base", run=False)
+    else:
+        bert()
+        resnet_block()

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn data(model: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx").join(model)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/onnx")
+        .join(model)
 }
 
 fn check_case(model: &str, tag: &str, inputs: &[&str]) {
@@ -21,9 +23,15 @@ fn check_case(model: &str, tag: &str, inputs: &[&str]) {
     for name in inputs {
         let info = graph.tensor(name).expect("input declared");
         let arr = dlc_egg::npy::read_array(&dir.join(format!("{tag}.in.{name}.npy"))).expect("npy");
-        tensors.insert(name.to_string(), dlc_egg::npy::to_tensor(arr, name, info.dtype).expect("dtype"));
+        tensors.insert(
+            name.to_string(),
+            dlc_egg::npy::to_tensor(arr, name, info.dtype).expect("dtype"),
+        );
     }
-    let shapes = tensors.iter().map(|(k, t)| (k.clone(), t.shape.clone())).collect();
+    let shapes = tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.shape.clone()))
+        .collect();
     let bindings = frontend::resolve_symbols(&graph, &BTreeMap::new(), &shapes).expect("bind");
     let prog = lower_and_verify(&graph).expect("lower");
     let reference = dlc_egg::eval::evaluate(&prog, &bindings, &tensors).expect("evaluate");
@@ -36,7 +44,10 @@ fn check_case(model: &str, tag: &str, inputs: &[&str]) {
         let got = &res[out];
         assert_eq!(got.shape, want.shape, "{model} {tag} {which}: shape");
         for (i, (a, b)) in got.to_f64().iter().zip(want.to_f64()).enumerate() {
-            assert!((a - b).abs() <= 1e-3 + 1e-3 * b.abs(), "{model} {tag} {which}[{i}]: {a} vs onnxruntime {b}");
+            assert!(
+                (a - b).abs() <= 1e-3 + 1e-3 * b.abs(),
+                "{model} {tag} {which}[{i}]: {a} vs onnxruntime {b}"
+            );
         }
     }
 }
@@ -44,12 +55,23 @@ fn check_case(model: &str, tag: &str, inputs: &[&str]) {
 /// Two BERT-like layers with a symbolic sequence length, run at lengths 7 and 12.
 #[test]
 fn bert_tiny_symbolic_sequence_matches_onnxruntime() {
-    let graph = frontend::load_file(&data("bert_tiny").join("model.onnx")).unwrap_or_else(|d| panic!("{d}"));
+    let graph = frontend::load_file(&data("bert_tiny").join("model.onnx"))
+        .unwrap_or_else(|d| panic!("{d}"));
     let ids = graph.tensor("input_ids").expect("ids");
-    assert_eq!(format!("{:?}", ids.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>()), "[\"batch\", \"sequence\"]");
+    assert_eq!(
+        format!(
+            "{:?}",
+            ids.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>()
+        ),
+        "[\"batch\", \"sequence\"]"
+    );
     // The erf-GELU subgraphs became `gelu` and every shape subgraph folded away.
     let fns: Vec<String> = graph.nodes.iter().map(|n| format!("{:?}", n.op)).collect();
-    assert_eq!(fns.iter().filter(|f| f.contains("Gelu")).count(), 2, "{fns:?}");
+    assert_eq!(
+        fns.iter().filter(|f| f.contains("Gelu")).count(),
+        2,
+        "{fns:?}"
+    );
     for tag in ["s7", "s12"] {
         check_case("bert_tiny", tag, &["input_ids", "attention_mask"]);
     }
@@ -91,7 +113,10 @@ fn unsupported_ops_are_one_diagnostic() {
         m.name = Some(n.into());
         m.r#type = Some(dlc_egg::onnx::proto::TypeProto {
             value: Some(dlc_egg::onnx::proto::type_proto::Value::TensorType(
-                dlc_egg::onnx::proto::type_proto::Tensor { elem_type: Some(1), shape: Some(Default::default()) },
+                dlc_egg::onnx::proto::type_proto::Tensor {
+                    elem_type: Some(1),
+                    shape: Some(Default::default()),
+                },
             )),
             denotation: None,
         });
@@ -106,18 +131,28 @@ fn unsupported_ops_are_one_diagnostic() {
     };
     let model = ModelProto {
         graph: Some(GraphProto {
-            node: vec![node("Sin", "s", "x", "a"), node("Cos", "c", "a", "b"), node("Relu", "r", "b", "y")],
+            node: vec![
+                node("Sin", "s", "x", "a"),
+                node("Cos", "c", "a", "b"),
+                node("Relu", "r", "b", "y"),
+            ],
             input: vec![vi("x")],
             output: vec![vi("y")],
             ..Default::default()
         }),
-        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
         ..Default::default()
     };
     let err = dlc_egg::onnx::import_model(&model, Path::new("")).expect_err("unsupported");
     assert_eq!(err.0.len(), 1, "{err}");
     assert_eq!(err.0[0].code, "E0601");
     let text = err.to_string();
-    assert!(text.contains("Sin `s` (opset 17)") && text.contains("Cos `c` (opset 17)"), "{text}");
+    assert!(
+        text.contains("Sin `s` (opset 17)") && text.contains("Cos `c` (opset 17)"),
+        "{text}"
+    );
     assert!(!text.contains("Relu"), "{text}");
 }

@@ -25,7 +25,13 @@ fn node_dir() -> PathBuf {
 
 fn ops_of(model: &Path) -> Option<Vec<String>> {
     let m = dlc_egg::onnx::read_model(model).ok()?;
-    Some(m.graph?.node.into_iter().filter_map(|n| n.op_type).collect())
+    Some(
+        m.graph?
+            .node
+            .into_iter()
+            .filter_map(|n| n.op_type)
+            .collect(),
+    )
 }
 
 fn tol(t: &Tensor) -> f64 {
@@ -37,10 +43,16 @@ fn tol(t: &Tensor) -> f64 {
 
 fn compare(name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     if got.shape != want.shape {
-        return Err(format!("{name}: shape {:?}, expected {:?}", got.shape, want.shape));
+        return Err(format!(
+            "{name}: shape {:?}, expected {:?}",
+            got.shape, want.shape
+        ));
     }
     if got.dtype != want.dtype {
-        return Err(format!("{name}: dtype {}, expected {}", got.dtype, want.dtype));
+        return Err(format!(
+            "{name}: dtype {}, expected {}",
+            got.dtype, want.dtype
+        ));
     }
     let (g, w) = (got.to_f64(), want.to_f64());
     let t = tol(want);
@@ -82,7 +94,10 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
                 let t = dlc_egg::onnx::read_tensor_proto(&data.join(format!("input_{i}.pb")))
                     .map_err(|d| d.to_string())?;
                 if t.data_type == Some(7) || t.dims.is_empty() {
-                    fixed.push(dlc_egg::onnx::proto::TensorProto { name: vi.name.clone(), ..t });
+                    fixed.push(dlc_egg::onnx::proto::TensorProto {
+                        name: vi.name.clone(),
+                        ..t
+                    });
                 }
             }
             if fixed.is_empty() {
@@ -109,7 +124,11 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
             if !p.exists() {
                 break;
             }
-            v.push(dlc_egg::onnx::read_tensor_pb(&p).map_err(|d| d.to_string())?.1);
+            v.push(
+                dlc_egg::onnx::read_tensor_pb(&p)
+                    .map_err(|d| d.to_string())?
+                    .1,
+            );
         }
         Ok(v)
     };
@@ -117,7 +136,10 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
     let outputs = read("output")?;
     // Graph inputs come first in the signature, in the model's order; params follow.
     let model = dlc_egg::onnx::read_model(&path).map_err(|d| d.to_string())?;
-    let names: Vec<String> = model.graph.map(|g| g.input.into_iter().filter_map(|v| v.name).collect()).unwrap_or_default();
+    let names: Vec<String> = model
+        .graph
+        .map(|g| g.input.into_iter().filter_map(|v| v.name).collect())
+        .unwrap_or_default();
     let mut tensors: BTreeMap<String, Tensor> = graph.constants.clone();
     let data_inputs: Vec<String> = graph
         .signature
@@ -131,7 +153,10 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
             tensors.insert(name.clone(), t);
         }
     }
-    let shapes = tensors.iter().map(|(k, t)| (k.clone(), t.shape.clone())).collect();
+    let shapes = tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.shape.clone()))
+        .collect();
     let bindings = frontend::resolve_symbols(&graph, &BTreeMap::new(), &shapes)
         .map_err(|d| format!("bind: {d}"))?;
     let prog = lower_and_verify(&graph).map_err(|f| format!("lower: {}", f.diagnostics))?;
@@ -142,7 +167,9 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
         .map_err(|f| format!("optimized: {}", f.diagnostics))?;
     for (o, want) in graph.signature.outputs.iter().zip(&outputs) {
         for (which, res) in [("reference", &reference), ("optimized", &optimized)] {
-            let got = res.get(&o.tensor).ok_or(format!("{which}: no output {}", o.tensor))?;
+            let got = res
+                .get(&o.tensor)
+                .ok_or(format!("{which}: no output {}", o.tensor))?;
             compare(&format!("{which} {}", o.tensor), got, want)?;
         }
     }
@@ -160,12 +187,21 @@ fn backend_node_tests_of_mapped_ops() {
     let (mut mapped, mut passed, mut passed_fixed, mut refused) = (0, 0, 0, Vec::new());
     let mut failures = Vec::new();
     for d in &dirs {
-        let name = d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = d
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if !name.contains(&filter) {
             continue;
         }
-        let Some(ops) = ops_of(&d.join("model.onnx")) else { continue };
-        if ops.is_empty() || !ops.iter().all(|o| dlc_egg::onnx::SUPPORTED_OPS.contains(&o.as_str())) {
+        let Some(ops) = ops_of(&d.join("model.onnx")) else {
+            continue;
+        };
+        if ops.is_empty()
+            || !ops
+                .iter()
+                .all(|o| dlc_egg::onnx::SUPPORTED_OPS.contains(&o.as_str()))
+        {
             continue;
         }
         mapped += 1;
@@ -186,5 +222,9 @@ fn backend_node_tests_of_mapped_ops() {
     for f in &failures {
         println!("FAIL {f}");
     }
-    assert!(failures.is_empty(), "{} ONNX node tests failed", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} ONNX node tests failed",
+        failures.len()
+    );
 }

@@ -11,28 +11,49 @@ fn elem_of_to(to: i64) -> i32 {
 }
 
 /// Reshape target sizes for a concrete input shape: `0` copies (unless `allowzero`), `-1` infers.
-pub(super) fn reshape_sizes(node: &NodeProto, input: &[usize], spec: &[i64], allowzero: bool) -> NResult<Vec<usize>> {
+pub(super) fn reshape_sizes(
+    node: &NodeProto,
+    input: &[usize],
+    spec: &[i64],
+    allowzero: bool,
+) -> NResult<Vec<usize>> {
     let n: usize = input.iter().product();
     let mut out: Vec<i64> = spec
         .iter()
         .enumerate()
-        .map(|(i, &s)| if s == 0 && !allowzero { input.get(i).map_or(0, |d| *d as i64) } else { s })
+        .map(|(i, &s)| {
+            if s == 0 && !allowzero {
+                input.get(i).map_or(0, |d| *d as i64)
+            } else {
+                s
+            }
+        })
         .collect();
     let known: i64 = out.iter().filter(|s| **s >= 0).product();
     if let Some(p) = out.iter().position(|s| *s == -1) {
         if known == 0 || n as i64 % known != 0 {
-            return Err(invalid(node, "the reshape size does not divide the element count"));
+            return Err(invalid(
+                node,
+                "the reshape size does not divide the element count",
+            ));
         }
         out[p] = n as i64 / known;
     }
     if out.iter().any(|s| *s < 0) || out.iter().product::<i64>() != n as i64 {
-        return Err(invalid(node, format!("cannot reshape {input:?} to {spec:?}")));
+        return Err(invalid(
+            node,
+            format!("cannot reshape {input:?} to {spec:?}"),
+        ));
     }
     Ok(out.into_iter().map(|s| s as usize).collect())
 }
 
 /// Folds `node` over constant inputs; `None` when the op is not folded here.
-pub(super) fn fold_const(imp: &Importer<'_>, node: &NodeProto, ins: &[Option<CTensor>]) -> NResult<Option<Vec<CTensor>>> {
+pub(super) fn fold_const(
+    imp: &Importer<'_>,
+    node: &NodeProto,
+    ins: &[Option<CTensor>],
+) -> NResult<Option<Vec<CTensor>>> {
     let op = node.op_type.as_deref().unwrap_or("");
     let inp = |i: usize| ins.get(i).and_then(Option::as_ref);
     let Some(x) = inp(0) else { return Ok(None) };
@@ -47,7 +68,10 @@ pub(super) fn fold_const(imp: &Importer<'_>, node: &NodeProto, ins: &[Option<CTe
         "Identity" | "Dropout" => Some(x.clone()),
         "Cast" => {
             let to = elem_of_to(attr_i(node, "to").unwrap_or(et::FLOAT as i64));
-            Some(CTensor { elem: to, ..x.clone() })
+            Some(CTensor {
+                elem: to,
+                ..x.clone()
+            })
         }
         "Neg" => un(&|a| -a),
         "Abs" => un(&f64::abs),
@@ -75,23 +99,43 @@ pub(super) fn fold_const(imp: &Importer<'_>, node: &NodeProto, ins: &[Option<CTe
         "And" => bin(et::BOOL, &|a, b| f64::from(u8::from(a != 0.0 && b != 0.0))),
         "Or" => bin(et::BOOL, &|a, b| f64::from(u8::from(a != 0.0 || b != 0.0))),
         "Where" => match (inp(1), inp(2)) {
-            (Some(a), Some(b)) => broadcast_map(&[x, a, b], a.elem, &|v| if v[0] != 0.0 { v[1] } else { v[2] }),
+            (Some(a), Some(b)) => broadcast_map(&[x, a, b], a.elem, &|v| {
+                if v[0] != 0.0 {
+                    v[1]
+                } else {
+                    v[2]
+                }
+            }),
             _ => None,
         },
         "Reshape" => {
             let Some(s) = inp(1) else { return Ok(None) };
-            let shape = reshape_sizes(node, &x.shape, &s.ints(), attr_i(node, "allowzero") == Some(1))?;
+            let shape = reshape_sizes(
+                node,
+                &x.shape,
+                &s.ints(),
+                attr_i(node, "allowzero") == Some(1),
+            )?;
             Some(CTensor { shape, ..x.clone() })
         }
         "Flatten" => {
             let a = super::ops::flatten_axis(node, attr_i(node, "axis").unwrap_or(1), rank)?;
             let lo: usize = x.shape[..a].iter().product();
-            Some(CTensor { shape: vec![lo, x.data.len() / lo.max(1)], ..x.clone() })
+            Some(CTensor {
+                shape: vec![lo, x.data.len() / lo.max(1)],
+                ..x.clone()
+            })
         }
         "Unsqueeze" => {
-            let axes = inp(1).map(CTensor::ints).or_else(|| attr_ints(node, "axes")).unwrap_or_default();
+            let axes = inp(1)
+                .map(CTensor::ints)
+                .or_else(|| attr_ints(node, "axes"))
+                .unwrap_or_default();
             let r = rank + axes.len();
-            let mut axes: Vec<usize> = axes.iter().map(|a| norm_axis(node, *a, r)).collect::<NResult<_>>()?;
+            let mut axes: Vec<usize> = axes
+                .iter()
+                .map(|a| norm_axis(node, *a, r))
+                .collect::<NResult<_>>()?;
             axes.sort_unstable();
             let mut shape = x.shape.clone();
             for a in axes {
@@ -100,12 +144,23 @@ pub(super) fn fold_const(imp: &Importer<'_>, node: &NodeProto, ins: &[Option<CTe
             Some(CTensor { shape, ..x.clone() })
         }
         "Squeeze" => {
-            let axes = inp(1).map(CTensor::ints).or_else(|| attr_ints(node, "axes"));
+            let axes = inp(1)
+                .map(CTensor::ints)
+                .or_else(|| attr_ints(node, "axes"));
             let axes: Vec<usize> = match axes {
-                Some(a) => a.iter().map(|v| norm_axis(node, *v, rank)).collect::<NResult<_>>()?,
+                Some(a) => a
+                    .iter()
+                    .map(|v| norm_axis(node, *v, rank))
+                    .collect::<NResult<_>>()?,
                 None => (0..rank).filter(|i| x.shape[*i] == 1).collect(),
             };
-            let shape = x.shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| *d).collect();
+            let shape = x
+                .shape
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !axes.contains(i))
+                .map(|(_, d)| *d)
+                .collect();
             Some(CTensor { shape, ..x.clone() })
         }
         "Concat" => {
@@ -122,7 +177,11 @@ pub(super) fn fold_const(imp: &Importer<'_>, node: &NodeProto, ins: &[Option<CTe
             }
             let mut shape = x.shape.clone();
             shape[a] = parts.iter().map(|p| p.shape[a]).sum();
-            Some(CTensor { elem: x.elem, shape, data })
+            Some(CTensor {
+                elem: x.elem,
+                shape,
+                data,
+            })
         }
         "Gather" => {
             let Some(idx) = inp(1) else { return Ok(None) };
@@ -139,9 +198,17 @@ pub(super) fn fold_const(imp: &Importer<'_>, node: &NodeProto, ins: &[Option<CTe
         "Range" => match (inp(1), inp(2)) {
             (Some(l), Some(d)) => {
                 let (s, l, d) = (x.data[0], l.data[0], d.data[0]);
-                let n = if d == 0.0 { 0.0 } else { ((l - s) / d).ceil().max(0.0) };
+                let n = if d == 0.0 {
+                    0.0
+                } else {
+                    ((l - s) / d).ceil().max(0.0)
+                };
                 let data: Vec<f64> = (0..n as usize).map(|i| s + d * i as f64).collect();
-                Some(CTensor { elem: x.elem, shape: vec![data.len()], data })
+                Some(CTensor {
+                    elem: x.elem,
+                    shape: vec![data.len()],
+                    data,
+                })
             }
             _ => None,
         },
@@ -154,23 +221,37 @@ pub(super) fn fold_const(imp: &Importer<'_>, node: &NodeProto, ins: &[Option<CTe
                 .unwrap_or_else(|| CTensor::scalar(et::FLOAT, 0.0));
             let shape: Vec<usize> = x.ints().iter().map(|v| (*v).max(0) as usize).collect();
             let n: usize = shape.iter().product();
-            Some(CTensor { elem: value.elem, shape, data: vec![value.data.first().copied().unwrap_or(0.0); n] })
+            Some(CTensor {
+                elem: value.elem,
+                shape,
+                data: vec![value.data.first().copied().unwrap_or(0.0); n],
+            })
         }
         "Expand" => {
             let Some(s) = inp(1) else { return Ok(None) };
             let shape: Vec<usize> = s.ints().iter().map(|v| (*v).max(0) as usize).collect();
-            let ones = CTensor { elem: x.elem, shape, data: Vec::new() };
-            let ones = CTensor { data: vec![0.0; ones.shape.iter().product()], ..ones };
+            let ones = CTensor {
+                elem: x.elem,
+                shape,
+                data: Vec::new(),
+            };
+            let ones = CTensor {
+                data: vec![0.0; ones.shape.iter().product()],
+                ..ones
+            };
             broadcast_map(&[x, &ones], x.elem, &|v| v[0])
         }
         _ => return Ok(None),
     };
-    out.map(|c| Some(vec![c])).ok_or_else(|| invalid(node, "the constant operands do not broadcast"))
+    out.map(|c| Some(vec![c]))
+        .ok_or_else(|| invalid(node, "the constant operands do not broadcast"))
 }
 
 fn slice_const(node: &NodeProto, x: &CTensor, ins: &[Option<CTensor>]) -> NResult<Option<CTensor>> {
     let get = |i: usize| ins.get(i).and_then(Option::as_ref).map(CTensor::ints);
-    let (Some(starts), Some(ends)) = (get(1), get(2)) else { return Ok(None) };
+    let (Some(starts), Some(ends)) = (get(1), get(2)) else {
+        return Ok(None);
+    };
     let rank = x.shape.len();
     let axes = get(3).unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = get(4).unwrap_or_else(|| vec![1; starts.len()]);
@@ -215,5 +296,9 @@ fn slice_const(node: &NodeProto, x: &CTensor, ins: &[Option<CTensor>]) -> NResul
             idx[i] = 0;
         }
     }
-    Ok(Some(CTensor { elem: x.elem, shape, data }))
+    Ok(Some(CTensor {
+        elem: x.elem,
+        shape,
+        data,
+    }))
 }

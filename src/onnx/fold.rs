@@ -9,7 +9,9 @@ use crate::ir::dim::Dim;
 
 /// An attribute by name.
 pub(super) fn attr<'n>(node: &'n NodeProto, name: &str) -> Option<&'n AttributeProto> {
-    node.attribute.iter().find(|a| a.name.as_deref() == Some(name))
+    node.attribute
+        .iter()
+        .find(|a| a.name.as_deref() == Some(name))
 }
 
 /// An integer attribute.
@@ -83,7 +85,10 @@ pub(super) fn norm_axis(node: &NodeProto, axis: i64, rank: usize) -> NResult<usi
     if (0..r.max(1)).contains(&a) || (rank == 0 && a == 0) {
         Ok(a as usize)
     } else {
-        Err(invalid(node, format!("axis {axis} is out of range for rank {rank}")))
+        Err(invalid(
+            node,
+            format!("axis {axis} is out of range for rank {rank}"),
+        ))
     }
 }
 
@@ -99,17 +104,28 @@ pub(super) fn try_fold(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<Opti
             let s = clampi(attr_i(node, "start").unwrap_or(0));
             let e = clampi(attr_i(node, "end").unwrap_or(r));
             let dims = dims.get(s..e.max(s)).unwrap_or_default().to_vec();
-            return Ok(Some(vec![Dv { dims, scalar: false }.into_val()]));
+            return Ok(Some(vec![Dv {
+                dims,
+                scalar: false,
+            }
+            .into_val()]));
         }
         "Size" => {
             let dims = shape_of(imp, &node.input[0])?;
             let n = Dim::product(dims.iter());
-            return Ok(Some(vec![Dv { dims: vec![n], scalar: true }.into_val()]));
+            return Ok(Some(vec![Dv {
+                dims: vec![n],
+                scalar: true,
+            }
+            .into_val()]));
         }
         _ => {}
     }
     let present: Vec<&String> = node.input.iter().filter(|i| !i.is_empty()).collect();
-    if present.iter().any(|i| matches!(imp.val(i), Some(Val::T(_)) | Some(Val::Poison) | None)) {
+    if present
+        .iter()
+        .any(|i| matches!(imp.val(i), Some(Val::T(_)) | Some(Val::Poison) | None))
+    {
         return Ok(None);
     }
     // Symbolic shape values first (they are not constants).
@@ -153,8 +169,11 @@ fn constant_node(imp: &Importer<'_>, node: &NodeProto) -> NResult<CTensor> {
         .ok_or_else(|| invalid(node, "Constant without a value"))?;
     let ty = a.r#type.unwrap_or(0);
     Ok(match a.name.as_deref().unwrap_or("") {
-        "value" => decode_tensor(a.t.as_ref().ok_or_else(|| invalid(node, "no tensor"))?, imp.dir)
-            .map_err(|w| invalid(node, w))?,
+        "value" => decode_tensor(
+            a.t.as_ref().ok_or_else(|| invalid(node, "no tensor"))?,
+            imp.dir,
+        )
+        .map_err(|w| invalid(node, w))?,
         "value_float" => CTensor::scalar(et::FLOAT, f64::from(a.f.unwrap_or(0.0))),
         "value_int" => CTensor::scalar(et::INT64, a.i.unwrap_or(0) as f64),
         "value_floats" if ty == AttributeType::Floats as i32 => CTensor {
@@ -172,17 +191,27 @@ fn fold_dims(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Dv>> {
     let op = node.op_type.as_deref().unwrap_or("");
     let get = |i: usize| -> NResult<Dv> {
         let name = node.input.get(i).map(String::as_str).unwrap_or("");
-        dv(imp, name)?.ok_or_else(|| unsupported(format!("input `{name}` mixes symbolic sizes with data")))
+        dv(imp, name)?
+            .ok_or_else(|| unsupported(format!("input `{name}` mixes symbolic sizes with data")))
     };
     let bin = |f: &dyn Fn(&Dim, &Dim) -> Option<Dim>| -> NResult<Option<Dv>> {
         let (a, b) = (get(0)?, get(1)?);
         let n = a.dims.len().max(b.dims.len());
-        let pick = |v: &Dv, i: usize| if v.dims.len() == 1 { v.dims[0].clone() } else { v.dims[i].clone() };
+        let pick = |v: &Dv, i: usize| {
+            if v.dims.len() == 1 {
+                v.dims[0].clone()
+            } else {
+                v.dims[i].clone()
+            }
+        };
         if (a.dims.len() != n && a.dims.len() != 1) || (b.dims.len() != n && b.dims.len() != 1) {
             return Err(invalid(node, "shape values do not broadcast"));
         }
         let dims: Option<Vec<Dim>> = (0..n).map(|i| f(&pick(&a, i), &pick(&b, i))).collect();
-        Ok(dims.map(|dims| Dv { dims, scalar: a.scalar && b.scalar }))
+        Ok(dims.map(|dims| Dv {
+            dims,
+            scalar: a.scalar && b.scalar,
+        }))
     };
     Ok(match op {
         "Identity" | "Cast" => Some(get(0)?),
@@ -205,7 +234,10 @@ fn fold_dims(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Dv>> {
             for i in 0..node.input.len() {
                 dims.extend(get(i)?.dims);
             }
-            Some(Dv { dims, scalar: false })
+            Some(Dv {
+                dims,
+                scalar: false,
+            })
         }
         "Gather" => {
             let (a, idx) = (get(0)?, get(1)?);
@@ -219,7 +251,10 @@ fn fold_dims(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Dv>> {
                         .and_then(|i| a.dims.get(usize::try_from(i).ok()?).cloned())
                 })
                 .collect();
-            dims.map(|dims| Dv { dims, scalar: idx.scalar })
+            dims.map(|dims| Dv {
+                dims,
+                scalar: idx.scalar,
+            })
         }
         "Slice" => {
             let a = get(0)?;
@@ -230,7 +265,9 @@ fn fold_dims(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Dv>> {
                     None => None,
                 })
             };
-            let (Some(s), Some(e)) = (int(1)?, int(2)?) else { return Ok(None) };
+            let (Some(s), Some(e)) = (int(1)?, int(2)?) else {
+                return Ok(None);
+            };
             if int(4)?.unwrap_or(1) != 1 {
                 return Ok(None);
             }
@@ -309,7 +346,11 @@ pub(super) fn take(c: &CTensor, axis: usize, index: &CTensor) -> Option<CTensor>
     let mut shape = c.shape[..axis].to_vec();
     shape.extend(&index.shape);
     shape.extend(&c.shape[axis + 1..]);
-    Some(CTensor { elem: c.elem, shape, data })
+    Some(CTensor {
+        elem: c.elem,
+        shape,
+        data,
+    })
 }
 
 /// Permutes the axes of a constant.
@@ -334,5 +375,9 @@ pub(super) fn transpose(c: &CTensor, perm: &[usize]) -> CTensor {
             idx[i] = 0;
         }
     }
-    CTensor { elem: c.elem, shape, data }
+    CTensor {
+        elem: c.elem,
+        shape,
+        data,
+    }
 }

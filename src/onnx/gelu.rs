@@ -11,7 +11,12 @@ use std::collections::HashMap;
 const SQRT2: f64 = std::f64::consts::SQRT_2;
 
 /// The scalar value of `name`, if it is a one-element constant (initializer or `Constant` node).
-fn scalar(imp: &Importer<'_>, producers: &HashMap<&str, usize>, nodes: &[NodeProto], name: &str) -> Option<f64> {
+fn scalar(
+    imp: &Importer<'_>,
+    producers: &HashMap<&str, usize>,
+    nodes: &[NodeProto],
+    name: &str,
+) -> Option<f64> {
     if matches!(imp.val(name), Some(Val::Init(_)) | Some(Val::Const(_))) {
         let c = imp.konst(name).ok()??;
         return (c.numel() == 1).then(|| c.data[0]);
@@ -79,7 +84,9 @@ pub(super) fn rewrite(imp: &Importer<'_>, nodes: &[NodeProto]) -> Vec<NodeProto>
             ("Mul", [a, b]) if close(sc(a), 1.0 / SQRT2) => b.as_str(),
             _ => continue,
         };
-        let Some(ai) = only_consumer(&e.output[0]) else { continue };
+        let Some(ai) = only_consumer(&e.output[0]) else {
+            continue;
+        };
         if op(ai) != "Add" || !close(other(&nodes[ai], &e.output[0]).and_then(sc), 1.0) {
             continue;
         }
@@ -88,21 +95,23 @@ pub(super) fn rewrite(imp: &Importer<'_>, nodes: &[NodeProto]) -> Vec<NodeProto>
         if op(mi) != "Mul" {
             continue;
         }
-        let Some(m_other) = other(&nodes[mi], s) else { continue };
+        let Some(m_other) = other(&nodes[mi], s) else {
+            continue;
+        };
         let m_out = nodes[mi].output[0].as_str();
         // (a) x·s then ·0.5; (b) (x·0.5)·s; (c) (s·0.5) then x·.
         let last = if m_other == x {
             only_consumer(m_out)
                 .filter(|&li| op(li) == "Mul" && close(other(&nodes[li], m_out).and_then(sc), 0.5))
         } else if close(sc(m_other), 0.5) {
-            only_consumer(m_out).filter(|&li| op(li) == "Mul" && other(&nodes[li], m_out) == Some(x))
+            only_consumer(m_out)
+                .filter(|&li| op(li) == "Mul" && other(&nodes[li], m_out) == Some(x))
         } else {
             producers
                 .get(m_other)
                 .copied()
                 .filter(|&hi| {
-                    op(hi) == "Mul"
-                        && other(&nodes[hi], x).is_some_and(|c| close(sc(c), 0.5))
+                    op(hi) == "Mul" && other(&nodes[hi], x).is_some_and(|c| close(sc(c), 0.5))
                 })
                 .map(|_| mi)
         };

@@ -131,6 +131,16 @@ impl<'m> Importer<'m> {
             Some(Val::T(t)) => Ok(t),
             Some(Val::Poison) => Err(NodeError::Unsupported(String::new())),
             None => Err(unsupported(format!("input `{name}` is not defined"))),
+            Some(Val::Init(i))
+                if super::value::fast_f32(&self.graph().initializer[i]).is_some() =>
+            {
+                // Float weights straight from their bytes (no f64 round trip): the bulk of a model.
+                let init = &self.graph().initializer[i];
+                let t = super::value::fast_f32(init).unwrap_or_else(|| unreachable!());
+                let t = self.add_param(name, t);
+                self.vals.insert(name.to_string(), Val::T(t.clone()));
+                Ok(t)
+            }
             Some(Val::Sym { .. }) | Some(Val::Init(_)) | Some(Val::Const(_)) => {
                 let c = self.konst(name)?.ok_or_else(|| {
                     unsupported(format!(
@@ -162,23 +172,30 @@ impl<'m> Importer<'m> {
                 "dlc-egg has fp32/fp16/bf16/i32/bool tensors; int64 values must fit in i32",
             ))
         })?;
+        Ok(self.add_param(name, tensor))
+    }
+
+    /// Adds `tensor` as a `param` signature input named `name` (or a fresh name if taken).
+    fn add_param(&mut self, name: &str, tensor: Tensor) -> TInfo {
         let tname = if self.used_names.insert(name.to_string()) {
             name.to_string()
         } else {
             self.fresh(name)
         };
-        let shape: Vec<Dim> = c.shape.iter().map(|d| Dim::int(*d as i64)).collect();
-        self.inputs.push(json!({"tensor": tname, "role": "param", "storage": "const_pool"}));
+        let shape: Vec<Dim> = tensor.shape.iter().map(|d| Dim::int(*d as i64)).collect();
+        self.inputs
+            .push(json!({"tensor": tname, "role": "param", "storage": "const_pool"}));
         self.tensors.insert(
             tname.clone(),
             json!({"dtype": tensor.dtype.name(), "shape": shape}),
         );
-        self.constants.insert(tname.clone(), tensor.clone());
-        Ok(TInfo {
+        let dtype = tensor.dtype;
+        self.constants.insert(tname.clone(), tensor);
+        TInfo {
             name: tname,
-            dtype: tensor.dtype,
+            dtype,
             shape,
-        })
+        }
     }
 
     /// Emits a graph.json node with one output named `out` (made unique).
@@ -227,7 +244,14 @@ impl<'m> Importer<'m> {
                 Opnd::S(v) => json!(v),
             })
             .collect();
-        Ok(self.emit("Elementwise", inputs, json!({"fn": func}), out, dtype, shape))
+        Ok(self.emit(
+            "Elementwise",
+            inputs,
+            json!({"fn": func}),
+            out,
+            dtype,
+            shape,
+        ))
     }
 
     /// An elementwise operand for ONNX input `name`: a scalar when it is a one-element constant
@@ -285,7 +309,13 @@ impl<'m> Importer<'m> {
 fn symbol_name(s: &str) -> String {
     let mut out: String = s
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if !out.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         out.insert(0, '_');
@@ -315,7 +345,8 @@ fn value_info_type(
         return Err(bad(format!("`{name}` is not a tensor")));
     };
     let elem = tt.elem_type.unwrap_or(0);
-    let dtype = graph_dtype(elem).ok_or_else(|| bad(format!("`{name}` has element type {elem}")))?;
+    let dtype =
+        graph_dtype(elem).ok_or_else(|| bad(format!("`{name}` has element type {elem}")))?;
     let mut shape = Vec::new();
     if let Some(s) = &tt.shape {
         for (i, d) in s.dim.iter().enumerate() {
@@ -343,7 +374,9 @@ fn model_opset(model: &ModelProto) -> i64 {
     model
         .opset_import
         .iter()
-        .find(|o| o.domain.as_deref().unwrap_or("").is_empty() || o.domain.as_deref() == Some("ai.onnx"))
+        .find(|o| {
+            o.domain.as_deref().unwrap_or("").is_empty() || o.domain.as_deref() == Some("ai.onnx")
+        })
         .and_then(|o| o.version)
         .unwrap_or(1)
 }
@@ -387,7 +420,8 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
     };
     let mut errs: Vec<Diagnostic> = Vec::new();
     for (i, t) in g.initializer.iter().enumerate() {
-        imp.vals.insert(t.name.clone().unwrap_or_default(), Val::Init(i));
+        imp.vals
+            .insert(t.name.clone().unwrap_or_default(), Val::Init(i));
     }
     // Graph inputs (those that are not initializers).
     for vi in &g.input {
@@ -401,7 +435,8 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
                 imp.inputs.push(json!({"tensor": name}));
                 imp.tensors
                     .insert(name.clone(), json!({"dtype": dtype.name(), "shape": shape}));
-                imp.vals.insert(name.clone(), Val::T(TInfo { name, dtype, shape }));
+                imp.vals
+                    .insert(name.clone(), Val::T(TInfo { name, dtype, shape }));
             }
             Err(d) => errs.push(d),
         }
@@ -496,11 +531,8 @@ fn bind_outputs(imp: &mut Importer<'_>, g: &proto::GraphProto) -> NResult<Vec<Va
             }
         };
         // The node producing an output must write the model's name.
-        let produced_here = imp
-            .nodes
-            .iter()
-            .any(|n| n["outputs"][0] == json!(t.name))
-            && t.name == name;
+        let produced_here =
+            imp.nodes.iter().any(|n| n["outputs"][0] == json!(t.name)) && t.name == name;
         let t = if produced_here {
             t
         } else {
@@ -533,8 +565,10 @@ fn bind_outputs(imp: &mut Importer<'_>, g: &proto::GraphProto) -> NResult<Vec<Va
                 }
             })
             .collect();
-        imp.tensors
-            .insert(name.clone(), json!({"dtype": t.dtype.name(), "shape": shape}));
+        imp.tensors.insert(
+            name.clone(),
+            json!({"dtype": t.dtype.name(), "shape": shape}),
+        );
         outs.push(json!({"tensor": name}));
     }
     Ok(outs)
@@ -542,11 +576,7 @@ fn bind_outputs(imp: &mut Importer<'_>, g: &proto::GraphProto) -> NResult<Vec<Va
 
 /// Which nodes feed a graph output (dead nodes are not imported).
 fn live_nodes(nodes: &[NodeProto], g: &proto::GraphProto) -> Vec<bool> {
-    let mut need: BTreeSet<&str> = g
-        .output
-        .iter()
-        .filter_map(|o| o.name.as_deref())
-        .collect();
+    let mut need: BTreeSet<&str> = g.output.iter().filter_map(|o| o.name.as_deref()).collect();
     let mut live = vec![false; nodes.len()];
     for (i, n) in nodes.iter().enumerate().rev() {
         if n.output.iter().any(|o| need.contains(o.as_str())) {

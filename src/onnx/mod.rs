@@ -112,8 +112,8 @@ pub fn load_model(model: &proto::ModelProto, dir: &Path, file: &str) -> Result<G
 
 /// Reads a serialized `TensorProto` file as is.
 pub fn read_tensor_proto(path: &Path) -> Result<proto::TensorProto, Diagnostic> {
-    let bytes =
-        std::fs::read(path).map_err(|e| unreadable(path, format!("cannot read the tensor: {e}")))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| unreadable(path, format!("cannot read the tensor: {e}")))?;
     proto::TensorProto::decode(bytes.as_slice())
         .map_err(|e| unreadable(path, format!("not a valid TensorProto: {e}")))
 }
@@ -144,7 +144,11 @@ impl Imported {
         use safetensors::tensor::TensorView;
         use safetensors::Dtype;
         let mut bufs: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
-        for (name, t) in self.constants.iter().filter(|(_, t)| t.numel() > INLINE_MAX) {
+        for (name, t) in self
+            .constants
+            .iter()
+            .filter(|(_, t)| t.numel() > INLINE_MAX)
+        {
             let (dt, bytes) = value::tensor_le_bytes(t);
             bufs.push((name.clone(), dt, t.shape.clone(), bytes));
         }
@@ -179,13 +183,73 @@ pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor), Diagnostic> {
 /// The ONNX ops (default domain) the importer maps; the table in `docs/onnx.md` gives attributes
 /// and limits. `Erf` is mapped only inside the erf-GELU pattern.
 pub const SUPPORTED_OPS: &[&str] = &[
-    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant",
-    "ConstantOfShape", "Conv", "ConvTranspose", "CumSum", "Div", "Dropout", "Equal", "Exp",
-    "Expand", "Flatten", "Gather", "GatherElements", "Gelu", "Gemm", "GlobalAveragePool",
-    "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity",
-    "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul",
-    "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "Not", "Pad", "Pow", "Range", "Reciprocal",
-    "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape",
-    "Shape", "Sigmoid", "Size", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Sum",
-    "Tanh", "Tile", "Transpose", "Unsqueeze", "Where",
+    "Abs",
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "ConvTranspose",
+    "CumSum",
+    "Div",
+    "Dropout",
+    "Equal",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "GatherElements",
+    "Gelu",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Greater",
+    "GreaterOrEqual",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LayerNormalization",
+    "LeakyRelu",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "LogSoftmax",
+    "MatMul",
+    "Max",
+    "MaxPool",
+    "Mean",
+    "Min",
+    "Mul",
+    "Neg",
+    "Not",
+    "Pad",
+    "Pow",
+    "Range",
+    "Reciprocal",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSum",
+    "Relu",
+    "Reshape",
+    "Shape",
+    "Sigmoid",
+    "Size",
+    "Slice",
+    "Softmax",
+    "Split",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Sum",
+    "Tanh",
+    "Tile",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
 ];

@@ -8,7 +8,12 @@ use crate::ir::dim::Dim;
 use serde_json::json;
 
 /// Imports the ops of this module; anything else is unsupported.
-pub(super) fn import_nn(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResult<TInfo> {
+pub(super) fn import_nn(
+    imp: &mut Importer<'_>,
+    node: &NodeProto,
+    op: &str,
+    out: &str,
+) -> NResult<TInfo> {
     match op {
         "MatMul" => matmul(imp, node, out),
         "Gemm" => gemm(imp, node, out),
@@ -29,7 +34,14 @@ pub(super) fn import_nn(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out:
         "Softmax" | "LogSoftmax" => {
             let x = imp.tensor(&node.input[0])?;
             let a = norm_axis(node, attr_i(node, "axis").unwrap_or(-1), x.shape.len())?;
-            let t = imp.emit("Softmax", vec![json!(x.name)], json!({"axis": a}), out, x.dtype, x.shape.clone());
+            let t = imp.emit(
+                "Softmax",
+                vec![json!(x.name)],
+                json!({"axis": a}),
+                out,
+                x.dtype,
+                x.shape.clone(),
+            );
             if op == "LogSoftmax" {
                 return imp.ew(node, "log", &[Opnd::T(t)], out);
             }
@@ -50,7 +62,9 @@ pub(super) fn import_nn(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out:
             let attrs = json!({"axis": a, "eps": attr_f(node, "epsilon").unwrap_or(1e-5)});
             Ok(imp.emit("LayerNorm", ins, attrs, out, x.dtype, x.shape))
         }
-        "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd" => reduce(imp, node, op, out),
+        "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd" => {
+            reduce(imp, node, op, out)
+        }
         _ => Err(unsupported("op not supported")),
     }
 }
@@ -67,8 +81,13 @@ fn matmul(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo>
         sb.push(Dim::int(1));
     }
     let (ra, rb) = (sa.len(), sb.len());
-    let batch = crate::ir::dim::broadcast_shapes(&sa[..ra - 2], &sb[..rb - 2])
-        .map_err(|(x, y)| invalid(node, format!("MatMul batch dims {x} and {y} do not broadcast")))?;
+    let batch =
+        crate::ir::dim::broadcast_shapes(&sa[..ra - 2], &sb[..rb - 2]).map_err(|(x, y)| {
+            invalid(
+                node,
+                format!("MatMul batch dims {x} and {y} do not broadcast"),
+            )
+        })?;
     let mut shape = batch;
     if !va {
         shape.push(sa[ra - 2].clone());
@@ -76,7 +95,14 @@ fn matmul(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo>
     if !vb {
         shape.push(sb[rb - 1].clone());
     }
-    Ok(imp.emit("MatMul", vec![json!(a.name), json!(b.name)], json!({}), out, a.dtype, shape))
+    Ok(imp.emit(
+        "MatMul",
+        vec![json!(a.name), json!(b.name)],
+        json!({}),
+        out,
+        a.dtype,
+        shape,
+    ))
 }
 
 fn gemm(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
@@ -111,7 +137,10 @@ fn spatial_pads(
         "NOTSET" => {
             let p = attr_ints(node, "pads").unwrap_or_else(|| vec![0; 2 * k]);
             if p.len() != 2 * k {
-                return Err(invalid(node, "`pads` must have two entries per spatial dim"));
+                return Err(invalid(
+                    node,
+                    "`pads` must have two entries per spatial dim",
+                ));
             }
             Ok((0..k).map(|i| (p[i], p[i + k])).collect())
         }
@@ -124,7 +153,11 @@ fn spatial_pads(
                 let o = (n + stride[i] - 1) / stride[i];
                 let total = ((o - 1) * stride[i] + dil[i] * (kernel[i] - 1) + 1 - n).max(0);
                 let small = total / 2;
-                Ok(if mode == "SAME_UPPER" { (small, total - small) } else { (total - small, small) })
+                Ok(if mode == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                })
             })
             .collect(),
         other => Err(invalid(node, format!("unknown auto_pad `{other}`"))),
@@ -139,7 +172,10 @@ fn conv(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
         Some(v) => v,
         None => w.shape[2..]
             .iter()
-            .map(|d| d.as_int().ok_or_else(|| unsupported("a symbolic kernel size")))
+            .map(|d| {
+                d.as_int()
+                    .ok_or_else(|| unsupported("a symbolic kernel size"))
+            })
             .collect::<NResult<_>>()?,
     };
     let stride = attr_ints(node, "strides").unwrap_or_else(|| vec![1; k]);
@@ -154,14 +190,22 @@ fn conv(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     let pads = spatial_pads(node, &x.shape, &kernel, &stride, &dil)?;
     let outpad = attr_ints(node, "output_padding").unwrap_or_else(|| vec![0; k]);
     let mut shape = vec![x.shape[0].clone()];
-    shape.push(if op == "Conv" { w.shape[0].clone() } else { w.shape[1].mul_int(groups) });
+    shape.push(if op == "Conv" {
+        w.shape[0].clone()
+    } else {
+        w.shape[1].mul_int(groups)
+    });
     for i in 0..k {
         let (lo, hi) = pads[i];
         let n = &x.shape[2 + i];
         shape.push(if op == "Conv" {
-            n.add_int(lo + hi - dil[i] * (kernel[i] - 1) - 1).floordiv(stride[i]).add_int(1)
+            n.add_int(lo + hi - dil[i] * (kernel[i] - 1) - 1)
+                .floordiv(stride[i])
+                .add_int(1)
         } else {
-            n.add_int(-1).mul_int(stride[i]).add_int(-lo - hi + dil[i] * (kernel[i] - 1) + outpad[i] + 1)
+            n.add_int(-1)
+                .mul_int(stride[i])
+                .add_int(-lo - hi + dil[i] * (kernel[i] - 1) + outpad[i] + 1)
         });
     }
     let mut ins = vec![json!(x.name), json!(w.name)];
@@ -197,7 +241,12 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     let mut shape = x.shape[..2].to_vec();
     for i in 0..k {
         let (lo, hi) = pads[i];
-        shape.push(x.shape[2 + i].add_int(lo + hi - dil[i] * (kernel[i] - 1) - 1).floordiv(stride[i]).add_int(1));
+        shape.push(
+            x.shape[2 + i]
+                .add_int(lo + hi - dil[i] * (kernel[i] - 1) - 1)
+                .floordiv(stride[i])
+                .add_int(1),
+        );
     }
     let pad: Vec<[i64; 2]> = pads.iter().map(|(a, b)| [*a, *b]).collect();
     let mode = if op == "MaxPool" { "max" } else { "avg" };
@@ -213,16 +262,31 @@ fn batchnorm(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TIn
     let x = imp.tensor(&node.input[0])?;
     let mut p: Vec<CTensor> = Vec::new();
     for i in 1..5 {
-        p.push(imp.konst(&node.input[i])?.ok_or_else(|| unsupported("BatchNormalization parameters that are not constants"))?);
+        p.push(
+            imp.konst(&node.input[i])?.ok_or_else(|| {
+                unsupported("BatchNormalization parameters that are not constants")
+            })?,
+        );
     }
     let eps = attr_f(node, "epsilon").unwrap_or(1e-5);
     let c = p[0].numel();
     let r = x.shape.len();
     let mut shape = vec![c];
     shape.extend(std::iter::repeat_n(1, r.saturating_sub(2)));
-    let scale: Vec<f64> = (0..c).map(|i| p[0].data[i] / (p[3].data[i] + eps).sqrt()).collect();
-    let shift: Vec<f64> = (0..c).map(|i| p[1].data[i] - p[2].data[i] * scale[i]).collect();
-    let mk = |data: Vec<f64>| CTensor { elem: p[0].elem, shape: shape.clone(), data }.normalized();
+    let scale: Vec<f64> = (0..c)
+        .map(|i| p[0].data[i] / (p[3].data[i] + eps).sqrt())
+        .collect();
+    let shift: Vec<f64> = (0..c)
+        .map(|i| p[1].data[i] - p[2].data[i] * scale[i])
+        .collect();
+    let mk = |data: Vec<f64>| {
+        CTensor {
+            elem: p[0].elem,
+            shape: shape.clone(),
+            data,
+        }
+        .normalized()
+    };
     let sname = imp.fresh(&format!("{}_scale", node.input[1]));
     let s = imp.materialize(&sname, &mk(scale))?;
     let bname = imp.fresh(&format!("{}_shift", node.input[2]));
@@ -237,7 +301,11 @@ fn reduce(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NRes
     let axes_input = op == "ReduceSum" || imp.opset >= 18;
     let axes: Option<Vec<i64>> = if axes_input {
         match node.input.get(1).filter(|s| !s.is_empty()) {
-            Some(n) => Some(imp.konst(n)?.ok_or_else(|| unsupported("reduction axes that are not constants"))?.ints()),
+            Some(n) => Some(
+                imp.konst(n)?
+                    .ok_or_else(|| unsupported("reduction axes that are not constants"))?
+                    .ints(),
+            ),
             None => None,
         }
     } else {
@@ -246,13 +314,23 @@ fn reduce(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NRes
     let keep = attr_i(node, "keepdims").unwrap_or(1) == 1;
     let axes: Vec<usize> = match axes.filter(|a| !a.is_empty()) {
         Some(a) => {
-            let mut v: Vec<usize> = a.iter().map(|x| norm_axis(node, *x, r)).collect::<NResult<_>>()?;
+            let mut v: Vec<usize> = a
+                .iter()
+                .map(|x| norm_axis(node, *x, r))
+                .collect::<NResult<_>>()?;
             v.sort_unstable();
             v.dedup();
             v
         }
         None if attr_i(node, "noop_with_empty_axes") == Some(1) => {
-            return Ok(imp.emit("Reshape", vec![json!(x.name)], json!({"shape": super::ops::dims_attr_plain(&x.shape)}), out, x.dtype, x.shape.clone()));
+            return Ok(imp.emit(
+                "Reshape",
+                vec![json!(x.name)],
+                json!({"shape": super::ops::dims_attr_plain(&x.shape)}),
+                out,
+                x.dtype,
+                x.shape.clone(),
+            ));
         }
         None => (0..r).collect(),
     };

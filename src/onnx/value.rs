@@ -39,10 +39,7 @@ pub(super) fn graph_dtype(elem: i32) -> Option<DType> {
 
 /// Whether an ONNX element type is a float type.
 pub(super) fn is_float_elem(elem: i32) -> bool {
-    matches!(
-        elem,
-        et::FLOAT | et::FLOAT16 | et::BFLOAT16 | et::DOUBLE
-    )
+    matches!(elem, et::FLOAT | et::FLOAT16 | et::BFLOAT16 | et::DOUBLE)
 }
 
 /// A constant tensor, values widened to `f64` (exact for every int64 shape value in practice).
@@ -184,11 +181,16 @@ fn read_external(t: &TensorProto, dir: &Path) -> Result<Vec<u8>, String> {
     };
     let loc = get("location").ok_or("external data without `location`")?;
     if Path::new(&loc).is_absolute() || loc.contains("..") {
-        return Err(format!("external data location `{loc}` must be a relative path inside the model's folder"));
+        return Err(format!(
+            "external data location `{loc}` must be a relative path inside the model's folder"
+        ));
     }
-    let offset: u64 = get("offset").map_or(Ok(0), |s| s.parse()).map_err(|_| "bad offset")?;
+    let offset: u64 = get("offset")
+        .map_or(Ok(0), |s| s.parse())
+        .map_err(|_| "bad offset")?;
     let path = dir.join(&loc);
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let bytes =
+        std::fs::read(&path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     let start = usize::try_from(offset).map_err(|_| "bad offset")?;
     let len = match get("length") {
         Some(s) => s.parse::<usize>().map_err(|_| "bad length")?,
@@ -197,7 +199,12 @@ fn read_external(t: &TensorProto, dir: &Path) -> Result<Vec<u8>, String> {
     bytes
         .get(start..start.saturating_add(len))
         .map(<[u8]>::to_vec)
-        .ok_or_else(|| format!("`{}` is shorter than offset {start} + length {len}", path.display()))
+        .ok_or_else(|| {
+            format!(
+                "`{}` is shorter than offset {start} + length {len}",
+                path.display()
+            )
+        })
 }
 
 fn decode_raw(elem: i32, b: &[u8]) -> Result<Vec<f64>, String> {
@@ -240,7 +247,8 @@ fn decode_raw(elem: i32, b: &[u8]) -> Result<Vec<f64>, String> {
 
 /// Converts a constant to a graph tensor of its graph dtype; int values must fit in i32.
 pub(super) fn to_graph_tensor(c: &CTensor) -> Result<Tensor, String> {
-    let dtype = graph_dtype(c.elem).ok_or_else(|| format!("element type {} has no graph.json dtype", c.elem))?;
+    let dtype = graph_dtype(c.elem)
+        .ok_or_else(|| format!("element type {} has no graph.json dtype", c.elem))?;
     if dtype == DType::I32 {
         let v: Vec<i32> = c
             .data
@@ -263,15 +271,44 @@ pub(super) fn tensor_le_bytes(t: &Tensor) -> (safetensors::Dtype, Vec<u8>) {
         TensorData::F32(v) => match t.dtype {
             DType::F16 => (
                 S::F16,
-                v.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect(),
+                v.iter()
+                    .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+                    .collect(),
             ),
             DType::BF16 => (
                 S::BF16,
-                v.iter().flat_map(|x| half::bf16::from_f32(*x).to_le_bytes()).collect(),
+                v.iter()
+                    .flat_map(|x| half::bf16::from_f32(*x).to_le_bytes())
+                    .collect(),
             ),
             _ => (S::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         },
         TensorData::I32(v) => (S::I32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         TensorData::Bool(v) => (S::BOOL, v.iter().map(|x| u8::from(*x)).collect()),
     }
+}
+
+/// A float32 initializer stored inline as raw bytes, decoded straight into a tensor.
+pub(super) fn fast_f32(t: &TensorProto) -> Option<Tensor> {
+    let raw = t.raw_data.as_deref()?;
+    if t.data_type != Some(et::FLOAT) || t.data_location == Some(DataLocation::External as i32) {
+        return None;
+    }
+    let shape: Vec<usize> = t
+        .dims
+        .iter()
+        .map(|d| usize::try_from(*d).ok())
+        .collect::<Option<_>>()?;
+    if raw.len() != 4 * shape.iter().product::<usize>() {
+        return None;
+    }
+    let v: Vec<f32> = raw
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Some(Tensor {
+        dtype: DType::F32,
+        shape,
+        data: TensorData::F32(v),
+    })
 }

@@ -48,7 +48,10 @@ pub(super) fn parse(v: &Value, errs: &mut Vec<Diagnostic>) -> Vec<(String, Const
         )
     };
     let Some(obj) = v.as_object() else {
-        errs.push(bad("constants".into(), "`constants` must be an object".into()));
+        errs.push(bad(
+            "constants".into(),
+            "`constants` must be an object".into(),
+        ));
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -58,8 +61,14 @@ pub(super) fn parse(v: &Value, errs: &mut Vec<Diagnostic>) -> Vec<(String, Const
             errs.push(bad(at, format!("constant `{name}` must be an object")));
             continue;
         };
-        if let Some(unknown) = o.keys().find(|k| !["values", "file", "key"].contains(&k.as_str())) {
-            errs.push(bad(at, format!("unknown field `{unknown}` in constant `{name}`")));
+        if let Some(unknown) = o
+            .keys()
+            .find(|k| !["values", "file", "key"].contains(&k.as_str()))
+        {
+            errs.push(bad(
+                at,
+                format!("unknown field `{unknown}` in constant `{name}`"),
+            ));
             continue;
         }
         match (o.get("values"), o.get("file")) {
@@ -71,7 +80,10 @@ pub(super) fn parse(v: &Value, errs: &mut Vec<Diagnostic>) -> Vec<(String, Const
                 });
                 match parsed {
                     Some(p) => out.push((name.clone(), ConstSpec::Values(p))),
-                    None => errs.push(bad(at, format!("`values` of `{name}` must be a list of numbers"))),
+                    None => errs.push(bad(
+                        at,
+                        format!("`values` of `{name}` must be a list of numbers"),
+                    )),
                 }
             }
             (None, Some(file)) => {
@@ -87,7 +99,10 @@ pub(super) fn parse(v: &Value, errs: &mut Vec<Diagnostic>) -> Vec<(String, Const
                     None => errs.push(bad(at, format!("`file` of `{name}` must be a string"))),
                 }
             }
-            _ => errs.push(bad(at, format!("constant `{name}` needs exactly one of `values` and `file`"))),
+            _ => errs.push(bad(
+                at,
+                format!("constant `{name}` needs exactly one of `values` and `file`"),
+            )),
         }
     }
     out
@@ -136,7 +151,11 @@ fn resolve_one(
         ));
     }
     let info = graph.tensor(name).ok_or_else(|| {
-        invalid(name, format!("constant `{name}` has no declared tensor"), "declare it in `tensors`")
+        invalid(
+            name,
+            format!("constant `{name}` has no declared tensor"),
+            "declare it in `tensors`",
+        )
     })?;
     let shape: Option<Vec<usize>> = info
         .shape
@@ -157,7 +176,10 @@ fn resolve_one(
             if v.len() != numel {
                 return Err(invalid(
                     name,
-                    format!("constant `{name}` lists {} values, its shape {shape:?} has {numel}", v.len()),
+                    format!(
+                        "constant `{name}` lists {} values, its shape {shape:?} has {numel}",
+                        v.len()
+                    ),
                     "list every element in row-major order",
                 ));
             }
@@ -192,13 +214,22 @@ fn resolve_one(
             if view.shape() != shape.as_slice() {
                 return Err(invalid(
                     name,
-                    format!("constant `{name}` has shape {:?} in the file, declared {shape:?}", view.shape()),
+                    format!(
+                        "constant `{name}` has shape {:?} in the file, declared {shape:?}",
+                        view.shape()
+                    ),
                     "the stored shape must be the declared one",
                 ));
             }
             decode(view.dtype(), view.data(), dtype)
                 .map(|data| Tensor { dtype, shape, data })
-                .map_err(|why| invalid(name, format!("constant `{name}`: {why}"), "store it in a dtype that fits"))
+                .map_err(|why| {
+                    invalid(
+                        name,
+                        format!("constant `{name}`: {why}"),
+                        "store it in a dtype that fits",
+                    )
+                })
         }
     }
 }
@@ -207,7 +238,9 @@ fn resolve_one(
 fn decode(st: safetensors::Dtype, b: &[u8], want: DType) -> Result<TensorData, String> {
     use safetensors::Dtype as S;
     let words = |n: usize| b.chunks_exact(n);
-    let round = |it: &mut dyn Iterator<Item = f32>| -> Vec<f32> { it.map(|x| want.round(f64::from(x)) as f32).collect() };
+    let round = |it: &mut dyn Iterator<Item = f32>| -> Vec<f32> {
+        it.map(|x| want.round(f64::from(x)) as f32).collect()
+    };
     Ok(match (st, want) {
         (S::F32, w) if w.is_float() => TensorData::F32(round(
             &mut words(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
@@ -218,9 +251,11 @@ fn decode(st: safetensors::Dtype, b: &[u8], want: DType) -> Result<TensorData, S
         (S::BF16, w) if w.is_float() => TensorData::F32(round(
             &mut words(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()),
         )),
-        (S::I32, DType::I32) => {
-            TensorData::I32(words(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-        }
+        (S::I32, DType::I32) => TensorData::I32(
+            words(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
         (S::I64, DType::I32) => TensorData::I32(
             words(8)
                 .map(|c| {

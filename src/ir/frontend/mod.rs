@@ -149,7 +149,10 @@ pub fn load_str_in(text: &str, file: &str, base: &Path) -> Result<Graph, Diagnos
 
 /// Loads a graph file: `graph.json`, or an ONNX model (`.onnx`, imported by [`crate::onnx`]).
 pub fn load_file(path: &Path) -> Result<Graph, Diagnostics> {
-    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx")) {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
         return crate::onnx::load(path);
     }
     let text = std::fs::read_to_string(path).map_err(|e| {
