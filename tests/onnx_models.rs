@@ -108,10 +108,9 @@ fn import_writes_graph_and_sidecar() {
 #[test]
 fn unsupported_ops_are_one_diagnostic() {
     use dlc_egg::onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
-    let vi = |n: &str| {
-        let mut m = dlc_egg::onnx::proto::ValueInfoProto::default();
-        m.name = Some(n.into());
-        m.r#type = Some(dlc_egg::onnx::proto::TypeProto {
+    let vi = |n: &str| dlc_egg::onnx::proto::ValueInfoProto {
+        name: Some(n.into()),
+        r#type: Some(dlc_egg::onnx::proto::TypeProto {
             value: Some(dlc_egg::onnx::proto::type_proto::Value::TensorType(
                 dlc_egg::onnx::proto::type_proto::Tensor {
                     elem_type: Some(1),
@@ -119,8 +118,8 @@ fn unsupported_ops_are_one_diagnostic() {
                 },
             )),
             denotation: None,
-        });
-        m
+        }),
+        ..Default::default()
     };
     let node = |op: &str, name: &str, i: &str, o: &str| NodeProto {
         op_type: Some(op.into()),

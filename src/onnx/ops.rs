@@ -223,7 +223,7 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
                 vec![json!(x.name)],
                 attrs,
                 &out,
-                x.dtype.clone(),
+                x.dtype,
                 x.shape,
             )
         }
