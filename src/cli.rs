@@ -11,6 +11,7 @@
 
 mod extract;
 mod frontend_json;
+mod import;
 mod optimize;
 
 pub use extract::{ExtractArgs, ExtractorArg};
@@ -71,6 +72,8 @@ pub enum Command {
     Extract(ExtractArgs),
     /// Load, lower and verify a graph; print `ok` and a one-line summary.
     Check(CheckArgs),
+    /// Import an ONNX model: write graph.json and its weights sidecar (`.safetensors`).
+    Import(import::ImportArgs),
 }
 
 /// Arguments of `dlc-egg run`.
@@ -183,6 +186,7 @@ fn dispatch(args: Vec<String>) -> i32 {
         Command::Optimize(a) => optimize::cmd_optimize(a),
         Command::Extract(a) => extract::cmd_extract(a),
         Command::Check(a) => cmd_check(a),
+        Command::Import(a) => import::cmd_import(a),
     };
     match outcome {
         Ok(()) => EXIT_OK,

@@ -15,6 +15,7 @@ pub mod eval;
 pub mod extract;
 pub mod ir;
 pub mod npy;
+pub mod onnx;
 pub mod optimize;
 pub mod plan;
 pub mod poly;

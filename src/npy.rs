@@ -7,7 +7,7 @@
 //! | tensor dtype | accepted array type strings |
 //! | --- | --- |
 //! | `fp16`, `bf16`, `fp32` | `<f4`, `<f2` (converted, rounded to nearest even to the dtype) |
-//! | `i32` | `<i4` |
+//! | `i32` | `<i4`, `<i8` (int64, e.g. ONNX token ids: every value must fit in i32) |
 //! | `bool` | `\|b1` |
 //!
 //! Anything else is `E0301 NpyDtypeMismatch`; a file that cannot be read or decoded is
@@ -44,6 +44,8 @@ pub enum NpyData {
     F16(Vec<f16>),
     /// `<i4`.
     I32(Vec<i32>),
+    /// `<i8` (accepted for `i32` tensors when every value fits).
+    I64(Vec<i64>),
     /// `|b1`.
     Bool(Vec<bool>),
     /// Any other element type: not decoded (no tensor accepts it), only its type string is kept.
@@ -99,10 +101,31 @@ pub fn to_tensor(array: NpyArray, tensor: &str, dtype: DType) -> Result<Tensor, 
             TensorData::F32(round_all(d, v.into_iter().map(f32::from)))
         }
         (DType::I32, NpyData::I32(v)) => TensorData::I32(v),
+        (DType::I32, NpyData::I64(v)) => TensorData::I32(narrow_i64(tensor, &v)?),
         (DType::Bool, NpyData::Bool(v)) => TensorData::Bool(v),
         _ => return Err(dtype_mismatch(tensor, dtype, &descr)),
     };
     Ok(Tensor { dtype, shape, data })
+}
+
+/// Narrows int64 values to i32; a value outside the i32 range is `E0301` (it cannot be
+/// represented: dlc-egg has no 64-bit integer dtype).
+fn narrow_i64(tensor: &str, v: &[i64]) -> Result<Vec<i32>, Diagnostic> {
+    v.iter()
+        .map(|&x| {
+            i32::try_from(x).map_err(|_| {
+                Diagnostic::error(
+                    E_NPY_DTYPE.0,
+                    E_NPY_DTYPE.1,
+                    Location::Tensor {
+                        tensor: tensor.to_string(),
+                    },
+                    format!("the `<i8` array holds {x}, which does not fit the tensor's i32 dtype"),
+                    "int64 arrays are accepted for i32 tensors only when every value fits in 32 bits",
+                )
+            })
+        })
+        .collect()
 }
 
 /// Writes `t` to `path` in its dtype (see the module docs). Errors are `E0312
@@ -180,6 +203,7 @@ fn decode_elements(file: npyz::NpyFile<&[u8]>, descr: &str) -> io::Result<NpyDat
         "<f4" => NpyData::F32(file.into_vec()?),
         "<f2" => NpyData::F16(file.into_vec()?),
         "<i4" => NpyData::I32(file.into_vec()?),
+        "<i8" => NpyData::I64(file.into_vec()?),
         "|b1" => NpyData::Bool(file.into_vec()?),
         _ => NpyData::Unsupported,
     })
@@ -254,6 +278,7 @@ fn fortran_to_c(data: NpyData, shape: &[usize]) -> NpyData {
         NpyData::F32(v) => NpyData::F32(permute_fortran(&v, shape)),
         NpyData::F16(v) => NpyData::F16(permute_fortran(&v, shape)),
         NpyData::I32(v) => NpyData::I32(permute_fortran(&v, shape)),
+        NpyData::I64(v) => NpyData::I64(permute_fortran(&v, shape)),
         NpyData::Bool(v) => NpyData::Bool(permute_fortran(&v, shape)),
         NpyData::Unsupported => NpyData::Unsupported,
     }

@@ -325,6 +325,10 @@ pub fn prepare_inputs(
 ) -> Result<PreparedInputs, Failure> {
     check_input_names(graph, inputs)?;
     let mut tensors = read_given_inputs(graph, inputs)?;
+    // Values that travel with the graph (constants, imported weights) fill inputs not given.
+    for (name, t) in &graph.constants {
+        tensors.entry(name.clone()).or_insert_with(|| t.clone());
+    }
     let missing = missing_inputs(graph, &tensors);
     if random.is_none() && !missing.is_empty() {
         return Err(Failure::user(Diagnostics(

@@ -15,6 +15,7 @@ pub use ops::*;
 
 mod attrs;
 mod bind;
+mod constants;
 mod diagnose;
 mod graph;
 mod infer;
@@ -114,6 +115,9 @@ pub struct Graph {
     pub tensors: BTreeMap<String, TensorInfo>,
     /// Nodes in a topological order (stable: among ready nodes, document order).
     pub nodes: Vec<Node>,
+    /// Values of signature inputs that travel with the graph (the `constants` extension, or an
+    /// imported model's initializers); `run` uses them for inputs not given with `--input`.
+    pub constants: BTreeMap<String, crate::tensor::Tensor>,
 }
 
 impl Graph {
@@ -128,14 +132,29 @@ impl Graph {
 /// Checks run in three stages, each reporting every independent problem it finds before the load
 /// stops: the document (`E00xx`), the graph structure (`E01xx`), then shapes and dtypes node by
 /// node (`E1xxx`, `E0203`); see `docs/diagnostics.md`.
+/// Files named by `constants` are read relative to the current directory.
 pub fn load_str(text: &str, file: &str) -> Result<Graph, Diagnostics> {
-    let raw = parse::parse_document(text, file)?;
-    let ordered = graph::check_structure(raw)?;
-    infer::infer_graph(ordered)
+    load_str_in(text, file, Path::new(""))
 }
 
-/// Loads a `graph.json` file.
+/// [`load_str`] with the folder that `constants` files are relative to.
+pub fn load_str_in(text: &str, file: &str, base: &Path) -> Result<Graph, Diagnostics> {
+    let mut raw = parse::parse_document(text, file)?;
+    let consts = std::mem::take(&mut raw.constants);
+    let ordered = graph::check_structure(raw)?;
+    let mut graph = infer::infer_graph(ordered)?;
+    constants::resolve(&mut graph, consts, base)?;
+    Ok(graph)
+}
+
+/// Loads a graph file: `graph.json`, or an ONNX model (`.onnx`, imported by [`crate::onnx`]).
 pub fn load_file(path: &Path) -> Result<Graph, Diagnostics> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        return crate::onnx::load(path);
+    }
     let text = std::fs::read_to_string(path).map_err(|e| {
         Diagnostics::one(crate::diag::Diagnostic::error(
             "E0000",
@@ -147,5 +166,6 @@ pub fn load_file(path: &Path) -> Result<Graph, Diagnostics> {
             "check the path and the file's permissions",
         ))
     })?;
-    load_str(&text, &path.display().to_string())
+    let base = path.parent().unwrap_or(Path::new(""));
+    load_str_in(&text, &path.display().to_string(), base)
 }

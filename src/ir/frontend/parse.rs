@@ -38,9 +38,11 @@ pub(super) struct RawDoc {
     pub tensors: Vec<(String, TensorInfo)>,
     /// Nodes in document order.
     pub nodes: Vec<RawNode>,
+    /// The `constants` section (an extension: `super::constants`).
+    pub constants: Vec<(String, super::constants::ConstSpec)>,
 }
 
-const DOC_KEYS: [&str; 4] = ["signature", "symbols", "tensors", "graph"];
+const DOC_KEYS: [&str; 5] = ["signature", "symbols", "tensors", "graph", "constants"];
 const SIG_KEYS: [&str; 2] = ["inputs", "outputs"];
 const INPUT_KEYS: [&str; 4] = ["tensor", "role", "mutability", "storage"];
 const OUTPUT_KEYS: [&str; 1] = ["tensor"];
@@ -135,6 +137,9 @@ fn parse_value(value: &Value, errs: &mut Vec<Diagnostic>) -> RawDoc {
     }
     if let Some(v) = obj.get("graph") {
         doc.nodes = parse_nodes(v, errs);
+    }
+    if let Some(v) = obj.get("constants") {
+        doc.constants = super::constants::parse(v, errs);
     }
     doc
 }

@@ -527,5 +527,6 @@ pub(super) fn infer_graph(doc: RawDoc) -> Result<Graph, Diagnostics> {
         symbols: doc.symbols,
         tensors,
         nodes,
+        constants: BTreeMap::new(),
     })
 }

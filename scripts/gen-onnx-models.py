@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Generates the small real-architecture ONNX models of tests/data/onnx/ with the `onnx` helper
+API (torch is too heavy for CI), mimicking the torch exporter's opset-17 graphs: shape subgraphs
+(Shape -> Gather -> Unsqueeze -> Concat -> Reshape), erf-GELU, int64 token ids, a symbolic
+sequence axis. Stores onnxruntime's outputs beside each model as .npy (two sequence lengths).
+
+Usage: PYTHONPATH=.onnx:.onnxpy python3 scripts/gen-onnx-models.py
+  (.onnx from scripts/install-onnx-tests.sh; .onnxpy: pip install --target .onnxpy numpy
+  onnxruntime protobuf ml_dtypes typing_extensions). Deterministic (seeded).
+"""
+import os
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+import onnxruntime as ort
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "onnx")
+rng = np.random.default_rng(17)
+nodes, inits = [], []
+counter = [0]
+
+
+def name(base):
+    counter[0] += 1
+    return f"/{base}_{counter[0]}"
+
+
+def init(base, arr):
+    n = f"{base}"
+    inits.append(numpy_helper.from_array(arr, n))
+    return n
+
+
+def const(arr):
+    out = name("Constant") + "_output_0"
+    nodes.append(helper.make_node("Constant", [], [out], value=numpy_helper.from_array(np.asarray(arr))))
+    return out
+
+
+def op(kind, ins, **attrs):
+    out = name(kind) + "_output_0"
+    nodes.append(helper.make_node(kind, ins, [out], name=out[:-9], **attrs))
+    return out
+
+
+def w(*shape):
+    return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+
+def linear(x, i, o, pfx):
+    return op("Add", [op("MatMul", [x, init(pfx + ".weight", w(i, o))]), init(pfx + ".bias", w(o))])
+
+
+def layernorm(x, h, pfx):
+    g = init(pfx + ".weight", (1 + w(h)).astype(np.float32))
+    b = init(pfx + ".bias", w(h))
+    return op("LayerNormalization", [x, g, b], axis=-1, epsilon=1e-12)
+
+
+def dim(x, i):
+    """Shape(x)[i] as a 1-element int64 (the exporter's Shape/Gather/Unsqueeze chain)."""
+    s = op("Shape", [x])
+    g = op("Gather", [s, const(np.int64(i))], axis=0)
+    return op("Unsqueeze", [g, const(np.array([0], np.int64))])
+
+
+def gelu(x):
+    d = op("Div", [x, const(np.float32(1.4142135381698608))])
+    e = op("Erf", [d])
+    a = op("Add", [e, const(np.float32(1.0))])
+    m = op("Mul", [x, a])
+    return op("Mul", [m, const(np.float32(0.5))])
+
+
+def bert_layer(x, mask_add, h, heads, ff, pfx, causal=False):
+    hd = h // heads
+    def split(t):
+        shp = op("Concat", [dim(t, 0), dim(t, 1), const(np.array([heads], np.int64)), const(np.array([hd], np.int64))], axis=0)
+        return op("Transpose", [op("Reshape", [t, shp])], perm=[0, 2, 1, 3])
+    q = split(linear(x, h, h, pfx + ".q"))
+    k = split(linear(x, h, h, pfx + ".k"))
+    v = split(linear(x, h, h, pfx + ".v"))
+    s = op("Div", [op("MatMul", [q, op("Transpose", [k], perm=[0, 1, 3, 2])]), const(np.float32(np.sqrt(hd)))])
+    if mask_add is not None:
+        s = op("Add", [s, mask_add])
+    p = op("Softmax", [s], axis=-1)
+    c = op("Transpose", [op("MatMul", [p, v])], perm=[0, 2, 1, 3])
+    shp = op("Concat", [dim(x, 0), dim(x, 1), const(np.array([h], np.int64))], axis=0)
+    c = op("Reshape", [c, shp])
+    a = layernorm(op("Add", [linear(c, h, h, pfx + ".o"), x]), h, pfx + ".ln1")
+    f = linear(gelu(linear(a, h, ff, pfx + ".ff1")), ff, h, pfx + ".ff2")
+    return layernorm(op("Add", [f, a]), h, pfx + ".ln2")
+
+
+def save(model_name, graph_inputs, out, out_shape, feeds_for):
+    graph = helper.make_graph(nodes, model_name, graph_inputs,
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)], inits)
+    graph.output[0].name = out
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    d = os.path.join(OUT, model_name)
+    os.makedirs(d, exist_ok=True)
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    sess = ort.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
+    for tag, feeds in feeds_for.items():
+        res = sess.run(None, feeds)[0]
+        for k, v in feeds.items():
+            np.save(os.path.join(d, f"{tag}.in.{k}.npy"), v)
+        np.save(os.path.join(d, f"{tag}.out.npy"), res.astype(np.float32))
+    print("wrote", d, len(nodes), "nodes")
+
+
+def bert(V=50, H=32, HEADS=4, FF=64, LAYERS=2, model_name="bert_tiny", run=True):
+    nodes.clear(); inits.clear()
+    ids, mask = "input_ids", "attention_mask"
+    emb = op("Gather", [init("word_embeddings.weight", w(V, H)), ids], axis=0)
+    seq = op("Gather", [op("Shape", [ids]), const(np.int64(1))], axis=0)
+    pos_ids = op("Unsqueeze", [op("Range", [const(np.int64(0)), seq, const(np.int64(1))]), const(np.array([0], np.int64))])
+    pos = op("Gather", [init("position_embeddings.weight", w(64, H)), pos_ids], axis=0)
+    x = layernorm(op("Add", [emb, pos]), H, "embeddings.ln")
+    m = op("Unsqueeze", [op("Cast", [mask], to=TensorProto.FLOAT), const(np.array([1, 2], np.int64))])
+    madd = op("Mul", [op("Sub", [const(np.float32(1.0)), m]), const(np.float32(-3.4028234663852886e38))])
+    y = x
+    for i in range(LAYERS):
+        y = bert_layer(y, madd, H, HEADS, FF, f"layer.{i}")
+    ins = [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "sequence"]),
+           helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "sequence"])]
+    feeds = {}
+    for tag, s in [("s7", 7), ("s12", 12)]:
+        mk = np.ones((2, s), np.int64); mk[1, s - 2:] = 0
+        feeds[tag] = {ids: rng.integers(0, V, (2, s)).astype(np.int64), mask: mk}
+    save(model_name, ins, y, ["batch", "sequence", H], feeds if run else {})
+
+
+def resnet_block():
+    nodes.clear(); inits.clear()
+    C = 8
+    x = "input"
+    def conv_bn(t, cin, cout, stride, pfx):
+        c = op("Conv", [t, init(pfx + ".weight", w(cout, cin, 3, 3))], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[stride, stride])
+        return op("BatchNormalization", [c, init(pfx + ".bn.weight", (1 + w(cout)).astype(np.float32)), init(pfx + ".bn.bias", w(cout)),
+                                        init(pfx + ".bn.mean", w(cout)), init(pfx + ".bn.var", (1 + np.abs(w(cout))).astype(np.float32))], epsilon=1e-5)
+    h = op("Relu", [conv_bn(x, 3, C, 1, "stem")])
+    h = op("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    r = op("Relu", [conv_bn(h, C, C, 1, "b1.c1")])
+    r = conv_bn(r, C, C, 1, "b1.c2")
+    h = op("Relu", [op("Add", [r, h])])
+    p = op("Flatten", [op("GlobalAveragePool", [h])], axis=1)
+    y = op("Gemm", [p, init("fc.weight", w(10, C)), init("fc.bias", w(10))], transB=1)
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 3, 16, 16])]
+    save("resnet_block", ins, y, [2, 10], {"b2": {x: rng.standard_normal((2, 3, 16, 16)).astype(np.float32)}})
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) > 1 and sys.argv[1] == "--bert-base":
+        # A 12-layer BERT-base-sized graph (110M parameters) for timing `dlc-egg import`; written to
+        # the folder given (not kept in the repository).
+        OUT = sys.argv[2]
+        bert(V=30522, H=768, HEADS=12, FF=3072, LAYERS=12, model_name="bert_base", run=False)
+    else:
+        bert()
+        resnet_block()
