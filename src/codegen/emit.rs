@@ -123,7 +123,8 @@ fn pair_plan(
     s: usize,
     model: &CostModel,
 ) -> Result<PlanChoice, String> {
-    let p = pair_at(program, f, s).ok_or_else(|| format!("steps {f}, {s}: not an attention pair"))?;
+    let p =
+        pair_at(program, f, s).ok_or_else(|| format!("steps {f}, {s}: not an attention pair"))?;
     let no_plan = |r: &Region, e: crate::cost::PlanError| format!("`{}`: {e}", r.name);
     let mut choice = choose_plan(p.first, model).map_err(|e| no_plan(p.first, e))?;
     let second = choose_plan(p.second, model).map_err(|e| no_plan(p.second, e))?;
@@ -164,7 +165,13 @@ pub fn kernel_of(
                     "the row template does not accept the region",
                 ));
             }
-            templates::row::build(r, arch, threads_per_row as u32, rows_per_block as u32, width)?
+            templates::row::build(
+                r,
+                arch,
+                threads_per_row as u32,
+                rows_per_block as u32,
+                width,
+            )?
         }
         Knobs::Elementwise { block, items, .. } => {
             templates::pointwise::build(r, arch, block as u32, items as u32, width)?

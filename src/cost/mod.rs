@@ -124,10 +124,28 @@ pub enum PlanError {
 /// it runs as; an operand the tensor-core template stages through registers is priced with
 /// scalar, synchronous loads.
 pub fn choose_plan(region: &Region, model: &CostModel) -> Result<PlanChoice, PlanError> {
+    choose_plan_as(region, model, false)
+}
+
+/// [`choose_plan`] for the extractor, which prices kernels one by one and does not see
+/// attention pairs: the scores-and-softmax region of a pair is priced as the tensor-core
+/// contraction the fused kernel runs it as. TODO(issue 15): price the pair in extraction.
+pub fn choose_plan_for_extraction(
+    region: &Region,
+    model: &CostModel,
+) -> Result<PlanChoice, PlanError> {
+    choose_plan_as(region, model, true)
+}
+
+fn choose_plan_as(
+    region: &Region,
+    model: &CostModel,
+    attention_first: bool,
+) -> Result<PlanChoice, PlanError> {
     use crate::codegen::templates::applicability::{as_emitted, emits, Emits};
     use crate::codegen::templates::contraction_mma::Staging;
     let work = analyze(region, model)?;
-    let e = emits(region, &work);
+    let e = emits(region, &work, attention_first);
     let work = as_emitted(work, e);
     let registers = matches!(e, Emits::Contraction { mma: true, staging } if staging.contains(&Staging::Registers));
     let all = candidates(&work, &model.target);

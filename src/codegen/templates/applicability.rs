@@ -13,6 +13,7 @@ use super::contraction::{self, Side};
 use super::contraction_mma::{self, Staging};
 use super::row;
 use crate::codegen::scalar::Emitter;
+use crate::cost::roofline::LOAD_ISSUE;
 use crate::cost::work::{KernelWork, Shape};
 use crate::ir::region::Region;
 
@@ -28,12 +29,25 @@ pub enum Emits {
     Pointwise,
 }
 
-/// What the templates can emit for `r`, whose cost-model analysis is `work`.
-pub fn emits(r: &Region, work: &KernelWork) -> Emits {
+/// What the templates can emit for `r`, whose cost-model analysis is `work`. With
+/// `attention_first`, a contraction with a row epilogue that no tiled template accepts (the
+/// scores and softmax of attention) counts as the tensor-core contraction the fused attention
+/// kernel runs it as (what the extractor prices: it does not see the pair; a program whose
+/// pair does not fuse plans that region strictly, as the pointwise kernel it runs as).
+pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
     match &work.shape {
-        Shape::Contraction(_) => {
+        Shape::Contraction(g) => {
+            let fused = Emits::Contraction {
+                mma: g.tensor_cores,
+                staging: [Staging::CpAsync; 2],
+            };
+            let fallback = if attention_first && g.row_extent.is_some() {
+                fused
+            } else {
+                Emits::Pointwise
+            };
             let Ok(em) = Emitter::new(r, "") else {
-                return Emits::Pointwise;
+                return fallback;
             };
             match contraction::view(r, work, &em) {
                 Some(v) => {
@@ -44,7 +58,7 @@ pub fn emits(r: &Region, work: &KernelWork) -> Emits {
                     ];
                     Emits::Contraction { mma, staging }
                 }
-                None => Emits::Pointwise,
+                None => fallback,
             }
         }
         Shape::Reduction { .. } if row::cooperative(r).is_some() => Emits::Row,
@@ -61,6 +75,17 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             g.tensor_cores &= mma;
         }
         (Shape::Contraction(_) | Shape::Reduction { .. }, Emits::Pointwise) => {
+            // One thread per output point folds serially: every multiply-accumulate runs on
+            // CUDA cores and every folded element is a load (mostly an L1 hit).
+            let loads = match &work.shape {
+                Shape::Contraction(g) => 2.0 * g.batch * g.m * g.n * g.k,
+                Shape::Reduction {
+                    rows, len, passes, ..
+                } => rows * len * f64::from(*passes),
+                _ => 0.0,
+            };
+            work.ops.simt += work.ops.tensor + loads * LOAD_ISSUE;
+            work.ops.tensor = 0.0;
             work.shape = Shape::Elementwise {
                 elems: work.out_elems,
             };
