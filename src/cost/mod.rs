@@ -150,15 +150,9 @@ fn choose_plan_as(
     let registers = matches!(e, Emits::Contraction { mma: true, staging } if staging.contains(&Staging::Registers));
     let all = candidates(&work, &model.target);
     let all = if registers {
-        let elem = match &work.shape {
-            work::Shape::Contraction(g) => g.a_elem.max(g.b_elem),
-            _ => 1,
-        };
         all.into_iter()
             .filter(|c| match c.knobs {
-                Knobs::Contraction {
-                    async_, vec_bytes, ..
-                } => !async_ && vec_bytes == elem,
+                Knobs::Contraction { async_, .. } => !async_,
                 _ => true,
             })
             .collect()
