@@ -11,6 +11,7 @@ pub mod codegen;
 pub mod cost;
 pub mod cuda;
 pub mod diag;
+pub mod dsl;
 pub mod eval;
 pub mod extract;
 pub mod ir;
