@@ -18,7 +18,7 @@ pub use frontend_json::graph_to_json;
 pub use optimize::OptimizeArgs;
 
 use crate::diag::{Diagnostic, Diagnostics, Location};
-use crate::ir::frontend::{self, Graph};
+use crate::ir::frontend::Graph;
 use crate::ir::tiny::{self, Program};
 use crate::run::{self, Device, Failure, RunOptions, WrittenOutput};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -71,13 +71,48 @@ pub enum Command {
     Extract(ExtractArgs),
     /// Load, lower and verify a graph; print `ok` and a one-line summary.
     Check(CheckArgs),
+    /// Print a graph (graph.json or a `.graph` program) as a `.graph` DSL program with entry
+    /// `main`, subgraphs inlined; deterministic.
+    Decompile(DecompileArgs),
+}
+
+/// How the graph file of a command is read: graph.json, or a `.graph` DSL program.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct GraphInputArgs {
+    /// For `.graph` programs: the deepest nesting of subgraph calls inlined (`main` is depth 0);
+    /// deeper calls (endless recursion) are E0607.
+    #[arg(long, value_name = "N", default_value_t = crate::dsl::DEFAULT_MAX_DEPTH)]
+    pub max_depth: usize,
+}
+
+impl GraphInputArgs {
+    /// Loads `path`: `.graph` as the DSL (seed 004), anything else as graph.json.
+    pub fn load(&self, path: &std::path::Path) -> Result<Graph, Failure> {
+        let opts = crate::dsl::Options {
+            max_depth: self.max_depth,
+        };
+        Ok(crate::dsl::load_path(path, opts)?)
+    }
+}
+
+/// Arguments of `dlc-egg decompile`.
+#[derive(Debug, clap::Args)]
+pub struct DecompileArgs {
+    /// The graph.json file or `.graph` program to print as DSL.
+    pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: GraphInputArgs,
 }
 
 /// Arguments of `dlc-egg run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The graph.json file to run.
+    /// The graph.json file or `.graph` DSL program to run.
     pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: GraphInputArgs,
 
     /// Value of a signature input, as TENSOR=FILE.npy (repeat for each input). Float tensors
     /// accept `<f4` or `<f2` arrays, i32 needs `<i4`, bool needs `|b1`.
@@ -136,8 +171,11 @@ pub enum DeviceArg {
 /// Arguments of `dlc-egg lower`.
 #[derive(Debug, clap::Args)]
 pub struct LowerArgs {
-    /// The graph.json file to lower.
+    /// The graph.json file or `.graph` DSL program to lower.
     pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: GraphInputArgs,
 
     /// Comma-separated layers to print: `frontend` (the normalized, inferred graph), `tiny`
     /// (Tiny IR, seed 002 JSON), `egraph` (the Tiny program as an e-graph, before any rewrite,
@@ -150,8 +188,11 @@ pub struct LowerArgs {
 /// Arguments of `dlc-egg check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The graph.json file to check.
+    /// The graph.json file or `.graph` DSL program to check.
     pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: GraphInputArgs,
 }
 
 /// Runs the CLI with process arguments (the program name first); returns the exit status.
@@ -183,6 +224,7 @@ fn dispatch(args: Vec<String>) -> i32 {
         Command::Optimize(a) => optimize::cmd_optimize(a),
         Command::Extract(a) => extract::cmd_extract(a),
         Command::Check(a) => cmd_check(a),
+        Command::Decompile(a) => cmd_decompile(a),
     };
     match outcome {
         Ok(()) => EXIT_OK,
@@ -287,7 +329,13 @@ fn internal_error(msg: &str) -> Diagnostic {
 /// `dlc-egg run`.
 fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
     let opts = run_options(a)?;
-    let report = run::run_report(&opts)?;
+    let graph = a.input.load(&a.graph)?;
+    // The plan cache keys on the file's bytes.
+    let hash = match std::fs::read(&a.graph) {
+        Ok(bytes) => crate::shapes::cache::graph_hash(&bytes),
+        Err(_) => crate::shapes::cache::loaded_graph_hash(&graph),
+    };
+    let report = run::run_report_loaded(&graph, &opts, &hash)?;
     if let (Some(_), Some(outcome)) = (&opts.plan_cache, &report.plan_cache) {
         let _ = writeln!(std::io::stderr().lock(), "{outcome}");
     }
@@ -557,7 +605,7 @@ pub fn parse_dump(raw: &str, allowed: &[DumpLayer]) -> Result<Vec<DumpLayer>, Di
 /// `dlc-egg lower`.
 fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
     let layers = parse_dump(&a.dump, DumpLayer::LOWER)?;
-    let graph = frontend::load_file(&a.graph)?;
+    let graph = a.input.load(&a.graph)?;
     let prog = if layers.iter().any(|l| *l != DumpLayer::Frontend) {
         Some(run::lower_and_verify(&graph)?)
     } else {
@@ -671,7 +719,7 @@ fn optimized_egraph_json(o: &crate::optimize::Optimized) -> serde_json::Value {
 
 /// `dlc-egg check`.
 fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
-    let graph = frontend::load_file(&a.graph)?;
+    let graph = a.input.load(&a.graph)?;
     let prog = run::lower_and_verify(&graph)?;
     let _ = writeln!(
         std::io::stdout().lock(),
@@ -683,6 +731,14 @@ fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
         graph.symbols.len(),
         prog.nodes.len()
     );
+    Ok(())
+}
+
+/// `dlc-egg decompile`.
+fn cmd_decompile(a: &DecompileArgs) -> Result<(), Failure> {
+    let graph = a.input.load(&a.graph)?;
+    let text = crate::dsl::decompile(&graph)?;
+    let _ = write!(std::io::stdout().lock(), "{text}");
     Ok(())
 }
 

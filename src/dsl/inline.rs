@@ -863,8 +863,8 @@ impl<'p> Builder<'p> {
             claimed.insert(name.clone());
             self.outputs.push(json!({"tensor": name}));
             self.declare(name, o.dtype, &shape);
-            self.origins
-                .insert(name.clone(), self.origin(frame, o.name.pos));
+            let at = self.origin(frame, o.name.pos);
+            self.origins.entry(name.clone()).or_insert(at);
         }
         Ok(())
     }
