@@ -529,6 +529,12 @@ pub enum DumpLayer {
     Gpu,
     /// The emitted CUDA C (`optimize` only; printed as text when it is the only layer).
     Cu,
+    /// Graphviz DOT (`lower`: the frontend graph and the Tiny IR DAG; `optimize`: the kernel
+    /// cover); printed as plain DOT text when it is the only layer.
+    Dot,
+    /// Graphviz DOT of the e-graph (`lower`: before any rewrite; `optimize`: final), e-classes as
+    /// clusters, cut to `crate::viz::EGRAPH_CLASS_LIMIT` classes with a note.
+    EgraphDot,
 }
 
 impl DumpLayer {
@@ -544,6 +550,8 @@ impl DumpLayer {
         DumpLayer::Plan,
         DumpLayer::Gpu,
         DumpLayer::Cu,
+        DumpLayer::Dot,
+        DumpLayer::EgraphDot,
     ];
     /// The layers `lower` can print.
     pub const LOWER: &'static [DumpLayer] = &[
@@ -551,6 +559,8 @@ impl DumpLayer {
         DumpLayer::Tiny,
         DumpLayer::Indexbook,
         DumpLayer::Egraph,
+        DumpLayer::Dot,
+        DumpLayer::EgraphDot,
     ];
 
     fn name(self) -> &'static str {
@@ -565,6 +575,8 @@ impl DumpLayer {
             DumpLayer::Plan => "plan",
             DumpLayer::Gpu => "gpu",
             DumpLayer::Cu => "cu",
+            DumpLayer::Dot => "dot",
+            DumpLayer::EgraphDot => "egraph-dot",
         }
     }
 }
@@ -612,6 +624,10 @@ fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
         None
     };
     let doc = dump_document(&layers, &graph, prog.as_ref(), None, None);
+    if let Some(text) = plain_text(&layers, &doc) {
+        let _ = write!(std::io::stdout().lock(), "{text}");
+        return Ok(());
+    }
     let text = serde_json::to_string_pretty(&doc)
         .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
     let _ = writeln!(std::io::stdout().lock(), "{text}");
@@ -652,6 +668,17 @@ pub fn dump_document(
         (DumpLayer::Cu, _) => code
             .map(|c| Value::String(c.emitted.source.clone()))
             .unwrap_or(Value::Null),
+        (DumpLayer::Dot, _) => Value::String(match optimized {
+            Some(o) => crate::viz::cover_dot(o),
+            None => crate::viz::lower_dot(graph, prog),
+        }),
+        (DumpLayer::EgraphDot, Some(p)) => Value::String(match optimized {
+            Some(o) => crate::viz::egraph_dot(&o.egraph, &o.roots, crate::viz::EGRAPH_CLASS_LIMIT),
+            None => {
+                let (eg, roots) = initial_egraph(p);
+                crate::viz::egraph_dot(&eg, &roots, crate::viz::EGRAPH_CLASS_LIMIT)
+            }
+        }),
         (_, None) => Value::Null,
     };
     match layers {
@@ -669,11 +696,7 @@ pub fn dump_document(
 /// The e-graph of a Tiny program in egraph-serialize form, roots = the signature outputs. Costs:
 /// 1 per operation e-node, 0 per attribute leaf (TODO(issue 4): the cost model's kernel costs).
 fn egraph_json(p: &Program) -> serde_json::Value {
-    use crate::ir::egraph::{add_program, TensorGraph};
-    let mut eg = TensorGraph::default();
-    let class = add_program(&mut eg, p);
-    eg.rebuild();
-    let roots: Vec<egg::Id> = p.outputs.iter().map(|o| class[o.node.index()]).collect();
+    let (eg, roots) = initial_egraph(p);
     let s = crate::extract::serialize::to_serialized(&eg, &roots, &|n| {
         if n.is_attr() {
             0.0
@@ -682,6 +705,24 @@ fn egraph_json(p: &Program) -> serde_json::Value {
         }
     });
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
+}
+
+/// The e-graph of a Tiny program before any rewrite, with the classes of its outputs.
+fn initial_egraph(p: &Program) -> (crate::ir::egraph::TensorGraph, Vec<egg::Id>) {
+    use crate::ir::egraph::{add_program, TensorGraph};
+    let mut eg = TensorGraph::default();
+    let class = add_program(&mut eg, p);
+    eg.rebuild();
+    let roots: Vec<egg::Id> = p.outputs.iter().map(|o| class[o.node.index()]).collect();
+    (eg, roots)
+}
+
+/// The text to print instead of JSON: a lone `dot` / `egraph-dot` layer is plain DOT.
+pub fn plain_text(layers: &[DumpLayer], doc: &serde_json::Value) -> Option<String> {
+    match (layers, doc) {
+        ([DumpLayer::Dot | DumpLayer::EgraphDot], serde_json::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 /// `--dump plan`: `{"arch", "target", "kernels": [{"kernel", "predicted_us", "plan"}]}`, the plan

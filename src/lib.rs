@@ -24,5 +24,6 @@ pub mod run;
 pub mod shapes;
 pub mod target;
 pub mod tensor;
+pub mod viz;
 
 pub use diag::{Diagnostic, Diagnostics};

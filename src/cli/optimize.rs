@@ -174,9 +174,13 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         let _ = write!(stdout, "{}", c.emitted.source);
     } else if !layers.is_empty() {
         let doc = super::dump_document(&layers, &graph, Some(&prog), Some(&o), code.as_ref());
-        let text = serde_json::to_string_pretty(&doc)
-            .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
-        let _ = writeln!(stdout, "{text}");
+        if let Some(text) = super::plain_text(&layers, &doc) {
+            let _ = write!(stdout, "{text}");
+        } else {
+            let text = serde_json::to_string_pretty(&doc)
+                .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+            let _ = writeln!(stdout, "{text}");
+        }
     }
     if a.explain {
         let text = explain::render(&report, a.timings);
