@@ -29,7 +29,7 @@ pub const ARITY_MISMATCH: Code = ("E0608", "ArityMismatch");
 pub const TYPE_MISMATCH: Code = ("E0609", "TypeMismatch");
 /// Operands of a binary op with different shapes, neither of them a scalar.
 pub const IMPLICIT_BROADCAST: Code = ("E0610", "ImplicitBroadcast");
-/// An op over scalar literals only, or a scalar where a tensor is needed.
+/// A scalar literal where a tensor is needed (a subgraph input or result, a non-elementwise op).
 pub const SCALAR_ONLY: Code = ("E0611", "ScalarOnlyExpression");
 /// A keyword argument that is malformed, repeated, or given to a subgraph.
 pub const INVALID_ARGUMENT: Code = ("E0612", "InvalidKeywordArgument");

@@ -411,15 +411,23 @@ impl Decompiler<'_> {
                     if let Some(v) = b.as_int() {
                         return Ok(v.to_string());
                     }
-                    // A symbolic bound `dim - k`: `-k` counts from the end; `dim` clamps.
-                    match d.map(|d| d.sub(b)).and_then(|k| k.as_int()) {
-                        Some(0) => Ok(i64::MAX.to_string()),
-                        Some(k) if k > 0 => Ok((-k).to_string()),
-                        _ => Err(undecompilable(format!(
-                            "slice bound `{b}` of node `{}` is not the axis size minus a constant",
-                            n.name
-                        ))),
+                    // A symbolic bound is a written integer clamped to the axis: find one that
+                    // clamps to it (the integers in its printed form, either sign, 0, the end).
+                    let text = b.to_string();
+                    let mut cands: Vec<i64> = vec![0, i64::MAX];
+                    for tok in text.split(|c: char| !c.is_ascii_digit()) {
+                        if let Ok(v) = tok.parse::<i64>() {
+                            cands.extend([v, -v]);
+                        }
                     }
+                    d.and_then(|d| cands.into_iter().find(|c| clamp_bound(*c, d) == *b))
+                        .map(|c| c.to_string())
+                        .ok_or_else(|| {
+                            undecompilable(format!(
+                                "slice bound `{b}` of node `{}` is no clamped integer",
+                                n.name
+                            ))
+                        })
                 };
                 let mut s = Vec::with_capacity(starts.len());
                 let mut e = Vec::with_capacity(ends.len());
@@ -466,6 +474,22 @@ impl Decompiler<'_> {
             });
         }
         Ok(format!("[{}]", parts.join(", ")))
+    }
+}
+
+/// numpy clamping of a slice bound as the frontend normalizes it (mirror of
+/// `ir::frontend::infer::movement::clamp_bound`): negative counts from the end, then `[0, dim]`.
+fn clamp_bound(v: i64, dim: &Dim) -> Dim {
+    if let Some(d) = dim.as_int() {
+        let b = if v < 0 { v.saturating_add(d) } else { v };
+        return Dim::int(b.clamp(0, d));
+    }
+    match v {
+        i64::MAX => dim.clone(),
+        0 => Dim::int(0),
+        v if v <= -i64::MAX => Dim::int(0),
+        v if v > 0 => Dim::int(v).min_of(dim),
+        v => dim.add_int(v).max_of(&Dim::int(0)),
     }
 }
 

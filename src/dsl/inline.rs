@@ -477,15 +477,7 @@ impl<'p> Builder<'p> {
         pos: Pos,
         hint: Option<&str>,
     ) -> R<Val> {
-        if !vals.iter().any(|v| matches!(v, Val::Tensor(_))) {
-            return err(
-                codes::SCALAR_ONLY,
-                self.file,
-                pos,
-                format!("`{func}` is applied to scalar literals only"),
-                "at least one operand must be a tensor (fold the constant by hand)",
-            );
-        }
+        // Over scalar literals only, the node gives a rank-0 fp32 tensor (graph.json's rule).
         let inputs = vals.iter().map(operand_json).collect();
         let mut attrs = Map::new();
         attrs.insert("fn".into(), json!(func));
@@ -827,6 +819,21 @@ impl<'p> Builder<'p> {
             };
             let name = &o.name.name;
             let is_input = def.params.iter().any(|p| &p.name.name == t);
+            if def.params.iter().any(|p| &p.name.name == name) {
+                if t != name {
+                    return err(
+                        codes::DUPLICATE_DEFINITION,
+                        self.file,
+                        o.name.pos,
+                        format!("output `{name}` has an input's name but is not that input"),
+                        "rename the output",
+                    );
+                }
+                // The input itself is the output.
+                claimed.insert(name.clone());
+                self.outputs.push(json!({"tensor": name}));
+                continue;
+            }
             if is_input || claimed.contains(t) {
                 // An input or an already bound value: copy it with an identity reshape.
                 if self.used.contains(name) {
@@ -920,9 +927,14 @@ fn declare_vars(def: &GraphDef, file: &str) -> R<BTreeSet<String>> {
 
 /// Parameter and output names are distinct.
 fn check_distinct_names(def: &GraphDef, file: &str) -> R<()> {
-    let mut seen = BTreeSet::new();
-    for p in def.params.iter().chain(&def.outputs) {
-        if !seen.insert(p.name.name.as_str()) {
+    // An output may share an input's name (graph.json's output that is an input); `main`
+    // checks that it returns exactly that input.
+    for list in [&def.params, &def.outputs] {
+        let mut seen = BTreeSet::new();
+        for p in list.iter() {
+            if seen.insert(p.name.name.as_str()) {
+                continue;
+            }
             return err(
                 codes::DUPLICATE_DEFINITION,
                 file,
