@@ -195,9 +195,9 @@ mod tests {
         assert_eq!(toks[4], &Tok::Float(1.5e-3));
         assert_eq!(toks[5], &Tok::Newline);
         // No newline inside the parentheses.
-        assert_eq!(toks[9], &Tok::Punct(")"));
-        assert_eq!(toks[10], &Tok::Punct("<="));
-        assert_eq!(t[10].pos, Pos { line: 3, column: 4 });
+        assert_eq!(toks[10], &Tok::Punct(")"));
+        assert_eq!(toks[11], &Tok::Punct("<="));
+        assert_eq!(t[11].pos, Pos { line: 3, column: 5 });
         assert_eq!(lex("a $", "f").expect_err("bad").code, "E0600");
     }
 }
