@@ -19,7 +19,7 @@ pub use frontend_json::graph_to_json;
 pub use optimize::OptimizeArgs;
 
 use crate::diag::{Diagnostic, Diagnostics, Location};
-use crate::ir::frontend::{self, Graph};
+use crate::ir::frontend::Graph;
 use crate::ir::tiny::{self, Program};
 use crate::run::{self, Device, Failure, RunOptions, WrittenOutput};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -74,13 +74,48 @@ pub enum Command {
     Check(CheckArgs),
     /// Import an ONNX model: write graph.json and its weights sidecar (`.safetensors`).
     Import(import::ImportArgs),
+    /// Print a graph (graph.json or a `.graph` program) as a `.graph` DSL program with entry
+    /// `main`, subgraphs inlined; deterministic.
+    Decompile(DecompileArgs),
+}
+
+/// How the graph file of a command is read: graph.json, or a `.graph` DSL program.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct GraphInputArgs {
+    /// For `.graph` programs: the deepest nesting of subgraph calls inlined (`main` is depth 0);
+    /// deeper calls (endless recursion) are E0707.
+    #[arg(long, value_name = "N", default_value_t = crate::dsl::DEFAULT_MAX_DEPTH)]
+    pub max_depth: usize,
+}
+
+impl GraphInputArgs {
+    /// Loads `path`: `.graph` as the DSL (seed 004), anything else as graph.json.
+    pub fn load(&self, path: &std::path::Path) -> Result<Graph, Failure> {
+        let opts = crate::dsl::Options {
+            max_depth: self.max_depth,
+        };
+        Ok(crate::dsl::load_path(path, opts)?)
+    }
+}
+
+/// Arguments of `dlc-egg decompile`.
+#[derive(Debug, clap::Args)]
+pub struct DecompileArgs {
+    /// The graph.json file or `.graph` program to print as DSL.
+    pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: GraphInputArgs,
 }
 
 /// Arguments of `dlc-egg run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The graph.json file to run.
+    /// The graph.json file or `.graph` DSL program to run.
     pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: GraphInputArgs,
 
     /// Value of a signature input, as TENSOR=FILE.npy (repeat for each input). Float tensors
     /// accept `<f4` or `<f2` arrays, i32 needs `<i4`, bool needs `|b1`.
@@ -139,8 +174,11 @@ pub enum DeviceArg {
 /// Arguments of `dlc-egg lower`.
 #[derive(Debug, clap::Args)]
 pub struct LowerArgs {
-    /// The graph.json file to lower.
+    /// The graph.json file or `.graph` DSL program to lower.
     pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: GraphInputArgs,
 
     /// Comma-separated layers to print: `frontend` (the normalized, inferred graph), `tiny`
     /// (Tiny IR, seed 002 JSON), `egraph` (the Tiny program as an e-graph, before any rewrite,
@@ -153,8 +191,11 @@ pub struct LowerArgs {
 /// Arguments of `dlc-egg check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The graph.json file to check.
+    /// The graph.json file or `.graph` DSL program to check.
     pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: GraphInputArgs,
 }
 
 /// Runs the CLI with process arguments (the program name first); returns the exit status.
@@ -187,6 +228,7 @@ fn dispatch(args: Vec<String>) -> i32 {
         Command::Extract(a) => extract::cmd_extract(a),
         Command::Check(a) => cmd_check(a),
         Command::Import(a) => import::cmd_import(a),
+        Command::Decompile(a) => cmd_decompile(a),
     };
     match outcome {
         Ok(()) => EXIT_OK,
@@ -291,7 +333,13 @@ fn internal_error(msg: &str) -> Diagnostic {
 /// `dlc-egg run`.
 fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
     let opts = run_options(a)?;
-    let report = run::run_report(&opts)?;
+    let graph = a.input.load(&a.graph)?;
+    // The plan cache keys on the file's bytes.
+    let hash = match std::fs::read(&a.graph) {
+        Ok(bytes) => crate::shapes::cache::graph_hash(&bytes),
+        Err(_) => crate::shapes::cache::loaded_graph_hash(&graph),
+    };
+    let report = run::run_report_loaded(&graph, &opts, &hash)?;
     if let (Some(_), Some(outcome)) = (&opts.plan_cache, &report.plan_cache) {
         let _ = writeln!(std::io::stderr().lock(), "{outcome}");
     }
@@ -485,6 +533,12 @@ pub enum DumpLayer {
     Gpu,
     /// The emitted CUDA C (`optimize` only; printed as text when it is the only layer).
     Cu,
+    /// Graphviz DOT (`lower`: the frontend graph and the Tiny IR DAG; `optimize`: the kernel
+    /// cover); printed as plain DOT text when it is the only layer.
+    Dot,
+    /// Graphviz DOT of the e-graph (`lower`: before any rewrite; `optimize`: final), e-classes as
+    /// clusters, cut to `crate::viz::EGRAPH_CLASS_LIMIT` classes with a note.
+    EgraphDot,
 }
 
 impl DumpLayer {
@@ -500,6 +554,8 @@ impl DumpLayer {
         DumpLayer::Plan,
         DumpLayer::Gpu,
         DumpLayer::Cu,
+        DumpLayer::Dot,
+        DumpLayer::EgraphDot,
     ];
     /// The layers `lower` can print.
     pub const LOWER: &'static [DumpLayer] = &[
@@ -507,6 +563,8 @@ impl DumpLayer {
         DumpLayer::Tiny,
         DumpLayer::Indexbook,
         DumpLayer::Egraph,
+        DumpLayer::Dot,
+        DumpLayer::EgraphDot,
     ];
 
     fn name(self) -> &'static str {
@@ -521,6 +579,8 @@ impl DumpLayer {
             DumpLayer::Plan => "plan",
             DumpLayer::Gpu => "gpu",
             DumpLayer::Cu => "cu",
+            DumpLayer::Dot => "dot",
+            DumpLayer::EgraphDot => "egraph-dot",
         }
     }
 }
@@ -561,13 +621,17 @@ pub fn parse_dump(raw: &str, allowed: &[DumpLayer]) -> Result<Vec<DumpLayer>, Di
 /// `dlc-egg lower`.
 fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
     let layers = parse_dump(&a.dump, DumpLayer::LOWER)?;
-    let graph = frontend::load_file(&a.graph)?;
+    let graph = a.input.load(&a.graph)?;
     let prog = if layers.iter().any(|l| *l != DumpLayer::Frontend) {
         Some(run::lower_and_verify(&graph)?)
     } else {
         None
     };
     let doc = dump_document(&layers, &graph, prog.as_ref(), None, None);
+    if let Some(text) = plain_text(&layers, &doc) {
+        let _ = write!(std::io::stdout().lock(), "{text}");
+        return Ok(());
+    }
     let text = serde_json::to_string_pretty(&doc)
         .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
     let _ = writeln!(std::io::stdout().lock(), "{text}");
@@ -608,6 +672,17 @@ pub fn dump_document(
         (DumpLayer::Cu, _) => code
             .map(|c| Value::String(c.emitted.source.clone()))
             .unwrap_or(Value::Null),
+        (DumpLayer::Dot, _) => Value::String(match optimized {
+            Some(o) => crate::viz::cover_dot(o),
+            None => crate::viz::lower_dot(graph, prog),
+        }),
+        (DumpLayer::EgraphDot, Some(p)) => Value::String(match optimized {
+            Some(o) => crate::viz::egraph_dot(&o.egraph, &o.roots, crate::viz::EGRAPH_CLASS_LIMIT),
+            None => {
+                let (eg, roots) = initial_egraph(p);
+                crate::viz::egraph_dot(&eg, &roots, crate::viz::EGRAPH_CLASS_LIMIT)
+            }
+        }),
         (_, None) => Value::Null,
     };
     match layers {
@@ -625,11 +700,7 @@ pub fn dump_document(
 /// The e-graph of a Tiny program in egraph-serialize form, roots = the signature outputs. Costs:
 /// 1 per operation e-node, 0 per attribute leaf (TODO(issue 4): the cost model's kernel costs).
 fn egraph_json(p: &Program) -> serde_json::Value {
-    use crate::ir::egraph::{add_program, TensorGraph};
-    let mut eg = TensorGraph::default();
-    let class = add_program(&mut eg, p);
-    eg.rebuild();
-    let roots: Vec<egg::Id> = p.outputs.iter().map(|o| class[o.node.index()]).collect();
+    let (eg, roots) = initial_egraph(p);
     let s = crate::extract::serialize::to_serialized(&eg, &roots, &|n| {
         if n.is_attr() {
             0.0
@@ -638,6 +709,24 @@ fn egraph_json(p: &Program) -> serde_json::Value {
         }
     });
     serde_json::to_value(&s).unwrap_or(serde_json::Value::Null)
+}
+
+/// The e-graph of a Tiny program before any rewrite, with the classes of its outputs.
+fn initial_egraph(p: &Program) -> (crate::ir::egraph::TensorGraph, Vec<egg::Id>) {
+    use crate::ir::egraph::{add_program, TensorGraph};
+    let mut eg = TensorGraph::default();
+    let class = add_program(&mut eg, p);
+    eg.rebuild();
+    let roots: Vec<egg::Id> = p.outputs.iter().map(|o| class[o.node.index()]).collect();
+    (eg, roots)
+}
+
+/// The text to print instead of JSON: a lone `dot` / `egraph-dot` layer is plain DOT.
+pub fn plain_text(layers: &[DumpLayer], doc: &serde_json::Value) -> Option<String> {
+    match (layers, doc) {
+        ([DumpLayer::Dot | DumpLayer::EgraphDot], serde_json::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 /// `--dump plan`: `{"arch", "target", "kernels": [{"kernel", "predicted_us", "plan"}]}`, the plan
@@ -675,7 +764,7 @@ fn optimized_egraph_json(o: &crate::optimize::Optimized) -> serde_json::Value {
 
 /// `dlc-egg check`.
 fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
-    let graph = frontend::load_file(&a.graph)?;
+    let graph = a.input.load(&a.graph)?;
     let prog = run::lower_and_verify(&graph)?;
     let _ = writeln!(
         std::io::stdout().lock(),
@@ -687,6 +776,14 @@ fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
         graph.symbols.len(),
         prog.nodes.len()
     );
+    Ok(())
+}
+
+/// `dlc-egg decompile`.
+fn cmd_decompile(a: &DecompileArgs) -> Result<(), Failure> {
+    let graph = a.input.load(&a.graph)?;
+    let text = crate::dsl::decompile(&graph)?;
+    let _ = write!(std::io::stdout().lock(), "{text}");
     Ok(())
 }
 

@@ -11,6 +11,7 @@ pub mod codegen;
 pub mod cost;
 pub mod cuda;
 pub mod diag;
+pub mod dsl;
 pub mod eval;
 pub mod extract;
 pub mod ir;
@@ -24,5 +25,6 @@ pub mod run;
 pub mod shapes;
 pub mod target;
 pub mod tensor;
+pub mod viz;
 
 pub use diag::{Diagnostic, Diagnostics};

@@ -16,8 +16,11 @@ use std::time::Duration;
 /// Arguments of `dlc-egg optimize`.
 #[derive(Debug, clap::Args)]
 pub struct OptimizeArgs {
-    /// The graph.json file to optimize.
+    /// The graph.json file or `.graph` DSL program to optimize.
     pub graph: PathBuf,
+
+    #[command(flatten)]
+    pub input: super::GraphInputArgs,
 
     /// Print, readably: each kernel with the frontend nodes it covers and why they fused, the
     /// rewrite chain of every output (the rules that mattered, from egg's explanations), and
@@ -102,7 +105,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         Some(raw) => parse_dump(raw, DumpLayer::ALL)?,
         None => Vec::new(),
     };
-    let graph = frontend::load_file(&a.graph)?;
+    let graph = a.input.load(&a.graph)?;
     let prog = run::lower_and_verify(&graph)?;
     run::check_device_memory(&graph)?;
     if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
@@ -172,9 +175,13 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         let _ = write!(stdout, "{}", c.emitted.source);
     } else if !layers.is_empty() {
         let doc = super::dump_document(&layers, &graph, Some(&prog), Some(&o), code.as_ref());
-        let text = serde_json::to_string_pretty(&doc)
-            .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
-        let _ = writeln!(stdout, "{text}");
+        if let Some(text) = super::plain_text(&layers, &doc) {
+            let _ = write!(stdout, "{text}");
+        } else {
+            let text = serde_json::to_string_pretty(&doc)
+                .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+            let _ = writeln!(stdout, "{text}");
+        }
     }
     if a.explain {
         let text = explain::render(&report, a.timings);

@@ -179,6 +179,17 @@ pub fn run_report(opts: &RunOptions) -> Result<RunReport, Failure> {
     run_graph_on(&graph, opts, device.as_ref(), &hash)
 }
 
+/// [`run_report`] on an already loaded graph (`opts.graph` is not read; `graph_hash` keys the
+/// plan cache, e.g. the hash of the file's bytes).
+pub fn run_report_loaded(
+    graph: &Graph,
+    opts: &RunOptions,
+    graph_hash: &str,
+) -> Result<RunReport, Failure> {
+    let device = check_device(opts.device)?;
+    run_graph_on(graph, opts, device.as_ref(), graph_hash)
+}
+
 /// [`run`] on an already loaded graph (`opts.graph` is not read).
 pub fn run_graph(graph: &Graph, opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
     let device = check_device(opts.device)?;

@@ -22,6 +22,8 @@ mod infer;
 mod parse;
 
 pub use bind::resolve_symbols;
+/// The closest candidate to a misspelled name (used by the DSL's suggestions too).
+pub(crate) use diagnose::closest as closest_name;
 
 use crate::diag::Diagnostics;
 use crate::ir::dim::Shape;
