@@ -14,10 +14,10 @@ __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a =
 // contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (max(1, (784*N+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&As)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 0);
   __half (&Bs)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 16384);
-  // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
-  // operand B: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
+  // operand A: outer-major tile, loaded through registers by the conv gather (rows hoisted out of the K loop)
+  // operand B: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
@@ -35,351 +35,229 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   const int kt_count = (576 + 31) / 32;
   float acc[1][4][4] = {};
   unsigned ra[4];
-  unsigned rb[4];
+  int ra_g_row[1][2];
+  int ra_g_row_ok[1][2];
+  int ra_g_rc0[1][2];
+  int ra_g_rc1[1][2];
+  int ra_g_rc2[1][2];
+  int ra_g_rc3[1][2];
+  #pragma unroll
+  for (int l = 0; l < 1; l += 1) {
+    const int c = tid + l * 256;
+    const int o = (c % 32) * 2;
+    const int go_1 = m0 + o + 0;
+    const int o_n_2 = (go_1) % 28;
+    const int q_3 = (go_1) / 28;
+    const int o_m_4 = (q_3) % 28;
+    const int q_5 = (q_3) / 28;
+    const int o_b_6 = q_5;
+    ra_g_row[l][0] = (((o_b_6 * 64 + 0) * 56 + (0 + (2 * o_m_4) + (-1))) * 56 + (0 + (2 * o_n_2) + (-1)));
+    ra_g_row_ok[l][0] = go_1 < (784 * s_N) ? 1 : 0;
+    ra_g_rc0[l][0] = ((0 + (2 * o_m_4)) + ((-1) * 1));
+    ra_g_rc1[l][0] = ((0 + (2 * o_m_4)) + ((-1) * 57));
+    ra_g_rc2[l][0] = ((0 + (2 * o_n_2)) + ((-1) * 1));
+    ra_g_rc3[l][0] = ((0 + (2 * o_n_2)) + ((-1) * 57));
+    const int go_7 = m0 + o + 1;
+    const int o_n_8 = (go_7) % 28;
+    const int q_9 = (go_7) / 28;
+    const int o_m_10 = (q_9) % 28;
+    const int q_11 = (q_9) / 28;
+    const int o_b_12 = q_11;
+    ra_g_row[l][1] = (((o_b_12 * 64 + 0) * 56 + (0 + (2 * o_m_10) + (-1))) * 56 + (0 + (2 * o_n_8) + (-1)));
+    ra_g_row_ok[l][1] = go_7 < (784 * s_N) ? 1 : 0;
+    ra_g_rc0[l][1] = ((0 + (2 * o_m_10)) + ((-1) * 1));
+    ra_g_rc1[l][1] = ((0 + (2 * o_m_10)) + ((-1) * 57));
+    ra_g_rc2[l][1] = ((0 + (2 * o_n_8)) + ((-1) * 1));
+    ra_g_rc3[l][1] = ((0 + (2 * o_n_8)) + ((-1) * 57));
+  }
   if (0 < kt_count) {
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (m0 + o < (784 * s_N) && 0 * 32 + kk < 576) {
-        const int o_n_1 = (m0 + o) % 28;
-        const int q_2 = (m0 + o) / 28;
-        const int o_m_3 = (q_2) % 28;
-        const int q_4 = (q_2) / 28;
-        const int o_b_5 = q_4;
-        const int k_k2_6 = (0 * 32 + kk) % 3;
-        const int q_7 = (0 * 32 + kk) / 3;
-        const int k_k1_8 = (q_7) % 3;
-        const int q_9 = (q_7) / 3;
-        const int k_k_10 = q_9;
-        x0 = ((((k_k1_8 + (2 * o_m_3)) >= 1) && ((k_k1_8 + (2 * o_m_3)) < 57) && ((k_k2_6 + (2 * o_n_1)) >= 1) && ((k_k2_6 + (2 * o_n_1)) < 57)) ? dlc_f32(in0[(((o_b_5 * 64 + k_k_10) * 56 + (k_k1_8 + (2 * o_m_3) + (-1))) * 56 + (k_k2_6 + (2 * o_n_1) + (-1)))]) : ((float)0));
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (m0 + o < (784 * s_N) && 0 * 32 + kk + 1 < 576) {
-        const int o_n_11 = (m0 + o) % 28;
-        const int q_12 = (m0 + o) / 28;
-        const int o_m_13 = (q_12) % 28;
-        const int q_14 = (q_12) / 28;
-        const int o_b_15 = q_14;
-        const int k_k2_16 = (0 * 32 + kk + 1) % 3;
-        const int q_17 = (0 * 32 + kk + 1) / 3;
-        const int k_k1_18 = (q_17) % 3;
-        const int q_19 = (q_17) / 3;
-        const int k_k_20 = q_19;
-        x1 = ((((k_k1_18 + (2 * o_m_13)) >= 1) && ((k_k1_18 + (2 * o_m_13)) < 57) && ((k_k2_16 + (2 * o_n_11)) >= 1) && ((k_k2_16 + (2 * o_n_11)) < 57)) ? dlc_f32(in0[(((o_b_15 * 64 + k_k_20) * 56 + (k_k1_18 + (2 * o_m_13) + (-1))) * 56 + (k_k2_16 + (2 * o_n_11) + (-1)))]) : ((float)0));
-      } else {
-        x1 = 0.0f;
-      }
-      ra[l] = dlc_pack_half2(x0, x1);
+      const int kk = c / 32;
+      const int gk_13 = 0 * 32 + kk + 0;
+      const int k_k2_14 = (gk_13) % 3;
+      const int q_15 = (gk_13) / 3;
+      const int k_k1_16 = (q_15) % 3;
+      const int q_17 = (q_15) / 3;
+      const int k_k_18 = q_17;
+      const int ko_19 = ((k_k_18 * 56 + (k_k1_16 + 0 + 0)) * 56 + (k_k2_14 + 0 + 0));
+      const int kc_20 = ((k_k1_16 + 0) + 0);
+      const int kc_21 = ((k_k1_16 + 0) + 0);
+      const int kc_22 = ((k_k2_14 + 0) + 0);
+      const int kc_23 = ((k_k2_14 + 0) + 0);
+      const unsigned x_24 = (gk_13 < 576 && ra_g_row_ok[0][0] != 0 && ra_g_rc0[0][0] + kc_20 >= 0 && ra_g_rc1[0][0] + kc_21 < 0 && ra_g_rc2[0][0] + kc_22 >= 0 && ra_g_rc3[0][0] + kc_23 < 0) ? dlc_bits(in0[ra_g_row[0][0] + ko_19]) : 0u;
+      const unsigned x_25 = (gk_13 < 576 && ra_g_row_ok[0][1] != 0 && ra_g_rc0[0][1] + kc_20 >= 0 && ra_g_rc1[0][1] + kc_21 < 0 && ra_g_rc2[0][1] + kc_22 >= 0 && ra_g_rc3[0][1] + kc_23 < 0) ? dlc_bits(in0[ra_g_row[0][1] + ko_19]) : 0u;
+      ra[l] = x_24 | (x_25 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&As[0][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
+      const int o = (c % 32) * 2;
+      const int kk = c / 32;
+      *reinterpret_cast<unsigned*>(&As[0][kk][o ^ ((kk & 7) << 3)]) = ra[l];
     }
     #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
+    for (int l = 0; l < 1; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (n0 + o < 64 && 0 * 32 + kk < 576) {
-        const int o_h_21 = n0 + o;
-        const int k_k2_22 = (0 * 32 + kk) % 3;
-        const int q_23 = (0 * 32 + kk) / 3;
-        const int k_k1_24 = (q_23) % 3;
-        const int q_25 = (q_23) / 3;
-        const int k_k_26 = q_25;
-        x0 = dlc_f32(in1[(((o_h_21 * 64 + k_k_26) * 3 + k_k1_24) * 3 + k_k2_22)]);
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (n0 + o < 64 && 0 * 32 + kk + 1 < 576) {
-        const int o_h_27 = n0 + o;
-        const int k_k2_28 = (0 * 32 + kk + 1) % 3;
-        const int q_29 = (0 * 32 + kk + 1) / 3;
-        const int k_k1_30 = (q_29) % 3;
-        const int q_31 = (q_29) / 3;
-        const int k_k_32 = q_31;
-        x1 = dlc_f32(in1[(((o_h_27 * 64 + k_k_32) * 3 + k_k1_30) * 3 + k_k2_28)]);
-      } else {
-        x1 = 0.0f;
-      }
-      rb[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&Bs[0][o][kk ^ (((o >> 1) & 3) << 3)]) = rb[l];
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = n0 + o;
+      const int gk = 0 * 32 + kk;
+      const bool ok = go < 64 && gk < 576;
+      const int o_h_26 = go;
+      const int k_k2_27 = (gk) % 3;
+      const int q_28 = (gk) / 3;
+      const int k_k1_29 = (q_28) % 3;
+      const int q_30 = (q_28) / 3;
+      const int k_k_31 = q_30;
+      dlc_cp_async_16(&Bs[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_26 * 64 + k_k_31) * 3 + k_k1_29) * 3 + k_k2_27)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
+  dlc_cp_async_commit();  // TokLoad tile
   if (1 < kt_count) {
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (m0 + o < (784 * s_N) && 1 * 32 + kk < 576) {
-        const int o_n_33 = (m0 + o) % 28;
-        const int q_34 = (m0 + o) / 28;
-        const int o_m_35 = (q_34) % 28;
-        const int q_36 = (q_34) / 28;
-        const int o_b_37 = q_36;
-        const int k_k2_38 = (1 * 32 + kk) % 3;
-        const int q_39 = (1 * 32 + kk) / 3;
-        const int k_k1_40 = (q_39) % 3;
-        const int q_41 = (q_39) / 3;
-        const int k_k_42 = q_41;
-        x0 = ((((k_k1_40 + (2 * o_m_35)) >= 1) && ((k_k1_40 + (2 * o_m_35)) < 57) && ((k_k2_38 + (2 * o_n_33)) >= 1) && ((k_k2_38 + (2 * o_n_33)) < 57)) ? dlc_f32(in0[(((o_b_37 * 64 + k_k_42) * 56 + (k_k1_40 + (2 * o_m_35) + (-1))) * 56 + (k_k2_38 + (2 * o_n_33) + (-1)))]) : ((float)0));
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (m0 + o < (784 * s_N) && 1 * 32 + kk + 1 < 576) {
-        const int o_n_43 = (m0 + o) % 28;
-        const int q_44 = (m0 + o) / 28;
-        const int o_m_45 = (q_44) % 28;
-        const int q_46 = (q_44) / 28;
-        const int o_b_47 = q_46;
-        const int k_k2_48 = (1 * 32 + kk + 1) % 3;
-        const int q_49 = (1 * 32 + kk + 1) / 3;
-        const int k_k1_50 = (q_49) % 3;
-        const int q_51 = (q_49) / 3;
-        const int k_k_52 = q_51;
-        x1 = ((((k_k1_50 + (2 * o_m_45)) >= 1) && ((k_k1_50 + (2 * o_m_45)) < 57) && ((k_k2_48 + (2 * o_n_43)) >= 1) && ((k_k2_48 + (2 * o_n_43)) < 57)) ? dlc_f32(in0[(((o_b_47 * 64 + k_k_52) * 56 + (k_k1_50 + (2 * o_m_45) + (-1))) * 56 + (k_k2_48 + (2 * o_n_43) + (-1)))]) : ((float)0));
-      } else {
-        x1 = 0.0f;
-      }
-      ra[l] = dlc_pack_half2(x0, x1);
+      const int kk = c / 32;
+      const int gk_32 = 1 * 32 + kk + 0;
+      const int k_k2_33 = (gk_32) % 3;
+      const int q_34 = (gk_32) / 3;
+      const int k_k1_35 = (q_34) % 3;
+      const int q_36 = (q_34) / 3;
+      const int k_k_37 = q_36;
+      const int ko_38 = ((k_k_37 * 56 + (k_k1_35 + 0 + 0)) * 56 + (k_k2_33 + 0 + 0));
+      const int kc_39 = ((k_k1_35 + 0) + 0);
+      const int kc_40 = ((k_k1_35 + 0) + 0);
+      const int kc_41 = ((k_k2_33 + 0) + 0);
+      const int kc_42 = ((k_k2_33 + 0) + 0);
+      const unsigned x_43 = (gk_32 < 576 && ra_g_row_ok[0][0] != 0 && ra_g_rc0[0][0] + kc_39 >= 0 && ra_g_rc1[0][0] + kc_40 < 0 && ra_g_rc2[0][0] + kc_41 >= 0 && ra_g_rc3[0][0] + kc_42 < 0) ? dlc_bits(in0[ra_g_row[0][0] + ko_38]) : 0u;
+      const unsigned x_44 = (gk_32 < 576 && ra_g_row_ok[0][1] != 0 && ra_g_rc0[0][1] + kc_39 >= 0 && ra_g_rc1[0][1] + kc_40 < 0 && ra_g_rc2[0][1] + kc_41 >= 0 && ra_g_rc3[0][1] + kc_42 < 0) ? dlc_bits(in0[ra_g_row[0][1] + ko_38]) : 0u;
+      ra[l] = x_43 | (x_44 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&As[1][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
+      const int o = (c % 32) * 2;
+      const int kk = c / 32;
+      *reinterpret_cast<unsigned*>(&As[1][kk][o ^ ((kk & 7) << 3)]) = ra[l];
     }
     #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
+    for (int l = 0; l < 1; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (n0 + o < 64 && 1 * 32 + kk < 576) {
-        const int o_h_53 = n0 + o;
-        const int k_k2_54 = (1 * 32 + kk) % 3;
-        const int q_55 = (1 * 32 + kk) / 3;
-        const int k_k1_56 = (q_55) % 3;
-        const int q_57 = (q_55) / 3;
-        const int k_k_58 = q_57;
-        x0 = dlc_f32(in1[(((o_h_53 * 64 + k_k_58) * 3 + k_k1_56) * 3 + k_k2_54)]);
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (n0 + o < 64 && 1 * 32 + kk + 1 < 576) {
-        const int o_h_59 = n0 + o;
-        const int k_k2_60 = (1 * 32 + kk + 1) % 3;
-        const int q_61 = (1 * 32 + kk + 1) / 3;
-        const int k_k1_62 = (q_61) % 3;
-        const int q_63 = (q_61) / 3;
-        const int k_k_64 = q_63;
-        x1 = dlc_f32(in1[(((o_h_59 * 64 + k_k_64) * 3 + k_k1_62) * 3 + k_k2_60)]);
-      } else {
-        x1 = 0.0f;
-      }
-      rb[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&Bs[1][o][kk ^ (((o >> 1) & 3) << 3)]) = rb[l];
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = n0 + o;
+      const int gk = 1 * 32 + kk;
+      const bool ok = go < 64 && gk < 576;
+      const int o_h_45 = go;
+      const int k_k2_46 = (gk) % 3;
+      const int q_47 = (gk) / 3;
+      const int k_k1_48 = (q_47) % 3;
+      const int q_49 = (q_47) / 3;
+      const int k_k_50 = q_49;
+      dlc_cp_async_16(&Bs[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_45 * 64 + k_k_50) * 3 + k_k1_48) * 3 + k_k2_46)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
+  dlc_cp_async_commit();  // TokLoad tile
   if (2 < kt_count) {
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (m0 + o < (784 * s_N) && 2 * 32 + kk < 576) {
-        const int o_n_65 = (m0 + o) % 28;
-        const int q_66 = (m0 + o) / 28;
-        const int o_m_67 = (q_66) % 28;
-        const int q_68 = (q_66) / 28;
-        const int o_b_69 = q_68;
-        const int k_k2_70 = (2 * 32 + kk) % 3;
-        const int q_71 = (2 * 32 + kk) / 3;
-        const int k_k1_72 = (q_71) % 3;
-        const int q_73 = (q_71) / 3;
-        const int k_k_74 = q_73;
-        x0 = ((((k_k1_72 + (2 * o_m_67)) >= 1) && ((k_k1_72 + (2 * o_m_67)) < 57) && ((k_k2_70 + (2 * o_n_65)) >= 1) && ((k_k2_70 + (2 * o_n_65)) < 57)) ? dlc_f32(in0[(((o_b_69 * 64 + k_k_74) * 56 + (k_k1_72 + (2 * o_m_67) + (-1))) * 56 + (k_k2_70 + (2 * o_n_65) + (-1)))]) : ((float)0));
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (m0 + o < (784 * s_N) && 2 * 32 + kk + 1 < 576) {
-        const int o_n_75 = (m0 + o) % 28;
-        const int q_76 = (m0 + o) / 28;
-        const int o_m_77 = (q_76) % 28;
-        const int q_78 = (q_76) / 28;
-        const int o_b_79 = q_78;
-        const int k_k2_80 = (2 * 32 + kk + 1) % 3;
-        const int q_81 = (2 * 32 + kk + 1) / 3;
-        const int k_k1_82 = (q_81) % 3;
-        const int q_83 = (q_81) / 3;
-        const int k_k_84 = q_83;
-        x1 = ((((k_k1_82 + (2 * o_m_77)) >= 1) && ((k_k1_82 + (2 * o_m_77)) < 57) && ((k_k2_80 + (2 * o_n_75)) >= 1) && ((k_k2_80 + (2 * o_n_75)) < 57)) ? dlc_f32(in0[(((o_b_79 * 64 + k_k_84) * 56 + (k_k1_82 + (2 * o_m_77) + (-1))) * 56 + (k_k2_80 + (2 * o_n_75) + (-1)))]) : ((float)0));
-      } else {
-        x1 = 0.0f;
-      }
-      ra[l] = dlc_pack_half2(x0, x1);
+      const int kk = c / 32;
+      const int gk_51 = 2 * 32 + kk + 0;
+      const int k_k2_52 = (gk_51) % 3;
+      const int q_53 = (gk_51) / 3;
+      const int k_k1_54 = (q_53) % 3;
+      const int q_55 = (q_53) / 3;
+      const int k_k_56 = q_55;
+      const int ko_57 = ((k_k_56 * 56 + (k_k1_54 + 0 + 0)) * 56 + (k_k2_52 + 0 + 0));
+      const int kc_58 = ((k_k1_54 + 0) + 0);
+      const int kc_59 = ((k_k1_54 + 0) + 0);
+      const int kc_60 = ((k_k2_52 + 0) + 0);
+      const int kc_61 = ((k_k2_52 + 0) + 0);
+      const unsigned x_62 = (gk_51 < 576 && ra_g_row_ok[0][0] != 0 && ra_g_rc0[0][0] + kc_58 >= 0 && ra_g_rc1[0][0] + kc_59 < 0 && ra_g_rc2[0][0] + kc_60 >= 0 && ra_g_rc3[0][0] + kc_61 < 0) ? dlc_bits(in0[ra_g_row[0][0] + ko_57]) : 0u;
+      const unsigned x_63 = (gk_51 < 576 && ra_g_row_ok[0][1] != 0 && ra_g_rc0[0][1] + kc_58 >= 0 && ra_g_rc1[0][1] + kc_59 < 0 && ra_g_rc2[0][1] + kc_60 >= 0 && ra_g_rc3[0][1] + kc_61 < 0) ? dlc_bits(in0[ra_g_row[0][1] + ko_57]) : 0u;
+      ra[l] = x_62 | (x_63 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&As[2][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
+      const int o = (c % 32) * 2;
+      const int kk = c / 32;
+      *reinterpret_cast<unsigned*>(&As[2][kk][o ^ ((kk & 7) << 3)]) = ra[l];
     }
     #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
+    for (int l = 0; l < 1; l += 1) {
       const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (n0 + o < 64 && 2 * 32 + kk < 576) {
-        const int o_h_85 = n0 + o;
-        const int k_k2_86 = (2 * 32 + kk) % 3;
-        const int q_87 = (2 * 32 + kk) / 3;
-        const int k_k1_88 = (q_87) % 3;
-        const int q_89 = (q_87) / 3;
-        const int k_k_90 = q_89;
-        x0 = dlc_f32(in1[(((o_h_85 * 64 + k_k_90) * 3 + k_k1_88) * 3 + k_k2_86)]);
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (n0 + o < 64 && 2 * 32 + kk + 1 < 576) {
-        const int o_h_91 = n0 + o;
-        const int k_k2_92 = (2 * 32 + kk + 1) % 3;
-        const int q_93 = (2 * 32 + kk + 1) / 3;
-        const int k_k1_94 = (q_93) % 3;
-        const int q_95 = (q_93) / 3;
-        const int k_k_96 = q_95;
-        x1 = dlc_f32(in1[(((o_h_91 * 64 + k_k_96) * 3 + k_k1_94) * 3 + k_k2_92)]);
-      } else {
-        x1 = 0.0f;
-      }
-      rb[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&Bs[2][o][kk ^ (((o >> 1) & 3) << 3)]) = rb[l];
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = n0 + o;
+      const int gk = 2 * 32 + kk;
+      const bool ok = go < 64 && gk < 576;
+      const int o_h_64 = go;
+      const int k_k2_65 = (gk) % 3;
+      const int q_66 = (gk) / 3;
+      const int k_k1_67 = (q_66) % 3;
+      const int q_68 = (q_66) / 3;
+      const int k_k_69 = q_68;
+      dlc_cp_async_16(&Bs[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_64 * 64 + k_k_69) * 3 + k_k1_67) * 3 + k_k2_65)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
+  dlc_cp_async_commit();  // TokLoad tile
   for (int kt = 0; kt < kt_count; kt += 1) {
     const int st = kt % 4;
     const int nt = kt + 3;
     const int ns = nt % 4;
+    dlc_cp_async_wait<2>();  // ready: tile
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
       for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
-        const int o = c / 16;
-        const int kk = (c % 16) * 2;
-        float x0 = 0.0f;
-        if (m0 + o < (784 * s_N) && nt * 32 + kk < 576) {
-          const int o_n_97 = (m0 + o) % 28;
-          const int q_98 = (m0 + o) / 28;
-          const int o_m_99 = (q_98) % 28;
-          const int q_100 = (q_98) / 28;
-          const int o_b_101 = q_100;
-          const int k_k2_102 = (nt * 32 + kk) % 3;
-          const int q_103 = (nt * 32 + kk) / 3;
-          const int k_k1_104 = (q_103) % 3;
-          const int q_105 = (q_103) / 3;
-          const int k_k_106 = q_105;
-          x0 = ((((k_k1_104 + (2 * o_m_99)) >= 1) && ((k_k1_104 + (2 * o_m_99)) < 57) && ((k_k2_102 + (2 * o_n_97)) >= 1) && ((k_k2_102 + (2 * o_n_97)) < 57)) ? dlc_f32(in0[(((o_b_101 * 64 + k_k_106) * 56 + (k_k1_104 + (2 * o_m_99) + (-1))) * 56 + (k_k2_102 + (2 * o_n_97) + (-1)))]) : ((float)0));
-        } else {
-          x0 = 0.0f;
-        }
-        float x1 = 0.0f;
-        if (m0 + o < (784 * s_N) && nt * 32 + kk + 1 < 576) {
-          const int o_n_107 = (m0 + o) % 28;
-          const int q_108 = (m0 + o) / 28;
-          const int o_m_109 = (q_108) % 28;
-          const int q_110 = (q_108) / 28;
-          const int o_b_111 = q_110;
-          const int k_k2_112 = (nt * 32 + kk + 1) % 3;
-          const int q_113 = (nt * 32 + kk + 1) / 3;
-          const int k_k1_114 = (q_113) % 3;
-          const int q_115 = (q_113) / 3;
-          const int k_k_116 = q_115;
-          x1 = ((((k_k1_114 + (2 * o_m_109)) >= 1) && ((k_k1_114 + (2 * o_m_109)) < 57) && ((k_k2_112 + (2 * o_n_107)) >= 1) && ((k_k2_112 + (2 * o_n_107)) < 57)) ? dlc_f32(in0[(((o_b_111 * 64 + k_k_116) * 56 + (k_k1_114 + (2 * o_m_109) + (-1))) * 56 + (k_k2_112 + (2 * o_n_107) + (-1)))]) : ((float)0));
-        } else {
-          x1 = 0.0f;
-        }
-        ra[l] = dlc_pack_half2(x0, x1);
+        const int kk = c / 32;
+        const int gk_70 = nt * 32 + kk + 0;
+        const int k_k2_71 = (gk_70) % 3;
+        const int q_72 = (gk_70) / 3;
+        const int k_k1_73 = (q_72) % 3;
+        const int q_74 = (q_72) / 3;
+        const int k_k_75 = q_74;
+        const int ko_76 = ((k_k_75 * 56 + (k_k1_73 + 0 + 0)) * 56 + (k_k2_71 + 0 + 0));
+        const int kc_77 = ((k_k1_73 + 0) + 0);
+        const int kc_78 = ((k_k1_73 + 0) + 0);
+        const int kc_79 = ((k_k2_71 + 0) + 0);
+        const int kc_80 = ((k_k2_71 + 0) + 0);
+        const unsigned x_81 = (gk_70 < 576 && ra_g_row_ok[0][0] != 0 && ra_g_rc0[0][0] + kc_77 >= 0 && ra_g_rc1[0][0] + kc_78 < 0 && ra_g_rc2[0][0] + kc_79 >= 0 && ra_g_rc3[0][0] + kc_80 < 0) ? dlc_bits(in0[ra_g_row[0][0] + ko_76]) : 0u;
+        const unsigned x_82 = (gk_70 < 576 && ra_g_row_ok[0][1] != 0 && ra_g_rc0[0][1] + kc_77 >= 0 && ra_g_rc1[0][1] + kc_78 < 0 && ra_g_rc2[0][1] + kc_79 >= 0 && ra_g_rc3[0][1] + kc_80 < 0) ? dlc_bits(in0[ra_g_row[0][1] + ko_76]) : 0u;
+        ra[l] = x_81 | (x_82 << 16);
       }
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
+      for (int l = 0; l < 1; l += 1) {
         const int c = tid + l * 256;
-        const int o = c / 16;
-        const int kk = (c % 16) * 2;
-        float x0 = 0.0f;
-        if (n0 + o < 64 && nt * 32 + kk < 576) {
-          const int o_h_117 = n0 + o;
-          const int k_k2_118 = (nt * 32 + kk) % 3;
-          const int q_119 = (nt * 32 + kk) / 3;
-          const int k_k1_120 = (q_119) % 3;
-          const int q_121 = (q_119) / 3;
-          const int k_k_122 = q_121;
-          x0 = dlc_f32(in1[(((o_h_117 * 64 + k_k_122) * 3 + k_k1_120) * 3 + k_k2_118)]);
-        } else {
-          x0 = 0.0f;
-        }
-        float x1 = 0.0f;
-        if (n0 + o < 64 && nt * 32 + kk + 1 < 576) {
-          const int o_h_123 = n0 + o;
-          const int k_k2_124 = (nt * 32 + kk + 1) % 3;
-          const int q_125 = (nt * 32 + kk + 1) / 3;
-          const int k_k1_126 = (q_125) % 3;
-          const int q_127 = (q_125) / 3;
-          const int k_k_128 = q_127;
-          x1 = dlc_f32(in1[(((o_h_123 * 64 + k_k_128) * 3 + k_k1_126) * 3 + k_k2_124)]);
-        } else {
-          x1 = 0.0f;
-        }
-        rb[l] = dlc_pack_half2(x0, x1);
+        const int o = c / 4;
+        const int kk = (c % 4) * 8;
+        const int go = n0 + o;
+        const int gk = nt * 32 + kk;
+        const bool ok = go < 64 && gk < 576;
+        const int o_h_83 = go;
+        const int k_k2_84 = (gk) % 3;
+        const int q_85 = (gk) / 3;
+        const int k_k1_86 = (q_85) % 3;
+        const int q_87 = (q_85) / 3;
+        const int k_k_88 = q_87;
+        dlc_cp_async_16(&Bs[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_83 * 64 + k_k_88) * 3 + k_k1_86) * 3 + k_k2_84)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
+    dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
       unsigned af[1][4];
       unsigned bfr[2][4];
       #pragma unroll
       for (int mi = 0; mi < 1; mi += 1) {
-        const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
-        const int lk = ks * 16 + ((lane >> 4) * 8);
-        dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
+        const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8);
+        const int lk = ks * 16 + ((lane >> 4) * 8) + (lane & 7);
+        dlc_ldmatrix_x4_trans(af[mi], &As[st][lk][lo ^ ((lk & 7) << 3)]);
       }
       #pragma unroll
       for (int nj = 0; nj < 2; nj += 1) {
@@ -399,16 +277,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       #pragma unroll
       for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
-        const int o = c / 16;
-        const int kk = (c % 16) * 2;
-        *reinterpret_cast<unsigned*>(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
-      }
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = c / 16;
-        const int kk = (c % 16) * 2;
-        *reinterpret_cast<unsigned*>(&Bs[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = rb[l];
+        const int o = (c % 32) * 2;
+        const int kk = c / 32;
+        *reinterpret_cast<unsigned*>(&As[ns][kk][o ^ ((kk & 7) << 3)]) = ra[l];
       }
     }
   }
@@ -420,22 +291,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
           if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (784 * s_N) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 64) {
-            const int m_n_129 = (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8) % 28;
-            const int q_130 = (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8) / 28;
-            const int m_m_131 = (q_130) % 28;
-            const int q_132 = (q_130) / 28;
-            const int m_b_133 = q_132;
-            const int n_h_134 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_135 = (((m_b_133 * 64 + n_h_134) * 28 + m_m_131) * 28 + m_n_129);
-            const float c1_136 = (acc[mi][ni][e] + dlc_f32(in2[n_h_134]));
-            const float c2_137 = dlc_round_f16(c1_136);
-            const float c3_138 = (-c2_137);
-            const float c4_139 = (c3_138 * 1.442695f);
-            const float c5_140 = dlc_exp2(c4_139);
-            const float c6_141 = (c5_140 + ((float)1));
-            const float c7_142 = dlc_recip(c6_141);
-            const float c8_143 = (c2_137 * c7_142);
-            out0[off_135] = dlc_cvt<__half>(c8_143);
+            const int m_n_89 = (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8) % 28;
+            const int q_90 = (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8) / 28;
+            const int m_m_91 = (q_90) % 28;
+            const int q_92 = (q_90) / 28;
+            const int m_b_93 = q_92;
+            const int n_h_94 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_95 = (((m_b_93 * 64 + n_h_94) * 28 + m_m_91) * 28 + m_n_89);
+            const float c1_96 = (acc[mi][ni][e] + dlc_f32(in2[n_h_94]));
+            const float c2_97 = dlc_round_f16(c1_96);
+            const float c3_98 = (-c2_97);
+            const float c4_99 = (c3_98 * 1.442695f);
+            const float c5_100 = dlc_exp2(c4_99);
+            const float c6_101 = (c5_100 + ((float)1));
+            const float c7_102 = dlc_recip(c6_101);
+            const float c8_103 = (c2_97 * c7_102);
+            out0[off_95] = dlc_cvt<__half>(c8_103);
           }
         }
       }
