@@ -264,6 +264,29 @@ pub enum Stmt {
 }
 
 impl Stmt {
+    /// `for (int var = 0; var < end; ++var)`, unrolled, block-uniform.
+    pub fn unrolled(var: &str, end: u64, body: Vec<Stmt>) -> Stmt {
+        Stmt::For {
+            var: var.into(),
+            start: "0".into(),
+            end: end.to_string(),
+            step: "1".into(),
+            unroll: true,
+            div: Div::Block,
+            body,
+        }
+    }
+
+    /// `if (cond) { then }`, block-uniform, no else.
+    pub fn uniform_if(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+        Stmt::If {
+            cond: cond.into(),
+            div: Div::Block,
+            then,
+            otherwise: vec![],
+        }
+    }
+
     /// `const int name = value;`.
     pub fn int(name: &str, value: impl Into<String>) -> Stmt {
         Stmt::Let {

@@ -231,27 +231,6 @@ impl Stage<'_> {
     }
 }
 
-fn loop_(var: &str, end: u64, body: Vec<Stmt>) -> Stmt {
-    Stmt::For {
-        var: var.into(),
-        start: "0".into(),
-        end: end.to_string(),
-        step: "1".into(),
-        unroll: true,
-        div: Div::Block,
-        body,
-    }
-}
-
-fn uniform_if(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
-    Stmt::If {
-        cond: cond.into(),
-        div: Div::Block,
-        then,
-        otherwise: vec![],
-    }
-}
-
 /// Runs of a `direct` stage unrolled together: the loop over them is not unrolled further,
 /// so that the compiler does not hoist every load of the tile ahead of its stores (255
 /// registers and spills at 128×128×64 otherwise).
@@ -274,7 +253,7 @@ fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
     }
     let count = total.div_ceil(threads);
     if !s.direct || count <= DIRECT_UNROLL || !count.is_multiple_of(DIRECT_UNROLL) {
-        return loop_("l", count, inner);
+        return Stmt::unrolled("l", count, inner);
     }
     let mut batch = vec![Stmt::int("l", format!("lb * {DIRECT_UNROLL} + li"))];
     batch.extend(inner);
@@ -285,7 +264,7 @@ fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
         step: "1".into(),
         unroll: false,
         div: Div::Block,
-        body: vec![loop_("li", DIRECT_UNROLL, batch)],
+        body: vec![Stmt::unrolled("li", DIRECT_UNROLL, batch)],
     }
 }
 
@@ -577,7 +556,7 @@ pub fn build(
             }
         }
         let fill = em.close();
-        em.emit(uniform_if(format!("{t} < kt_count"), fill));
+        em.emit(Stmt::uniform_if(format!("{t} < kt_count"), fill));
         if any_async {
             em.emit(Stmt::Commit { token: TILE.into() });
         }
@@ -603,7 +582,7 @@ pub fn build(
         }
     }
     let refill = em.close();
-    em.emit(uniform_if("nt < kt_count", refill));
+    em.emit(Stmt::uniform_if("nt < kt_count", refill));
     if any_async {
         em.emit(Stmt::Commit {
             token: REFILL.into(),
@@ -623,20 +602,20 @@ pub fn build(
             dims: vec![nj_n, 4],
             zero: false,
         },
-        loop_(
+        Stmt::unrolled(
             "mi",
             mi_n,
             ldmatrix(sa, "st", "wr + mi * 16", "ks * 16", "af[mi]"),
         ),
-        loop_(
+        Stmt::unrolled(
             "nj",
             nj_n,
             ldmatrix(sb, "st", "wc + nj * 16", "ks * 16", "bfr[nj]"),
         ),
-        loop_(
+        Stmt::unrolled(
             "mi",
             mi_n,
-            vec![loop_(
+            vec![Stmt::unrolled(
                 "ni",
                 ni_n,
                 vec![Stmt::Mma {
@@ -650,14 +629,14 @@ pub fn build(
             )],
         ),
     ];
-    em.emit(loop_("ks", bk / 16, step));
+    em.emit(Stmt::unrolled("ks", bk / 16, step));
     let stores: Vec<Stmt> = sides
         .iter()
         .filter(|s| s.copy.is_none())
         .flat_map(|s| reg_stores(s, &p, "ns"))
         .collect();
     if !stores.is_empty() {
-        em.emit(uniform_if("nt < kt_count", stores));
+        em.emit(Stmt::uniform_if("nt < kt_count", stores));
     }
     let main = em.close();
     em.emit(Stmt::For {
@@ -681,11 +660,11 @@ pub fn build(
         "acc[mi][ni][e]",
     )?;
     let per = em.close();
-    em.emit(loop_("e", 4, per));
+    em.emit(Stmt::unrolled("e", 4, per));
     let cols = em.close();
-    em.emit(loop_("ni", ni_n, cols));
+    em.emit(Stmt::unrolled("ni", ni_n, cols));
     let rows = em.close();
-    em.emit(loop_("mi", mi_n, rows));
+    em.emit(Stmt::unrolled("mi", mi_n, rows));
     let epi = em.close();
     em.emit(Stmt::Epilogue {
         after: ACC.into(),

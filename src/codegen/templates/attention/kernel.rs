@@ -27,28 +27,6 @@ fn exp_of(sm: Softmax, x: &str) -> String {
     }
 }
 
-/// `for (int var = 0; var < end; ++var)`, unrolled, block-uniform.
-fn unrolled(var: &str, end: u64, body: Vec<Stmt>) -> Stmt {
-    Stmt::For {
-        var: var.into(),
-        start: "0".into(),
-        end: end.to_string(),
-        step: "1".into(),
-        unroll: true,
-        div: Div::Block,
-        body,
-    }
-}
-
-fn uniform_if(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
-    Stmt::If {
-        cond: cond.into(),
-        div: Div::Block,
-        then,
-        otherwise: vec![],
-    }
-}
-
 fn assign(place: impl Into<String>, value: impl Into<String>) -> Stmt {
     Stmt::Assign {
         place: place.into(),
@@ -310,7 +288,7 @@ fn visited_tiles(mask: Option<Mask>, plan: &AttentionPlan) -> Vec<Stmt> {
         step: "1".into(),
         unroll: false,
         div: Div::Block,
-        body: vec![uniform_if(
+        body: vec![Stmt::uniform_if(
             format!("!{}", skip_cond(m, plan.bm, plan.bn)),
             vec![
                 assign("t_lo", "t_lo < t ? t_lo : t"),
@@ -342,7 +320,7 @@ fn prologue(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<(), CodegenEr
         dtype,
         TILE,
     )?);
-    e1.emit(uniform_if("t_lo < t_hi", first));
+    e1.emit(Stmt::uniform_if("t_lo < t_hi", first));
     if cx.any_async {
         e1.emit(Stmt::Commit { token: TILE.into() });
     }
@@ -361,7 +339,7 @@ fn prologue(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<(), CodegenEr
             dims: vec![ks_n, 4],
             zero: false,
         });
-        e1.emit(unrolled(
+        e1.emit(Stmt::unrolled(
             "ks",
             ks_n,
             cx.q.ldmatrix("0", "warp * 16", "ks * 16", "qf[ks]", TILE),
@@ -380,7 +358,7 @@ fn prologue(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<(), CodegenEr
             dims: vec![2],
             zero: false,
         });
-        e1.emit(unrolled("h", 2, vec![assign(format!("{n}[h]"), v)]));
+        e1.emit(Stmt::unrolled("h", 2, vec![assign(format!("{n}[h]"), v)]));
     }
     Ok(())
 }
@@ -412,7 +390,7 @@ fn key_step(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<Vec<Stmt>, Co
         dtype,
         REFILL,
     )?);
-    step.push(uniform_if("t + 1 < t_hi", refill));
+    step.push(Stmt::uniform_if("t + 1 < t_hi", refill));
     if cx.any_async {
         step.push(Stmt::Commit {
             token: REFILL.into(),
@@ -476,10 +454,10 @@ fn store_output(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter, q2: &str) -> Result
     e1.emit(Stmt::Epilogue {
         after: ACC.into(),
         token: "stored".into(),
-        body: vec![unrolled(
+        body: vec![Stmt::unrolled(
             "ci",
             pad16(p.value_dim) / 8,
-            vec![unrolled("e", 4, per)],
+            vec![Stmt::unrolled("e", 4, per)],
         )],
     });
     Ok(())
@@ -585,8 +563,8 @@ fn scores(
             token: ACC.into(),
         });
     }
-    kstep.push(unrolled("nj", bn / 16, per_nj));
-    out.push(unrolled("ks", ks_n, kstep));
+    kstep.push(Stmt::unrolled("nj", bn / 16, per_nj));
+    out.push(Stmt::unrolled("ks", ks_n, kstep));
     let score = e1.assign_f32("sacc[ni][e]", &p.score, |e| {
         e.bind(&p.key, "key");
         e.bind(&p.query, "rowc");
@@ -604,7 +582,11 @@ fn scores(
             otherwise: vec![assign("sacc[ni][e]", "(-dlc_inf())")],
         },
     ];
-    out.push(unrolled("ni", bn / 8, vec![unrolled("e", 4, per)]));
+    out.push(Stmt::unrolled(
+        "ni",
+        bn / 8,
+        vec![Stmt::unrolled("e", 4, per)],
+    ));
     Ok(out)
 }
 
@@ -632,11 +614,11 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
             dims: vec![2],
             zero: false,
         },
-        unrolled("h", 2, vec![assign("mx[h]", "m_i[h]")]),
-        unrolled(
+        Stmt::unrolled("h", 2, vec![assign("mx[h]", "m_i[h]")]),
+        Stmt::unrolled(
             "ni",
             bn / 8,
-            vec![unrolled(
+            vec![Stmt::unrolled(
                 "e",
                 4,
                 vec![assign("mx[e >> 1]", "dlc_max(mx[e >> 1], sacc[ni][e])")],
@@ -654,20 +636,20 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
     per_row.push(assign("alpha[h]", exp_of(p.softmax, "m_i[h] - mu[h]")));
     per_row.push(assign("m_i[h]", "mx[h]"));
     per_row.push(assign("l_i[h]", "l_i[h] * alpha[h]"));
-    out.push(unrolled("h", 2, per_row));
-    out.push(unrolled(
+    out.push(Stmt::unrolled("h", 2, per_row));
+    out.push(Stmt::unrolled(
         "ci",
         dvp / 8,
-        vec![unrolled(
+        vec![Stmt::unrolled(
             "e",
             4,
             vec![assign("oacc[ci][e]", "oacc[ci][e] * alpha[e >> 1]")],
         )],
     ));
-    out.push(unrolled(
+    out.push(Stmt::unrolled(
         "ni",
         bn / 8,
-        vec![unrolled(
+        vec![Stmt::unrolled(
             "e",
             4,
             vec![
@@ -724,6 +706,6 @@ fn pv(plan: &AttentionPlan, v_op: &Operand, dvp: u64, dtype: DType) -> Vec<Stmt>
             token: ACC.into(),
         });
     }
-    per_kk.push(unrolled("cj", dvp / 16, per_cj));
-    vec![unrolled("kk", plan.bn / 16, per_kk)]
+    per_kk.push(Stmt::unrolled("cj", dvp / 16, per_cj));
+    vec![Stmt::unrolled("kk", plan.bn / 16, per_kk)]
 }

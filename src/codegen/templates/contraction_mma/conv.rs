@@ -355,7 +355,7 @@ impl Gather<'_> {
             em.pop_scope();
         }
         let body = em.close();
-        em.emit(super::loop_("l", slots, body));
+        em.emit(Stmt::unrolled("l", slots, body));
         Ok(())
     }
 
