@@ -23,6 +23,7 @@ mod nodes;
 mod ops;
 mod plan;
 mod read;
+pub mod scan;
 mod value;
 mod view;
 
@@ -69,6 +70,26 @@ pub fn evaluate(
                 let x = operand(&values, nth(&reads, 0, node.id)?)?;
                 let idx = operand(&values, nth(&reads, 1, node.id)?)?;
                 gather::gather(node.id, x, idx, axis, &bound.shapes[i])?
+            }
+            Role::Scan => {
+                let UOp::Scan {
+                    op,
+                    axis,
+                    exclusive,
+                    reverse,
+                    acc,
+                } = node.uop
+                else {
+                    return Err(internal(node.id, "not a SCAN"));
+                };
+                let spec = crate::ir::tiny::ScanSpec {
+                    op,
+                    axis,
+                    exclusive,
+                    reverse,
+                };
+                let x = operand(&values, nth(&reads, 0, node.id)?)?;
+                scan::scan(node.id, x, spec, acc)?
             }
             Role::Kernel => {
                 let expr = exprs[i]
@@ -126,7 +147,7 @@ fn compile_kernels(prog: &Program, roles: &[Role]) -> Vec<Option<Expr>> {
 /// The values node `id` reads when it is evaluated.
 fn reads_of(prog: &Program, role: Role, id: NodeId, exprs: &[Option<Expr>]) -> Vec<NodeId> {
     match role {
-        Role::View | Role::Gather => plan::src_nodes(&prog.node(id).src).collect(),
+        Role::View | Role::Gather | Role::Scan => plan::src_nodes(&prog.node(id).src).collect(),
         Role::Kernel => exprs[id.index()]
             .as_ref()
             .map(|e| e.leaves.clone())

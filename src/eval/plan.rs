@@ -19,6 +19,8 @@ pub enum Role {
     /// A movement op: a view of its source.
     View,
     Gather,
+    /// A SCAN over its materialized operand ([`super::scan`]).
+    Scan,
     /// Materialized by a fused kernel (elementwise root or REDUCE).
     Kernel,
     /// Evaluated inside its consumer's kernel.
@@ -62,6 +64,7 @@ pub fn roles(prog: &Program) -> Vec<Role> {
             match &node.uop {
                 UOp::Input { .. } | UOp::Const { .. } | UOp::Range => Role::Leaf,
                 UOp::Gather { .. } => Role::Gather,
+                UOp::Scan { .. } => Role::Scan,
                 UOp::Reduce { .. } => Role::Kernel,
                 u if u.is_movement() => Role::View,
                 _ => {

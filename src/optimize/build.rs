@@ -73,6 +73,7 @@ fn op_word(n: &TensorLang) -> Option<&'static str> {
         T::Reduce(_) => "reduce",
         T::Where(_) => "where",
         T::Gather(_) => "gather",
+        T::Scan(_) => "scan",
         T::Range(_) => "range",
         T::Const(_) => "const",
         n => {

@@ -236,6 +236,29 @@ pub fn tiny_parts<'a>(
                 vec![],
             )
         }
+        T::Scan([op, spec, acc, x]) => {
+            let op = match attr(*op) {
+                Some(Attr::Op(o)) => *o,
+                _ => return Err(format!("{n}: expected a scan op")),
+            };
+            let acc = want(dtype(*acc), "an accumulation dtype", n)?;
+            let (axis, exclusive, reverse) = match usizes(*spec).as_deref() {
+                Some(&[a, e, r]) if e <= 1 && r <= 1 => (a, e == 1, r == 1),
+                _ => return Err(format!("{n}: expected #[axis,exclusive,reverse]")),
+            };
+            (
+                UOp::Scan {
+                    op,
+                    axis,
+                    exclusive,
+                    reverse,
+                    acc,
+                },
+                vec![Operand::Tensor(*x)],
+                acc,
+                vec![],
+            )
+        }
         T::Gather([x, i, a]) => {
             let axis = want(usizes(*a).and_then(|v| v.first().copied()), "an axis", n)?;
             (

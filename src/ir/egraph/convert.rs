@@ -68,6 +68,22 @@ fn enode_of(
             ops[0],
         ]),
         UOp::Gather { axis } => T::Gather([ops[0], ops[1], leaf(Attr::usizes(&[*axis]))]),
+        UOp::Scan {
+            op,
+            axis,
+            exclusive,
+            reverse,
+            acc,
+        } => T::Scan([
+            leaf(Attr::Op(*op)),
+            leaf(Attr::usizes(&[
+                *axis,
+                usize::from(*exclusive),
+                usize::from(*reverse),
+            ])),
+            leaf(Attr::DType(*acc)),
+            ops[0],
+        ]),
     }
 }
 

@@ -51,6 +51,7 @@ define_language! {
         "cast" = Cast([Id; 2]),       // x dtype
         "reduce" = Reduce([Id; 4]),   // op #axes acc x
         "gather" = Gather([Id; 3]),   // x index #axis
+        "scan" = Scan([Id; 4]),       // op #[axis,exclusive,reverse] acc x
         // RB-SSA
         "read" = Read([Id; 2]),       // x access
         // kernels

@@ -18,6 +18,8 @@ mod reduction;
 mod util;
 mod window;
 
+pub use reduction::cumulative_window;
+
 #[cfg(test)]
 mod tests;
 

@@ -1,14 +1,15 @@
 //! Reductions: `Reduce`, `Softmax`, `LayerNorm`, `RMSNorm` (REDUCE + elementwise in fp32) and
-//! `Cumulative`, lowered naively as tinygrad does: a scan is a REDUCE over a triangular window,
-//! here `y[i] = op_j WHERE(j ≤ i, x[j], identity)` with the triangle from RANGE + CMPLE (works for
-//! symbolic lengths; O(n²), the parallel scan is an optimization for later layers).
+//! `Cumulative`, lowered to one SCAN (seed 004's parallel scan: linear work, seen as a scan by
+//! the e-graph, the cost model and the templates). The naive form tinygrad uses — a REDUCE over a
+//! triangular window, `y[i] = op_j WHERE(j ≤ i, x[j], identity)` with the triangle from RANGE +
+//! CMPLE, O(n²) — is kept as [`cumulative_window`], the form the scan is tested against.
 
 use super::util::{add_imm, bcast, bin, count, div_count, exp, keepdim_shape};
 use super::{LResult, LowerError, Lowerer};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::frontend::{CumFn, Node, Op, ReduceFn};
-use crate::ir::tiny::{BinaryOp, Builder, NodeId, ReduceOp, Src, UnaryOp};
+use crate::ir::tiny::{BinaryOp, Builder, NodeId, ReduceOp, ScanSpec, Src, UnaryOp};
 
 /// Numerically stable softmax over `axis` of `x` (already in its compute dtype). With `guard`,
 /// rows that are entirely −∞ give zeros instead of NaN.
@@ -176,9 +177,9 @@ pub fn rms_norm(
     affine(b, y, gamma, None)
 }
 
-/// `Cumulative`: `y[i] = op_{j ∈ W(i)} x[j]` with `W(i)` = `j ≤ i` (inclusive), `j < i`
-/// (exclusive), `j ≥ i` / `j > i` when `reverse`. Floats accumulate in fp32, i32 in i32.
-pub fn cumulative(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
+/// The accumulation dtype and SCAN spec of a `Cumulative` node over `x`: floats accumulate in
+/// fp32, i32 and bool (max/min) in i32.
+fn cumulative_spec(b: &Builder, x: NodeId, node: &Node) -> LResult<(ScanSpec, DType)> {
     let Op::Cumulative {
         func,
         axis,
@@ -188,8 +189,59 @@ pub fn cumulative(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
     else {
         return Err(LowerError::Unsupported("not a Cumulative".into()));
     };
+    let acc = if b.dtype(x).is_float() {
+        DType::F32
+    } else {
+        DType::I32
+    };
+    let op = match func {
+        CumFn::Sum => ReduceOp::Sum,
+        CumFn::Prod => ReduceOp::Prod,
+        CumFn::Max => ReduceOp::Max,
+        CumFn::Min => ReduceOp::Min,
+    };
+    let spec = ScanSpec {
+        op,
+        axis,
+        exclusive,
+        reverse,
+    };
+    Ok((spec, acc))
+}
+
+/// `Cumulative`: `y[i] = op_{j ∈ W(i)} x[j]` with `W(i)` = `j ≤ i` (inclusive), `j < i`
+/// (exclusive), `j ≥ i` / `j > i` when `reverse`, as one SCAN. Floats accumulate in fp32, i32
+/// in i32 (bool max/min as i32, then `y > 0`).
+pub fn cumulative(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
     let x = lw.input(node, 0)?;
     let b = &mut lw.b;
+    let (spec, acc) = cumulative_spec(b, x, node)?;
+    let is_bool = b.dtype(x) == DType::Bool;
+    let xc = b.cast(x, acc)?;
+    let y = b.scan(xc, spec, acc)?;
+    if is_bool {
+        return bool_of_i32(b, y);
+    }
+    Ok(y)
+}
+
+/// The O(n²) form of a SCAN of `x` (already in `acc`): a REDUCE over a triangular window (what
+/// `Cumulative` lowered to before SCAN existed). It folds every window in ascending order, so
+/// it agrees with SCAN bit for bit except for a `reverse` float sum or product, whose SCAN folds
+/// descending (exact on integer-valued inputs). Kept for the tests comparing the two; the
+/// error is the lowering error's message.
+pub fn cumulative_window(b: &mut Builder, x: NodeId, spec: ScanSpec) -> Result<NodeId, String> {
+    window_scan(b, x, spec).map_err(|e| e.to_string())
+}
+
+fn window_scan(b: &mut Builder, x: NodeId, spec: ScanSpec) -> LResult<NodeId> {
+    let ScanSpec {
+        op,
+        axis,
+        exclusive,
+        reverse,
+    } = spec;
+    let acc = b.dtype(x);
     let shape = b.shape(x).clone();
     let r = shape.len();
     let n = shape[axis].clone();
@@ -204,12 +256,6 @@ pub fn cumulative(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
     src_shape.push(n.clone());
     let xw = b.reshape(xt, src_shape)?;
     let xw = b.expand(xw, win_shape.clone())?;
-    let acc = if b.dtype(x).is_float() {
-        DType::F32
-    } else {
-        DType::I32
-    };
-    let xw = b.cast(xw, acc)?;
     // keep[i, j]: j ≤ i (or <, ≥, > per flags), broadcast over the leading axes.
     let nn = vec![n.clone(), n.clone()];
     let ri = b.range(n.clone())?;
@@ -226,17 +272,8 @@ pub fn cumulative(lw: &mut Lowerer, node: &Node) -> LResult<NodeId> {
     };
     let keep = b.binary(cmp, l.into(), rr.into())?;
     let keep = bcast(b, keep, &win_shape)?;
-    let op = match func {
-        CumFn::Sum => ReduceOp::Sum,
-        CumFn::Prod => ReduceOp::Prod,
-        CumFn::Max => ReduceOp::Max,
-        CumFn::Min => ReduceOp::Min,
-    };
     let masked = b.where_(keep, xw.into(), Src::Imm(op.identity(acc)))?;
-    let mut y = b.reduce(op, masked, vec![r], acc)?;
-    if b.dtype(x) == DType::Bool {
-        y = bool_of_i32(b, y)?;
-    }
+    let y = b.reduce(op, masked, vec![r], acc)?;
     // Undo the permutation.
     let mut inv = vec![0usize; r];
     for (i, p) in perm.iter().enumerate() {

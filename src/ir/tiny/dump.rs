@@ -84,6 +84,14 @@ pub fn to_json(prog: &Program) -> Value {
                 json!({"op": reduce_name(*op), "axes": axes, "dtype": acc})
             }
             UOp::Gather { axis } => json!({ "axis": axis }),
+            UOp::Scan {
+                op,
+                axis,
+                exclusive,
+                reverse,
+                acc,
+            } => json!({"op": reduce_name(*op), "axis": axis, "exclusive": exclusive,
+                        "reverse": reverse, "dtype": acc}),
             UOp::Unary(_) | UOp::Binary(_) | UOp::Where => Value::Object(Map::new()),
         };
         let mut obj = Map::new();

@@ -443,6 +443,25 @@ pub fn infer_node(prog: &Program, n: &Node) -> Result<(DType, Shape), TinyError>
                 .collect();
             Ok((*acc, shape))
         }
+        UOp::Scan { axis, acc, .. } => {
+            arity(n, 1)?;
+            let x = src_node(prog, n, 0)?;
+            if *acc != n.dtype {
+                return Err(TinyError::AccDtypeMismatch {
+                    node: n.id,
+                    acc: *acc,
+                    dtype: n.dtype,
+                });
+            }
+            if x.dtype == DType::Bool || (x.dtype.is_float() != acc.is_float()) {
+                return Err(TinyError::DtypeMismatch {
+                    node: n.id,
+                    detail: format!("cannot scan {} into a {acc} accumulator", x.dtype),
+                });
+            }
+            check_axis(n, *axis, x.shape.len())?;
+            Ok((*acc, x.shape.clone()))
+        }
         UOp::Gather { axis } => {
             arity(n, 2)?;
             let x = src_node(prog, n, 0)?;

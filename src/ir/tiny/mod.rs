@@ -3,7 +3,9 @@
 //! binary / ternary ops, CAST, REDUCE with a mandatory accumulation dtype, and INPUT. Two helpers
 //! beyond the seed's table come from tinygrad's UOp set: CONST (a rank-0 constant) and RANGE (the
 //! index along a 1-D axis, used for index comparisons such as causal masks). GATHER is the
-//! index-dependent view of seed 004 (`LoadIndex`).
+//! index-dependent view of seed 004 (`LoadIndex`). SCAN is seed 004's cumulative op (並列スキャン):
+//! a prefix fold along one axis, linear work, kept as one op so that every later layer sees a
+//! scan rather than a reduce over a triangular window.
 //!
 //! Every node records its dtype and (possibly symbolic) shape. The typing rules live in one place,
 //! [`infer::infer_node`], used by the [`Builder`] when nodes are created and by [`verify`] after
@@ -113,6 +115,15 @@ impl ReduceOp {
             ReduceOp::Min => acc.highest(),
         }
     }
+}
+
+/// What a SCAN folds: op, axis and window flags (everything but the accumulation dtype).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ScanSpec {
+    pub op: ReduceOp,
+    pub axis: usize,
+    pub exclusive: bool,
+    pub reverse: bool,
 }
 
 /// One input axis of a VIEW's index map: `offset + Σ coeff · out_axis`.
@@ -241,6 +252,17 @@ pub enum UOp {
     Gather {
         axis: usize,
     },
+    /// Prefix fold along `axis` (same shape, node dtype = `acc`): `y[…, i, …] = op` over
+    /// `x[…, j, …]` for `j ≤ i` (`j < i` when `exclusive`; `j ≥ i` / `j > i` when `reverse`),
+    /// folded in scan order (ascending, descending when `reverse`) from the op's identity,
+    /// rounding to `acc` after every step, like REDUCE. An empty window gives the identity.
+    Scan {
+        op: ReduceOp,
+        axis: usize,
+        exclusive: bool,
+        reverse: bool,
+        acc: DType,
+    },
 }
 
 impl UOp {
@@ -287,6 +309,7 @@ impl UOp {
             UOp::Cast => "CAST",
             UOp::Reduce { .. } => "REDUCE",
             UOp::Gather { .. } => "GATHER",
+            UOp::Scan { .. } => "SCAN",
         }
     }
 
@@ -539,6 +562,28 @@ impl Builder {
         acc: DType,
     ) -> Result<NodeId, TinyError> {
         self.push(UOp::Reduce { op, axes, acc }, vec![x.into()], acc, vec![])
+    }
+
+    /// SCAN of `x` along `axis`, accumulating in `acc` (the result dtype).
+    pub fn scan(&mut self, x: NodeId, spec: ScanSpec, acc: DType) -> Result<NodeId, TinyError> {
+        let ScanSpec {
+            op,
+            axis,
+            exclusive,
+            reverse,
+        } = spec;
+        self.push(
+            UOp::Scan {
+                op,
+                axis,
+                exclusive,
+                reverse,
+                acc,
+            },
+            vec![x.into()],
+            acc,
+            vec![],
+        )
     }
 
     pub fn gather(&mut self, x: NodeId, index: NodeId, axis: usize) -> Result<NodeId, TinyError> {
