@@ -476,6 +476,14 @@ impl<'a> Emitter<'a> {
                 self.branch(cond, Div::Thread, k, then, otherwise)?
             }
             Expr::Reduce(r) => self.reduce(r)?,
+            // A scan's value exists only inside the scan template, which binds the running
+            // accumulator as the scan let's value (`templates::scan`).
+            Expr::Scan(_) => {
+                return Err(CodegenError::Unsupported {
+                    kernel: self.region.name.clone(),
+                    why: "a scan outside the scan template".into(),
+                })
+            }
         })
     }
 

@@ -103,8 +103,57 @@ pub fn estimate(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Targ
         (Shape::ComputeAt(ca), Knobs::Elementwise { .. }) => {
             compute_at(work, ca, knobs, res, target)
         }
+        (Shape::Scan { lines, len }, Knobs::Elementwise { .. }) => {
+            scan(work, *lines, *len, knobs, res, target)
+        }
         _ => elementwise(work, knobs, res, target),
     }
+}
+
+/// Per tile of a line, the scan template's serial step: two block barriers, a warp-shuffle scan
+/// and the carry broadcast through shared memory, which the block cannot overlap with its next
+/// tile's loads (seconds; ~2 µs-class latency chains at ~1.7 GHz, a planning figure).
+const SCAN_TILE_S: f64 = 1.0e-6;
+
+/// The scan template (`codegen::templates::scan`): one CTA per line walking it in tiles of
+/// `block × items` elements with a running carry. Work and bytes are linear (inputs + outputs
+/// once); few lines leave SMs idle (`occupancy` of `lines` CTAs) and a long line pays
+/// [`SCAN_TILE_S`] per tile in sequence.
+fn scan(
+    work: &KernelWork,
+    lines: f64,
+    len: f64,
+    knobs: &Knobs,
+    res: &Resources,
+    target: &Target,
+) -> Estimate {
+    let Knobs::Elementwise { block, items, .. } = *knobs else {
+        unreachable!("elementwise knobs")
+    };
+    let tile = (block * items) as f64;
+    let tiles = (len / tile).ceil().max(1.0);
+    let ctas = lines.max(1.0);
+    let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
+    let waste = tiles * tile / len.max(1.0);
+    let compute_s = unit_time(work.ops.simt * waste, work.ops.sfu, target, occ);
+    let dram = work.in_bytes();
+    let memory_s = dram / (target.dram_bw * occ.max(1e-9));
+    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
+    let serial_s = tiles * waves * SCAN_TILE_S;
+    finish(
+        compute_s.max(serial_s),
+        memory_s,
+        epilogue_s,
+        0.0,
+        (work.ops.simt + work.ops.sfu) * waste,
+        dram + work.out_bytes,
+        dram + work.out_bytes,
+        occ,
+        waves,
+        1.0,
+        ctas,
+        target,
+    )
 }
 
 /// `occ`: busy SMs × latency hiding × last-wave fill, and the number of waves.

@@ -14,6 +14,9 @@
 //! - **compute_at**: a window reduction whose body embeds a producer reduction (Conv → Pool
 //!   fused by compute-at, seed 003): consumer points × window × the producer's fold
 //!   ([`compute_at`]).
+//! - **scan**: a region with a `scan` let (seed 004's cumulative ops): `lines` independent
+//!   lines of `len` elements, each walked once by one block (`templates::scan`): O(n) work,
+//!   bytes = inputs + outputs.
 //! - **elementwise**: everything else, one thread per element group.
 //!
 //! A region whose main contraction reads another contraction in its operands (attention
@@ -158,6 +161,11 @@ pub enum Shape {
     /// A window reduction embedding a producer reduction at every window point (compute-at
     /// fusion, seed 003; [`compute_at`]).
     ComputeAt(Box<ComputeAtWork>),
+    /// A prefix scan: `lines` independent lines of `len` elements (the scanned iter's extent).
+    Scan {
+        lines: f64,
+        len: f64,
+    },
 }
 
 impl Shape {
@@ -168,6 +176,7 @@ impl Shape {
             Shape::Reduction { .. } => "reduction",
             Shape::Elementwise { .. } => "elementwise",
             Shape::ComputeAt(_) => "compute_at",
+            Shape::Scan { .. } => "scan",
         }
     }
 }
@@ -274,9 +283,10 @@ pub fn analyze(region: &Region, sizes: &CostModel) -> Result<KernelWork, WorkErr
         }
         None => match cx.compute_at_shape()? {
             Some(ca) => Shape::ComputeAt(Box::new(ca)),
-            None => cx
-                .reduction_shape()
-                .unwrap_or(Shape::Elementwise { elems: out_elems }),
+            None => cx.scan_shape(&iters, out_elems).unwrap_or_else(|| {
+                cx.reduction_shape()
+                    .unwrap_or(Shape::Elementwise { elems: out_elems })
+            }),
         },
     };
     // Axes a read may walk its input's last dimension with and stay coalesced: the fastest
@@ -290,7 +300,7 @@ pub fn analyze(region: &Region, sizes: &CostModel) -> Result<KernelWork, WorkErr
                 fine.extend(group.last().cloned());
             }
         }
-        Shape::Elementwise { .. } | Shape::ComputeAt(_) => {}
+        Shape::Elementwise { .. } | Shape::ComputeAt(_) | Shape::Scan { .. } => {}
     }
     let inputs = region
         .inputs
@@ -393,6 +403,8 @@ impl<'a> Cx<'a> {
             }
             Expr::Select { pred, .. } => o.simt += 1.0 + pred_atoms(pred) as f64,
             Expr::Where(..) | Expr::Cast { .. } | Expr::Gather { .. } => o.simt += 1.0,
+            // The block scan's own step and the carry added to it (body once per element).
+            Expr::Scan(_) => o.simt += 2.0,
             _ => {}
         }
         for c in children(e) {
@@ -669,6 +681,19 @@ impl<'a> Cx<'a> {
     }
 
     /// A reduction kernel: the reduce let folding the most elements.
+    /// The scan shape of a region with a `scan` let: lines × the scanned iter's extent.
+    fn scan_shape(&self, iters: &[(String, f64)], out_elems: f64) -> Option<Shape> {
+        let axis = self.r.lets.iter().find_map(|l| match &l.expr {
+            Expr::Scan(sc) => Some(sc.axis.clone()),
+            _ => None,
+        })?;
+        let len = iters.iter().find(|(n, _)| *n == axis)?.1;
+        Some(Shape::Scan {
+            lines: if len > 0.0 { out_elems / len } else { 0.0 },
+            len,
+        })
+    }
+
     fn reduction_shape(&self) -> Option<Shape> {
         let mut best: Option<(f64, f64, bool)> = None;
         let mut depth: BTreeMap<String, u32> = BTreeMap::new();

@@ -176,6 +176,12 @@ pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<C
             .into_iter()
             .filter(|k| k.vec_bytes() == work.out_elem_bytes)
             .collect(),
+        // The scan template: one block per line, `block × items` elements per tile, scalar
+        // loads (the scanned axis may be strided).
+        Shape::Scan { .. } => elementwise_grid(work.out_elem_bytes)
+            .into_iter()
+            .filter(|k| k.vec_bytes() == work.out_elem_bytes)
+            .collect(),
     };
     knobs
         .into_iter()
@@ -442,7 +448,7 @@ fn vector_extent(work: &KernelWork) -> (f64, u64) {
         }
         Shape::Elementwise { .. } => (work.inner_extent, work.out_elem_bytes),
         // The compute-at nest loads and stores one element at a time.
-        Shape::ComputeAt(_) => (1.0, work.out_elem_bytes),
+        Shape::ComputeAt(_) | Shape::Scan { .. } => (1.0, work.out_elem_bytes),
     }
 }
 

@@ -109,6 +109,31 @@ fn run(
             .enumerate()
             .map(|(i, it)| (it.name.clone(), i))
             .collect();
+        if let Expr::Scan(sc) = &l.expr {
+            let code = comp.expr(&sc.body, &mut scope.clone())?;
+            comp.let_kinds.push(comp.kind(&l.expr));
+            let cx = Ctx {
+                inputs: &ins,
+                names: r.inputs.iter().map(|i| i.name.clone()).collect(),
+                lets: &values,
+                at: &l.name,
+            };
+            let axis = r.iters.iter().position(|i| i.name == sc.axis);
+            let axis = axis.ok_or_else(|| RegionError::UnboundName {
+                name: sc.axis.clone(),
+                at: l.name.clone(),
+            })?;
+            let line = ScanLine {
+                sc,
+                free: &let_free[li],
+                axis,
+                sizes: &sizes,
+                nslots: comp.nslots,
+            };
+            let vals = line.run(&cx, &code)?;
+            values.push(vals);
+            continue;
+        }
         let code = comp.expr(&l.expr, &mut scope.clone())?;
         let kind = comp.kind(&l.expr);
         comp.let_kinds.push(kind);
@@ -175,6 +200,66 @@ fn run(
         );
     }
     Ok(out)
+}
+
+/// A scan let evaluated line by line: every point of its free iters but the scanned one is a
+/// line (parallel), folded sequentially along the scanned iter in scan order — linear work.
+struct ScanLine<'a> {
+    sc: &'a super::Scan,
+    /// The let's free iters (the scanned one among them), ascending.
+    free: &'a [usize],
+    /// The scanned iter.
+    axis: usize,
+    sizes: &'a [usize],
+    nslots: usize,
+}
+
+impl ScanLine<'_> {
+    fn run(&self, cx: &Ctx, body: &CExpr) -> EResult<Vec<f64>> {
+        let strides = let_strides(self.free, self.sizes);
+        let others: Vec<usize> = self
+            .free
+            .iter()
+            .copied()
+            .filter(|i| *i != self.axis)
+            .collect();
+        let osizes: Vec<usize> = others.iter().map(|i| self.sizes[*i]).collect();
+        let lines: usize = osizes.iter().product();
+        let len = self.sizes[self.axis];
+        let (op, dt) = (self.sc.op, self.sc.dtype);
+        let init = dt.round(op.identity(dt));
+        let per_line = (0..lines)
+            .into_par_iter()
+            .map(|flat| {
+                let mut env = vec![0i64; self.nslots];
+                let mut rest = flat;
+                let mut base = 0usize;
+                for (slot, s) in others.iter().zip(&osizes).rev() {
+                    env[*slot] = (rest % s) as i64;
+                    base += (rest % s) * strides[*slot];
+                    rest /= s;
+                }
+                let mut acc = init;
+                let mut out = Vec::with_capacity(len);
+                for step in 0..len {
+                    let k = if self.sc.reverse { len - 1 - step } else { step };
+                    env[self.axis] = k as i64;
+                    let v = dt.round(cx.eval(body, &mut env)?);
+                    let next = dt.round(fold(op, dt, acc, v));
+                    out.push((base + k * strides[self.axis], if self.sc.exclusive { acc } else { next }));
+                    acc = next;
+                }
+                Ok(out)
+            })
+            .collect::<EResult<Vec<_>>>()?;
+        let mut vals = vec![0.0; lines * len];
+        for (at, v) in per_line.into_iter().flatten() {
+            if let Some(slot) = vals.get_mut(at) {
+                *slot = v;
+            }
+        }
+        Ok(vals)
+    }
 }
 
 /// Row-major strides of a let's array, per iter (0 for iters it does not depend on).
@@ -386,6 +471,12 @@ impl Compiler<'_> {
                 Box::new(self.expr(a, scope)?),
                 Box::new(self.expr(b, scope)?),
             ),
+            Expr::Scan(_) => {
+                return Err(RegionError::AxisAlignmentMismatch {
+                    at: self.at.clone(),
+                    why: "a scan must be a let's whole expression".into(),
+                })
+            }
             Expr::Gather {
                 tensor,
                 map,

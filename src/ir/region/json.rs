@@ -3,7 +3,7 @@
 //! (single-key objects named by the op, bare strings and numbers as leaves) is not what serde's
 //! derive produces.
 
-use super::{AxisExpr, BinaryFn, CmpOp, Expr, Pred, Reduce, Size, UnaryFn};
+use super::{AxisExpr, BinaryFn, CmpOp, Expr, Pred, Reduce, Scan, Size, UnaryFn};
 use crate::ir::dtype::DType;
 use crate::ir::tiny::ReduceOp;
 use serde::de::Error as _;
@@ -368,6 +368,7 @@ impl Expr {
                 })
             }
             "reduce" => reduce_from_json(a).map(|r| Expr::Reduce(Box::new(r))),
+            "scan" => scan_from_json(a).map(|s| Expr::Scan(Box::new(s))),
             "BroadcastInDim" => {
                 let o = fields(a, k, &["operand", "result_shape", "broadcast_dimensions"])?;
                 let result_shape = list(field(o, k, "result_shape")?, "result_shape")?
@@ -447,6 +448,14 @@ impl Expr {
                 "pred": pred.to_json(), "then": then.to_json(), "else": otherwise.to_json()
             }}),
             Expr::Reduce(r) => one("reduce", reduce_to_json(r)),
+            Expr::Scan(s) => json!({"scan": {
+                "op": reduce_op_name(s.op),
+                "axis": s.axis,
+                "exclusive": s.exclusive,
+                "reverse": s.reverse,
+                "dtype": s.dtype,
+                "body": s.body.to_json(),
+            }}),
             Expr::BroadcastInDim {
                 operand,
                 result_shape,
@@ -513,6 +522,31 @@ fn reduce_from_json(a: &Value) -> R<Reduce> {
         extents,
         init,
         dtype,
+        body: Expr::from_json(field(o, k, "body")?)?,
+    })
+}
+
+fn scan_from_json(a: &Value) -> R<Scan> {
+    let k = "scan";
+    let o = fields(
+        a,
+        k,
+        &["op", "axis", "exclusive", "reverse", "dtype", "body"],
+    )?;
+    let op_s = string(field(o, k, "op")?, "op")?;
+    let op = reduce_op(&op_s)
+        .ok_or_else(|| format!("unknown scan op `{op_s}` (sum, max, min, prod)"))?;
+    let flag = |name: &str| match o.get(name) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(format!("`{name}` takes true or false, found {v}")),
+    };
+    Ok(Scan {
+        op,
+        axis: string(field(o, k, "axis")?, "axis")?,
+        exclusive: flag("exclusive")?,
+        reverse: flag("reverse")?,
+        dtype: dtype(field(o, k, "dtype")?, "dtype")?,
         body: Expr::from_json(field(o, k, "body")?)?,
     })
 }

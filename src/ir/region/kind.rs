@@ -99,6 +99,7 @@ impl Kinds<'_> {
             Expr::Index(_) => Kind::I32,
             Expr::Cast { to, .. } => Kind::of(*to),
             Expr::Reduce(r) => r.dtype.map_or(Kind::Float, Kind::of),
+            Expr::Scan(s) => Kind::of(s.dtype),
             Expr::Unary(_, x) => self.of(x),
             Expr::Binary(f, _, _) if f.is_comparison() => Kind::Bool,
             Expr::Binary(_, a, b) => self.operands(&[a, b]),

@@ -32,6 +32,14 @@
 //!   a value expression). A gather is a data-dependent, non-affine access — `non_scop` in the
 //!   seed's terms (§6.5): polyhedral analyses must treat it as an opaque read of the whole
 //!   dimension. Its out-of-range index is a run-time error (`E1220`), never guarded.
+//! - **Scans** (seed 004's cumulative ops): `{"scan": {"op", "axis", "exclusive", "reverse",
+//!   "dtype", "body"}}` — at a point `p`, the fold (`op` ∈ sum, max, min, prod, from its
+//!   identity, rounding to `dtype` at every step) of `body` evaluated with iter `axis` rebound to
+//!   each `j` of the window `j ≤ p[axis]` (`<` when `exclusive`; `≥` / `>` when `reverse`), in
+//!   scan order (ascending, descending when `reverse`). A scan is always the whole expression of
+//!   a top-level let whose free iters include `axis`, and its body holds no reduce or scan
+//!   (`E1211` otherwise): the let is one scan over the lines of `axis`, computed in linear work
+//!   by the playback and by the scan template.
 //! - **Reduce extents.** A reduce axis needs an extent. It is, in this order: the explicit
 //!   `"extents": {"k": "K"}` entry of the reduce; the size of the iter of the same name (a reduce
 //!   axis named like an iter shadows it inside the body, as seed §6.8.3 reduces over `n`); the
@@ -307,6 +315,25 @@ pub enum Expr {
     /// Value select `c != 0 ? a : b` (Tiny's WHERE): `{"where": [c, a, b]}`; only the taken branch
     /// is evaluated.
     Where(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// A prefix fold along an iter (Tiny's SCAN), `{"scan": {…}}`; see the module doc.
+    Scan(Box<Scan>),
+}
+
+/// `Scan(op, axis, exclusive, reverse, dtype, body)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scan {
+    /// The fold operation.
+    pub op: ReduceOp,
+    /// The scanned iter.
+    pub axis: String,
+    /// The window leaves out the point itself.
+    pub exclusive: bool,
+    /// The window is the suffix (`j ≥ i`), folded from the end.
+    pub reverse: bool,
+    /// Accumulation dtype.
+    pub dtype: DType,
+    /// The folded value, evaluated with `axis` rebound to each window point.
+    pub body: Expr,
 }
 
 /// `Reduce(op, axes, init, dtype, body)`.

@@ -79,6 +79,12 @@ pub fn verify_with(region: &Region, bindings: &BTreeMap<String, i64>) -> VResult
     let mut let_free = Vec::new();
     for l in &region.lets {
         cx.at = l.name.clone();
+        if nests_scan(&l.expr) {
+            return Err(RegionError::AxisAlignmentMismatch {
+                at: l.name.clone(),
+                why: "a scan must be a let's whole expression".into(),
+            });
+        }
         let mut scope = scope0.clone();
         let free = cx.expr(&l.expr, &mut scope, &mut Vec::new())?;
         let free: Vec<usize> = free.into_iter().collect();
@@ -199,8 +205,23 @@ pub fn children(e: &Expr) -> Vec<&Expr> {
             then, otherwise, ..
         } => vec![then, otherwise],
         Expr::Reduce(r) => vec![&r.body],
+        Expr::Scan(s) => vec![&s.body],
         Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => vec![operand],
     }
+}
+
+/// True when `e` has a reduce or a scan strictly inside it.
+fn nests_fold(e: &Expr) -> bool {
+    children(e)
+        .into_iter()
+        .any(|c| matches!(c, Expr::Reduce(_) | Expr::Scan(_)) || nests_fold(c))
+}
+
+/// True when `e` has a scan strictly inside it.
+fn nests_scan(e: &Expr) -> bool {
+    children(e)
+        .into_iter()
+        .any(|c| matches!(c, Expr::Scan(_)) || nests_scan(c))
 }
 
 fn collect_symbols(e: &Expr, out: &mut BTreeSet<String>) {
@@ -405,6 +426,24 @@ impl Cx<'_> {
                 Ok(f)
             }
             Expr::Reduce(red) => self.reduce(red, scope, guards),
+            Expr::Scan(sc) => {
+                // Only as a let's whole expression, where the scope is the iters.
+                let Some(p) = scope.iter().position(|(n, _)| *n == sc.axis) else {
+                    return Err(RegionError::UnboundName {
+                        name: sc.axis.clone(),
+                        at: at(),
+                    });
+                };
+                if scope.len() != self.r.iters.len() || nests_fold(e) {
+                    return Err(RegionError::AxisAlignmentMismatch {
+                        at: at(),
+                        why: "a scan must be a let's whole expression, with no reduce or scan in its body".into(),
+                    });
+                }
+                let mut f = self.expr(&sc.body, scope, guards)?;
+                f.insert(p);
+                Ok(f)
+            }
             Expr::BroadcastInDim {
                 operand,
                 result_shape,

@@ -132,6 +132,8 @@ fn inline_in(lets: &BTreeMap<&str, &Expr>, e: &Expr, budget: &mut usize) -> Opti
             operand: go(operand)?,
             permutation: permutation.clone(),
         },
+        // A scan is never part of an attention pattern.
+        Expr::Scan(_) => return None,
         Expr::Reduce(red) => {
             let body = inline_in(lets, &red.body, budget)?;
             Expr::Reduce(Box::new(Reduce {
@@ -239,6 +241,7 @@ fn replace(e: &Expr, from: &Expr, to: &Expr) -> Expr {
         Expr::Gather { index, .. } => r(index),
         Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => r(operand),
         Expr::Reduce(red) => red.body = replace(&red.body, from, to),
+        Expr::Scan(sc) => sc.body = replace(&sc.body, from, to),
         Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => {}
     }
     out

@@ -45,6 +45,7 @@ mod body;
 mod compute_at;
 mod ix;
 mod movement;
+mod scan;
 mod walk;
 
 pub use body::body_from_program;
@@ -267,7 +268,10 @@ pub fn synthesize_traced(
         if n.is_attr() {
             continue;
         }
-        let mut h = matches!(parts[i].as_ref().map(|p| &p.uop), Some(UOp::Reduce { .. }));
+        let mut h = matches!(
+            parts[i].as_ref().map(|p| &p.uop),
+            Some(UOp::Reduce { .. } | UOp::Scan { .. })
+        );
         for c in egg::Language::children(n) {
             let c = usize::from(*c);
             h |= has_reduce[c];
@@ -405,6 +409,7 @@ fn walk_reduces(e: &mut Expr, f: &mut dyn FnMut(&mut Reduce)) {
             walk_reduces(&mut r.body, f);
             f(r);
         }
+        Expr::Scan(s) => walk_reduces(&mut s.body, f),
         Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => {}
         Expr::Unary(_, x) | Expr::Cast { x, .. } => walk_reduces(x, f),
         Expr::Gather { index, .. } => walk_reduces(index, f),

@@ -114,6 +114,22 @@ impl Cx<'_> {
         if let UOp::Reduce { op, axes, acc } = &parts.uop {
             return self.reduce(id, &parts, env, *op, axes, *acc);
         }
+        if let UOp::Scan {
+            op,
+            axis,
+            exclusive,
+            reverse,
+            acc,
+        } = parts.uop
+        {
+            let spec = crate::ir::tiny::ScanSpec {
+                op,
+                axis,
+                exclusive,
+                reverse,
+            };
+            return self.scan(id, &parts, env, spec, acc);
+        }
         self.compute(id, &parts, env)
     }
 
