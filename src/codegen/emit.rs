@@ -64,6 +64,16 @@ pub fn kernel_of(
     model: &CostModel,
 ) -> Result<Kernel, CodegenError> {
     let arch = model.target.arch;
+    if templates::scan::scan_let(r).is_some() {
+        let Knobs::Elementwise { block, items, .. } = choice.best.knobs else {
+            return Err(CodegenError::Unsupported {
+                kernel: r.name.clone(),
+                why: "a scan region's plan is not a scan plan".into(),
+            });
+        };
+        let k = templates::scan::build(r, arch, block as u32, items as u32)?;
+        return verified(k, &r.name, model);
+    }
     let k = match choice.best.knobs {
         Knobs::Reduction {
             threads_per_row,

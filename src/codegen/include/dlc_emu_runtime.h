@@ -625,6 +625,15 @@ inline float dlc_shfl_xor(float v, int lane_mask, int line = __builtin_LINE()) {
 inline float dlc_shfl(float v, int src_lane, int line = __builtin_LINE()) {
   return dlc_emu::detail::warp_value(dlc_emu::detail::Op::Shfl, v, src_lane, line);
 }
+// An i32 lane value moved bit for bit (the collective carries 32-bit words).
+inline int dlc_shfl_i32(int v, int src_lane, int line = __builtin_LINE()) {
+  float f;
+  __builtin_memcpy(&f, &v, sizeof f);
+  float r = dlc_emu::detail::warp_value(dlc_emu::detail::Op::Shfl, f, src_lane, line);
+  int out;
+  __builtin_memcpy(&out, &r, sizeof out);
+  return out;
+}
 inline float dlc_warp_sum(float v, int line = __builtin_LINE()) {
   return dlc_emu::detail::warp_value(dlc_emu::detail::Op::Sum, v, 0, line);
 }

@@ -111,6 +111,9 @@ __device__ __forceinline__ float dlc_shfl_xor(float v, int lane_mask) {
 __device__ __forceinline__ float dlc_shfl(float v, int src_lane) {
   return __shfl_sync(0xffffffffu, v, src_lane);
 }
+__device__ __forceinline__ int dlc_shfl_i32(int v, int src_lane) {
+  return __shfl_sync(0xffffffffu, v, src_lane);
+}
 // Butterflies: every lane gets the result; the CPU emulation combines in the same order.
 __device__ __forceinline__ float dlc_warp_sum(float v) {
 #pragma unroll

@@ -6,6 +6,7 @@
 //! | `contraction_simt` | the plan's algorithm is `simt` and the region is one contraction with an epilogue that reduces nothing | shared-memory tiles of `A` and `B` loaded cooperatively (double-buffered through registers), per-thread micro-tiles, the epilogue on the fp32 accumulators, predicated tails |
 //! | `contraction_mma` | the plan's algorithm is `mma_sync` and both operands are fp16 or both bf16 after their prologue | SM80 tensor cores: a multi-stage shared-memory ring filled by `cp.async` (plain aligned reads) or through registers (computed operands), `ldmatrix` fragments, `mma.sync.m16n8k16` with fp32 accumulators, the epilogue on the accumulator fragments, predicated tails |
 //! | `row` | a top-level reduction over trailing iters (softmax, norms) | one row per `threads_per_row` threads, strided loops, warp shuffles and a shared-memory combine across warps, then the row's outputs |
+//! | `scan` | a region with a `scan` let (cumulative ops) | one block per line, tiles of `block × items`: per-thread sequential scan, warp shuffle scan, warp totals through shared memory, a running carry; fp32 (or i32) accumulation |
 //! | `pointwise` | anything else (elementwise, movement, pooling windows, small contractions) | one thread per output point (`items` per thread), reductions as loops; with the plan's vector width, chunks of consecutive points with 16-byte vector loads and stores where alignment is proved (`vector`) |
 //!
 //! Every template handles any size, symbolic ones included: sizes are kernel parameters and
@@ -17,6 +18,7 @@ pub mod contraction_mma;
 pub mod contraction_simt;
 pub mod pointwise;
 pub mod row;
+pub mod scan;
 pub mod vector;
 
 use super::cexpr;

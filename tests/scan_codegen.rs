@@ -1,0 +1,149 @@
+//! The scan template's CUDA: one graph of several `Cumulative` nodes (every variant, the scanned
+//! axis innermost and strided, fp16/bf16/fp32/i32, symbolic sizes bound to values that leave
+//! tails in every tile) optimized, emitted, run on the CPU emulation (`codegen::host`) against
+//! the optimized program's playback, and compiled by NVRTC for sm_80 and sm_90a (ptxas: no
+//! spills) with the manifest's launches checked against the kernels' resources.
+
+mod common;
+
+use dlc_egg::codegen::host::{run_on_host, HostOptions};
+use dlc_egg::codegen::{emit_program, generate};
+use dlc_egg::cuda::{check_manifest_resources, compile, toolchain, CompileOptions};
+use dlc_egg::ir::region::program::evaluate_program;
+use dlc_egg::ir::{frontend, lower};
+use dlc_egg::optimize::{optimize, OptimizeOptions};
+use dlc_egg::rules::testing::random_inputs;
+use dlc_egg::target::Arch;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// `(fn, dtype, shape, axis, exclusive, reverse)` per node.
+type Case = (&'static str, &'static str, [&'static str; 2], i64, bool, bool);
+
+const CASES: [Case; 6] = [
+    ("sum", "fp16", ["B", "N"], -1, false, false),
+    ("sum", "fp32", ["N", "C"], 0, true, false),
+    ("max", "i32", ["B", "N"], 1, false, true),
+    ("min", "fp32", ["N", "C"], 0, true, true),
+    ("sum", "i32", ["B", "N"], -1, true, true),
+    ("prod", "bf16", ["B", "N"], 1, false, false),
+];
+
+fn doc() -> String {
+    let mut inputs = Vec::new();
+    let mut outputs = Vec::new();
+    let mut tensors = serde_json::Map::new();
+    let mut graph = Vec::new();
+    for (i, (f, dt, shape, axis, exclusive, reverse)) in CASES.iter().enumerate() {
+        let (x, y) = (format!("X{i}"), format!("Y{i}"));
+        inputs.push(json!({"tensor": x}));
+        outputs.push(json!({"tensor": y}));
+        tensors.insert(x.clone(), json!({"dtype": dt, "shape": shape}));
+        tensors.insert(y.clone(), json!({"dtype": dt, "shape": shape}));
+        graph.push(json!({"op": "Cumulative", "name": format!("c{i}"), "inputs": [x],
+            "outputs": [y], "attrs": {"fn": f, "axis": axis, "exclusive": exclusive,
+            "reverse": reverse}}));
+    }
+    json!({
+        "signature": {"inputs": inputs, "outputs": outputs},
+        "symbols": {"B": 3, "N": 1100, "C": 5},
+        "tensors": tensors,
+        "graph": graph,
+    })
+    .to_string()
+}
+
+fn optimized(arch: Arch) -> (dlc_egg::ir::tiny::Program, dlc_egg::optimize::Optimized) {
+    let g = frontend::load_str(&doc(), "scans.json").unwrap_or_else(|d| panic!("{d}"));
+    let p = lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
+    let opts = OptimizeOptions {
+        target: arch.target(),
+        ..OptimizeOptions::default()
+    };
+    let o = optimize(&p, &opts).unwrap_or_else(|e| panic!("{e}"));
+    (p, o)
+}
+
+#[test]
+fn scan_kernels_run_on_the_cpu_like_the_playback() {
+    let (p, o) = optimized(Arch::Sm80);
+    let code = generate(&o).unwrap_or_else(|e| panic!("{e}"));
+    let templates: Vec<&str> = code
+        .emitted
+        .manifest
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            dlc_egg::codegen::manifest::ManifestStep::Launch(l) => Some(l.template.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(templates, vec!["scan"; CASES.len()], "one scan kernel per node");
+    // N = 1100: tails in tiles of 128, 256, 512 and 1024; 1 and 33 lines per kernel too.
+    for (b, n, c) in [(3, 1100, 5), (1, 37, 33)] {
+        let bindings = BTreeMap::from([
+            ("B".to_string(), b),
+            ("N".to_string(), n),
+            ("C".to_string(), c),
+        ]);
+        let inputs = random_inputs(&p, &bindings, 5).unwrap_or_else(|e| panic!("{e}"));
+        let want = evaluate_program(&o.program, &bindings, &inputs)
+            .unwrap_or_else(|d| panic!("playback: {d}"));
+        let got = run_on_host(
+            &code.emitted.source,
+            &code.emitted.manifest,
+            &inputs,
+            &bindings,
+            &HostOptions {
+                sanitize: std::env::var("SCAN_SANITIZE").is_ok(),
+                ..HostOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{}", code.emitted.source));
+        for (name, w) in &want {
+            let gt = &got[name];
+            assert_eq!((gt.dtype, &gt.shape), (w.dtype, &w.shape), "{name}");
+            // The tile's tree order rounds differently from the sequential playback: graph-json's
+            // tolerance plus 1e-4 of the output's magnitude, as for every other template.
+            let (g, e) = (gt.to_f64(), w.to_f64());
+            let tol = common::graph_json_tolerance(w.dtype);
+            let scale = e
+                .iter()
+                .filter(|v| v.is_finite())
+                .fold(0f64, |m, v| m.max(v.abs()));
+            for (k, (a, x)) in g.iter().zip(&e).enumerate() {
+                let ok = match tol {
+                    Some(t) if x.is_finite() => (a - x).abs() <= t + 1e-4 * scale + t * x.abs(),
+                    _ => a == x || (a.is_nan() && x.is_nan()),
+                };
+                assert!(ok, "{name} at {bindings:?}: element {k} is {a}, the playback says {x}");
+            }
+        }
+    }
+}
+
+#[test]
+fn scan_kernels_compile_for_sm80_and_sm90a_without_spills() {
+    if let Err(e) = toolchain() {
+        if std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") {
+            eprintln!("skipping (DLC_SKIP_NVRTC=1): {e}");
+            return;
+        }
+        panic!("{e} (or set DLC_SKIP_NVRTC=1 to skip the NVRTC tests)");
+    }
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let (_, o) = optimized(arch);
+        let emitted = emit_program(&o).unwrap_or_else(|e| panic!("{arch:?}: {e}"));
+        let c = compile(&emitted.source, arch, &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{arch:?}: {e}\n{}", emitted.source));
+        assert_eq!(c.kernels.len(), CASES.len(), "{arch:?}");
+        for k in &c.kernels {
+            eprintln!(
+                "{arch:?} {}: {} registers, {} spill bytes, {} B static smem",
+                k.name, k.registers, k.spill_bytes, k.static_smem_bytes
+            );
+            assert_eq!(k.spill_bytes, 0, "{arch:?}: {k:?}");
+        }
+        check_manifest_resources(&c, &emitted.manifest).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
