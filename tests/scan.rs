@@ -25,7 +25,11 @@ use std::collections::BTreeMap;
 
 /// `Y = scan(X)` (`window`: the old REDUCE over a triangular window instead).
 fn program(shape: &[usize], dt: DType, spec: ScanSpec, window: bool) -> Program {
-    let acc = if dt.is_float() { DType::F32 } else { DType::I32 };
+    let acc = if dt.is_float() {
+        DType::F32
+    } else {
+        DType::I32
+    };
     let mut b = Builder::new();
     let shape: Vec<Dim> = shape.iter().map(|s| Dim::int(*s as i64)).collect();
     let x = b.input("X", dt, shape).expect("input");
@@ -102,7 +106,10 @@ fn cumulative_lowers_to_one_scan() {
         .collect();
     assert_eq!(scans.len(), 1, "{prog:?}");
     assert!(
-        !prog.nodes.iter().any(|n| matches!(n.uop, UOp::Reduce { .. } | UOp::Range)),
+        !prog
+            .nodes
+            .iter()
+            .any(|n| matches!(n.uop, UOp::Reduce { .. } | UOp::Range)),
         "no triangular window left: {prog:?}"
     );
     let dump = dlc_egg::ir::tiny::to_json(&prog).to_string();
@@ -139,16 +146,25 @@ fn regions(p: &dlc_egg::ir::region::program::RegionProgram) -> Vec<&Region> {
 /// epilogue), i32 and bool: one scan kernel, played back equal to the reference.
 #[test]
 fn optimized_scan_is_one_kernel_and_matches_the_reference() {
-    for (f, dt) in [("sum", "fp16"), ("prod", "fp32"), ("max", "i32"), ("min", "fp32")] {
+    for (f, dt) in [
+        ("sum", "fp16"),
+        ("prod", "fp32"),
+        ("max", "i32"),
+        ("min", "fp32"),
+    ] {
         for axis in [0i64, 1, -1] {
             for (exclusive, reverse) in [(false, false), (true, false), (false, true), (true, true)]
             {
-                let attrs = json!({"fn": f, "axis": axis, "exclusive": exclusive, "reverse": reverse});
+                let attrs =
+                    json!({"fn": f, "axis": axis, "exclusive": exclusive, "reverse": reverse});
                 let doc = cumulative_doc(attrs.clone(), dt, vec![3, 37, 5]);
                 let dtype: DType = serde_json::from_value(json!(dt)).expect("dtype");
                 let x = rand_tensor(7, dtype, &[3, 37, 5]);
                 let x = if dtype == DType::I32 {
-                    let v: Vec<f64> = common::data(7, x.numel()).iter().map(|v| (v * 50.0).round()).collect();
+                    let v: Vec<f64> = common::data(7, x.numel())
+                        .iter()
+                        .map(|v| (v * 50.0).round())
+                        .collect();
                     Tensor::from_f64(dtype, x.shape.clone(), &v)
                 } else {
                     x
@@ -198,16 +214,31 @@ fn scan_work_is_linear() {
         regions: None,
     };
     let (a, b) = (scan_region(4096), scan_region(8192));
-    let (wa, wb) = (analyze(&a, &model).expect("work"), analyze(&b, &model).expect("work"));
-    assert!(matches!(wa.shape, Shape::Scan { lines, len } if lines == 1.0 && len == 4096.0), "{:?}", wa.shape);
+    let (wa, wb) = (
+        analyze(&a, &model).expect("work"),
+        analyze(&b, &model).expect("work"),
+    );
+    assert!(
+        matches!(wa.shape, Shape::Scan { lines, len } if lines == 1.0 && len == 4096.0),
+        "{:?}",
+        wa.shape
+    );
     assert_eq!(wb.ops.total(), 2.0 * wa.ops.total());
-    assert_eq!(wb.in_bytes() + wb.out_bytes, 2.0 * (wa.in_bytes() + wa.out_bytes));
+    assert_eq!(
+        wb.in_bytes() + wb.out_bytes,
+        2.0 * (wa.in_bytes() + wa.out_bytes)
+    );
     let plan = choose_plan(&b, &model).expect("a plan");
     assert_eq!(plan.work.shape.template(), "scan");
     // The window form of the same scan: a reduction of n × n.
     let mut bld = Builder::new();
     let x = bld.input("X", DType::F32, vec![Dim::int(8192)]).expect("x");
-    let spec = ScanSpec { op: ReduceOp::Sum, axis: 0, exclusive: false, reverse: false };
+    let spec = ScanSpec {
+        op: ReduceOp::Sum,
+        axis: 0,
+        exclusive: false,
+        reverse: false,
+    };
     let y = cumulative_window(&mut bld, x, spec).expect("window");
     bld.output("Y", y);
     let p = bld.finish();
@@ -231,7 +262,10 @@ fn scan_region_json_round_trips_and_verifies() {
     assert_eq!(back, r);
     let mut v: serde_json::Value = serde_json::from_str(&text).expect("json");
     let lets = v["region"]["lets"].as_array_mut().expect("lets");
-    let i = lets.iter().position(|l| l["expr"].get("scan").is_some()).expect("a scan let");
+    let i = lets
+        .iter()
+        .position(|l| l["expr"].get("scan").is_some())
+        .expect("a scan let");
     let scan = lets[i]["expr"].clone();
     lets[i]["expr"] = json!({"neg": [scan]});
     let nested = Region::from_json_value(v).expect("parses");

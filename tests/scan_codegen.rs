@@ -18,7 +18,14 @@ use serde_json::json;
 use std::collections::BTreeMap;
 
 /// `(fn, dtype, shape, axis, exclusive, reverse)` per node.
-type Case = (&'static str, &'static str, [&'static str; 2], i64, bool, bool);
+type Case = (
+    &'static str,
+    &'static str,
+    [&'static str; 2],
+    i64,
+    bool,
+    bool,
+);
 
 const CASES: [Case; 6] = [
     ("sum", "fp16", ["B", "N"], -1, false, false),
@@ -40,9 +47,11 @@ fn doc() -> String {
         outputs.push(json!({"tensor": y}));
         tensors.insert(x.clone(), json!({"dtype": dt, "shape": shape}));
         tensors.insert(y.clone(), json!({"dtype": dt, "shape": shape}));
-        graph.push(json!({"op": "Cumulative", "name": format!("c{i}"), "inputs": [x],
+        graph.push(
+            json!({"op": "Cumulative", "name": format!("c{i}"), "inputs": [x],
             "outputs": [y], "attrs": {"fn": f, "axis": axis, "exclusive": exclusive,
-            "reverse": reverse}}));
+            "reverse": reverse}}),
+        );
     }
     json!({
         "signature": {"inputs": inputs, "outputs": outputs},
@@ -78,7 +87,11 @@ fn scan_kernels_run_on_the_cpu_like_the_playback() {
             _ => None,
         })
         .collect();
-    assert_eq!(templates, vec!["scan"; CASES.len()], "one scan kernel per node");
+    assert_eq!(
+        templates,
+        vec!["scan"; CASES.len()],
+        "one scan kernel per node"
+    );
     // N = 1100: tails in tiles of 128, 256, 512 and 1024; 1 and 33 lines per kernel too.
     for (b, n, c) in [(3, 1100, 5), (1, 37, 33)] {
         let bindings = BTreeMap::from([
@@ -116,7 +129,10 @@ fn scan_kernels_run_on_the_cpu_like_the_playback() {
                     Some(t) if x.is_finite() => (a - x).abs() <= t + 1e-4 * scale + t * x.abs(),
                     _ => a == x || (a.is_nan() && x.is_nan()),
                 };
-                assert!(ok, "{name} at {bindings:?}: element {k} is {a}, the playback says {x}");
+                assert!(
+                    ok,
+                    "{name} at {bindings:?}: element {k} is {a}, the playback says {x}"
+                );
             }
         }
     }

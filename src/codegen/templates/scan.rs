@@ -74,10 +74,13 @@ impl Fold {
 
     /// `a ⊕ b`, both accumulators.
     fn comb(&self, a: &str, b: &str) -> String {
-        self.val(a, &Val {
-            code: b.to_string(),
-            kind: self.kind,
-        })
+        self.val(
+            a,
+            &Val {
+                code: b.to_string(),
+                kind: self.kind,
+            },
+        )
     }
 
     /// `a ⊕ v`, `v` any value (converted and rounded to the accumulation dtype).
@@ -108,7 +111,9 @@ pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, C
     };
     let (li, sc) = scan_let(r).ok_or_else(|| unsupported("no scan let"))?;
     if block == 0 || !block.is_multiple_of(32) || block > 1024 || items == 0 {
-        return Err(unsupported("a scan block is 32..=1024 threads, whole warps"));
+        return Err(unsupported(
+            "a scan block is 32..=1024 threads, whole warps",
+        ));
     }
     let f = Fold::new(sc).ok_or_else(|| unsupported("a scan accumulates in fp32 or i32"))?;
     let mut em = Emitter::new(r, "")?;
@@ -204,7 +209,11 @@ pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, C
             otherwise: vec![],
         });
     }
-    em.emit(f.let_("left", format!("{}(w, lane > 0 ? lane - 1 : 0)", f.shfl), false));
+    em.emit(f.let_(
+        "left",
+        format!("{}(w, lane > 0 ? lane - 1 : 0)", f.shfl),
+        false,
+    ));
     em.emit(f.let_(
         "lanes_before",
         format!("lane > 0 ? left : {}", f.identity),

@@ -242,11 +242,18 @@ impl ScanLine<'_> {
                 let mut acc = init;
                 let mut out = Vec::with_capacity(len);
                 for step in 0..len {
-                    let k = if self.sc.reverse { len - 1 - step } else { step };
+                    let k = if self.sc.reverse {
+                        len - 1 - step
+                    } else {
+                        step
+                    };
                     env[self.axis] = k as i64;
                     let v = dt.round(cx.eval(body, &mut env)?);
                     let next = dt.round(fold(op, dt, acc, v));
-                    out.push((base + k * strides[self.axis], if self.sc.exclusive { acc } else { next }));
+                    out.push((
+                        base + k * strides[self.axis],
+                        if self.sc.exclusive { acc } else { next },
+                    ));
                     acc = next;
                 }
                 Ok(out)

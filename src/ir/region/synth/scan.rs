@@ -62,7 +62,9 @@ impl Cx<'_> {
         }
         self.reduce_at.insert(id, env.to_vec());
         let Some(Operand::Tensor(x)) = parts.operands.first() else {
-            return Err(SynthError::Typing(format!("node {id}: SCAN without operand")));
+            return Err(SynthError::Typing(format!(
+                "node {id}: SCAN without operand"
+            )));
         };
         let x = usize::from(*x);
         if self.has_reduce[x] {
@@ -71,7 +73,9 @@ impl Cx<'_> {
         let lets_before = self.lets.len();
         let body = self.eval(x, env)?;
         if self.lets.len() != lets_before || has_let(&body.e) {
-            return Err(unsupported("a shared value (a let) inside a scan's operand"));
+            return Err(unsupported(
+                "a shared value (a let) inside a scan's operand",
+            ));
         }
         let mut free = body.free;
         free.insert(axis.clone());
