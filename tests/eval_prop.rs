@@ -219,6 +219,40 @@ fn naive(p: &Program, inputs: &BTreeMap<String, Tensor>) -> BTreeMap<String, Den
                 shape,
                 v: src(0).v.iter().map(|v| dt.round(*v)).collect(),
             },
+            UOp::Scan {
+                op,
+                axis,
+                exclusive,
+                reverse,
+                acc,
+            } => {
+                // From the definition: the window of `i` folded in scan order.
+                let x = src(0);
+                let n = x.shape[*axis];
+                tabulate(shape, |o| {
+                    let i = o[*axis];
+                    let window: Vec<usize> = if *reverse {
+                        (i..n).rev().filter(|j| !*exclusive || *j != i).collect()
+                    } else {
+                        (0..=i).filter(|j| !*exclusive || *j != i).collect()
+                    };
+                    let mut a = op.identity(*acc);
+                    let mut at = o.to_vec();
+                    for j in window {
+                        at[*axis] = j;
+                        let v = acc.round(x.v[ravel(&at, &x.shape)]);
+                        a = acc.round(match op {
+                            ReduceOp::Sum => a + v,
+                            ReduceOp::Prod => a * v,
+                            ReduceOp::Max if a.is_nan() || v.is_nan() => f64::NAN,
+                            ReduceOp::Max => a.max(v),
+                            ReduceOp::Min if a.is_nan() || v.is_nan() => f64::NAN,
+                            ReduceOp::Min => a.min(v),
+                        });
+                    }
+                    a
+                })
+            }
             UOp::Reduce { op, axes, acc } => {
                 let x = src(0);
                 let rshape: Vec<usize> = axes.iter().map(|a| x.shape[*a]).collect();
