@@ -274,7 +274,8 @@ fn kernel_plan_of(
 /// own value (region synthesis makes it a `let`); any other node once per evaluation of each of
 /// its users, so an elementwise producer read under a broadcast by a contraction (attention's
 /// softmax in the P·V prologue) is paid once per element of the contraction, and one used twice
-/// inline is paid twice.
+/// inline is paid twice. A scan counts as a reduction: one accumulation per element, its
+/// operand evaluated once per element (linear, not over a triangular window).
 pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &CostModel) -> u64 {
     let nodes = body.as_ref();
     let numel = |k: usize| match &facts[k] {
@@ -287,7 +288,7 @@ pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &Cost
         if n.is_attr() {
             continue;
         }
-        let is_reduce = matches!(n, TensorLang::Reduce(_));
+        let is_reduce = matches!(n, TensorLang::Reduce(_) | TensorLang::Scan(_));
         if is_reduce || k + 1 == nodes.len() {
             evals[k] = numel(k);
         }
