@@ -102,95 +102,94 @@ impl Fold {
     }
 }
 
-/// The scan kernel of `r`: `block` threads (whole warps) per line, `items` elements per thread
-/// and tile.
-pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, CodegenError> {
-    let unsupported = |why: &str| CodegenError::Unsupported {
-        kernel: r.name.clone(),
-        why: why.to_string(),
-    };
-    let (li, sc) = scan_let(r).ok_or_else(|| unsupported("no scan let"))?;
-    if block == 0 || !block.is_multiple_of(32) || block > 1024 || items == 0 {
-        return Err(unsupported(
-            "a scan block is 32..=1024 threads, whole warps",
-        ));
+/// Where a tile's items sit on the line: scan position `q = t0 + tx·items + j` is element `q`,
+/// or `len − 1 − q` when `reverse`.
+struct Walk<'s> {
+    sc: &'s Scan,
+    len: String,
+    items: u32,
+}
+
+impl Walk<'_> {
+    fn pos(&self, j: u32) -> String {
+        format!("t0 + tx * {} + {j}", self.items)
     }
-    let f = Fold::new(sc).ok_or_else(|| unsupported("a scan accumulates in fp32 or i32"))?;
-    let mut em = Emitter::new(r, "")?;
-    let sizes = em.iter_sizes.clone();
-    let ax = r
-        .iters
-        .iter()
-        .position(|i| i.name == sc.axis)
-        .ok_or_else(|| unsupported("the scanned axis is not an iter"))?;
-    let len_c = cexpr::dim(&sizes[ax]);
-    let (mut others, mut osizes) = (Vec::new(), Vec::new());
-    for (i, (it, s)) in r.iters.iter().zip(&sizes).enumerate() {
-        if i != ax {
-            others.push(it.name.clone());
-            osizes.push(s.clone());
-        }
-    }
-    let lines = Dim::product(&osizes);
-    let osizes_c: Vec<String> = osizes.iter().map(cexpr::dim).collect();
-    let warps = block / 32;
-    em.emit(Stmt::int("ln", "(int)blockIdx.x"));
-    em.emit(Stmt::int("tx", "(int)threadIdx.x"));
-    em.emit(Stmt::int("lane", "tx & 31"));
-    em.emit(Stmt::int("warp", "tx >> 5"));
-    em.open();
-    em.push_scope();
-    bind_flat(&mut em, &others, &osizes_c, "ln", "i_");
-    em.emit(f.let_("carry", f.identity.clone(), true));
-    em.open();
-    let at = |q: &str| {
-        if sc.reverse {
-            format!("({len_c} - 1 - {q})")
+
+    fn at(&self, q: &str) -> String {
+        if self.sc.reverse {
+            format!("({} - 1 - {q})", self.len)
         } else {
             q.to_string()
         }
-    };
-    let pos = |j: u32| format!("t0 + tx * {items} + {j}");
-    // 1. Loads with the prologue, identity past the end.
+    }
+
+    /// `then` at every item of the thread inside the line, with the scanned axis bound there;
+    /// `before` runs first at every item (inside or not).
+    fn each(
+        &self,
+        em: &mut Emitter,
+        mut before: impl FnMut(&mut Emitter, u32),
+        mut then: impl FnMut(&mut Emitter, u32) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        for j in 0..self.items {
+            let q = em.fresh("q");
+            em.emit(Stmt::int(&q, self.pos(j)));
+            before(em, j);
+            em.open();
+            em.push_scope();
+            em.bind(&self.sc.axis, self.at(&q));
+            let done = then(em, j);
+            em.pop_scope();
+            let body = em.close();
+            done?;
+            em.emit(Stmt::If {
+                cond: format!("{q} < {}", self.len),
+                div: Div::Thread,
+                then: body,
+                otherwise: vec![],
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Steps 1–2: the thread's items through the prologue into `v[]`, scanned in registers.
+fn load_items(em: &mut Emitter, f: &Fold, w: &Walk) -> Result<(), CodegenError> {
     em.emit(Stmt::Array {
         ty: f.ty(),
         name: "v".into(),
-        dims: vec![u64::from(items)],
+        dims: vec![u64::from(w.items)],
         zero: false,
     });
-    for j in 0..items {
-        let q = em.fresh("q");
-        em.emit(Stmt::int(&q, pos(j)));
-        em.emit(Stmt::Assign {
-            place: format!("v[{j}]"),
-            value: f.identity.clone(),
-        });
-        em.open();
-        em.push_scope();
-        em.bind(&sc.axis, at(&q));
-        let x = em.value(&sc.body);
-        em.pop_scope();
-        let x = x?;
-        em.emit(Stmt::Assign {
-            place: format!("v[{j}]"),
-            value: f.val(&f.identity, &x),
-        });
-        let then = em.close();
-        em.emit(Stmt::If {
-            cond: format!("{q} < {len_c}"),
-            div: Div::Thread,
-            then,
-            otherwise: vec![],
-        });
-    }
-    // 2. The thread's items.
-    for j in 1..items {
+    w.each(
+        em,
+        |em, j| {
+            em.emit(Stmt::Assign {
+                place: format!("v[{j}]"),
+                value: f.identity.clone(),
+            })
+        },
+        |em, j| {
+            let x = em.value(&w.sc.body)?;
+            em.emit(Stmt::Assign {
+                place: format!("v[{j}]"),
+                value: f.val(&f.identity, &x),
+            });
+            Ok(())
+        },
+    )?;
+    for j in 1..w.items {
         em.emit(Stmt::Assign {
             place: format!("v[{j}]"),
             value: f.comb(&format!("v[{}]", j - 1), &format!("v[{j}]")),
         });
     }
-    // 3. The warp scan of thread totals, and the lanes before this one.
+    Ok(())
+}
+
+/// Steps 3–4: the warp scan of thread totals, the warps before this one and the block total
+/// (`total`), then `pre` = everything before the thread's first item. Returns the shared memory.
+fn block_scan(em: &mut Emitter, f: &Fold, items: u32, warps: u32) -> Vec<Smem> {
     em.emit(f.let_("w", format!("v[{}]", items - 1), true));
     for d in [1u32, 2, 4, 8, 16] {
         let n = em.fresh("up");
@@ -219,7 +218,6 @@ pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, C
         format!("lane > 0 ? left : {}", f.identity),
         false,
     ));
-    // 4. Warp totals: the warps before this one and the block's.
     em.emit(f.let_("before", f.identity.clone(), true));
     let mut smem = Vec::new();
     if warps > 1 {
@@ -269,48 +267,92 @@ pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, C
         f.comb(&f.comb("carry", "before"), "lanes_before"),
         false,
     ));
-    // 5. Outputs.
-    let scan_name = r.lets[li].name.clone();
-    for j in 0..items {
-        let q = em.fresh("q");
-        em.emit(Stmt::int(&q, pos(j)));
-        let value = match (sc.exclusive, j) {
-            (true, 0) => "pre".to_string(),
-            (true, _) => f.comb("pre", &format!("v[{}]", j - 1)),
-            (false, _) => f.comb("pre", &format!("v[{j}]")),
-        };
-        em.open();
-        em.push_scope();
-        em.bind(&sc.axis, at(&q));
-        let s = em.fresh("s");
-        em.emit(f.let_(&s, value, false));
-        em.provide(&scan_name, s);
-        let stored = store_yields(&mut em);
-        em.pop_scope();
-        stored?;
-        let then = em.close();
-        em.emit(Stmt::If {
-            cond: format!("{q} < {len_c}"),
-            div: Div::Thread,
-            then,
-            otherwise: vec![],
-        });
+    smem
+}
+
+/// Step 5: each item's scan value as let `scan_name`, the yields stored.
+fn store_items(em: &mut Emitter, f: &Fold, w: &Walk, scan_name: &str) -> Result<(), CodegenError> {
+    w.each(
+        em,
+        |_, _| {},
+        |em, j| {
+            let value = match (w.sc.exclusive, j) {
+                (true, 0) => "pre".to_string(),
+                (true, _) => f.comb("pre", &format!("v[{}]", j - 1)),
+                (false, _) => f.comb("pre", &format!("v[{j}]")),
+            };
+            let s = em.fresh("s");
+            em.emit(f.let_(&s, value, false));
+            em.provide(scan_name, s);
+            store_yields(em)
+        },
+    )
+}
+
+/// The scan kernel of `r`: `block` threads (whole warps) per line, `items` elements per thread
+/// and tile.
+pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, CodegenError> {
+    let unsupported = |why: &str| CodegenError::Unsupported {
+        kernel: r.name.clone(),
+        why: why.to_string(),
+    };
+    let (li, sc) = scan_let(r).ok_or_else(|| unsupported("no scan let"))?;
+    if block == 0 || !block.is_multiple_of(32) || block > 1024 || items == 0 {
+        return Err(unsupported(
+            "a scan block is 32..=1024 threads, whole warps",
+        ));
     }
+    let f = Fold::new(sc).ok_or_else(|| unsupported("a scan accumulates in fp32 or i32"))?;
+    let mut em = Emitter::new(r, "")?;
+    let sizes = em.iter_sizes.clone();
+    let ax = r
+        .iters
+        .iter()
+        .position(|i| i.name == sc.axis)
+        .ok_or_else(|| unsupported("the scanned axis is not an iter"))?;
+    let walk = Walk {
+        sc,
+        len: cexpr::dim(&sizes[ax]),
+        items,
+    };
+    let (mut others, mut osizes) = (Vec::new(), Vec::new());
+    for (i, (it, s)) in r.iters.iter().zip(&sizes).enumerate() {
+        if i != ax {
+            others.push(it.name.clone());
+            osizes.push(s.clone());
+        }
+    }
+    let lines = Dim::product(&osizes);
+    let osizes_c: Vec<String> = osizes.iter().map(cexpr::dim).collect();
+    em.emit(Stmt::int("ln", "(int)blockIdx.x"));
+    em.emit(Stmt::int("tx", "(int)threadIdx.x"));
+    em.emit(Stmt::int("lane", "tx & 31"));
+    em.emit(Stmt::int("warp", "tx >> 5"));
+    em.open();
+    em.push_scope();
+    bind_flat(&mut em, &others, &osizes_c, "ln", "i_");
+    em.emit(f.let_("carry", f.identity.clone(), true));
+    em.open();
+    let tiled = load_items(&mut em, &f, &walk).and_then(|()| {
+        let smem = block_scan(&mut em, &f, items, block / 32);
+        store_items(&mut em, &f, &walk, &r.lets[li].name).map(|()| smem)
+    });
     em.emit(Stmt::Assign {
         place: "carry".into(),
         value: f.comb("carry", "total"),
     });
     let tile = em.close();
+    em.pop_scope();
+    let smem = tiled?;
     em.emit(Stmt::For {
         var: "t0".into(),
         start: "0".into(),
-        end: len_c.clone(),
+        end: walk.len.clone(),
         step: (block * items).to_string(),
         unroll: false,
         div: Div::Block,
         body: tile,
     });
-    em.pop_scope();
     let inner = em.close();
     em.emit(Stmt::uniform_if(
         format!("ln < {}", cexpr::dim(&lines)),
