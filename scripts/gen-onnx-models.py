@@ -274,6 +274,33 @@ def vit(H=32, HEADS=4, FF=64, LAYERS=2, P=8, IMG=32, B=2):
     save("vit_tiny", ins, y, [B, 10], {"b2": {x: rng.standard_normal((B, 3, IMG, IMG)).astype(np.float32)}})
 
 
+def einsum_erf_resize():
+    """The ops dlc-egg imports as subgraphs: Einsum in its usual forms (batched matmul, a
+    transpose, contraction with a vector, an outer product, a batched row-wise dot product, a
+    reduction), a standalone Erf, and nearest Resize by integer factors (torch's
+    Upsample(scale_factor=2): asymmetric + floor; ONNX's defaults half_pixel + round_prefer_floor)."""
+    nodes.clear(); inits.clear()
+    x, y = "x", "y"
+    a = op("Einsum", [x, y], equation="bij,bjk->bik")                       # [2,3,5]
+    e = op("Erf", [op("Mul", [a, const(np.float32(0.5))])])
+    t = op("Einsum", [e], equation="bik->kbi")                               # [5,2,3]
+    v = op("Einsum", [t, init("v", w(5))], equation="kbi,k->bi")             # [2,3]
+    o = op("Einsum", [v, init("u", w(4))], equation="bi,j->bij")             # [2,3,4]
+    d = op("Einsum", [o, x], equation="bij,bij->bi")                         # [2,3]
+    r = op("Einsum", [o], equation="bij->bj")                                # [2,4]
+    s = op("Add", [op("Unsqueeze", [d, const(np.array([2], np.int64))]),
+                   op("Unsqueeze", [r, const(np.array([1], np.int64))])])     # [2,3,4]
+    s4 = op("Unsqueeze", [s, const(np.array([0], np.int64))])                 # [1,2,3,4]
+    up = op("Resize", [s4, "", const(np.array([1, 1, 2, 2], np.float32))], mode="nearest",
+            coordinate_transformation_mode="asymmetric", nearest_mode="floor")   # [1,2,6,8]
+    up = op("Resize", [up, "", "", const(np.array([1, 2, 18, 8], np.int64))], mode="nearest")  # [1,2,18,8]
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 3, 4]),
+           helper.make_tensor_value_info(y, TensorProto.FLOAT, [2, 4, 5])]
+    feeds = {"b2": {x: rng.standard_normal((2, 3, 4)).astype(np.float32),
+                    y: rng.standard_normal((2, 4, 5)).astype(np.float32)}}
+    save("einsum_erf_resize", ins, up, [1, 2, 18, 8], feeds)
+
+
 if __name__ == "__main__":
     import sys
     if len(sys.argv) > 1 and sys.argv[1] == "--bert-base":
@@ -287,3 +314,4 @@ if __name__ == "__main__":
         gpt2()
         mobilenet_v2()
         vit()
+        einsum_erf_resize()

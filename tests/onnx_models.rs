@@ -77,6 +77,48 @@ fn bert_tiny_symbolic_sequence_matches_onnxruntime() {
     }
 }
 
+/// Asserts that `input` has the declared symbolic shape `dims`.
+fn assert_symbolic(graph: &frontend::Graph, input: &str, dims: &str) {
+    let t = graph.tensor(input).expect("input");
+    let got: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+    assert_eq!(format!("{got:?}"), dims, "{input}");
+}
+
+/// GPT-2 (transformers' graph): Conv1D as Reshape/Gemm/Reshape, fused qkv Split, a causal mask
+/// from Range comparisons, tanh-GELU with Pow, a tied lm_head; symbolic batch and sequence, run
+/// at lengths 5 and 9.
+#[test]
+fn gpt2_tiny_symbolic_sequence_matches_onnxruntime() {
+    let graph = frontend::load_file(&data("gpt2_tiny").join("model.onnx"))
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert_symbolic(&graph, "input_ids", "[\"batch\", \"sequence\"]");
+    let out = &graph.signature.outputs[0].tensor;
+    assert_symbolic(&graph, out, "[\"batch\", \"sequence\", \"64\"]");
+    for tag in ["s5", "s9"] {
+        check_case("gpt2_tiny", tag, &["input_ids"]);
+    }
+}
+
+/// MobileNetV2 (eval export): Conv with folded BatchNorm, ReLU6 as Clip, depthwise convolutions,
+/// inverted residuals, global pooling, Gemm classifier.
+#[test]
+fn mobilenet_v2_tiny_matches_onnxruntime() {
+    check_case("mobilenet_v2_tiny", "b2", &["input"]);
+}
+
+/// ViT: Conv patch embedding, class token Expand + Concat, pre-LN encoder with fused in_proj +
+/// Split, erf-GELU MLP, class token taken with Gather, Gemm head.
+#[test]
+fn vit_tiny_matches_onnxruntime() {
+    check_case("vit_tiny", "b2", &["input"]);
+}
+
+/// Einsum forms, standalone Erf and nearest Resize (imported as subgraphs of graph.json nodes).
+#[test]
+fn einsum_erf_resize_match_onnxruntime() {
+    check_case("einsum_erf_resize", "b2", &["x", "y"]);
+}
+
 /// Conv + BatchNorm + ReLU, MaxPool, a residual block, global pooling and a Gemm head.
 #[test]
 fn resnet_block_matches_onnxruntime() {

@@ -25,6 +25,7 @@ pub mod proto {
 }
 
 mod constfold;
+mod extra;
 mod fold;
 mod gather;
 mod gelu;
@@ -80,10 +81,12 @@ fn unreadable(path: &Path, why: String) -> Diagnostic {
 }
 
 /// Reads and decodes an ONNX model file (external data is read when tensors are imported).
+/// Decoding from a `Bytes` buffer makes every initializer's `raw_data` a slice of the file's
+/// bytes rather than a copy (the bulk of a model).
 pub fn read_model(path: &Path) -> Result<proto::ModelProto, Diagnostic> {
     let bytes =
         std::fs::read(path).map_err(|e| unreadable(path, format!("cannot read the model: {e}")))?;
-    proto::ModelProto::decode(bytes.as_slice())
+    proto::ModelProto::decode(prost::bytes::Bytes::from(bytes))
         .map_err(|e| unreadable(path, format!("not a valid ONNX model: {e}")))
 }
 
@@ -138,34 +141,22 @@ impl Imported {
         doc
     }
 
-    /// The `.safetensors` bytes of the constants larger than [`INLINE_MAX`] elements (`None` when
-    /// there are none). Floats are stored in their dtype (`bf16` as BF16), `i32` as I32.
-    pub fn sidecar_bytes(&self) -> Result<Option<Vec<u8>>, String> {
-        use safetensors::tensor::TensorView;
-        use safetensors::Dtype;
-        let mut bufs: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
-        for (name, t) in self
+    /// Writes the constants larger than [`INLINE_MAX`] elements to the `.safetensors` file
+    /// `path`, one tensor at a time (no copy of all the weights in memory); floats in their dtype
+    /// (`bf16` as BF16), `i32` as I32. Returns whether there was anything to write (no file is
+    /// created otherwise).
+    pub fn write_sidecar(&self, path: &Path) -> Result<bool, String> {
+        let views: Vec<(&String, value::SidecarView<'_>)> = self
             .constants
             .iter()
             .filter(|(_, t)| t.numel() > INLINE_MAX)
-        {
-            let (dt, bytes) = value::tensor_le_bytes(t);
-            bufs.push((name.clone(), dt, t.shape.clone(), bytes));
+            .map(|(n, t)| (n, value::SidecarView(t)))
+            .collect();
+        if views.is_empty() {
+            return Ok(false);
         }
-        if bufs.is_empty() {
-            return Ok(None);
-        }
-        let views: Vec<(String, TensorView<'_>)> = bufs
-            .iter()
-            .map(|(n, dt, s, b)| {
-                TensorView::new(*dt, s.clone(), b)
-                    .map(|v| (n.clone(), v))
-                    .map_err(|e| e.to_string())
-            })
-            .collect::<Result<_, _>>()?;
-        safetensors::serialize(views, None)
-            .map(Some)
-            .map_err(|e| e.to_string())
+        safetensors::serialize_to_file(views, None, path).map_err(|e| e.to_string())?;
+        Ok(true)
     }
 }
 
@@ -181,7 +172,7 @@ pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor), Diagnostic> {
 }
 
 /// The ONNX ops (default domain) the importer maps; the table in `docs/onnx.md` gives attributes
-/// and limits. `Erf` is mapped only inside the erf-GELU pattern.
+/// and limits.
 pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
@@ -197,7 +188,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "CumSum",
     "Div",
     "Dropout",
+    "Einsum",
     "Equal",
+    "Erf",
     "Exp",
     "Expand",
     "Flatten",
@@ -237,6 +230,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ReduceSum",
     "Relu",
     "Reshape",
+    "Resize",
     "Shape",
     "Sigmoid",
     "Size",

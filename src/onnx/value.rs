@@ -264,27 +264,56 @@ pub(super) fn to_graph_tensor(c: &CTensor) -> Result<Tensor, String> {
     Ok(Tensor::from_f64(dtype, c.shape.clone(), &c.data))
 }
 
-/// Little-endian bytes of a tensor for the safetensors sidecar.
-pub(super) fn tensor_le_bytes(t: &Tensor) -> (safetensors::Dtype, Vec<u8>) {
-    use safetensors::Dtype as S;
-    match &t.data {
-        TensorData::F32(v) => match t.dtype {
-            DType::F16 => (
-                S::F16,
-                v.iter()
-                    .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
-                    .collect(),
-            ),
-            DType::BF16 => (
-                S::BF16,
-                v.iter()
-                    .flat_map(|x| half::bf16::from_f32(*x).to_le_bytes())
-                    .collect(),
-            ),
-            _ => (S::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-        },
-        TensorData::I32(v) => (S::I32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-        TensorData::Bool(v) => (S::BOOL, v.iter().map(|x| u8::from(*x)).collect()),
+/// A tensor as the safetensors sidecar stores it: its little-endian bytes are made when the
+/// writer asks for them, one tensor at a time.
+pub(super) struct SidecarView<'a>(pub &'a Tensor);
+
+impl safetensors::View for SidecarView<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        use safetensors::Dtype as S;
+        match (&self.0.data, self.0.dtype) {
+            (TensorData::F32(_), DType::F16) => S::F16,
+            (TensorData::F32(_), DType::BF16) => S::BF16,
+            (TensorData::F32(_), _) => S::F32,
+            (TensorData::I32(_), _) => S::I32,
+            (TensorData::Bool(_), _) => S::BOOL,
+        }
+    }
+
+    fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        let bytes: Vec<u8> = match (&self.0.data, self.0.dtype) {
+            (TensorData::F32(v), DType::F16) => v
+                .iter()
+                .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+                .collect(),
+            (TensorData::F32(v), DType::BF16) => v
+                .iter()
+                .flat_map(|x| half::bf16::from_f32(*x).to_le_bytes())
+                .collect(),
+            (TensorData::F32(v), _) => {
+                let mut out = Vec::with_capacity(4 * v.len());
+                for x in v {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+                out
+            }
+            (TensorData::I32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            (TensorData::Bool(v), _) => v.iter().map(|x| u8::from(*x)).collect(),
+        };
+        std::borrow::Cow::Owned(bytes)
+    }
+
+    fn data_len(&self) -> usize {
+        let width = match (&self.0.data, self.0.dtype) {
+            (TensorData::F32(_), DType::F16 | DType::BF16) => 2,
+            (TensorData::F32(_) | TensorData::I32(_), _) => 4,
+            (TensorData::Bool(_), _) => 1,
+        };
+        self.0.numel() * width
     }
 }
 
