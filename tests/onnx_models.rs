@@ -197,3 +197,51 @@ fn unsupported_ops_are_one_diagnostic() {
     );
     assert!(!text.contains("Relu"), "{text}");
 }
+
+/// The CLI on a `.onnx` file: `check` and `optimize` accept it, and `run --optimized` takes the
+/// ONNX input name with an int64 (`<i8`) array and writes the output under its sanitized name
+/// (characters outside `[A-Za-z0-9_.-]` become `_`), matching onnxruntime.
+#[test]
+fn cli_runs_onnx_with_int64_input_and_sanitized_output_name() {
+    let model = data("gpt2_tiny").join("model.onnx");
+    let model_arg = model.display().to_string();
+    for cmd in ["check", "optimize"] {
+        let status =
+            dlc_egg::cli::main_with_args(vec!["dlc-egg".into(), cmd.into(), model_arg.clone()]);
+        assert_eq!(status, 0, "{cmd}");
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ids = data("gpt2_tiny").join("s5.in.input_ids.npy");
+    let status = dlc_egg::cli::main_with_args(vec![
+        "dlc-egg".into(),
+        "run".into(),
+        model_arg,
+        "--optimized".into(),
+        "--input".into(),
+        format!("input_ids={}", ids.display()),
+        "--out-dir".into(),
+        tmp.path().display().to_string(),
+    ]);
+    assert_eq!(status, 0);
+    let graph = frontend::load_file(&model).expect("onnx");
+    let out_name = &graph.signature.outputs[0].tensor;
+    assert!(out_name.starts_with('/'), "{out_name}");
+    let file: String = out_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let got = dlc_egg::npy::read_array(&tmp.path().join(format!("{file}.npy"))).expect("output");
+    let got = dlc_egg::npy::to_tensor(got, "out", dlc_egg::ir::dtype::DType::F32).expect("f32");
+    let want = dlc_egg::npy::read_array(&data("gpt2_tiny").join("s5.out.npy")).expect("want");
+    let want = dlc_egg::npy::to_tensor(want, "want", dlc_egg::ir::dtype::DType::F32).expect("f32");
+    assert_eq!(got.shape, want.shape);
+    for (i, (a, b)) in got.to_f64().iter().zip(want.to_f64()).enumerate() {
+        assert!((a - b).abs() <= 1e-3 + 1e-3 * b.abs(), "[{i}]: {a} vs {b}");
+    }
+}

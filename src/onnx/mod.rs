@@ -142,20 +142,40 @@ impl Imported {
     }
 
     /// Writes the constants larger than [`INLINE_MAX`] elements to the `.safetensors` file
-    /// `path`, one tensor at a time (no copy of all the weights in memory); floats in their dtype
-    /// (`bf16` as BF16), `i32` as I32. Returns whether there was anything to write (no file is
-    /// created otherwise).
-    pub fn write_sidecar(&self, path: &Path) -> Result<bool, String> {
-        let views: Vec<(&String, value::SidecarView<'_>)> = self
+    /// `path`, streamed through a small buffer (no second copy of the weights in memory); floats
+    /// in their dtype (`bf16` as BF16), `i32` as I32. Returns whether there was anything to write
+    /// (no file is created otherwise).
+    pub fn write_sidecar(&self, path: &Path) -> std::io::Result<bool> {
+        use std::io::Write;
+        let big: Vec<(&String, &Tensor)> = self
             .constants
             .iter()
             .filter(|(_, t)| t.numel() > INLINE_MAX)
-            .map(|(n, t)| (n, value::SidecarView(t)))
             .collect();
-        if views.is_empty() {
+        if big.is_empty() {
             return Ok(false);
         }
-        safetensors::serialize_to_file(views, None, path).map_err(|e| e.to_string())?;
+        // The safetensors layout: u64 header length, JSON header (padded to 8 bytes), data.
+        let mut header = serde_json::Map::new();
+        let mut offset = 0usize;
+        for (name, t) in &big {
+            let (dtype, width) = value::sidecar_dtype(t);
+            let end = offset + width * t.numel();
+            header.insert(
+                (*name).clone(),
+                serde_json::json!({"dtype": dtype, "shape": t.shape, "data_offsets": [offset, end]}),
+            );
+            offset = end;
+        }
+        let mut head = serde_json::Value::Object(header).to_string().into_bytes();
+        head.resize(head.len().div_ceil(8) * 8, b' ');
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+        f.write_all(&(head.len() as u64).to_le_bytes())?;
+        f.write_all(&head)?;
+        for (_, t) in &big {
+            value::write_le(&mut f, t)?;
+        }
+        f.flush()?;
         Ok(true)
     }
 }

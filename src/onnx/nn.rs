@@ -3,7 +3,7 @@
 use super::fold::{attr_f, attr_i, attr_ints, attr_s, norm_axis};
 use super::import::{invalid, unsupported, Importer, NResult, Opnd};
 use super::proto::NodeProto;
-use super::value::{CTensor, TInfo};
+use super::value::{CTensor, TInfo, Val};
 use crate::ir::dim::Dim;
 use serde_json::json;
 
@@ -48,11 +48,11 @@ pub(super) fn import_nn(
             Ok(t)
         }
         "LayerNormalization" => {
-            if node.output.iter().skip(1).any(|o| !o.is_empty()) {
-                return Err(unsupported("LayerNormalization mean / inverse-std outputs"));
-            }
             let x = imp.tensor(&node.input[0])?;
             let a = norm_axis(node, attr_i(node, "axis").unwrap_or(-1), x.shape.len())?;
+            if node.output.iter().skip(1).any(|o| !o.is_empty()) {
+                layernorm_stats(imp, node, &x, a)?;
+            }
             let mut ins = vec![json!(x.name)];
             for i in 1..node.input.len().min(3) {
                 if !node.input[i].is_empty() {
@@ -67,6 +67,54 @@ pub(super) fn import_nn(
         }
         _ => Err(unsupported("op not supported")),
     }
+}
+
+/// LayerNormalization's optional `Mean` and `InvStdDev` outputs (float32 inputs, the default
+/// `stash_type`): means over axes `a..`, kept as size 1; `1 / sqrt(mean((x − mean)²) + ε)`.
+fn layernorm_stats(imp: &mut Importer<'_>, node: &NodeProto, x: &TInfo, a: usize) -> NResult<()> {
+    if x.dtype != crate::ir::dtype::DType::F32 || attr_i(node, "stash_type").unwrap_or(1) != 1 {
+        return Err(unsupported(
+            "LayerNormalization mean / inverse-std outputs of a non-float32 input",
+        ));
+    }
+    let axes: Vec<usize> = (a..x.shape.len()).collect();
+    let mut shape = x.shape.clone();
+    for d in &mut shape[a..] {
+        *d = Dim::int(1);
+    }
+    let attrs = json!({"fn": "mean", "axes": axes, "keepdim": true});
+    let names: Vec<String> = (1..3)
+        .map(|i| node.output.get(i).cloned().unwrap_or_default())
+        .collect();
+    let base = if names[0].is_empty() {
+        "ln_mean"
+    } else {
+        &names[0]
+    };
+    let mean = imp.emit(
+        "Reduce",
+        vec![json!(x.name)],
+        attrs.clone(),
+        base,
+        x.dtype,
+        shape.clone(),
+    );
+    let mean = imp.finalize(mean, &names[0]);
+    imp.set(&names[0], Val::T(mean.clone()));
+    if names[1].is_empty() {
+        return Ok(());
+    }
+    let out = names[1].as_str();
+    let d = imp.ew(node, "sub", &[Opnd::T(x.clone()), Opnd::T(mean)], out)?;
+    let sq = imp.ew(node, "mul", &[Opnd::T(d.clone()), Opnd::T(d)], out)?;
+    let var = imp.emit("Reduce", vec![json!(sq.name)], attrs, out, x.dtype, shape);
+    let eps = attr_f(node, "epsilon").unwrap_or(1e-5);
+    let ve = imp.ew(node, "add", &[Opnd::T(var), Opnd::S(eps)], out)?;
+    let sd = imp.ew(node, "sqrt", &[Opnd::T(ve)], out)?;
+    let inv = imp.ew(node, "recip", &[Opnd::T(sd)], out)?;
+    let inv = imp.finalize(inv, out);
+    imp.set(out, Val::T(inv));
+    Ok(())
 }
 
 fn matmul(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {

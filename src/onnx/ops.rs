@@ -38,16 +38,32 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
     Ok(())
 }
 
-/// `Identity`, inference `Dropout` and one-input variadic ops: the output is the input.
+/// `Identity`, inference `Dropout` and one-input variadic ops: the output is the input (and
+/// Dropout's mask, when asked for, all true).
 fn alias(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<()> {
-    if node.output.get(1).is_some_and(|m| !m.is_empty()) {
-        return Err(unsupported("Dropout mask output"));
-    }
     if let Some(tm) = node.input.get(2).filter(|s| !s.is_empty()) {
         let training = imp.konst(tm)?.is_none_or(|c| c.data.first() != Some(&0.0));
         if training {
             return Err(unsupported("Dropout in training mode"));
         }
+    }
+    if let Some(mask) = node.output.get(1).filter(|m| !m.is_empty()) {
+        let x = imp.tensor(&node.input[0])?;
+        if x.shape.is_empty() {
+            return Err(unsupported("Dropout mask of a scalar"));
+        }
+        let one = scalar_param(imp, "dropout_mask_true", super::value::et::BOOL, 1.0)?;
+        let attr = dims_attr(node, &x.shape, false)?;
+        let m = imp.emit(
+            "Expand",
+            vec![json!(one.name)],
+            json!({"shape": attr}),
+            mask,
+            crate::ir::dtype::DType::Bool,
+            x.shape.clone(),
+        );
+        let m = imp.finalize(m, mask);
+        imp.set(mask, Val::T(m));
     }
     let v = imp.val(&node.input[0]).cloned().unwrap_or(Val::Poison);
     imp.set(out, v);
@@ -323,17 +339,33 @@ fn operands(imp: &mut Importer<'_>, node: &NodeProto, names: &[String]) -> NResu
     if !ops.iter().any(|o| matches!(o, Opnd::T(_))) {
         ops[0] = Opnd::T(imp.tensor(&names[0])?);
     }
-    // graph.json's pow is float-only, with one dtype on both sides.
+    // graph.json's pow is float-only, with one dtype on both sides: ONNX's result has the
+    // base's type, so an exponent of another type is cast to it.
     if node.op_type.as_deref() == Some("Pow") {
-        let dts: Vec<_> = ops
-            .iter()
-            .filter_map(|o| match o {
-                Opnd::T(t) => Some(t.dtype),
-                Opnd::S(_) => None,
-            })
-            .collect();
-        if dts.iter().any(|d| !d.is_float()) || dts.windows(2).any(|w| w[0] != w[1]) {
-            return Err(unsupported("Pow on integers or on mixed element types"));
+        let base = match &ops[0] {
+            Opnd::T(t) => Some(t.dtype),
+            Opnd::S(_) => None,
+        };
+        match (base, &ops[1]) {
+            (Some(b), _) if !b.is_float() => {
+                return Err(unsupported("Pow of an integer base"));
+            }
+            (Some(b), Opnd::T(e)) if e.dtype != b => {
+                let out = node.output.first().map_or("pow", String::as_str);
+                let cast = imp.emit(
+                    "Cast",
+                    vec![json!(e.name)],
+                    json!({"to": b.name()}),
+                    out,
+                    b,
+                    e.shape.clone(),
+                );
+                ops[1] = Opnd::T(cast);
+            }
+            (None, Opnd::T(e)) if !e.dtype.is_float() => {
+                return Err(unsupported("Pow of a constant base by integers"));
+            }
+            _ => {}
         }
     }
     Ok(ops)
