@@ -272,7 +272,8 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     if node.output.get(1).is_some_and(|o| !o.is_empty()) {
         return Err(unsupported("MaxPool indices output"));
     }
-    if attr_i(node, "ceil_mode") == Some(1) {
+    let ceil = attr_i(node, "ceil_mode") == Some(1);
+    if ceil && op != "MaxPool" {
         return Err(unsupported("ceil_mode=1"));
     }
     let x = imp.tensor(&node.input[0])?;
@@ -286,6 +287,11 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
             return Err(unsupported("pooling pads larger than half the kernel"));
         }
     }
+    let x = if ceil {
+        ceil_mode_pad(imp, node, &x, &kernel, &stride, &dil, &pads, out)?
+    } else {
+        x
+    };
     let mut shape = x.shape[..2].to_vec();
     for i in 0..k {
         let (lo, hi) = pads[i];
@@ -301,6 +307,50 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     let attrs = json!({"mode": mode, "kernel": kernel, "stride": stride, "pad": pad, "dilation": dil,
         "count_include_pad": attr_i(node, "count_include_pad") == Some(1)});
     Ok(imp.emit("Pool", vec![json!(x.name)], attrs, out, x.dtype, shape))
+}
+
+/// MaxPool's `ceil_mode=1` as floor mode over `x` extended at the end of each spatial axis by
+/// the lowest float (never a maximum): enough for the last window that starts inside the input
+/// or its start padding. Static spatial sizes only.
+#[allow(clippy::too_many_arguments)]
+fn ceil_mode_pad(
+    imp: &mut Importer<'_>,
+    node: &NodeProto,
+    x: &TInfo,
+    kernel: &[i64],
+    stride: &[i64],
+    dil: &[i64],
+    pads: &[(i64, i64)],
+    out: &str,
+) -> NResult<TInfo> {
+    let mut pad = vec![[0i64, 0i64]; x.shape.len()];
+    let mut shape = x.shape.clone();
+    for i in 0..kernel.len() {
+        let n = x.shape[2 + i]
+            .as_int()
+            .ok_or_else(|| unsupported("ceil_mode=1 on a symbolic size"))?;
+        let (lo, hi) = pads[i];
+        let span = dil[i] * (kernel[i] - 1) + 1;
+        let total = n + lo + hi - span;
+        let mut count = (total + stride[i] - 1).div_euclid(stride[i]) + 1;
+        if (count - 1) * stride[i] >= n + lo {
+            count -= 1;
+        }
+        let extra = ((count - 1) * stride[i] + span - (n + lo + hi)).max(0);
+        pad[2 + i][1] = extra;
+        shape[2 + i] = Dim::int(n + extra);
+    }
+    if pad.iter().all(|p| p[1] == 0) {
+        return Ok(x.clone());
+    }
+    Ok(imp.emit(
+        "Pad",
+        vec![json!(x.name)],
+        json!({"pad": pad, "value": f64::from(f32::MIN)}),
+        out,
+        x.dtype,
+        shape,
+    ))
 }
 
 fn batchnorm(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
