@@ -288,7 +288,7 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
         }
     }
     let x = if ceil {
-        ceil_mode_pad(imp, node, &x, &kernel, &stride, &dil, &pads, out)?
+        ceil_mode_pad(imp, &x, &kernel, &stride, &dil, &pads, out)?
     } else {
         x
     };
@@ -312,10 +312,8 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
 /// MaxPool's `ceil_mode=1` as floor mode over `x` extended at the end of each spatial axis by
 /// the lowest float (never a maximum): enough for the last window that starts inside the input
 /// or its start padding. Static spatial sizes only.
-#[allow(clippy::too_many_arguments)]
 fn ceil_mode_pad(
     imp: &mut Importer<'_>,
-    node: &NodeProto,
     x: &TInfo,
     kernel: &[i64],
     stride: &[i64],
