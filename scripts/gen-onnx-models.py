@@ -152,6 +152,155 @@ def resnet_block():
     save("resnet_block", ins, y, [2, 10], {"b2": {x: rng.standard_normal((2, 3, 16, 16)).astype(np.float32)}})
 
 
+def conv1d(x, i, o, pfx):
+    """transformers' GPT-2 Conv1D: addmm(bias, x.view(-1, x.size(-1)), weight).view(x.size()[:-1] + (o,))."""
+    last = op("Slice", [op("Shape", [x]), const(np.array([-1], np.int64)), const(np.array([2**63 - 1], np.int64))])
+    flat = op("Reshape", [x, op("Concat", [const(np.array([-1], np.int64)), last], axis=0)])
+    g = op("Gemm", [flat, init(pfx + ".weight", w(i, o)), init(pfx + ".bias", w(o))], alpha=1.0, beta=1.0)
+    lead = op("Slice", [op("Shape", [x]), const(np.array([0], np.int64)), const(np.array([-1], np.int64))])
+    return op("Reshape", [g, op("Concat", [lead, const(np.array([o], np.int64))], axis=0)])
+
+
+def gelu_new(x):
+    """GPT-2's tanh GELU: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))."""
+    p = op("Pow", [x, const(np.float32(3.0))])
+    b = op("Add", [x, op("Mul", [const(np.float32(0.044715)), p])])
+    t = op("Tanh", [op("Mul", [const(np.float32(np.sqrt(2.0 / np.pi))), b])])
+    return op("Mul", [op("Mul", [const(np.float32(0.5)), x]), op("Add", [const(np.float32(1.0)), t])])
+
+
+def gpt2(V=64, H=32, HEADS=4, LAYERS=2, NPOS=32):
+    """GPT-2 (transformers' eager attention): token + position embeddings, a causal mask built
+    from Range comparisons, Conv1D projections as Reshape/Gemm/Reshape, Split of the fused qkv,
+    the tanh GELU with Pow, a tied lm_head; symbolic batch and sequence."""
+    nodes.clear(); inits.clear()
+    ids = "input_ids"
+    hd = H // HEADS
+    wte = w(V, H)
+    emb = op("Gather", [init("transformer.wte.weight", wte), ids], axis=0)
+    seq = op("Gather", [op("Shape", [ids]), const(np.int64(1))], axis=0)
+    r = op("Range", [const(np.int64(0)), seq, const(np.int64(1))])
+    pos = op("Gather", [init("transformer.wpe.weight", w(NPOS, H)), op("Unsqueeze", [r, const(np.array([0], np.int64))])], axis=0)
+    causal = op("LessOrEqual", [op("Unsqueeze", [r, const(np.array([0], np.int64))]), op("Unsqueeze", [r, const(np.array([1], np.int64))])])
+    x = op("Add", [emb, pos])
+    for i in range(LAYERS):
+        pfx = f"transformer.h.{i}"
+        a = layernorm(x, H, pfx + ".ln_1")
+        qkv = conv1d(a, H, 3 * H, pfx + ".attn.c_attn")
+        outs = [f"{pfx}.split_{j}" for j in range(3)]
+        nodes.append(helper.make_node("Split", [qkv, const(np.array([H, H, H], np.int64))], outs, axis=2, name=name("Split")))
+        def heads(t):
+            shp = op("Concat", [op("Slice", [op("Shape", [t]), const(np.array([0], np.int64)), const(np.array([-1], np.int64))]),
+                                const(np.array([HEADS, hd], np.int64))], axis=0)
+            return op("Transpose", [op("Reshape", [t, shp])], perm=[0, 2, 1, 3])
+        q, k, v = (heads(t) for t in outs)
+        s = op("Div", [op("MatMul", [q, op("Transpose", [k], perm=[0, 1, 3, 2])]), const(np.float32(np.sqrt(hd)))])
+        s = op("Where", [causal, s, const(np.float32(np.finfo(np.float32).min))])
+        c = op("Transpose", [op("MatMul", [op("Softmax", [s], axis=-1), v])], perm=[0, 2, 1, 3])
+        shp = op("Concat", [op("Slice", [op("Shape", [c]), const(np.array([0], np.int64)), const(np.array([-2], np.int64))]),
+                            const(np.array([H], np.int64))], axis=0)
+        c = op("Reshape", [c, shp])
+        x = op("Add", [conv1d(c, H, H, pfx + ".attn.c_proj"), x])
+        m = conv1d(gelu_new(conv1d(layernorm(x, H, pfx + ".ln_2"), H, 4 * H, pfx + ".mlp.c_fc")), 4 * H, H, pfx + ".mlp.c_proj")
+        x = op("Add", [m, x])
+    x = layernorm(x, H, "transformer.ln_f")
+    y = op("MatMul", [x, init("lm_head.weight", np.ascontiguousarray(wte.T))])
+    ins = [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "sequence"])]
+    feeds = {tag: {ids: rng.integers(0, V, (2, s)).astype(np.int64)} for tag, s in [("s5", 5), ("s9", 9)]}
+    save("gpt2_tiny", ins, y, ["batch", "sequence", V], feeds)
+
+
+def mobilenet_v2():
+    """torchvision's MobileNetV2 as exported in eval mode: BatchNorm folded into Conv biases,
+    ReLU6 as Clip(0, 6), inverted residual blocks (1x1 expand, 3x3 depthwise, 1x1 project, skip
+    when the shape is kept), global average pooling, Flatten, Gemm classifier."""
+    nodes.clear(); inits.clear()
+    x = "input"
+    def conv(t, cin, cout, k, stride, groups, pfx, relu6=True):
+        c = op("Conv", [t, init(pfx + ".weight", w(cout, cin // groups, k, k)), init(pfx + ".bias", w(cout))],
+               kernel_shape=[k, k], pads=[k // 2] * 4, strides=[stride, stride], group=groups, dilations=[1, 1])
+        return op("Clip", [c, const(np.float32(0.0)), const(np.float32(6.0))]) if relu6 else c
+    h = conv(x, 3, 8, 3, 2, 1, "features.0")
+    # (expand ratio, out channels, stride) per inverted residual block
+    cin = 8
+    for i, (t, cout, s) in enumerate([(1, 8, 1), (4, 12, 2), (4, 12, 1), (4, 16, 2)]):
+        pfx = f"features.{i + 1}.conv"
+        hid = cin * t
+        y = h if t == 1 else conv(h, cin, hid, 1, 1, 1, pfx + ".0")
+        y = conv(y, hid, hid, 3, s, hid, pfx + ".1")
+        y = conv(y, hid, cout, 1, 1, 1, pfx + ".2", relu6=False)
+        h = op("Add", [h, y]) if s == 1 and cin == cout else y
+        cin = cout
+    h = conv(h, cin, 32, 1, 1, 1, "features.last")
+    p = op("Flatten", [op("GlobalAveragePool", [h])], axis=1)
+    y = op("Gemm", [p, init("classifier.1.weight", w(10, 32)), init("classifier.1.bias", w(10))], alpha=1.0, beta=1.0, transB=1)
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 3, 32, 32])]
+    save("mobilenet_v2_tiny", ins, y, [2, 10], {"b2": {x: rng.standard_normal((2, 3, 32, 32)).astype(np.float32)}})
+
+
+def vit(H=32, HEADS=4, FF=64, LAYERS=2, P=8, IMG=32, B=2):
+    """torchvision's ViT (static shapes): Conv patch embedding, flatten + transpose, class token
+    Expand + Concat, position embedding, pre-LN encoder blocks (fused in_proj + Split, q scaled
+    before the product, erf-GELU MLP), the class token taken with Gather, a Gemm head."""
+    nodes.clear(); inits.clear()
+    x = "input"
+    n = (IMG // P) ** 2
+    hd = H // HEADS
+    c = op("Conv", [x, init("conv_proj.weight", w(H, 3, P, P)), init("conv_proj.bias", w(H))],
+           kernel_shape=[P, P], strides=[P, P])
+    t = op("Transpose", [op("Reshape", [c, const(np.array([B, H, n], np.int64))])], perm=[0, 2, 1])
+    cls = op("Expand", [init("class_token", w(1, 1, H)), const(np.array([B, 1, 1], np.int64))])
+    h = op("Add", [op("Concat", [cls, t], axis=1), init("encoder.pos_embedding", w(1, n + 1, H))])
+    S = n + 1
+    for i in range(LAYERS):
+        pfx = f"encoder.layers.encoder_layer_{i}"
+        a = layernorm(h, H, pfx + ".ln_1")
+        qkv = linear(a, H, 3 * H, pfx + ".self_attention.in_proj")
+        outs = [f"{pfx}.qkv_{j}" for j in range(3)]
+        nodes.append(helper.make_node("Split", [qkv, const(np.array([H, H, H], np.int64))], outs, axis=-1, name=name("Split")))
+        def heads(t):
+            return op("Transpose", [op("Reshape", [t, const(np.array([B, S, HEADS, hd], np.int64))])], perm=[0, 2, 1, 3])
+        q = op("Mul", [heads(outs[0]), const(np.float32(1.0 / np.sqrt(hd)))])
+        k, v = heads(outs[1]), heads(outs[2])
+        p = op("Softmax", [op("MatMul", [q, op("Transpose", [k], perm=[0, 1, 3, 2])])], axis=-1)
+        o = op("Reshape", [op("Transpose", [op("MatMul", [p, v])], perm=[0, 2, 1, 3]), const(np.array([B, S, H], np.int64))])
+        h = op("Add", [linear(o, H, H, pfx + ".self_attention.out_proj"), h])
+        m = linear(gelu(linear(layernorm(h, H, pfx + ".ln_2"), H, FF, pfx + ".mlp.0")), FF, H, pfx + ".mlp.3")
+        h = op("Add", [m, h])
+    h = layernorm(h, H, "encoder.ln")
+    first = op("Gather", [h, const(np.int64(0))], axis=1)
+    y = op("Gemm", [first, init("heads.head.weight", w(10, H)), init("heads.head.bias", w(10))], alpha=1.0, beta=1.0, transB=1)
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [B, 3, IMG, IMG])]
+    save("vit_tiny", ins, y, [B, 10], {"b2": {x: rng.standard_normal((B, 3, IMG, IMG)).astype(np.float32)}})
+
+
+def einsum_erf_resize():
+    """The ops dlc-egg imports as subgraphs: Einsum in its usual forms (batched matmul, a
+    transpose, contraction with a vector, an outer product, a batched row-wise dot product, a
+    reduction), a standalone Erf, and nearest Resize by integer factors (torch's
+    Upsample(scale_factor=2): asymmetric + floor; ONNX's defaults half_pixel + round_prefer_floor)."""
+    nodes.clear(); inits.clear()
+    x, y = "x", "y"
+    a = op("Einsum", [x, y], equation="bij,bjk->bik")                       # [2,3,5]
+    e = op("Erf", [op("Mul", [a, const(np.float32(0.5))])])
+    t = op("Einsum", [e], equation="bik->kbi")                               # [5,2,3]
+    v = op("Einsum", [t, init("v", w(5))], equation="kbi,k->bi")             # [2,3]
+    o = op("Einsum", [v, init("u", w(4))], equation="bi,j->bij")             # [2,3,4]
+    d = op("Einsum", [o, x], equation="bij,bij->bi")                         # [2,3]
+    r = op("Einsum", [o], equation="bij->bj")                                # [2,4]
+    s = op("Add", [op("Unsqueeze", [d, const(np.array([2], np.int64))]),
+                   op("Unsqueeze", [r, const(np.array([1], np.int64))])])     # [2,3,4]
+    s4 = op("Unsqueeze", [s, const(np.array([0], np.int64))])                 # [1,2,3,4]
+    up = op("Resize", [s4, "", const(np.array([1, 1, 2, 2], np.float32))], mode="nearest",
+            coordinate_transformation_mode="asymmetric", nearest_mode="floor")   # [1,2,6,8]
+    up = op("Resize", [up, "", "", const(np.array([1, 2, 18, 8], np.int64))], mode="nearest")  # [1,2,18,8]
+    ins = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 3, 4]),
+           helper.make_tensor_value_info(y, TensorProto.FLOAT, [2, 4, 5])]
+    feeds = {"b2": {x: rng.standard_normal((2, 3, 4)).astype(np.float32),
+                    y: rng.standard_normal((2, 4, 5)).astype(np.float32)}}
+    save("einsum_erf_resize", ins, up, [1, 2, 18, 8], feeds)
+
+
 if __name__ == "__main__":
     import sys
     if len(sys.argv) > 1 and sys.argv[1] == "--bert-base":
@@ -162,3 +311,7 @@ if __name__ == "__main__":
     else:
         bert()
         resnet_block()
+        gpt2()
+        mobilenet_v2()
+        vit()
+        einsum_erf_resize()

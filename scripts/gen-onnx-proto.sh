@@ -31,6 +31,8 @@ fn main() {
     let dir = std::path::Path::new(proto).parent().expect("proto folder");
     prost_build::Config::new()
         .out_dir(out)
+        // Initializer bytes as `Bytes`: decoding from a `Bytes` buffer slices them, no copy.
+        .bytes([".onnx.TensorProto.raw_data"])
         .compile_protos(&[proto], &[dir])
         .expect("onnx.proto compiles");
 }

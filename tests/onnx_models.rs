@@ -77,6 +77,48 @@ fn bert_tiny_symbolic_sequence_matches_onnxruntime() {
     }
 }
 
+/// Asserts that `input` has the declared symbolic shape `dims`.
+fn assert_symbolic(graph: &frontend::Graph, input: &str, dims: &str) {
+    let t = graph.tensor(input).expect("input");
+    let got: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+    assert_eq!(format!("{got:?}"), dims, "{input}");
+}
+
+/// GPT-2 (transformers' graph): Conv1D as Reshape/Gemm/Reshape, fused qkv Split, a causal mask
+/// from Range comparisons, tanh-GELU with Pow, a tied lm_head; symbolic batch and sequence, run
+/// at lengths 5 and 9.
+#[test]
+fn gpt2_tiny_symbolic_sequence_matches_onnxruntime() {
+    let graph = frontend::load_file(&data("gpt2_tiny").join("model.onnx"))
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert_symbolic(&graph, "input_ids", "[\"batch\", \"sequence\"]");
+    let out = &graph.signature.outputs[0].tensor;
+    assert_symbolic(&graph, out, "[\"batch\", \"sequence\", \"64\"]");
+    for tag in ["s5", "s9"] {
+        check_case("gpt2_tiny", tag, &["input_ids"]);
+    }
+}
+
+/// MobileNetV2 (eval export): Conv with folded BatchNorm, ReLU6 as Clip, depthwise convolutions,
+/// inverted residuals, global pooling, Gemm classifier.
+#[test]
+fn mobilenet_v2_tiny_matches_onnxruntime() {
+    check_case("mobilenet_v2_tiny", "b2", &["input"]);
+}
+
+/// ViT: Conv patch embedding, class token Expand + Concat, pre-LN encoder with fused in_proj +
+/// Split, erf-GELU MLP, class token taken with Gather, Gemm head.
+#[test]
+fn vit_tiny_matches_onnxruntime() {
+    check_case("vit_tiny", "b2", &["input"]);
+}
+
+/// Einsum forms, standalone Erf and nearest Resize (imported as subgraphs of graph.json nodes).
+#[test]
+fn einsum_erf_resize_match_onnxruntime() {
+    check_case("einsum_erf_resize", "b2", &["x", "y"]);
+}
+
 /// Conv + BatchNorm + ReLU, MaxPool, a residual block, global pooling and a Gemm head.
 #[test]
 fn resnet_block_matches_onnxruntime() {
@@ -154,4 +196,52 @@ fn unsupported_ops_are_one_diagnostic() {
         "{text}"
     );
     assert!(!text.contains("Relu"), "{text}");
+}
+
+/// The CLI on a `.onnx` file: `check` and `optimize` accept it, and `run --optimized` takes the
+/// ONNX input name with an int64 (`<i8`) array and writes the output under its sanitized name
+/// (characters outside `[A-Za-z0-9_.-]` become `_`), matching onnxruntime.
+#[test]
+fn cli_runs_onnx_with_int64_input_and_sanitized_output_name() {
+    let model = data("gpt2_tiny").join("model.onnx");
+    let model_arg = model.display().to_string();
+    for cmd in ["check", "optimize"] {
+        let status =
+            dlc_egg::cli::main_with_args(vec!["dlc-egg".into(), cmd.into(), model_arg.clone()]);
+        assert_eq!(status, 0, "{cmd}");
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ids = data("gpt2_tiny").join("s5.in.input_ids.npy");
+    let status = dlc_egg::cli::main_with_args(vec![
+        "dlc-egg".into(),
+        "run".into(),
+        model_arg,
+        "--optimized".into(),
+        "--input".into(),
+        format!("input_ids={}", ids.display()),
+        "--out-dir".into(),
+        tmp.path().display().to_string(),
+    ]);
+    assert_eq!(status, 0);
+    let graph = frontend::load_file(&model).expect("onnx");
+    let out_name = &graph.signature.outputs[0].tensor;
+    assert!(out_name.starts_with('/'), "{out_name}");
+    let file: String = out_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let got = dlc_egg::npy::read_array(&tmp.path().join(format!("{file}.npy"))).expect("output");
+    let got = dlc_egg::npy::to_tensor(got, "out", dlc_egg::ir::dtype::DType::F32).expect("f32");
+    let want = dlc_egg::npy::read_array(&data("gpt2_tiny").join("s5.out.npy")).expect("want");
+    let want = dlc_egg::npy::to_tensor(want, "want", dlc_egg::ir::dtype::DType::F32).expect("f32");
+    assert_eq!(got.shape, want.shape);
+    for (i, (a, b)) in got.to_f64().iter().zip(want.to_f64()).enumerate() {
+        assert!((a - b).abs() <= 1e-3 + 1e-3 * b.abs(), "[{i}]: {a} vs {b}");
+    }
 }

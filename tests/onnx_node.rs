@@ -69,8 +69,9 @@ fn compare(name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
 #[derive(PartialEq)]
 enum Outcome {
     Passed,
-    /// Passed once its int64 and scalar graph inputs were made initializers (the tests feed
-    /// shapes, axes, pads and bounds as inputs; exporters make them constants).
+    /// Passed once its int64 and scalar graph inputs (and Resize's scales/sizes) were made
+    /// initializers (the tests feed shapes, axes, pads, bounds and scales as inputs; exporters
+    /// make them constants).
     PassedWithConstInputs,
     Refused,
 }
@@ -90,10 +91,18 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
             let mut model = dlc_egg::onnx::read_model(&path).map_err(|d| d.to_string())?;
             let g = model.graph.as_mut().ok_or("no graph")?;
             let mut fixed = Vec::new();
+            // Resize's roi/scales/sizes are float or int64 tensors the tests feed as inputs.
+            let resize_params: Vec<String> = g
+                .node
+                .iter()
+                .filter(|n| n.op_type.as_deref() == Some("Resize"))
+                .flat_map(|n| n.input.iter().skip(1).cloned())
+                .collect();
             for (i, vi) in g.input.iter().enumerate() {
                 let t = dlc_egg::onnx::read_tensor_proto(&data.join(format!("input_{i}.pb")))
                     .map_err(|d| d.to_string())?;
-                if t.data_type == Some(7) || t.dims.is_empty() {
+                let resize_param = vi.name.as_ref().is_some_and(|n| resize_params.contains(n));
+                if t.data_type == Some(7) || t.dims.is_empty() || resize_param {
                     fixed.push(dlc_egg::onnx::proto::TensorProto {
                         name: vi.name.clone(),
                         ..t

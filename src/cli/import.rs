@@ -29,10 +29,16 @@ fn write_failed(path: &Path, why: impl std::fmt::Display) -> Diagnostic {
     )
 }
 
-/// Runs `dlc-egg import`.
+/// Runs `dlc-egg import`; prints what it wrote and the time of each phase (read + decode,
+/// import, write).
 pub fn cmd_import(a: &ImportArgs) -> Result<(), Failure> {
     let start = Instant::now();
-    let imported = crate::onnx::import_file(&a.model)?;
+    let model = crate::onnx::read_model(&a.model)?;
+    let read_s = start.elapsed().as_secs_f64();
+    let dir = a.model.parent().unwrap_or(Path::new(""));
+    let imported = crate::onnx::import_model(&model, dir)?;
+    drop(model);
+    let import_s = start.elapsed().as_secs_f64() - read_s;
     let out = a
         .output
         .clone()
@@ -42,26 +48,24 @@ pub fn cmd_import(a: &ImportArgs) -> Result<(), Failure> {
         .map_or_else(|| "graph".into(), |s| s.to_string_lossy().into_owned());
     let sidecar_name = format!("{stem}.safetensors");
     let sidecar = out.with_file_name(&sidecar_name);
-    let bytes = imported
-        .sidecar_bytes()
-        .map_err(|e| Failure::internal(write_failed(&sidecar, e)))?;
-    if let Some(b) = &bytes {
-        std::fs::write(&sidecar, b).map_err(|e| write_failed(&sidecar, e))?;
-    }
+    let wrote_sidecar = imported
+        .write_sidecar(&sidecar)
+        .map_err(|e| write_failed(&sidecar, e))?;
     let doc = imported.document(&sidecar_name);
     let text = serde_json::to_string_pretty(&doc).map_err(|e| write_failed(&out, e))?;
     std::fs::write(&out, text + "\n").map_err(|e| write_failed(&out, e))?;
     let nodes = doc["graph"].as_array().map_or(0, Vec::len);
+    let total = start.elapsed().as_secs_f64();
     println!(
-        "wrote {} ({nodes} nodes, {} constants{}) in {:.3} s",
+        "wrote {} ({nodes} nodes, {} constants{}) in {total:.3} s (read {read_s:.3} s, import {import_s:.3} s, write {:.3} s)",
         out.display(),
         imported.constants.len(),
-        if bytes.is_some() {
+        if wrote_sidecar {
             format!(", weights in {}", sidecar.display())
         } else {
             String::new()
         },
-        start.elapsed().as_secs_f64()
+        total - read_s - import_s
     );
     Ok(())
 }

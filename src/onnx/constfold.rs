@@ -55,16 +55,38 @@ pub(super) fn fold_const(
     ins: &[Option<CTensor>],
 ) -> NResult<Option<Vec<CTensor>>> {
     let op = node.op_type.as_deref().unwrap_or("");
+    let Some(x) = ins.first().and_then(Option::as_ref) else {
+        return Ok(None);
+    };
+    let out = match fold_pointwise(node, op, x, ins) {
+        Some(r) => r,
+        None => match fold_layout(node, op, x, ins)? {
+            Some(r) => r,
+            None => match fold_other(imp, node, op, x, ins)? {
+                Some(r) => r,
+                None => return Ok(None),
+            },
+        },
+    };
+    out.map(|c| Some(vec![c]))
+        .ok_or_else(|| invalid(node, "the constant operands do not broadcast"))
+}
+
+/// Elementwise ops over constants (`None`: not one of them; `Some(None)`: no broadcast).
+fn fold_pointwise(
+    node: &NodeProto,
+    op: &str,
+    x: &CTensor,
+    ins: &[Option<CTensor>],
+) -> Option<Option<CTensor>> {
     let inp = |i: usize| ins.get(i).and_then(Option::as_ref);
-    let Some(x) = inp(0) else { return Ok(None) };
-    let rank = x.shape.len();
     let un = |f: &dyn Fn(f64) -> f64| broadcast_map(&[x], x.elem, &|a| f(a[0]));
     let bin = |elem: i32, f: &dyn Fn(f64, f64) -> f64| match inp(1) {
         Some(y) => broadcast_map(&[x, y], elem, &|a| f(a[0], a[1])),
         None => None,
     };
     let float = is_float_elem(x.elem);
-    let out: Option<CTensor> = match op {
+    Some(match op {
         "Identity" | "Dropout" => Some(x.clone()),
         "Cast" => {
             let to = elem_of_to(attr_i(node, "to").unwrap_or(et::FLOAT as i64));
@@ -108,6 +130,20 @@ pub(super) fn fold_const(
             }),
             _ => None,
         },
+        _ => return None,
+    })
+}
+
+/// Reshapes over constants.
+fn fold_layout(
+    node: &NodeProto,
+    op: &str,
+    x: &CTensor,
+    ins: &[Option<CTensor>],
+) -> NResult<Option<Option<CTensor>>> {
+    let inp = |i: usize| ins.get(i).and_then(Option::as_ref);
+    let rank = x.shape.len();
+    Ok(Some(match op {
         "Reshape" => {
             let Some(s) = inp(1) else { return Ok(None) };
             let shape = reshape_sizes(
@@ -163,6 +199,21 @@ pub(super) fn fold_const(
                 .collect();
             Some(CTensor { shape, ..x.clone() })
         }
+        _ => return Ok(None),
+    }))
+}
+
+/// Concat, indexing, Range, ConstantOfShape and Expand over constants.
+fn fold_other(
+    imp: &Importer<'_>,
+    node: &NodeProto,
+    op: &str,
+    x: &CTensor,
+    ins: &[Option<CTensor>],
+) -> NResult<Option<Option<CTensor>>> {
+    let inp = |i: usize| ins.get(i).and_then(Option::as_ref);
+    let rank = x.shape.len();
+    Ok(Some(match op {
         "Concat" => {
             let parts: Option<Vec<&CTensor>> = ins.iter().map(Option::as_ref).collect();
             let Some(parts) = parts else { return Ok(None) };
@@ -195,23 +246,6 @@ pub(super) fn fold_const(
             Some(transpose(x, &perm))
         }
         "Slice" => slice_const(node, x, ins)?,
-        "Range" => match (inp(1), inp(2)) {
-            (Some(l), Some(d)) => {
-                let (s, l, d) = (x.data[0], l.data[0], d.data[0]);
-                let n = if d == 0.0 {
-                    0.0
-                } else {
-                    ((l - s) / d).ceil().max(0.0)
-                };
-                let data: Vec<f64> = (0..n as usize).map(|i| s + d * i as f64).collect();
-                Some(CTensor {
-                    elem: x.elem,
-                    shape: vec![data.len()],
-                    data,
-                })
-            }
-            _ => None,
-        },
         "ConstantOfShape" => {
             let value = super::fold::attr(node, "value")
                 .and_then(|a| a.t.as_ref())
@@ -241,10 +275,30 @@ pub(super) fn fold_const(
             };
             broadcast_map(&[x, &ones], x.elem, &|v| v[0])
         }
+        "Range" => range_const(x, inp(1), inp(2)),
         _ => return Ok(None),
-    };
-    out.map(|c| Some(vec![c]))
-        .ok_or_else(|| invalid(node, "the constant operands do not broadcast"))
+    }))
+}
+
+/// `Range(start, limit, delta)` over constants.
+fn range_const(x: &CTensor, limit: Option<&CTensor>, delta: Option<&CTensor>) -> Option<CTensor> {
+    match (limit, delta) {
+        (Some(l), Some(d)) => {
+            let (s, l, d) = (x.data[0], l.data[0], d.data[0]);
+            let n = if d == 0.0 {
+                0.0
+            } else {
+                ((l - s) / d).ceil().max(0.0)
+            };
+            let data: Vec<f64> = (0..n as usize).map(|i| s + d * i as f64).collect();
+            Some(CTensor {
+                elem: x.elem,
+                shape: vec![data.len()],
+                data,
+            })
+        }
+        _ => None,
+    }
 }
 
 fn slice_const(node: &NodeProto, x: &CTensor, ins: &[Option<CTensor>]) -> NResult<Option<CTensor>> {

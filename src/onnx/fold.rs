@@ -239,6 +239,18 @@ fn fold_dims(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Dv>> {
                 scalar: false,
             })
         }
+        "Gather" | "Slice" => index_dims(node, op, &get)?,
+        _ => None,
+    })
+}
+
+/// `Gather` and `Slice` of shape values with symbolic entries.
+fn index_dims(
+    node: &NodeProto,
+    op: &str,
+    get: &dyn Fn(usize) -> NResult<Dv>,
+) -> NResult<Option<Dv>> {
+    Ok(match op {
         "Gather" => {
             let (a, idx) = (get(0)?, get(1)?);
             let n = a.dims.len() as i64;

@@ -62,11 +62,25 @@ pub(super) fn take(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResu
     if idx.dtype != crate::ir::dtype::DType::I32 {
         return Err(invalid(node, "Gather indices must be int32 or int64"));
     }
+    gather_along(imp, node, &x, a, &idx, out)
+}
+
+/// `take(x, idx, a)` with a runtime index tensor: the flattened index is reshaped to a column
+/// along `a`, expanded over `x`'s other axes, gathered torch-style, then reshaped.
+fn gather_along(
+    imp: &mut Importer<'_>,
+    node: &NodeProto,
+    x: &TInfo,
+    a: usize,
+    idx: &TInfo,
+    out: &str,
+) -> NResult<TInfo> {
+    let r = x.shape.len();
     let m = numel(&idx.shape);
     let flat = if idx.shape.len() == 1 {
         idx.clone()
     } else {
-        reshape_to(imp, node, &idx, vec![m.clone()], out)?
+        reshape_to(imp, node, idx, vec![m.clone()], out)?
     };
     let mut ones = vec![Dim::int(1); r];
     ones[a] = m.clone();

@@ -423,13 +423,42 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
         imp.vals
             .insert(t.name.clone().unwrap_or_default(), Val::Init(i));
     }
-    // Graph inputs (those that are not initializers).
+    bind_inputs(&mut imp, g, &mut errs);
+    if !errs.is_empty() {
+        return Err(Diagnostics(errs));
+    }
+    let nodes = super::gelu::rewrite(&imp, &g.node);
+    let live = live_nodes(&nodes, g);
+    let unsupported_ops = import_nodes(&mut imp, &nodes, &live, &mut errs);
+    if !unsupported_ops.is_empty() {
+        errs.insert(0, unsupported_diag(&unsupported_ops));
+    }
+    if !errs.is_empty() {
+        return Err(Diagnostics(errs));
+    }
+    let outputs = bind_outputs(&mut imp, g).map_err(|e| match e {
+        NodeError::Diag(d) => Diagnostics::one(d),
+        NodeError::Unsupported(why) => doc_err(why),
+    })?;
+    let doc = json!({
+        "signature": {"inputs": imp.inputs, "outputs": outputs},
+        "tensors": imp.tensors,
+        "graph": imp.nodes,
+    });
+    Ok(Imported {
+        doc,
+        constants: imp.constants,
+    })
+}
+
+/// Graph inputs (those that are not initializers) become signature inputs with their names.
+fn bind_inputs(imp: &mut Importer<'_>, g: &proto::GraphProto, errs: &mut Vec<Diagnostic>) {
     for vi in &g.input {
         let name = vi.name.clone().unwrap_or_default();
         if imp.vals.contains_key(&name) {
             continue;
         }
-        match value_info_type(vi, &mut imp) {
+        match value_info_type(vi, imp) {
             Ok((dtype, shape)) => {
                 imp.used_names.insert(name.clone());
                 imp.inputs.push(json!({"tensor": name}));
@@ -441,13 +470,35 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
             Err(d) => errs.push(d),
         }
     }
-    if !errs.is_empty() {
-        return Err(Diagnostics(errs));
-    }
-    let nodes = super::gelu::rewrite(&imp, &g.node);
-    let live = live_nodes(&nodes, g);
+}
+
+/// The one `E0601` listing every unsupported node.
+fn unsupported_diag(unsupported_ops: &[String]) -> Diagnostic {
+    Diagnostic::error(
+        E_UNSUPPORTED_OPS.0,
+        E_UNSUPPORTED_OPS.1,
+        Location::Document,
+        format!(
+            "{} node(s) use ops that dlc-egg cannot import: {}",
+            unsupported_ops.len(),
+            unsupported_ops.join("; ")
+        ),
+        "see docs/onnx.md for the supported ops and attributes",
+    )
+    .with("nodes", unsupported_ops.join("\n"))
+}
+
+/// Imports the live nodes in order; returns the unsupported ones (`op \`name\` (opset): why`)
+/// and adds other failures to `errs`. Outputs of a failed node are poisoned: nodes fed by them
+/// are listed only when their own op is unsupported.
+fn import_nodes(
+    imp: &mut Importer<'_>,
+    nodes: &[NodeProto],
+    live: &[bool],
+    errs: &mut Vec<Diagnostic>,
+) -> Vec<String> {
     let mut unsupported_ops: Vec<String> = Vec::new();
-    for (node, _) in nodes.iter().zip(&live).filter(|(_, l)| **l) {
+    for (node, _) in nodes.iter().zip(live).filter(|(_, l)| **l) {
         let poisoned = node
             .input
             .iter()
@@ -458,7 +509,7 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
         } else if poisoned {
             Err(NodeError::Unsupported(String::new()))
         } else {
-            super::ops::import_node(&mut imp, node)
+            super::ops::import_node(imp, node)
         };
         if let Err(e) = result {
             for o in &node.output {
@@ -476,41 +527,7 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
             }
         }
     }
-    if !unsupported_ops.is_empty() {
-        errs.insert(
-            0,
-            Diagnostic::error(
-                E_UNSUPPORTED_OPS.0,
-                E_UNSUPPORTED_OPS.1,
-                Location::Document,
-                format!(
-                    "{} node(s) use ops that dlc-egg cannot import: {}",
-                    unsupported_ops.len(),
-                    unsupported_ops.join("; ")
-                ),
-                "see docs/onnx.md for the supported ops and attributes",
-            )
-            .with("nodes", unsupported_ops.join("\n")),
-        );
-    }
-    if !errs.is_empty() {
-        return Err(Diagnostics(errs));
-    }
-    let outputs = bind_outputs(&mut imp, g).map_err(|e| match e {
-        NodeError::Diag(d) => Diagnostics::one(d),
-        NodeError::Unsupported(why) => doc_err(why),
-    })?;
-    let mut symbols = serde_json::Map::new();
-    let _ = &mut symbols;
-    let doc = json!({
-        "signature": {"inputs": imp.inputs, "outputs": outputs},
-        "tensors": imp.tensors,
-        "graph": imp.nodes,
-    });
-    Ok(Imported {
-        doc,
-        constants: imp.constants,
-    })
+    unsupported_ops
 }
 
 /// Every graph output becomes a signature output named as in the model, produced by a node.

@@ -25,6 +25,7 @@ pub mod proto {
 }
 
 mod constfold;
+mod extra;
 mod fold;
 mod gather;
 mod gelu;
@@ -80,10 +81,12 @@ fn unreadable(path: &Path, why: String) -> Diagnostic {
 }
 
 /// Reads and decodes an ONNX model file (external data is read when tensors are imported).
+/// Decoding from a `Bytes` buffer makes every initializer's `raw_data` a slice of the file's
+/// bytes rather than a copy (the bulk of a model).
 pub fn read_model(path: &Path) -> Result<proto::ModelProto, Diagnostic> {
     let bytes =
         std::fs::read(path).map_err(|e| unreadable(path, format!("cannot read the model: {e}")))?;
-    proto::ModelProto::decode(bytes.as_slice())
+    proto::ModelProto::decode(prost::bytes::Bytes::from(bytes))
         .map_err(|e| unreadable(path, format!("not a valid ONNX model: {e}")))
 }
 
@@ -138,34 +141,42 @@ impl Imported {
         doc
     }
 
-    /// The `.safetensors` bytes of the constants larger than [`INLINE_MAX`] elements (`None` when
-    /// there are none). Floats are stored in their dtype (`bf16` as BF16), `i32` as I32.
-    pub fn sidecar_bytes(&self) -> Result<Option<Vec<u8>>, String> {
-        use safetensors::tensor::TensorView;
-        use safetensors::Dtype;
-        let mut bufs: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
-        for (name, t) in self
+    /// Writes the constants larger than [`INLINE_MAX`] elements to the `.safetensors` file
+    /// `path`, streamed through a small buffer (no second copy of the weights in memory); floats
+    /// in their dtype (`bf16` as BF16), `i32` as I32. Returns whether there was anything to write
+    /// (no file is created otherwise).
+    pub fn write_sidecar(&self, path: &Path) -> std::io::Result<bool> {
+        use std::io::Write;
+        let big: Vec<(&String, &Tensor)> = self
             .constants
             .iter()
             .filter(|(_, t)| t.numel() > INLINE_MAX)
-        {
-            let (dt, bytes) = value::tensor_le_bytes(t);
-            bufs.push((name.clone(), dt, t.shape.clone(), bytes));
+            .collect();
+        if big.is_empty() {
+            return Ok(false);
         }
-        if bufs.is_empty() {
-            return Ok(None);
+        // The safetensors layout: u64 header length, JSON header (padded to 8 bytes), data.
+        let mut header = serde_json::Map::new();
+        let mut offset = 0usize;
+        for (name, t) in &big {
+            let (dtype, width) = value::sidecar_dtype(t);
+            let end = offset + width * t.numel();
+            header.insert(
+                (*name).clone(),
+                serde_json::json!({"dtype": dtype, "shape": t.shape, "data_offsets": [offset, end]}),
+            );
+            offset = end;
         }
-        let views: Vec<(String, TensorView<'_>)> = bufs
-            .iter()
-            .map(|(n, dt, s, b)| {
-                TensorView::new(*dt, s.clone(), b)
-                    .map(|v| (n.clone(), v))
-                    .map_err(|e| e.to_string())
-            })
-            .collect::<Result<_, _>>()?;
-        safetensors::serialize(views, None)
-            .map(Some)
-            .map_err(|e| e.to_string())
+        let mut head = serde_json::Value::Object(header).to_string().into_bytes();
+        head.resize(head.len().div_ceil(8) * 8, b' ');
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+        f.write_all(&(head.len() as u64).to_le_bytes())?;
+        f.write_all(&head)?;
+        for (_, t) in &big {
+            value::write_le(&mut f, t)?;
+        }
+        f.flush()?;
+        Ok(true)
     }
 }
 
@@ -181,7 +192,7 @@ pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor), Diagnostic> {
 }
 
 /// The ONNX ops (default domain) the importer maps; the table in `docs/onnx.md` gives attributes
-/// and limits. `Erf` is mapped only inside the erf-GELU pattern.
+/// and limits.
 pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
@@ -197,7 +208,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "CumSum",
     "Div",
     "Dropout",
+    "Einsum",
     "Equal",
+    "Erf",
     "Exp",
     "Expand",
     "Flatten",
@@ -237,6 +250,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ReduceSum",
     "Relu",
     "Reshape",
+    "Resize",
     "Shape",
     "Sigmoid",
     "Size",

@@ -3,7 +3,7 @@
 use super::fold::{attr_f, attr_i, attr_ints, attr_s, norm_axis};
 use super::import::{invalid, unsupported, Importer, NResult, Opnd};
 use super::proto::NodeProto;
-use super::value::{CTensor, TInfo};
+use super::value::{CTensor, TInfo, Val};
 use crate::ir::dim::Dim;
 use serde_json::json;
 
@@ -48,11 +48,11 @@ pub(super) fn import_nn(
             Ok(t)
         }
         "LayerNormalization" => {
-            if node.output.iter().skip(1).any(|o| !o.is_empty()) {
-                return Err(unsupported("LayerNormalization mean / inverse-std outputs"));
-            }
             let x = imp.tensor(&node.input[0])?;
             let a = norm_axis(node, attr_i(node, "axis").unwrap_or(-1), x.shape.len())?;
+            if node.output.iter().skip(1).any(|o| !o.is_empty()) {
+                layernorm_stats(imp, node, &x, a)?;
+            }
             let mut ins = vec![json!(x.name)];
             for i in 1..node.input.len().min(3) {
                 if !node.input[i].is_empty() {
@@ -67,6 +67,54 @@ pub(super) fn import_nn(
         }
         _ => Err(unsupported("op not supported")),
     }
+}
+
+/// LayerNormalization's optional `Mean` and `InvStdDev` outputs (float32 inputs, the default
+/// `stash_type`): means over axes `a..`, kept as size 1; `1 / sqrt(mean((x − mean)²) + ε)`.
+fn layernorm_stats(imp: &mut Importer<'_>, node: &NodeProto, x: &TInfo, a: usize) -> NResult<()> {
+    if x.dtype != crate::ir::dtype::DType::F32 || attr_i(node, "stash_type").unwrap_or(1) != 1 {
+        return Err(unsupported(
+            "LayerNormalization mean / inverse-std outputs of a non-float32 input",
+        ));
+    }
+    let axes: Vec<usize> = (a..x.shape.len()).collect();
+    let mut shape = x.shape.clone();
+    for d in &mut shape[a..] {
+        *d = Dim::int(1);
+    }
+    let attrs = json!({"fn": "mean", "axes": axes, "keepdim": true});
+    let names: Vec<String> = (1..3)
+        .map(|i| node.output.get(i).cloned().unwrap_or_default())
+        .collect();
+    let base = if names[0].is_empty() {
+        "ln_mean"
+    } else {
+        &names[0]
+    };
+    let mean = imp.emit(
+        "Reduce",
+        vec![json!(x.name)],
+        attrs.clone(),
+        base,
+        x.dtype,
+        shape.clone(),
+    );
+    let mean = imp.finalize(mean, &names[0]);
+    imp.set(&names[0], Val::T(mean.clone()));
+    if names[1].is_empty() {
+        return Ok(());
+    }
+    let out = names[1].as_str();
+    let d = imp.ew(node, "sub", &[Opnd::T(x.clone()), Opnd::T(mean)], out)?;
+    let sq = imp.ew(node, "mul", &[Opnd::T(d.clone()), Opnd::T(d)], out)?;
+    let var = imp.emit("Reduce", vec![json!(sq.name)], attrs, out, x.dtype, shape);
+    let eps = attr_f(node, "epsilon").unwrap_or(1e-5);
+    let ve = imp.ew(node, "add", &[Opnd::T(var), Opnd::S(eps)], out)?;
+    let sd = imp.ew(node, "sqrt", &[Opnd::T(ve)], out)?;
+    let inv = imp.ew(node, "recip", &[Opnd::T(sd)], out)?;
+    let inv = imp.finalize(inv, out);
+    imp.set(out, Val::T(inv));
+    Ok(())
 }
 
 fn matmul(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
@@ -224,7 +272,8 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     if node.output.get(1).is_some_and(|o| !o.is_empty()) {
         return Err(unsupported("MaxPool indices output"));
     }
-    if attr_i(node, "ceil_mode") == Some(1) {
+    let ceil = attr_i(node, "ceil_mode") == Some(1);
+    if ceil && op != "MaxPool" {
         return Err(unsupported("ceil_mode=1"));
     }
     let x = imp.tensor(&node.input[0])?;
@@ -238,6 +287,11 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
             return Err(unsupported("pooling pads larger than half the kernel"));
         }
     }
+    let x = if ceil {
+        ceil_mode_pad(imp, &x, &kernel, &stride, &dil, &pads, out)?
+    } else {
+        x
+    };
     let mut shape = x.shape[..2].to_vec();
     for i in 0..k {
         let (lo, hi) = pads[i];
@@ -253,6 +307,48 @@ fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     let attrs = json!({"mode": mode, "kernel": kernel, "stride": stride, "pad": pad, "dilation": dil,
         "count_include_pad": attr_i(node, "count_include_pad") == Some(1)});
     Ok(imp.emit("Pool", vec![json!(x.name)], attrs, out, x.dtype, shape))
+}
+
+/// MaxPool's `ceil_mode=1` as floor mode over `x` extended at the end of each spatial axis by
+/// the lowest float (never a maximum): enough for the last window that starts inside the input
+/// or its start padding. Static spatial sizes only.
+fn ceil_mode_pad(
+    imp: &mut Importer<'_>,
+    x: &TInfo,
+    kernel: &[i64],
+    stride: &[i64],
+    dil: &[i64],
+    pads: &[(i64, i64)],
+    out: &str,
+) -> NResult<TInfo> {
+    let mut pad = vec![[0i64, 0i64]; x.shape.len()];
+    let mut shape = x.shape.clone();
+    for i in 0..kernel.len() {
+        let n = x.shape[2 + i]
+            .as_int()
+            .ok_or_else(|| unsupported("ceil_mode=1 on a symbolic size"))?;
+        let (lo, hi) = pads[i];
+        let span = dil[i] * (kernel[i] - 1) + 1;
+        let total = n + lo + hi - span;
+        let mut count = (total + stride[i] - 1).div_euclid(stride[i]) + 1;
+        if (count - 1) * stride[i] >= n + lo {
+            count -= 1;
+        }
+        let extra = ((count - 1) * stride[i] + span - (n + lo + hi)).max(0);
+        pad[2 + i][1] = extra;
+        shape[2 + i] = Dim::int(n + extra);
+    }
+    if pad.iter().all(|p| p[1] == 0) {
+        return Ok(x.clone());
+    }
+    Ok(imp.emit(
+        "Pad",
+        vec![json!(x.name)],
+        json!({"pad": pad, "value": f64::from(f32::MIN)}),
+        out,
+        x.dtype,
+        shape,
+    ))
 }
 
 fn batchnorm(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {

@@ -22,27 +22,66 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
         return Err(unsupported(format!("domain `{domain}`")));
     }
     let out = node.output.first().cloned().unwrap_or_default();
-    let t = match op {
-        "Identity" | "Dropout" | "Max" | "Min" | "Sum" | "Mean"
-            if op == "Identity" || op == "Dropout" || node.input.len() == 1 =>
-        {
-            if node.output.get(1).is_some_and(|m| !m.is_empty()) {
-                return Err(unsupported("Dropout mask output"));
-            }
-            if let Some(tm) = node.input.get(2).filter(|s| !s.is_empty()) {
-                let training = imp.konst(tm)?.is_none_or(|c| c.data.first() != Some(&0.0));
-                if training {
-                    return Err(unsupported("Dropout in training mode"));
-                }
-            }
-            let v = imp.val(&node.input[0]).cloned().unwrap_or(Val::Poison);
-            imp.set(&out, v);
-            return Ok(());
+    let variadic_of_one = matches!(op, "Max" | "Min" | "Sum" | "Mean") && node.input.len() == 1;
+    if matches!(op, "Identity" | "Dropout") || variadic_of_one {
+        return alias(imp, node, &out);
+    }
+    if op == "Split" {
+        return split(imp, node);
+    }
+    let t = match elementwise(imp, node, op, &out)? {
+        Some(t) => t,
+        None => structural(imp, node, op, &out)?,
+    };
+    let t = imp.finalize(t, &out);
+    imp.set(&out, Val::T(t));
+    Ok(())
+}
+
+/// `Identity`, inference `Dropout` and one-input variadic ops: the output is the input (and
+/// Dropout's mask, when asked for, all true).
+fn alias(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<()> {
+    if let Some(tm) = node.input.get(2).filter(|s| !s.is_empty()) {
+        let training = imp.konst(tm)?.is_none_or(|c| c.data.first() != Some(&0.0));
+        if training {
+            return Err(unsupported("Dropout in training mode"));
         }
+    }
+    if let Some(mask) = node.output.get(1).filter(|m| !m.is_empty()) {
+        let x = imp.tensor(&node.input[0])?;
+        if x.shape.is_empty() {
+            return Err(unsupported("Dropout mask of a scalar"));
+        }
+        let one = scalar_param(imp, "dropout_mask_true", super::value::et::BOOL, 1.0)?;
+        let attr = dims_attr(node, &x.shape, false)?;
+        let m = imp.emit(
+            "Expand",
+            vec![json!(one.name)],
+            json!({"shape": attr}),
+            mask,
+            crate::ir::dtype::DType::Bool,
+            x.shape.clone(),
+        );
+        let m = imp.finalize(m, mask);
+        imp.set(mask, Val::T(m));
+    }
+    let v = imp.val(&node.input[0]).cloned().unwrap_or(Val::Poison);
+    imp.set(out, v);
+    Ok(())
+}
+
+/// Elementwise ops (`None` if `op` is not one).
+fn elementwise(
+    imp: &mut Importer<'_>,
+    node: &NodeProto,
+    op: &str,
+    out: &str,
+) -> NResult<Option<TInfo>> {
+    Ok(Some(match op {
         _ if unary_fn(op).is_some() => {
             let x = imp.tensor(&node.input[0])?;
             let f = unary_fn(op).unwrap_or("");
-            imp.ew(node, f, &[Opnd::T(x)], &out)?
+            imp.ew(node, f, &[Opnd::T(x)], out)?
         }
         "Gelu" => {
             let x = imp.tensor(&node.input[0])?;
@@ -50,30 +89,30 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
                 Some("tanh") => "gelu_tanh",
                 _ => "gelu",
             };
-            imp.ew(node, f, &[Opnd::T(x)], &out)?
+            imp.ew(node, f, &[Opnd::T(x)], out)?
         }
         _ if binary_fn(op).is_some() => {
             let f = binary_fn(op).unwrap_or("");
             let mut acc = operands(imp, node, &node.input[..node.input.len().min(2)])?;
-            let mut t = imp.ew(node, f, &acc, &out)?;
+            let mut t = imp.ew(node, f, &acc, out)?;
             // Variadic Max/Min/Sum/Mean fold left.
             for extra in node.input.iter().skip(2) {
                 acc = vec![Opnd::T(t), imp.opnd(extra, 8)?];
-                t = imp.ew(node, f, &acc, &out)?;
+                t = imp.ew(node, f, &acc, out)?;
             }
             if op == "Mean" {
                 let n = node.input.len() as f64;
-                t = imp.ew(node, "div", &[Opnd::T(t), Opnd::S(n)], &out)?;
+                t = imp.ew(node, "div", &[Opnd::T(t), Opnd::S(n)], out)?;
             }
             t
         }
         "Where" => {
             let ops = operands(imp, node, &node.input)?;
-            imp.ew(node, "where", &ops, &out)?
+            imp.ew(node, "where", &ops, out)?
         }
         "Not" => {
             let x = imp.tensor(&node.input[0])?;
-            imp.ew(node, "eq", &[Opnd::T(x), Opnd::S(0.0)], &out)?
+            imp.ew(node, "eq", &[Opnd::T(x), Opnd::S(0.0)], out)?
         }
         "Clip" => {
             let mut x = Opnd::T(imp.tensor(&node.input[0])?);
@@ -82,7 +121,7 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
                     let c = imp
                         .konst(name)?
                         .ok_or_else(|| unsupported("Clip bounds that are not constants"))?;
-                    x = Opnd::T(imp.ew(node, f, &[x, Opnd::S(c.data[0])], &out)?);
+                    x = Opnd::T(imp.ew(node, f, &[x, Opnd::S(c.data[0])], out)?);
                 }
             }
             match x {
@@ -90,38 +129,15 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
                 Opnd::S(_) => return Err(invalid(node, "Clip of a scalar")),
             }
         }
-        "LeakyRelu" => {
-            let x = imp.tensor(&node.input[0])?;
-            let alpha = attr_f(node, "alpha").unwrap_or(0.01);
-            let neg = imp.ew(node, "lt", &[Opnd::T(x.clone()), Opnd::S(0.0)], &out)?;
-            let scaled = imp.ew(node, "mul", &[Opnd::T(x.clone()), Opnd::S(alpha)], &out)?;
-            imp.ew(
-                node,
-                "where",
-                &[Opnd::T(neg), Opnd::T(scaled), Opnd::T(x)],
-                &out,
-            )?
-        }
-        "HardSigmoid" | "HardSwish" => {
-            let x = imp.tensor(&node.input[0])?;
-            let (alpha, beta) = if op == "HardSwish" {
-                (1.0 / 6.0, 0.5)
-            } else {
-                (
-                    attr_f(node, "alpha").unwrap_or(0.2),
-                    attr_f(node, "beta").unwrap_or(0.5),
-                )
-            };
-            let a = imp.ew(node, "mul", &[Opnd::T(x.clone()), Opnd::S(alpha)], &out)?;
-            let b = imp.ew(node, "add", &[Opnd::T(a), Opnd::S(beta)], &out)?;
-            let c = imp.ew(node, "min", &[Opnd::T(b), Opnd::S(1.0)], &out)?;
-            let hs = imp.ew(node, "max", &[Opnd::T(c), Opnd::S(0.0)], &out)?;
-            if op == "HardSwish" {
-                imp.ew(node, "mul", &[Opnd::T(x), Opnd::T(hs)], &out)?
-            } else {
-                hs
-            }
-        }
+        "LeakyRelu" | "HardSigmoid" | "HardSwish" => activation(imp, node, op, out)?,
+        "Erf" => super::extra::erf(imp, node, out)?,
+        _ => return Ok(None),
+    }))
+}
+
+/// Movement, indexing and the remaining ops (contractions, convolutions, ... in [`super::nn`]).
+fn structural(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResult<TInfo> {
+    Ok(match op {
         "Cast" => {
             let x = imp.tensor(&node.input[0])?;
             let to = attr_i(node, "to").unwrap_or(0) as i32;
@@ -131,33 +147,14 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
                 "Cast",
                 vec![json!(x.name)],
                 json!({"to": dtype.name()}),
-                &out,
+                out,
                 dtype,
                 x.shape,
             )
         }
-        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => reshape_like(imp, node, op, &out)?,
-        "Transpose" => {
-            let x = imp.tensor(&node.input[0])?;
-            let r = x.shape.len();
-            let perm: Vec<usize> = match attr_ints(node, "perm") {
-                Some(p) => p
-                    .iter()
-                    .map(|a| norm_axis(node, *a, r))
-                    .collect::<NResult<_>>()?,
-                None => (0..r).rev().collect(),
-            };
-            let shape = perm.iter().map(|p| x.shape[*p].clone()).collect();
-            imp.emit(
-                "Permute",
-                vec![json!(x.name)],
-                json!({"perm": perm}),
-                &out,
-                x.dtype,
-                shape,
-            )
-        }
-        "Expand" => expand(imp, node, &out)?,
+        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => reshape_like(imp, node, op, out)?,
+        "Transpose" => transpose(imp, node, out)?,
+        "Expand" => expand(imp, node, out)?,
         "Concat" => {
             let xs: Vec<TInfo> = node
                 .input
@@ -169,76 +166,130 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
             let mut shape = xs[0].shape.clone();
             shape[a] = xs.iter().fold(Dim::int(0), |s, x| s.add(&x.shape[a]));
             let ins = xs.iter().map(|x| json!(x.name)).collect();
-            imp.emit("Concat", ins, json!({"axis": a}), &out, xs[0].dtype, shape)
+            imp.emit("Concat", ins, json!({"axis": a}), out, xs[0].dtype, shape)
         }
-        "Pad" => pad(imp, node, &out)?,
-        "Slice" => slice(imp, node, &out)?,
-        "Split" => return split(imp, node),
-        "Gather" => super::gather::take(imp, node, &out)?,
+        "Pad" => pad(imp, node, out)?,
+        "Slice" => slice(imp, node, out)?,
+        "Gather" => super::gather::take(imp, node, out)?,
         "GatherElements" => {
             let x = imp.tensor(&node.input[0])?;
             let a = norm_axis(node, attr_i(node, "axis").unwrap_or(0), x.shape.len())?;
-            let idx = super::gather::wrapped_index(imp, node, &node.input[1], &x.shape[a], &out)?;
+            let idx = super::gather::wrapped_index(imp, node, &node.input[1], &x.shape[a], out)?;
             imp.emit(
                 "Gather",
                 vec![json!(x.name), json!(idx.name)],
                 json!({"axis": a}),
-                &out,
+                out,
                 x.dtype,
                 idx.shape,
             )
         }
-        "Tile" => {
-            let x = imp.tensor(&node.input[0])?;
-            let reps = imp
-                .konst(&node.input[1])?
-                .ok_or_else(|| unsupported("Tile repeats that are not constants"))?
-                .ints();
-            let shape = x
-                .shape
-                .iter()
-                .zip(&reps)
-                .map(|(d, r)| d.mul_int(*r))
-                .collect();
-            imp.emit(
-                "Repeat",
-                vec![json!(x.name)],
-                json!({"repeats": reps}),
-                &out,
-                x.dtype,
-                shape,
-            )
-        }
-        "CumSum" => {
-            let x = imp.tensor(&node.input[0])?;
-            let a = imp
-                .konst(&node.input[1])?
-                .ok_or_else(|| unsupported("CumSum axis that is not a constant"))?
-                .ints();
-            let a = norm_axis(node, a.first().copied().unwrap_or(0), x.shape.len())?;
-            let attrs = json!({"fn": "sum", "axis": a,
-                "exclusive": attr_i(node, "exclusive") == Some(1), "reverse": attr_i(node, "reverse") == Some(1)});
-            imp.emit(
-                "Cumulative",
-                vec![json!(x.name)],
-                attrs,
-                &out,
-                x.dtype,
-                x.shape,
-            )
-        }
-        "Range" => super::gather::range(imp, node, &out)?,
-        "ConstantOfShape" => super::gather::constant_of_shape(imp, node, &out)?,
-        "Erf" => {
-            return Err(unsupported(
-                "erf outside the GELU pattern (graph.json has no erf function; TODO(issue 17))",
-            ))
-        }
-        _ => super::nn::import_nn(imp, node, op, &out)?,
+        "Tile" => tile(imp, node, out)?,
+        "CumSum" => cumsum(imp, node, out)?,
+        "Range" => super::gather::range(imp, node, out)?,
+        "ConstantOfShape" => super::gather::constant_of_shape(imp, node, out)?,
+        "Einsum" => super::extra::einsum(imp, node, out)?,
+        "Resize" => super::extra::resize(imp, node, out)?,
+        _ => super::nn::import_nn(imp, node, op, out)?,
+    })
+}
+
+/// `LeakyRelu`, `HardSigmoid` and `HardSwish` as `where`/`mul`/`add`/`min`/`max`.
+fn activation(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResult<TInfo> {
+    let x = imp.tensor(&node.input[0])?;
+    if op == "LeakyRelu" {
+        let alpha = attr_f(node, "alpha").unwrap_or(0.01);
+        let neg = imp.ew(node, "lt", &[Opnd::T(x.clone()), Opnd::S(0.0)], out)?;
+        let scaled = imp.ew(node, "mul", &[Opnd::T(x.clone()), Opnd::S(alpha)], out)?;
+        return imp.ew(
+            node,
+            "where",
+            &[Opnd::T(neg), Opnd::T(scaled), Opnd::T(x)],
+            out,
+        );
+    }
+    let (alpha, beta) = if op == "HardSwish" {
+        (1.0 / 6.0, 0.5)
+    } else {
+        (
+            attr_f(node, "alpha").unwrap_or(0.2),
+            attr_f(node, "beta").unwrap_or(0.5),
+        )
     };
-    let t = imp.finalize(t, &out);
-    imp.set(&out, Val::T(t));
-    Ok(())
+    let a = imp.ew(node, "mul", &[Opnd::T(x.clone()), Opnd::S(alpha)], out)?;
+    let b = imp.ew(node, "add", &[Opnd::T(a), Opnd::S(beta)], out)?;
+    let c = imp.ew(node, "min", &[Opnd::T(b), Opnd::S(1.0)], out)?;
+    let hs = imp.ew(node, "max", &[Opnd::T(c), Opnd::S(0.0)], out)?;
+    if op == "HardSwish" {
+        imp.ew(node, "mul", &[Opnd::T(x), Opnd::T(hs)], out)
+    } else {
+        Ok(hs)
+    }
+}
+
+/// `Transpose` as `Permute` (default: reversed axes).
+fn transpose(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
+    let x = imp.tensor(&node.input[0])?;
+    let r = x.shape.len();
+    let perm: Vec<usize> = match attr_ints(node, "perm") {
+        Some(p) => p
+            .iter()
+            .map(|a| norm_axis(node, *a, r))
+            .collect::<NResult<_>>()?,
+        None => (0..r).rev().collect(),
+    };
+    let shape = perm.iter().map(|p| x.shape[*p].clone()).collect();
+    Ok(imp.emit(
+        "Permute",
+        vec![json!(x.name)],
+        json!({"perm": perm}),
+        out,
+        x.dtype,
+        shape,
+    ))
+}
+
+/// `Tile` as `Repeat` (constant repeats).
+fn tile(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
+    let x = imp.tensor(&node.input[0])?;
+    let reps = imp
+        .konst(&node.input[1])?
+        .ok_or_else(|| unsupported("Tile repeats that are not constants"))?
+        .ints();
+    let shape = x
+        .shape
+        .iter()
+        .zip(&reps)
+        .map(|(d, r)| d.mul_int(*r))
+        .collect();
+    Ok(imp.emit(
+        "Repeat",
+        vec![json!(x.name)],
+        json!({"repeats": reps}),
+        out,
+        x.dtype,
+        shape,
+    ))
+}
+
+/// `CumSum` as a `Cumulative` sum (constant axis).
+fn cumsum(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
+    let x = imp.tensor(&node.input[0])?;
+    let a = imp
+        .konst(&node.input[1])?
+        .ok_or_else(|| unsupported("CumSum axis that is not a constant"))?
+        .ints();
+    let a = norm_axis(node, a.first().copied().unwrap_or(0), x.shape.len())?;
+    let attrs = json!({"fn": "sum", "axis": a,
+        "exclusive": attr_i(node, "exclusive") == Some(1), "reverse": attr_i(node, "reverse") == Some(1)});
+    Ok(imp.emit(
+        "Cumulative",
+        vec![json!(x.name)],
+        attrs,
+        out,
+        x.dtype,
+        x.shape,
+    ))
 }
 
 fn unary_fn(op: &str) -> Option<&'static str> {
@@ -288,17 +339,33 @@ fn operands(imp: &mut Importer<'_>, node: &NodeProto, names: &[String]) -> NResu
     if !ops.iter().any(|o| matches!(o, Opnd::T(_))) {
         ops[0] = Opnd::T(imp.tensor(&names[0])?);
     }
-    // graph.json's pow is float-only, with one dtype on both sides.
+    // graph.json's pow is float-only, with one dtype on both sides: ONNX's result has the
+    // base's type, so an exponent of another type is cast to it.
     if node.op_type.as_deref() == Some("Pow") {
-        let dts: Vec<_> = ops
-            .iter()
-            .filter_map(|o| match o {
-                Opnd::T(t) => Some(t.dtype),
-                Opnd::S(_) => None,
-            })
-            .collect();
-        if dts.iter().any(|d| !d.is_float()) || dts.windows(2).any(|w| w[0] != w[1]) {
-            return Err(unsupported("Pow on integers or on mixed element types"));
+        let base = match &ops[0] {
+            Opnd::T(t) => Some(t.dtype),
+            Opnd::S(_) => None,
+        };
+        match (base, &ops[1]) {
+            (Some(b), _) if !b.is_float() => {
+                return Err(unsupported("Pow of an integer base"));
+            }
+            (Some(b), Opnd::T(e)) if e.dtype != b => {
+                let out = node.output.first().map_or("pow", String::as_str);
+                let cast = imp.emit(
+                    "Cast",
+                    vec![json!(e.name)],
+                    json!({"to": b.name()}),
+                    out,
+                    b,
+                    e.shape.clone(),
+                );
+                ops[1] = Opnd::T(cast);
+            }
+            (None, Opnd::T(e)) if !e.dtype.is_float() => {
+                return Err(unsupported("Pow of a constant base by integers"));
+            }
+            _ => {}
         }
     }
     Ok(ops)
@@ -427,52 +494,57 @@ fn reshape_like(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -
                 Dim::product(x.shape[a..].iter()),
             ]
         }
-        "Squeeze" => {
-            let axes = match node.input.get(1).filter(|s| !s.is_empty()) {
-                Some(_) => Some(
-                    shape_input(imp, node, 1)?
-                        .iter()
-                        .filter_map(Dim::as_int)
-                        .collect::<Vec<_>>(),
-                ),
-                None => attr_ints(node, "axes"),
-            };
-            let axes: Vec<usize> = match axes {
-                Some(a) => a
-                    .iter()
-                    .map(|v| norm_axis(node, *v, r))
-                    .collect::<NResult<_>>()?,
-                None => (0..r).filter(|i| x.shape[*i].is_int(1)).collect(),
-            };
-            x.shape
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !axes.contains(i))
-                .map(|(_, d)| d.clone())
-                .collect()
-        }
-        _ => {
-            let axes = match node.input.get(1).filter(|s| !s.is_empty()) {
-                Some(_) => shape_input(imp, node, 1)?
+        _ => squeeze_like(imp, node, op, &x)?,
+    };
+    reshape_to(imp, node, &x, shape, out)
+}
+
+/// The shape after `Squeeze` or `Unsqueeze` (axes from the input or the attribute).
+fn squeeze_like(imp: &Importer<'_>, node: &NodeProto, op: &str, x: &TInfo) -> NResult<Vec<Dim>> {
+    let r = x.shape.len();
+    if op == "Squeeze" {
+        let axes = match node.input.get(1).filter(|s| !s.is_empty()) {
+            Some(_) => Some(
+                shape_input(imp, node, 1)?
                     .iter()
                     .filter_map(Dim::as_int)
                     .collect::<Vec<_>>(),
-                None => attr_ints(node, "axes").unwrap_or_default(),
-            };
-            let nr = r + axes.len();
-            let mut axes: Vec<usize> = axes
+            ),
+            None => attr_ints(node, "axes"),
+        };
+        let axes: Vec<usize> = match axes {
+            Some(a) => a
                 .iter()
-                .map(|v| norm_axis(node, *v, nr))
-                .collect::<NResult<_>>()?;
-            axes.sort_unstable();
-            let mut s = x.shape.clone();
-            for a in axes {
-                s.insert(a.min(s.len()), Dim::int(1));
-            }
-            s
-        }
+                .map(|v| norm_axis(node, *v, r))
+                .collect::<NResult<_>>()?,
+            None => (0..r).filter(|i| x.shape[*i].is_int(1)).collect(),
+        };
+        return Ok(x
+            .shape
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !axes.contains(i))
+            .map(|(_, d)| d.clone())
+            .collect());
+    }
+    let axes = match node.input.get(1).filter(|s| !s.is_empty()) {
+        Some(_) => shape_input(imp, node, 1)?
+            .iter()
+            .filter_map(Dim::as_int)
+            .collect::<Vec<_>>(),
+        None => attr_ints(node, "axes").unwrap_or_default(),
     };
-    reshape_to(imp, node, &x, shape, out)
+    let nr = r + axes.len();
+    let mut axes: Vec<usize> = axes
+        .iter()
+        .map(|v| norm_axis(node, *v, nr))
+        .collect::<NResult<_>>()?;
+    axes.sort_unstable();
+    let mut s = x.shape.clone();
+    for a in axes {
+        s.insert(a.min(s.len()), Dim::int(1));
+    }
+    Ok(s)
 }
 
 fn expand(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {

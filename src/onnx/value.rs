@@ -264,28 +264,45 @@ pub(super) fn to_graph_tensor(c: &CTensor) -> Result<Tensor, String> {
     Ok(Tensor::from_f64(dtype, c.shape.clone(), &c.data))
 }
 
-/// Little-endian bytes of a tensor for the safetensors sidecar.
-pub(super) fn tensor_le_bytes(t: &Tensor) -> (safetensors::Dtype, Vec<u8>) {
-    use safetensors::Dtype as S;
-    match &t.data {
-        TensorData::F32(v) => match t.dtype {
-            DType::F16 => (
-                S::F16,
-                v.iter()
-                    .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
-                    .collect(),
-            ),
-            DType::BF16 => (
-                S::BF16,
-                v.iter()
-                    .flat_map(|x| half::bf16::from_f32(*x).to_le_bytes())
-                    .collect(),
-            ),
-            _ => (S::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-        },
-        TensorData::I32(v) => (S::I32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-        TensorData::Bool(v) => (S::BOOL, v.iter().map(|x| u8::from(*x)).collect()),
+/// The safetensors dtype and element width of a tensor as the sidecar stores it: floats in their
+/// dtype (`bf16` as BF16), `i32` as I32, bool as BOOL.
+pub(super) fn sidecar_dtype(t: &Tensor) -> (&'static str, usize) {
+    match (&t.data, t.dtype) {
+        (TensorData::F32(_), DType::F16) => ("F16", 2),
+        (TensorData::F32(_), DType::BF16) => ("BF16", 2),
+        (TensorData::F32(_), _) => ("F32", 4),
+        (TensorData::I32(_), _) => ("I32", 4),
+        (TensorData::Bool(_), _) => ("BOOL", 1),
     }
+}
+
+/// Writes a tensor's little-endian bytes (in [`sidecar_dtype`]) through a small reused buffer.
+pub(super) fn write_le(w: &mut impl std::io::Write, t: &Tensor) -> std::io::Result<()> {
+    const CHUNK: usize = 1 << 14;
+    let mut buf: Vec<u8> = Vec::with_capacity(4 * CHUNK);
+    macro_rules! chunks {
+        ($v:expr, $f:expr) => {
+            for c in $v.chunks(CHUNK) {
+                buf.clear();
+                for x in c {
+                    buf.extend_from_slice(&$f(x));
+                }
+                w.write_all(&buf)?;
+            }
+        };
+    }
+    match (&t.data, t.dtype) {
+        (TensorData::F32(v), DType::F16) => {
+            chunks!(v, |x: &f32| half::f16::from_f32(*x).to_le_bytes())
+        }
+        (TensorData::F32(v), DType::BF16) => {
+            chunks!(v, |x: &f32| half::bf16::from_f32(*x).to_le_bytes())
+        }
+        (TensorData::F32(v), _) => chunks!(v, |x: &f32| x.to_le_bytes()),
+        (TensorData::I32(v), _) => chunks!(v, |x: &i32| x.to_le_bytes()),
+        (TensorData::Bool(v), _) => chunks!(v, |x: &bool| [u8::from(*x)]),
+    }
+    Ok(())
 }
 
 /// A float32 initializer stored inline as raw bytes, decoded straight into a tensor.
