@@ -9,6 +9,7 @@
 // returned only on cold failure paths, so boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+mod cpu;
 mod extract;
 mod frontend_json;
 mod import;
@@ -397,7 +398,7 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
                 argument: format!("--repeat {}", a.repeat),
             },
             "--repeat times the generated kernels, which only run with --device cpu or cuda",
-            "add --device cpu (or cuda), or drop --repeat",
+            "add --device cpu or --device cuda, or drop --repeat",
         ));
     }
     if !diags.is_empty() {

@@ -6,8 +6,10 @@
 
 use super::program::NativeProgram;
 use super::{CpuError, Isa};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, OnceLock};
 
 /// The environment variable naming the C compiler to use.
 pub const ENV_CC: &str = "DLC_CC";
@@ -15,12 +17,28 @@ pub const ENV_CC: &str = "DLC_CC";
 /// A kernel entry point: `int k(void *const *bufs, const int64_t *syms, int threads)`.
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i32) -> i32;
 
-/// The flags every compile uses (before the optional `libmvec` ones).
+/// Set to `1` to let the C compiler fuse multiplies and adds (FMA): faster contractions, results
+/// no longer rounded like the reference's (each product rounded, then each sum).
+pub const ENV_FMA: &str = "DLC_CPU_FMA";
+
+/// The flags every compile uses (before the optional `libmvec` ones). Without `DLC_CPU_FMA=1`,
+/// `-ffp-contract=off`: every op rounds as the reference rounds it, so a contraction whose
+/// k order is the reference's is bit-identical to it.
 pub fn base_flags(isa: Isa) -> Vec<String> {
-    let mut f: Vec<String> = ["-O3", "-fopenmp", "-fno-math-errno", "-fPIC", "-shared", "-std=gnu11"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let fma = std::env::var(ENV_FMA).is_ok_and(|v| v == "1");
+    let contract = if fma { "-ffp-contract=fast" } else { "-ffp-contract=off" };
+    let mut f: Vec<String> = [
+        "-O3",
+        "-fopenmp",
+        "-fno-math-errno",
+        contract,
+        "-fPIC",
+        "-shared",
+        "-std=gnu11",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     f.extend(isa.flags().iter().map(|s| s.to_string()));
     f
 }
@@ -48,7 +66,7 @@ pub fn find_compiler() -> Result<String, CpuError> {
     })
 }
 
-/// A loaded program: the library and one entry point per kernel.
+/// A loaded program: one entry point per kernel.
 pub struct Loaded {
     /// Kernel entry points, in the program's kernel order.
     pub kernels: Vec<KernelFn>,
@@ -56,7 +74,15 @@ pub struct Loaded {
     pub path: PathBuf,
     /// Whether it came from the cache.
     pub cached: bool,
-    _lib: libloading::Library,
+}
+
+/// Libraries stay loaded for the life of the process: unloading one would unload the OpenMP
+/// runtime it pulled in while its worker threads still run (a crash at exit), and a program
+/// run again finds its library here without a second `dlopen`.
+fn loaded_libraries() -> &'static Mutex<BTreeMap<PathBuf, &'static libloading::Library>> {
+    static LIBS: OnceLock<Mutex<BTreeMap<PathBuf, &'static libloading::Library>>> =
+        OnceLock::new();
+    LIBS.get_or_init(|| Mutex::new(BTreeMap::new()))
 }
 
 /// The cache directory: `<plan cache>/native` or `<tmp>/dlc-egg-native`.
@@ -130,8 +156,20 @@ fn load(prog: &NativeProgram, so: &Path, cached: bool) -> Result<Loaded, CpuErro
         path: so.display().to_string(),
         why,
     };
-    // SAFETY: the library is our own generated code; its initializers are the C runtime's.
-    let lib = unsafe { libloading::Library::new(so) }.map_err(|e| err(e.to_string()))?;
+    let mut libs = loaded_libraries()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let lib: &'static libloading::Library = match libs.get(so) {
+        Some(l) => l,
+        None => {
+            // SAFETY: the library is our own generated code; its initializers are the C
+            // runtime's.
+            let l = unsafe { libloading::Library::new(so) }.map_err(|e| err(e.to_string()))?;
+            let l: &'static libloading::Library = Box::leak(Box::new(l));
+            libs.insert(so.to_path_buf(), l);
+            l
+        }
+    };
     let mut kernels = Vec::new();
     for k in &prog.kernels {
         // SAFETY: every kernel is emitted with exactly the `KernelFn` signature.
@@ -143,6 +181,5 @@ fn load(prog: &NativeProgram, so: &Path, cached: bool) -> Result<Loaded, CpuErro
         kernels,
         path: so.to_path_buf(),
         cached,
-        _lib: lib,
     })
 }

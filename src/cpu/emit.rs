@@ -15,6 +15,7 @@
 //! (fp16/bf16 storage converted on load and store), i32 and bool as `int32_t`, i32/bool ops
 //! through `double` exactly as the reference rounds them.
 
+use super::contraction::{recognize, Contraction};
 use super::CpuError;
 use crate::codegen::cexpr;
 use crate::ir::axis::AxisExpr;
@@ -149,21 +150,25 @@ fn fold(op: ReduceOp, d: DType, acc: &str, v: &str) -> String {
     }
 }
 
+/// A float unary op. Transcendental functions compute in double and round to fp32, as the
+/// reference does (an fp32 `erff` can differ by an ulp, which an fp16 store can turn into a
+/// visible difference); they stay vectorized (libmvec has the double variants).
 fn unary_float(f: UnaryFn, x: &str) -> String {
+    let d = |name: &str| format!("((float){name}((double)({x})))");
     match f {
         UnaryFn::Neg => format!("(-{x})"),
-        UnaryFn::Exp => format!("expf({x})"),
-        UnaryFn::Exp2 => format!("exp2f({x})"),
-        UnaryFn::Log => format!("logf({x})"),
-        UnaryFn::Log2 => format!("log2f({x})"),
+        UnaryFn::Exp => d("exp"),
+        UnaryFn::Exp2 => d("exp2"),
+        UnaryFn::Log => d("log"),
+        UnaryFn::Log2 => d("log2"),
         UnaryFn::Sqrt => format!("sqrtf({x})"),
-        UnaryFn::Rsqrt => format!("dlc_rsqrt({x})"),
+        UnaryFn::Rsqrt => format!("((float)(1.0 / sqrt((double)({x}))))"),
         UnaryFn::Recip => format!("(1.0f / {x})"),
         UnaryFn::Relu => format!("dlc_relu({x})"),
         UnaryFn::Abs => format!("fabsf({x})"),
-        UnaryFn::Erf => format!("erff({x})"),
-        UnaryFn::Sigmoid => format!("dlc_sigmoid({x})"),
-        UnaryFn::Tanh => format!("tanhf({x})"),
+        UnaryFn::Erf => d("erf"),
+        UnaryFn::Sigmoid => format!("((float)(1.0 / (1.0 + exp(-(double)({x})))))"),
+        UnaryFn::Tanh => d("tanh"),
     }
 }
 
@@ -194,7 +199,7 @@ fn binary_float(f: BinaryFn, a: &str, b: &str) -> String {
         BinaryFn::Idiv => format!("((float)trunc((double)({a}) / (double)({b})))"),
         BinaryFn::Max => format!("dlc_fmax({a}, {b})"),
         BinaryFn::Min => format!("dlc_fmin({a}, {b})"),
-        BinaryFn::Pow => format!("powf({a}, {b})"),
+        BinaryFn::Pow => format!("((float)pow((double)({a}), (double)({b})))"),
         BinaryFn::Cmplt => format!("((int32_t)({a} < {b}))"),
         BinaryFn::Cmple => format!("((int32_t)({a} <= {b}))"),
         BinaryFn::Cmpeq => format!("((int32_t)({a} == {b}))"),
@@ -231,8 +236,12 @@ fn binary_int(f: BinaryFn, k: Kind, a: &str, b: &str) -> String {
 /// Per let: its kind, its free iters that are not outer, its buffer.
 struct LetInfo {
     kind: Kind,
+    /// The iters its buffer is over: its free iters less the outer ones (all of them for a
+    /// contraction, whose buffer is one array shared by all threads).
     inner: Vec<usize>,
     has_reduce: bool,
+    /// Computed by the GEMM micro-kernel before the loop nests.
+    gemm: Option<Contraction>,
 }
 
 struct Emitter<'a> {
@@ -262,6 +271,11 @@ fn contains_reduce(e: &Expr) -> bool {
     let mut hit = false;
     visit(e, &mut |x| hit |= matches!(x, Expr::Reduce(_)));
     hit
+}
+
+/// Calls `f` on `e` and every subexpression.
+pub(crate) fn visit_expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    visit(e, f)
 }
 
 fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
@@ -351,10 +365,23 @@ pub fn emit_region(
 impl<'a> Emitter<'a> {
     fn new(r: &'a Region, checked: Checked) -> Emitter<'a> {
         let n = r.iters.len();
+        let input = |nm: &str| r.input(nm).map(|i| i.dtype);
+        let no_let = |_: &str| None;
+        let kinds = Kinds {
+            input: &input,
+            let_kind: &no_let,
+        };
+        let float_kind = |e: &Expr| kinds.of(e) == Kind::Float && !matches!(e, Expr::Const(_));
+        let gemms: Vec<Option<Contraction>> = (0..r.lets.len())
+            .map(|li| recognize(r, li, &checked.let_free[li], &float_kind))
+            .collect();
         // Iters a reduce rebinds cannot be outer: a let read at a rebound value needs the
         // whole range of that iter inside one outer point.
         let mut rebound = BTreeSet::new();
-        for l in &r.lets {
+        for (li, l) in r.lets.iter().enumerate() {
+            if gemms[li].is_some() {
+                continue;
+            }
             visit(&l.expr, &mut |e| {
                 if let Expr::Reduce(red) = e {
                     rebound.extend(red.axes.iter().cloned());
@@ -362,11 +389,11 @@ impl<'a> Emitter<'a> {
             });
         }
         let heavy: Vec<usize> = (0..r.lets.len())
-            .filter(|li| contains_reduce(&r.lets[*li].expr))
+            .filter(|li| gemms[*li].is_none() && contains_reduce(&r.lets[*li].expr))
             .collect();
         let pool: Vec<usize> = if heavy.is_empty() {
             (0..r.lets.len())
-                .filter(|li| !checked.let_free[*li].is_empty())
+                .filter(|li| gemms[*li].is_none() && !checked.let_free[*li].is_empty())
                 .collect()
         } else {
             heavy
@@ -396,17 +423,18 @@ impl<'a> Emitter<'a> {
             body: String::new(),
             indent: 1,
         };
-        for li in 0..r.lets.len() {
+        for (li, gemm) in gemms.into_iter().enumerate() {
             let kind = em.kind_of(&r.lets[li].expr);
             let inner = em.checked.let_free[li]
                 .iter()
                 .copied()
-                .filter(|i| !em.outer.contains(i))
+                .filter(|i| gemm.is_some() || !em.outer.contains(i))
                 .collect();
             em.lets.push(LetInfo {
                 kind,
                 inner,
                 has_reduce: contains_reduce(&r.lets[li].expr),
+                gemm,
             });
         }
         em
@@ -507,7 +535,7 @@ impl<'a> Emitter<'a> {
 
     fn let_ref(&self, li: usize, scope: &Scope) -> String {
         let info = &self.lets[li];
-        if info.inner.is_empty() {
+        if info.inner.is_empty() && info.gemm.is_none() {
             format!("L{li}")
         } else {
             format!("L{li}[{}]", self.flat_index(&info.inner, scope))
@@ -699,8 +727,20 @@ impl<'a> Emitter<'a> {
             self.line(&format!("const int64_t {} = {d};", Self::size_var(i)));
         }
         self.line("int dlc_err = 0;");
+        let gemms: Vec<usize> = (0..self.lets.len())
+            .filter(|li| self.lets[*li].gemm.is_some())
+            .collect();
+        for li in &gemms {
+            let size: Vec<String> = self.lets[*li].inner.iter().map(|i| Self::size_var(*i)).collect();
+            let size = if size.is_empty() { "1".to_string() } else { size.join(" * ") };
+            self.line(&format!("float *restrict L{li} = (float *)dlc_alloc(4 * {size});"));
+            self.line(&format!("if (!L{li}) return 2;"));
+        }
+        for li in &gemms {
+            self.emit_contraction(*li)?;
+        }
         let buffered: Vec<usize> = (0..self.lets.len())
-            .filter(|li| !self.lets[*li].inner.is_empty())
+            .filter(|li| !self.lets[*li].inner.is_empty() && self.lets[*li].gemm.is_none())
             .collect();
         if self.outer.is_empty() {
             self.alloc_buffers(&buffered);
@@ -738,7 +778,125 @@ impl<'a> Emitter<'a> {
             self.indent -= 1;
             self.line("}");
         }
+        for li in &gemms {
+            self.line(&format!("free(L{li});"));
+        }
         self.line("return dlc_err;");
+        Ok(())
+    }
+
+    /// `Σ var·stride` of `iters` in let `li`'s buffer (loop vars `i<k>`).
+    fn offset_in(&self, li: usize, iters: &[usize]) -> String {
+        let inner = &self.lets[li].inner;
+        let mut terms = vec!["0".to_string()];
+        for i in iters {
+            let Some(p) = inner.iter().position(|x| x == i) else {
+                continue;
+            };
+            let mut t = Self::iter_var(*i);
+            for later in &inner[p + 1..] {
+                t = format!("{t} * {}", Self::size_var(*later));
+            }
+            terms.push(t);
+        }
+        terms.join(" + ")
+    }
+
+    /// Decodes flat index `q` (a C variable, consumed) into the loop vars of `iters`.
+    fn decode(&mut self, q: &str, iters: &[usize]) {
+        for i in iters.iter().rev() {
+            self.line(&format!(
+                "const int64_t {v} = {q} % {z}; {q} /= {z};",
+                v = Self::iter_var(*i),
+                z = Self::size_var(*i)
+            ));
+        }
+        self.line(&format!("(void){q};"));
+    }
+
+    fn prod(&self, iters: &[usize]) -> String {
+        let v: Vec<String> = iters.iter().map(|i| Self::size_var(*i)).collect();
+        if v.is_empty() { "1".into() } else { v.join(" * ") }
+    }
+
+    /// Packs one operand of a contraction: `dst` panels of `width` (`DLC_MR`/`DLC_NR`) over
+    /// `count` points of `iters`, `K` values each from `e` over the reduce axes.
+    fn emit_pack(&mut self, dst: &str, width: &str, count: &str, iters: &[usize], e: &Expr, axes: &[(String, String)]) -> Result<(), CpuError> {
+        self.line(&format!(
+            "#pragma omp parallel for num_threads(dlc_nt) schedule(static) if({count} * cK >= 16384)"
+        ));
+        self.line(&format!(
+            "for (int64_t ci = 0; ci < (({count} + {width} - 1) / {width}) * {width}; ci++) {{"
+        ));
+        self.indent += 1;
+        self.line(&format!(
+            "float *dst = {dst} + (ci / {width}) * cK * {width} + ci % {width};"
+        ));
+        self.line(&format!(
+            "if (ci >= {count}) {{ for (int64_t k = 0; k < cK; k++) dst[k * {width}] = 0.0f; continue; }}"
+        ));
+        self.line("int64_t cq = ci;");
+        self.decode("cq", iters);
+        self.line("int64_t ck = 0;");
+        let mut scope = self.base_scope();
+        for (a, e) in axes {
+            let v = self.fresh("r");
+            self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
+            self.indent += 1;
+            scope.push((a.clone(), v));
+        }
+        let x = self.expr(e, &mut scope)?;
+        self.line(&format!("dst[ck * {width}] = {x}; ck++;"));
+        self.close_loops(axes.len());
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    fn emit_contraction(&mut self, li: usize) -> Result<(), CpuError> {
+        let Some(c) = self.lets[li].gemm.clone() else {
+            return Ok(());
+        };
+        let Expr::Reduce(red) = &self.r.lets[li].expr else {
+            return Ok(());
+        };
+        let red = red.clone();
+        let ext = self.extents(&red)?;
+        let axes: Vec<(String, String)> = red.axes.iter().cloned().zip(ext.iter().cloned()).collect();
+        self.line(&format!("// contraction `{}`: packed GEMM", self.r.lets[li].name));
+        self.line("{");
+        self.indent += 1;
+        let (m, n, b) = (self.prod(&c.rows), self.prod(&c.cols), self.prod(&c.batch));
+        let k = if ext.is_empty() { "1".to_string() } else { ext.join(" * ") };
+        self.line(&format!("const int64_t cM = {m}, cN = {n}, cK = {k}, cB = {b};"));
+        self.line("float *cA = (float *)dlc_alloc(4 * ((cM + DLC_MR - 1) / DLC_MR) * DLC_MR * cK);");
+        self.line("float *cBp = (float *)dlc_alloc(4 * ((cN + DLC_NR - 1) / DLC_NR) * DLC_NR * cK);");
+        self.line("int64_t *cro = (int64_t *)dlc_alloc(8 * cM), *cco = (int64_t *)dlc_alloc(8 * cN);");
+        self.line("if (!cA || !cBp || !cro || !cco) dlc_err = 2;");
+        self.line("else for (int64_t cb = 0; cb < cB; cb++) {");
+        self.indent += 1;
+        self.line("int64_t cbq = cb;");
+        self.decode("cbq", &c.batch.clone());
+        self.emit_pack("cA", "DLC_MR", "cM", &c.rows.clone(), &c.x, &axes)?;
+        self.emit_pack("cBp", "DLC_NR", "cN", &c.cols.clone(), &c.y, &axes)?;
+        let boff = self.offset_in(li, &c.batch);
+        for (arr, count, iters) in [("cro", "cM", c.rows.clone()), ("cco", "cN", c.cols.clone())] {
+            self.line(&format!("for (int64_t ci = 0; ci < {count}; ci++) {{"));
+            self.indent += 1;
+            self.line("int64_t cq = ci;");
+            self.decode("cq", &iters);
+            let off = self.offset_in(li, &iters);
+            let off = if arr == "cro" { format!("{off} + {boff}") } else { off };
+            self.line(&format!("{arr}[ci] = {off};"));
+            self.indent -= 1;
+            self.line("}");
+        }
+        self.line(&format!("dlc_gemm(cM, cN, cK, cA, cBp, L{li}, cro, cco, dlc_nt);"));
+        self.indent -= 1;
+        self.line("}");
+        self.line("free(cA); free(cBp); free(cro); free(cco);");
+        self.indent -= 1;
+        self.line("}");
         Ok(())
     }
 
@@ -787,6 +945,10 @@ impl<'a> Emitter<'a> {
         let mut li = 0;
         while li < nl {
             let info = &self.lets[li];
+            if info.gemm.is_some() {
+                li += 1;
+                continue;
+            }
             if info.inner.is_empty() {
                 let t = kind_type(info.kind);
                 self.line(&format!("{t} L{li};"));
@@ -800,7 +962,11 @@ impl<'a> Emitter<'a> {
             let iters = self.lets[li].inner.clone();
             let mut group = vec![li];
             let mut nx = li + 1;
-            while nx < nl && !self.lets[nx].has_reduce && self.lets[nx].inner == iters {
+            while nx < nl
+                && !self.lets[nx].has_reduce
+                && self.lets[nx].gemm.is_none()
+                && self.lets[nx].inner == iters
+            {
                 group.push(nx);
                 nx += 1;
             }

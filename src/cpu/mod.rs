@@ -20,6 +20,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod build;
+pub mod contraction;
 pub mod emit;
 pub mod exec;
 pub mod program;
@@ -28,7 +29,7 @@ use crate::diag::{Diagnostic, Location};
 use crate::run::Failure;
 
 /// The C prelude every generated source starts with.
-pub const PRELUDE: &str = include_str!("prelude.h");
+pub const PRELUDE: &str = concat!(include_str!("prelude.h"), include_str!("gemm.h"));
 
 /// The vector ISA the generated code is compiled for (detected at run time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,6 +18,13 @@ float erff(float) DLC_SIMD_FN;
 float exp2f(float) DLC_SIMD_FN;
 float log2f(float) DLC_SIMD_FN;
 float powf(float, float) DLC_SIMD_FN;
+double exp(double) DLC_SIMD_FN;
+double log(double) DLC_SIMD_FN;
+double tanh(double) DLC_SIMD_FN;
+double erf(double) DLC_SIMD_FN;
+double exp2(double) DLC_SIMD_FN;
+double log2(double) DLC_SIMD_FN;
+double pow(double, double) DLC_SIMD_FN;
 #endif
 
 #define DLC_INLINE static inline __attribute__((always_inline))
