@@ -26,7 +26,11 @@ pub const ENV_FMA: &str = "DLC_CPU_FMA";
 /// k order is the reference's is bit-identical to it.
 pub fn base_flags(isa: Isa) -> Vec<String> {
     let fma = std::env::var(ENV_FMA).is_ok_and(|v| v == "1");
-    let contract = if fma { "-ffp-contract=fast" } else { "-ffp-contract=off" };
+    let contract = if fma {
+        "-ffp-contract=fast"
+    } else {
+        "-ffp-contract=off"
+    };
     let mut f: Vec<String> = [
         "-O3",
         "-fopenmp",
@@ -80,8 +84,7 @@ pub struct Loaded {
 /// runtime it pulled in while its worker threads still run (a crash at exit), and a program
 /// run again finds its library here without a second `dlopen`.
 fn loaded_libraries() -> &'static Mutex<BTreeMap<PathBuf, &'static libloading::Library>> {
-    static LIBS: OnceLock<Mutex<BTreeMap<PathBuf, &'static libloading::Library>>> =
-        OnceLock::new();
+    static LIBS: OnceLock<Mutex<BTreeMap<PathBuf, &'static libloading::Library>>> = OnceLock::new();
     LIBS.get_or_init(|| Mutex::new(BTreeMap::new()))
 }
 
@@ -142,7 +145,10 @@ fn compile(source: &str, flags: &[String], dir: &Path, so: &Path) -> Result<(), 
             std::fs::rename(&tmp, so).map_err(|e| cache_err(so, e))?;
             return Ok(());
         }
-        last = String::from_utf8_lossy(&out.stderr).chars().take(4000).collect();
+        last = String::from_utf8_lossy(&out.stderr)
+            .chars()
+            .take(4000)
+            .collect();
     }
     let _ = std::fs::remove_file(&tmp);
     Err(CpuError::Compile {

@@ -16,15 +16,19 @@
 //! through `double` exactly as the reference rounds them.
 
 use super::contraction::{recognize, Contraction};
+pub use super::cvalue::storage_type;
+use super::cvalue::{
+    acc_type, binary_float, binary_int, constant, fold, init_lit, load, to_dtype, unary_double,
+    unary_float, widen,
+};
 use super::CpuError;
 use crate::codegen::cexpr;
 use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::ir::region::kind::{const_value, Kind, Kinds};
+use crate::ir::region::kind::{Kind, Kinds};
 use crate::ir::region::verify::{reduce_extents, verify, Checked};
-use crate::ir::region::{BinaryFn, Expr, Pred, Reduce, Region, UnaryFn};
-use crate::ir::tiny::ReduceOp;
+use crate::ir::region::{BinaryFn, Expr, Pred, Reduce, Region};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -38,228 +42,33 @@ pub struct EmittedRegion {
     pub form: String,
 }
 
-/// The C element type of a tensor of `dt`.
-pub fn storage_type(dt: DType) -> &'static str {
-    match dt {
-        DType::F32 => "float",
-        DType::F16 => "dlc_f16",
-        DType::BF16 => "uint16_t",
-        DType::I32 => "int32_t",
-        DType::Bool => "uint8_t",
-    }
-}
-
-fn kind_type(k: Kind) -> &'static str {
-    match k {
-        Kind::Float => "float",
-        _ => "int32_t",
-    }
-}
-
-/// `x` (a C value of kind `k`) as kind `to` (a widening: bool → i32 → fp32).
-fn widen(x: &str, k: Kind, to: Kind) -> String {
-    if k == to || to != Kind::Float {
-        x.to_string()
-    } else {
-        format!("((float)({x}))")
-    }
-}
-
-/// `x` (kind `k`) rounded to dtype `d`, as a value of `d`'s kind.
-fn to_dtype(x: &str, k: Kind, d: DType) -> String {
-    match (d, k) {
-        (DType::F32, Kind::Float) => x.to_string(),
-        (DType::F32, _) => format!("((float)({x}))"),
-        (DType::F16, _) => format!("dlc_round_f16({})", widen(x, k, Kind::Float)),
-        (DType::BF16, _) => format!("dlc_round_bf16({})", widen(x, k, Kind::Float)),
-        (DType::I32, Kind::Float) => format!("dlc_wrap_i32((double)({x}))"),
-        (DType::I32, _) => x.to_string(),
-        (DType::Bool, _) => format!("((int32_t)(({x}) != 0))"),
-    }
-}
-
-/// `x` (kind `k`) converted for a store into a tensor of `d`.
-fn store(x: &str, k: Kind, d: DType) -> String {
-    match d {
-        DType::F16 => format!("dlc_st_f16({})", widen(x, k, Kind::Float)),
-        DType::BF16 => format!("dlc_st_bf16({})", widen(x, k, Kind::Float)),
-        DType::Bool => format!("((uint8_t)(({x}) != 0))"),
-        _ => to_dtype(x, k, d),
-    }
-}
-
-fn load(x: String, d: DType) -> String {
-    match d {
-        DType::F16 => format!("dlc_ld_f16({x})"),
-        DType::BF16 => format!("dlc_ld_bf16({x})"),
-        DType::Bool => format!("((int32_t)({x}))"),
-        _ => x,
-    }
-}
-
-/// A constant as a C value of kind `k` (`Float`: fp32; else an exact `double`).
-fn constant(c: f64, k: Kind) -> String {
-    let v = const_value(c);
-    match k {
-        Kind::Float => cexpr::float(v),
-        _ => double_lit(v),
-    }
-}
-
-fn double_lit(v: f64) -> String {
-    if v.is_nan() {
-        "((double)dlc_nan())".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "((double)dlc_inf())" } else { "(-(double)dlc_inf())" }.into()
-    } else {
-        format!("({v:?})")
-    }
-}
-
-fn acc_type(d: DType) -> &'static str {
-    kind_type(Kind::of(d))
-}
-
-fn init_lit(op: ReduceOp, init: Option<f64>, d: DType) -> String {
-    let v = d.round(init.unwrap_or_else(|| op.identity(d)));
-    match Kind::of(d) {
-        Kind::Float => cexpr::float(v),
-        _ if v == i32::MIN as f64 => "(-2147483647 - 1)".into(),
-        _ => format!("{}", v as i64),
-    }
-}
-
-/// One accumulation step `acc ∘ v` in dtype `d` (both already values of `d`).
-fn fold(op: ReduceOp, d: DType, acc: &str, v: &str) -> String {
-    let raw = match (Kind::of(d), op) {
-        (Kind::Float, ReduceOp::Sum) => format!("({acc} + {v})"),
-        (Kind::Float, ReduceOp::Prod) => format!("({acc} * {v})"),
-        (Kind::Float, ReduceOp::Max) => format!("dlc_fmax({acc}, {v})"),
-        (Kind::Float, ReduceOp::Min) => format!("dlc_fmin({acc}, {v})"),
-        (Kind::I32, ReduceOp::Sum) => format!("dlc_iadd({acc}, {v})"),
-        (Kind::I32, ReduceOp::Prod) => format!("dlc_imul({acc}, {v})"),
-        (Kind::Bool, ReduceOp::Sum) => format!("((int32_t)(({acc} | {v}) != 0))"),
-        (Kind::Bool, ReduceOp::Prod) => format!("((int32_t)({acc} && {v}))"),
-        (_, ReduceOp::Max) => format!("dlc_smax({acc}, {v})"),
-        (_, ReduceOp::Min) => format!("dlc_smin({acc}, {v})"),
-    };
-    match d {
-        DType::F16 => format!("dlc_round_f16({raw})"),
-        DType::BF16 => format!("dlc_round_bf16({raw})"),
-        _ => raw,
-    }
-}
-
-/// A float unary op. Transcendental functions compute in double and round to fp32, as the
-/// reference does (an fp32 `erff` can differ by an ulp, which an fp16 store can turn into a
-/// visible difference); they stay vectorized (libmvec has the double variants).
-fn unary_float(f: UnaryFn, x: &str) -> String {
-    let d = |name: &str| format!("((float){name}((double)({x})))");
-    match f {
-        UnaryFn::Neg => format!("(-{x})"),
-        UnaryFn::Exp => d("exp"),
-        UnaryFn::Exp2 => d("exp2"),
-        UnaryFn::Log => d("log"),
-        UnaryFn::Log2 => d("log2"),
-        UnaryFn::Sqrt => format!("sqrtf({x})"),
-        UnaryFn::Rsqrt => format!("((float)(1.0 / sqrt((double)({x}))))"),
-        UnaryFn::Recip => format!("(1.0f / {x})"),
-        UnaryFn::Relu => format!("dlc_relu({x})"),
-        UnaryFn::Abs => format!("fabsf({x})"),
-        UnaryFn::Erf => d("erf"),
-        UnaryFn::Sigmoid => format!("((float)(1.0 / (1.0 + exp(-(double)({x})))))"),
-        UnaryFn::Tanh => d("tanh"),
-    }
-}
-
-fn unary_double(f: UnaryFn, x: &str) -> String {
-    match f {
-        UnaryFn::Neg => format!("(-{x})"),
-        UnaryFn::Exp => format!("exp({x})"),
-        UnaryFn::Exp2 => format!("exp2({x})"),
-        UnaryFn::Log => format!("log({x})"),
-        UnaryFn::Log2 => format!("log2({x})"),
-        UnaryFn::Sqrt => format!("sqrt({x})"),
-        UnaryFn::Rsqrt => format!("(1.0 / sqrt({x}))"),
-        UnaryFn::Recip => format!("(1.0 / {x})"),
-        UnaryFn::Relu => format!("({x} > 0.0 ? {x} : 0.0)"),
-        UnaryFn::Abs => format!("fabs({x})"),
-        UnaryFn::Erf => format!("erf({x})"),
-        UnaryFn::Sigmoid => format!("(1.0 / (1.0 + exp(-{x})))"),
-        UnaryFn::Tanh => format!("tanh({x})"),
-    }
-}
-
-fn binary_float(f: BinaryFn, a: &str, b: &str) -> String {
-    match f {
-        BinaryFn::Add => format!("({a} + {b})"),
-        BinaryFn::Sub => format!("({a} - {b})"),
-        BinaryFn::Mul => format!("({a} * {b})"),
-        BinaryFn::Div => format!("({a} / {b})"),
-        BinaryFn::Idiv => format!("((float)trunc((double)({a}) / (double)({b})))"),
-        BinaryFn::Max => format!("dlc_fmax({a}, {b})"),
-        BinaryFn::Min => format!("dlc_fmin({a}, {b})"),
-        BinaryFn::Pow => format!("((float)pow((double)({a}), (double)({b})))"),
-        BinaryFn::Cmplt => format!("((int32_t)({a} < {b}))"),
-        BinaryFn::Cmple => format!("((int32_t)({a} <= {b}))"),
-        BinaryFn::Cmpeq => format!("((int32_t)({a} == {b}))"),
-        BinaryFn::Cmpne => format!("((int32_t)({a} != {b}))"),
-    }
-}
-
-/// An i32 or bool op: operands are `double`s, the result rounded to `k` as the reference does.
-fn binary_int(f: BinaryFn, k: Kind, a: &str, b: &str) -> String {
-    let round = |x: String| match k {
-        Kind::Bool => format!("dlc_bool({x})"),
-        _ => format!("dlc_wrap_i32({x})"),
-    };
-    match f {
-        BinaryFn::Cmplt => format!("((int32_t)({a} < {b}))"),
-        BinaryFn::Cmple => format!("((int32_t)({a} <= {b}))"),
-        BinaryFn::Cmpeq => format!("((int32_t)({a} == {b}))"),
-        BinaryFn::Cmpne => format!("((int32_t)({a} != {b}))"),
-        BinaryFn::Mul => round(format!(
-            "(double)dlc_imul(dlc_wrap_i32({a}), dlc_wrap_i32({b}))"
-        )),
-        BinaryFn::Idiv => round(format!(
-            "(double)dlc_idiv(dlc_wrap_i32({a}), dlc_wrap_i32({b}))"
-        )),
-        BinaryFn::Add => round(format!("({a} + {b})")),
-        BinaryFn::Sub => round(format!("({a} - {b})")),
-        BinaryFn::Div => round(format!("({a} / {b})")),
-        BinaryFn::Max => round(format!("fmax({a}, {b})")),
-        BinaryFn::Min => round(format!("fmin({a}, {b})")),
-        BinaryFn::Pow => round(format!("pow({a}, {b})")),
-    }
-}
-
 /// Per let: its kind, its free iters that are not outer, its buffer.
-struct LetInfo {
-    kind: Kind,
+pub(super) struct LetInfo {
+    pub(super) kind: Kind,
     /// The iters its buffer is over: its free iters less the outer ones (all of them for a
     /// contraction, whose buffer is one array shared by all threads).
-    inner: Vec<usize>,
-    has_reduce: bool,
+    pub(super) inner: Vec<usize>,
+    pub(super) has_reduce: bool,
     /// Computed by the GEMM micro-kernel before the loop nests.
-    gemm: Option<Contraction>,
+    pub(super) gemm: Option<Contraction>,
 }
 
-struct Emitter<'a> {
-    r: &'a Region,
-    checked: Checked,
+pub(super) struct Emitter<'a> {
+    pub(super) r: &'a Region,
+    pub(super) checked: Checked,
     /// `O`: outer iters (ascending).
-    outer: Vec<usize>,
-    lets: Vec<LetInfo>,
-    symbols: RefCell<BTreeSet<String>>,
-    fresh: usize,
-    has_gather: bool,
-    body: String,
-    indent: usize,
+    pub(super) outer: Vec<usize>,
+    pub(super) lets: Vec<LetInfo>,
+    pub(super) symbols: RefCell<BTreeSet<String>>,
+    pub(super) fresh: usize,
+    pub(super) has_gather: bool,
+    pub(super) body: String,
+    pub(super) indent: usize,
 }
 
-type Scope = Vec<(String, String)>;
+pub(super) type Scope = Vec<(String, String)>;
 
-fn lookup<'s>(scope: &'s Scope, n: &str) -> Option<&'s str> {
+pub(super) fn lookup<'s>(scope: &'s Scope, n: &str) -> Option<&'s str> {
     scope
         .iter()
         .rev()
@@ -334,7 +143,11 @@ pub fn emit_region(
                 symbols.len() - 1
             }
         };
-        let _ = writeln!(code, "    const int64_t {} = dlc_sym[{idx}];", cexpr::sym(s));
+        let _ = writeln!(
+            code,
+            "    const int64_t {} = dlc_sym[{idx}];",
+            cexpr::sym(s)
+        );
     }
     for (i, inp) in r.inputs.iter().enumerate() {
         let t = storage_type(inp.dtype);
@@ -363,7 +176,7 @@ pub fn emit_region(
 }
 
 impl<'a> Emitter<'a> {
-    fn new(r: &'a Region, checked: Checked) -> Emitter<'a> {
+    pub(super) fn new(r: &'a Region, checked: Checked) -> Emitter<'a> {
         let n = r.iters.len();
         let input = |nm: &str| r.input(nm).map(|i| i.dtype);
         let no_let = |_: &str| None;
@@ -410,7 +223,9 @@ impl<'a> Emitter<'a> {
         }
         let mut has_gather = false;
         for l in &r.lets {
-            visit(&l.expr, &mut |e| has_gather |= matches!(e, Expr::Gather { .. }));
+            visit(&l.expr, &mut |e| {
+                has_gather |= matches!(e, Expr::Gather { .. })
+            });
         }
         let mut em = Emitter {
             r,
@@ -440,7 +255,7 @@ impl<'a> Emitter<'a> {
         em
     }
 
-    fn kind_of(&self, e: &Expr) -> Kind {
+    pub(super) fn kind_of(&self, e: &Expr) -> Kind {
         let input = |n: &str| self.r.input(n).map(|i| i.dtype);
         let let_kind = |n: &str| {
             let li = self.r.lets.iter().position(|l| l.name == n)?;
@@ -453,7 +268,7 @@ impl<'a> Emitter<'a> {
         .of(e)
     }
 
-    fn operands_kind(&self, es: &[&Expr]) -> Kind {
+    pub(super) fn operands_kind(&self, es: &[&Expr]) -> Kind {
         let input = |n: &str| self.r.input(n).map(|i| i.dtype);
         let let_kind = |n: &str| {
             let li = self.r.lets.iter().position(|l| l.name == n)?;
@@ -466,7 +281,7 @@ impl<'a> Emitter<'a> {
         .operands(es)
     }
 
-    fn line(&mut self, s: &str) {
+    pub(super) fn line(&mut self, s: &str) {
         for _ in 0..self.indent {
             self.body.push_str("    ");
         }
@@ -474,18 +289,18 @@ impl<'a> Emitter<'a> {
         self.body.push('\n');
     }
 
-    fn fresh(&mut self, p: &str) -> String {
+    pub(super) fn fresh(&mut self, p: &str) -> String {
         self.fresh += 1;
         format!("{p}{}", self.fresh)
     }
 
     /// A size as C over symbol parameters (recording the symbols).
-    fn dim(&self, d: &Dim) -> String {
+    pub(super) fn dim(&self, d: &Dim) -> String {
         self.symbols.borrow_mut().extend(d.symbols());
         cexpr::dim(d)
     }
 
-    fn axis(&self, e: &AxisExpr, scope: &Scope) -> String {
+    pub(super) fn axis(&self, e: &AxisExpr, scope: &Scope) -> String {
         cexpr::axis(e, &|n| match lookup(scope, n) {
             Some(v) => v.to_string(),
             None => {
@@ -495,7 +310,7 @@ impl<'a> Emitter<'a> {
         })
     }
 
-    fn pred(&self, p: &Pred, scope: &Scope) -> String {
+    pub(super) fn pred(&self, p: &Pred, scope: &Scope) -> String {
         cexpr::pred(p, &|n| match lookup(scope, n) {
             Some(v) => v.to_string(),
             None => {
@@ -505,16 +320,16 @@ impl<'a> Emitter<'a> {
         })
     }
 
-    fn iter_var(i: usize) -> String {
+    pub(super) fn iter_var(i: usize) -> String {
         format!("i{i}")
     }
 
-    fn size_var(i: usize) -> String {
+    pub(super) fn size_var(i: usize) -> String {
         format!("z{i}")
     }
 
     /// `buf[Σ var·stride]` over `iters` (row-major over their sizes), vars from `scope`.
-    fn flat_index(&self, iters: &[usize], scope: &Scope) -> String {
+    pub(super) fn flat_index(&self, iters: &[usize], scope: &Scope) -> String {
         if iters.is_empty() {
             return "0".into();
         }
@@ -533,7 +348,7 @@ impl<'a> Emitter<'a> {
         s
     }
 
-    fn let_ref(&self, li: usize, scope: &Scope) -> String {
+    pub(super) fn let_ref(&self, li: usize, scope: &Scope) -> String {
         let info = &self.lets[li];
         if info.inner.is_empty() && info.gemm.is_none() {
             format!("L{li}")
@@ -544,11 +359,22 @@ impl<'a> Emitter<'a> {
 
     /// `in<k>[row-major index]` for input `tensor` at `map`; dimension `shift.0` is addressed by
     /// the C variable `shift.1` instead (a gather's checked position).
-    fn read(&self, tensor: &str, map: &[AxisExpr], scope: &Scope, shift: Option<(usize, &str)>) -> Result<(String, DType), CpuError> {
-        let ii = self.r.inputs.iter().position(|i| i.name == tensor).ok_or_else(|| CpuError::Codegen {
-            region: self.r.name.clone(),
-            why: format!("read of unknown tensor `{tensor}`"),
-        })?;
+    pub(super) fn read(
+        &self,
+        tensor: &str,
+        map: &[AxisExpr],
+        scope: &Scope,
+        shift: Option<(usize, &str)>,
+    ) -> Result<(String, DType), CpuError> {
+        let ii = self
+            .r
+            .inputs
+            .iter()
+            .position(|i| i.name == tensor)
+            .ok_or_else(|| CpuError::Codegen {
+                region: self.r.name.clone(),
+                why: format!("read of unknown tensor `{tensor}`"),
+            })?;
         let inp = &self.r.inputs[ii];
         let mut idx = "0".to_string();
         for (j, m) in map.iter().enumerate() {
@@ -566,16 +392,19 @@ impl<'a> Emitter<'a> {
     }
 
     /// `e` as a C expression of kind `self.kind_of(e)`.
-    fn expr(&mut self, e: &Expr, scope: &mut Scope) -> Result<String, CpuError> {
+    pub(super) fn expr(&mut self, e: &Expr, scope: &mut Scope) -> Result<String, CpuError> {
         Ok(match e {
             Expr::Const(c) => constant(*c, crate::ir::region::kind::const_kind(*c)),
             Expr::Let(n) => {
-                let li = self.r.lets.iter().position(|l| &l.name == n).ok_or_else(|| {
-                    CpuError::Codegen {
+                let li = self
+                    .r
+                    .lets
+                    .iter()
+                    .position(|l| &l.name == n)
+                    .ok_or_else(|| CpuError::Codegen {
                         region: self.r.name.clone(),
                         why: format!("undefined let `{n}`"),
-                    }
-                })?;
+                    })?;
                 self.let_ref(li, scope)
             }
             Expr::Read { tensor, map } => {
@@ -587,8 +416,13 @@ impl<'a> Emitter<'a> {
                 let xs = self.expr(x, scope)?;
                 match k {
                     Kind::Float => unary_float(*f, &xs),
-                    Kind::I32 => format!("dlc_wrap_i32({})", unary_double(*f, &format!("((double){xs})"))),
-                    Kind::Bool => format!("dlc_bool({})", unary_double(*f, &format!("((double){xs})"))),
+                    Kind::I32 => format!(
+                        "dlc_wrap_i32({})",
+                        unary_double(*f, &format!("((double){xs})"))
+                    ),
+                    Kind::Bool => {
+                        format!("dlc_bool({})", unary_double(*f, &format!("((double){xs})")))
+                    }
                 }
             }
             Expr::Binary(f, a, b) => self.binary(*f, a, b, scope)?,
@@ -636,13 +470,19 @@ impl<'a> Emitter<'a> {
                     region: self.r.name.clone(),
                     why: format!("gather from unknown tensor `{tensor}`"),
                 })?;
-                let size = inp.memref.shape.get(*axis).map(|d| self.dim(&d.0)).ok_or_else(|| {
-                    CpuError::Codegen {
+                let size = inp
+                    .memref
+                    .shape
+                    .get(*axis)
+                    .map(|d| self.dim(&d.0))
+                    .ok_or_else(|| CpuError::Codegen {
                         region: self.r.name.clone(),
                         why: format!("gather axis {axis} beyond `{tensor}`'s rank"),
-                    }
-                })?;
-                let base = map.get(*axis).map(|m| self.axis(m, scope)).unwrap_or_default();
+                    })?;
+                let base = map
+                    .get(*axis)
+                    .map(|m| self.axis(m, scope))
+                    .unwrap_or_default();
                 let var = self.fresh("g");
                 let (x, dt) = self.read(tensor, map, scope, Some((*axis, &var)))?;
                 format!(
@@ -654,7 +494,12 @@ impl<'a> Emitter<'a> {
     }
 
     /// `e` as a value of kind `k` (`Float`: a `float`; i32/bool: a `double`, see [`binary_int`]).
-    fn operand(&mut self, e: &Expr, k: Kind, scope: &mut Scope) -> Result<String, CpuError> {
+    pub(super) fn operand(
+        &mut self,
+        e: &Expr,
+        k: Kind,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
         if let Expr::Const(c) = e {
             return Ok(constant(*c, k));
         }
@@ -666,7 +511,13 @@ impl<'a> Emitter<'a> {
         })
     }
 
-    fn binary(&mut self, f: BinaryFn, a: &Expr, b: &Expr, scope: &mut Scope) -> Result<String, CpuError> {
+    pub(super) fn binary(
+        &mut self,
+        f: BinaryFn,
+        a: &Expr,
+        b: &Expr,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
         let mut k = self.operands_kind(&[a, b]);
         let strong_int = |e: &Expr| !matches!(e, Expr::Const(_)) && self.kind_of(e) != Kind::Float;
         if f.is_comparison() && k == Kind::Float && (strong_int(a) || strong_int(b)) {
@@ -683,7 +534,7 @@ impl<'a> Emitter<'a> {
         })
     }
 
-    fn extents(&self, red: &Reduce) -> Result<Vec<String>, CpuError> {
+    pub(super) fn extents(&self, red: &Reduce) -> Result<Vec<String>, CpuError> {
         let ext = reduce_extents(self.r, red, &self.checked.iter_sizes, "").map_err(|e| {
             CpuError::Codegen {
                 region: self.r.name.clone(),
@@ -694,7 +545,11 @@ impl<'a> Emitter<'a> {
     }
 
     /// A nested reduce as a statement expression.
-    fn reduce_expr(&mut self, red: &Reduce, scope: &mut Scope) -> Result<String, CpuError> {
+    pub(super) fn reduce_expr(
+        &mut self,
+        red: &Reduce,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
         let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
             region: self.r.name.clone(),
             why: "reduce without an accumulation dtype".into(),
@@ -716,11 +571,15 @@ impl<'a> Emitter<'a> {
         let body = self.expr(&red.body, scope);
         scope.truncate(base);
         let v = to_dtype(&body?, k, dtype);
-        let _ = write!(s, "{{ {acc} = {}; }} {acc}; }})", fold(red.op, dtype, &acc, &v));
+        let _ = write!(
+            s,
+            "{{ {acc} = {}; }} {acc}; }})",
+            fold(red.op, dtype, &acc, &v)
+        );
         Ok(s)
     }
 
-    fn emit_body(&mut self) -> Result<(), CpuError> {
+    pub(super) fn emit_body(&mut self) -> Result<(), CpuError> {
         let n = self.r.iters.len();
         for i in 0..n {
             let d = self.dim(&self.checked.iter_sizes[i].clone());
@@ -731,9 +590,19 @@ impl<'a> Emitter<'a> {
             .filter(|li| self.lets[*li].gemm.is_some())
             .collect();
         for li in &gemms {
-            let size: Vec<String> = self.lets[*li].inner.iter().map(|i| Self::size_var(*i)).collect();
-            let size = if size.is_empty() { "1".to_string() } else { size.join(" * ") };
-            self.line(&format!("float *restrict L{li} = (float *)dlc_alloc(4 * {size});"));
+            let size: Vec<String> = self.lets[*li]
+                .inner
+                .iter()
+                .map(|i| Self::size_var(*i))
+                .collect();
+            let size = if size.is_empty() {
+                "1".to_string()
+            } else {
+                size.join(" * ")
+            };
+            self.line(&format!(
+                "float *restrict L{li} = (float *)dlc_alloc(4 * {size});"
+            ));
             self.line(&format!("if (!L{li}) return 2;"));
         }
         for li in &gemms {
@@ -782,359 +651,6 @@ impl<'a> Emitter<'a> {
             self.line(&format!("free(L{li});"));
         }
         self.line("return dlc_err;");
-        Ok(())
-    }
-
-    /// `Σ var·stride` of `iters` in let `li`'s buffer (loop vars `i<k>`).
-    fn offset_in(&self, li: usize, iters: &[usize]) -> String {
-        let inner = &self.lets[li].inner;
-        let mut terms = vec!["0".to_string()];
-        for i in iters {
-            let Some(p) = inner.iter().position(|x| x == i) else {
-                continue;
-            };
-            let mut t = Self::iter_var(*i);
-            for later in &inner[p + 1..] {
-                t = format!("{t} * {}", Self::size_var(*later));
-            }
-            terms.push(t);
-        }
-        terms.join(" + ")
-    }
-
-    /// Decodes flat index `q` (a C variable, consumed) into the loop vars of `iters`.
-    fn decode(&mut self, q: &str, iters: &[usize]) {
-        for i in iters.iter().rev() {
-            self.line(&format!(
-                "const int64_t {v} = {q} % {z}; {q} /= {z};",
-                v = Self::iter_var(*i),
-                z = Self::size_var(*i)
-            ));
-        }
-        self.line(&format!("(void){q};"));
-    }
-
-    fn prod(&self, iters: &[usize]) -> String {
-        let v: Vec<String> = iters.iter().map(|i| Self::size_var(*i)).collect();
-        if v.is_empty() { "1".into() } else { v.join(" * ") }
-    }
-
-    /// Packs one operand of a contraction: `dst` panels of `width` (`DLC_MR`/`DLC_NR`) over
-    /// `count` points of `iters`, `K` values each from `e` over the reduce axes.
-    fn emit_pack(&mut self, dst: &str, width: &str, count: &str, iters: &[usize], e: &Expr, axes: &[(String, String)]) -> Result<(), CpuError> {
-        self.line(&format!(
-            "#pragma omp parallel for num_threads(dlc_nt) schedule(static) if({count} * cK >= 16384)"
-        ));
-        self.line(&format!(
-            "for (int64_t ci = 0; ci < (({count} + {width} - 1) / {width}) * {width}; ci++) {{"
-        ));
-        self.indent += 1;
-        self.line(&format!(
-            "float *dst = {dst} + (ci / {width}) * cK * {width} + ci % {width};"
-        ));
-        self.line(&format!(
-            "if (ci >= {count}) {{ for (int64_t k = 0; k < cK; k++) dst[k * {width}] = 0.0f; continue; }}"
-        ));
-        self.line("int64_t cq = ci;");
-        self.decode("cq", iters);
-        self.line("int64_t ck = 0;");
-        let mut scope = self.base_scope();
-        for (a, e) in axes {
-            let v = self.fresh("r");
-            self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
-            self.indent += 1;
-            scope.push((a.clone(), v));
-        }
-        let x = self.expr(e, &mut scope)?;
-        self.line(&format!("dst[ck * {width}] = {x}; ck++;"));
-        self.close_loops(axes.len());
-        self.indent -= 1;
-        self.line("}");
-        Ok(())
-    }
-
-    fn emit_contraction(&mut self, li: usize) -> Result<(), CpuError> {
-        let Some(c) = self.lets[li].gemm.clone() else {
-            return Ok(());
-        };
-        let Expr::Reduce(red) = &self.r.lets[li].expr else {
-            return Ok(());
-        };
-        let red = red.clone();
-        let ext = self.extents(&red)?;
-        let axes: Vec<(String, String)> = red.axes.iter().cloned().zip(ext.iter().cloned()).collect();
-        self.line(&format!("// contraction `{}`: packed GEMM", self.r.lets[li].name));
-        self.line("{");
-        self.indent += 1;
-        let (m, n, b) = (self.prod(&c.rows), self.prod(&c.cols), self.prod(&c.batch));
-        let k = if ext.is_empty() { "1".to_string() } else { ext.join(" * ") };
-        self.line(&format!("const int64_t cM = {m}, cN = {n}, cK = {k}, cB = {b};"));
-        self.line("float *cA = (float *)dlc_alloc(4 * ((cM + DLC_MR - 1) / DLC_MR) * DLC_MR * cK);");
-        self.line("float *cBp = (float *)dlc_alloc(4 * ((cN + DLC_NR - 1) / DLC_NR) * DLC_NR * cK);");
-        self.line("int64_t *cro = (int64_t *)dlc_alloc(8 * cM), *cco = (int64_t *)dlc_alloc(8 * cN);");
-        self.line("if (!cA || !cBp || !cro || !cco) dlc_err = 2;");
-        self.line("else for (int64_t cb = 0; cb < cB; cb++) {");
-        self.indent += 1;
-        self.line("int64_t cbq = cb;");
-        self.decode("cbq", &c.batch.clone());
-        self.emit_pack("cA", "DLC_MR", "cM", &c.rows.clone(), &c.x, &axes)?;
-        self.emit_pack("cBp", "DLC_NR", "cN", &c.cols.clone(), &c.y, &axes)?;
-        let boff = self.offset_in(li, &c.batch);
-        for (arr, count, iters) in [("cro", "cM", c.rows.clone()), ("cco", "cN", c.cols.clone())] {
-            self.line(&format!("for (int64_t ci = 0; ci < {count}; ci++) {{"));
-            self.indent += 1;
-            self.line("int64_t cq = ci;");
-            self.decode("cq", &iters);
-            let off = self.offset_in(li, &iters);
-            let off = if arr == "cro" { format!("{off} + {boff}") } else { off };
-            self.line(&format!("{arr}[ci] = {off};"));
-            self.indent -= 1;
-            self.line("}");
-        }
-        self.line(&format!("dlc_gemm(cM, cN, cK, cA, cBp, L{li}, cro, cco, dlc_nt);"));
-        self.indent -= 1;
-        self.line("}");
-        self.line("free(cA); free(cBp); free(cro); free(cco);");
-        self.indent -= 1;
-        self.line("}");
-        Ok(())
-    }
-
-    fn alloc_buffers(&mut self, buffered: &[usize]) {
-        self.line("int dlc_ok = 1;");
-        for li in buffered {
-            let info = &self.lets[*li];
-            let t = kind_type(info.kind);
-            let size: Vec<String> = info.inner.iter().map(|i| Self::size_var(*i)).collect();
-            let line = format!(
-                "{t} *restrict L{li} = ({t} *)dlc_alloc((int64_t)sizeof({t}) * {});",
-                size.join(" * ")
-            );
-            self.line(&line);
-            self.line(&format!("if (!L{li}) dlc_ok = 0;"));
-        }
-        self.line("if (!dlc_ok) dlc_err_flag(&dlc_err, 2);");
-    }
-
-    fn free_buffers(&mut self, buffered: &[usize]) {
-        for li in buffered {
-            self.line(&format!("free(L{li});"));
-        }
-    }
-
-    /// The non-outer iters, in order: the output's inner loop nest.
-    fn inner_iters(&self) -> Vec<usize> {
-        (0..self.r.iters.len())
-            .filter(|i| !self.outer.contains(i))
-            .collect()
-    }
-
-    fn base_scope(&self) -> Scope {
-        self.r
-            .iters
-            .iter()
-            .enumerate()
-            .map(|(i, it)| (it.name.clone(), Self::iter_var(i)))
-            .collect()
-    }
-
-    fn emit_lets(&mut self, flat: bool) -> Result<(), CpuError> {
-        let nl = self.r.lets.len();
-        let inner_all = self.inner_iters();
-        let mut done_yields = vec![false; self.r.yields.len()];
-        let mut li = 0;
-        while li < nl {
-            let info = &self.lets[li];
-            if info.gemm.is_some() {
-                li += 1;
-                continue;
-            }
-            if info.inner.is_empty() {
-                let t = kind_type(info.kind);
-                self.line(&format!("{t} L{li};"));
-            }
-            if self.lets[li].has_reduce {
-                self.emit_reduce_let(li, flat)?;
-                li += 1;
-                continue;
-            }
-            // A group: consecutive pointwise lets over the same iters, one loop nest.
-            let iters = self.lets[li].inner.clone();
-            let mut group = vec![li];
-            let mut nx = li + 1;
-            while nx < nl
-                && !self.lets[nx].has_reduce
-                && self.lets[nx].gemm.is_none()
-                && self.lets[nx].inner == iters
-            {
-                group.push(nx);
-                nx += 1;
-            }
-            for g in &group[1..] {
-                if self.lets[*g].inner.is_empty() {
-                    let t = kind_type(self.lets[*g].kind);
-                    self.line(&format!("{t} L{g};"));
-                }
-            }
-            let fused: Vec<usize> = if iters == inner_all {
-                (0..self.r.yields.len())
-                    .filter(|y| {
-                        let from = &self.r.yields[*y].from;
-                        group.iter().any(|g| &self.r.lets[*g].name == from)
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let mut scope = self.base_scope();
-            self.open_loops(&iters, flat, true)?;
-            for g in &group {
-                let x = self.expr(&self.r.lets[*g].expr.clone(), &mut scope)?;
-                let k = self.kind_of(&self.r.lets[*g].expr.clone());
-                let target = self.let_ref(*g, &scope);
-                let v = widen(&x, k, self.lets[*g].kind);
-                self.line(&format!("{target} = {v};"));
-            }
-            for y in &fused {
-                self.emit_yield_store(*y, &scope);
-                done_yields[*y] = true;
-            }
-            self.close_loops(iters.len());
-            li = nx;
-        }
-        for (y, done) in done_yields.iter().enumerate() {
-            if !done {
-                let scope = self.base_scope();
-                self.open_loops(&inner_all, flat, true)?;
-                self.emit_yield_store(y, &scope);
-                self.close_loops(inner_all.len());
-            }
-        }
-        Ok(())
-    }
-
-    fn emit_yield_store(&mut self, y: usize, scope: &Scope) {
-        let yl = &self.r.yields[y];
-        let Some(li) = self.r.lets.iter().position(|l| l.name == yl.from) else {
-            return;
-        };
-        let Some(oi) = self.r.outputs.iter().position(|o| o.name == yl.to) else {
-            return;
-        };
-        let all: Vec<usize> = (0..self.r.iters.len()).collect();
-        let idx = self.flat_index(&all, scope);
-        let v = self.let_ref(li, scope);
-        let st = store(&v, self.lets[li].kind, self.r.outputs[oi].dtype);
-        self.line(&format!("out{oi}[{idx}] = {st};"));
-    }
-
-    /// Opens one loop per iter of `iters` (loop vars `i<k>`); in flat form the outermost is an
-    /// `omp parallel for`, the innermost an `omp simd` loop when `simd`.
-    fn open_loops(&mut self, iters: &[usize], flat: bool, simd: bool) -> Result<(), CpuError> {
-        let n = iters.len();
-        for (k, i) in iters.iter().enumerate() {
-            let v = Self::iter_var(*i);
-            let z = Self::size_var(*i);
-            if flat && k == 0 {
-                let rest: Vec<String> = iters.iter().map(|j| Self::size_var(*j)).collect();
-                self.line(&format!(
-                    "#pragma omp parallel for num_threads(dlc_nt) schedule(static) if({} >= 4096)",
-                    rest.join(" * ")
-                ));
-            } else if simd && k + 1 == n && !self.has_gather {
-                self.line("#pragma omp simd");
-            }
-            self.line(&format!("for (int64_t {v} = 0; {v} < {z}; {v}++) {{"));
-            self.indent += 1;
-        }
-        Ok(())
-    }
-
-    fn close_loops(&mut self, n: usize) {
-        for _ in 0..n {
-            self.indent -= 1;
-            self.line("}");
-        }
-    }
-
-    fn emit_reduce_let(&mut self, li: usize, flat: bool) -> Result<(), CpuError> {
-        let expr = self.r.lets[li].expr.clone();
-        let inner = self.lets[li].inner.clone();
-        let lk = self.lets[li].kind;
-        let mut scope = self.base_scope();
-        match &expr {
-            Expr::Reduce(red) if !flat && !inner.is_empty() => {
-                // Interchanged: reduce axes outside, the vector loop over the free iters inside.
-                let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
-                    region: self.r.name.clone(),
-                    why: "reduce without an accumulation dtype".into(),
-                })?;
-                let init = init_lit(red.op, red.init, dtype);
-                self.open_loops(&inner, false, true)?;
-                let t = self.let_ref(li, &scope);
-                self.line(&format!("{t} = {init};"));
-                self.close_loops(inner.len());
-                let ext = self.extents(red)?;
-                for (a, e) in red.axes.iter().zip(&ext) {
-                    let v = self.fresh("r");
-                    self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
-                    self.indent += 1;
-                    scope.push((a.clone(), v));
-                }
-                // The free iters keep their own loop vars: shadowing by reduce axes cannot
-                // reach them (a free iter is never a reduce axis of its own let).
-                self.open_loops(&inner, false, true)?;
-                let k = self.kind_of(&red.body);
-                let body = self.expr(&red.body, &mut scope)?;
-                let v = to_dtype(&body, k, dtype);
-                let t = self.let_ref(li, &scope);
-                let f = fold(red.op, dtype, &t, &v);
-                self.line(&format!("{t} = {f};"));
-                self.close_loops(inner.len());
-                self.close_loops(red.axes.len());
-            }
-            Expr::Reduce(red) if inner.is_empty() => {
-                // A scalar per point: a vectorized horizontal reduction for fp32 sums.
-                let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
-                    region: self.r.name.clone(),
-                    why: "reduce without an accumulation dtype".into(),
-                })?;
-                let acc = self.fresh("acc");
-                let ty = acc_type(dtype);
-                self.line(&format!("{ty} {acc} = {};", init_lit(red.op, red.init, dtype)));
-                let ext = self.extents(red)?;
-                let na = red.axes.len();
-                for (j, (a, e)) in red.axes.iter().zip(&ext).enumerate() {
-                    let v = self.fresh("r");
-                    if j + 1 == na && dtype == DType::F32 && !self.has_gather {
-                        match red.op {
-                            ReduceOp::Sum => self.line(&format!("#pragma omp simd reduction(+:{acc})")),
-                            ReduceOp::Prod => self.line(&format!("#pragma omp simd reduction(*:{acc})")),
-                            _ => {}
-                        }
-                    }
-                    self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
-                    self.indent += 1;
-                    scope.push((a.clone(), v));
-                }
-                let k = self.kind_of(&red.body);
-                let body = self.expr(&red.body, &mut scope)?;
-                let v = to_dtype(&body, k, dtype);
-                let f = fold(red.op, dtype, &acc, &v);
-                self.line(&format!("{acc} = {f};"));
-                self.close_loops(na);
-                self.line(&format!("L{li} = {acc};"));
-            }
-            _ => {
-                // Any other let with a reduce inside: per point, nested reduces inline.
-                self.open_loops(&inner, flat, false)?;
-                let x = self.expr(&expr, &mut scope)?;
-                let k = self.kind_of(&expr);
-                let t = self.let_ref(li, &scope);
-                self.line(&format!("{t} = {};", widen(&x, k, lk)));
-                self.close_loops(inner.len());
-            }
-        }
         Ok(())
     }
 }

@@ -93,12 +93,15 @@ impl Buf {
         b
     }
 
-    fn to_tensor(&self) -> Tensor {
+    /// The buffer as a tensor of `shape` (its own, or an alias's).
+    fn to_tensor(&self, shape: &[usize]) -> Tensor {
         let b = self.bytes();
         let two = || b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
         let four = || b.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]);
         let data = match self.dtype {
-            DType::F16 => TensorData::F32(two().map(|x| half::f16::from_bits(x).to_f32()).collect()),
+            DType::F16 => {
+                TensorData::F32(two().map(|x| half::f16::from_bits(x).to_f32()).collect())
+            }
             DType::BF16 => {
                 TensorData::F32(two().map(|x| half::bf16::from_bits(x).to_f32()).collect())
             }
@@ -108,7 +111,7 @@ impl Buf {
         };
         Tensor {
             dtype: self.dtype,
-            shape: self.shape.clone(),
+            shape: shape.to_vec(),
             data,
         }
     }
@@ -141,7 +144,9 @@ fn bind_shape(
 }
 
 /// Runs the loaded program on `inputs` (graph inputs by buffer name) with `bindings`; returns
-/// the graph outputs and, with `opts.repeat > 0`, the timings.
+/// the graph outputs and, with `opts.repeat > 0`, the timings: the inputs are converted to their
+/// storage once, then each run allocates its buffers and calls every kernel (the time per run
+/// and per kernel, means of the timed runs after one warm-up run).
 pub fn run_loaded(
     p: &RegionProgram,
     prog: &NativeProgram,
@@ -160,21 +165,47 @@ pub fn run_loaded(
                 .ok_or_else(|| CpuError::UnboundSymbol(s.clone()))
         })
         .collect::<Result<_, _>>()?;
+    let mut ins = Vec::new();
+    for b in &p.inputs {
+        let t = inputs
+            .get(&b.name)
+            .ok_or_else(|| CpuError::UnboundSymbol(format!("input {}", b.name)))?;
+        ins.push(Buf::from_tensor(t));
+    }
+    let cx = RunCx {
+        p,
+        prog,
+        loaded,
+        bindings,
+        syms: &syms,
+        threads: opts.threads,
+    };
     let mut per_kernel = vec![0f64; prog.kernels.len()];
     let runs = if opts.repeat > 0 { opts.repeat + 1 } else { 1 };
     let mut total = 0f64;
-    let mut outputs = BTreeMap::new();
+    let mut last = None;
     for run in 0..runs {
-        let timed = opts.repeat > 0 && run > 0;
         let t0 = Instant::now();
-        let (outs, times) = run_once(p, prog, loaded, bindings, inputs, &syms, opts.threads)?;
-        if timed {
+        let (bufs, names, times) = cx.run_once(&mut ins)?;
+        if run > 0 {
             total += t0.elapsed().as_secs_f64() * 1e3;
             for (acc, t) in per_kernel.iter_mut().zip(times) {
                 *acc += t;
             }
         }
-        outputs = outs;
+        last = Some((bufs, names));
+    }
+    let (bufs, names) = last.unwrap_or_default();
+    let mut outputs = BTreeMap::new();
+    for (g, b) in &p.outputs {
+        let (slot, shape) = names
+            .get(b)
+            .ok_or_else(|| CpuError::UnboundSymbol(format!("buffer {b}")))?;
+        let buf = match *slot {
+            Slot::Input(k) => &ins[k],
+            Slot::Step(k) => &bufs[k],
+        };
+        outputs.insert(g.clone(), buf.to_tensor(shape));
     }
     let n = opts.repeat.max(1) as f64;
     let timings = Timings {
@@ -189,94 +220,100 @@ pub fn run_loaded(
     Ok((outputs, timings))
 }
 
-type RunOnce = (BTreeMap<String, Tensor>, Vec<f64>);
+/// Where a named buffer lives: a graph input or a buffer a step allocated.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Input(usize),
+    Step(usize),
+}
 
-fn run_once(
-    p: &RegionProgram,
-    prog: &NativeProgram,
-    loaded: &Loaded,
-    bindings: &BTreeMap<String, i64>,
-    inputs: &BTreeMap<String, Tensor>,
-    syms: &[i64],
+/// Buffer names (aliases included) → (slot, shape).
+type Names = BTreeMap<String, (Slot, Vec<usize>)>;
+
+/// One run's buffers, their names and the kernel times in ms.
+type RunOnce = (Vec<Buf>, Names, Vec<f64>);
+
+struct RunCx<'a> {
+    p: &'a RegionProgram,
+    prog: &'a NativeProgram,
+    loaded: &'a Loaded,
+    bindings: &'a BTreeMap<String, i64>,
+    syms: &'a [i64],
     threads: usize,
-) -> Result<RunOnce, CpuError> {
-    // Buffers by index; names (aliases included) map to an index.
-    let mut bufs: Vec<Buf> = Vec::new();
-    let mut names: BTreeMap<String, usize> = BTreeMap::new();
-    for b in &p.inputs {
-        let t = inputs
-            .get(&b.name)
-            .ok_or_else(|| CpuError::UnboundSymbol(format!("input {}", b.name)))?;
-        names.insert(b.name.clone(), bufs.len());
-        bufs.push(Buf::from_tensor(t));
-    }
-    let mut times = Vec::new();
-    let mut k = 0;
-    for s in &p.steps {
-        match s {
-            Step::Region(r) => {
-                let kernel = &prog.kernels[k];
-                for o in &r.outputs {
-                    let shape: Vec<crate::ir::dim::Dim> =
-                        o.memref.shape.iter().map(|d| d.0.clone()).collect();
-                    names.insert(o.name.clone(), bufs.len());
-                    bufs.push(Buf::zeroed(o.dtype, bind_shape(&shape, bindings)?));
-                }
-                let mut ptrs: Vec<*mut u8> = Vec::new();
-                for n in kernel.inputs.iter().chain(&kernel.outputs) {
-                    let i = *names
-                        .get(n)
-                        .ok_or_else(|| CpuError::UnboundSymbol(format!("buffer {n}")))?;
-                    ptrs.push(bufs[i].words.as_mut_ptr() as *mut u8);
-                }
-                let t0 = Instant::now();
-                // SAFETY: the pointers cover every buffer at its bound shape (inputs were checked
-                // by the caller, outputs allocated above); the kernel reads inputs and writes
-                // only its outputs, within the shapes the verifier checked.
-                let rc = unsafe { (loaded.kernels[k])(ptrs.as_ptr(), syms.as_ptr(), threads as i32) };
-                times.push(t0.elapsed().as_secs_f64() * 1e3);
-                match rc {
-                    0 => {}
-                    1 => {
-                        return Err(CpuError::GatherOutOfRange {
-                            kernel: r.name.clone(),
-                        })
+}
+
+impl RunCx<'_> {
+    /// One run: every step's buffers allocated, every kernel called.
+    fn run_once(&self, ins: &mut [Buf]) -> Result<RunOnce, CpuError> {
+        let mut names: Names = BTreeMap::new();
+        for (k, b) in self.p.inputs.iter().enumerate() {
+            names.insert(b.name.clone(), (Slot::Input(k), ins[k].shape.clone()));
+        }
+        let mut bufs: Vec<Buf> = Vec::new();
+        let mut times = Vec::new();
+        let mut k = 0;
+        for s in &self.p.steps {
+            match s {
+                Step::Region(r) => {
+                    for o in &r.outputs {
+                        let shape: Vec<crate::ir::dim::Dim> =
+                            o.memref.shape.iter().map(|d| d.0.clone()).collect();
+                        let shape = bind_shape(&shape, self.bindings)?;
+                        names.insert(o.name.clone(), (Slot::Step(bufs.len()), shape.clone()));
+                        bufs.push(Buf::zeroed(o.dtype, shape));
                     }
-                    _ => {
-                        return Err(CpuError::OutOfMemory {
-                            kernel: r.name.clone(),
-                        })
-                    }
+                    times.push(self.call(k, r, &names, ins, &mut bufs)?);
+                    k += 1;
                 }
-                k += 1;
-            }
-            Step::Alias {
-                name, of, shape, ..
-            } => {
-                let i = *names
-                    .get(of)
-                    .ok_or_else(|| CpuError::UnboundSymbol(format!("buffer {of}")))?;
-                let shape = bind_shape(shape, bindings)?;
-                // Same bytes, a new shape: copy the words (aliases are rare and small next to
-                // the kernels; sharing would need reference-counted buffers).
-                let b = Buf {
-                    dtype: bufs[i].dtype,
-                    shape,
-                    words: bufs[i].words.clone(),
-                };
-                names.insert(name.clone(), bufs.len());
-                bufs.push(b);
+                Step::Alias {
+                    name, of, shape, ..
+                } => {
+                    // Same bytes, a new shape: the alias shares its buffer.
+                    let (slot, _) = *names
+                        .get(of)
+                        .ok_or_else(|| CpuError::UnboundSymbol(format!("buffer {of}")))?;
+                    names.insert(name.clone(), (slot, bind_shape(shape, self.bindings)?));
+                }
             }
         }
+        Ok((bufs, names, times))
     }
-    let mut out = BTreeMap::new();
-    for (g, b) in &p.outputs {
-        let i = *names
-            .get(b)
-            .ok_or_else(|| CpuError::UnboundSymbol(format!("buffer {b}")))?;
-        out.insert(g.clone(), bufs[i].to_tensor());
+
+    /// Calls kernel `k` (region `r`); its time in ms.
+    fn call(
+        &self,
+        k: usize,
+        r: &crate::ir::region::Region,
+        names: &Names,
+        ins: &mut [Buf],
+        bufs: &mut [Buf],
+    ) -> Result<f64, CpuError> {
+        let kernel = &self.prog.kernels[k];
+        let mut ptrs: Vec<*mut u8> = Vec::new();
+        for n in kernel.inputs.iter().chain(&kernel.outputs) {
+            let (slot, _) = names
+                .get(n)
+                .ok_or_else(|| CpuError::UnboundSymbol(format!("buffer {n}")))?;
+            ptrs.push(match *slot {
+                Slot::Input(i) => ins[i].words.as_mut_ptr() as *mut u8,
+                Slot::Step(i) => bufs[i].words.as_mut_ptr() as *mut u8,
+            });
+        }
+        let t0 = Instant::now();
+        // SAFETY: the pointers cover every buffer at its bound shape (inputs checked by the
+        // caller, outputs allocated by `run_once`); the kernel reads its inputs and writes only
+        // its outputs, within the shapes the verifier checked.
+        let rc = unsafe {
+            (self.loaded.kernels[k])(ptrs.as_ptr(), self.syms.as_ptr(), self.threads as i32)
+        };
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let kernel = r.name.clone();
+        match rc {
+            0 => Ok(ms),
+            1 => Err(CpuError::GatherOutOfRange { kernel }),
+            _ => Err(CpuError::OutOfMemory { kernel }),
+        }
     }
-    Ok((out, times))
 }
 
 /// Emits, builds, loads and runs `p` (see [`prepare`], [`run_loaded`]).

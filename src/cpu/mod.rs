@@ -4,6 +4,11 @@
 //! the system C compiler with the detected ISA, loaded with `libloading` and cached per
 //! (program source, ISA) beside the plan cache ([`build`]), and run on tensors ([`exec`]).
 //!
+//! Not yet (TODO(issue 16)): a CPU plan space and cost model (extraction still prices kernels
+//! with the GPU model, so fusion follows GPU times), streaming attention (an attention region
+//! runs through the generic row form), vectorized max/min reductions (NaN-propagating folds stay
+//! scalar), the CSV measurement log and `calibrate`.
+//!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!
 //! | code | kind | when |
@@ -21,7 +26,9 @@
 
 pub mod build;
 pub mod contraction;
+mod cvalue;
 pub mod emit;
+mod emit_loops;
 pub mod exec;
 pub mod program;
 
