@@ -117,10 +117,13 @@ fn examples_and_test_graphs_match_the_reference() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// One binding of a graph's symbols.
+type Binding = &'static [(&'static str, i64)];
+
 /// Every float dtype, sizes leaving tails for 4-, 8- and 16-lane vectors.
 #[test]
 fn tails_dtypes_and_symbolic_sizes() {
-    let cases: &[(&str, &[&[(&str, i64)]])] = &[
+    let cases: &[(&str, &[Binding])] = &[
         (
             "examples/gemm_bias_relu.json",
             &[

@@ -138,7 +138,12 @@ impl Emitter<'_> {
 
     /// Opens one loop per iter of `iters` (loop vars `i<k>`); in flat form the outermost is an
     /// `omp parallel for`, the innermost an `omp simd` loop when `simd`.
-    pub(super) fn open_loops(&mut self, iters: &[usize], flat: bool, simd: bool) -> Result<(), CpuError> {
+    pub(super) fn open_loops(
+        &mut self,
+        iters: &[usize],
+        flat: bool,
+        simd: bool,
+    ) -> Result<(), CpuError> {
         let n = iters.len();
         for (k, i) in iters.iter().enumerate() {
             let v = Self::iter_var(*i);
