@@ -459,38 +459,49 @@ impl<'a> Emitter<'a> {
                 map,
                 axis,
                 index,
-            } => {
-                let k = self.kind_of(index);
-                let iv = self.expr(index, scope)?;
-                let iv = match k {
-                    Kind::Float => format!("dlc_trunc_i64((double)({iv}))"),
-                    _ => format!("(int64_t)({iv})"),
-                };
-                let inp = self.r.input(tensor).ok_or_else(|| CpuError::Codegen {
-                    region: self.r.name.clone(),
-                    why: format!("gather from unknown tensor `{tensor}`"),
-                })?;
-                let size = inp
-                    .memref
-                    .shape
-                    .get(*axis)
-                    .map(|d| self.dim(&d.0))
-                    .ok_or_else(|| CpuError::Codegen {
-                        region: self.r.name.clone(),
-                        why: format!("gather axis {axis} beyond `{tensor}`'s rank"),
-                    })?;
-                let base = map
-                    .get(*axis)
-                    .map(|m| self.axis(m, scope))
-                    .unwrap_or_default();
-                let var = self.fresh("g");
-                let (x, dt) = self.read(tensor, map, scope, Some((*axis, &var)))?;
-                format!(
-                    "({{ int64_t {var} = dlc_sat_add({base}, {iv}); if ({var} < 0 || {var} >= {size}) {{ dlc_err_flag(&dlc_err, 1); {var} = 0; }} {}; }})",
-                    load(x, dt)
-                )
-            }
+            } => self.gather(tensor, map, *axis, index, scope)?,
         })
+    }
+
+    /// A gather: the data index checked against the gathered axis (error flag 1 and index 0
+    /// outside it), then the load.
+    pub(super) fn gather(
+        &mut self,
+        tensor: &str,
+        map: &[AxisExpr],
+        axis: usize,
+        index: &Expr,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
+        let k = self.kind_of(index);
+        let iv = self.expr(index, scope)?;
+        let iv = match k {
+            Kind::Float => format!("dlc_trunc_i64((double)({iv}))"),
+            _ => format!("(int64_t)({iv})"),
+        };
+        let inp = self.r.input(tensor).ok_or_else(|| CpuError::Codegen {
+            region: self.r.name.clone(),
+            why: format!("gather from unknown tensor `{tensor}`"),
+        })?;
+        let size = inp
+            .memref
+            .shape
+            .get(axis)
+            .map(|d| self.dim(&d.0))
+            .ok_or_else(|| CpuError::Codegen {
+                region: self.r.name.clone(),
+                why: format!("gather axis {axis} beyond `{tensor}`'s rank"),
+            })?;
+        let base = map
+            .get(axis)
+            .map(|m| self.axis(m, scope))
+            .unwrap_or_default();
+        let var = self.fresh("g");
+        let (x, dt) = self.read(tensor, map, scope, Some((axis, &var)))?;
+        Ok(format!(
+            "({{ int64_t {var} = dlc_sat_add({base}, {iv}); if ({var} < 0 || {var} >= {size}) {{ dlc_err_flag(&dlc_err, 1); {var} = 0; }} {}; }})",
+            load(x, dt)
+        ))
     }
 
     /// `e` as a value of kind `k` (`Float`: a `float`; i32/bool: a `double`, see [`binary_int`]).

@@ -177,34 +177,7 @@ impl Emitter<'_> {
         let mut scope = self.base_scope();
         match &expr {
             Expr::Reduce(red) if !flat && !inner.is_empty() => {
-                // Interchanged: reduce axes outside, the vector loop over the free iters inside.
-                let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
-                    region: self.r.name.clone(),
-                    why: "reduce without an accumulation dtype".into(),
-                })?;
-                let init = init_lit(red.op, red.init, dtype);
-                self.open_loops(&inner, false, true)?;
-                let t = self.let_ref(li, &scope);
-                self.line(&format!("{t} = {init};"));
-                self.close_loops(inner.len());
-                let ext = self.extents(red)?;
-                for (a, e) in red.axes.iter().zip(&ext) {
-                    let v = self.fresh("r");
-                    self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
-                    self.indent += 1;
-                    scope.push((a.clone(), v));
-                }
-                // The free iters keep their own loop vars: shadowing by reduce axes cannot
-                // reach them (a free iter is never a reduce axis of its own let).
-                self.open_loops(&inner, false, true)?;
-                let k = self.kind_of(&red.body);
-                let body = self.expr(&red.body, &mut scope)?;
-                let v = to_dtype(&body, k, dtype);
-                let t = self.let_ref(li, &scope);
-                let f = fold(red.op, dtype, &t, &v);
-                self.line(&format!("{t} = {f};"));
-                self.close_loops(inner.len());
-                self.close_loops(red.axes.len());
+                self.emit_interchanged(li, red, &inner, &mut scope)?
             }
             Expr::Reduce(red) if inner.is_empty() => {
                 // A scalar per point: a vectorized horizontal reduction for fp32 sums.
@@ -255,6 +228,47 @@ impl Emitter<'_> {
                 self.close_loops(inner.len());
             }
         }
+        Ok(())
+    }
+
+    /// A reduce over the let's free iters in rows form, interchanged: reduce axes outside, the
+    /// vector loop over the free iters inside (each element still folds in row-major order).
+    pub(super) fn emit_interchanged(
+        &mut self,
+        li: usize,
+        red: &crate::ir::region::Reduce,
+        inner: &[usize],
+        scope: &mut Scope,
+    ) -> Result<(), CpuError> {
+        let inner = inner.to_vec();
+        // Interchanged: reduce axes outside, the vector loop over the free iters inside.
+        let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
+            region: self.r.name.clone(),
+            why: "reduce without an accumulation dtype".into(),
+        })?;
+        let init = init_lit(red.op, red.init, dtype);
+        self.open_loops(&inner, false, true)?;
+        let t = self.let_ref(li, scope);
+        self.line(&format!("{t} = {init};"));
+        self.close_loops(inner.len());
+        let ext = self.extents(red)?;
+        for (a, e) in red.axes.iter().zip(&ext) {
+            let v = self.fresh("r");
+            self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
+            self.indent += 1;
+            scope.push((a.clone(), v));
+        }
+        // The free iters keep their own loop vars: shadowing by reduce axes cannot
+        // reach them (a free iter is never a reduce axis of its own let).
+        self.open_loops(&inner, false, true)?;
+        let k = self.kind_of(&red.body);
+        let body = self.expr(&red.body, scope)?;
+        let v = to_dtype(&body, k, dtype);
+        let t = self.let_ref(li, scope);
+        let f = fold(red.op, dtype, &t, &v);
+        self.line(&format!("{t} = {f};"));
+        self.close_loops(inner.len());
+        self.close_loops(red.axes.len());
         Ok(())
     }
 }
