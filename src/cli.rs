@@ -9,6 +9,7 @@
 // returned only on cold failure paths, so boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+mod cpu;
 mod extract;
 mod frontend_json;
 mod import;
@@ -131,16 +132,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", default_value = "out")]
     pub out_dir: PathBuf,
 
-    /// Where to run: `cpu` is the reference evaluator; `cuda` optimizes for the GPU found here
-    /// (sm_80 or sm_90, from its compute capability), emits CUDA, compiles it with NVRTC and runs
-    /// it (E0400 when the driver, the GPU or NVRTC is missing).
-    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    /// Where to run: `reference` (default) is the reference evaluator; `cpu` optimizes the graph,
+    /// emits the regions as vectorized, multithreaded C, compiles it with the system C compiler
+    /// (E0800 without one) and runs it natively; `cuda` optimizes for the GPU found here (sm_80
+    /// or sm_90, from its compute capability), emits CUDA, compiles it with NVRTC and runs it
+    /// (E0400 when the driver, the GPU or NVRTC is missing).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Reference)]
     pub device: DeviceArg,
 
-    /// With --device cuda: after a warm-up run, time N runs of the program and of each kernel
-    /// with CUDA events, print one line per kernel and write <out-dir>/timing.json.
+    /// With --device cpu or cuda: after a warm-up run, time N runs of the program and of each
+    /// kernel, print one line per kernel and write <out-dir>/timing.json.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub repeat: u32,
+
+    /// With --device cpu: threads per kernel (default: the machine's cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
 
     /// Fill every input not given with --input with seeded random values (floats uniform in
     /// [-1, 1), i32 in [0, 4) or a valid Gather index range, bool fair coin flips); the same SEED
@@ -165,7 +172,9 @@ pub struct RunArgs {
 /// `--device` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DeviceArg {
-    /// The reference evaluator on the CPU.
+    /// The reference evaluator on the CPU (the oracle).
+    Reference,
+    /// The native CPU backend: generated C, compiled at run time.
     Cpu,
     /// Generated CUDA kernels on the GPU (NVRTC and the CUDA driver).
     Cuda,
@@ -381,15 +390,15 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
             BTreeMap::new()
         }
     };
-    if a.repeat > 0 && a.device != DeviceArg::Cuda {
+    if a.repeat > 0 && a.device == DeviceArg::Reference {
         diags.push(Diagnostic::error(
             "E0313",
             "InvalidArgument",
             Location::Argument {
                 argument: format!("--repeat {}", a.repeat),
             },
-            "--repeat times the generated kernels, which only run with --device cuda",
-            "add --device cuda, or drop --repeat",
+            "--repeat times the generated kernels, which only run with --device cpu or cuda",
+            "add --device cpu or --device cuda, or drop --repeat",
         ));
     }
     if !diags.is_empty() {
@@ -401,9 +410,11 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
         binds,
         out_dir: a.out_dir.clone(),
         device: match a.device {
+            DeviceArg::Reference => Device::Reference,
             DeviceArg::Cpu => Device::Cpu,
             DeviceArg::Cuda => Device::Cuda,
         },
+        threads: a.threads.map(|t| t as usize),
         random: a.random,
         optimized: a.optimized,
         repeat: a.repeat,

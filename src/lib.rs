@@ -9,6 +9,7 @@ pub mod bench_graphs;
 pub mod cli;
 pub mod codegen;
 pub mod cost;
+pub mod cpu;
 pub mod cuda;
 pub mod diag;
 pub mod dsl;

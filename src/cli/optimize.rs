@@ -83,6 +83,12 @@ pub struct OptimizeArgs {
     #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
+    /// What -o DIR generates: `cuda` (default, above) or `cpu`: `kernels.c` (the regions as
+    /// vectorized, multithreaded C for this machine's ISA, what `run --device cpu` compiles) and
+    /// `manifest.json` (ISA, flags, symbols, steps, kernels).
+    #[arg(long, value_enum, default_value_t = super::cpu::TargetArg::Cuda)]
+    pub target: super::cpu::TargetArg,
+
     /// Shape sets: SYMBOL=V1,V2,... (repeatable; other symbols keep their `symbols` defaults or
     /// stay symbolic). Prints the shape clusters the bindings fall into (per symbol a
     /// power-of-two size bucket and divisibility by 2..16) and, per cluster, the specialization
@@ -158,7 +164,11 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
             ))
         })?;
     }
-    let needs_code = a.out_dir.is_some()
+    let native = a.target == super::cpu::TargetArg::Cpu;
+    if let (true, Some(dir)) = (native, &a.out_dir) {
+        super::cpu::write_native(dir, &o.program)?;
+    }
+    let needs_code = (a.out_dir.is_some() && !native)
         || layers
             .iter()
             .any(|l| matches!(l, DumpLayer::Gpu | DumpLayer::Cu));
@@ -167,7 +177,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     } else {
         None
     };
-    if let (Some(dir), Some(c)) = (&a.out_dir, &code) {
+    if let (Some(dir), Some(c), false) = (&a.out_dir, &code, native) {
         write_code(dir, c)?;
     }
     let mut stdout = std::io::stdout().lock();

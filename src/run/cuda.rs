@@ -92,7 +92,7 @@ pub fn cuda_failure(e: CudaError) -> Failure {
             "CudaCompileFailed",
             device_argument(),
             format!("the generated CUDA does not compile or does not fit the GPU: {e}"),
-            "this is a compiler bug; use --device cpu for the reference result, and report the \
+            "this is a compiler bug; use --device reference for the reference result, and report the \
              graph.json",
         )),
         e => Failure::internal(Diagnostic::error(
@@ -100,7 +100,7 @@ pub fn cuda_failure(e: CudaError) -> Failure {
             "CudaRunFailed",
             device_argument(),
             format!("running the generated kernels failed: {e}"),
-            "this is a compiler bug (or a GPU fault); use --device cpu for the reference result, \
+            "this is a compiler bug (or a GPU fault); use --device reference for the reference result, \
              and report the graph.json",
         )),
     }
@@ -132,7 +132,7 @@ fn codegen_failed(why: &str) -> Failure {
         "CodegenFailed",
         device_argument(),
         format!("the optimized program cannot be emitted as CUDA: {why}"),
-        "this is a compiler bug; use --device cpu for the reference result, and report the \
+        "this is a compiler bug; use --device reference for the reference result, and report the \
          graph.json",
     ))
 }

@@ -58,8 +58,10 @@ pub const MAX_ELEMENTS: usize = 1 << 32;
 /// Where the program runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Device {
-    /// The reference evaluator (CPU playback of Tiny IR).
+    /// The reference evaluator (CPU playback of Tiny IR), the oracle of every test.
     #[default]
+    Reference,
+    /// The native CPU backend (`crate::cpu`): the optimized program as C, compiled at run time.
     Cpu,
     /// Generated CUDA kernels on the GPU (NVRTC and the driver API, `crate::cuda`).
     Cuda,
@@ -87,6 +89,8 @@ pub struct RunOptions {
     /// `--plan-cache DIR`: where optimized programs are cached per shape cluster
     /// (`crate::shapes`); `None` caches in memory only (nothing survives the run).
     pub plan_cache: Option<PathBuf>,
+    /// `--threads N` (`--device cpu`): threads per kernel; `None`: the machine's cores.
+    pub threads: Option<usize>,
 }
 
 /// What `run` did.
@@ -220,6 +224,21 @@ fn run_graph_on(
             let (outputs, t) = evaluate_cuda_plan(&c, &oo, &prepared, d, opts.repeat)?;
             (outputs, (opts.repeat > 0).then_some(t), Some(c.outcome))
         }
+        None if opts.device == Device::Cpu => {
+            let oo = crate::optimize::OptimizeOptions::default();
+            let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
+            let (outputs, t) = crate::cpu::exec::evaluate_native(
+                &c.plan.program,
+                &c.bindings,
+                &prepared.tensors,
+                &crate::cpu::exec::NativeOptions {
+                    threads: opts.threads.unwrap_or_else(crate::cpu::default_threads),
+                    repeat: opts.repeat,
+                },
+                opts.plan_cache.as_deref(),
+            )?;
+            (outputs, (opts.repeat > 0).then_some(t), Some(c.outcome))
+        }
         None if opts.optimized => {
             let oo = crate::optimize::OptimizeOptions::default();
             let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
@@ -313,7 +332,7 @@ pub fn check_outputs(
 /// driver library, the GPU or NVRTC is missing) when there is none.
 pub fn check_device(device: Device) -> Result<Option<DeviceInfo>, Failure> {
     match device {
-        Device::Cpu => Ok(None),
+        Device::Reference | Device::Cpu => Ok(None),
         Device::Cuda => check_cuda().map(Some),
     }
 }
@@ -857,7 +876,7 @@ mod tests {
 
     #[test]
     fn cuda_needs_a_gpu_driver_and_nvrtc() {
-        assert_eq!(check_device(Device::Cpu), Ok(None));
+        assert_eq!(check_device(Device::Reference), Ok(None));
         // A GPU machine with NVRTC gets its device; any other gets E0400, a user error.
         if let Err(e) = check_device(Device::Cuda) {
             assert_eq!(e.diagnostics.first_code(), "E0400");

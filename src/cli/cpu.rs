@@ -1,0 +1,51 @@
+//! `dlc-egg optimize --target cpu -o DIR`: the optimized program as C for the native CPU backend
+//! (`crate::cpu`): `DIR/kernels.c` (the prelude and one function per region) and
+//! `DIR/manifest.json` (ISA, compile flags, symbol table, steps and kernels).
+
+use crate::diag::{Diagnostic, Location};
+use crate::ir::region::program::RegionProgram;
+use crate::run::Failure;
+use clap::ValueEnum;
+use std::io::Write as _;
+use std::path::Path;
+
+/// `optimize --target`: what `-o DIR` generates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TargetArg {
+    /// CUDA for the GPU of --arch.
+    Cuda,
+    /// C for the native CPU backend (the ISA of this machine).
+    Cpu,
+}
+
+/// Writes `kernels.c` and `manifest.json` for `p` into `dir`.
+pub fn write_native(dir: &Path, p: &RegionProgram) -> Result<(), Failure> {
+    let prog = crate::cpu::program::emit_program(p)?;
+    let isa = crate::cpu::Isa::detect();
+    let manifest = serde_json::to_string_pretty(&prog.manifest(p, isa)).unwrap_or_default();
+    let failed = |e: std::io::Error| {
+        Failure::user(Diagnostic::error(
+            "E0312",
+            "OutputWriteFailed",
+            Location::Argument {
+                argument: format!("-o {}", dir.display()),
+            },
+            format!("cannot write the generated C: {e}"),
+            "check that the directory can be created and written",
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let c = dir.join("kernels.c");
+    let m = dir.join("manifest.json");
+    std::fs::write(&c, &prog.source).map_err(failed)?;
+    std::fs::write(&m, manifest + "\n").map_err(failed)?;
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "wrote {} kernel(s) for cpu ({}): {}, {}",
+        prog.kernels.len(),
+        isa.name(),
+        c.display(),
+        m.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! Compile and load: the system C compiler found at run time (`$DLC_CC`, else `cc`, `gcc`,
+//! `clang` on `PATH`), `-O3` with the detected ISA, OpenMP, glibc's vector math (`libmvec`) where
+//! it links; the shared object is cached by the hash of (source, flags, ISA) in a cache
+//! directory (beside the plan cache, or under the temporary directory) and loaded with
+//! `libloading`.
+
+use super::program::NativeProgram;
+use super::{CpuError, Isa};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+/// The environment variable naming the C compiler to use.
+pub const ENV_CC: &str = "DLC_CC";
+
+/// A kernel entry point: `int k(void *const *bufs, const int64_t *syms, int threads)`.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i32) -> i32;
+
+/// Set to `1` to let the C compiler fuse multiplies and adds (FMA): faster contractions, results
+/// no longer rounded like the reference's (each product rounded, then each sum).
+pub const ENV_FMA: &str = "DLC_CPU_FMA";
+
+/// The flags every compile uses (before the optional `libmvec` ones). Without `DLC_CPU_FMA=1`,
+/// `-ffp-contract=off`: every op rounds as the reference rounds it, so a contraction whose
+/// k order is the reference's is bit-identical to it.
+pub fn base_flags(isa: Isa) -> Vec<String> {
+    let fma = std::env::var(ENV_FMA).is_ok_and(|v| v == "1");
+    let contract = if fma {
+        "-ffp-contract=fast"
+    } else {
+        "-ffp-contract=off"
+    };
+    let mut f: Vec<String> = [
+        "-O3",
+        "-fopenmp",
+        "-fno-math-errno",
+        contract,
+        "-fPIC",
+        "-shared",
+        "-std=gnu11",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    f.extend(isa.flags().iter().map(|s| s.to_string()));
+    f
+}
+
+/// The C compiler: `$DLC_CC`, else the first of `cc`, `gcc`, `clang` that runs.
+pub fn find_compiler() -> Result<String, CpuError> {
+    let mut tried = Vec::new();
+    let candidates: Vec<String> = match std::env::var(ENV_CC) {
+        Ok(c) if !c.is_empty() => vec![c],
+        _ => vec!["cc".into(), "gcc".into(), "clang".into()],
+    };
+    for c in candidates {
+        let ok = Command::new(&c)
+            .arg("--version")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if ok {
+            return Ok(c);
+        }
+        tried.push(c);
+    }
+    Err(CpuError::CompilerMissing {
+        tried: tried.join(", "),
+    })
+}
+
+/// A loaded program: one entry point per kernel.
+pub struct Loaded {
+    /// Kernel entry points, in the program's kernel order.
+    pub kernels: Vec<KernelFn>,
+    /// The shared object file.
+    pub path: PathBuf,
+    /// Whether it came from the cache.
+    pub cached: bool,
+}
+
+/// Libraries stay loaded for the life of the process: unloading one would unload the OpenMP
+/// runtime it pulled in while its worker threads still run (a crash at exit), and a program
+/// run again finds its library here without a second `dlopen`.
+fn loaded_libraries() -> &'static Mutex<BTreeMap<PathBuf, &'static libloading::Library>> {
+    static LIBS: OnceLock<Mutex<BTreeMap<PathBuf, &'static libloading::Library>>> = OnceLock::new();
+    LIBS.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// The cache directory: `<plan cache>/native` or `<tmp>/dlc-egg-native`.
+pub fn cache_dir(plan_cache: Option<&Path>) -> PathBuf {
+    match plan_cache {
+        Some(d) => d.join("native"),
+        None => std::env::temp_dir().join("dlc-egg-native"),
+    }
+}
+
+/// Compiles `prog` (or finds it in `dir`) and loads it.
+pub fn build_and_load(prog: &NativeProgram, isa: Isa, dir: &Path) -> Result<Loaded, CpuError> {
+    let flags = base_flags(isa);
+    let key = crate::shapes::cache::graph_hash(
+        format!("{}\n{}\n{}", flags.join(" "), isa.name(), prog.source).as_bytes(),
+    );
+    let so = dir.join(format!("dlc-{}-{key}.so", isa.name()));
+    let cached = so.exists();
+    if !cached {
+        compile(&prog.source, &flags, dir, &so)?;
+    }
+    load(prog, &so, cached)
+}
+
+fn cache_err(path: &Path, e: impl std::fmt::Display) -> CpuError {
+    CpuError::Cache {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    }
+}
+
+fn compile(source: &str, flags: &[String], dir: &Path, so: &Path) -> Result<(), CpuError> {
+    let cc = find_compiler()?;
+    std::fs::create_dir_all(dir).map_err(|e| cache_err(dir, e))?;
+    let unique = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "");
+    let src = dir.join(format!("tmp-{unique}.c"));
+    let tmp = dir.join(format!("tmp-{unique}.so"));
+    std::fs::write(&src, source).map_err(|e| cache_err(&src, e))?;
+    // glibc's vector math first; without it (another libc, clang without the attribute), the
+    // same source with scalar libm calls.
+    let attempts: [&[&str]; 2] = [&["-DDLC_LIBMVEC"], &[]];
+    let mut last = String::new();
+    for extra in attempts {
+        let mut cmd = Command::new(&cc);
+        cmd.args(flags).args(extra).arg(&src).arg("-o").arg(&tmp);
+        if !extra.is_empty() {
+            cmd.arg("-lmvec");
+        }
+        cmd.arg("-lm");
+        let out = cmd.output().map_err(|e| CpuError::Compile {
+            compiler: cc.clone(),
+            stderr: e.to_string(),
+        })?;
+        if out.status.success() {
+            let _ = std::fs::remove_file(&src);
+            std::fs::rename(&tmp, so).map_err(|e| cache_err(so, e))?;
+            return Ok(());
+        }
+        last = String::from_utf8_lossy(&out.stderr)
+            .chars()
+            .take(4000)
+            .collect();
+    }
+    let _ = std::fs::remove_file(&tmp);
+    Err(CpuError::Compile {
+        compiler: cc,
+        stderr: format!("{last} (source kept at {})", src.display()),
+    })
+}
+
+fn load(prog: &NativeProgram, so: &Path, cached: bool) -> Result<Loaded, CpuError> {
+    let err = |why: String| CpuError::Load {
+        path: so.display().to_string(),
+        why,
+    };
+    let mut libs = loaded_libraries()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let lib: &'static libloading::Library = match libs.get(so) {
+        Some(l) => l,
+        None => {
+            // SAFETY: the library is our own generated code; its initializers are the C
+            // runtime's.
+            let l = unsafe { libloading::Library::new(so) }.map_err(|e| err(e.to_string()))?;
+            let l: &'static libloading::Library = Box::leak(Box::new(l));
+            libs.insert(so.to_path_buf(), l);
+            l
+        }
+    };
+    let mut kernels = Vec::new();
+    for k in &prog.kernels {
+        // SAFETY: every kernel is emitted with exactly the `KernelFn` signature.
+        let f: libloading::Symbol<KernelFn> = unsafe { lib.get(k.function.as_bytes()) }
+            .map_err(|e| err(format!("{}: {e}", k.function)))?;
+        kernels.push(*f);
+    }
+    Ok(Loaded {
+        kernels,
+        path: so.to_path_buf(),
+        cached,
+    })
+}

@@ -1,0 +1,667 @@
+//! One region → one C function (seed 004 "SIMD化", "並列化").
+//!
+//! Every `let` of a region is a value over its free iters. The emitter splits the iters into the
+//! **outer** set `O` (iters every heavy let depends on and no reduce rebinds; the innermost iter
+//! is kept inside so that there is a vector loop) and the rest. In *rows* form (`O` non-empty)
+//! the points of `O` are one flat `omp for` loop; inside, each let is materialized in a
+//! thread-local buffer over its remaining free iters, pointwise lets with the same iters share one
+//! loop whose innermost axis is an `omp simd` loop (vectors plus the compiler's scalar tail), a
+//! top-level reduce over remaining iters is interchanged (reduce axes outside, the vector loop
+//! over the free iters inside: every element still folds its axes in row-major order, so the
+//! result is the reference's bit for bit), and a reduce to a scalar is a vectorized horizontal
+//! reduction (`omp simd reduction`, fp32 sums). In *flat* form (`O` empty: 1-D regions, global
+//! reductions) each let is a whole array and its loop nest is `omp parallel for` over its
+//! outermost iter. Values compute in their kind ([`crate::ir::region::kind`]): fp32 as `float`
+//! (fp16/bf16 storage converted on load and store), i32 and bool as `int32_t`, i32/bool ops
+//! through `double` exactly as the reference rounds them.
+
+use super::contraction::{recognize, Contraction};
+pub use super::cvalue::storage_type;
+use super::cvalue::{
+    acc_type, binary_float, binary_int, constant, fold, init_lit, load, to_dtype, unary_double,
+    unary_float, widen,
+};
+use super::CpuError;
+use crate::codegen::cexpr;
+use crate::ir::axis::AxisExpr;
+use crate::ir::dim::Dim;
+use crate::ir::dtype::DType;
+use crate::ir::region::kind::{Kind, Kinds};
+use crate::ir::region::verify::{reduce_extents, verify, Checked};
+use crate::ir::region::{BinaryFn, Expr, Pred, Reduce, Region};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// What the emitter made of one region.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmittedRegion {
+    /// The C function.
+    pub code: String,
+    /// How its loops are organized: `rows(m)` (parallel over the named outer iters) or `flat`.
+    pub form: String,
+}
+
+/// Per let: its kind, its free iters that are not outer, its buffer.
+pub(super) struct LetInfo {
+    pub(super) kind: Kind,
+    /// The iters its buffer is over: its free iters less the outer ones (all of them for a
+    /// contraction, whose buffer is one array shared by all threads).
+    pub(super) inner: Vec<usize>,
+    pub(super) has_reduce: bool,
+    /// Computed by the GEMM micro-kernel before the loop nests.
+    pub(super) gemm: Option<Contraction>,
+}
+
+pub(super) struct Emitter<'a> {
+    pub(super) r: &'a Region,
+    pub(super) checked: Checked,
+    /// `O`: outer iters (ascending).
+    pub(super) outer: Vec<usize>,
+    pub(super) lets: Vec<LetInfo>,
+    pub(super) symbols: RefCell<BTreeSet<String>>,
+    pub(super) fresh: usize,
+    pub(super) has_gather: bool,
+    pub(super) body: String,
+    pub(super) indent: usize,
+}
+
+pub(super) type Scope = Vec<(String, String)>;
+
+pub(super) fn lookup<'s>(scope: &'s Scope, n: &str) -> Option<&'s str> {
+    scope
+        .iter()
+        .rev()
+        .find(|(m, _)| m == n)
+        .map(|(_, v)| v.as_str())
+}
+
+fn contains_reduce(e: &Expr) -> bool {
+    let mut hit = false;
+    visit(e, &mut |x| hit |= matches!(x, Expr::Reduce(_)));
+    hit
+}
+
+/// Calls `f` on `e` and every subexpression.
+pub(crate) fn visit_expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    visit(e, f)
+}
+
+fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    match e {
+        Expr::Unary(_, x) | Expr::Cast { x, .. } => visit(x, f),
+        Expr::Binary(_, a, b) => {
+            visit(a, f);
+            visit(b, f);
+        }
+        Expr::Select {
+            then, otherwise, ..
+        } => {
+            visit(then, f);
+            visit(otherwise, f);
+        }
+        Expr::Reduce(r) => visit(&r.body, f),
+        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => visit(operand, f),
+        Expr::Gather { index, .. } => visit(index, f),
+        Expr::Where(c, a, b) => {
+            visit(c, f);
+            visit(a, f);
+            visit(b, f);
+        }
+        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => {}
+    }
+}
+
+/// The C function `fname(void *const *dlc_buf, const int64_t *dlc_sym, int dlc_nt)` for region
+/// `r`: `dlc_buf` holds its inputs then its outputs, `dlc_sym` the values of `symbols` (the
+/// program's symbol table, extended with the symbols this region uses). Returns 0, 1 (a gather
+/// index out of range) or 2 (out of memory).
+pub fn emit_region(
+    r: &Region,
+    fname: &str,
+    symbols: &mut Vec<String>,
+) -> Result<EmittedRegion, CpuError> {
+    let checked = verify(r).map_err(|e| CpuError::Codegen {
+        region: r.name.clone(),
+        why: e.to_string(),
+    })?;
+    let mut em = Emitter::new(r, checked);
+    em.emit_body()?;
+    let mut code = String::new();
+    let _ = writeln!(
+        code,
+        "// region `{}`\nint {fname}(void *const *dlc_buf, const int64_t *dlc_sym, int dlc_nt) {{",
+        r.name.replace('\n', " ")
+    );
+    code.push_str("    (void)dlc_sym; (void)dlc_nt;\n");
+    for s in em.symbols.borrow().iter() {
+        let idx = match symbols.iter().position(|x| x == s) {
+            Some(i) => i,
+            None => {
+                symbols.push(s.clone());
+                symbols.len() - 1
+            }
+        };
+        let _ = writeln!(
+            code,
+            "    const int64_t {} = dlc_sym[{idx}];",
+            cexpr::sym(s)
+        );
+    }
+    for (i, inp) in r.inputs.iter().enumerate() {
+        let t = storage_type(inp.dtype);
+        let _ = writeln!(
+            code,
+            "    const {t} *restrict in{i} = (const {t} *)dlc_buf[{i}];"
+        );
+    }
+    for (i, o) in r.outputs.iter().enumerate() {
+        let t = storage_type(o.dtype);
+        let _ = writeln!(
+            code,
+            "    {t} *restrict out{i} = ({t} *)dlc_buf[{}];",
+            r.inputs.len() + i
+        );
+    }
+    code.push_str(&em.body);
+    code.push_str("}\n");
+    let form = if em.outer.is_empty() {
+        "flat".to_string()
+    } else {
+        let names: Vec<&str> = em.outer.iter().map(|i| r.iters[*i].name.as_str()).collect();
+        format!("rows({})", names.join(","))
+    };
+    Ok(EmittedRegion { code, form })
+}
+
+impl<'a> Emitter<'a> {
+    pub(super) fn new(r: &'a Region, checked: Checked) -> Emitter<'a> {
+        let n = r.iters.len();
+        let input = |nm: &str| r.input(nm).map(|i| i.dtype);
+        let no_let = |_: &str| None;
+        let kinds = Kinds {
+            input: &input,
+            let_kind: &no_let,
+        };
+        let float_kind = |e: &Expr| kinds.of(e) == Kind::Float && !matches!(e, Expr::Const(_));
+        let gemms: Vec<Option<Contraction>> = (0..r.lets.len())
+            .map(|li| recognize(r, li, &checked.let_free[li], &float_kind))
+            .collect();
+        // Iters a reduce rebinds cannot be outer: a let read at a rebound value needs the
+        // whole range of that iter inside one outer point.
+        let mut rebound = BTreeSet::new();
+        for (li, l) in r.lets.iter().enumerate() {
+            if gemms[li].is_some() {
+                continue;
+            }
+            visit(&l.expr, &mut |e| {
+                if let Expr::Reduce(red) = e {
+                    rebound.extend(red.axes.iter().cloned());
+                }
+            });
+        }
+        let heavy: Vec<usize> = (0..r.lets.len())
+            .filter(|li| gemms[*li].is_none() && contains_reduce(&r.lets[*li].expr))
+            .collect();
+        let pool: Vec<usize> = if heavy.is_empty() {
+            (0..r.lets.len())
+                .filter(|li| gemms[*li].is_none() && !checked.let_free[*li].is_empty())
+                .collect()
+        } else {
+            heavy
+        };
+        let mut outer: Vec<usize> = (0..n)
+            .filter(|i| !rebound.contains(&r.iters[*i].name))
+            .filter(|i| pool.iter().all(|li| checked.let_free[*li].contains(i)))
+            .collect();
+        if pool.is_empty() {
+            outer.clear();
+        }
+        if outer.len() == n {
+            outer.pop();
+        }
+        let mut has_gather = false;
+        for l in &r.lets {
+            visit(&l.expr, &mut |e| {
+                has_gather |= matches!(e, Expr::Gather { .. })
+            });
+        }
+        let mut em = Emitter {
+            r,
+            checked,
+            outer,
+            lets: Vec::new(),
+            symbols: RefCell::new(BTreeSet::new()),
+            fresh: 0,
+            has_gather,
+            body: String::new(),
+            indent: 1,
+        };
+        for (li, gemm) in gemms.into_iter().enumerate() {
+            let kind = em.kind_of(&r.lets[li].expr);
+            let inner = em.checked.let_free[li]
+                .iter()
+                .copied()
+                .filter(|i| gemm.is_some() || !em.outer.contains(i))
+                .collect();
+            em.lets.push(LetInfo {
+                kind,
+                inner,
+                has_reduce: contains_reduce(&r.lets[li].expr),
+                gemm,
+            });
+        }
+        em
+    }
+
+    pub(super) fn kind_of(&self, e: &Expr) -> Kind {
+        let input = |n: &str| self.r.input(n).map(|i| i.dtype);
+        let let_kind = |n: &str| {
+            let li = self.r.lets.iter().position(|l| l.name == n)?;
+            self.lets.get(li).map(|l| l.kind)
+        };
+        Kinds {
+            input: &input,
+            let_kind: &let_kind,
+        }
+        .of(e)
+    }
+
+    pub(super) fn operands_kind(&self, es: &[&Expr]) -> Kind {
+        let input = |n: &str| self.r.input(n).map(|i| i.dtype);
+        let let_kind = |n: &str| {
+            let li = self.r.lets.iter().position(|l| l.name == n)?;
+            self.lets.get(li).map(|l| l.kind)
+        };
+        Kinds {
+            input: &input,
+            let_kind: &let_kind,
+        }
+        .operands(es)
+    }
+
+    pub(super) fn line(&mut self, s: &str) {
+        for _ in 0..self.indent {
+            self.body.push_str("    ");
+        }
+        self.body.push_str(s);
+        self.body.push('\n');
+    }
+
+    pub(super) fn fresh(&mut self, p: &str) -> String {
+        self.fresh += 1;
+        format!("{p}{}", self.fresh)
+    }
+
+    /// A size as C over symbol parameters (recording the symbols).
+    pub(super) fn dim(&self, d: &Dim) -> String {
+        self.symbols.borrow_mut().extend(d.symbols());
+        cexpr::dim(d)
+    }
+
+    pub(super) fn axis(&self, e: &AxisExpr, scope: &Scope) -> String {
+        cexpr::axis(e, &|n| match lookup(scope, n) {
+            Some(v) => v.to_string(),
+            None => {
+                self.symbols.borrow_mut().insert(n.to_string());
+                cexpr::sym(n)
+            }
+        })
+    }
+
+    pub(super) fn pred(&self, p: &Pred, scope: &Scope) -> String {
+        cexpr::pred(p, &|n| match lookup(scope, n) {
+            Some(v) => v.to_string(),
+            None => {
+                self.symbols.borrow_mut().insert(n.to_string());
+                cexpr::sym(n)
+            }
+        })
+    }
+
+    pub(super) fn iter_var(i: usize) -> String {
+        format!("i{i}")
+    }
+
+    pub(super) fn size_var(i: usize) -> String {
+        format!("z{i}")
+    }
+
+    /// `buf[Σ var·stride]` over `iters` (row-major over their sizes), vars from `scope`.
+    pub(super) fn flat_index(&self, iters: &[usize], scope: &Scope) -> String {
+        if iters.is_empty() {
+            return "0".into();
+        }
+        let mut s = String::new();
+        for (k, i) in iters.iter().enumerate() {
+            let name = &self.r.iters[*i].name;
+            let v = lookup(scope, name)
+                .map(str::to_string)
+                .unwrap_or_else(|| Self::iter_var(*i));
+            s = if k == 0 {
+                v
+            } else {
+                format!("({s}) * {} + {v}", Self::size_var(*i))
+            };
+        }
+        s
+    }
+
+    pub(super) fn let_ref(&self, li: usize, scope: &Scope) -> String {
+        let info = &self.lets[li];
+        if info.inner.is_empty() && info.gemm.is_none() {
+            format!("L{li}")
+        } else {
+            format!("L{li}[{}]", self.flat_index(&info.inner, scope))
+        }
+    }
+
+    /// `in<k>[row-major index]` for input `tensor` at `map`; dimension `shift.0` is addressed by
+    /// the C variable `shift.1` instead (a gather's checked position).
+    pub(super) fn read(
+        &self,
+        tensor: &str,
+        map: &[AxisExpr],
+        scope: &Scope,
+        shift: Option<(usize, &str)>,
+    ) -> Result<(String, DType), CpuError> {
+        let ii = self
+            .r
+            .inputs
+            .iter()
+            .position(|i| i.name == tensor)
+            .ok_or_else(|| CpuError::Codegen {
+                region: self.r.name.clone(),
+                why: format!("read of unknown tensor `{tensor}`"),
+            })?;
+        let inp = &self.r.inputs[ii];
+        let mut idx = "0".to_string();
+        for (j, m) in map.iter().enumerate() {
+            let a = match shift {
+                Some((g, v)) if g == j => v.to_string(),
+                _ => self.axis(m, scope),
+            };
+            idx = if j == 0 {
+                a
+            } else {
+                format!("({idx}) * {} + {a}", self.dim(&inp.memref.shape[j].0))
+            };
+        }
+        Ok((format!("in{ii}[{idx}]"), inp.dtype))
+    }
+
+    /// `e` as a C expression of kind `self.kind_of(e)`.
+    pub(super) fn expr(&mut self, e: &Expr, scope: &mut Scope) -> Result<String, CpuError> {
+        Ok(match e {
+            Expr::Const(c) => constant(*c, crate::ir::region::kind::const_kind(*c)),
+            Expr::Let(n) => {
+                let li = self
+                    .r
+                    .lets
+                    .iter()
+                    .position(|l| &l.name == n)
+                    .ok_or_else(|| CpuError::Codegen {
+                        region: self.r.name.clone(),
+                        why: format!("undefined let `{n}`"),
+                    })?;
+                self.let_ref(li, scope)
+            }
+            Expr::Read { tensor, map } => {
+                let (x, dt) = self.read(tensor, map, scope, None)?;
+                load(x, dt)
+            }
+            Expr::Unary(f, x) => {
+                let k = self.kind_of(x);
+                let xs = self.expr(x, scope)?;
+                match k {
+                    Kind::Float => unary_float(*f, &xs),
+                    Kind::I32 => format!(
+                        "dlc_wrap_i32({})",
+                        unary_double(*f, &format!("((double){xs})"))
+                    ),
+                    Kind::Bool => {
+                        format!("dlc_bool({})", unary_double(*f, &format!("((double){xs})")))
+                    }
+                }
+            }
+            Expr::Binary(f, a, b) => self.binary(*f, a, b, scope)?,
+            Expr::Select {
+                pred,
+                then,
+                otherwise,
+            } => {
+                let k = self.operands_kind(&[then, otherwise]);
+                let p = self.pred(pred, scope);
+                let t = self.operand(then, k, scope)?;
+                let o = self.operand(otherwise, k, scope)?;
+                format!("({p} ? {t} : {o})")
+            }
+            Expr::Where(c, a, b) => {
+                let k = self.operands_kind(&[a, b]);
+                let cs = self.expr(c, scope)?;
+                let t = self.operand(a, k, scope)?;
+                let o = self.operand(b, k, scope)?;
+                format!("(({cs}) != 0 ? {t} : {o})")
+            }
+            Expr::Reduce(red) => self.reduce_expr(red, scope)?,
+            Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
+                self.expr(operand, scope)?
+            }
+            Expr::Cast { to, x } => {
+                let k = self.kind_of(x);
+                let xs = self.expr(x, scope)?;
+                to_dtype(&xs, k, *to)
+            }
+            Expr::Index(m) => format!("((int32_t)({}))", self.axis(m, scope)),
+            Expr::Gather {
+                tensor,
+                map,
+                axis,
+                index,
+            } => self.gather(tensor, map, *axis, index, scope)?,
+        })
+    }
+
+    /// A gather: the data index checked against the gathered axis (error flag 1 and index 0
+    /// outside it), then the load.
+    pub(super) fn gather(
+        &mut self,
+        tensor: &str,
+        map: &[AxisExpr],
+        axis: usize,
+        index: &Expr,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
+        let k = self.kind_of(index);
+        let iv = self.expr(index, scope)?;
+        let iv = match k {
+            Kind::Float => format!("dlc_trunc_i64((double)({iv}))"),
+            _ => format!("(int64_t)({iv})"),
+        };
+        let inp = self.r.input(tensor).ok_or_else(|| CpuError::Codegen {
+            region: self.r.name.clone(),
+            why: format!("gather from unknown tensor `{tensor}`"),
+        })?;
+        let size = inp
+            .memref
+            .shape
+            .get(axis)
+            .map(|d| self.dim(&d.0))
+            .ok_or_else(|| CpuError::Codegen {
+                region: self.r.name.clone(),
+                why: format!("gather axis {axis} beyond `{tensor}`'s rank"),
+            })?;
+        let base = map
+            .get(axis)
+            .map(|m| self.axis(m, scope))
+            .unwrap_or_default();
+        let var = self.fresh("g");
+        let (x, dt) = self.read(tensor, map, scope, Some((axis, &var)))?;
+        Ok(format!(
+            "({{ int64_t {var} = dlc_sat_add({base}, {iv}); if ({var} < 0 || {var} >= {size}) {{ dlc_err_flag(&dlc_err, 1); {var} = 0; }} {}; }})",
+            load(x, dt)
+        ))
+    }
+
+    /// `e` as a value of kind `k` (`Float`: a `float`; i32/bool: a `double`, see [`binary_int`]).
+    pub(super) fn operand(
+        &mut self,
+        e: &Expr,
+        k: Kind,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
+        if let Expr::Const(c) = e {
+            return Ok(constant(*c, k));
+        }
+        let ek = self.kind_of(e);
+        let x = self.expr(e, scope)?;
+        Ok(match k {
+            Kind::Float => widen(&x, ek, Kind::Float),
+            _ => format!("((double)({x}))"),
+        })
+    }
+
+    pub(super) fn binary(
+        &mut self,
+        f: BinaryFn,
+        a: &Expr,
+        b: &Expr,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
+        let mut k = self.operands_kind(&[a, b]);
+        let strong_int = |e: &Expr| !matches!(e, Expr::Const(_)) && self.kind_of(e) != Kind::Float;
+        if f.is_comparison() && k == Kind::Float && (strong_int(a) || strong_int(b)) {
+            // The reference compares the raw values: an i32 beyond 2^24 against a float
+            // compares exactly, in double.
+            k = Kind::I32;
+        }
+        let x = self.operand(a, k, scope)?;
+        let y = self.operand(b, k, scope)?;
+        Ok(if k == Kind::Float {
+            binary_float(f, &x, &y)
+        } else {
+            binary_int(f, k, &x, &y)
+        })
+    }
+
+    pub(super) fn extents(&self, red: &Reduce) -> Result<Vec<String>, CpuError> {
+        let ext = reduce_extents(self.r, red, &self.checked.iter_sizes, "").map_err(|e| {
+            CpuError::Codegen {
+                region: self.r.name.clone(),
+                why: e.to_string(),
+            }
+        })?;
+        Ok(ext.iter().map(|d| self.dim(d)).collect())
+    }
+
+    /// A nested reduce as a statement expression.
+    pub(super) fn reduce_expr(
+        &mut self,
+        red: &Reduce,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
+        let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
+            region: self.r.name.clone(),
+            why: "reduce without an accumulation dtype".into(),
+        })?;
+        let ext = self.extents(red)?;
+        let acc = self.fresh("acc");
+        let base = scope.len();
+        let mut s = format!(
+            "({{ {} {acc} = {}; ",
+            acc_type(dtype),
+            init_lit(red.op, red.init, dtype)
+        );
+        for (a, e) in red.axes.iter().zip(&ext) {
+            let v = self.fresh("r");
+            let _ = write!(s, "for (int64_t {v} = 0; {v} < {e}; {v}++) ");
+            scope.push((a.clone(), v));
+        }
+        let k = self.kind_of(&red.body);
+        let body = self.expr(&red.body, scope);
+        scope.truncate(base);
+        let v = to_dtype(&body?, k, dtype);
+        let _ = write!(
+            s,
+            "{{ {acc} = {}; }} {acc}; }})",
+            fold(red.op, dtype, &acc, &v)
+        );
+        Ok(s)
+    }
+
+    pub(super) fn emit_body(&mut self) -> Result<(), CpuError> {
+        let n = self.r.iters.len();
+        for i in 0..n {
+            let d = self.dim(&self.checked.iter_sizes[i].clone());
+            self.line(&format!("const int64_t {} = {d};", Self::size_var(i)));
+        }
+        self.line("int dlc_err = 0;");
+        let gemms: Vec<usize> = (0..self.lets.len())
+            .filter(|li| self.lets[*li].gemm.is_some())
+            .collect();
+        for li in &gemms {
+            let size: Vec<String> = self.lets[*li]
+                .inner
+                .iter()
+                .map(|i| Self::size_var(*i))
+                .collect();
+            let size = if size.is_empty() {
+                "1".to_string()
+            } else {
+                size.join(" * ")
+            };
+            self.line(&format!(
+                "float *restrict L{li} = (float *)dlc_alloc(4 * {size});"
+            ));
+            self.line(&format!("if (!L{li}) return 2;"));
+        }
+        for li in &gemms {
+            self.emit_contraction(*li)?;
+        }
+        let buffered: Vec<usize> = (0..self.lets.len())
+            .filter(|li| !self.lets[*li].inner.is_empty() && self.lets[*li].gemm.is_none())
+            .collect();
+        if self.outer.is_empty() {
+            self.alloc_buffers(&buffered);
+            self.line("if (dlc_ok) {");
+            self.indent += 1;
+            self.emit_lets(true)?;
+            self.indent -= 1;
+            self.line("}");
+            self.free_buffers(&buffered);
+        } else {
+            let total: Vec<String> = self.outer.iter().map(|i| Self::size_var(*i)).collect();
+            self.line(&format!("const int64_t dlc_total = {};", total.join(" * ")));
+            self.line("#pragma omp parallel num_threads(dlc_nt) if(dlc_total > 1)");
+            self.line("{");
+            self.indent += 1;
+            self.alloc_buffers(&buffered);
+            self.line("#pragma omp for schedule(static)");
+            self.line("for (int64_t dlc_o = 0; dlc_o < dlc_total; dlc_o++) {");
+            self.indent += 1;
+            self.line("if (!dlc_ok) continue;");
+            self.line("int64_t dlc_q = dlc_o;");
+            for i in self.outer.clone().iter().rev() {
+                self.line(&format!(
+                    "const int64_t {} = dlc_q % {}; dlc_q /= {};",
+                    Self::iter_var(*i),
+                    Self::size_var(*i),
+                    Self::size_var(*i)
+                ));
+            }
+            self.line("(void)dlc_q;");
+            self.emit_lets(false)?;
+            self.indent -= 1;
+            self.line("}");
+            self.free_buffers(&buffered);
+            self.indent -= 1;
+            self.line("}");
+        }
+        for li in &gemms {
+            self.line(&format!("free(L{li});"));
+        }
+        self.line("return dlc_err;");
+        Ok(())
+    }
+}

@@ -1,0 +1,274 @@
+//! The loop nests of a region's lets and yields (the rows and flat forms of [`super::emit`]).
+
+use super::cvalue::{acc_type, fold, init_lit, kind_type, store, to_dtype, widen};
+use super::emit::{Emitter, Scope};
+use super::CpuError;
+use crate::ir::dtype::DType;
+use crate::ir::region::Expr;
+use crate::ir::tiny::ReduceOp;
+
+impl Emitter<'_> {
+    pub(super) fn alloc_buffers(&mut self, buffered: &[usize]) {
+        self.line("int dlc_ok = 1;");
+        for li in buffered {
+            let info = &self.lets[*li];
+            let t = kind_type(info.kind);
+            let size: Vec<String> = info.inner.iter().map(|i| Self::size_var(*i)).collect();
+            let line = format!(
+                "{t} *restrict L{li} = ({t} *)dlc_alloc((int64_t)sizeof({t}) * {});",
+                size.join(" * ")
+            );
+            self.line(&line);
+            self.line(&format!("if (!L{li}) dlc_ok = 0;"));
+        }
+        self.line("if (!dlc_ok) dlc_err_flag(&dlc_err, 2);");
+    }
+
+    pub(super) fn free_buffers(&mut self, buffered: &[usize]) {
+        for li in buffered {
+            self.line(&format!("free(L{li});"));
+        }
+    }
+
+    /// The non-outer iters, in order: the output's inner loop nest.
+    pub(super) fn inner_iters(&self) -> Vec<usize> {
+        (0..self.r.iters.len())
+            .filter(|i| !self.outer.contains(i))
+            .collect()
+    }
+
+    pub(super) fn base_scope(&self) -> Scope {
+        self.r
+            .iters
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (it.name.clone(), Self::iter_var(i)))
+            .collect()
+    }
+
+    pub(super) fn emit_lets(&mut self, flat: bool) -> Result<(), CpuError> {
+        let nl = self.r.lets.len();
+        let inner_all = self.inner_iters();
+        let mut done_yields = vec![false; self.r.yields.len()];
+        let mut li = 0;
+        while li < nl {
+            let info = &self.lets[li];
+            if info.gemm.is_some() {
+                li += 1;
+                continue;
+            }
+            if info.inner.is_empty() {
+                let t = kind_type(info.kind);
+                self.line(&format!("{t} L{li};"));
+            }
+            if self.lets[li].has_reduce {
+                self.emit_reduce_let(li, flat)?;
+                li += 1;
+                continue;
+            }
+            // A group: consecutive pointwise lets over the same iters, one loop nest.
+            let iters = self.lets[li].inner.clone();
+            let mut group = vec![li];
+            let mut nx = li + 1;
+            while nx < nl
+                && !self.lets[nx].has_reduce
+                && self.lets[nx].gemm.is_none()
+                && self.lets[nx].inner == iters
+            {
+                group.push(nx);
+                nx += 1;
+            }
+            for g in &group[1..] {
+                if self.lets[*g].inner.is_empty() {
+                    let t = kind_type(self.lets[*g].kind);
+                    self.line(&format!("{t} L{g};"));
+                }
+            }
+            let fused: Vec<usize> = if iters == inner_all {
+                (0..self.r.yields.len())
+                    .filter(|y| {
+                        let from = &self.r.yields[*y].from;
+                        group.iter().any(|g| &self.r.lets[*g].name == from)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let mut scope = self.base_scope();
+            self.open_loops(&iters, flat, true)?;
+            for g in &group {
+                let x = self.expr(&self.r.lets[*g].expr.clone(), &mut scope)?;
+                let k = self.kind_of(&self.r.lets[*g].expr.clone());
+                let target = self.let_ref(*g, &scope);
+                let v = widen(&x, k, self.lets[*g].kind);
+                self.line(&format!("{target} = {v};"));
+            }
+            for y in &fused {
+                self.emit_yield_store(*y, &scope);
+                done_yields[*y] = true;
+            }
+            self.close_loops(iters.len());
+            li = nx;
+        }
+        for (y, done) in done_yields.iter().enumerate() {
+            if !done {
+                let scope = self.base_scope();
+                self.open_loops(&inner_all, flat, true)?;
+                self.emit_yield_store(y, &scope);
+                self.close_loops(inner_all.len());
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn emit_yield_store(&mut self, y: usize, scope: &Scope) {
+        let yl = &self.r.yields[y];
+        let Some(li) = self.r.lets.iter().position(|l| l.name == yl.from) else {
+            return;
+        };
+        let Some(oi) = self.r.outputs.iter().position(|o| o.name == yl.to) else {
+            return;
+        };
+        let all: Vec<usize> = (0..self.r.iters.len()).collect();
+        let idx = self.flat_index(&all, scope);
+        let v = self.let_ref(li, scope);
+        let st = store(&v, self.lets[li].kind, self.r.outputs[oi].dtype);
+        self.line(&format!("out{oi}[{idx}] = {st};"));
+    }
+
+    /// Opens one loop per iter of `iters` (loop vars `i<k>`); in flat form the outermost is an
+    /// `omp parallel for`, the innermost an `omp simd` loop when `simd`.
+    pub(super) fn open_loops(
+        &mut self,
+        iters: &[usize],
+        flat: bool,
+        simd: bool,
+    ) -> Result<(), CpuError> {
+        let n = iters.len();
+        for (k, i) in iters.iter().enumerate() {
+            let v = Self::iter_var(*i);
+            let z = Self::size_var(*i);
+            if flat && k == 0 {
+                let rest: Vec<String> = iters.iter().map(|j| Self::size_var(*j)).collect();
+                self.line(&format!(
+                    "#pragma omp parallel for num_threads(dlc_nt) schedule(static) if({} >= 4096)",
+                    rest.join(" * ")
+                ));
+            } else if simd && k + 1 == n && !self.has_gather {
+                self.line("#pragma omp simd");
+            }
+            self.line(&format!("for (int64_t {v} = 0; {v} < {z}; {v}++) {{"));
+            self.indent += 1;
+        }
+        Ok(())
+    }
+
+    pub(super) fn close_loops(&mut self, n: usize) {
+        for _ in 0..n {
+            self.indent -= 1;
+            self.line("}");
+        }
+    }
+
+    pub(super) fn emit_reduce_let(&mut self, li: usize, flat: bool) -> Result<(), CpuError> {
+        let expr = self.r.lets[li].expr.clone();
+        let inner = self.lets[li].inner.clone();
+        let lk = self.lets[li].kind;
+        let mut scope = self.base_scope();
+        match &expr {
+            Expr::Reduce(red) if !flat && !inner.is_empty() => {
+                self.emit_interchanged(li, red, &inner, &mut scope)?
+            }
+            Expr::Reduce(red) if inner.is_empty() => {
+                // A scalar per point: a vectorized horizontal reduction for fp32 sums.
+                let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
+                    region: self.r.name.clone(),
+                    why: "reduce without an accumulation dtype".into(),
+                })?;
+                let acc = self.fresh("acc");
+                let ty = acc_type(dtype);
+                self.line(&format!(
+                    "{ty} {acc} = {};",
+                    init_lit(red.op, red.init, dtype)
+                ));
+                let ext = self.extents(red)?;
+                let na = red.axes.len();
+                for (j, (a, e)) in red.axes.iter().zip(&ext).enumerate() {
+                    let v = self.fresh("r");
+                    if j + 1 == na && dtype == DType::F32 && !self.has_gather {
+                        match red.op {
+                            ReduceOp::Sum => {
+                                self.line(&format!("#pragma omp simd reduction(+:{acc})"))
+                            }
+                            ReduceOp::Prod => {
+                                self.line(&format!("#pragma omp simd reduction(*:{acc})"))
+                            }
+                            _ => {}
+                        }
+                    }
+                    self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
+                    self.indent += 1;
+                    scope.push((a.clone(), v));
+                }
+                let k = self.kind_of(&red.body);
+                let body = self.expr(&red.body, &mut scope)?;
+                let v = to_dtype(&body, k, dtype);
+                let f = fold(red.op, dtype, &acc, &v);
+                self.line(&format!("{acc} = {f};"));
+                self.close_loops(na);
+                self.line(&format!("L{li} = {acc};"));
+            }
+            _ => {
+                // Any other let with a reduce inside: per point, nested reduces inline.
+                self.open_loops(&inner, flat, false)?;
+                let x = self.expr(&expr, &mut scope)?;
+                let k = self.kind_of(&expr);
+                let t = self.let_ref(li, &scope);
+                self.line(&format!("{t} = {};", widen(&x, k, lk)));
+                self.close_loops(inner.len());
+            }
+        }
+        Ok(())
+    }
+
+    /// A reduce over the let's free iters in rows form, interchanged: reduce axes outside, the
+    /// vector loop over the free iters inside (each element still folds in row-major order).
+    pub(super) fn emit_interchanged(
+        &mut self,
+        li: usize,
+        red: &crate::ir::region::Reduce,
+        inner: &[usize],
+        scope: &mut Scope,
+    ) -> Result<(), CpuError> {
+        let inner = inner.to_vec();
+        // Interchanged: reduce axes outside, the vector loop over the free iters inside.
+        let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
+            region: self.r.name.clone(),
+            why: "reduce without an accumulation dtype".into(),
+        })?;
+        let init = init_lit(red.op, red.init, dtype);
+        self.open_loops(&inner, false, true)?;
+        let t = self.let_ref(li, scope);
+        self.line(&format!("{t} = {init};"));
+        self.close_loops(inner.len());
+        let ext = self.extents(red)?;
+        for (a, e) in red.axes.iter().zip(&ext) {
+            let v = self.fresh("r");
+            self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
+            self.indent += 1;
+            scope.push((a.clone(), v));
+        }
+        // The free iters keep their own loop vars: shadowing by reduce axes cannot
+        // reach them (a free iter is never a reduce axis of its own let).
+        self.open_loops(&inner, false, true)?;
+        let k = self.kind_of(&red.body);
+        let body = self.expr(&red.body, scope)?;
+        let v = to_dtype(&body, k, dtype);
+        let t = self.let_ref(li, scope);
+        let f = fold(red.op, dtype, &t, &v);
+        self.line(&format!("{t} = {f};"));
+        self.close_loops(inner.len());
+        self.close_loops(red.axes.len());
+        Ok(())
+    }
+}

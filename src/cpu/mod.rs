@@ -1,0 +1,188 @@
+//! The native CPU backend (issue 16, seed 004 "SIMD化", "並列化"): the optimized region program
+//! as C — one function per region ([`emit`]), SIMD loops over the innermost axis with the
+//! compiler's scalar tails, OpenMP threads over the outer parallel axes — compiled at run time by
+//! the system C compiler with the detected ISA, loaded with `libloading` and cached per
+//! (program source, ISA) beside the plan cache ([`build`]), and run on tensors ([`exec`]).
+//!
+//! Not yet (TODO(issue 16)): a CPU plan space and cost model (extraction still prices kernels
+//! with the GPU model, so fusion follows GPU times), streaming attention (an attention region
+//! runs through the generic row form), vectorized max/min reductions (NaN-propagating folds stay
+//! scalar), the CSV measurement log and `calibrate`.
+//!
+//! Diagnostic codes (`E0800`–`E0849`):
+//!
+//! | code | kind | when |
+//! | --- | --- | --- |
+//! | E0800 | CCompilerMissing | no `cc`, `gcc` or `clang` (nor `$DLC_CC`) is found |
+//! | E0801 | CCompileFailed | internal: the C compiler rejected the generated source |
+//! | E0802 | SharedObjectLoadFailed | internal: the compiled shared object does not load |
+//! | E0803 | NativeGatherOutOfRange | a gather index is outside its tensor at run time |
+//! | E0804 | NativeOutOfMemory | a kernel's scratch buffers cannot be allocated |
+//! | E0805 | NativeCodegenFailed | internal: a region cannot be emitted as C |
+//! | E0806 | NativeUnboundSymbol | internal: a symbol of the program has no value |
+//! | E0807 | NativeCacheFailed | the shared-object cache directory cannot be written |
+
+#![allow(clippy::result_large_err)]
+
+pub mod build;
+pub mod contraction;
+mod cvalue;
+pub mod emit;
+mod emit_loops;
+pub mod exec;
+pub mod program;
+
+use crate::diag::{Diagnostic, Location};
+use crate::run::Failure;
+
+/// The C prelude every generated source starts with.
+pub const PRELUDE: &str = concat!(include_str!("prelude.h"), include_str!("gemm.h"));
+
+/// The vector ISA the generated code is compiled for (detected at run time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512F (16 fp32 lanes), with F16C.
+    Avx512,
+    /// AVX2 with FMA (8 fp32 lanes), with F16C.
+    Avx2Fma,
+    /// Anything else: the compiler's default vectors for the host.
+    Scalar,
+}
+
+impl Isa {
+    /// The ISA of this machine.
+    pub fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+            {
+                return Isa::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Isa::Avx2Fma;
+            }
+        }
+        Isa::Scalar
+    }
+
+    /// Its name in cache keys and manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Avx512 => "avx512",
+            Isa::Avx2Fma => "avx2fma",
+            Isa::Scalar => "scalar",
+        }
+    }
+
+    /// fp32 lanes of one vector register.
+    pub fn lanes(self) -> usize {
+        match self {
+            Isa::Avx512 => 16,
+            Isa::Avx2Fma => 8,
+            Isa::Scalar => 4,
+        }
+    }
+
+    /// The compiler flags selecting it.
+    pub fn flags(self) -> Vec<&'static str> {
+        match self {
+            Isa::Avx512 => vec!["-march=native", "-mprefer-vector-width=512"],
+            Isa::Avx2Fma => vec!["-march=native", "-mprefer-vector-width=256"],
+            Isa::Scalar => vec!["-march=native"],
+        }
+    }
+}
+
+/// What can go wrong in the native backend.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CpuError {
+    /// No C compiler.
+    #[error("no C compiler found (tried {tried})")]
+    CompilerMissing { tried: String },
+    /// The compiler rejected the source.
+    #[error("the C compiler `{compiler}` failed: {stderr}")]
+    Compile { compiler: String, stderr: String },
+    /// The shared object does not load or lacks a kernel.
+    #[error("cannot load {path}: {why}")]
+    Load { path: String, why: String },
+    /// A gather index out of range at run time.
+    #[error("kernel `{kernel}`: a gather index is outside its tensor")]
+    GatherOutOfRange { kernel: String },
+    /// Scratch allocation failed.
+    #[error("kernel `{kernel}`: out of memory for its scratch buffers")]
+    OutOfMemory { kernel: String },
+    /// A region the emitter cannot spell.
+    #[error("region `{region}` cannot be emitted as C: {why}")]
+    Codegen { region: String, why: String },
+    /// A symbol without a value.
+    #[error("symbol `{0}` has no value")]
+    UnboundSymbol(String),
+    /// The cache directory cannot be written.
+    #[error("cannot write the native cache {path}: {why}")]
+    Cache { path: String, why: String },
+}
+
+impl CpuError {
+    /// The diagnostic, and whether it is the user's environment or input (not a compiler bug).
+    pub fn to_failure(&self) -> Failure {
+        let arg = Location::Argument {
+            argument: "--device cpu".into(),
+        };
+        let bug = "this is a compiler bug; use --device reference for the reference result, and \
+                   report the graph.json";
+        let (code, kind, user, hint): (&str, &str, bool, String) = match self {
+            CpuError::CompilerMissing { .. } => (
+                "E0800",
+                "CCompilerMissing",
+                true,
+                "install a C compiler (Debian/Ubuntu: `apt-get install gcc`; or clang) or point \
+                 DLC_CC at one; or use --device reference"
+                    .into(),
+            ),
+            CpuError::Compile { .. } => ("E0801", "CCompileFailed", false, bug.into()),
+            CpuError::Load { .. } => ("E0802", "SharedObjectLoadFailed", false, bug.into()),
+            CpuError::GatherOutOfRange { .. } => (
+                "E0803",
+                "NativeGatherOutOfRange",
+                true,
+                "keep every Gather index within [0, size of the gathered axis)".into(),
+            ),
+            CpuError::OutOfMemory { .. } => (
+                "E0804",
+                "NativeOutOfMemory",
+                true,
+                "bind smaller sizes, or use fewer --threads".into(),
+            ),
+            CpuError::Codegen { .. } => ("E0805", "NativeCodegenFailed", false, bug.into()),
+            CpuError::UnboundSymbol(_) => ("E0806", "NativeUnboundSymbol", false, bug.into()),
+            CpuError::Cache { .. } => (
+                "E0807",
+                "NativeCacheFailed",
+                true,
+                "make the --plan-cache directory (or the temporary directory) writable".into(),
+            ),
+        };
+        let d = Diagnostic::error(code, kind, arg, self.to_string(), hint);
+        if user {
+            Failure::user(d)
+        } else {
+            Failure::internal(d)
+        }
+    }
+}
+
+impl From<CpuError> for Failure {
+    fn from(e: CpuError) -> Failure {
+        e.to_failure()
+    }
+}
+
+/// The default thread count: the machine's cores.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}

@@ -1,0 +1,121 @@
+// dlc-egg native CPU backend: helpers every generated kernel uses (src/cpu/prelude.h).
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// Vectorizable libm (glibc libmvec): declare the SIMD variants so that the loops over the
+// innermost axis call expf/logf/... on whole vectors (linked with -lmvec, -fno-math-errno).
+#if defined(DLC_LIBMVEC) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DLC_SIMD_FN __attribute__((simd("notinbranch")))
+float expf(float) DLC_SIMD_FN;
+float logf(float) DLC_SIMD_FN;
+float tanhf(float) DLC_SIMD_FN;
+float erff(float) DLC_SIMD_FN;
+float exp2f(float) DLC_SIMD_FN;
+float log2f(float) DLC_SIMD_FN;
+float powf(float, float) DLC_SIMD_FN;
+double exp(double) DLC_SIMD_FN;
+double log(double) DLC_SIMD_FN;
+double tanh(double) DLC_SIMD_FN;
+double erf(double) DLC_SIMD_FN;
+double exp2(double) DLC_SIMD_FN;
+double log2(double) DLC_SIMD_FN;
+double pow(double, double) DLC_SIMD_FN;
+#endif
+
+#define DLC_INLINE static inline __attribute__((always_inline))
+DLC_INLINE float dlc_inf(void) { return __builtin_inff(); }
+DLC_INLINE float dlc_nan(void) { return __builtin_nanf(""); }
+
+// Integer index helpers (floor division rounds toward -inf, as the reference).
+DLC_INLINE int64_t dlc_floordiv(int64_t a, int64_t c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
+DLC_INLINE int64_t dlc_imin(int64_t a, int64_t b) { return a < b ? a : b; }
+DLC_INLINE int64_t dlc_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// i32 arithmetic wraps, as Tiny's i32 ops do.
+DLC_INLINE int32_t dlc_iadd(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+DLC_INLINE int32_t dlc_isub(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+DLC_INLINE int32_t dlc_imul(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }
+DLC_INLINE int32_t dlc_idiv(int32_t a, int32_t b) { return b == 0 ? 0 : (a == INT32_MIN && b == -1) ? a : a / b; }
+DLC_INLINE int32_t dlc_ineg(int32_t a) { return (int32_t)(0u - (uint32_t)a); }
+// A real value to i32 as the reference's wrap_i32: NaN -> 0, truncate, wrap modulo 2^32.
+DLC_INLINE int32_t dlc_wrap_i32(double x) {
+    if (x != x) return 0;
+    double t = trunc(x);
+    if (t >= -2147483648.0 && t <= 2147483647.0) return (int32_t)t;
+    if (fabs(t) < 9.0e18) return (int32_t)(uint32_t)(uint64_t)(int64_t)t;
+    return 0;
+}
+DLC_INLINE int32_t dlc_bool(double x) { return x != 0.0; }
+
+// NaN-propagating max / min (the reference's `nan_or`).
+DLC_INLINE float dlc_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
+DLC_INLINE float dlc_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
+DLC_INLINE int32_t dlc_smax(int32_t a, int32_t b) { return a > b ? a : b; }
+DLC_INLINE int32_t dlc_smin(int32_t a, int32_t b) { return a < b ? a : b; }
+DLC_INLINE float dlc_relu(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
+DLC_INLINE float dlc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+DLC_INLINE float dlc_rsqrt(float x) { return 1.0f / sqrtf(x); }
+
+// fp16 / bf16 storage: converted to fp32 on load, rounded to nearest even on store.
+#if defined(__FLT16_MAX__) && !defined(DLC_PORTABLE_HALF)
+typedef _Float16 dlc_f16;
+DLC_INLINE float dlc_ld_f16(dlc_f16 h) { return (float)h; }
+DLC_INLINE dlc_f16 dlc_st_f16(float f) { return (dlc_f16)f; }
+#else
+typedef uint16_t dlc_f16;
+DLC_INLINE float dlc_ld_f16(uint16_t h) {
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
+    if (e == 0x1f) bits = s | 0x7f800000u | (m << 13);
+    else if (e != 0) bits = s | ((e + 112u) << 23) | (m << 13);
+    else if (m == 0) bits = s;
+    else { float v = (float)m * 5.9604644775390625e-8f; memcpy(&bits, &v, 4); bits |= s; }
+    float f; memcpy(&f, &bits, 4); return f;
+}
+DLC_INLINE uint16_t dlc_st_f16(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    uint32_t s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u);
+    if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u);
+    if (a < 0x38800000u) { // subnormal or zero: round |f| * 2^24 to an integer, ties to even
+        float v; memcpy(&v, &a, 4); v = v * 16777216.0f;
+        return (uint16_t)(s | (uint32_t)nearbyintf(v));
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;
+    return (uint16_t)(s | (r >> 13));
+}
+#endif
+typedef uint16_t dlc_bf16;
+DLC_INLINE float dlc_ld_bf16(uint16_t h) { uint32_t b = (uint32_t)h << 16; float f; memcpy(&f, &b, 4); return f; }
+DLC_INLINE uint16_t dlc_st_bf16(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+DLC_INLINE float dlc_round_f16(float f) { return dlc_ld_f16(dlc_st_f16(f)); }
+DLC_INLINE float dlc_round_bf16(float f) { return dlc_ld_bf16(dlc_st_bf16(f)); }
+
+DLC_INLINE void *dlc_alloc(int64_t bytes) {
+    void *p = NULL;
+    size_t n = (size_t)(bytes > 0 ? bytes : 1);
+    n = (n + 63) & ~(size_t)63;
+    return posix_memalign(&p, 64, n) == 0 ? p : NULL;
+}
+// Error flags set from inside parallel loops (1: gather index out of range, 2: out of memory).
+DLC_INLINE void dlc_err_flag(int *e, int v) { __atomic_store_n(e, v, __ATOMIC_RELAXED); }
+// A data index as the reference truncates it: NaN -> 0, saturating at the i64 range.
+DLC_INLINE int64_t dlc_trunc_i64(double x) {
+    if (x != x) return 0;
+    if (x >= 9.2233720368547758e18) return INT64_MAX;
+    if (x <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)trunc(x);
+}
+DLC_INLINE int64_t dlc_sat_add(int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}

@@ -1,0 +1,97 @@
+//! A whole region program as one C translation unit plus its manifest (what
+//! `optimize --target cpu -o DIR` writes: `kernels.c`, `manifest.json`).
+
+use super::emit::emit_region;
+use super::{CpuError, Isa, PRELUDE};
+use crate::ir::region::program::{verify_program, RegionProgram, Step};
+
+/// One kernel of the program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NativeKernel {
+    /// The region's name.
+    pub region: String,
+    /// The C function.
+    pub function: String,
+    /// Its input buffers, then its output buffers (the order of `dlc_buf`).
+    pub inputs: Vec<String>,
+    /// Output buffers.
+    pub outputs: Vec<String>,
+    /// Loop organization (`rows(m)` or `flat`).
+    pub form: String,
+}
+
+/// The generated C program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NativeProgram {
+    /// The C source (prelude + one function per region).
+    pub source: String,
+    /// Kernels in step order (aliases are not kernels).
+    pub kernels: Vec<NativeKernel>,
+    /// The symbol table: `dlc_sym[i]` is the value of `symbols[i]`.
+    pub symbols: Vec<String>,
+}
+
+/// Emits `p` as C. A region the emitter cannot spell is `E0805`.
+pub fn emit_program(p: &RegionProgram) -> Result<NativeProgram, CpuError> {
+    verify_program(p).map_err(|e| CpuError::Codegen {
+        region: "<program>".into(),
+        why: e.to_string(),
+    })?;
+    let mut source = String::from(PRELUDE);
+    let mut kernels = Vec::new();
+    let mut symbols = Vec::new();
+    for (i, s) in p.steps.iter().enumerate() {
+        if let Step::Region(r) = s {
+            let function = format!("dlc_k{i}");
+            let e = emit_region(r, &function, &mut symbols)?;
+            source.push('\n');
+            source.push_str(&e.code);
+            kernels.push(NativeKernel {
+                region: r.name.clone(),
+                function,
+                inputs: r.inputs.iter().map(|x| x.name.clone()).collect(),
+                outputs: r.outputs.iter().map(|x| x.name.clone()).collect(),
+                form: e.form,
+            });
+        }
+    }
+    Ok(NativeProgram {
+        source,
+        kernels,
+        symbols,
+    })
+}
+
+impl NativeProgram {
+    /// `manifest.json`: the ISA, the compile flags, the symbol table and every kernel with its
+    /// buffers and loop form; the program's steps (aliases included) in `steps`.
+    pub fn manifest(&self, p: &RegionProgram, isa: Isa) -> serde_json::Value {
+        let kernels: Vec<serde_json::Value> = self
+            .kernels
+            .iter()
+            .map(|k| {
+                serde_json::json!({
+                    "region": k.region, "function": k.function, "inputs": k.inputs,
+                    "outputs": k.outputs, "form": k.form,
+                })
+            })
+            .collect();
+        let steps: Vec<serde_json::Value> = p
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Region(r) => serde_json::json!({"kernel": r.name}),
+                Step::Alias { name, of, .. } => serde_json::json!({"alias": name, "of": of}),
+            })
+            .collect();
+        serde_json::json!({
+            "isa": isa.name(),
+            "flags": super::build::base_flags(isa),
+            "symbols": self.symbols,
+            "inputs": p.inputs,
+            "outputs": p.outputs,
+            "steps": steps,
+            "kernels": kernels,
+        })
+    }
+}

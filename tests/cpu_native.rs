@@ -1,0 +1,225 @@
+//! The native CPU backend (`dlc_egg::cpu`, `run --device cpu`) against the reference evaluator:
+//! every example and top-level `tests/data` graph, the examples re-typed to every float dtype with
+//! symbolic sizes bound to values that leave tails for every vector width (1, 7, 17, 33, …), and
+//! a slice of the optimize fuzz corpus (`common::graphgen`). Outputs must match within
+//! graph-json's tolerances (exactly for i32 and bool).
+//!
+//! Needs a C compiler (`cc`/`gcc`/`clang`). The full fuzz corpus (500 cases) is `#[ignore]`d:
+//! `cargo test --release --test cpu_native -- --ignored`.
+
+mod common;
+
+use common::compare_output;
+use common::graphgen::{gen_case, run_reported, Case};
+use dlc_egg::cpu::exec::{evaluate_native, NativeOptions};
+use dlc_egg::eval::evaluate;
+use dlc_egg::ir::frontend::{load_str, resolve_symbols};
+use dlc_egg::ir::lower::lower;
+use dlc_egg::ir::region::program::evaluate_program;
+use dlc_egg::optimize::{optimize, OptimizeOptions};
+use dlc_egg::tensor::Tensor;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn opts() -> NativeOptions {
+    NativeOptions {
+        threads: 2,
+        repeat: 0,
+    }
+}
+
+/// Graphs whose optimized program already differs from the reference beyond tolerance when the
+/// region interpreter plays it back (`run --optimized`): the optimizer's GELU is decomposed into
+/// fp32 steps rounded one by one, the reference computes it in one f64 step, and the fp16 hidden
+/// layer then rounds some values the other way, which the 3072-term second GEMM amplifies.
+/// For these the native program must match the playback instead (it is bit-identical today).
+/// TODO(issue 16): remove when the optimizer's GELU rounds as the reference does.
+const PLAYBACK_ORACLE: &[&str] = &["mlp_gelu.json"];
+
+/// Optimizes `text`, runs it natively and with the reference evaluator on seeded inputs.
+fn check_graph(text: &str, binds: &[(&str, i64)], what: &str) -> Result<(), String> {
+    let g = load_str(text, what).map_err(|d| format!("{what}: load: {d}"))?;
+    let binds: BTreeMap<String, i64> = binds.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let prepared = dlc_egg::run::prepare_inputs(&g, &[], &binds, Some(3))
+        .map_err(|f| format!("{what}: inputs: {}", f.diagnostics))?;
+    let prog = lower(&g).map_err(|d| format!("{what}: lower: {d}"))?;
+    let want = evaluate(&prog, &prepared.bindings, &prepared.tensors)
+        .map_err(|d| format!("{what}: reference: {d}"))?;
+    let o = optimize(&prog, &OptimizeOptions::default())
+        .map_err(|e| format!("{what}: optimize: {e}"))?;
+    let (got, _) = evaluate_native(
+        &o.program,
+        &prepared.bindings,
+        &prepared.tensors,
+        &opts(),
+        None,
+    )
+    .map_err(|e| format!("{what}: native: {e}"))?;
+    let vs_reference = compare_all(&got, &want, what);
+    if vs_reference.is_err() && PLAYBACK_ORACLE.iter().any(|f| what.contains(f)) {
+        let played = evaluate_program(&o.program, &prepared.bindings, &prepared.tensors)
+            .map_err(|d| format!("{what}: playback: {d}"))?;
+        if compare_all(&played, &want, what).is_ok() {
+            // The playback is right here, so the native program must be too.
+            return vs_reference;
+        }
+        return compare_all(&got, &played, what);
+    }
+    vs_reference
+}
+
+fn compare_all(
+    got: &BTreeMap<String, Tensor>,
+    want: &BTreeMap<String, Tensor>,
+    what: &str,
+) -> Result<(), String> {
+    for (name, w) in want {
+        let t = got
+            .get(name)
+            .ok_or_else(|| format!("{what}: output {name} missing"))?;
+        compare_output(name, t, w, "the reference evaluator")
+            .map_err(|e| format!("{what}: {}", e.chars().take(400).collect::<String>()))?;
+    }
+    Ok(())
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn examples_and_test_graphs_match_the_reference() {
+    let mut files: Vec<String> = Vec::new();
+    for dir in ["examples", "tests/data"] {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .expect(dir)
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| p.display().to_string())
+            .collect();
+        v.sort();
+        files.extend(v);
+    }
+    assert!(files.len() >= 10, "{files:?}");
+    let failures: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            // Graphs whose symbols have no default (as in tests/shape_sets.rs).
+            let binds: &[(&str, i64)] = if f.ends_with("shape_sets_pointwise.json") {
+                &[("N", 3), ("T", 40)]
+            } else {
+                &[]
+            };
+            check_graph(&read(f), binds, f).err()
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// One binding of a graph's symbols.
+type Binding = &'static [(&'static str, i64)];
+
+/// Every float dtype, sizes leaving tails for 4-, 8- and 16-lane vectors.
+#[test]
+fn tails_dtypes_and_symbolic_sizes() {
+    let cases: &[(&str, &[Binding])] = &[
+        (
+            "examples/gemm_bias_relu.json",
+            &[
+                &[("M", 7), ("K", 19), ("N", 33)],
+                &[("M", 1), ("K", 1), ("N", 17)],
+            ],
+        ),
+        (
+            "examples/bias_gelu_residual.json",
+            &[&[("T", 3)], &[("T", 1)]],
+        ),
+        ("examples/layernorm.json", &[&[("T", 5)]]),
+        ("examples/mlp_gelu.json", &[&[("T", 3)]]),
+    ];
+    let mut failures = Vec::new();
+    for (file, bindings) in cases {
+        let text = read(file);
+        for dt in ["fp32", "fp16", "bf16"] {
+            let retyped = text.replace("\"fp16\"", &format!("\"{dt}\""));
+            for b in *bindings {
+                let what = format!("{file} as {dt} with {b:?}");
+                if let Err(e) = check_graph(&retyped, b, &what) {
+                    failures.push(e);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+const ODD_SOFTMAX: &str = r#"{
+  "signature": {"inputs": [{"tensor": "X"}], "outputs": [{"tensor": "Y"}, {"tensor": "S"}]},
+  "symbols": {"R": 3, "C": 37},
+  "tensors": {
+    "X": {"dtype": "fp32", "shape": ["R", "C"]},
+    "Y": {"dtype": "fp32", "shape": ["R", "C"]},
+    "S": {"dtype": "fp32", "shape": ["R", "C"]}
+  },
+  "graph": [
+    {"op": "Softmax", "name": "sm", "inputs": ["X"], "outputs": ["Y"], "attrs": {"axis": -1}},
+    {"op": "Softmax", "name": "sm0", "inputs": ["X"], "outputs": ["S"], "attrs": {"axis": 0}}
+  ]
+}"#;
+
+#[test]
+fn softmax_over_either_axis_with_tails() {
+    for (r, c) in [(3, 37), (1, 1), (17, 15)] {
+        let what = format!("softmax R={r} C={c}");
+        check_graph(ODD_SOFTMAX, &[("R", r), ("C", c)], &what).unwrap();
+    }
+}
+
+fn run_fuzz_case(case: &Case) -> Result<(), String> {
+    let text = case.doc.to_string();
+    let g = load_str(&text, "fuzz.json").map_err(|d| format!("load rejects it:\n{d}"))?;
+    let bindings = resolve_symbols(&g, &case.cli, &case.arrays)
+        .map_err(|d| format!("resolve_symbols fails:\n{d}"))?;
+    let prog = lower(&g).map_err(|d| format!("lower fails:\n{d}"))?;
+    let ins = case.input_map();
+    let want = evaluate(&prog, &bindings, &ins)
+        .map_err(|d| format!("the reference evaluator fails:\n{d}"))?;
+    let o =
+        optimize(&prog, &OptimizeOptions::default()).map_err(|e| format!("optimize fails: {e}"))?;
+    let (got, _) = evaluate_native(&o.program, &bindings, &ins, &opts(), None)
+        .map_err(|e| format!("the native program fails: {e}"))?;
+    compare_all(&got, &want, "fuzz case")
+}
+
+fn fuzz_config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_d1c0),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(fuzz_config(12))]
+
+    /// A slice of the optimize fuzz corpus (the same seed as `optimize_fuzz`).
+    #[test]
+    fn fuzz_slice_matches_the_reference(tape in prop::collection::vec(any::<u32>(), 0..400)) {
+        let case = gen_case(&tape);
+        run_reported(&case, run_fuzz_case).map_err(TestCaseError::fail)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(fuzz_config(500))]
+
+    /// The full corpus (about one C compile per case: minutes).
+    #[test]
+    #[ignore]
+    fn fuzz_corpus_matches_the_reference(tape in prop::collection::vec(any::<u32>(), 0..400)) {
+        let case = gen_case(&tape);
+        run_reported(&case, run_fuzz_case).map_err(TestCaseError::fail)?;
+    }
+}
