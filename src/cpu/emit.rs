@@ -102,6 +102,7 @@ fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
             visit(otherwise, f);
         }
         Expr::Reduce(r) => visit(&r.body, f),
+        Expr::Scan(sc) => visit(&sc.body, f),
         Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => visit(operand, f),
         Expr::Gather { index, .. } => visit(index, f),
         Expr::Where(c, a, b) => {
@@ -394,6 +395,12 @@ impl<'a> Emitter<'a> {
     /// `e` as a C expression of kind `self.kind_of(e)`.
     pub(super) fn expr(&mut self, e: &Expr, scope: &mut Scope) -> Result<String, CpuError> {
         Ok(match e {
+            Expr::Scan(_) => {
+                return Err(CpuError::NotYet {
+                    region: self.r.name.clone(),
+                    what: "scan".into(),
+                })
+            }
             Expr::Const(c) => constant(*c, crate::ir::region::kind::const_kind(*c)),
             Expr::Let(n) => {
                 let li = self
