@@ -6,6 +6,7 @@
 //! oracle of every test.
 
 pub mod bench_graphs;
+pub mod budget;
 pub mod cli;
 pub mod codegen;
 pub mod cost;
