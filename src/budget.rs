@@ -7,7 +7,7 @@
 //! | --- | --- | --- | --- |
 //! | E1400 | InputFileTooLarge | bytes of a graph or `.npy` file (1 GiB) | `--max-file-bytes` |
 //! | E1401 | TooManyNodes | frontend nodes of a graph (20,000) | `--max-nodes` |
-//! | E1402 | TooManyConcatInputs | inputs of one `Concat` (1,024) | `--max-concat-inputs` |
+//! | E1402 | TooManyConcatInputs | inputs of one `Concat` (256) | `--max-concat-inputs` |
 //! | E1403 | RankTooLarge | rank of a tensor at load (16) | `--max-rank` |
 //! | E1404 | TensorOverBudget | bytes of one tensor `run` materializes (4 GiB) | `--max-tensor-bytes` |
 //! | E1405 | MemoryOverBudget | bytes `run` holds at once, or `optimize`'s e-graph estimate (16 GiB) | `--max-memory` |
@@ -83,7 +83,7 @@ impl Default for LoadBudgets {
         LoadBudgets {
             max_file_bytes: 1 << 30,
             max_nodes: 20_000,
-            max_concat_inputs: 1024,
+            max_concat_inputs: 256,
             max_rank: 16,
         }
     }
@@ -170,6 +170,27 @@ pub fn read_file_limited(path: &Path, max: u64) -> Result<Vec<u8>, Diagnostic> {
     Ok(bytes)
 }
 
+/// Reads a regular file whole (a side file named by the graph, e.g. `constants`), with a
+/// fallible allocation of its size; a device, FIFO or directory is refused, so a graph naming
+/// `/dev/zero` cannot make the loader read forever. Errors are plain text for the caller's
+/// diagnostic.
+pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let len = usize::try_from(meta.len()).map_err(|_| "it is too large".to_string())?;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|_| format!("cannot allocate {len} bytes for it (E1407 AllocationFailed)"))?;
+    file.take(meta.len())
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
 fn file_too_large(path: &Path, bytes: u64, max: u64) -> Diagnostic {
     Diagnostic::error(
         E_FILE_TOO_LARGE.0,
@@ -207,7 +228,10 @@ pub fn try_collect<T>(
 ) -> Result<Vec<T>, Diagnostic> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| {
-        allocation_failed(what, (n as u128).saturating_mul(std::mem::size_of::<T>() as u128))
+        allocation_failed(
+            what,
+            (n as u128).saturating_mul(std::mem::size_of::<T>() as u128),
+        )
     })?;
     v.extend(items.into_iter().take(n));
     Ok(v)

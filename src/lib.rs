@@ -15,6 +15,7 @@ pub mod diag;
 pub mod dsl;
 pub mod eval;
 pub mod extract;
+pub mod fuzz_target;
 pub mod ir;
 pub mod npy;
 pub mod onnx;

@@ -253,7 +253,9 @@ fn check_header_length(bytes: &[u8], source: &str) -> Result<(), Diagnostic> {
     let (len, start) = match bytes[6] {
         1 => (u64::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10u64),
         _ if bytes.len() >= 12 => (
-            u64::from(u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]])),
+            u64::from(u32::from_le_bytes([
+                bytes[8], bytes[9], bytes[10], bytes[11],
+            ])),
             12,
         ),
         _ => return Err(unreadable(source, "the header length is truncated".into())),

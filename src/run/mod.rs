@@ -296,7 +296,10 @@ fn classify_optimized_failure(
 
 /// Whether a reference-evaluator code is about the user's input rather than a compiler bug.
 fn is_user_code(code: &str) -> bool {
-    matches!(code, "E0304" | "E0208" | "E0209" | "E0303" | "E0307" | "E1407")
+    matches!(
+        code,
+        "E0304" | "E0208" | "E0209" | "E0303" | "E0307" | "E1407"
+    )
 }
 
 pub(crate) fn optimizer_bug(why: &str) -> Diagnostic {
@@ -493,7 +496,8 @@ fn read_input(
     max_file_bytes: u64,
 ) -> Result<Tensor, Diagnostic> {
     let info = tensor_info(graph, name)?;
-    let array = npy::read_array_limited(path, max_file_bytes).map_err(|d| d.with("tensor", name))?;
+    let array =
+        npy::read_array_limited(path, max_file_bytes).map_err(|d| d.with("tensor", name))?;
     npy::to_tensor(array, name, info.dtype)
 }
 
