@@ -387,3 +387,22 @@ fn exact_extractor_returns_by_its_deadline() {
     // the limit plus the warm start's time, which is well under a second here.
     assert!(secs < 0.3 * 1.1 + 1.0, "{secs:.2} s for a 0.3 s limit");
 }
+
+// ---- cost arithmetic -------------------------------------------------------------------------
+
+#[test]
+fn huge_finite_prices_saturate_below_unrealizable() {
+    use dlc_egg::cost::Time;
+    use dlc_egg::extract::kernels::KernelCost;
+    assert_eq!(Time::from_secs(1e30), Time::MAX_FINITE);
+    assert!(!Time::MAX_FINITE.plus(Time(5)).is_infinite());
+    assert!(Time::MAX_FINITE.plus(Time::INFINITY).is_infinite());
+    let huge = KernelCost {
+        time: Time::MAX_FINITE,
+        bytes: u64::MAX - 1,
+        ..KernelCost::ZERO
+    };
+    let sum = huge.plus(huge);
+    assert!(!sum.is_infinite(), "{sum:?}");
+    assert!(huge.plus(KernelCost::INFINITY).is_infinite());
+}
