@@ -13,7 +13,7 @@
 //! | E1405 | MemoryOverBudget | bytes `run` holds at once, or `optimize`'s e-graph estimate (16 GiB) | `--max-memory` |
 //! | E1406 | NpyHeaderTooLong | header length of a `.npy` file ([`NPY_HEADER_CAP`]) | — |
 //! | E1407 | AllocationFailed | a buffer sized by the input could not be allocated | `--max-memory` (lower it) |
-//! | E1408 | SizeBeyondTarget | a tensor larger than any target's global memory, or whose size overflows | — |
+//! | E1408 | SizeBeyondTarget | a tensor larger than any target's global memory, or (compiled programs) an axis over 2^32 − 1 | — |
 //!
 //! Sizes are computed in `u128` (a byte count of any shape whose dimensions fit `i64` cannot
 //! overflow it, up to rank 2), and saturate beyond.
@@ -506,6 +506,43 @@ pub fn check_target_sizes(
                      of the GPUs planned for"
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Largest extent of one axis that compiled programs are run with (`run --optimized`, `run
+/// --device cuda`): the region evaluator and the launch grid index an axis with 32 bits.
+pub const MAX_TARGET_AXIS: i64 = u32::MAX as i64;
+
+/// `E1408` when an axis of a tensor of `graph` under `lookup` is longer than
+/// [`MAX_TARGET_AXIS`], even in a tensor with no element (a zero elsewhere in its shape).
+pub fn check_axis_extents(
+    graph: &Graph,
+    lookup: &dyn Fn(&str) -> Option<i64>,
+) -> Result<(), Diagnostic> {
+    for (name, t) in &graph.tensors {
+        for (axis, d) in t.shape.iter().enumerate() {
+            let Ok(v) = d.eval(lookup) else {
+                continue;
+            };
+            if v > MAX_TARGET_AXIS {
+                return Err(Diagnostic::error(
+                    E_SIZE_BEYOND_TARGET.0,
+                    E_SIZE_BEYOND_TARGET.1,
+                    Location::Tensor {
+                        tensor: name.clone(),
+                    },
+                    format!(
+                        "axis {axis} has extent {v}, over the {MAX_TARGET_AXIS} a compiled \
+                         program indexes"
+                    ),
+                    "use smaller symbol values, or run the reference evaluator (without \
+                     --optimized / --device cuda)",
+                )
+                .with("axis", axis)
+                .with("extent", v));
+            }
         }
     }
     Ok(())

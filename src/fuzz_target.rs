@@ -106,6 +106,9 @@ fn graph_input(bytes: &[u8]) -> Result<Reached, String> {
     let opts = crate::optimize::OptimizeOptions::default();
     let o = crate::optimize::optimize(&prog, &opts)
         .map_err(|e| format!("optimize: internal error on an accepted graph: {e}"))?;
+    if budget::check_axis_extents(&graph, &defaults).is_err() {
+        return Ok(Reached::Processed); // `run --optimized` refuses it (E1408)
+    }
     let budgets = RunBudgets {
         max_tensor_bytes: 1 << 20,
         max_memory: 1 << 24,

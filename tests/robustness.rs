@@ -210,6 +210,20 @@ fn shape_set_beyond_any_target_is_a_user_error() {
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
 
+/// Found by the fuzz campaign: B = 0 makes every tensor empty, but H = 2^40 is an axis the
+/// region evaluator cannot index (it reported E1223 as an internal error).
+#[test]
+fn empty_tensors_with_huge_axes_are_refused_before_compiled_runs() {
+    let c = Ctx::new();
+    let mut d = attention(64);
+    d["symbols"] = json!({"B": 0, "H": 1u64 << 40, "S": 64});
+    let g = c.graph("attn0.json", &d);
+    let r = c.run(&["run", &g, "--random", "0"], 60.0);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    c.run(&["run", &g, "--random", "0", "--optimized"], 60.0)
+        .user_error("E1408");
+}
+
 // ---- 2. user errors exit 2 through every path ----------------------------------------------
 
 fn gather_graph(rows: u64) -> Value {

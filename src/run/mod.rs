@@ -218,6 +218,7 @@ fn run_graph_on(
     if device.is_some() || opts.optimized {
         let lookup = |s: &str| prepared.bindings.get(s).copied();
         crate::budget::check_target_sizes(graph, &lookup).map_err(Failure::user)?;
+        crate::budget::check_axis_extents(graph, &lookup).map_err(Failure::user)?;
     }
     let cache = match &opts.plan_cache {
         Some(dir) => crate::shapes::PlanCache::on_disk(dir),
