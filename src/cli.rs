@@ -87,15 +87,72 @@ pub struct GraphInputArgs {
     /// deeper calls (endless recursion) are E0707.
     #[arg(long, value_name = "N", default_value_t = crate::dsl::DEFAULT_MAX_DEPTH)]
     pub max_depth: usize,
+
+    /// Budget: the largest graph file (and `.npy` input of `run`) read, in bytes (suffixes K, M,
+    /// G, T); a larger file is E1400 before it is read whole.
+    #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = crate::budget::parse_bytes)]
+    pub max_file_bytes: u64,
+
+    /// Budget: the most nodes a graph may have (E1401 above it).
+    #[arg(long, value_name = "N", default_value_t = crate::budget::LoadBudgets::default().max_nodes)]
+    pub max_nodes: usize,
+
+    /// Budget: the most inputs one Concat may have (E1402 above it).
+    #[arg(long, value_name = "N", default_value_t = crate::budget::LoadBudgets::default().max_concat_inputs)]
+    pub max_concat_inputs: usize,
+
+    /// Budget: the largest rank of a tensor (E1403 above it).
+    #[arg(long, value_name = "N", default_value_t = crate::budget::LoadBudgets::default().max_rank)]
+    pub max_rank: usize,
 }
 
 impl GraphInputArgs {
-    /// Loads `path`: `.graph` as the DSL (seed 004), anything else as graph.json.
+    /// The load budgets these flags set.
+    pub fn budgets(&self) -> crate::budget::LoadBudgets {
+        crate::budget::LoadBudgets {
+            max_file_bytes: self.max_file_bytes,
+            max_nodes: self.max_nodes,
+            max_concat_inputs: self.max_concat_inputs,
+            max_rank: self.max_rank,
+        }
+    }
+
+    /// Loads `path`: `.graph` as the DSL (seed 004), `.onnx` as ONNX, anything else as
+    /// graph.json; the file is read within `--max-file-bytes` and the graph checked against the
+    /// node, Concat and rank budgets (`crate::budget`).
     pub fn load(&self, path: &std::path::Path) -> Result<Graph, Failure> {
         let opts = crate::dsl::Options {
             max_depth: self.max_depth,
         };
-        Ok(crate::dsl::load_path(path, opts)?)
+        let budgets = self.budgets();
+        let bytes = crate::budget::read_file_limited(path, budgets.max_file_bytes)?;
+        let is_onnx = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+        let graph = if is_onnx {
+            crate::onnx::load(path)?
+        } else {
+            let file = path.display().to_string();
+            let text = String::from_utf8(bytes).map_err(|e| {
+                Diagnostic::error(
+                    "E0000",
+                    "UnreadableInput",
+                    Location::Argument {
+                        argument: file.clone(),
+                    },
+                    format!("cannot read the file: it is not UTF-8 text ({e})"),
+                    "check the path and the file's permissions",
+                )
+            })?;
+            if crate::dsl::is_dsl_path(path) {
+                crate::dsl::load_str(&text, &file, opts)?
+            } else {
+                let base = path.parent().unwrap_or(std::path::Path::new(""));
+                crate::ir::frontend::load_str_in(&text, &file, base)?
+            }
+        };
+        crate::budget::check_load(&graph, &budgets).map_err(|d| Failure::user(Diagnostics(d)))?;
+        Ok(graph)
     }
 }
 
@@ -167,6 +224,16 @@ pub struct RunArgs {
     /// cluster; prints `plan cache: hit KEY` or `plan cache: miss KEY` on stderr.
     #[arg(long, value_name = "DIR")]
     pub plan_cache: Option<PathBuf>,
+
+    /// Budget: the most bytes one tensor (input, intermediate or output) may take (suffixes K,
+    /// M, G, T); checked for the binding before anything is computed (E1404).
+    #[arg(long, value_name = "BYTES", default_value = "4G", value_parser = crate::budget::parse_bytes)]
+    pub max_tensor_bytes: u64,
+
+    /// Budget: the most bytes the evaluator may hold at once (values alive together, inputs
+    /// included), checked for the binding before anything is computed (E1405).
+    #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = crate::budget::parse_bytes)]
+    pub max_memory: u64,
 }
 
 /// `--device` values.
@@ -419,6 +486,11 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
         optimized: a.optimized,
         repeat: a.repeat,
         plan_cache: a.plan_cache.clone(),
+        budgets: crate::budget::RunBudgets {
+            max_tensor_bytes: a.max_tensor_bytes,
+            max_memory: a.max_memory,
+            max_file_bytes: a.input.max_file_bytes,
+        },
     })
 }
 

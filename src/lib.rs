@@ -6,6 +6,7 @@
 //! oracle of every test.
 
 pub mod bench_graphs;
+pub mod budget;
 pub mod cli;
 pub mod codegen;
 pub mod cost;
@@ -15,6 +16,7 @@ pub mod diag;
 pub mod dsl;
 pub mod eval;
 pub mod extract;
+pub mod fuzz_target;
 pub mod ir;
 pub mod npy;
 pub mod onnx;

@@ -65,14 +65,26 @@ pub struct NpyArray {
 
 /// Reads and decodes a `.npy` file. Errors are `E0300 NpyUnreadable` located at the path.
 pub fn read_array(path: &Path) -> Result<NpyArray, Diagnostic> {
+    read_array_limited(path, crate::budget::RunBudgets::default().max_file_bytes)
+}
+
+/// [`read_array`] of a file of at most `max_file_bytes` bytes (`E1400` beyond, found without
+/// reading the file whole).
+pub fn read_array_limited(path: &Path, max_file_bytes: u64) -> Result<NpyArray, Diagnostic> {
     let source = path.display().to_string();
-    let bytes = std::fs::read(path)
-        .map_err(|e| unreadable(&source, format!("cannot read the file: {e}")))?;
+    let bytes = crate::budget::read_file_limited(path, max_file_bytes).map_err(|d| {
+        if d.code == "E0000" {
+            unreadable(&source, d.why)
+        } else {
+            d
+        }
+    })?;
     parse_array(&bytes, &source)
 }
 
 /// Decodes the bytes of a `.npy` file; `source` names it in diagnostics.
 pub fn parse_array(bytes: &[u8], source: &str) -> Result<NpyArray, Diagnostic> {
+    check_header_length(bytes, source)?;
     check_header_sizes(bytes).map_err(|why| unreadable(source, why))?;
     let mut cursor = bytes;
     let header = npyz::NpyHeader::from_reader(&mut cursor)
@@ -132,7 +144,14 @@ fn narrow_i64(tensor: &str, v: &[i64]) -> Result<Vec<i32>, Diagnostic> {
 /// OutputWriteFailed` located at the path.
 pub fn write_tensor(path: &Path, t: &Tensor) -> Result<(), Diagnostic> {
     let source = path.display().to_string();
-    let bytes = encode_tensor(t).map_err(|e| write_failed(&source, e.to_string()))?;
+    let bytes = encode_tensor(t).map_err(|e| {
+        if e.kind() == io::ErrorKind::OutOfMemory {
+            let need = (t.numel() as u128).saturating_mul(4);
+            crate::budget::allocation_failed(&source, need)
+        } else {
+            write_failed(&source, e.to_string())
+        }
+    })?;
     std::fs::write(path, bytes).map_err(|e| write_failed(&source, e.to_string()))
 }
 
@@ -149,7 +168,22 @@ pub fn encode_tensor(t: &Tensor) -> io::Result<Vec<u8>> {
             ),
         ));
     }
+    // The whole file is one buffer: reserve it fallibly (header + data) so that a tensor too
+    // large for memory is an error, not an allocation abort.
+    let item: u64 = match t.dtype {
+        DType::Bool => 1,
+        DType::F16 => 2,
+        _ => 4,
+    };
+    let need = (t.numel() as u64).saturating_mul(item).saturating_add(4096);
     let mut out = Vec::new();
+    out.try_reserve_exact(usize::try_from(need).unwrap_or(usize::MAX))
+        .map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("cannot allocate {need} bytes for the .npy file (E1407 AllocationFailed)"),
+            )
+        })?;
     match (&t.data, t.dtype) {
         (TensorData::F32(v), DType::F16) => {
             write_elems(&mut out, &shape, v.iter().map(|x| f16::from_f32(*x)))?
@@ -207,6 +241,50 @@ fn decode_elements(file: npyz::NpyFile<&[u8]>, descr: &str) -> io::Result<NpyDat
         "|b1" => NpyData::Bool(file.into_vec()?),
         _ => NpyData::Unsupported,
     })
+}
+
+/// Guards `npyz` against header lengths it would allocate before reading: the length field (a
+/// `u16` in version 1, a `u32` in versions 2 and 3, after the 6-byte magic and 2 version bytes)
+/// must not exceed [`crate::budget::NPY_HEADER_CAP`] (`E1406`) nor the file.
+fn check_header_length(bytes: &[u8], source: &str) -> Result<(), Diagnostic> {
+    if bytes.len() < 10 || !bytes.starts_with(b"\x93NUMPY") {
+        return Ok(()); // npyz reports the bad magic
+    }
+    let (len, start) = match bytes[6] {
+        1 => (u64::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10u64),
+        _ if bytes.len() >= 12 => (
+            u64::from(u32::from_le_bytes([
+                bytes[8], bytes[9], bytes[10], bytes[11],
+            ])),
+            12,
+        ),
+        _ => return Err(unreadable(source, "the header length is truncated".into())),
+    };
+    let cap = crate::budget::NPY_HEADER_CAP;
+    if len > cap {
+        let (code, kind) = crate::budget::E_NPY_HEADER_TOO_LONG;
+        return Err(Diagnostic::error(
+            code,
+            kind,
+            Location::Argument {
+                argument: source.to_string(),
+            },
+            format!("the .npy header announces {len} bytes, over the {cap}-byte header cap"),
+            "write the array with numpy.save; its headers are a few hundred bytes",
+        )
+        .with("header_len", len)
+        .with("cap", cap));
+    }
+    if start + len > bytes.len() as u64 {
+        return Err(unreadable(
+            source,
+            format!(
+                "the file is truncated: the header announces {len} bytes, the file has {}",
+                bytes.len() as u64 - start
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Guards `npyz` against headers whose sizes overflow (it multiplies them unchecked): finds the

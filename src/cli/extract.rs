@@ -49,6 +49,8 @@ pub enum ExtractorArg {
 
 /// `dlc-egg extract`.
 pub fn cmd_extract(a: &ExtractArgs) -> Result<(), Failure> {
+    // `--timeout` bounds the whole command: reading and building the problem count against it.
+    let started = Instant::now();
     if !a.timeout.is_finite() || a.timeout <= 0.0 || a.timeout > 1e9 {
         return Err(Failure::user(Diagnostic::error(
             "E0313",
@@ -69,8 +71,13 @@ pub fn cmd_extract(a: &ExtractArgs) -> Result<(), Failure> {
     };
     let extractor = dag::by_name(name)
         .ok_or_else(|| Failure::internal(internal_error("unknown extractor name")))?;
+    let limit = Duration::from_secs_f64(a.timeout);
     let opts = ExtractOptions {
-        time_limit: Some(Duration::from_secs_f64(a.timeout)),
+        time_limit: Some(
+            limit
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1)),
+        ),
     };
     let t = Instant::now();
     let e = extractor

@@ -103,6 +103,12 @@ pub struct OptimizeArgs {
     /// `plan cache: miss KEY` on stderr.
     #[arg(long, value_name = "DIR", requires = "shape_set")]
     pub plan_cache: Option<PathBuf>,
+
+    /// Budget: the most memory optimizing may take, in bytes (suffixes K, M, G, T), estimated
+    /// before any work from the Tiny IR node count (about 256 KiB each) and the Concat inputs
+    /// (about 4 MiB each); over it is E1405.
+    #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = crate::budget::parse_bytes)]
+    pub max_memory: u64,
 }
 
 /// `dlc-egg optimize`.
@@ -114,6 +120,9 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     let graph = a.input.load(&a.graph)?;
     let prog = run::lower_and_verify(&graph)?;
     run::check_device_memory(&graph)?;
+    let defaults = |s: &str| graph.symbols.get(s).copied();
+    crate::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
+    crate::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
     if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
         return Err(Failure::user(Diagnostic::error(
             "E0313",
@@ -255,6 +264,8 @@ fn shape_sets(
     // Bindings grouped by cluster, clusters in key order.
     let mut groups: BTreeMap<ShapeCluster, Vec<BTreeMap<String, i64>>> = BTreeMap::new();
     for b in cluster::bindings_of(&sets, &fixed) {
+        let lookup = |s: &str| b.get(s).copied();
+        crate::budget::check_target_sizes(graph, &lookup).map_err(Failure::user)?;
         groups.entry(ShapeCluster::of(&b)?).or_default().push(b);
     }
     let mut out = format!(

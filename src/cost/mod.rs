@@ -21,8 +21,10 @@ use roofline::{estimate, Estimate};
 use serde::Serialize;
 use work::{analyze, KernelWork, WorkError};
 
-/// A predicted time in picoseconds: a newtype whose sums saturate at [`Time::INFINITY`]
-/// (unrealizable). Ordered by value; a tie between kernels is broken by the caller's secondary
+/// A predicted time in picoseconds: a newtype whose sums saturate (like Cranelift's e-graph
+/// `Cost`) at [`Time::MAX_FINITE`] while both terms are finite, and only an unrealizable term
+/// makes [`Time::INFINITY`]: a huge but legal size is priced as very slow, never as
+/// unrealizable (issue 19). Ordered by value; a tie between kernels is broken by the caller's secondary
 /// keys (`KernelCost`'s bytes, then launches, roundings, flops and ops).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Time(pub u64);
@@ -30,17 +32,22 @@ pub struct Time(pub u64);
 impl Time {
     /// Unrealizable.
     pub const INFINITY: Time = Time(u64::MAX);
+    /// The largest finite time (sums of finite times stop here).
+    pub const MAX_FINITE: Time = Time(u64::MAX - 1);
     pub const ZERO: Time = Time(0);
 
-    /// From seconds (rounded to the picosecond; negative and NaN are 0, huge or infinite
-    /// saturate).
+    /// From seconds (rounded to the picosecond; negative and NaN are 0, huge finite values
+    /// saturate at [`Time::MAX_FINITE`], `+∞` is [`Time::INFINITY`]).
     pub fn from_secs(s: f64) -> Time {
         if s.is_nan() || s <= 0.0 {
             return Time::ZERO;
         }
+        if s.is_infinite() {
+            return Time::INFINITY;
+        }
         let ps = s * 1e12;
-        if ps >= u64::MAX as f64 {
-            Time::INFINITY
+        if ps >= Time::MAX_FINITE.0 as f64 {
+            Time::MAX_FINITE
         } else {
             Time(ps.round() as u64)
         }
@@ -50,9 +57,13 @@ impl Time {
         self == Time::INFINITY
     }
 
-    /// Saturating sum.
+    /// Saturating sum: [`Time::INFINITY`] when a term is, at most [`Time::MAX_FINITE`]
+    /// otherwise.
     pub fn plus(self, o: Time) -> Time {
-        Time(self.0.saturating_add(o.0))
+        if self.is_infinite() || o.is_infinite() {
+            return Time::INFINITY;
+        }
+        Time(self.0.saturating_add(o.0).min(Time::MAX_FINITE.0))
     }
 
     /// Microseconds (`+∞` for [`Time::INFINITY`]).

@@ -70,13 +70,19 @@ impl KernelCost {
         }
         KernelCost {
             time: self.time.plus(o.time),
-            bytes: self.bytes.saturating_add(o.bytes),
+            bytes: finite_sum(self.bytes, o.bytes),
             kernels: self.kernels.saturating_add(o.kernels),
             roundings: self.roundings.saturating_add(o.roundings),
             flops: self.flops.saturating_add(o.flops),
             ops: self.ops.saturating_add(o.ops),
         }
     }
+}
+
+/// `a + b` saturating below `u64::MAX` (which marks [`KernelCost::INFINITY`]'s bytes): finite
+/// byte counts stay finite however large.
+fn finite_sum(a: u64, b: u64) -> u64 {
+    a.saturating_add(b).min(u64::MAX - 1)
 }
 
 /// What kernels are priced with: the program's bound symbols (or a shape cluster's representative
@@ -173,7 +179,7 @@ impl CostModel {
 
     /// Bytes of a tensor with these facts.
     pub fn bytes(&self, t: &TensorFacts) -> u64 {
-        self.numel(&t.shape).saturating_mul(t.dtype.size_bytes())
+        finite_sum(self.numel(&t.shape).saturating_mul(t.dtype.size_bytes()), 0)
     }
 }
 
@@ -194,7 +200,9 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -
         Ok(choice) => choice.best.time,
         Err(_) => return KernelCost::INFINITY,
     };
-    let read: u64 = in_facts.iter().map(|f| model.bytes(f)).sum();
+    let read: u64 = in_facts
+        .iter()
+        .fold(0, |acc, f| finite_sum(acc, model.bytes(f)));
     let root = body.expr().as_ref().len() - 1;
     let roundings = body
         .expr()
@@ -211,7 +219,7 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -
         .count() as u64;
     KernelCost {
         time,
-        bytes: read.saturating_add(out),
+        bytes: finite_sum(read, out),
         kernels: 1,
         roundings,
         flops: body_flops(body.expr(), &facts, model),

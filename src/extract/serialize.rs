@@ -82,14 +82,16 @@ pub fn to_json(g: &SerializedEGraph) -> String {
 
 /// Loads an `egraph-serialize` JSON file; a missing or malformed file is a diagnostic.
 pub fn load(path: &Path) -> Result<SerializedEGraph, Diagnostics> {
-    let text = std::fs::read_to_string(path).map_err(|e| -> Diagnostics {
+    let max = crate::budget::LoadBudgets::default().max_file_bytes;
+    let bytes = crate::budget::read_file_limited(path, max)?;
+    let text = String::from_utf8(bytes).map_err(|e| -> Diagnostics {
         Diagnostic::error(
             "E0000",
             "UnreadableInput",
             Location::Argument {
                 argument: path.display().to_string(),
             },
-            format!("cannot read the e-graph file: {e}"),
+            format!("cannot read the e-graph file: it is not UTF-8 text ({e})"),
             "check the path and the file's permissions",
         )
         .into()

@@ -49,7 +49,7 @@ pub use cuda::{
     check_cuda, check_device_memory, cuda_failure, evaluate_cuda, evaluate_cuda_plan, timing_json,
     write_timing,
 };
-pub use random::{gather_index_bounds, random_inputs, random_tensor};
+pub use random::{gather_index_bounds, random_inputs, random_tensor, try_random_tensor};
 
 /// Largest tensor `run` materializes (elements), so that a huge binding is a diagnostic rather
 /// than an out-of-memory abort.
@@ -91,6 +91,8 @@ pub struct RunOptions {
     pub plan_cache: Option<PathBuf>,
     /// `--threads N` (`--device cpu`): threads per kernel; `None`: the machine's cores.
     pub threads: Option<usize>,
+    /// Memory and input-file budgets (`crate::budget`), checked before any work.
+    pub budgets: crate::budget::RunBudgets,
 }
 
 /// What `run` did.
@@ -208,8 +210,20 @@ fn run_graph_on(
     device: Option<&DeviceInfo>,
     graph_hash: &str,
 ) -> Result<RunReport, Failure> {
-    let prepared = prepare_inputs(graph, &opts.inputs, &opts.binds, opts.random)?;
     let prog = lower_and_verify(graph)?;
+    let prepared = prepare_inputs_budgeted(
+        graph,
+        Some(&prog),
+        &opts.inputs,
+        &opts.binds,
+        opts.random,
+        &opts.budgets,
+    )?;
+    if device.is_some() || opts.optimized {
+        let lookup = |s: &str| prepared.bindings.get(s).copied();
+        crate::budget::check_target_sizes(graph, &lookup).map_err(Failure::user)?;
+        crate::budget::check_axis_extents(graph, &lookup).map_err(Failure::user)?;
+    }
     let cache = match &opts.plan_cache {
         Some(dir) => crate::shapes::PlanCache::on_disk(dir),
         None => crate::shapes::PlanCache::in_memory(),
@@ -247,7 +261,7 @@ fn run_graph_on(
                 &c.bindings,
                 &prepared.tensors,
             )
-            .map_err(Failure::internal)?;
+            .map_err(|d| classify_optimized_failure(&prog, &prepared, d))?;
             (outputs, None, Some(c.outcome))
         }
         None => (
@@ -282,6 +296,30 @@ pub fn evaluate_optimized(
         .map_err(|e| Failure::internal(optimizer_bug(&e.to_string())))?;
     crate::ir::region::program::evaluate_program(&o.program, &prepared.bindings, &prepared.tensors)
         .map_err(Failure::internal)
+}
+
+/// A failure of the optimized program on validated inputs is the user's when the reference
+/// evaluator fails on the same inputs with a user error (a Gather index out of range is `E0304`
+/// through every path); otherwise it is the compiler's (`d`, exit 1).
+fn classify_optimized_failure(
+    prog: &Program,
+    prepared: &PreparedInputs,
+    d: impl Into<Diagnostics>,
+) -> Failure {
+    match eval::evaluate(prog, &prepared.bindings, &prepared.tensors) {
+        Err(reference) if reference.0.iter().all(|r| is_user_code(r.code)) => {
+            Failure::user(reference)
+        }
+        _ => Failure::internal(d),
+    }
+}
+
+/// Whether a reference-evaluator code is about the user's input rather than a compiler bug.
+fn is_user_code(code: &str) -> bool {
+    matches!(
+        code,
+        "E0304" | "E0208" | "E0209" | "E0303" | "E0307" | "E1407"
+    )
 }
 
 pub(crate) fn optimizer_bug(why: &str) -> Diagnostic {
@@ -353,8 +391,23 @@ pub fn prepare_inputs(
     binds: &BTreeMap<String, i64>,
     random: Option<u64>,
 ) -> Result<PreparedInputs, Failure> {
+    let budgets = crate::budget::RunBudgets::default();
+    prepare_inputs_budgeted(graph, None, inputs, binds, random, &budgets)
+}
+
+/// [`prepare_inputs`] within `budgets`: input files are read within `max_file_bytes`, and, with
+/// the lowered `prog`, the binding's tensors are checked against the memory budgets
+/// ([`crate::budget::check_run`]) before any random input is generated.
+pub fn prepare_inputs_budgeted(
+    graph: &Graph,
+    prog: Option<&Program>,
+    inputs: &[(String, PathBuf)],
+    binds: &BTreeMap<String, i64>,
+    random: Option<u64>,
+    budgets: &crate::budget::RunBudgets,
+) -> Result<PreparedInputs, Failure> {
     check_input_names(graph, inputs)?;
-    let mut tensors = read_given_inputs(graph, inputs)?;
+    let mut tensors = read_given_inputs(graph, inputs, budgets.max_file_bytes)?;
     // Values that travel with the graph (constants, imported weights) fill inputs not given.
     for (name, t) in &graph.constants {
         tensors.entry(name.clone()).or_insert_with(|| t.clone());
@@ -372,6 +425,9 @@ pub fn prepare_inputs(
         .collect();
     let bindings = frontend::resolve_symbols(graph, binds, &shapes)?;
     check_shapes(graph, &tensors, &bindings)?;
+    if let Some(prog) = prog {
+        crate::budget::check_run(prog, &bindings, budgets).map_err(Failure::user)?;
+    }
     if let Some(seed) = random {
         tensors.extend(random_inputs(graph, seed, &bindings, &missing)?);
     }
@@ -438,11 +494,12 @@ fn list_or_none(names: &[&str]) -> String {
 fn read_given_inputs(
     graph: &Graph,
     inputs: &[(String, PathBuf)],
+    max_file_bytes: u64,
 ) -> Result<BTreeMap<String, Tensor>, Failure> {
     let mut tensors = BTreeMap::new();
     let mut diags = Vec::new();
     for (name, path) in inputs {
-        match read_input(graph, name, path) {
+        match read_input(graph, name, path, max_file_bytes) {
             Ok(t) => {
                 tensors.insert(name.clone(), t);
             }
@@ -452,9 +509,15 @@ fn read_given_inputs(
     diags_result(diags).map(|()| tensors)
 }
 
-fn read_input(graph: &Graph, name: &str, path: &Path) -> Result<Tensor, Diagnostic> {
+fn read_input(
+    graph: &Graph,
+    name: &str,
+    path: &Path,
+    max_file_bytes: u64,
+) -> Result<Tensor, Diagnostic> {
     let info = tensor_info(graph, name)?;
-    let array = npy::read_array(path).map_err(|d| d.with("tensor", name))?;
+    let array =
+        npy::read_array_limited(path, max_file_bytes).map_err(|d| d.with("tensor", name))?;
     npy::to_tensor(array, name, info.dtype)
 }
 

@@ -2,6 +2,7 @@
 //! stream), valid for `Gather` indices.
 
 use super::{concrete_shape, tensor_info};
+use crate::budget::try_collect;
 use crate::diag::Diagnostic;
 use crate::ir::dtype::DType;
 use crate::ir::frontend::{Graph, Op, Operand};
@@ -31,7 +32,7 @@ pub fn random_inputs(
         let info = tensor_info(graph, name)?;
         let shape = concrete_shape(name, info, bindings)?;
         let int_bound = bounds.get(name).copied().unwrap_or(4);
-        let t = random_tensor(info.dtype, shape, seed, position as u64, int_bound);
+        let t = try_random_tensor(info.dtype, shape, seed, position as u64, int_bound)?;
         out.insert(name.clone(), t);
     }
     Ok(out)
@@ -67,7 +68,8 @@ pub fn gather_index_bounds(
 }
 
 /// One seeded random tensor (see [`random_inputs`]); `int_bound` is the exclusive upper bound
-/// of `i32` values.
+/// of `i32` values. For shapes a user chose, use [`try_random_tensor`] (this one aborts when
+/// the buffer cannot be allocated, like any `Vec`).
 pub fn random_tensor(
     dtype: DType,
     shape: Vec<usize>,
@@ -75,9 +77,9 @@ pub fn random_tensor(
     stream: u64,
     int_bound: i64,
 ) -> Tensor {
+    let n: usize = shape.iter().product();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(stream);
-    let n: usize = shape.iter().product();
     let data = match dtype {
         DType::Bool => TensorData::Bool((0..n).map(|_| rng.gen_bool(0.5)).collect()),
         DType::I32 => {
@@ -91,6 +93,37 @@ pub fn random_tensor(
         ),
     };
     Tensor { dtype, shape, data }
+}
+
+/// [`random_tensor`] with a fallible allocation: `E1407 AllocationFailed` when the buffer
+/// cannot be had (the same values otherwise).
+pub fn try_random_tensor(
+    dtype: DType,
+    shape: Vec<usize>,
+    seed: u64,
+    stream: u64,
+    int_bound: i64,
+) -> Result<Tensor, Diagnostic> {
+    let n = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| crate::budget::allocation_failed("a random input", u128::MAX))?;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    let what = "a random input";
+    let data = match dtype {
+        DType::Bool => TensorData::Bool(try_collect(n, (0..n).map(|_| rng.gen_bool(0.5)), what)?),
+        DType::I32 => {
+            let hi = int_bound.clamp(1, i32::MAX as i64) as i32;
+            TensorData::I32(try_collect(n, (0..n).map(|_| rng.gen_range(0..hi)), what)?)
+        }
+        _ => TensorData::F32(try_collect(
+            n,
+            (0..n).map(|_| dtype.round(rng.gen_range(-1.0f64..1.0)) as f32),
+            what,
+        )?),
+    };
+    Ok(Tensor { dtype, shape, data })
 }
 
 #[cfg(test)]

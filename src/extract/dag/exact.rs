@@ -65,7 +65,7 @@ impl Extractor for ExactExtractor {
             let cost = dag_cost(p, &e).map_err(|v| ExtractError::Solver(v.to_string()))?;
             incumbent = Some((cost, e));
         }
-        let model = Model::new(p, &red);
+        let model = std::sync::Arc::new(Model::new(p, &red));
         let mut cuts: Vec<Vec<u32>> = Vec::new();
         let mut lower_bound: Option<f64> = None;
         let timed_out = |incumbent: Option<(f64, Extraction)>, lb: Option<f64>| match incumbent {
@@ -91,7 +91,10 @@ impl Extractor for ExactExtractor {
                 None => None,
             };
             let hint = incumbent.as_ref().map(|(_, e)| model.hint(e));
-            let solved = match model.solve(&cuts, remaining, hint) {
+            let Some(outcome) = solve_by_deadline(&model, &cuts, remaining, hint) else {
+                return timed_out(incumbent, lower_bound);
+            };
+            let solved = match outcome {
                 Ok(s) => s,
                 Err(SolveFailure::NoSolution(b)) => {
                     return timed_out(incumbent, max_bound(lower_bound, b))
@@ -139,6 +142,34 @@ impl Extractor for ExactExtractor {
             cuts.extend(cycles);
         }
         timed_out(incumbent, lower_bound)
+    }
+}
+
+/// One solve that returns by the deadline: `microlp` checks its time limit only between steps
+/// and does not time building the program, so with a limit the solve runs on a worker thread
+/// and is waited for at most `remaining`; past it the worker is abandoned (it finishes in the
+/// background, its answer dropped) and `None` is returned, so `--timeout` and
+/// `--extract-timeout` hold to within the thread start-up.
+fn solve_by_deadline(
+    model: &std::sync::Arc<Model>,
+    cuts: &[Vec<u32>],
+    remaining: Option<Duration>,
+    hint: Option<Vec<u32>>,
+) -> Option<Result<Solved, SolveFailure>> {
+    let Some(rem) = remaining else {
+        return Some(model.solve(cuts, None, hint));
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (m, c) = (std::sync::Arc::clone(model), cuts.to_vec());
+    let spawned = std::thread::Builder::new()
+        .name("dlc-egg-ilp".into())
+        .spawn(move || {
+            let _ = tx.send(m.solve(&c, Some(rem), hint));
+        });
+    match spawned {
+        Ok(_) => rx.recv_timeout(rem).ok(),
+        // No thread to be had: solve here, with the solver's own (coarser) limit.
+        Err(_) => Some(model.solve(cuts, Some(rem), None)),
     }
 }
 

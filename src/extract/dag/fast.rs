@@ -13,6 +13,14 @@
 //! the whole extraction given every other choice; repeat to a fixpoint (or the work budget),
 //! keeping the choices acyclic.
 //!
+//! **Bounded work.** The term-graph sets are kept only up to [`SHARING_WINDOW`] classes: a class
+//! whose set would be larger keeps its DAG cost alone, and a candidate reading such a class is
+//! priced by the sum of its distinct children's DAG costs (an upper bound: sharing deeper than
+//! the window is not credited in phase 1; phase 2 sees the whole extraction). Each evaluation
+//! then costs at most (children × window), so phase 1 is linear in the e-graph size times the
+//! window (plus the heap's log factor) instead of quadratic on long chains; [`greedy_work`]
+//! counts its steps.
+//!
 //! Deterministic: ties are broken by node index.
 
 use super::improve::Improver;
@@ -72,9 +80,25 @@ impl Extractor for FastExtractor {
 /// No node.
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// The largest term-graph set phase 1 keeps per class (see the module documentation).
+pub const SHARING_WINDOW: usize = 512;
+
+/// The number of set-element steps phase 1 takes on `p` (evaluations and set builds; a
+/// complexity measure for tests: at most (children × [`SHARING_WINDOW`]) per node).
+pub fn greedy_work(p: &Problem) -> u64 {
+    let red = Reduced::new(p, true);
+    greedy_dag_counted(p, &red).2
+}
+
 /// Phase 1: the greedy DAG choice of every derivable class (`NONE` elsewhere) and each class's
 /// finalization rank (a topological order of the choices: children rank lower).
 pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
+    let (choice, rank, _) = greedy_dag_counted(p, red);
+    (choice, rank)
+}
+
+/// [`greedy_dag`] and its work count.
+fn greedy_dag_counted(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>, u64) {
     let nc = p.num_classes();
     let nn = p.num_nodes();
     let nodes = p.nodes();
@@ -88,12 +112,34 @@ pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
     let mut rank = vec![NONE; nc];
     let mut own = vec![0.0f64; nc];
     let mut sets: Vec<Vec<u32>> = vec![Vec::new(); nc];
+    // dag[c]: the DAG cost of c's chosen term graph; wide[c]: its set was over the window.
+    let mut dag = vec![0.0f64; nc];
+    let mut wide = vec![false; nc];
     let mut mark = vec![0u32; nc];
     let mut epoch = 0u32;
+    let mut work = 0u64;
     let mut heap: BinaryHeap<Reverse<(Key, u32)>> = BinaryHeap::new();
 
+    // Whether node n's children's sets are all kept and small enough to be united.
+    let within_window = |n: u32, sets: &[Vec<u32>], wide: &[bool]| -> bool {
+        let mut size = 0usize;
+        for &d in ch.get(n) {
+            if wide[d as usize] {
+                return false;
+            }
+            size += sets[d as usize].len();
+        }
+        size < SHARING_WINDOW
+    };
     // The DAG cost of node n over final classes, or None when the union holds n's class.
-    let mut evaluate = |n: u32, sets: &[Vec<u32>], own: &[f64], mark: &mut [u32]| -> Option<f64> {
+    let mut evaluate = |n: u32,
+                        sets: &[Vec<u32>],
+                        own: &[f64],
+                        dag: &[f64],
+                        wide: &[bool],
+                        mark: &mut [u32],
+                        work: &mut u64|
+     -> Option<f64> {
         epoch = epoch.wrapping_add(1);
         if epoch == 0 {
             mark.iter_mut().for_each(|m| *m = 0);
@@ -101,8 +147,20 @@ pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
         }
         let c = nodes[n as usize].class.0;
         let mut total = nodes[n as usize].cost;
+        if !within_window(n, sets, wide) {
+            // Distinct children's DAG costs, summed: an upper bound of the union's.
+            for &d in ch.get(n) {
+                *work += 1;
+                if mark[d as usize] != epoch {
+                    mark[d as usize] = epoch;
+                    total += dag[d as usize];
+                }
+            }
+            return Some(total);
+        }
         for &d in ch.get(n) {
             for &x in &sets[d as usize] {
+                *work += 1;
                 if mark[x as usize] != epoch {
                     if x == c {
                         return None;
@@ -122,7 +180,7 @@ pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
         }
     }
     let mut next_rank = 0u32;
-    while let Some(Reverse((_, n))) = heap.pop() {
+    while let Some(Reverse((Key(key), n))) = heap.pop() {
         let c = nodes[n as usize].class.ix();
         if choice[c] != NONE {
             continue;
@@ -131,15 +189,21 @@ pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
         rank[c] = next_rank;
         next_rank += 1;
         own[c] = nodes[n as usize].cost;
-        let mut set: Vec<u32> = ch
-            .get(n)
-            .iter()
-            .flat_map(|d| sets[*d as usize].iter().copied())
-            .collect();
-        set.push(c as u32);
-        set.sort_unstable();
-        set.dedup();
-        sets[c] = set;
+        dag[c] = key;
+        if within_window(n, &sets, &wide) {
+            let mut set: Vec<u32> = ch
+                .get(n)
+                .iter()
+                .flat_map(|d| sets[*d as usize].iter().copied())
+                .collect();
+            work += set.len() as u64 + 1;
+            set.push(c as u32);
+            set.sort_unstable();
+            set.dedup();
+            sets[c] = set;
+        } else {
+            wide[c] = true;
+        }
         // Nodes of c no longer need their children's sets.
         for &m in &red.class_nodes[c] {
             for &d in ch.get(m) {
@@ -153,7 +217,8 @@ pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
             pending[m as usize] -= 1;
             let mc = nodes[m as usize].class.ix();
             if pending[m as usize] == 0 && choice[mc] == NONE {
-                if let Some(cost) = evaluate(m, &sets, &own, &mut mark) {
+                let cost = evaluate(m, &sets, &own, &dag, &wide, &mut mark, &mut work);
+                if let Some(cost) = cost {
                     heap.push(Reverse((Key(cost), m)));
                 }
             }
@@ -162,7 +227,7 @@ pub(crate) fn greedy_dag(p: &Problem, red: &Reduced) -> (Vec<u32>, Vec<u32>) {
             sets[c] = Vec::new();
         }
     }
-    (choice, rank)
+    (choice, rank, work)
 }
 
 /// A cost ordered by `f64::total_cmp` (costs are never NaN).

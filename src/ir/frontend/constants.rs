@@ -189,7 +189,7 @@ fn resolve_one(
             let path = base.join(&file);
             let bytes = files
                 .entry(path.clone())
-                .or_insert_with(|| std::fs::read(&path).map_err(|e| e.to_string()));
+                .or_insert_with(|| crate::budget::read_regular_file(&path));
             let bytes = bytes.as_ref().map_err(|e| {
                 diag(
                     UNREADABLE_CONSTANT,
