@@ -218,6 +218,35 @@ fn leaves(eg: &TensorGraph, w: Id, depth: usize) -> Option<Vec<Id>> {
     })
 }
 
+/// For `--explain`: the substitution that produced class `class`'s value, when it is a merged
+/// MatMul (`matmul-merge-shared-lhs`, naming the concatenated weights).
+pub fn explain(eg: &TensorGraph, class: Id) -> Option<String> {
+    let mm = matmul(eg, class)?;
+    let ws = leaves(eg, mm.w, MAX_MERGED)?;
+    if ws.len() < 2 {
+        return None;
+    }
+    let names: Vec<String> = ws
+        .iter()
+        .map(|w| {
+            find(eg, *w, |n| match n {
+                TensorLang::Input([name, _, _]) => match attr(eg, *name) {
+                    Some(Attr::Name(s)) => Some(s.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .unwrap_or_else(|| format!("class {w}"))
+        })
+        .collect();
+    Some(format!(
+        "substitution matmul-merge-shared-lhs: one GEMM for the MatMuls sharing their left \
+         operand, weights {} concatenated along N ({} columns)",
+        names.join(", "),
+        mm.n
+    ))
+}
+
 /// `W₁‖W₂` along axis 1: `pad(W₁, [(0,0),(0,N₂)], 0) + pad(W₂, [(0,0),(N₁,0)], 0)`.
 fn concat_cols(eg: &mut TensorGraph, l: Id, nl: i64, r: Id, nr: i64) -> Option<Id> {
     let zero = leaf(eg, Attr::num(0.0));
