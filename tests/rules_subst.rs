@@ -177,10 +177,13 @@ fn encoder_layer_covers_with_and_without_substitutions() {
     let names: Vec<&str> = plain.kernels.iter().map(|k| k.name.as_str()).collect();
     assert!(plain.kernels.len() <= 10, "{names:?}");
     for ln in ["l0.ln1", "l0.ln2"] {
+        // Kernels computing part of the LayerNorm, apart from a GEMM whose prologue recomputes
+        // its last elementwise step (ff1 reads LN1 through `· gamma + beta`).
         let n = plain
             .kernels
             .iter()
             .filter(|k| k.covers.iter().any(|c| c == ln))
+            .filter(|k| !k.covers.iter().any(|c| c.ends_with(".mm")))
             .count();
         assert_eq!(n, 1, "{ln} spread over {n} kernels: {names:?}");
     }

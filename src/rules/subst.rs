@@ -94,7 +94,7 @@ fn shape_attr(eg: &TensorGraph, id: Id) -> Option<Vec<Dim>> {
     }
 }
 
-/// The `(reshape(X, [M, 1, K]) class, X)` under `expand(·, [M, N, K])` of the A operand.
+/// The `X: [M, K]` of the A operand `expand(reshape(X, [M, 1, K]), [M, N, K])`.
 fn lhs(eg: &TensorGraph, a: Id) -> Option<Id> {
     let r = find(eg, a, |n| match n {
         TensorLang::Expand([r, _]) => Some(*r),
