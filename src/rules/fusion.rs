@@ -203,6 +203,9 @@ type Seed = (Id, RecExpr<TensorLang>, Vec<Id>);
 struct GrowMemo {
     /// Seeds already grown breadth-first: that growth reads only op e-nodes, so it is final.
     grown: HashSet<Seed>,
+    /// Seeds whose growth met a dense layer's GEMM: they also get the deferred growth and the
+    /// contraction-free maximal growth.
+    deferred: HashSet<Seed>,
     /// Per seed and policy (`true`: contraction-free producers only), the kernel counts of its
     /// input classes when it was last grown maximally: the maximal growth reads only those
     /// classes' kernels, so equal counts give equal results.
@@ -301,7 +304,7 @@ impl Grow {
     /// materialized for another kernel anyway) while there is one: the prefixes then include
     /// the whole row-reduction kernel after a GEMM or after another LayerNorm (BERT's second
     /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23). Returns the
-    /// bodies and whether such an input was waiting.
+    /// bodies and whether a dense-layer GEMM (a contraction with a rank-2 result) was waiting.
     fn grow(
         &self,
         eg: &TensorGraph,
@@ -353,7 +356,8 @@ impl Grow {
             let Some(d) = g.waiting.get(next).copied() else {
                 break;
             };
-            saw_boundary |= boundary(d);
+            saw_boundary |= is_contraction_class(eg, d)
+                && eg[d].data.tensor().is_some_and(|f| f.shape.len() == 2);
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes
                 && self.absorb_computing(eg, eclass, &mut g, d)
@@ -563,8 +567,12 @@ impl Grow {
             return Vec::new();
         }
         let (mut out, saw_boundary) = self.grow(eg, seed, consumers, false);
-        if saw_boundary {
-            // A GEMM or a shared value was reachable: also the growth that absorbs it last.
+        // A dense layer's GEMM was reachable: also the growth that absorbs it (and shared
+        // values) last. Not for a contraction's own seed, nor around batched contractions:
+        // there the breadth-first growth already gives the attention template's two regions,
+        // and deferring only re-splits the softmax.
+        if saw_boundary && !is_contraction_class(eg, seed.0) {
+            lock(&self.memo).deferred.insert(seed.clone());
             let (deferred, _) = self.grow(eg, seed, consumers, true);
             out.extend(
                 deferred
@@ -587,7 +595,11 @@ impl Grow {
         let (eclass, body, ins) = seed.clone();
         let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg, *i)).collect();
         let mut out = Vec::new();
+        let deferred = lock(&self.memo).deferred.contains(seed);
         for no_contractions in [false, true] {
+            if no_contractions && !deferred {
+                continue;
+            }
             let key = (seed.clone(), no_contractions);
             if lock(&self.memo).maxed.get(&key) == Some(&counts) {
                 continue;
