@@ -194,6 +194,9 @@ impl Applier<TensorLang, IndexBook> for Wrap {
     }
 }
 
+/// A grown body with its input classes.
+type Grown = (RecExpr<TensorLang>, Vec<Id>);
+
 /// A single-op body of a class with its input classes: the seed of one kernel growth.
 type Seed = (Id, RecExpr<TensorLang>, Vec<Id>);
 
@@ -311,7 +314,7 @@ impl Grow {
         seed: &Seed,
         consumers: &Consumers,
         defer: bool,
-    ) -> (Vec<(RecExpr<TensorLang>, Vec<Id>)>, bool) {
+    ) -> (Vec<Grown>, bool) {
         let (eclass, body, ins) = seed.clone();
         let eclass = eg.find(eclass);
         let mut g = Growth::new(eclass, body, ins);
