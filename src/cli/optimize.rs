@@ -77,6 +77,11 @@ pub struct OptimizeArgs {
     #[arg(long)]
     pub no_compute_at: bool,
 
+    /// Do not run the graph substitutions (phase "subst": MatMuls that share an input merged
+    /// into one with concatenated weights, e.g. Q/K/V), to compare covers with and without them.
+    #[arg(long)]
+    pub no_subst: bool,
+
     /// Generate CUDA: write `kernels.cu` (one kernel per region, from the template its plan
     /// names), `dlc_kernel.cuh` (the helpers it includes) and `manifest.json` (buffers, launches
     /// with arguments, grid and block, plans) into DIR, created if needed.
@@ -145,6 +150,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         target: a.arch.target(),
         fast_math: a.fast_math,
         compute_at: !a.no_compute_at,
+        substitutions: !a.no_subst,
         ..OptimizeOptions::default()
     };
     if !a.shape_set.is_empty() {

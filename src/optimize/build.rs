@@ -389,7 +389,10 @@ pub fn build_program(
                     inputs: args.iter().map(|a| a.name.clone()).collect(),
                     output: name,
                     covers: covers.get(c).cloned().unwrap_or_default(),
-                    fused_because: fusion_reasons(body.expr(), embeddings.len()),
+                    fused_because: fusion_reasons(body.expr(), embeddings.len())
+                        .into_iter()
+                        .chain(crate::rules::subst::explain(eg, *c))
+                        .collect(),
                     compute_at: notes,
                     embeds: !embeddings.is_empty(),
                     body: body.text().to_string(),

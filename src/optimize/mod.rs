@@ -60,6 +60,9 @@ pub struct OptimizeOptions {
     /// The exact extractor's time limit; at it, the best cover found so far is used (never
     /// worse than the fast extractor's, which seeds it).
     pub extract_time_limit: Duration,
+    /// Run the graph substitutions (phase "subst", `crate::rules::subst`: merged MatMuls
+    /// sharing an input); `--no-subst` turns them off to measure what they buy.
+    pub substitutions: bool,
 }
 
 /// The extractors `dlc-egg optimize --extractor` offers (both DAG-aware: a kernel read by
@@ -87,6 +90,7 @@ impl Default for OptimizeOptions {
             explain: false,
             extractor: ExtractorKind::Fast,
             extract_time_limit: Duration::from_secs(60),
+            substitutions: true,
         }
     }
 }
@@ -155,6 +159,9 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     let class = add_program(&mut eg, prog);
     let mut phases = Vec::new();
     for (name, rules) in all_phases_with(opts.fast_math) {
+        if name == "subst" && !opts.substitutions {
+            continue;
+        }
         let (e, st) = run_phase(eg, name, &rules, &opts.budget);
         eg = e;
         phases.push(st);

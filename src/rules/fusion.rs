@@ -194,6 +194,9 @@ impl Applier<TensorLang, IndexBook> for Wrap {
     }
 }
 
+/// A grown body with its input classes.
+type Grown = (RecExpr<TensorLang>, Vec<Id>);
+
 /// A single-op body of a class with its input classes: the seed of one kernel growth.
 type Seed = (Id, RecExpr<TensorLang>, Vec<Id>);
 
@@ -203,9 +206,13 @@ type Seed = (Id, RecExpr<TensorLang>, Vec<Id>);
 struct GrowMemo {
     /// Seeds already grown breadth-first: that growth reads only op e-nodes, so it is final.
     grown: HashSet<Seed>,
-    /// Per seed, the kernel counts of its input classes when it was last grown maximally: the
-    /// maximal growth reads only those classes' kernels, so equal counts give equal results.
-    maxed: HashMap<Seed, Vec<usize>>,
+    /// Seeds whose growth met a dense layer's GEMM: they also get the deferred growth and the
+    /// contraction-free maximal growth.
+    deferred: HashSet<Seed>,
+    /// Per seed and policy (`true`: contraction-free producers only), the kernel counts of its
+    /// input classes when it was last grown maximally: the maximal growth reads only those
+    /// classes' kernels, so equal counts give equal results.
+    maxed: HashMap<(Seed, bool), Vec<usize>>,
     /// Legality verdicts by (body, input facts): synthesis is the phase's dominant cost and the
     /// same body is reached from several seeds.
     legal: HashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), bool>,
@@ -294,18 +301,27 @@ impl Grow {
     /// is never better than reading through it); when a batch turns out illegal, growth
     /// restarts from the last legal body checking every op, which gives exactly the
     /// one-op-at-a-time result.
+    ///
+    /// With `defer`, the computing step takes the first waiting input that is neither a
+    /// contraction ([`is_contraction_class`]) nor read by a consumer outside the body (a value
+    /// materialized for another kernel anyway) while there is one: the prefixes then include
+    /// the whole row-reduction kernel after a GEMM or after another LayerNorm (BERT's second
+    /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23). Returns the
+    /// bodies and whether a dense-layer GEMM (a contraction with a rank-2 result) was waiting.
     fn grow(
         &self,
         eg: &TensorGraph,
-        eclass: Id,
-        body: RecExpr<TensorLang>,
-        ins: Vec<Id>,
-    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+        seed: &Seed,
+        consumers: &Consumers,
+        defer: bool,
+    ) -> (Vec<Grown>, bool) {
+        let (eclass, body, ins) = seed.clone();
         let eclass = eg.find(eclass);
         let mut g = Growth::new(eclass, body, ins);
         let mut out = Vec::new();
         let mut last_legal = g.clone();
         let mut strict = false;
+        let mut saw_boundary = false;
         loop {
             // Free closure.
             while let Some(d) = g.queue.pop_front() {
@@ -329,9 +345,23 @@ impl Grow {
                 out.push((g.body.clone(), g.ins.clone()));
             }
             // One computing op.
-            let Some(d) = g.waiting.pop_front() else {
+            let boundary = |d: Id| {
+                is_contraction_class(eg, d)
+                    || consumers
+                        .get(&d)
+                        .is_some_and(|cs| cs.iter().any(|c| !g.inside.contains(c)))
+            };
+            let next = if defer {
+                g.waiting.iter().position(|d| !boundary(*d)).unwrap_or(0)
+            } else {
+                0
+            };
+            let Some(d) = g.waiting.get(next).copied() else {
                 break;
             };
+            saw_boundary |= is_contraction_class(eg, d)
+                && eg[d].data.tensor().is_some_and(|f| f.shape.len() == 2);
+            g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes
                 && self.absorb_computing(eg, eclass, &mut g, d)
             {
@@ -339,7 +369,7 @@ impl Grow {
             }
             last_legal = g.clone();
         }
-        out
+        (out, saw_boundary)
     }
 
     /// The single-op bodies of input class `d` that growth may absorb: not using the kernel's
@@ -377,7 +407,7 @@ impl Grow {
             if strict && !self.is_legal(eg, &b, &i) {
                 continue;
             }
-            g.absorb(b, i, &p_ins);
+            g.absorb(d, b, i, &p_ins);
             return Absorbed::Yes;
         }
         Absorbed::No
@@ -390,7 +420,7 @@ impl Grow {
         };
         for (p, p_ins) in Self::candidates(eg, eclass, d, false) {
             if let Some((b, i)) = self.try_fuse(eg, &g.body, &g.ins, pos, &p, &p_ins) {
-                g.absorb(b, i, &p_ins);
+                g.absorb(d, b, i, &p_ins);
                 g.computing += 1;
                 return true;
             }
@@ -419,6 +449,8 @@ struct Growth {
     /// Input classes with no free producer, waiting for a computing step (in order).
     waiting: VecDeque<Id>,
     visited: BTreeSet<Id>,
+    /// The classes the body computes (the seed's and every absorbed producer's).
+    inside: BTreeSet<Id>,
     /// Computing ops absorbed so far.
     computing: usize,
     /// Free ops absorbed since the last legality check.
@@ -433,6 +465,7 @@ impl Growth {
             queue: ins.iter().copied().collect(),
             waiting: VecDeque::new(),
             visited,
+            inside: [eclass].into(),
             body,
             ins,
             computing: 0,
@@ -440,8 +473,9 @@ impl Growth {
         }
     }
 
-    /// Takes the fused body; the producer's inputs are queued behind.
-    fn absorb(&mut self, body: RecExpr<TensorLang>, ins: Vec<Id>, p_ins: &[Id]) {
+    /// Takes the fused body (class `d` absorbed); the producer's inputs are queued behind.
+    fn absorb(&mut self, d: Id, body: RecExpr<TensorLang>, ins: Vec<Id>, p_ins: &[Id]) {
+        self.inside.insert(d);
         for c in p_ins {
             if self.visited.insert(*c) {
                 self.queue.push_back(*c);
@@ -484,13 +518,19 @@ impl Grow {
     /// Grows one single-op body by whole producer kernels: for each input in order, absorbs the
     /// largest kernel of the input's class that keeps the body legal (maximal fusion, built on
     /// the producers' own growth, so it reaches across alternative spellings the breadth-first
-    /// growth does not take).
+    /// growth does not take). With `no_contractions`, only producer kernels without a
+    /// contraction ([`has_contraction`]) are absorbed: largest-first alone absorbs a GEMM into
+    /// the row reductions after it (legal: the GEMM's output point is the row reduction's
+    /// shadowed iteration point, but priced far above the two kernels) and never builds the
+    /// contraction-free row-reduction kernel, so a LayerNorm after a projection was cut into
+    /// three kernels (issue 23).
     fn grow_max(
         &self,
         eg: &TensorGraph,
         eclass: Id,
         body: RecExpr<TensorLang>,
         ins: Vec<Id>,
+        no_contractions: bool,
     ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
         let eclass = eg.find(eclass);
         let originals = ins.clone();
@@ -501,7 +541,7 @@ impl Grow {
                 continue;
             };
             for (p, p_ins) in kernels_largest_first(eg, d) {
-                if p_ins.contains(&eclass) {
+                if p_ins.contains(&eclass) || (no_contractions && has_contraction(p.expr())) {
                     continue;
                 }
                 let Some((b, i)) = self.try_fuse(eg, &body, &ins, pos, p.expr(), &p_ins) else {
@@ -520,29 +560,58 @@ impl Grow {
 impl Grow {
     /// The breadth-first growth of a seed, once per seed (it reads only op e-nodes, which the
     /// phase does not change).
-    fn grow_once(&self, eg: &TensorGraph, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+    fn grow_once(
+        &self,
+        eg: &TensorGraph,
+        seed: &Seed,
+        consumers: &Consumers,
+    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
         if lock(&self.memo).grown.contains(seed) {
             return Vec::new();
         }
-        let (eclass, body, ins) = seed.clone();
-        let out = self.grow(eg, eclass, body, ins);
+        let (mut out, saw_boundary) = self.grow(eg, seed, consumers, false);
+        // A dense layer's GEMM was reachable: also the growth that absorbs it (and shared
+        // values) last. Not for a contraction's own seed, nor around batched contractions:
+        // there the breadth-first growth already gives the attention template's two regions,
+        // and deferring only re-splits the softmax.
+        if saw_boundary && !is_contraction_class(eg, seed.0) {
+            lock(&self.memo).deferred.insert(seed.clone());
+            let (deferred, _) = self.grow(eg, seed, consumers, true);
+            out.extend(
+                deferred
+                    .into_iter()
+                    .filter(|k| !out.contains(k))
+                    .collect::<Vec<_>>(),
+            );
+        }
         lock(&self.memo).grown.insert(seed.clone());
         out
     }
 
-    /// The maximal growth of a seed, again only when its input classes gained kernels since.
+    /// The maximal growths of a seed (largest producers, then contraction-free producers), again
+    /// only when its input classes gained kernels since.
     fn grow_max_if_changed(
         &self,
         eg: &TensorGraph,
         seed: &Seed,
-    ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
+    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
         let (eclass, body, ins) = seed.clone();
         let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg, *i)).collect();
-        if lock(&self.memo).maxed.get(seed) == Some(&counts) {
-            return None;
+        let mut out = Vec::new();
+        let deferred = lock(&self.memo).deferred.contains(seed);
+        for no_contractions in [false, true] {
+            if no_contractions && !deferred {
+                continue;
+            }
+            let key = (seed.clone(), no_contractions);
+            if lock(&self.memo).maxed.get(&key) == Some(&counts) {
+                continue;
+            }
+            lock(&self.memo).maxed.insert(key, counts.clone());
+            out.extend(self.grow_max(eg, eclass, body.clone(), ins.clone(), no_contractions));
         }
-        lock(&self.memo).maxed.insert(seed.clone(), counts);
-        self.grow_max(eg, eclass, body, ins)
+        out.dedup();
+        out
     }
 
     /// The seeds of a class: its single-op bodies.
@@ -553,6 +622,66 @@ impl Grow {
             .map(|(b, i)| (eclass, b, i))
             .collect()
     }
+}
+
+/// True when e-class `d` computes a contraction: a sum-reduction of a product of two different
+/// tensor classes (a GEMM, a convolution, QKᵀ; not a sum of squares).
+fn is_contraction_class(eg: &TensorGraph, d: Id) -> bool {
+    eg[d].nodes.iter().any(|n| match n {
+        TensorLang::Reduce([_, _, _, x]) => eg[*x].nodes.iter().any(|m| match m {
+            TensorLang::Mul([a, b]) => {
+                eg.find(*a) != eg.find(*b)
+                    && eg[*a].data.tensor().is_some()
+                    && eg[*b].data.tensor().is_some()
+            }
+            _ => false,
+        }),
+        _ => false,
+    })
+}
+
+/// True when a body contains a contraction: a sum whose operand (under casts) is a product of
+/// two different values (a GEMM, a convolution, QKᵀ). A sum of squares (`mul(d, d)`, a
+/// variance) or of a value times an immediate is not one.
+pub fn has_contraction(body: &RecExpr<TensorLang>) -> bool {
+    let nodes = body.as_ref();
+    let strip = |mut id: Id| {
+        while let TensorLang::Cast([x, _]) = &nodes[usize::from(id)] {
+            id = *x;
+        }
+        id
+    };
+    nodes.iter().any(|n| match n {
+        TensorLang::Reduce([_, _, _, x]) => match &nodes[usize::from(strip(*x))] {
+            TensorLang::Mul([a, b]) => {
+                let (a, b) = (strip(*a), strip(*b));
+                a != b && !nodes[usize::from(a)].is_attr() && !nodes[usize::from(b)].is_attr()
+            }
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
+/// Per e-class, the e-classes whose op nodes (not kernels) read it.
+type Consumers = HashMap<Id, Vec<Id>>;
+
+fn consumers(eg: &TensorGraph) -> Consumers {
+    let mut out: Consumers = HashMap::new();
+    for class in eg.classes() {
+        for n in class.nodes.iter().filter(|n| is_op(n)) {
+            for c in egg::Language::children(n) {
+                let c = eg.find(*c);
+                if eg[c].data.tensor().is_some() && c != class.id {
+                    let v = out.entry(c).or_default();
+                    if !v.contains(&class.id) {
+                        v.push(class.id);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 fn kernel_count(eg: &TensorGraph, class: Id) -> usize {
@@ -580,9 +709,10 @@ impl Applier<TensorLang, IndexBook> for Grow {
             .flat_map(|m| Grow::seeds(eg, m.eclass))
             .collect();
         let shared: &TensorGraph = eg;
+        let consumers = consumers(shared);
         let grown: Vec<Vec<(RecExpr<TensorLang>, Vec<Id>)>> = seeds
             .par_iter()
-            .map(|seed| self.grow_once(shared, seed))
+            .map(|seed| self.grow_once(shared, seed, &consumers))
             .collect();
         let mut changed = Vec::new();
         for (seed, kernels) in seeds.iter().zip(grown) {
@@ -591,7 +721,7 @@ impl Applier<TensorLang, IndexBook> for Grow {
             }
         }
         for seed in &seeds {
-            if let Some((b, i)) = self.grow_max_if_changed(eg, seed) {
+            for (b, i) in self.grow_max_if_changed(eg, seed) {
                 changed.extend(add_kernel(eg, seed.0, b, &i, rule));
             }
         }
@@ -608,7 +738,7 @@ impl Applier<TensorLang, IndexBook> for Grow {
     ) -> Vec<Id> {
         let mut changed = Vec::new();
         for seed in Grow::seeds(eg, eclass) {
-            let mut kernels = self.grow_once(eg, &seed);
+            let mut kernels = self.grow_once(eg, &seed, &consumers(eg));
             kernels.extend(self.grow_max_if_changed(eg, &seed));
             for (b, i) in kernels {
                 changed.extend(add_kernel(eg, eclass, b, &i, rule));

@@ -10,7 +10,7 @@
 //! does not fire; no blanket commutativity or associativity. [`testing`] is the soundness harness
 //! every rule file's tests use.
 //!
-//! Phases: `movement`, `rbssa`, `srnf`, `contraction`, `epilogue` ([`all_phases`]) and `kernels`
+//! Phases: `subst`, `movement`, `rbssa`, `srnf`, `contraction`, `epilogue` ([`all_phases`]) and `kernels`
 //! ([`fusion`], which takes the legality oracle of the pipeline).
 
 pub mod contraction;
@@ -20,6 +20,7 @@ mod helpers;
 pub mod movement;
 pub mod rbssa;
 pub mod srnf;
+pub mod subst;
 #[doc(hidden)]
 pub mod testing;
 
@@ -170,6 +171,7 @@ pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
 /// ([`srnf::FAST_MATH_RULES`], exact for finite values only: `dlc-egg optimize --fast-math`).
 pub fn all_phases_with(fast_math: bool) -> Vec<(&'static str, Vec<Rule>)> {
     vec![
+        ("subst", subst::rules()),
         ("movement", movement::rules()),
         ("rbssa", rbssa::rules()),
         (
