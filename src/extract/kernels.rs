@@ -279,7 +279,7 @@ pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &Cost
     let nodes = body.as_ref();
     let numel = |k: usize| match &facts[k] {
         Facts::Tensor(t) => sizes.numel(&t.shape),
-        Facts::Attr(_) => 0,
+        Facts::Attr(_) | Facts::Invalid(_) => 0,
     };
     let mut evals = vec![0u64; nodes.len()];
     let mut flops = 0u64;

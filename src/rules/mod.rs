@@ -13,15 +13,18 @@
 //! Phases: `movement`, `rbssa`, `srnf`, `contraction`, `epilogue` ([`all_phases`]) and `kernels`
 //! ([`fusion`], which takes the legality oracle of the pipeline).
 
+mod check;
+pub mod cond;
 pub mod contraction;
 pub mod epilogue;
 pub mod fusion;
-mod helpers;
+pub mod helpers;
 pub mod movement;
 pub mod rbssa;
 pub mod srnf;
-#[doc(hidden)]
 pub mod testing;
+
+pub use check::{try_run_phase, RuleError};
 
 use crate::ir::egraph::{Attr, IndexBook, TensorFacts, TensorGraph, TensorLang};
 use egg::{Id, Rewrite, Runner, StopReason};
@@ -122,11 +125,27 @@ fn stop_text(r: Option<&StopReason>) -> String {
 
 /// Runs `rules` on `egraph` under `budget` (egg's default backoff scheduler, which keeps a rule
 /// that matches explosively from starving the others). Returns the rebuilt e-graph and the stats.
+///
+/// # Panics
+/// When a rule builds an ill-typed e-node or unions e-classes of different dtype or shape (a
+/// bug in the rule set). [`try_run_phase`] reports that as a [`RuleError`] naming the rule;
+/// [`crate::optimize::optimize`] runs every phase that way.
 pub fn run_phase(
     egraph: TensorGraph,
     name: &str,
     rules: &[Rule],
     budget: &Budget,
+) -> (TensorGraph, PhaseStats) {
+    run_phase_with(egraph, name, rules, budget, || false)
+}
+
+/// [`run_phase`], stopping before an iteration when `stop()` says so.
+fn run_phase_with(
+    egraph: TensorGraph,
+    name: &str,
+    rules: &[Rule],
+    budget: &Budget,
+    stop: impl Fn() -> bool + 'static,
 ) -> (TensorGraph, PhaseStats) {
     let start = Instant::now();
     let before = egraph.total_number_of_nodes();
@@ -135,6 +154,13 @@ pub fn run_phase(
         .with_iter_limit(budget.iter_limit)
         .with_node_limit(budget.node_limit)
         .with_time_limit(budget.time_limit)
+        .with_hook(move |_| {
+            if stop() {
+                Err("a rule built an ill-typed e-node".into())
+            } else {
+                Ok(())
+            }
+        })
         .run(rules);
     let mut applied: BTreeMap<String, usize> = BTreeMap::new();
     for it in &runner.iterations {
