@@ -310,12 +310,25 @@ pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &Cost
     flops
 }
 
-/// The cost of a chosen cover counted as a DAG: every distinct kernel once.
-pub fn dag_cost(
+/// The cost of a chosen cover counted as a DAG (every distinct kernel once), kernels priced by
+/// the roofline model ([`kernel_own_cost`]). Not [`crate::extract::dag::dag_cost`], which sums
+/// the node costs of an extraction problem.
+pub fn cover_cost(
     eg: &TensorGraph,
     roots: &[Id],
     choose: &dyn Fn(Id) -> TensorLang,
     sizes: &CostModel,
+) -> KernelCost {
+    cover_cost_with(eg, roots, choose, sizes, &super::pricing::Roofline)
+}
+
+/// [`cover_cost`] with kernels priced by `pricer`.
+pub fn cover_cost_with(
+    eg: &TensorGraph,
+    roots: &[Id],
+    choose: &dyn Fn(Id) -> TensorLang,
+    sizes: &CostModel,
+    pricer: &dyn super::pricing::KernelPricer,
 ) -> KernelCost {
     let mut seen: std::collections::BTreeSet<Id> = Default::default();
     let mut stack: Vec<Id> = roots.iter().map(|r| eg.find(*r)).collect();
@@ -327,7 +340,7 @@ pub fn dag_cost(
         let n = choose(c);
         match &n {
             TensorLang::Kernel(ch) => {
-                total = total.plus(kernel_own_cost(eg, &n, sizes));
+                total = total.plus(pricer.price(eg, &n, sizes));
                 stack.extend(ch[1..].iter().map(|i| eg.find(*i)));
             }
             TensorLang::Reshape([x, _]) => stack.push(eg.find(*x)),

@@ -88,7 +88,9 @@ pub fn rank_is(x: &str, rank: usize) -> impl Cond {
 /// `?x` is a tensor whose every size is a known integer (no symbols).
 pub fn is_static(x: &str) -> impl Cond {
     let x = var(x);
-    when(move |eg, m| tensor(eg, m[x]).is_some_and(|f| f.shape.iter().all(|d| d.as_int().is_some())))
+    when(move |eg, m| {
+        tensor(eg, m[x]).is_some_and(|f| f.shape.iter().all(|d| d.as_int().is_some()))
+    })
 }
 
 /// `?v` is bound to a number leaf equal to `value` (compared by value: `0.0 == -0.0`).
@@ -100,14 +102,14 @@ pub fn num_is(v: &str, value: f64) -> impl Cond {
 /// `?p` is the identity permutation of `shape(?x)`'s rank.
 pub fn identity_perm(x: &str, p: &str) -> impl Cond {
     let (x, p) = (var(x), var(p));
-    when(move |eg, m| {
-        match (tensor(eg, m[x]), attr(eg, m[p]).and_then(|a| a.as_usizes())) {
+    when(
+        move |eg, m| match (tensor(eg, m[x]), attr(eg, m[p]).and_then(|a| a.as_usizes())) {
             (Some(f), Some(p)) => {
                 p.len() == f.shape.len() && p.iter().enumerate().all(|(i, v)| i == *v)
             }
             _ => false,
-        }
-    })
+        },
+    )
 }
 
 /// `?a` and `?b` are integer lists of the same set of axes.

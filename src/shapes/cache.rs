@@ -135,7 +135,17 @@ fn variant(opts: &OptimizeOptions) -> String {
     } else {
         ".no_compute_at"
     };
-    format!("{fm}.{ex}{ca}")
+    // A library user's rules, phases, pricer or extractor change the result too.
+    let ext = opts.extensions.key();
+    let ext = if ext.is_empty() {
+        String::new()
+    } else {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        ext.hash(&mut h);
+        format!(".ext{:016x}", h.finish())
+    };
+    format!("{fm}.{ex}{ca}{ext}")
 }
 
 impl PlanCache {

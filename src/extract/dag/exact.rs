@@ -21,7 +21,7 @@
 use super::fast::FastExtractor;
 use super::reduce::Reduced;
 use super::{
-    dag_cost, ExtractError, ExtractOptions, Extraction, Extractor, NodeIx, Problem, Status,
+    dag_cost, DagExtractor, ExtractError, ExtractOptions, Extraction, NodeIx, Problem, Status,
 };
 use microlp::{ComparisonOp, OptimizationDirection, SolveOptions, TerminationReason, Variable};
 use std::time::{Duration, Instant};
@@ -45,7 +45,7 @@ impl Default for ExactExtractor {
     }
 }
 
-impl Extractor for ExactExtractor {
+impl DagExtractor for ExactExtractor {
     fn name(&self) -> &str {
         "exact"
     }

@@ -17,7 +17,7 @@
 
 use super::improve::Improver;
 use super::reduce::Reduced;
-use super::{ExtractError, ExtractOptions, Extraction, Extractor, Problem, Status};
+use super::{DagExtractor, ExtractError, ExtractOptions, Extraction, Problem, Status};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -40,7 +40,7 @@ impl Default for FastExtractor {
     }
 }
 
-impl Extractor for FastExtractor {
+impl DagExtractor for FastExtractor {
     fn name(&self) -> &str {
         "fast"
     }

@@ -5,7 +5,7 @@
 //! - [`problem`]: the [`Problem`] (classes, nodes with child classes and costs, roots), built from
 //!   any `egraph-serialize` document.
 //! - [`cost`]: [`tree_cost`], [`dag_cost`] and the validator [`validate`].
-//! - [`Extractor`]: the trait both extractors implement. [`FastExtractor`] (greedy DAG fixpoint +
+//! - [`DagExtractor`]: the trait both extractors implement. [`FastExtractor`] (greedy DAG fixpoint +
 //!   local improvement, for large e-graphs) and [`ExactExtractor`] (integer linear program with
 //!   lazy cycle cuts, through the pure-Rust `microlp` solver; the yardstick on small and medium
 //!   e-graphs).
@@ -127,8 +127,9 @@ pub enum ExtractError {
     Solver(String),
 }
 
-/// An extractor: a problem in, a valid extraction (or why not) out.
-pub trait Extractor {
+/// An extractor: a problem in, a valid extraction (or why not) out. (Not egg's
+/// `egg::Extractor`, which extracts trees by a local cost function.)
+pub trait DagExtractor {
     /// A short name (`fast`, `exact`).
     fn name(&self) -> &str;
     /// Extracts. An `Ok` result is valid in the sense of [`validate`].
@@ -136,7 +137,7 @@ pub trait Extractor {
 }
 
 /// The extractor called `name` (`fast` or `exact`) with default settings.
-pub fn by_name(name: &str) -> Option<Box<dyn Extractor>> {
+pub fn by_name(name: &str) -> Option<Box<dyn DagExtractor>> {
     match name {
         "fast" => Some(Box::new(FastExtractor::default())),
         "exact" => Some(Box::new(ExactExtractor::default())),
