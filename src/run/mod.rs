@@ -123,6 +123,18 @@ pub struct Failure {
     pub internal: bool,
 }
 
+impl std::fmt::Display for Failure {
+    /// The diagnostics in their text form; a compiler bug says so first.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.internal {
+            f.write_str("internal error (a compiler bug): ")?;
+        }
+        write!(f, "{}", self.diagnostics)
+    }
+}
+
+impl std::error::Error for Failure {}
+
 impl Failure {
     /// A problem in the user's input.
     pub fn user(d: impl Into<Diagnostics>) -> Failure {
