@@ -44,7 +44,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     let prog = lower_and_verify(&load_file(&path)?)?;
 
     let fused = optimize(&prog, &OptimizeOptions::default())?;
-    let split = optimize(&prog, &OptimizeOptions::default().with_pricer(OneOpPerKernel))?;
+    let split = optimize(
+        &prog,
+        &OptimizeOptions::default().with_pricer(OneOpPerKernel),
+    )?;
     println!("roofline:          {} kernel(s)", fused.kernels.len());
     println!("one-op-per-kernel: {} kernel(s)", split.kernels.len());
     for k in &split.kernels {

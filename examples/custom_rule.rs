@@ -39,7 +39,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         .with_explain(true);
     let o = optimize(&prog, &opts)?;
 
-    let srnf = o.phases.iter().find(|p| p.name == "srnf").ok_or("no srnf phase")?;
+    let srnf = o
+        .phases
+        .iter()
+        .find(|p| p.name == "srnf")
+        .ok_or("no srnf phase")?;
     println!("srnf applied: {:?}", srnf.applied);
     if !srnf.fired("relu-idem") {
         return Err("relu-idem did not fire".into());
@@ -54,7 +58,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         println!("{}: {}  covers: {}", k.name, k.body, k.covers.join(", "));
     }
     // The kernel computes one ReLU, not two.
-    let relus = o.kernels.iter().map(|k| k.body.matches("(relu").count()).sum::<usize>();
+    let relus = o
+        .kernels
+        .iter()
+        .map(|k| k.body.matches("(relu").count())
+        .sum::<usize>();
     if relus != 1 {
         return Err(format!("{relus} ReLUs in the kernels, expected 1").into());
     }

@@ -45,6 +45,7 @@ pub fn node_price_with(
 
 /// An extraction problem built from an e-graph, with the way back to e-classes and e-nodes.
 pub struct KernelProblem {
+    /// The extraction problem.
     pub problem: Problem,
     /// The e-class of every problem class, by class index.
     pub classes: Vec<Id>,
@@ -132,6 +133,7 @@ pub struct Cover {
     pub status: Status,
     /// The cover's DAG cost in nanoseconds of predicted time, and the extractor's lower bound when it has one.
     pub price: f64,
+    /// A proven lower bound on the optimal price (the exact extractor).
     pub lower_bound: Option<f64>,
 }
 
@@ -161,10 +163,13 @@ impl Cover {
 #[derive(Debug, thiserror::Error)]
 pub enum CoverError {
     #[error("the extraction problem is malformed: {0}")]
+    /// The e-graph does not make a valid problem.
     Problem(#[from] ProblemError),
     #[error(transparent)]
+    /// The extractor found no cover.
     Extract(#[from] ExtractError),
     #[error("the extractor returned an invalid cover: {0}")]
+    /// The extraction fails validation (an extractor bug).
     Invalid(String),
 }
 

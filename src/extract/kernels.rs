@@ -29,11 +29,17 @@ use std::sync::{Arc, Mutex};
 /// Sums saturate; [`KernelCost::INFINITY`] marks an unrealizable e-node.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct KernelCost {
+    /// Predicted time of the best plan.
     pub time: Time,
+    /// Bytes moved to and from global memory.
     pub bytes: u64,
+    /// Kernel launches.
     pub kernels: u64,
+    /// Roundings to fp16/bf16 inside kernel bodies.
     pub roundings: u64,
+    /// Arithmetic, in element operations ([`body_flops`]).
     pub flops: u64,
+    /// Body ops.
     pub ops: u64,
 }
 
@@ -85,9 +91,13 @@ impl KernelCost {
 /// regions the legality check already synthesized.
 #[derive(Clone, Debug)]
 pub struct CostModel {
+    /// Symbol values (bound, or a shape cluster's representative).
     pub bindings: BTreeMap<String, i64>,
+    /// The size of every other symbol.
     pub default_size: i64,
+    /// The GPU kernels are priced for.
     pub target: Target,
+    /// Regions the legality check already synthesized (by body and input facts).
     pub regions: Option<Arc<RegionCache>>,
 }
 

@@ -140,10 +140,13 @@ pub struct ContractionOperand {
 /// A contraction found by [`contraction_of`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Contraction {
+    /// Accumulator dtype.
     pub acc: DType,
     /// Reduced axes of the product's index space.
     pub axes: Vec<usize>,
+    /// The two operands.
     pub operands: [ContractionOperand; 2],
+    /// What kind of contraction.
     pub kind: ContractionKind,
 }
 

@@ -167,12 +167,7 @@ pub fn random_inputs(
 
 /// Compares one output with its reference (`want`): same dtype and shape, values as `how` says
 /// (NaN matches NaN; an infinity must match exactly).
-pub fn compare_tensor(
-    name: &str,
-    got: &Tensor,
-    want: &Tensor,
-    how: Compare,
-) -> Result<(), String> {
+pub fn compare_tensor(name: &str, got: &Tensor, want: &Tensor, how: Compare) -> Result<(), String> {
     if got.dtype != want.dtype || got.shape != want.shape {
         return Err(format!(
             "output `{name}`: {} {:?} instead of {} {:?}",
@@ -278,8 +273,11 @@ pub fn assert_not_fired(stats: &PhaseStats, rule: &str) {
 /// plus one per node so that ties go to the smaller term. Movement ops, inputs and attributes
 /// cost one. Sizes are evaluated with `bindings`; an unbound size counts as 64.
 pub struct WorkCost<'a> {
+    /// The e-graph extracted from.
     pub egraph: &'a TensorGraph,
+    /// Sizes of symbols.
     pub bindings: BTreeMap<String, i64>,
+    /// Cost factor of fp16/bf16 arithmetic.
     pub narrow_weight: f64,
 }
 
@@ -410,8 +408,9 @@ pub fn check_optimized(
     for seed in seeds {
         let inputs = random_inputs(prog, bindings, *seed)?;
         let want = evaluate(prog, bindings, &inputs).map_err(|d| format!("reference: {d}"))?;
-        let got = crate::ir::region::program::evaluate_program(&optimized.program, bindings, &inputs)
-            .map_err(|d| format!("optimized program: {d}"))?;
+        let got =
+            crate::ir::region::program::evaluate_program(&optimized.program, bindings, &inputs)
+                .map_err(|d| format!("optimized program: {d}"))?;
         for (name, w) in &want {
             let g = got
                 .get(name)

@@ -118,10 +118,16 @@ pub enum ExtractError {
     /// A root class has no finite acyclic term: every node of it needs an unusable node or a
     /// cycle.
     #[error("root e-class `{root}` has no finite acyclic term (every e-node of it needs an infinite-cost e-node or a cycle)")]
-    NoFiniteSolution { root: String },
+    NoFiniteSolution {
+        /// The root class.
+        root: String,
+    },
     /// The time limit passed before any valid solution was found.
     #[error("the time limit ({seconds} s) passed before any valid extraction was found")]
-    Timeout { seconds: f64 },
+    Timeout {
+        /// The limit.
+        seconds: f64,
+    },
     /// The ILP solver failed (numerical trouble) and no valid solution was at hand.
     #[error("the ILP solver failed: {0}")]
     Solver(String),

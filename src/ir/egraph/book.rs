@@ -18,7 +18,9 @@ use egg::{Analysis, DidMerge, EGraph, Id};
 /// Facts of a tensor-valued e-class.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorFacts {
+    /// Element type.
     pub dtype: DType,
+    /// Shape (symbolic sizes allowed).
     pub shape: Shape,
 }
 
@@ -128,7 +130,9 @@ pub type TensorGraph = EGraph<TensorLang, IndexBook>;
 /// An operand of a Tiny node seen from an e-node: a tensor class or an immediate number.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Operand {
+    /// A tensor e-class.
     Tensor(Id),
+    /// An immediate number.
     Imm(f64),
 }
 
@@ -136,9 +140,13 @@ pub enum Operand {
 /// through `attr`). The declared dtype/shape matter only for ops whose result is an argument.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TinyParts {
+    /// The Tiny op.
     pub uop: UOp,
+    /// Its operands.
     pub operands: Vec<Operand>,
+    /// Result dtype.
     pub dtype: DType,
+    /// Result shape.
     pub shape: Shape,
 }
 
