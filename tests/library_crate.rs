@@ -4,9 +4,11 @@
 //! the regions, the report and the CUDA, and the outputs against the reference evaluator.
 //!
 //! Build time: the outside crate builds into this repository's target directory
-//! (`CARGO_TARGET_DIR`, or `target/`) with this repository's `Cargo.lock` and dev-profile
-//! settings, so cargo reuses the dlc-egg library and every dependency the test build already
-//! compiled; only the small `main.rs` compiles (a few seconds). `--offline`: nothing is fetched.
+//! (`CARGO_TARGET_DIR`, or `target/`) with this repository's `Cargo.lock`, in the profile this
+//! test was built with (`--release`, or the dev profile with the settings of dlc-egg's
+//! dev/test profile), so cargo reuses the dlc-egg library and every dependency the test build
+//! already compiled; only the small `main.rs` compiles (a few seconds). `--offline`: nothing is
+//! fetched.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -114,9 +116,14 @@ opt-level = 1
     std::fs::write(dir.path().join("src/main.rs"), MAIN).expect("write main.rs");
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // The profile this test was built with (release, or CI's test profile = dev settings).
+    let mut args = vec!["run", "--offline", "--quiet"];
+    if !cfg!(debug_assertions) {
+        args.push("--release");
+    }
     let start = std::time::Instant::now();
     let out = Command::new(cargo)
-        .args(["run", "--offline", "--quiet"])
+        .args(&args)
         .current_dir(dir.path())
         .env("CARGO_TARGET_DIR", target_dir(repo))
         .env_remove("RUSTFLAGS")

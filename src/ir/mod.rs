@@ -18,7 +18,6 @@ pub mod lower;
 pub mod num;
 #[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod region;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod tiny;
 
 pub use dim::{Dim, Shape};

@@ -97,12 +97,12 @@ pub fn unit_roundoff(dt: crate::ir::dtype::DType) -> f64 {
     }
 }
 
-/// κ of [`Compare::Fused`]: the skipped roundings of a fused kernel are bounded by
-/// `κ · u · max|output|` (derivation in `docs/numerics.md`: an intermediate rounded by the
-/// reference moves it by at most `u·|t|`; through a contraction of length `K` over inputs in
-/// [-1, 1) the sum `Σ|t_k||w_k|` that bounds the output's change stays within `κ = 40` times
-/// the output's largest magnitude for every `K ≤ 4096` the tests use).
-pub const FUSED_KAPPA: f64 = 40.0;
+/// κ of [`Compare::Fused`]: the roundings a fused kernel skips change an output by at most
+/// `u·Σ_k|t_k||w_k|` (a contraction of length `K` over the kernel's fp32 intermediates `t`);
+/// for operands uniform in [-1, 1) that sum is at most `0.433·√K` times the output's largest
+/// magnitude (`docs/numerics.md`), so `κ = 32` covers every `K ≤ 5461`. Measured on
+/// `examples/*.json` (seeds 0–2): at most 0.44 is needed (`mlp_gelu`, `K = 3072`).
+pub const FUSED_KAPPA: f64 = 32.0;
 
 /// Adds `prog` to a fresh e-graph, runs `rules` as phase `name`, and extracts the smallest program.
 pub fn optimize(
@@ -405,12 +405,15 @@ pub fn check_optimized(
     bindings: &BTreeMap<String, i64>,
     seeds: &[u64],
 ) -> Result<(), String> {
+    // The region program reads every symbol from the bindings: the program's defaults, then
+    // the caller's.
+    let mut syms = prog.symbols.clone();
+    syms.extend(bindings.iter().map(|(k, v)| (k.clone(), *v)));
     for seed in seeds {
-        let inputs = random_inputs(prog, bindings, *seed)?;
-        let want = evaluate(prog, bindings, &inputs).map_err(|d| format!("reference: {d}"))?;
-        let got =
-            crate::ir::region::program::evaluate_program(&optimized.program, bindings, &inputs)
-                .map_err(|d| format!("optimized program: {d}"))?;
+        let inputs = random_inputs(prog, &syms, *seed)?;
+        let want = evaluate(prog, &syms, &inputs).map_err(|d| format!("reference: {d}"))?;
+        let got = crate::ir::region::program::evaluate_program(&optimized.program, &syms, &inputs)
+            .map_err(|d| format!("optimized program: {d}"))?;
         for (name, w) in &want {
             let g = got
                 .get(name)
