@@ -12,11 +12,9 @@ pub mod dtype;
 pub mod egraph;
 #[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod frontend;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod indexbook;
 pub mod lower;
 pub mod num;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod region;
 pub mod tiny;
 

@@ -81,8 +81,11 @@ pub enum SynthError {
     /// A reduction would be computed once per point of an inner loop (illegal fusion).
     #[error("body node {node} ({op}) would be recomputed: it is needed at [{env}], which is not one point per iteration, and it cannot be computed at its consumer: {why}")]
     Recompute {
+        /// The node.
         node: usize,
+        /// The op.
         op: &'static str,
+        /// The environment, printed.
         env: String,
         /// Why compute-at embedding (`compute_at`) does not apply.
         why: String,
@@ -90,8 +93,11 @@ pub enum SynthError {
     /// A reduction needed at two different index environments.
     #[error("the reduction at body node {node} is needed at [{first}] and at [{second}]; one region computes it once")]
     MultiEnv {
+        /// The node.
         node: usize,
+        /// The first binding.
         first: String,
+        /// The second binding.
         second: String,
     },
     /// An access that is not affine + floordiv by a positive constant.
@@ -99,15 +105,21 @@ pub enum SynthError {
         "body node {node} ({op}): {why} (not affine + floordiv by a constant; a region boundary)"
     )]
     NonAffine {
+        /// The node.
         node: usize,
+        /// The op.
         op: &'static str,
+        /// Why.
         why: String,
     },
     /// Something regions cannot express (yet).
     #[error("body node {node} ({op}): {what} is not supported")]
     Unsupported {
+        /// The node.
         node: usize,
+        /// The op.
         op: &'static str,
+        /// What it is.
         what: String,
     },
     /// An ill-typed body or bad arguments.
