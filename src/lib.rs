@@ -75,7 +75,6 @@ pub mod onnx;
 pub mod optimize;
 #[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod plan;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod poly;
 pub mod rules;
 #[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)

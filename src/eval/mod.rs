@@ -14,7 +14,6 @@
 //! - Values ([`value`]) borrow input tensors and share owned buffers through `Arc`; a buffer is
 //!   released as soon as its last consumer has run.
 
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod bench_programs;
 mod bind;
 mod error;

@@ -10,7 +10,6 @@ pub mod axis_simplify;
 pub mod dim;
 pub mod dtype;
 pub mod egraph;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod frontend;
 pub mod indexbook;
 pub mod lower;

@@ -64,29 +64,38 @@ pub enum Storage {
 /// One entry of `signature.inputs`, defaults filled in.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SigInput {
+    /// The tensor.
     pub tensor: String,
+    /// Data or parameter.
     pub role: Role,
+    /// Whether the program may write it.
     pub mutability: Mutability,
+    /// Argument or constant pool.
     pub storage: Storage,
 }
 
 /// One entry of `signature.outputs`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SigOutput {
+    /// The tensor.
     pub tensor: String,
 }
 
 /// The graph signature: the ABI of the compiled program. Inputs and outputs are not nodes.
 #[derive(Clone, Debug, PartialEq, Default, serde::Serialize)]
 pub struct Signature {
+    /// Inputs, in order.
     pub inputs: Vec<SigInput>,
+    /// Outputs, in order.
     pub outputs: Vec<SigOutput>,
 }
 
 /// Dtype and (symbolic) shape of a tensor.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TensorInfo {
+    /// Element type.
     pub dtype: DType,
+    /// Shape (symbolic sizes allowed).
     pub shape: Shape,
 }
 
@@ -94,22 +103,29 @@ pub struct TensorInfo {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(untagged)]
 pub enum Operand {
+    /// A tensor, by name.
     Tensor(String),
+    /// A scalar constant (it adopts the tensor operands' dtype).
     Scalar(f64),
 }
 
 /// One graph node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
+    /// Its name (unique).
     pub name: String,
+    /// The op with its normalized attributes.
     pub op: Op,
+    /// Operands, in order.
     pub inputs: Vec<Operand>,
+    /// Tensors it produces.
     pub outputs: Vec<String>,
 }
 
 /// A loaded, validated, inferred graph.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Graph {
+    /// Inputs and outputs.
     pub signature: Signature,
     /// Default symbol values from the document's `symbols`.
     pub symbols: BTreeMap<String, i64>,

@@ -111,8 +111,11 @@ impl fmt::Display for Bound {
 /// The bounds of one dimension of a set, valid where the set is non-empty.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DimBounds {
+    /// The lower bound.
     pub lower: Bound,
+    /// The upper bound.
     pub upper: Bound,
+    /// Whether the bounds are exact or over-approximate.
     pub exactness: Exactness,
 }
 
