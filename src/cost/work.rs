@@ -13,7 +13,7 @@
 //! - **reduction**: a row reduction (softmax, norms, pooling windows), rows × length.
 //! - **compute_at**: a window reduction whose body embeds a producer reduction (Conv → Pool
 //!   fused by compute-at, seed 003): consumer points × window × the producer's fold
-//!   ([`compute_at`]).
+//!   (`compute_at`).
 //! - **elementwise**: everything else, one thread per element group.
 //!
 //! A region whose main contraction reads another contraction in its operands (attention
@@ -156,7 +156,7 @@ pub enum Shape {
         elems: f64,
     },
     /// A window reduction embedding a producer reduction at every window point (compute-at
-    /// fusion, seed 003; [`compute_at`]).
+    /// fusion, seed 003; `compute_at`).
     ComputeAt(Box<ComputeAtWork>),
 }
 

@@ -80,7 +80,7 @@ impl ConvSpec {
 }
 
 /// `Y = conv2d(X, W)` in the seed-002 form: PAD → VIEW sliding window → RESHAPE → EXPAND →
-/// PERMUTE, weight RESHAPE → EXPAND, MUL, REDUCE(SUM, [5,6,7], fp32) → RESHAPE `[N,Cout,Oy,Ox]`.
+/// PERMUTE, weight RESHAPE → EXPAND, MUL, REDUCE(SUM, \[5,6,7\], fp32) → RESHAPE `[N,Cout,Oy,Ox]`.
 pub fn conv2d(s: ConvSpec, dtype: DType) -> Result<Program, TinyError> {
     let (oy, ox) = s.out_hw();
     let mut b = Builder::new();

@@ -92,7 +92,7 @@ fn expand_kernels(term: &RecExpr<TensorLang>) -> RecExpr<TensorLang> {
 
 /// The rewrite chain of every output (`outputs[i]` was added as e-class `originals[i]` and
 /// extracted as `extracted[i]`): the rules from the input term to the extracted kernels' bodies
-/// ([`expand_kernels`]), then those from the bodies to the kernels (`kernel-wrap`,
+/// (`expand_kernels`), then those from the bodies to the kernels (`kernel-wrap`,
 /// `kernel-fuse`). Needs an e-graph built with explanations enabled.
 pub fn rewrite_chains(
     eg: &mut TensorGraph,

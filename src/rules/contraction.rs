@@ -27,7 +27,7 @@
 //!   and `y = reshape(x)` for a reshape round trip): moving a cast past such a movement adds
 //!   `cast(M(M(…M(x))))` forever, each `M(…)` a new class (a Cast to bf16 feeding a Cumulative
 //!   grew the e-graph to its node limit before any kernel was added). So no rule fires on a
-//!   movement op that is on a cycle through the cast's class ([`off_cycle`]); the value it would
+//!   movement op that is on a cycle through the cast's class (`off_cycle`); the value it would
 //!   add is already in the class.
 //!
 //! [`contraction_of`] is the analysis helper behind `--explain`: the two operand classes under

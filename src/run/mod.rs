@@ -24,7 +24,7 @@
 //! | E0316 | OutputMismatch | internal: an output's dtype or shape is not the declared one |
 //! | E0400 | DeviceUnavailable | `--device cuda` without a usable GPU, driver or NVRTC |
 //!
-//! `--device cuda` (E0400–E0403) lives in [`cuda`].
+//! `--device cuda` (E0400–E0403) lives in `run/cuda.rs`.
 
 // A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
 // returned only on cold failure paths, so boxing it would only add noise.

@@ -54,7 +54,7 @@ pub fn loaded_graph_hash(graph: &Graph) -> String {
 /// One cache entry.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CachedPlan {
-    /// [`FORMAT`] of the cache entry.
+    /// The cache entry's format version.
     pub format: u32,
     /// The cache key.
     pub key: String,

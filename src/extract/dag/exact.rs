@@ -1,7 +1,7 @@
 //! The exact extractor: an integer linear program, solved with `microlp` (pure Rust: branch and
 //! bound over a sparse simplex; no system solver library), with lazy cycle cuts.
 //!
-//! Model, over the classes reachable from the roots through the nodes [`super::reduce`] keeps
+//! Model, over the classes reachable from the roots through the nodes `reduce` keeps
 //! (live, not dominated — some optimum uses only those), one binary `x_n` per kept node:
 //!
 //! - minimize `Σ cost(n) · x_n`;

@@ -9,7 +9,7 @@
 //! with one evaluation per node; and because a node only uses final classes, the choices are
 //! acyclic by construction. A candidate whose children's union contains its own class is skipped.
 //!
-//! **Phase 2 ([`super::improve`]).** Re-choose one class's node when that lowers the DAG cost of
+//! **Phase 2 (`improve`).** Re-choose one class's node when that lowers the DAG cost of
 //! the whole extraction given every other choice; repeat to a fixpoint (or the work budget),
 //! keeping the choices acyclic.
 //!

@@ -33,8 +33,11 @@ impl Exactness {
 pub enum Bound {
     /// No bound in this direction.
     Infinite,
+    /// An affine expression of the parameters.
     Aff(Aff),
+    /// The largest of the bounds.
     Max(Vec<Bound>),
+    /// The smallest of the bounds.
     Min(Vec<Bound>),
 }
 

@@ -7,10 +7,10 @@
 //!
 //! The iteration space is the root's shape (iters named by rank: `i`; `m,n`; `b,m,n`; `b,h,m,n`;
 //! `i0…`). The body is evaluated top-down: a node is evaluated at an *environment* — one index
-//! expression ([`ix::Ix`], affine + floordiv) per dimension of its shape; the root at the iters.
+//! expression (`ix::Ix`, affine + floordiv) per dimension of its shape; the root at the iters.
 //!
 //! - A placeholder `$i` is `read(args[i], env)`; CONST a constant; RANGE `{"index": env[0]}`.
-//! - Movement ops transform the environment ([`movement`]): PERMUTE permutes it, EXPAND and unit
+//! - Movement ops transform the environment (`movement`): PERMUTE permutes it, EXPAND and unit
 //!   dims read 0, RESHAPE goes through row-major linear indices (floordiv only by positive
 //!   constants, else [`SynthError::NonAffine`]), PAD guards with a `select`, SHRINK/FLIP/VIEW are
 //!   affine.
@@ -36,7 +36,7 @@
 //! Legality: a REDUCE must be evaluated at an aligned environment — anything else means one
 //! reduction per point of an inner loop, i.e. recomputation ([`SynthError::Recompute`]: the second
 //! matmul of an MLP reading `relu(matmul1)` inside its reduce over `k`) — unless it is embedded in
-//! an enclosing window reduction by compute-at ([`compute_at`]: a pooling window over a
+//! an enclosing window reduction by compute-at (`compute_at`: a pooling window over a
 //! convolution, seed 003), where it is inlined into the consumer's reduce body instead of being
 //! a let — and at one environment only ([`SynthError::MultiEnv`]). Reduce-free subterms may be
 //! evaluated anywhere (recomputing an elementwise producer is fine).
