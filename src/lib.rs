@@ -53,31 +53,29 @@
 
 #![warn(missing_docs)]
 
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
+#[allow(missing_docs)] // TODO(issue 18): 4 items undocumented (missing-docs sweep)
 pub mod bench_graphs;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
+#[allow(missing_docs)] // TODO(issue 18): 5 items undocumented (missing-docs sweep)
 pub mod cli;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
+#[allow(missing_docs)] // TODO(issue 18): 172 items undocumented (missing-docs sweep)
 pub mod codegen;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
+#[allow(missing_docs)] // TODO(issue 18): 58 items undocumented (missing-docs sweep)
 pub mod cost;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
+#[allow(missing_docs)] // TODO(issue 18): 40 items undocumented (missing-docs sweep)
 pub mod cuda;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
+#[allow(missing_docs)] // TODO(issue 18): 20 items undocumented (missing-docs sweep)
 pub mod diag;
 pub mod dsl;
 pub mod eval;
 pub mod extract;
 pub mod ir;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod npy;
 pub mod onnx;
 pub mod optimize;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
+#[allow(missing_docs)] // TODO(issue 18): 59 items undocumented (missing-docs sweep)
 pub mod plan;
 pub mod poly;
 pub mod rules;
-#[allow(missing_docs)] // TODO(issue 18): document (missing-docs sweep)
 pub mod run;
 pub mod shapes;
 pub mod target;
