@@ -6,9 +6,10 @@
 //! Build time: the outside crate builds into this repository's target directory
 //! (`CARGO_TARGET_DIR`, or `target/`) with this repository's `Cargo.lock`, in the profile this
 //! test was built with (`--release`, or the dev profile with the settings of dlc-egg's
-//! dev/test profile), so cargo reuses the dlc-egg library and every dependency the test build
-//! already compiled; only the small `main.rs` compiles (a few seconds). `--offline`: nothing is
-//! fetched.
+//! dev/test profile), so cargo reuses every dependency already compiled; dlc-egg itself is
+//! compiled once more (cargo gives it another metadata hash as a path dependency), after which
+//! reruns take seconds. `--offline`: nothing is fetched. Ignored by default for that first
+//! build; run it with `cargo test --release --test library_crate -- --ignored`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,6 +88,11 @@ fn target_dir(repo: &Path) -> PathBuf {
 }
 
 #[test]
+// TODO(issue 18): cargo does not reuse the test build's dlc-egg artifact for the outside crate
+// (a different metadata hash, even with the dev-dependencies named), so the first run compiles
+// dlc-egg once more: 488 s in release on the loaded 2-core machine, too long for CI's budget.
+// Run it with `cargo test --release --test library_crate -- --ignored`.
+#[ignore = "compiles dlc-egg again as a path dependency (minutes); see the comment above"]
 fn an_outside_crate_adds_a_rule_and_a_pricer() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().expect("temp dir");

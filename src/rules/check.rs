@@ -85,6 +85,13 @@ impl RuleError {
     }
 
     /// The error as a [`Diagnostic`] (a user error: the rule set is the user's input).
+    ///
+    /// ```
+    /// use dlc_egg::rules::RuleError;
+    /// let e = RuleError::DuplicatePhase { phase: "srnf".into() };
+    /// let d = e.to_diagnostic();
+    /// assert_eq!((d.code, d.kind), ("E1503", "DuplicatePhase"));
+    /// ```
     pub fn to_diagnostic(&self) -> Diagnostic {
         let (kind, at, help) = match self {
             RuleError::IllTyped { rule, .. } => (

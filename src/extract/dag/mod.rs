@@ -143,6 +143,12 @@ pub trait DagExtractor {
 }
 
 /// The extractor called `name` (`fast` or `exact`) with default settings.
+///
+/// ```
+/// use dlc_egg::extract::dag::by_name;
+/// assert_eq!(by_name("exact").map(|e| e.name().to_string()).as_deref(), Some("exact"));
+/// assert!(by_name("greedy").is_none());
+/// ```
 pub fn by_name(name: &str) -> Option<Box<dyn DagExtractor>> {
     match name {
         "fast" => Some(Box::new(FastExtractor::default())),

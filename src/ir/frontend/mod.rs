@@ -147,6 +147,17 @@ impl Graph {
 
 /// Loads `graph.json` text. `file` names the input in diagnostics.
 ///
+/// ```
+/// let json = r#"{"signature": {"inputs": [{"tensor": "x"}], "outputs": [{"tensor": "y"}]},
+///   "tensors": {"x": {"dtype": "fp16", "shape": [2, 4]}, "y": {"dtype": "fp16", "shape": [2, 4]}},
+///   "graph": [{"op": "Elementwise", "name": "r", "inputs": ["x"], "outputs": ["y"],
+///              "attrs": {"fn": "relu"}}]}"#;
+/// let g = dlc_egg::ir::frontend::load_str(json, "doc.json").unwrap();
+/// assert_eq!(g.nodes.len(), 1);
+/// assert_eq!(g.tensor("y").unwrap().dtype, dlc_egg::ir::dtype::DType::F16);
+/// assert!(dlc_egg::ir::frontend::load_str("{}", "bad.json").is_err());
+/// ```
+///
 /// Checks run in three stages, each reporting every independent problem it finds before the load
 /// stops: the document (`E00xx`), the graph structure (`E01xx`), then shapes and dtypes node by
 /// node (`E1xxx`, `E0203`); see `docs/diagnostics.md`.
