@@ -20,7 +20,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::extract::cover::node_price;
 use dlc_egg::extract::dag::{
-    dag_cost, ExactExtractor, ExtractOptions, Extractor, FastExtractor, Problem, Status,
+    dag_cost, DagExtractor, ExactExtractor, ExtractOptions, FastExtractor, Problem, Status,
 };
 use dlc_egg::extract::serialize::{load, to_serialized};
 use dlc_egg::ir::{frontend, lower};

@@ -4,7 +4,7 @@
 //! and the 50k chain extracts in well under a second. Prints the untimed time and phase 1's work
 //! count per size, then criterion times both.
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use dlc_egg::extract::dag::{fast, ExtractOptions, Extractor, FastExtractor, Problem};
+use dlc_egg::extract::dag::{fast, DagExtractor, ExtractOptions, FastExtractor, Problem};
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -198,7 +198,7 @@ pub struct RunArgs {
     pub device: DeviceArg,
 
     /// With --device cpu or cuda: after a warm-up run, time N runs of the program and of each
-    /// kernel, print one line per kernel and write <out-dir>/timing.json.
+    /// kernel, print one line per kernel and write `<out-dir>/timing.json`.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub repeat: u32,
 

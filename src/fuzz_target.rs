@@ -19,7 +19,7 @@
 
 use crate::budget::{self, LoadBudgets, RunBudgets};
 use crate::diag::Diagnostics;
-use crate::extract::dag::{self, ExtractOptions, Extractor, Problem};
+use crate::extract::dag::{self, DagExtractor, ExtractOptions, Problem};
 use crate::ir::dtype::DType;
 use crate::ir::frontend;
 use crate::run;

@@ -61,6 +61,7 @@ impl std::str::FromStr for Arch {
 /// One GPU: throughputs, memory system, per-SM resources and launch overhead.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Target {
+    /// The architecture (`sm80`, `sm90`).
     pub arch: Arch,
     /// Product name.
     pub name: &'static str,

@@ -8,15 +8,20 @@ use crate::ir::dtype::DType;
 pub enum TensorData {
     /// fp16, bf16 and fp32 tensors (values already rounded to the dtype).
     F32(Vec<f32>),
+    /// `i32` elements.
     I32(Vec<i32>),
+    /// `bool` elements.
     Bool(Vec<bool>),
 }
 
 /// A dense row-major tensor.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
+    /// Element type.
     pub dtype: DType,
+    /// Shape.
     pub shape: Vec<usize>,
+    /// Elements, row-major.
     pub data: TensorData,
 }
 
@@ -37,6 +42,7 @@ impl Tensor {
         Tensor { dtype, shape, data }
     }
 
+    /// Number of elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }

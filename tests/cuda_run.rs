@@ -12,39 +12,19 @@ use dlc_egg::cuda::{run_manifest, CudaError, RunCudaOptions};
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::npy::{read_array, to_tensor};
+use dlc_egg::rules::testing::{compare_tensor, Compare};
 use dlc_egg::run::{self, Device, RunOptions};
 use dlc_egg::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// `got` within graph-json's tolerances of `want` (as `tests/optimize_examples.rs` compares the
-/// optimized program): rtol = atol = 1e-3 for fp32; for fp16/bf16 1e-2 plus 2 % of the output's
-/// largest magnitude, since the kernels keep fp32 intermediates where the reference rounds each
-/// one to the dtype.
+/// `got` within the numerics contract of fusion (docs/numerics.md; as
+/// `tests/optimize_examples.rs` compares the optimized program): graph-json's tolerance plus
+/// κ·u·max|want|, since the kernels keep fp32 intermediates where the reference rounds each one
+/// to the dtype.
 fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
-    assert_eq!(got.dtype, want.dtype, "{what}: dtype");
-    assert_eq!(got.shape, want.shape, "{what}: shape");
-    let exact = matches!(want.dtype, DType::I32 | DType::Bool);
-    let tol = if want.dtype == DType::F32 { 1e-3 } else { 1e-2 };
-    let want = want.to_f64();
-    let scale = want
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold(0f64, |m, v| m.max(v.abs()));
-    let atol = if exact {
-        0.0
-    } else if tol == 1e-3 {
-        tol
-    } else {
-        tol + 2e-2 * scale
-    };
-    for (k, (a, e)) in got.to_f64().iter().zip(&want).enumerate() {
-        let ok = if e.is_finite() {
-            (a - e).abs() <= atol + if exact { 0.0 } else { tol * e.abs() }
-        } else {
-            a == e || (a.is_nan() && e.is_nan())
-        };
-        assert!(ok, "{what}[{k}]: GPU {a}, reference {e}");
+    if let Err(e) = compare_tensor(what, got, want, Compare::Fused) {
+        panic!("{what}: GPU against the reference: {e}");
     }
 }
 

@@ -3,8 +3,8 @@
 //! the small public extraction-gym e-graphs, and `dlc-egg extract` end to end.
 
 use dlc_egg::extract::dag::{
-    dag_cost, tree_cost, validate, ClassIx, ExactExtractor, ExtractError, ExtractOptions,
-    Extraction, Extractor, FastExtractor, NodeIx, Problem, Status,
+    dag_cost, tree_cost, validate, ClassIx, DagExtractor, ExactExtractor, ExtractError,
+    ExtractOptions, Extraction, FastExtractor, NodeIx, Problem, Status,
 };
 use dlc_egg::extract::serialize::load;
 use proptest::prelude::*;

@@ -5,7 +5,7 @@
 //! Also: the fast extractor's phase 1 does linear work on a 50k-class chain, and the exact
 //! extractor returns by its deadline.
 
-use dlc_egg::extract::dag::{fast, ExactExtractor, ExtractOptions, Extractor, Problem};
+use dlc_egg::extract::dag::{fast, DagExtractor, ExactExtractor, ExtractOptions, Problem};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Command;

@@ -13,7 +13,7 @@
 //! - **reduction**: a row reduction (softmax, norms, pooling windows), rows × length.
 //! - **compute_at**: a window reduction whose body embeds a producer reduction (Conv → Pool
 //!   fused by compute-at, seed 003): consumer points × window × the producer's fold
-//!   ([`compute_at`]).
+//!   (`compute_at`).
 //! - **scan**: a region with a `scan` let (seed 004's cumulative ops): `lines` independent
 //!   lines of `len` elements, each walked once by one block (`templates::scan`): O(n) work,
 //!   bytes = inputs + outputs.
@@ -159,7 +159,7 @@ pub enum Shape {
         elems: f64,
     },
     /// A window reduction embedding a producer reduction at every window point (compute-at
-    /// fusion, seed 003; [`compute_at`]).
+    /// fusion, seed 003; `compute_at`).
     ComputeAt(Box<ComputeAtWork>),
     /// A prefix scan: `lines` independent lines of `len` elements (the scanned iter's extent).
     Scan {

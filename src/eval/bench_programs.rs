@@ -11,8 +11,11 @@ use std::collections::BTreeMap;
 /// A named program with inputs.
 #[derive(Clone, Debug)]
 pub struct BenchProgram {
+    /// Benchmark name.
     pub name: &'static str,
+    /// The program.
     pub program: Program,
+    /// Its inputs, seeded.
     pub inputs: BTreeMap<String, Tensor>,
 }
 
@@ -48,14 +51,23 @@ pub fn matmul(m: i64, k: i64, n: i64, dtype: DType, acc: DType) -> Result<Progra
 /// Convolution parameters (2-D, one group).
 #[derive(Clone, Copy, Debug)]
 pub struct ConvSpec {
+    /// Batch.
     pub n: i64,
+    /// Input channels.
     pub cin: i64,
+    /// Output channels.
     pub cout: i64,
+    /// Input height.
     pub h: i64,
+    /// Input width.
     pub w: i64,
+    /// Kernel size (square).
     pub k: i64,
+    /// Padding (each side).
     pub pad: i64,
+    /// Stride.
     pub stride: i64,
+    /// Dilation.
     pub dilation: i64,
 }
 
@@ -68,7 +80,7 @@ impl ConvSpec {
 }
 
 /// `Y = conv2d(X, W)` in the seed-002 form: PAD → VIEW sliding window → RESHAPE → EXPAND →
-/// PERMUTE, weight RESHAPE → EXPAND, MUL, REDUCE(SUM, [5,6,7], fp32) → RESHAPE `[N,Cout,Oy,Ox]`.
+/// PERMUTE, weight RESHAPE → EXPAND, MUL, REDUCE(SUM, \[5,6,7\], fp32) → RESHAPE `[N,Cout,Oy,Ox]`.
 pub fn conv2d(s: ConvSpec, dtype: DType) -> Result<Program, TinyError> {
     let (oy, ox) = s.out_hw();
     let mut b = Builder::new();

@@ -5,13 +5,13 @@
 //! every step, in row-major order of the reduced axes.
 //!
 //! Design:
-//! - [`bind`] turns every symbolic size into an integer up front (unbound → `E0201`).
-//! - [`plan`] decides what is materialized; elementwise chains with one consumer are fused into it.
-//! - Movement ops are views ([`view`]): stacks of affine layers with validity guards, never copies;
-//!   READ (affine + floordiv) is materialized element by element ([`read`]).
-//! - Materialized elementwise/REDUCE nodes run as fused [`kernel`]s: a vectorized interpreter that
+//! - `bind` turns every symbolic size into an integer up front (unbound → `E0201`).
+//! - `plan` decides what is materialized; elementwise chains with one consumer are fused into it.
+//! - Movement ops are views (`view`): stacks of affine layers with validity guards, never copies;
+//!   READ (affine + floordiv) is materialized element by element (`read`).
+//! - Materialized elementwise/REDUCE nodes run as fused `kernel`s: a vectorized interpreter that
 //!   evaluates a whole row per instruction, parallel over output rows with rayon (deterministic).
-//! - Values ([`value`]) borrow input tensors and share owned buffers through `Arc`; a buffer is
+//! - Values (`value`) borrow input tensors and share owned buffers through `Arc`; a buffer is
 //!   released as soon as its last consumer has run.
 
 pub mod bench_programs;

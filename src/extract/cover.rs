@@ -14,24 +14,38 @@
 //! Prices are predicted times in nanoseconds ([`KernelCost::scalar`]).
 
 use super::dag::{
-    ExtractError, ExtractOptions, Extraction, Extractor, Problem, ProblemError, Status,
+    DagExtractor, ExtractError, ExtractOptions, Extraction, Problem, ProblemError, Status,
 };
-use super::kernels::{kernel_own_cost, CostModel, KernelCost};
+use super::kernels::{CostModel, KernelCost};
+use super::pricing::{KernelPricer, Roofline};
 use crate::ir::egraph::{TensorGraph, TensorLang};
 use egg::Id;
 use std::collections::HashMap;
 
-/// The price of one e-node in the extraction problem (`+∞`: not realizable).
+/// The price of one e-node in the extraction problem under the [`Roofline`] pricer (`+∞`: not
+/// realizable).
 pub fn node_price(eg: &TensorGraph, n: &TensorLang, sizes: &CostModel) -> f64 {
+    node_price_with(eg, n, sizes, &Roofline)
+}
+
+/// The price of one e-node in the extraction problem: kernels by `pricer`, inputs, reshapes
+/// and attributes free, every other e-node `+∞` (not realizable).
+pub fn node_price_with(
+    eg: &TensorGraph,
+    n: &TensorLang,
+    sizes: &CostModel,
+    pricer: &dyn KernelPricer,
+) -> f64 {
     match n {
         TensorLang::Attr(_) | TensorLang::Input(_) | TensorLang::Reshape(_) => 0.0,
-        TensorLang::Kernel(_) => kernel_own_cost(eg, n, sizes).scalar(),
+        TensorLang::Kernel(_) => pricer.price(eg, n, sizes).scalar(),
         _ => f64::INFINITY,
     }
 }
 
 /// An extraction problem built from an e-graph, with the way back to e-classes and e-nodes.
 pub struct KernelProblem {
+    /// The extraction problem.
     pub problem: Problem,
     /// The e-class of every problem class, by class index.
     pub classes: Vec<Id>,
@@ -39,12 +53,25 @@ pub struct KernelProblem {
     pub nodes: Vec<TensorLang>,
 }
 
-/// The extraction problem of `eg` with `roots` (canonical or not). Classes are taken in e-class
-/// id order and nodes in e-class order, so the same e-graph gives the same problem.
+/// The extraction problem of `eg` with `roots` (canonical or not), kernels priced by
+/// [`Roofline`]. Classes are taken in e-class id order and nodes in e-class order, so the same
+/// e-graph gives the same problem.
 pub fn kernel_problem(
     eg: &TensorGraph,
     roots: &[Id],
     sizes: &CostModel,
+) -> Result<KernelProblem, ProblemError> {
+    kernel_problem_with(eg, roots, sizes, &Roofline)
+}
+
+/// [`kernel_problem`] with kernels priced by `pricer`. A hand-written [`DagExtractor`] sees
+/// this problem: one class per tensor e-class, a node per kernel, input and reshape e-node
+/// (its op is `kernel`, `input` or `reshape`; [`KernelProblem::nodes`] gives the e-node).
+pub fn kernel_problem_with(
+    eg: &TensorGraph,
+    roots: &[Id],
+    sizes: &CostModel,
+    pricer: &dyn KernelPricer,
 ) -> Result<KernelProblem, ProblemError> {
     let mut ids: Vec<Id> = eg
         .classes()
@@ -73,7 +100,7 @@ pub fn kernel_problem(
             else {
                 continue; // a child without tensor facts: not a buffer
             };
-            let price = node_price(eg, n, sizes);
+            let price = node_price_with(eg, n, sizes, pricer);
             problem.add_node(index[id], op_name(n), price, &children)?;
             nodes.push(n.clone());
         }
@@ -106,6 +133,7 @@ pub struct Cover {
     pub status: Status,
     /// The cover's DAG cost in nanoseconds of predicted time, and the extractor's lower bound when it has one.
     pub price: f64,
+    /// A proven lower bound on the optimal price (the exact extractor).
     pub lower_bound: Option<f64>,
 }
 
@@ -114,28 +142,58 @@ impl Cover {
     pub fn node(&self, c: Id) -> Option<&TensorLang> {
         self.choice.get(&c)
     }
+
+    /// The chosen e-nodes by canonical class, in class order.
+    pub fn choices(&self) -> impl Iterator<Item = (Id, &TensorLang)> {
+        let mut v: Vec<(Id, &TensorLang)> = self.choice.iter().map(|(c, n)| (*c, n)).collect();
+        v.sort_by_key(|(c, _)| *c);
+        v.into_iter()
+    }
+
+    /// Number of kernels in the cover.
+    pub fn kernel_count(&self) -> usize {
+        self.choice
+            .values()
+            .filter(|n| matches!(n, TensorLang::Kernel(_)))
+            .count()
+    }
 }
 
 /// Why no cover was found.
 #[derive(Debug, thiserror::Error)]
 pub enum CoverError {
     #[error("the extraction problem is malformed: {0}")]
+    /// The e-graph does not make a valid problem.
     Problem(#[from] ProblemError),
     #[error(transparent)]
+    /// The extractor found no cover.
     Extract(#[from] ExtractError),
     #[error("the extractor returned an invalid cover: {0}")]
+    /// The extraction fails validation (an extractor bug).
     Invalid(String),
 }
 
-/// Extracts a cover of `roots` with `extractor`.
+/// Extracts a cover of `roots` with `extractor`, kernels priced by [`Roofline`].
 pub fn extract_cover(
     eg: &TensorGraph,
     roots: &[Id],
     sizes: &CostModel,
-    extractor: &dyn Extractor,
+    extractor: &dyn DagExtractor,
     opts: &ExtractOptions,
 ) -> Result<Cover, CoverError> {
-    let kp = kernel_problem(eg, roots, sizes)?;
+    extract_cover_with(eg, roots, sizes, &Roofline, extractor, opts)
+}
+
+/// Extracts a cover of `roots` with `extractor`, kernels priced by `pricer`.
+pub fn extract_cover_with(
+    eg: &TensorGraph,
+    roots: &[Id],
+    sizes: &CostModel,
+    pricer: &dyn KernelPricer,
+    extractor: &dyn DagExtractor,
+    opts: &ExtractOptions,
+) -> Result<Cover, CoverError> {
+    let kp = kernel_problem_with(eg, roots, sizes, pricer)?;
     let e: Extraction = extractor.extract(&kp.problem, opts)?;
     let price =
         super::dag::dag_cost(&kp.problem, &e).map_err(|v| CoverError::Invalid(v.to_string()))?;

@@ -29,11 +29,17 @@ use std::sync::{Arc, Mutex};
 /// Sums saturate; [`KernelCost::INFINITY`] marks an unrealizable e-node.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct KernelCost {
+    /// Predicted time of the best plan.
     pub time: Time,
+    /// Bytes moved to and from global memory.
     pub bytes: u64,
+    /// Kernel launches.
     pub kernels: u64,
+    /// Roundings to fp16/bf16 inside kernel bodies.
     pub roundings: u64,
+    /// Arithmetic, in element operations ([`body_flops`]).
     pub flops: u64,
+    /// Body ops.
     pub ops: u64,
 }
 
@@ -91,9 +97,13 @@ fn finite_sum(a: u64, b: u64) -> u64 {
 /// regions the legality check already synthesized.
 #[derive(Clone, Debug)]
 pub struct CostModel {
+    /// Symbol values (bound, or a shape cluster's representative).
     pub bindings: BTreeMap<String, i64>,
+    /// The size of every other symbol.
     pub default_size: i64,
+    /// The GPU kernels are priced for.
     pub target: Target,
+    /// Regions the legality check already synthesized (by body and input facts).
     pub regions: Option<Arc<RegionCache>>,
 }
 
@@ -288,7 +298,7 @@ pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &Cost
     let nodes = body.as_ref();
     let numel = |k: usize| match &facts[k] {
         Facts::Tensor(t) => sizes.numel(&t.shape),
-        Facts::Attr(_) => 0,
+        Facts::Attr(_) | Facts::Invalid(_) => 0,
     };
     let mut evals = vec![0u64; nodes.len()];
     let mut flops = 0u64;
@@ -319,12 +329,25 @@ pub fn body_flops(body: &egg::RecExpr<TensorLang>, facts: &[Facts], sizes: &Cost
     flops
 }
 
-/// The cost of a chosen cover counted as a DAG: every distinct kernel once.
-pub fn dag_cost(
+/// The cost of a chosen cover counted as a DAG (every distinct kernel once), kernels priced by
+/// the roofline model ([`kernel_own_cost`]). Not [`crate::extract::dag::dag_cost`], which sums
+/// the node costs of an extraction problem.
+pub fn cover_cost(
     eg: &TensorGraph,
     roots: &[Id],
     choose: &dyn Fn(Id) -> TensorLang,
     sizes: &CostModel,
+) -> KernelCost {
+    cover_cost_with(eg, roots, choose, sizes, &super::pricing::Roofline)
+}
+
+/// [`cover_cost`] with kernels priced by `pricer`.
+pub fn cover_cost_with(
+    eg: &TensorGraph,
+    roots: &[Id],
+    choose: &dyn Fn(Id) -> TensorLang,
+    sizes: &CostModel,
+    pricer: &dyn super::pricing::KernelPricer,
 ) -> KernelCost {
     let mut seen: std::collections::BTreeSet<Id> = Default::default();
     let mut stack: Vec<Id> = roots.iter().map(|r| eg.find(*r)).collect();
@@ -336,7 +359,7 @@ pub fn dag_cost(
         let n = choose(c);
         match &n {
             TensorLang::Kernel(ch) => {
-                total = total.plus(kernel_own_cost(eg, &n, sizes));
+                total = total.plus(pricer.price(eg, &n, sizes));
                 stack.extend(ch[1..].iter().map(|i| eg.find(*i)));
             }
             TensorLang::Reshape([x, _]) => stack.push(eg.find(*x)),

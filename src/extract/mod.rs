@@ -3,10 +3,11 @@
 //! Landed: [`serialize`], interchange with the public `egraph-serialize` format; [`dag`], the
 //! DAG-aware extractors (a fast greedy one and an exact ILP one behind one trait) over any
 //! e-graph in that format; [`kernels`], kernel nodes and their own costs; [`cover`], the
-//! optimizer's kernel cover chosen by a DAG-aware extractor.
-//! TODO(issue 4): cost model and schedule plans.
+//! optimizer's kernel cover chosen by a DAG-aware extractor; [`pricing`], the kernel pricing
+//! hook ([`pricing::KernelPricer`], built-in [`pricing::Roofline`]).
 
 pub mod cover;
 pub mod dag;
 pub mod kernels;
+pub mod pricing;
 pub mod serialize;

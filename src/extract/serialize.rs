@@ -51,6 +51,7 @@ pub fn to_serialized(
                 crate::ir::dim::fmt_shape(&t.shape).replace(' ', "")
             ),
             Facts::Attr(_) => "attr".to_string(),
+            Facts::Invalid(_) => "invalid".to_string(),
         };
         out.class_data.insert(
             cid,

@@ -30,10 +30,15 @@ pub enum AxisExpr {
 /// Comparison operators of predicates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CmpOp {
+    /// `≥ 0`.
     Ge,
+    /// `> 0`.
     Gt,
+    /// `≤ 0`.
     Le,
+    /// `< 0`.
     Lt,
+    /// `= 0`.
     Eq,
 }
 

@@ -13,10 +13,13 @@ use std::sync::Arc;
 /// An atom of a monomial.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Atom {
+    /// A symbol, by name.
     Sym(String),
     /// `floor(e / d)`, `d > 0`, kept only when it does not simplify.
     FloorDiv(Box<Dim>, i64),
+    /// The smaller of two sizes.
     Min(Box<Dim>, Box<Dim>),
+    /// The larger of two sizes.
     Max(Box<Dim>, Box<Dim>),
 }
 
@@ -42,12 +45,15 @@ pub struct Dim {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DimError {
     #[error("symbol `{0}` has no value")]
+    /// A symbol without a value.
     Unbound(String),
     #[error("size arithmetic overflows i64")]
+    /// The value does not fit an `i64`.
     Overflow,
 }
 
 impl Dim {
+    /// The size `v`.
     pub fn int(v: i64) -> Dim {
         let mut terms = BTreeMap::new();
         if v != 0 {
@@ -58,6 +64,7 @@ impl Dim {
         }
     }
 
+    /// The symbol `name`.
     pub fn sym(name: &str) -> Dim {
         Dim::atom(Atom::Sym(name.to_string()))
     }
@@ -79,10 +86,12 @@ impl Dim {
         }
     }
 
+    /// True when the size is the integer `v`.
     pub fn is_int(&self, v: i64) -> bool {
         self.as_int() == Some(v)
     }
 
+    /// `self + o`, simplified.
     pub fn add(&self, o: &Dim) -> Dim {
         // Fast paths (most sizes are constants): no map is built for `x + 0` or `a + b`.
         if o.terms.is_empty() {
@@ -107,10 +116,12 @@ impl Dim {
         }
     }
 
+    /// `self + v`.
     pub fn add_int(&self, v: i64) -> Dim {
         self.add(&Dim::int(v))
     }
 
+    /// `-self`.
     pub fn neg(&self) -> Dim {
         Dim {
             terms: Arc::new(
@@ -122,10 +133,12 @@ impl Dim {
         }
     }
 
+    /// `self - o`.
     pub fn sub(&self, o: &Dim) -> Dim {
         self.add(&o.neg())
     }
 
+    /// `self · o`, simplified.
     pub fn mul(&self, o: &Dim) -> Dim {
         match (self.as_int(), o.as_int()) {
             (Some(a), Some(b)) => return Dim::int(a.saturating_mul(b)),
@@ -146,6 +159,7 @@ impl Dim {
         out
     }
 
+    /// `self · v`.
     pub fn mul_int(&self, v: i64) -> Dim {
         self.mul(&Dim::int(v))
     }

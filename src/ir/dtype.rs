@@ -8,14 +8,19 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum DType {
     #[serde(rename = "fp16")]
+    /// IEEE binary16 (`fp16`).
     F16,
     #[serde(rename = "bf16")]
+    /// bfloat16 (`bf16`).
     BF16,
     #[serde(rename = "fp32")]
+    /// IEEE binary32 (`fp32`).
     F32,
     #[serde(rename = "i32")]
+    /// 32-bit signed integer (`i32`).
     I32,
     #[serde(rename = "bool")]
+    /// Boolean (`bool`).
     Bool,
 }
 
@@ -39,6 +44,7 @@ impl DType {
         }
     }
 
+    /// True for fp16, bf16 and fp32.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32)
     }

@@ -4,7 +4,7 @@
 //! become `param` inputs with values ([`Imported`]).
 //!
 //! [`load`] is what every command does with a `.onnx` path (`frontend::load_file` dispatches on
-//! the extension); [`import_file`] + [`Imported::write`] is `dlc-egg import`.
+//! the extension); [`import_file`] + `Imported::write` is `dlc-egg import`.
 //!
 //! Diagnostic codes (`E06xx`):
 //!

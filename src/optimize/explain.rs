@@ -14,16 +14,20 @@ use std::rc::Rc;
 /// A run of consecutive uses of one rule on a rewrite chain.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RuleUse {
+    /// The rule's name.
     pub rule: String,
+    /// Consecutive uses.
     pub count: usize,
 }
 
 /// The rules on the chain from one output's input term to its extracted term.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RewriteChain {
+    /// The output tensor.
     pub output: String,
     /// Rewrite steps in egg's explanation, each shared sub-proof counted once.
     pub steps: usize,
+    /// The rules, in proof order.
     pub rules: Vec<RuleUse>,
 }
 
@@ -88,7 +92,7 @@ fn expand_kernels(term: &RecExpr<TensorLang>) -> RecExpr<TensorLang> {
 
 /// The rewrite chain of every output (`outputs[i]` was added as e-class `originals[i]` and
 /// extracted as `extracted[i]`): the rules from the input term to the extracted kernels' bodies
-/// ([`expand_kernels`]), then those from the bodies to the kernels (`kernel-wrap`,
+/// (`expand_kernels`), then those from the bodies to the kernels (`kernel-wrap`,
 /// `kernel-fuse`). Needs an e-graph built with explanations enabled.
 pub fn rewrite_chains(
     eg: &mut TensorGraph,
@@ -148,6 +152,7 @@ fn render_plan(s: &mut String, plan: &Result<crate::cost::PlanReport, String>) {
     }
 }
 
+/// The `--explain` text of a report (`timings`: with phase times).
 pub fn render(report: &Report, timings: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(

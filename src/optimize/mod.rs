@@ -10,17 +10,19 @@
 mod build;
 pub mod compute_at;
 pub mod explain;
+pub mod extend;
 
-use crate::extract::cover::{extract_cover, Cover, CoverError};
+use crate::extract::cover::{extract_cover_with, Cover, CoverError};
 use crate::extract::dag::{
-    ExactExtractor, ExtractError, ExtractOptions, Extractor, FastExtractor, Status,
+    DagExtractor, ExactExtractor, ExtractError, ExtractOptions, FastExtractor, Status,
 };
-use crate::extract::kernels::{dag_cost, CostModel, KernelCost, RegionCache};
+use crate::extract::kernels::{cover_cost_with, CostModel, KernelCost, RegionCache};
+use crate::extract::pricing::{KernelPricer, Roofline};
 use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
 use crate::ir::tiny::Program;
 use crate::rules::fusion::{self, FusionLimits, Legality};
-use crate::rules::{all_phases_with, run_phase, Budget, PhaseStats};
+use crate::rules::{try_run_phase, Budget, PhaseStats, RuleError};
 use crate::target::{Arch, Target};
 use egg::{Id, RecExpr};
 use serde::Serialize;
@@ -29,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use build::KernelInfo;
+pub use extend::{AddedPhase, Extensions};
 
 /// Options of [`optimize`].
 #[derive(Clone, Debug)]
@@ -63,6 +66,9 @@ pub struct OptimizeOptions {
     /// Run the graph substitutions (phase "subst", `crate::rules::subst`: merged MatMuls
     /// sharing an input); `--no-subst` turns them off to measure what they buy.
     pub substitutions: bool,
+    /// A library user's rules, phases, pricer and extractor (empty: the CLI's pipeline); set
+    /// them with the builder methods ([`OptimizeOptions::with_rule`], …, module [`extend`]).
+    pub extensions: Extensions,
 }
 
 /// The extractors `dlc-egg optimize --extractor` offers (both DAG-aware: a kernel read by
@@ -91,6 +97,7 @@ impl Default for OptimizeOptions {
             extractor: ExtractorKind::Fast,
             extract_time_limit: Duration::from_secs(60),
             substitutions: true,
+            extensions: Extensions::default(),
         }
     }
 }
@@ -99,17 +106,32 @@ impl Default for OptimizeOptions {
 /// user error in a valid graph).
 #[derive(Debug, thiserror::Error)]
 pub enum OptimizeError {
+    /// No cover computes this output (named) with finite cost.
     #[error("output `{0}` cannot be computed by any kernel (no finite-cost cover)")]
     Unrealizable(String),
+    /// A chosen kernel's body is not one region.
     #[error("kernel `{kernel}` cannot be written as a region: {why}")]
-    Region { kernel: String, why: String },
+    Region {
+        /// The kernel's name.
+        kernel: String,
+        /// Why region synthesis rejected it.
+        why: String,
+    },
+    /// The region program fails verification.
     #[error("the extracted program is invalid: {0}")]
     Program(String),
+    /// The extractor failed.
     #[error("extraction failed: {0}")]
     Extraction(String),
+    /// A rule set added through [`OptimizeOptions::extensions`] is ill-typed, unsound or names
+    /// an unknown phase (E1500–E1503: the user's error, not the compiler's).
+    #[error(transparent)]
+    Rule(#[from] RuleError),
 }
 
 /// The result of [`optimize`].
+///
+/// `Debug` prints everything but the e-graph, which it summarizes (node and class counts).
 pub struct Optimized {
     /// Statistics of every phase, in order.
     pub phases: Vec<PhaseStats>,
@@ -117,7 +139,8 @@ pub struct Optimized {
     pub program: RegionProgram,
     /// One entry per region of `program`, in order.
     pub kernels: Vec<KernelInfo>,
-    /// The cover's cost counted as a DAG (every kernel once).
+    /// The cover's cost counted as a DAG (every kernel once), under the pricer that chose it
+    /// (the roofline model unless [`OptimizeOptions::with_pricer`]).
     pub cost: KernelCost,
     /// How the cover was chosen.
     pub extraction: ExtractionInfo,
@@ -128,6 +151,9 @@ pub struct Optimized {
     pub egraph: TensorGraph,
     /// The e-classes of the program's outputs, in signature order.
     pub roots: Vec<Id>,
+    /// The e-class of every node of the input Tiny program, by node index (canonical in
+    /// `egraph`: pass it through `egraph.find`).
+    pub classes: Vec<Id>,
     /// What the kernels were priced with.
     pub model: CostModel,
 }
@@ -149,7 +175,25 @@ pub fn region_legality_with(cache: Arc<RegionCache>, compute_at: bool) -> Legali
     })
 }
 
-/// Runs the pipeline on a verified Tiny program.
+/// Runs the pipeline on a verified Tiny program: every phase (built-in and added, checked:
+/// a bad rule is [`OptimizeError::Rule`]), extraction of a kernel cover by the pricer and
+/// extractor of `opts`, and the region program of that cover.
+///
+/// ```
+/// use dlc_egg::optimize::{optimize, OptimizeOptions};
+/// # let json = r#"{"signature": {"inputs": [{"tensor": "x"}], "outputs": [{"tensor": "y"}]},
+/// #   "tensors": {"x": {"dtype": "fp32", "shape": [64]}, "y": {"dtype": "fp32", "shape": [64]}},
+/// #   "graph": [{"op": "Elementwise", "name": "r", "inputs": ["x"], "outputs": ["h"],
+/// #              "attrs": {"fn": "relu"}},
+/// #             {"op": "Elementwise", "name": "e", "inputs": ["h"], "outputs": ["y"],
+/// #              "attrs": {"fn": "exp"}}]}"#;
+/// # let graph = dlc_egg::ir::frontend::load_str(json, "doc.json").unwrap();
+/// let prog = dlc_egg::run::lower_and_verify(&graph)?;
+/// let o = optimize(&prog, &OptimizeOptions::default())?;
+/// assert_eq!(o.kernels.len(), 1); // relu and exp fused into one kernel
+/// assert!(o.phases.iter().all(|p| p.saturated()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, OptimizeError> {
     let mut eg = if opts.explain {
         TensorGraph::default().with_explanations_enabled()
@@ -157,22 +201,27 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         TensorGraph::default()
     };
     let class = add_program(&mut eg, prog);
+    let regions = Arc::new(RegionCache::default());
     let mut phases = Vec::new();
-    for (name, rules) in all_phases_with(opts.fast_math) {
+    for (name, mut rules) in opts.rewrite_phases()? {
         if name == "subst" && !opts.substitutions {
             continue;
         }
-        let (e, st) = run_phase(eg, name, &rules, &opts.budget);
+        let budget = if name == extend::KERNELS_PHASE {
+            let mut fused = fusion::rules(
+                region_legality_with(regions.clone(), opts.compute_at),
+                opts.fusion.clone(),
+            );
+            fused.append(&mut rules);
+            rules = fused;
+            &opts.kernel_budget
+        } else {
+            &opts.budget
+        };
+        let (e, st) = try_run_phase(eg, &name, &rules, budget)?;
         eg = e;
         phases.push(st);
     }
-    let regions = Arc::new(RegionCache::default());
-    let kernel_rules = fusion::rules(
-        region_legality_with(regions.clone(), opts.compute_at),
-        opts.fusion.clone(),
-    );
-    let (eg, st) = run_phase(eg, "kernels", &kernel_rules, &opts.kernel_budget);
-    phases.push(st);
 
     let mut bindings = prog.symbols.clone();
     bindings.extend(opts.pricing.iter().map(|(k, v)| (k.clone(), *v)));
@@ -194,7 +243,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
             .cloned()
             .expect("the extractor covers every class reachable from the roots")
     };
-    let cost = dag_cost(&eg, &roots, &choose, &sizes);
+    let cost = cover_cost_with(&eg, &roots, &choose, &sizes, pricer(opts));
     let (program, mut kernels) = build::build_program(
         &eg,
         prog,
@@ -241,6 +290,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         status: cover.status,
         price: cover.price,
         lower_bound: cover.lower_bound,
+        custom: custom_names(opts),
     };
     let mut eg = eg;
     let rewrites = explain::rewrite_chains(&mut eg, &extracted);
@@ -253,39 +303,132 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         rewrites,
         egraph: eg,
         roots,
+        classes: class,
         model: sizes,
     })
+}
+
+/// The kernel pricer of `opts` ([`Roofline`] unless a user's).
+fn pricer(opts: &OptimizeOptions) -> &dyn KernelPricer {
+    match &opts.extensions.pricer {
+        Some(p) => p.as_ref(),
+        None => &Roofline,
+    }
+}
+
+/// `pricer=NAME`, `extractor=NAME` for a user's pricer and extractor (for the report).
+fn custom_names(opts: &OptimizeOptions) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(p) = &opts.extensions.pricer {
+        parts.push(format!("pricer={}", p.name()));
+    }
+    if let Some(e) = &opts.extensions.extractor {
+        parts.push(format!("extractor={}", e.name()));
+    }
+    (!parts.is_empty()).then(|| parts.join(" "))
+}
+
+/// A region program built from a kernel cover ([`program_of_cover`]).
+#[derive(Clone, Debug)]
+pub struct CoverProgram {
+    /// The region program (one region per kernel, in post-order from the outputs).
+    pub program: RegionProgram,
+    /// One entry per region of `program`, in order.
+    pub kernels: Vec<KernelInfo>,
+}
+
+/// The region program of `cover` for a pipeline a library user assembled: `eg` holds `prog`
+/// (`classes`: [`add_program`]'s class of every Tiny node) after a kernels phase, `cover` is a
+/// cover of the outputs' classes ([`choose_cover`] or
+/// [`crate::extract::cover::extract_cover_with`]), and `model` the sizes and target the
+/// kernels are planned with. [`optimize`] does exactly this after extraction.
+pub fn program_of_cover(
+    eg: &TensorGraph,
+    prog: &Program,
+    classes: &[Id],
+    cover: &Cover,
+    model: &CostModel,
+) -> Result<CoverProgram, OptimizeError> {
+    let roots: Vec<Id> = prog
+        .outputs
+        .iter()
+        .map(|o| eg.find(classes[o.node.index()]))
+        .collect();
+    // Every class reachable from the outputs through chosen nodes must have a choice.
+    let mut stack = roots.clone();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(c) = stack.pop() {
+        let c = eg.find(c);
+        if !seen.insert(c) {
+            continue;
+        }
+        match cover.node(c) {
+            Some(TensorLang::Kernel(ch)) => stack.extend(ch[1..].iter().copied()),
+            Some(TensorLang::Reshape([x, _])) => stack.push(*x),
+            Some(TensorLang::Input(_)) => {}
+            Some(n) => {
+                return Err(OptimizeError::Extraction(format!(
+                    "the cover realizes class {c} by `{n}`, which is not a kernel, input or reshape"
+                )))
+            }
+            None => {
+                return Err(OptimizeError::Extraction(format!(
+                    "the cover does not realize class {c}, which the outputs need"
+                )))
+            }
+        }
+    }
+    let choose = |c: Id| {
+        cover
+            .node(eg.find(c))
+            .cloned()
+            .expect("every needed class was checked above")
+    };
+    let (program, kernels) =
+        build::build_program(eg, prog, classes, &roots, &choose, model, false)?;
+    Ok(CoverProgram { program, kernels })
 }
 
 /// How the kernel cover was chosen (for `--explain` and `--report`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExtractionInfo {
+    /// The built-in extractor named by the options (see `custom` for a user's).
     pub extractor: ExtractorKind,
     /// `optimal` (proven), `heuristic` (fast) or `time_limit` (exact stopped at its limit).
     pub status: Status,
     /// The cover's DAG cost in nanoseconds (`KernelCost::scalar` summed over kernels), and
     /// the exact extractor's proven lower bound on it.
     pub price: f64,
+    /// The exact extractor's lower bound.
     pub lower_bound: Option<f64>,
+    /// A library user's pricer and extractor (`pricer=NAME extractor=NAME`); absent for the
+    /// built-in ones (the CLI's report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom: Option<String>,
 }
 
-/// The kernel cover of the outputs by the chosen extractor; an output without a finite cover
-/// is [`OptimizeError::Unrealizable`].
-fn choose_cover(
+/// The kernel cover of the outputs (`roots`, their classes in `eg` after the kernels phase) by
+/// the extractor and pricer of `opts`; an output without a finite cover is
+/// [`OptimizeError::Unrealizable`].
+pub fn choose_cover(
     eg: &TensorGraph,
     prog: &Program,
     roots: &[Id],
     sizes: &CostModel,
     opts: &OptimizeOptions,
 ) -> Result<Cover, OptimizeError> {
-    let extractor: Box<dyn Extractor> = match opts.extractor {
+    let builtin: Box<dyn DagExtractor> = match opts.extractor {
         ExtractorKind::Fast => Box::new(FastExtractor::default()),
         ExtractorKind::Exact => Box::new(ExactExtractor::default()),
+    };
+    let extractor: &dyn DagExtractor = match &opts.extensions.extractor {
+        Some(e) => e.as_ref(),
+        None => builtin.as_ref(),
     };
     let limits = ExtractOptions {
         time_limit: Some(opts.extract_time_limit),
     };
-    extract_cover(eg, roots, sizes, extractor.as_ref(), &limits).map_err(|e| match e {
+    extract_cover_with(eg, roots, sizes, pricer(opts), extractor, &limits).map_err(|e| match e {
         CoverError::Extract(ExtractError::NoFiniteSolution { root }) => {
             let output = prog
                 .outputs
@@ -305,10 +448,15 @@ fn choose_cover(
 pub struct Report {
     /// The GPU the kernels were planned for.
     pub target: Target,
+    /// Every kernel, in program order.
     pub kernels: Vec<KernelInfo>,
+    /// The cover's cost (every kernel once).
     pub cost: KernelCost,
+    /// How the cover was chosen.
     pub extraction: ExtractionInfo,
+    /// Statistics of every phase, in order.
     pub phases: Vec<PhaseStats>,
+    /// Per output, the rules on its rewrite chain (with `explain`).
     pub rewrites: Vec<explain::RewriteChain>,
 }
 
@@ -323,5 +471,29 @@ impl Optimized {
             phases: self.phases.clone(),
             rewrites: self.rewrites.clone(),
         }
+    }
+}
+
+impl std::fmt::Debug for Optimized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Optimized")
+            .field("phases", &self.phases)
+            .field("program", &self.program)
+            .field("kernels", &self.kernels)
+            .field("cost", &self.cost)
+            .field("extraction", &self.extraction)
+            .field("rewrites", &self.rewrites)
+            .field(
+                "egraph",
+                &format_args!(
+                    "TensorGraph({} e-nodes, {} e-classes)",
+                    self.egraph.total_number_of_nodes(),
+                    self.egraph.number_of_classes()
+                ),
+            )
+            .field("roots", &self.roots)
+            .field("classes", &self.classes)
+            .field("model", &self.model)
+            .finish()
     }
 }

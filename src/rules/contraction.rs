@@ -27,7 +27,7 @@
 //!   and `y = reshape(x)` for a reshape round trip): moving a cast past such a movement adds
 //!   `cast(M(M(…M(x))))` forever, each `M(…)` a new class (a Cast to bf16 feeding a Cumulative
 //!   grew the e-graph to its node limit before any kernel was added). So no rule fires on a
-//!   movement op that is on a cycle through the cast's class ([`off_cycle`]); the value it would
+//!   movement op that is on a cycle through the cast's class (`off_cycle`); the value it would
 //!   add is already in the class.
 //!
 //! [`contraction_of`] is the analysis helper behind `--explain`: the two operand classes under
@@ -140,10 +140,13 @@ pub struct ContractionOperand {
 /// A contraction found by [`contraction_of`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Contraction {
+    /// Accumulator dtype.
     pub acc: DType,
     /// Reduced axes of the product's index space.
     pub axes: Vec<usize>,
+    /// The two operands.
     pub operands: [ContractionOperand; 2],
+    /// What kind of contraction.
     pub kind: ContractionKind,
 }
 

@@ -43,19 +43,18 @@ pub type Legality =
 /// Limits of kernel growth.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FusionLimits {
-    /// Largest body, in ops (attribute leaves and placeholders not counted). 160 covers a fused
-    /// LayerNorm or softmax-with-mask with room; bigger bodies only come from long elementwise
-    /// chains, where splitting costs one extra round trip.
+    /// Largest body, in ops (attribute leaves and placeholders not counted); default 64, which
+    /// covers a fused LayerNorm or softmax-with-mask with room; bigger bodies only come from long
+    /// elementwise chains, where splitting costs one extra round trip.
     pub max_body_ops: usize,
-    /// Most reductions in one body. 4 is attention's first region (the QK contraction, the
+    /// Most reductions in one body; default 4, which is attention's first region (the QK contraction, the
     /// softmax max and sum) plus its second contraction, and leaves LayerNorm (2) room for a
     /// following contraction; it stops growth from reaching back through a whole transformer
     /// layer, which is never one region and made the phase quadratic in the body size.
     pub max_reduces: usize,
-    /// Most computing ops one seed's breadth-first growth absorbs (movement and casts, which
-    /// fold into reads, are always absorbed); each absorption is a kernel and a legality check.
-    /// Growth
-    /// near the seed gives the fine-grained choices (movement folded into reads, an epilogue
+    /// Most computing ops one seed's breadth-first growth absorbs (default 24; movement and
+    /// casts, which fold into reads, are always absorbed); each absorption is a kernel and a
+    /// legality check. Growth near the seed gives the fine-grained choices (movement folded into reads, an epilogue
     /// kept or not); larger fusions are composed from producers' kernels by the maximal growth.
     /// Without it the phase did ~60 checks per op on a transformer layer.
     pub max_prefixes: usize,

@@ -1,8 +1,19 @@
 //! Rewrite rules, one file per theme (`DESIGN.md` item 4), and the phase runner. Built on `ir` only.
 //!
-//! A *rule set* is a plain `Vec<Rewrite<TensorLang, IndexBook>>`: library users extend it with their
-//! own rules and hand it to [`run_phase`], which runs egg's [`Runner`] under an explicit [`Budget`]
-//! and reports what happened as [`PhaseStats`]. [`all_phases`] lists the built-in phases in order.
+//! A *rule set* is a plain `Vec<Rewrite<TensorLang, IndexBook>>` ([`Rule`]). Library users add
+//! their own rules to the real pipeline with
+//! [`OptimizeOptions::with_rule`](crate::optimize::OptimizeOptions::with_rule) /
+//! [`with_phase`](crate::optimize::OptimizeOptions::with_phase), or run a rule set by itself with
+//! [`try_run_phase`] / [`run_phase`], which run egg's [`Runner`] under an explicit [`Budget`]
+//! and report what happened as [`PhaseStats`]. [`all_phases`] lists the built-in phases in order.
+//!
+//! The rule author's kit: the pattern vocabulary is [`TensorLang`]'s rustdoc (every node with
+//! its operands and attribute leaves); [`cond`] has the side conditions (`shape_is`,
+//! `dtype_is`, `same_shape`, `is_float`, …); [`helpers`] builds well-typed nodes in custom
+//! appliers; [`testing`] checks soundness on random inputs. A rule that builds an ill-typed
+//! e-node or equates values of different dtype or shape is a [`RuleError`] naming it (codes
+//! E1500–E1503, table in [`RuleError`]'s module), never a panic, when run by [`try_run_phase`]
+//! (which `optimize` uses).
 //!
 //! Conventions every rule file follows: `rw!("kebab-name"; …)` with a one-line math comment;
 //! conditions and appliers read facts from the IndexBook analysis (never rely on a node being
@@ -13,16 +24,19 @@
 //! Phases: `subst`, `movement`, `rbssa`, `srnf`, `contraction`, `epilogue` ([`all_phases`]) and `kernels`
 //! ([`fusion`], which takes the legality oracle of the pipeline).
 
+mod check;
+pub mod cond;
 pub mod contraction;
 pub mod epilogue;
 pub mod fusion;
-mod helpers;
+pub mod helpers;
 pub mod movement;
 pub mod rbssa;
 pub mod srnf;
 pub mod subst;
-#[doc(hidden)]
 pub mod testing;
+
+pub use check::{try_run_phase, RuleError};
 
 use crate::ir::egraph::{Attr, IndexBook, TensorFacts, TensorGraph, TensorLang};
 use egg::{Id, Rewrite, Runner, StopReason};
@@ -34,6 +48,11 @@ use std::time::{Duration, Instant};
 pub type Rule = Rewrite<TensorLang, IndexBook>;
 
 /// Limits of one phase: egg's runner stops at whichever it hits first.
+///
+/// ```
+/// let b = dlc_egg::rules::Budget::default();
+/// assert_eq!((b.iter_limit, b.node_limit), (32, 100_000));
+/// ```
 ///
 /// Defaults and why:
 /// - `iter_limit = 32`: movement chains in lowered graphs are a handful of ops long and every
@@ -47,8 +66,11 @@ pub type Rule = Rewrite<TensorLang, IndexBook>;
 ///   require that built-in phases stop by saturation (`stop_reason == "Saturated"`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Budget {
+    /// Runner iterations.
     pub iter_limit: usize,
+    /// E-nodes.
     pub node_limit: usize,
+    /// Wall-clock time.
     pub time_limit: Duration,
 }
 
@@ -81,6 +103,7 @@ impl Budget {
 /// egg is built with its `deterministic` feature, so two runs on the same input give equal stats.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PhaseStats {
+    /// The phase's name.
     pub name: String,
     /// Runner iterations (the last one found nothing new when the phase saturated).
     pub iterations: usize,
@@ -88,6 +111,7 @@ pub struct PhaseStats {
     pub egraph_nodes_before: usize,
     /// E-nodes and e-classes after the phase.
     pub egraph_nodes: usize,
+    /// E-classes after the phase.
     pub egraph_classes: usize,
     /// `Saturated`, `IterationLimit(n)`, `NodeLimit(n)`, `TimeLimit(s)` or `Other(..)`.
     pub stop_reason: String,
@@ -123,11 +147,27 @@ fn stop_text(r: Option<&StopReason>) -> String {
 
 /// Runs `rules` on `egraph` under `budget` (egg's default backoff scheduler, which keeps a rule
 /// that matches explosively from starving the others). Returns the rebuilt e-graph and the stats.
+///
+/// # Panics
+/// When a rule builds an ill-typed e-node or unions e-classes of different dtype or shape (a
+/// bug in the rule set). [`try_run_phase`] reports that as a [`RuleError`] naming the rule;
+/// [`crate::optimize::optimize`] runs every phase that way.
 pub fn run_phase(
     egraph: TensorGraph,
     name: &str,
     rules: &[Rule],
     budget: &Budget,
+) -> (TensorGraph, PhaseStats) {
+    run_phase_with(egraph, name, rules, budget, || false)
+}
+
+/// [`run_phase`], stopping before an iteration when `stop()` says so.
+fn run_phase_with(
+    egraph: TensorGraph,
+    name: &str,
+    rules: &[Rule],
+    budget: &Budget,
+    stop: impl Fn() -> bool + 'static,
 ) -> (TensorGraph, PhaseStats) {
     let start = Instant::now();
     let before = egraph.total_number_of_nodes();
@@ -136,6 +176,13 @@ pub fn run_phase(
         .with_iter_limit(budget.iter_limit)
         .with_node_limit(budget.node_limit)
         .with_time_limit(budget.time_limit)
+        .with_hook(move |_| {
+            if stop() {
+                Err("a rule built an ill-typed e-node".into())
+            } else {
+                Ok(())
+            }
+        })
         .run(rules);
     let mut applied: BTreeMap<String, usize> = BTreeMap::new();
     for it in &runner.iterations {
@@ -163,6 +210,11 @@ pub fn run_phase(
 /// The built-in rewrite phases, in pipeline order (the kernels phase, [`fusion::rules`], runs
 /// after them with the pipeline's legality oracle): every rule exact for all values, infinities
 /// and NaN included ([`all_phases_with`] `(false)`).
+///
+/// ```
+/// let names: Vec<&str> = dlc_egg::rules::all_phases().iter().map(|(n, _)| *n).collect();
+/// assert_eq!(names, ["movement", "rbssa", "srnf", "contraction", "epilogue"]);
+/// ```
 pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
     all_phases_with(false)
 }

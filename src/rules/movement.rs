@@ -24,6 +24,7 @@
 //! - A size is "one" only when its `Dim` is the constant 1; a symbolic size may be 1 at run time
 //!   but is treated as possibly larger, so rules that reorder axes keep its relative position.
 
+use super::cond::{dtype_is, identity_perm, no_axes, same_axes, shape_is};
 use super::helpers::{union_same_facts, var, when};
 use super::{attr, tensor, Rule};
 use crate::ir::dtype::DType;
@@ -32,54 +33,6 @@ use egg::{rewrite as rw, Applier, Id, PatternAst, Subst, Symbol, Var};
 
 fn ints(eg: &TensorGraph, s: &Subst, v: Var) -> Option<Vec<usize>> {
     attr(eg, s[v]).and_then(|a| a.as_usizes())
-}
-
-/// `shape(?x) = ?s` (an `Attr::Shape` leaf), by `Dim` equality.
-fn shape_is(x: &str, s: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
-    let (x, s) = (var(x), var(s));
-    when(move |eg, m| match (tensor(eg, m[x]), attr(eg, m[s])) {
-        (Some(f), Some(Attr::Shape(sh))) => f.shape[..] == sh[..],
-        _ => false,
-    })
-}
-
-/// `?p` is the identity permutation of `shape(?x)`'s rank.
-fn identity_perm(x: &str, p: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
-    let (x, p) = (var(x), var(p));
-    when(move |eg, m| match (tensor(eg, m[x]), ints(eg, m, p)) {
-        (Some(f), Some(p)) => {
-            p.len() == f.shape.len() && p.iter().enumerate().all(|(i, v)| i == *v)
-        }
-        _ => false,
-    })
-}
-
-/// `?a` and `?b` list the same set of axes.
-fn same_axes(a: &str, b: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
-    let (a, b) = (var(a), var(b));
-    when(move |eg, m| match (ints(eg, m, a), ints(eg, m, b)) {
-        (Some(mut a), Some(mut b)) => {
-            a.sort_unstable();
-            b.sort_unstable();
-            a == b
-        }
-        _ => false,
-    })
-}
-
-/// `?a` is an empty axis list.
-fn no_axes(a: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
-    let a = var(a);
-    when(move |eg, m| ints(eg, m, a).is_some_and(|v| v.is_empty()))
-}
-
-/// `dtype(?x) = ?d`.
-fn dtype_is(x: &str, d: &str) -> impl Fn(&mut TensorGraph, Id, &Subst) -> bool {
-    let (x, d) = (var(x), var(d));
-    when(move |eg, m| match (tensor(eg, m[x]), attr(eg, m[d])) {
-        (Some(f), Some(Attr::DType(d))) => f.dtype == *d,
-        _ => false,
-    })
 }
 
 /// Every value of dtype `narrow` is exactly representable in `wide`, and casting it back gives

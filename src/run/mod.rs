@@ -24,7 +24,7 @@
 //! | E0316 | OutputMismatch | internal: an output's dtype or shape is not the declared one |
 //! | E0400 | DeviceUnavailable | `--device cuda` without a usable GPU, driver or NVRTC |
 //!
-//! `--device cuda` (E0400–E0403) lives in [`cuda`].
+//! `--device cuda` (E0400–E0403) lives in `run/cuda.rs`.
 
 // A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
 // returned only on cold failure paths, so boxing it would only add noise.
@@ -128,6 +128,18 @@ pub struct Failure {
     /// True for compiler bugs (a broken invariant), false for problems in the user's input.
     pub internal: bool,
 }
+
+impl std::fmt::Display for Failure {
+    /// The diagnostics in their text form; a compiler bug says so first.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.internal {
+            f.write_str("internal error (a compiler bug): ")?;
+        }
+        write!(f, "{}", self.diagnostics)
+    }
+}
+
+impl std::error::Error for Failure {}
 
 impl Failure {
     /// A problem in the user's input.

@@ -54,10 +54,13 @@ pub fn loaded_graph_hash(graph: &Graph) -> String {
 /// One cache entry.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CachedPlan {
+    /// The cache entry's format version.
     pub format: u32,
+    /// The cache key.
     pub key: String,
     /// The cluster's key and readable description.
     pub cluster: String,
+    /// The cluster's ranges, as text.
     pub cluster_ranges: String,
     /// `T -> (d, T_d)` for every specialized symbol.
     pub factors: BTreeMap<String, Factor>,
@@ -92,7 +95,9 @@ impl CachedPlan {
 /// Whether a lookup found its entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CacheOutcome {
+    /// Found in the cache (key).
     Hit(String),
+    /// Not found: optimized and stored (key).
     Miss(String),
 }
 
@@ -108,8 +113,11 @@ impl std::fmt::Display for CacheOutcome {
 /// The result of [`PlanCache::compile`].
 #[derive(Clone, Debug)]
 pub struct Compiled {
+    /// The cached plan.
     pub plan: Arc<CachedPlan>,
+    /// Hit or miss.
     pub outcome: CacheOutcome,
+    /// The cluster of the binding.
     pub cluster: ShapeCluster,
     /// The binding of the specialized program's symbols (`T_d = T / d`).
     pub bindings: BTreeMap<String, i64>,
@@ -135,7 +143,17 @@ fn variant(opts: &OptimizeOptions) -> String {
     } else {
         ".no_compute_at"
     };
-    format!("{fm}.{ex}{ca}")
+    // A library user's rules, phases, pricer or extractor change the result too.
+    let ext = opts.extensions.key();
+    let ext = if ext.is_empty() {
+        String::new()
+    } else {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        ext.hash(&mut h);
+        format!(".ext{:016x}", h.finish())
+    };
+    format!("{fm}.{ex}{ca}{ext}")
 }
 
 impl PlanCache {

@@ -34,6 +34,7 @@ pub enum Bucket {
 /// The class of one symbol's value: magnitude bucket and divisibility.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SymbolClass {
+    /// The size bucket.
     pub bucket: Bucket,
     /// Largest power of two `<= MAX_DIVISOR` dividing every value of the class.
     pub divisor: i64,
@@ -103,6 +104,7 @@ impl SymbolClass {
 /// files never depend on hash-map order).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct ShapeCluster {
+    /// The class of every symbol.
     pub classes: BTreeMap<String, SymbolClass>,
 }
 

@@ -45,27 +45,63 @@ use crate::run::Failure;
 /// Why clustering, specialization or the plan cache failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ShapeError {
+    /// A `--shape-set` argument is malformed.
     #[error("`{raw}`: {why}")]
-    ShapeSetSyntax { raw: String, why: String },
+    ShapeSetSyntax {
+        /// The argument.
+        raw: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A `--shape-set` symbol is not in the graph.
     #[error("symbol `{symbol}` is not used by any tensor of the graph")]
-    UnknownSymbol { symbol: String, known: Vec<String> },
+    UnknownSymbol {
+        /// The symbol.
+        symbol: String,
+        /// The graph's symbols.
+        known: Vec<String>,
+    },
+    /// A negative size.
     #[error("symbol `{symbol}` is a size and cannot be {value}")]
-    NegativeSize { symbol: String, value: i64 },
+    NegativeSize {
+        /// The symbol.
+        symbol: String,
+        /// Its value.
+        value: i64,
+    },
+    /// A value outside its cluster's divisibility class.
     #[error(
         "symbol `{symbol}` = {value} is not a multiple of {divisor}, which cluster {cluster} needs"
     )]
     NotMultiple {
+        /// The symbol.
         symbol: String,
+        /// Its value.
         value: i64,
+        /// The divisor the cluster needs.
         divisor: i64,
+        /// The cluster.
         cluster: String,
     },
+    /// The plan cache cannot be written.
     #[error("cannot write the plan cache entry `{path}`: {why}")]
-    CacheWrite { path: String, why: String },
+    CacheWrite {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        why: String,
+    },
+    /// The specialized graph does not lower.
     #[error("the specialized graph does not lower: {0}")]
     Lower(String),
+    /// The optimizer failed on a cluster.
     #[error("the optimizer failed on cluster {cluster}: {why}")]
-    Optimize { cluster: String, why: String },
+    Optimize {
+        /// The cluster.
+        cluster: String,
+        /// The optimizer's error.
+        why: String,
+    },
 }
 
 impl ShapeError {

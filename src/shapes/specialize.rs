@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `T = divisor * symbol`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Factor {
+    /// The divisor.
     pub divisor: i64,
     /// The new symbol (`T_8`).
     pub symbol: String,
@@ -29,6 +30,7 @@ pub struct Factor {
 /// How a graph is specialized to a cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Specialization {
+    /// The cluster.
     pub cluster: ShapeCluster,
     /// Per clustered symbol with a divisor > 1, its factorization (sorted by symbol).
     pub factors: BTreeMap<String, Factor>,

@@ -10,7 +10,7 @@
 //! *score* `s` contains exactly one reduce, `sum_k(a·b)` over an axis `k` that is no iter (the
 //! *head* axis, of constant extent), and that reduce is a let of its own; everything else in `s`
 //! (the scale, the mask, a bias) is the *score epilogue*, computed per element by the region's
-//! own expressions through the [`Emitter`]. Of the operands, the query side `a` does not mention
+//! own expressions through the `Emitter`. Of the operands, the query side `a` does not mention
 //! `n` and the key side `b` mentions `n`; the iters other than `n` that `b` does not mention must
 //! be exactly one, the *query* axis `m`, the rest are *batch* axes (read by the key side).
 //!

@@ -7,12 +7,12 @@
 //! run: `[outer][BK]` when the operand walks `K` fastest (row-major `A[m, k]`, `Bᵀ[n, k]`),
 //! else `[BK][outer]` (`B[k, n]`, `Aᵀ[k, m]`), rows back to back without padding
 //! (`stages · BK · (BM + BN) · 2` bytes in all, the plan space's estimate for 2-byte operands).
-//! The 16-byte chunks of each row are XOR-swizzled by the row index ([`smem`]: `c ^ (r % 8)`
+//! The 16-byte chunks of each row are XOR-swizzled by the row index (`smem`: `c ^ (r % 8)`
 //! for 128-byte rows, `c ^ ((r / 2) % 4)` for 64-byte rows, …), so the eight rows of an
 //! `ldmatrix` phase, a quarter-warp of `cp.async` copies and a warp of 4-byte stores each hit
-//! distinct banks; every writer and reader addresses the tile through [`smem::Tile::place`]
-//! (the swizzled column), with coordinates from [`smem::Tile::run`] and
-//! [`smem::ldmatrix_lane`]. An operand that is a plain read of an fp16/bf16 input whose rows
+//! distinct banks; every writer and reader addresses the tile through `smem::Tile::place`
+//! (the swizzled column), with coordinates from `smem::Tile::run` and
+//! `smem::ldmatrix_lane`. An operand that is a plain read of an fp16/bf16 input whose rows
 //! are contiguous and 16-byte aligned in 8-element chunks (provable from the sizes with
 //! `Dim::div_exact`, symbolic ones included: a ShapeSet specialization's `8*T_8`) is copied
 //! with `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a
@@ -172,7 +172,7 @@ pub enum Staging {
     CpAsync,
     /// Element-wise loads with the operand's prologue, converted and stored through registers.
     Registers,
-    /// A convolution's im2col gather ([`conv`]): row bases, validity and guard parts hoisted
+    /// A convolution's im2col gather (`conv`): row bases, validity and guard parts hoisted
     /// out of the `K` loop, per element a predicated 2-byte load packed through registers.
     Gather,
 }

@@ -1,4 +1,4 @@
-//! Kernel templates: a region and its plan → one GPU IR [`Kernel`].
+//! Kernel templates: a region and its plan → one GPU IR [`Kernel`](crate::codegen::gpu::Kernel).
 //!
 //! | template | when | skeleton |
 //! | --- | --- | --- |

@@ -11,22 +11,46 @@ use thiserror::Error;
 pub enum ValidationError {
     /// The choice vector does not have one entry per class.
     #[error("the extraction has {got} class entries, the problem {expected}")]
-    WrongLength { got: usize, expected: usize },
+    WrongLength {
+        /// Entries given.
+        got: usize,
+        /// Classes of the problem.
+        expected: usize,
+    },
     /// A root class has no chosen node.
     #[error("root e-class `{class}` has no chosen e-node")]
-    MissingRoot { class: String },
+    MissingRoot {
+        /// The root class.
+        class: String,
+    },
     /// A chosen node's child class has no chosen node.
     #[error("e-node `{node}` needs e-class `{child}`, which has no chosen e-node")]
-    MissingChild { node: String, child: String },
+    MissingChild {
+        /// The chosen node.
+        node: String,
+        /// Its child class without a choice.
+        child: String,
+    },
     /// A chosen node is not a node of the class it is chosen for (or not a node at all).
     #[error("e-class `{class}` is given node index {node}, which is not one of its e-nodes")]
-    WrongClass { class: String, node: u32 },
+    WrongClass {
+        /// The class.
+        class: String,
+        /// The node index chosen for it.
+        node: u32,
+    },
     /// A chosen node has infinite cost.
     #[error("e-node `{node}` is chosen but has infinite cost")]
-    InfiniteCost { node: String },
+    InfiniteCost {
+        /// The node.
+        node: String,
+    },
     /// The chosen nodes form a cycle through `class`.
     #[error("the chosen e-nodes form a cycle through e-class `{class}`")]
-    Cycle { class: String },
+    Cycle {
+        /// A class on the cycle.
+        class: String,
+    },
 }
 
 /// Checks that `e` is a valid extraction of `p`: every root, and every child class of a chosen

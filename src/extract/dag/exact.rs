@@ -1,7 +1,7 @@
 //! The exact extractor: an integer linear program, solved with `microlp` (pure Rust: branch and
 //! bound over a sparse simplex; no system solver library), with lazy cycle cuts.
 //!
-//! Model, over the classes reachable from the roots through the nodes [`super::reduce`] keeps
+//! Model, over the classes reachable from the roots through the nodes `reduce` keeps
 //! (live, not dominated — some optimum uses only those), one binary `x_n` per kept node:
 //!
 //! - minimize `Σ cost(n) · x_n`;
@@ -21,7 +21,7 @@
 use super::fast::FastExtractor;
 use super::reduce::Reduced;
 use super::{
-    dag_cost, ExtractError, ExtractOptions, Extraction, Extractor, NodeIx, Problem, Status,
+    dag_cost, DagExtractor, ExtractError, ExtractOptions, Extraction, NodeIx, Problem, Status,
 };
 use microlp::{ComparisonOp, OptimizationDirection, SolveOptions, TerminationReason, Variable};
 use std::time::{Duration, Instant};
@@ -45,7 +45,7 @@ impl Default for ExactExtractor {
     }
 }
 
-impl Extractor for ExactExtractor {
+impl DagExtractor for ExactExtractor {
     fn name(&self) -> &str {
         "exact"
     }

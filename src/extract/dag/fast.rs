@@ -9,7 +9,7 @@
 //! with one evaluation per node; and because a node only uses final classes, the choices are
 //! acyclic by construction. A candidate whose children's union contains its own class is skipped.
 //!
-//! **Phase 2 ([`super::improve`]).** Re-choose one class's node when that lowers the DAG cost of
+//! **Phase 2 (`improve`).** Re-choose one class's node when that lowers the DAG cost of
 //! the whole extraction given every other choice; repeat to a fixpoint (or the work budget),
 //! keeping the choices acyclic.
 //!
@@ -25,7 +25,7 @@
 
 use super::improve::Improver;
 use super::reduce::Reduced;
-use super::{ExtractError, ExtractOptions, Extraction, Extractor, Problem, Status};
+use super::{DagExtractor, ExtractError, ExtractOptions, Extraction, Problem, Status};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -48,7 +48,7 @@ impl Default for FastExtractor {
     }
 }
 
-impl Extractor for FastExtractor {
+impl DagExtractor for FastExtractor {
     fn name(&self) -> &str {
         "fast"
     }

@@ -5,7 +5,7 @@
 //! - [`problem`]: the [`Problem`] (classes, nodes with child classes and costs, roots), built from
 //!   any `egraph-serialize` document.
 //! - [`cost`]: [`tree_cost`], [`dag_cost`] and the validator [`validate`].
-//! - [`Extractor`]: the trait both extractors implement. [`FastExtractor`] (greedy DAG fixpoint +
+//! - [`DagExtractor`]: the trait both extractors implement. [`FastExtractor`] (greedy DAG fixpoint +
 //!   local improvement, for large e-graphs) and [`ExactExtractor`] (integer linear program with
 //!   lazy cycle cuts, through the pure-Rust `microlp` solver; the yardstick on small and medium
 //!   e-graphs).
@@ -118,17 +118,24 @@ pub enum ExtractError {
     /// A root class has no finite acyclic term: every node of it needs an unusable node or a
     /// cycle.
     #[error("root e-class `{root}` has no finite acyclic term (every e-node of it needs an infinite-cost e-node or a cycle)")]
-    NoFiniteSolution { root: String },
+    NoFiniteSolution {
+        /// The root class.
+        root: String,
+    },
     /// The time limit passed before any valid solution was found.
     #[error("the time limit ({seconds} s) passed before any valid extraction was found")]
-    Timeout { seconds: f64 },
+    Timeout {
+        /// The limit.
+        seconds: f64,
+    },
     /// The ILP solver failed (numerical trouble) and no valid solution was at hand.
     #[error("the ILP solver failed: {0}")]
     Solver(String),
 }
 
-/// An extractor: a problem in, a valid extraction (or why not) out.
-pub trait Extractor {
+/// An extractor: a problem in, a valid extraction (or why not) out. (Not egg's
+/// `egg::Extractor`, which extracts trees by a local cost function.)
+pub trait DagExtractor {
     /// A short name (`fast`, `exact`).
     fn name(&self) -> &str;
     /// Extracts. An `Ok` result is valid in the sense of [`validate`].
@@ -136,7 +143,13 @@ pub trait Extractor {
 }
 
 /// The extractor called `name` (`fast` or `exact`) with default settings.
-pub fn by_name(name: &str) -> Option<Box<dyn Extractor>> {
+///
+/// ```
+/// use dlc_egg::extract::dag::by_name;
+/// assert_eq!(by_name("exact").map(|e| e.name().to_string()).as_deref(), Some("exact"));
+/// assert!(by_name("greedy").is_none());
+/// ```
+pub fn by_name(name: &str) -> Option<Box<dyn DagExtractor>> {
     match name {
         "fast" => Some(Box::new(FastExtractor::default())),
         "exact" => Some(Box::new(ExactExtractor::default())),

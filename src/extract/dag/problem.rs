@@ -69,7 +69,9 @@ impl Node {
 /// An e-class: its id in the source document and its nodes (in the order they were added).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Class {
+    /// Its id in the source document.
     pub name: String,
+    /// Its nodes, in the order they were added.
     pub nodes: Vec<NodeIx>,
 }
 
@@ -78,19 +80,37 @@ pub struct Class {
 pub enum ProblemError {
     /// A node's child names a node id that is not in the document.
     #[error("node `{node}` has child `{child}`, which is not a node of the e-graph")]
-    UnknownChild { node: String, child: String },
+    UnknownChild {
+        /// The node.
+        node: String,
+        /// The unknown child id.
+        child: String,
+    },
     /// A root names a class no node belongs to.
     #[error("root e-class `{class}` has no e-node")]
-    UnknownRoot { class: String },
+    UnknownRoot {
+        /// The root class.
+        class: String,
+    },
     /// The document has no root class, so there is nothing to extract.
     #[error("the e-graph has no root e-class (`root_eclasses` is empty)")]
     NoRoots,
     /// A cost that is negative or NaN.
     #[error("node `{node}` has cost {cost}; costs must be ≥ 0 (or +∞ for unusable nodes)")]
-    InvalidCost { node: String, cost: f64 },
+    InvalidCost {
+        /// The node.
+        node: String,
+        /// Its cost.
+        cost: f64,
+    },
     /// A class or node index outside the problem (builder use only).
     #[error("index {index} is not a class of the problem ({classes} classes)")]
-    BadClassIndex { index: u32, classes: usize },
+    BadClassIndex {
+        /// The index given.
+        index: u32,
+        /// Classes of the problem.
+        classes: usize,
+    },
     /// More classes or nodes than fit a `u32` index.
     #[error("the e-graph is too large: more than {0} classes or nodes")]
     TooLarge(u32),

@@ -22,6 +22,7 @@ use std::sync::Arc;
 pub enum Attr {
     /// A tensor name (INPUT).
     Name(String),
+    /// A dtype (CAST target, INPUT dtype, CONST dtype).
     DType(DType),
     /// A scalar: CONST value, PAD value, or an immediate operand of an elementwise op.
     /// Compared by bits: `0.0` and `-0.0` are distinct leaves.
@@ -30,8 +31,11 @@ pub enum Attr {
     Shape(Arc<[Dim]>),
     /// Permutation, axes, steps.
     Ints(Vec<i64>),
+    /// PAD amounts, `(before, after)` per axis.
     Pads(Vec<(i64, i64)>),
+    /// A reduction op (`sum`, `max`, `min`, `prod`).
     Op(ReduceOp),
+    /// An affine index map (VIEW).
     Map(Vec<AffineIndex>),
     /// The access map of a `read` node.
     Access(AccessMap),
@@ -42,10 +46,12 @@ pub enum Attr {
 }
 
 impl Attr {
+    /// A number leaf.
     pub fn num(v: f64) -> Attr {
         Attr::Num(Num(v))
     }
 
+    /// An integer-list leaf.
     pub fn usizes(v: &[usize]) -> Attr {
         Attr::Ints(v.iter().map(|x| *x as i64).collect())
     }

@@ -18,31 +18,106 @@ use egg::{Analysis, DidMerge, EGraph, Id};
 /// Facts of a tensor-valued e-class.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorFacts {
+    /// Element type.
     pub dtype: DType,
+    /// Shape (symbolic sizes allowed).
     pub shape: Shape,
 }
 
 /// Facts of an e-class.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Facts {
+    /// An attribute leaf: its value.
     Attr(Attr),
+    /// A tensor: its dtype and shape.
     Tensor(TensorFacts),
+    /// An ill-typed e-node that a rewrite rule built while the phase runner checks rules
+    /// ([`crate::rules::try_run_phase`]): why Tiny IR's typing rules reject it. The runner stops
+    /// the phase and reports the rule ([`crate::rules::RuleError`]); no other code sees it.
+    Invalid(String),
 }
 
 impl Facts {
+    /// The attribute of an attribute class.
     pub fn attr(&self) -> Option<&Attr> {
         match self {
             Facts::Attr(a) => Some(a),
-            Facts::Tensor(_) => None,
+            _ => None,
         }
     }
 
+    /// The dtype and shape of a tensor class.
     pub fn tensor(&self) -> Option<&TensorFacts> {
         match self {
             Facts::Tensor(t) => Some(t),
-            Facts::Attr(_) => None,
+            _ => None,
         }
     }
+}
+
+/// What a rewrite did wrong, found by the analysis while a checked phase runs
+/// ([`crate::rules::try_run_phase`] turns it into a [`crate::rules::RuleError`] naming the rule).
+#[derive(Clone, Debug, PartialEq)]
+pub enum FactError {
+    /// A new e-node Tiny IR's typing rules reject.
+    IllTyped {
+        /// The e-node, printed.
+        node: String,
+        /// Why it is ill-typed.
+        why: String,
+    },
+    /// A union of two e-classes with different facts (dtype or shape): an unsound rewrite.
+    Conflict {
+        /// The facts of the two classes, printed.
+        left: String,
+        /// See `left`.
+        right: String,
+    },
+}
+
+thread_local! {
+    /// `Some` while a checked phase runs on this thread: the analysis records ill-typed nodes
+    /// and conflicting merges here instead of panicking. egg runs rules on the calling thread.
+    static FACT_ERRORS: std::cell::RefCell<Option<Vec<FactError>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Starts recording [`FactError`]s on this thread (instead of panicking); returns whether
+/// recording was already on (nested checked phases keep the outer recording).
+pub fn record_fact_errors() -> bool {
+    FACT_ERRORS.with(|e| {
+        let mut e = e.borrow_mut();
+        let was = e.is_some();
+        if !was {
+            *e = Some(Vec::new());
+        }
+        was
+    })
+}
+
+/// Number of [`FactError`]s recorded so far on this thread.
+pub fn fact_error_count() -> usize {
+    FACT_ERRORS.with(|e| e.borrow().as_ref().map_or(0, Vec::len))
+}
+
+/// The [`FactError`]s recorded so far on this thread (recording stays on).
+pub fn fact_errors() -> Vec<FactError> {
+    FACT_ERRORS.with(|e| e.borrow().clone().unwrap_or_default())
+}
+
+/// Stops recording and returns what was recorded (empty when recording was off).
+pub fn take_fact_errors() -> Vec<FactError> {
+    FACT_ERRORS.with(|e| e.borrow_mut().take().unwrap_or_default())
+}
+
+/// Records `e` when recording is on; returns false when it is off (the caller panics).
+fn record(e: FactError) -> bool {
+    FACT_ERRORS.with(|slot| match slot.borrow_mut().as_mut() {
+        Some(v) => {
+            v.push(e);
+            true
+        }
+        None => false,
+    })
 }
 
 /// The IndexBook analysis.
@@ -55,7 +130,9 @@ pub type TensorGraph = EGraph<TensorLang, IndexBook>;
 /// An operand of a Tiny node seen from an e-node: a tensor class or an immediate number.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Operand {
+    /// A tensor e-class.
     Tensor(Id),
+    /// An immediate number.
     Imm(f64),
 }
 
@@ -63,9 +140,13 @@ pub enum Operand {
 /// through `attr`). The declared dtype/shape matter only for ops whose result is an argument.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TinyParts {
+    /// The Tiny op.
     pub uop: UOp,
+    /// Its operands.
     pub operands: Vec<Operand>,
+    /// Result dtype.
     pub dtype: DType,
+    /// Result shape.
     pub shape: Shape,
 }
 
@@ -335,7 +416,8 @@ pub fn infer_facts(
 impl Analysis<TensorLang> for IndexBook {
     type Data = Facts;
 
-    /// Panics on an ill-typed e-node: only a buggy rewrite can build one.
+    /// An ill-typed e-node (only a buggy rewrite can build one) is [`Facts::Invalid`] while a
+    /// checked phase records errors ([`record_fact_errors`]); outside one it panics.
     fn make(egraph: &mut TensorGraph, enode: &TensorLang, _id: Id) -> Facts {
         if let TensorLang::Attr(a) = enode {
             return Facts::Attr(a.clone());
@@ -361,18 +443,44 @@ impl Analysis<TensorLang> for IndexBook {
         };
         match facts {
             Ok(f) => Facts::Tensor(f),
-            Err(e) => panic!(
-                "ill-typed e-node `{enode}` (a rewrite built a node Tiny IR's rules reject): {e}"
-            ),
+            Err(e) => {
+                let err = FactError::IllTyped {
+                    node: enode.to_string(),
+                    why: e.clone(),
+                };
+                if !record(err) {
+                    panic!(
+                        "ill-typed e-node `{enode}` (a rewrite built a node Tiny IR's rules reject): {e}"
+                    );
+                }
+                Facts::Invalid(e)
+            }
         }
     }
 
-    /// Equal e-classes have equal facts; anything else is an unsound rewrite.
+    /// Equal e-classes have equal facts; anything else is an unsound rewrite (recorded while a
+    /// checked phase runs, a panic otherwise).
     fn merge(&mut self, a: &mut Facts, b: Facts) -> DidMerge {
-        assert_eq!(
-            *a, b,
-            "merging e-classes with different IndexBook facts (an unsound rewrite)"
-        );
+        if *a != b {
+            let err = FactError::Conflict {
+                left: fmt_facts(a),
+                right: fmt_facts(&b),
+            };
+            if !record(err) {
+                panic!(
+                    "merging e-classes with different IndexBook facts (an unsound rewrite): {a:?} vs {b:?}"
+                );
+            }
+        }
         DidMerge(false, false)
+    }
+}
+
+/// Facts as text for diagnostics: `f16[4, 8]`, `attr 3`, `invalid (...)`.
+pub fn fmt_facts(f: &Facts) -> String {
+    match f {
+        Facts::Tensor(t) => format!("{}{}", t.dtype, crate::ir::dim::fmt_shape(&t.shape)),
+        Facts::Attr(a) => format!("attribute {a}"),
+        Facts::Invalid(why) => format!("ill-typed ({why})"),
     }
 }

@@ -10,7 +10,40 @@ use crate::ir::tiny::{BinaryOp, UnaryOp};
 use egg::{define_language, Id};
 
 define_language! {
-    /// Tiny IR as an egg language.
+    /// Tiny IR as an egg language: the **pattern vocabulary** of rewrite rules.
+    ///
+    /// A pattern is an s-expression `(op child…)` over these nodes; `?x` binds any e-class.
+    /// Tensor operands come first, attribute leaves ([`Attr`], written in their text form)
+    /// after them — except `reduce`, which reads like seed 001 §6.3. Every node is typed by Tiny
+    /// IR's rules (`docs/tiny-ir.md`); a rule that builds an ill-typed node or equates values of
+    /// different dtype or shape is reported by the phase runner (`rules::RuleError`).
+    ///
+    /// | node | operands and attribute leaves | meaning |
+    /// | --- | --- | --- |
+    /// | `(input @name dtype shape)` | name `@X`, dtype `fp16`, shape `[T,64]` | a signature input |
+    /// | `(const value dtype)` | number `0.5`, dtype | a scalar constant (rank 0) |
+    /// | `(range shape)` | shape `[n]` | `0, 1, …, n-1` (i32) |
+    /// | `(reshape x shape)` | tensor, shape | row-major reshape |
+    /// | `(permute x #perm)` | tensor, ints `#[1,0]` | transpose |
+    /// | `(expand x shape)` | tensor, shape | broadcast size-1 axes |
+    /// | `(pad x pads value)` | tensor, pads `pad[0:0,1:1]`, number | pad with a constant |
+    /// | `(shrink x lo hi #step)` | tensor, shape, shape, ints | strided slice `[lo, hi)` |
+    /// | `(flip x #axes)` | tensor, ints | reverse axes |
+    /// | `(view x shape map)` | tensor, shape, map `map[i0,2*i1]` | affine view (built by rules) |
+    /// | `(neg x)` `(exp2 x)` `(log2 x)` `(sqrt x)` `(rsqrt x)` `(recip x)` `(relu x)` `(abs x)` `(erf x)` | tensor | unary elementwise |
+    /// | `(add a b)` `(sub a b)` `(mul a b)` `(fdiv a b)` `(idiv a b)` `(max a b)` `(min a b)` `(pow a b)` | tensors of one dtype and shape, or a number leaf `2` as an immediate | binary elementwise |
+    /// | `(cmplt a b)` `(cmple a b)` `(cmpeq a b)` `(cmpne a b)` | as binary | comparison (bool) |
+    /// | `(where c a b)` | bool tensor, tensors | select |
+    /// | `(cast x dtype)` | tensor, dtype | convert (round to nearest even) |
+    /// | `(reduce op #axes acc x)` | `sum`/`max`/`min`/`prod`, ints, accumulator dtype, tensor | reduce axes (kept as size 1) |
+    /// | `(gather x index #axis)` | tensor, i32 tensor, ints `#[a]` | gather along an axis |
+    /// | `(read x access)` | tensor, access map | RB-SSA read (built by the rbssa rules) |
+    /// | `(kernel {body} in…)` | body leaf, input tensors | a fused kernel (built by the kernels phase) |
+    /// | attribute leaf | see [`Attr`]'s text forms | names, dtypes, numbers, shapes, lists |
+    ///
+    /// Example: `(relu (relu ?x)) => (relu ?x)`, `(cast (cast ?x fp32) fp16)`,
+    /// `(reduce sum ?axes fp32 (mul ?a ?b))`.
+    #[allow(missing_docs)] // the variants are the table above
     pub enum TensorLang {
         // I/O and helpers
         "input" = Input([Id; 3]),     // @name dtype shape

@@ -64,29 +64,38 @@ pub enum Storage {
 /// One entry of `signature.inputs`, defaults filled in.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SigInput {
+    /// The tensor.
     pub tensor: String,
+    /// Data or parameter.
     pub role: Role,
+    /// Whether the program may write it.
     pub mutability: Mutability,
+    /// Argument or constant pool.
     pub storage: Storage,
 }
 
 /// One entry of `signature.outputs`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SigOutput {
+    /// The tensor.
     pub tensor: String,
 }
 
 /// The graph signature: the ABI of the compiled program. Inputs and outputs are not nodes.
 #[derive(Clone, Debug, PartialEq, Default, serde::Serialize)]
 pub struct Signature {
+    /// Inputs, in order.
     pub inputs: Vec<SigInput>,
+    /// Outputs, in order.
     pub outputs: Vec<SigOutput>,
 }
 
 /// Dtype and (symbolic) shape of a tensor.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TensorInfo {
+    /// Element type.
     pub dtype: DType,
+    /// Shape (symbolic sizes allowed).
     pub shape: Shape,
 }
 
@@ -94,22 +103,29 @@ pub struct TensorInfo {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(untagged)]
 pub enum Operand {
+    /// A tensor, by name.
     Tensor(String),
+    /// A scalar constant (it adopts the tensor operands' dtype).
     Scalar(f64),
 }
 
 /// One graph node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
+    /// Its name (unique).
     pub name: String,
+    /// The op with its normalized attributes.
     pub op: Op,
+    /// Operands, in order.
     pub inputs: Vec<Operand>,
+    /// Tensors it produces.
     pub outputs: Vec<String>,
 }
 
 /// A loaded, validated, inferred graph.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Graph {
+    /// Inputs and outputs.
     pub signature: Signature,
     /// Default symbol values from the document's `symbols`.
     pub symbols: BTreeMap<String, i64>,
@@ -130,6 +146,17 @@ impl Graph {
 }
 
 /// Loads `graph.json` text. `file` names the input in diagnostics.
+///
+/// ```
+/// let json = r#"{"signature": {"inputs": [{"tensor": "x"}], "outputs": [{"tensor": "y"}]},
+///   "tensors": {"x": {"dtype": "fp16", "shape": [2, 4]}, "y": {"dtype": "fp16", "shape": [2, 4]}},
+///   "graph": [{"op": "Elementwise", "name": "r", "inputs": ["x"], "outputs": ["y"],
+///              "attrs": {"fn": "relu"}}]}"#;
+/// let g = dlc_egg::ir::frontend::load_str(json, "doc.json").unwrap();
+/// assert_eq!(g.nodes.len(), 1);
+/// assert_eq!(g.tensor("y").unwrap().dtype, dlc_egg::ir::dtype::DType::F16);
+/// assert!(dlc_egg::ir::frontend::load_str("{}", "bad.json").is_err());
+/// ```
 ///
 /// Checks run in three stages, each reporting every independent problem it finds before the load
 /// stops: the document (`E00xx`), the graph structure (`E01xx`), then shapes and dtypes node by

@@ -34,25 +34,38 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Why an IndexBook could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexBookError {
+    /// Error: The Tiny program does not verify: *0*.
     #[error("the Tiny program does not verify: {0}")]
     Invalid(#[from] TinyError),
+    /// Error: Value id *0* names two values.
     #[error("value id `{0}` names two values")]
     DuplicateValue(String),
+    /// Error: Node *0* does not exist.
     #[error("node {0} does not exist")]
     UnknownNode(NodeId),
+    /// Error: *node*: *detail*.
     #[error("{node}: {detail}")]
-    Malformed { node: NodeId, detail: String },
+    Malformed {
+        /// The node.
+        node: NodeId,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 /// What an axis ranges over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum AxisKind {
+    /// Error: Iter.
     Iter,
+    /// Error: Reduce.
     Reduce,
+    /// Error: Broadcast.
     Broadcast,
 }
 
 impl AxisKind {
+    /// The kind's name in dumps (`iter`, `reduce`, `broadcast`).
     pub fn name(self) -> &'static str {
         match self {
             AxisKind::Iter => "iter",
@@ -66,9 +79,13 @@ impl AxisKind {
 /// axis), its size and kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AxisVar {
+    /// Its position.
     pub id: usize,
+    /// Its name (`i0`, `r0`, …).
     pub name: String,
+    /// Its extent.
     pub size: Dim,
+    /// Iteration, reduction or broadcast.
     pub kind: AxisKind,
 }
 
@@ -78,14 +95,18 @@ pub type Constraints = Vec<Vec<String>>;
 /// The domain of a value: one box, or pieces (a PAD's in-bounds piece and its pad piece).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Domain {
+    /// Error: Constraints.
     Constraints(Constraints),
+    /// Error: Pieces.
     Pieces(Vec<Constraints>),
 }
 
 /// One operand read: the value read and the composed map, one expression per axis of it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InputRead {
+    /// The value read.
     pub value_id: String,
+    /// Its index, one expression per axis of the value read.
     pub map: Vec<String>,
     /// The fill outside the in-bounds piece when the read goes through a PAD.
     pub pad_value: Option<f64>,
@@ -94,16 +115,22 @@ pub struct InputRead {
 /// The IndexInfo of one value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexInfo {
+    /// The value's axes (reduction axes last).
     pub axes: Vec<AxisVar>,
+    /// Its iteration domain.
     pub domain: Domain,
+    /// The values it reads, with their index maps.
     pub inputs: Vec<InputRead>,
+    /// Positions of its reduction axes in `axes`.
     pub reduce_axes: Vec<usize>,
+    /// True when an index is not affine (outside the polyhedral fragment).
     pub non_scop: bool,
 }
 
 /// The IndexBook: values in node order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct IndexBook {
+    /// Every compute value, in node order.
     pub values: Vec<(String, IndexInfo)>,
 }
 

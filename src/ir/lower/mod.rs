@@ -8,8 +8,8 @@
 //! accumulate in `acc_dtype`. CASTs to the accumulation dtype are placed *after* the movement ops,
 //! right before the arithmetic, so views stay views.
 //!
-//! Submodules by op family: [`elementwise`], [`contraction`] (MatMul, GEMM, Attention), [`window`]
-//! (Conv, ConvTranspose, Pool), [`reduction`] (Reduce, Softmax, norms, Cumulative), [`movement`].
+//! Submodules by op family: `elementwise`, `contraction` (MatMul, GEMM, Attention), `window`
+//! (Conv, ConvTranspose, Pool), `reduction` (Reduce, Softmax, norms, Cumulative), `movement`.
 
 mod contraction;
 mod elementwise;

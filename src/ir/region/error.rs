@@ -2,89 +2,191 @@
 
 use crate::diag::{Diagnostic, Diagnostics, Location};
 
+/// Why a region is malformed or cannot be evaluated (codes `E12xx`, [`RegionError::code`]).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RegionError {
+    /// Error: Invalid region JSON: *0*.
     #[error("invalid region JSON: {0}")]
     Json(String),
+    /// Error: The name *name* is declared twice (*what*).
     #[error("the name `{name}` is declared twice ({what})")]
-    DuplicateName { name: String, what: &'static str },
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// What it is.
+        what: &'static str,
+    },
+    /// Error: *name* is not a let defined before *at*.
     #[error("`{name}` is not a let defined before `{at}`")]
-    UndefinedLet { name: String, at: String },
+    UndefinedLet {
+        /// The name.
+        name: String,
+        /// Where in the region (a let, read or yield).
+        at: String,
+    },
+    /// Error: *at* reads *tensor*, which is not a region input.
     #[error("`{at}` reads `{tensor}`, which is not a region input")]
-    UnknownTensor { tensor: String, at: String },
+    UnknownTensor {
+        /// The tensor.
+        tensor: String,
+        /// Where in the region (a let, read or yield).
+        at: String,
+    },
+    /// Error: *at* reads *tensor* with *got* indices, but it has rank *rank*.
     #[error("`{at}` reads `{tensor}` with {got} indices, but it has rank {rank}")]
     ReadRankMismatch {
+        /// The tensor.
         tensor: String,
+        /// Where in the region (a let, read or yield).
         at: String,
+        /// The expected rank.
         rank: usize,
+        /// What was found.
         got: usize,
     },
+    /// Error: *name* in *at* is neither an axis in scope nor a size symbol of the region.
     #[error("`{name}` in `{at}` is neither an axis in scope nor a size symbol of the region")]
-    UnboundName { name: String, at: String },
-    #[error("index expression in `{at}` is not affine + floordiv: {why}")]
-    NonAffineMap { at: String, why: String },
-    #[error("reduce axis `{axis}` in `{at}` has no extent: {why}")]
-    ReduceExtentUnknown {
-        axis: String,
+    UnboundName {
+        /// The name.
+        name: String,
+        /// Where in the region (a let, read or yield).
         at: String,
+    },
+    /// Error: Index expression in *at* is not affine + floordiv: *why*.
+    #[error("index expression in `{at}` is not affine + floordiv: {why}")]
+    NonAffineMap {
+        /// Where in the region (a let, read or yield).
+        at: String,
+        /// Why.
         why: String,
     },
+    /// Error: Reduce axis *axis* in *at* has no extent: *why*.
+    #[error("reduce axis `{axis}` in `{at}` has no extent: {why}")]
+    ReduceExtentUnknown {
+        /// The axis.
+        axis: String,
+        /// Where in the region (a let, read or yield).
+        at: String,
+        /// Why.
+        why: String,
+    },
+    /// Error: The reduce in *at* has no accumulation `dtype`.
     #[error("the reduce in `{at}` has no accumulation `dtype`")]
-    AccDtypeMissing { at: String },
+    AccDtypeMissing {
+        /// Where in the region (a let, read or yield).
+        at: String,
+    },
+    /// Error: *at* reads *tensor* axis *axis* at indices [*lo*, *hi*] outside [0, *size*) without a guarding select.
     #[error("`{at}` reads `{tensor}` axis {axis} at indices [{lo}, {hi}] outside [0, {size}) without a guarding select")]
     UnguardedAccess {
+        /// The tensor.
         tensor: String,
+        /// Where in the region (a let, read or yield).
         at: String,
+        /// The axis.
         axis: usize,
+        /// Lowest index reached.
         lo: i64,
+        /// Highest index reached.
         hi: i64,
+        /// The axis size.
         size: i64,
     },
+    /// Error: BroadcastInDim in *at*: operand shape *operand* does not fit result shape *result* along broadcast_dimensions *dims*.
     #[error("BroadcastInDim in `{at}`: operand shape {operand} does not fit result shape {result} along broadcast_dimensions {dims:?}")]
     BroadcastMismatch {
+        /// Where in the region (a let, read or yield).
         at: String,
+        /// The operand's shape.
         operand: String,
+        /// The result's shape.
         result: String,
+        /// The mismatching axes.
         dims: Vec<usize>,
     },
+    /// Error: *at*: *why*.
     #[error("`{at}`: {why}")]
-    AxisAlignmentMismatch { at: String, why: String },
+    AxisAlignmentMismatch {
+        /// Where in the region (a let, read or yield).
+        at: String,
+        /// Why.
+        why: String,
+    },
+    /// Error: The reduce (*op*) in *at* selects the neutral *got*, but its identity is *want*.
     #[error("the reduce ({op}) in `{at}` selects the neutral {got}, but its identity is {want}")]
     NeutralInvalid {
+        /// Where in the region (a let, read or yield).
         at: String,
+        /// The op.
         op: &'static str,
+        /// What was found.
         got: f64,
+        /// What was expected.
         want: f64,
     },
+    /// Error: Yield: *why*.
     #[error("yield: {why}")]
-    BadYield { why: String },
+    BadYield {
+        /// Why.
+        why: String,
+    },
+    /// Error: Output *output* has shape *got*, but the iteration space is *want*.
     #[error("output `{output}` has shape {got}, but the iteration space is {want}")]
     OutputShapeMismatch {
+        /// The output.
         output: String,
+        /// What was found.
         got: String,
+        /// What was expected.
         want: String,
     },
+    /// Error: Yield casts to *cast* but output *output* is *dtype*.
     #[error("yield casts to {cast} but output `{output}` is {dtype}")]
     YieldDtypeMismatch {
+        /// The output.
         output: String,
+        /// The yield's cast.
         cast: String,
+        /// The dtype.
         dtype: String,
     },
+    /// Error: Iter *iter* has no size and no output gives one.
     #[error("iter `{iter}` has no size and no output gives one")]
-    IterSizeMissing { iter: String },
+    IterSizeMissing {
+        /// The iteration axis.
+        iter: String,
+    },
+    /// Error: *at* reads *tensor* at *index*, outside its shape *shape*.
     #[error("`{at}` reads `{tensor}` at {index:?}, outside its shape {shape:?}")]
     OutOfBounds {
+        /// The tensor.
         tensor: String,
+        /// Where in the region (a let, read or yield).
         at: String,
+        /// The index.
         index: Vec<i64>,
+        /// The shape.
         shape: Vec<usize>,
     },
+    /// Error: Symbol *0* has no value (or a size overflows).
     #[error("symbol `{0}` has no value (or a size overflows)")]
     UnboundSymbol(String),
+    /// Error: Input *name*: *why*.
     #[error("input `{name}`: {why}")]
-    InputMismatch { name: String, why: String },
+    InputMismatch {
+        /// The name.
+        name: String,
+        /// Why.
+        why: String,
+    },
+    /// Error: Size of *what* is negative or too large: *value*.
     #[error("size of `{what}` is negative or too large: {value}")]
-    BadSize { what: String, value: i64 },
+    BadSize {
+        /// What it is.
+        what: String,
+        /// The value.
+        value: i64,
+    },
 }
 
 impl RegionError {

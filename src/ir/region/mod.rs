@@ -356,35 +356,60 @@ pub struct Reduce {
 /// Elementwise unary functions (Tiny's set, lower case, plus `exp`, `log`, `sigmoid`, `tanh`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryFn {
+    /// `-x`.
     Neg,
+    /// `e^x`.
     Exp,
+    /// `2^x`.
     Exp2,
+    /// `ln x`.
     Log,
+    /// `log2 x`.
     Log2,
+    /// `√x`.
     Sqrt,
+    /// `1/√x`.
     Rsqrt,
+    /// `1/x`.
     Recip,
+    /// `max(x, 0)`.
     Relu,
+    /// `|x|`.
     Abs,
+    /// The error function.
     Erf,
+    /// `1/(1+e^-x)`.
     Sigmoid,
+    /// `tanh x`.
     Tanh,
 }
 
 /// Elementwise binary functions (Tiny's set, lower case; `div` is float division).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryFn {
+    /// `a + b`.
     Add,
+    /// `a - b`.
     Sub,
+    /// `a · b`.
     Mul,
+    /// `a / b`.
     Div,
+    /// Integer division (toward zero).
     Idiv,
+    /// `max(a, b)`.
     Max,
+    /// `min(a, b)`.
     Min,
+    /// `a^b`.
     Pow,
+    /// `a < b`.
     Cmplt,
+    /// `a ≤ b`.
     Cmple,
+    /// `a = b`.
     Cmpeq,
+    /// `a ≠ b`.
     Cmpne,
 }
 

@@ -85,29 +85,56 @@ mod dims {
 /// A malformed program (`E1230`–`E1233`), or a step's region error.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ProgramError {
+    /// Error: Step *step*: buffer *name* is used before it is defined.
     #[error("step {step}: buffer `{name}` is used before it is defined")]
-    UndefinedBuffer { step: usize, name: String },
+    UndefinedBuffer {
+        /// The program step.
+        step: usize,
+        /// The name.
+        name: String,
+    },
+    /// Error: Step *step*: buffer *name* is defined twice.
     #[error("step {step}: buffer `{name}` is defined twice")]
-    BufferRedefined { step: usize, name: String },
+    BufferRedefined {
+        /// The program step.
+        step: usize,
+        /// The name.
+        name: String,
+    },
+    /// Error: Step *step*: buffer *name* is *have*, but the step declares *want*.
     #[error("step {step}: buffer `{name}` is {have}, but the step declares {want}")]
     BufferMismatch {
+        /// The program step.
         step: usize,
+        /// The name.
         name: String,
+        /// What it is.
         have: String,
+        /// What was expected.
         want: String,
     },
+    /// Error: Step *step*: alias *name* of *of* has *want* elements, *of* has *have*.
     #[error("step {step}: alias `{name}` of `{of}` has {want} elements, `{of}` has {have}")]
     AliasSizeMismatch {
+        /// The program step.
         step: usize,
+        /// The name.
         name: String,
+        /// The aliased buffer.
         of: String,
+        /// What it is.
         have: String,
+        /// What was expected.
         want: String,
     },
+    /// Error: Step *step* (region *region*): *error*.
     #[error("step {step} (region `{region}`): {error}")]
     Region {
+        /// The program step.
         step: usize,
+        /// The region.
         region: String,
+        /// The region's error.
         error: Box<RegionError>,
     },
 }

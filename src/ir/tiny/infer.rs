@@ -10,58 +10,106 @@ use crate::ir::dtype::DType;
 /// A violated Tiny IR rule. `node` is the offending node's id.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum TinyError {
+    /// Binary operands of different shapes.
     #[error("{node}: operand shapes {lhs} and {rhs} differ (binary operands must have equal shapes; insert EXPAND)")]
     BroadcastMismatch {
+        /// The node.
         node: NodeId,
+        /// Left operand shape.
         lhs: String,
+        /// Right operand shape.
         rhs: String,
     },
+    /// A RESHAPE that changes the element count.
     #[error("{node}: RESHAPE from {from} to {to} changes the element count")]
     AxisSizeMismatch {
+        /// The node.
         node: NodeId,
+        /// Size before.
         from: String,
+        /// Size after.
         to: String,
     },
+    /// Not a permutation.
     #[error("{node}: {perm:?} is not a permutation of 0..{rank}")]
     InvalidPermutation {
+        /// The node.
         node: NodeId,
+        /// The permutation.
         perm: Vec<usize>,
+        /// The operand rank.
         rank: usize,
     },
+    /// An axis outside the rank.
     #[error("{node}: axis {axis} out of range for rank {rank}")]
     AxisOutOfRange {
+        /// The node.
         node: NodeId,
+        /// The axis.
         axis: usize,
+        /// The rank.
         rank: usize,
     },
+    /// Wrong number of operands.
     #[error("{node}: {uop} takes {expected} operands, got {found}")]
     BadArity {
+        /// The node.
         node: NodeId,
+        /// The op.
         uop: &'static str,
+        /// Operands expected.
         expected: usize,
+        /// Operands found.
         found: usize,
     },
+    /// Operand dtypes that do not fit the op.
     #[error("{node}: dtype mismatch: {detail}")]
-    DtypeMismatch { node: NodeId, detail: String },
+    DtypeMismatch {
+        /// The node.
+        node: NodeId,
+        /// What differs.
+        detail: String,
+    },
+    /// An EXPAND changing a size other than 1, or the rank.
     #[error("{node}: EXPAND from {from} to {to}: only size-1 axes may change, rank must stay")]
     InvalidExpand {
+        /// The node.
         node: NodeId,
+        /// Shape before.
         from: String,
+        /// Shape after.
         to: String,
     },
+    /// An index or range outside a tensor.
     #[error("{node}: {detail}")]
-    OutOfBounds { node: NodeId, detail: String },
+    OutOfBounds {
+        /// The node.
+        node: NodeId,
+        /// What is out of bounds.
+        detail: String,
+    },
+    /// A REDUCE whose accumulator is not the node dtype.
     #[error("{node}: REDUCE accumulation dtype {acc} must be the node dtype {dtype}")]
     AccDtypeMismatch {
+        /// The node.
         node: NodeId,
+        /// The accumulator dtype.
         acc: DType,
+        /// The node dtype.
         dtype: DType,
     },
+    /// A node whose attributes do not fit its op.
     #[error("{node}: malformed node: {detail}")]
-    Malformed { node: NodeId, detail: String },
+    Malformed {
+        /// The node.
+        node: NodeId,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 impl TinyError {
+    /// The offending node.
     pub fn node(&self) -> NodeId {
         match self {
             TinyError::BroadcastMismatch { node, .. }

@@ -28,6 +28,7 @@ use std::fmt;
 pub struct NodeId(pub u32);
 
 impl NodeId {
+    /// The node's position in [`Program::nodes`].
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -43,7 +44,9 @@ impl fmt::Display for NodeId {
 /// immediate has the dtype of the node's tensor operands (for WHERE: of the other branch).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Src {
+    /// The value of a node.
     Node(NodeId),
+    /// An immediate number (an elementwise operand).
     Imm(f64),
 }
 
@@ -56,13 +59,21 @@ impl From<NodeId> for Src {
 /// Elementwise unary ops. All compute in `f64` and round to the node dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum UnaryOp {
+    /// `-x`.
     Neg,
+    /// `2^x`.
     Exp2,
+    /// `log2 x`.
     Log2,
+    /// `√x`.
     Sqrt,
+    /// `1/√x`.
     Rsqrt,
+    /// `1/x`.
     Recip,
+    /// `max(x, 0)`.
     Relu,
+    /// `|x|`.
     Abs,
     /// The error function (exact `gelu` needs it; tinygrad approximates it by a polynomial).
     Erf,
@@ -71,23 +82,34 @@ pub enum UnaryOp {
 /// Elementwise binary ops. Comparisons produce `bool`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BinaryOp {
+    /// `a + b`.
     Add,
+    /// `a - b`.
     Sub,
+    /// `a · b`.
     Mul,
     /// Float division.
     Fdiv,
     /// Integer division truncating toward zero (i32); division by zero is an evaluation error.
     Idiv,
+    /// `max(a, b)`.
     Max,
+    /// `min(a, b)`.
     Min,
+    /// `a^b` (floats).
     Pow,
+    /// `a < b` (bool).
     CmpLt,
+    /// `a ≤ b` (bool).
     CmpLe,
+    /// `a = b` (bool).
     CmpEq,
+    /// `a ≠ b` (bool).
     CmpNe,
 }
 
 impl BinaryOp {
+    /// True for the four comparisons (bool results).
     pub fn is_comparison(self) -> bool {
         matches!(
             self,
@@ -99,9 +121,13 @@ impl BinaryOp {
 /// Reduction ops of REDUCE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReduceOp {
+    /// Sum.
     Sum,
+    /// Maximum.
     Max,
+    /// Minimum.
     Min,
+    /// Product.
     Prod,
 }
 
@@ -120,9 +146,13 @@ impl ReduceOp {
 /// What a SCAN folds: op, axis and window flags (everything but the accumulation dtype).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ScanSpec {
+    /// The fold.
     pub op: ReduceOp,
+    /// The scanned axis.
     pub axis: usize,
+    /// The window leaves out the point itself.
     pub exclusive: bool,
+    /// The window is the suffix, folded from the end.
     pub reverse: bool,
 }
 
@@ -131,6 +161,7 @@ pub struct ScanSpec {
 pub struct AffineIndex {
     /// `(output axis, coefficient)` pairs, output axes ascending and distinct, no zero coefficient.
     pub terms: Vec<(usize, i64)>,
+    /// The constant term.
     pub offset: i64,
 }
 
@@ -196,37 +227,50 @@ impl fmt::Display for AffineIndex {
 pub enum UOp {
     /// An external tensor (seed 002: `INPUT{tensor_id, dtype, shape}`).
     Input {
+        /// The signature tensor's name.
         tensor_id: String,
     },
     /// A rank-0 constant of the node dtype.
     Const {
+        /// The value (rounded to the dtype).
         value: f64,
     },
     /// `[n]` i32 tensor with value `i` at index `i`.
     Range,
+    /// Row-major reshape to the node shape.
     Reshape,
+    /// Transpose.
     Permute {
+        /// Output axis `k` is input axis `perm[k]`.
         perm: Vec<usize>,
     },
     /// Same rank; only size-1 axes change size.
     Expand,
     /// Pad every axis by `(lo, hi)` (non-negative) with `value`.
     Pad {
+        /// `(lo, hi)` per axis.
         pad: Vec<(i64, i64)>,
+        /// The fill value.
         value: f64,
     },
     /// Keep `lo <= i < hi` with `step`; result size `ceil((hi - lo) / step)`.
     Shrink {
+        /// First index kept, per axis.
         lo: Vec<Dim>,
+        /// End (exclusive), per axis.
         hi: Vec<Dim>,
+        /// Stride, per axis (≥ 1).
         step: Vec<i64>,
     },
+    /// Reverse axes.
     Flip {
+        /// The reversed axes.
         axes: Vec<usize>,
     },
     /// General affine re-indexing (sliding windows): one [`AffineIndex`] per input axis, over the
     /// output axes. Every output index must map inside the input.
     View {
+        /// One index per input axis.
         map: Vec<AffineIndex>,
     },
     /// The general VIEW of seed 002 (affine + floordiv, with a guard):
@@ -234,9 +278,12 @@ pub enum UOp {
     /// Output axes are named `i0..i{r-1}`; other names are size symbols. An index the guard
     /// admits must lie inside `x` (checked at evaluation).
     Read {
+        /// The access map.
         access: AccessMap,
     },
+    /// An elementwise unary op.
     Unary(UnaryOp),
+    /// An elementwise binary op.
     Binary(BinaryOp),
     /// `WHERE(cond, a, b)`.
     Where,
@@ -244,12 +291,16 @@ pub enum UOp {
     Cast,
     /// Reduce `axes` away (keepdim = false), accumulating in `acc` (= the node dtype).
     Reduce {
+        /// The reduction.
         op: ReduceOp,
+        /// The reduced axes.
         axes: Vec<usize>,
+        /// Accumulator dtype.
         acc: DType,
     },
     /// `torch.gather(x, axis, index)`: src `[x, index]`, result shape = index shape.
     Gather {
+        /// The gathered axis.
         axis: usize,
     },
     /// Prefix fold along `axis` (same shape, node dtype = `acc`): `y[…, i, …] = op` over
@@ -257,10 +308,15 @@ pub enum UOp {
     /// folded in scan order (ascending, descending when `reverse`) from the op's identity,
     /// rounding to `acc` after every step, like REDUCE. An empty window gives the identity.
     Scan {
+        /// The fold.
         op: ReduceOp,
+        /// The scanned axis.
         axis: usize,
+        /// The window leaves out the point itself.
         exclusive: bool,
+        /// The window is the suffix, folded from the end.
         reverse: bool,
+        /// Accumulation (and result) dtype.
         acc: DType,
     },
 }
@@ -340,10 +396,15 @@ impl UOp {
 /// One node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
+    /// Its id (= its index).
     pub id: NodeId,
+    /// What it computes.
     pub uop: UOp,
+    /// Its operands.
     pub src: Vec<Src>,
+    /// Result dtype.
     pub dtype: DType,
+    /// Result shape.
     pub shape: Shape,
     /// The frontend node this came from (debugging; never affects semantics).
     pub tag: Option<String>,
@@ -352,14 +413,18 @@ pub struct Node {
 /// A graph-signature input bound to an INPUT node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProgramInput {
+    /// The signature tensor.
     pub tensor: String,
+    /// Its INPUT node.
     pub node: NodeId,
 }
 
 /// A graph-signature output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProgramOutput {
+    /// The signature tensor.
     pub tensor: String,
+    /// The node computing it.
     pub node: NodeId,
 }
 
@@ -367,13 +432,18 @@ pub struct ProgramOutput {
 /// and outputs, and default symbol values.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Program {
+    /// Nodes in topological order.
     pub nodes: Vec<Node>,
+    /// Signature inputs, in order.
     pub inputs: Vec<ProgramInput>,
+    /// Signature outputs, in order.
     pub outputs: Vec<ProgramOutput>,
+    /// Default values of symbols (the graph's `symbols`).
     pub symbols: BTreeMap<String, i64>,
 }
 
 impl Program {
+    /// The node `id`.
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.index()]
     }
@@ -382,20 +452,24 @@ impl Program {
 /// Builds a [`Program`] node by node, checking every node with the typing rules as it is added.
 #[derive(Debug, Default)]
 pub struct Builder {
+    /// The program built so far.
     pub prog: Program,
     /// Tag applied to nodes created from now on.
     pub tag: Option<String>,
 }
 
 impl Builder {
+    /// An empty builder.
     pub fn new() -> Builder {
         Builder::default()
     }
 
+    /// The dtype of node `id`.
     pub fn dtype(&self, id: NodeId) -> DType {
         self.prog.node(id).dtype
     }
 
+    /// The shape of node `id`.
     pub fn shape(&self, id: NodeId) -> &Shape {
         &self.prog.node(id).shape
     }
@@ -425,6 +499,7 @@ impl Builder {
         Ok(id)
     }
 
+    /// Adds an INPUT for signature tensor `tensor`.
     pub fn input(&mut self, tensor: &str, dtype: DType, shape: Shape) -> Result<NodeId, TinyError> {
         let id = self.push(
             UOp::Input {
@@ -441,6 +516,7 @@ impl Builder {
         Ok(id)
     }
 
+    /// Declares `node` the value of signature output `tensor`.
     pub fn output(&mut self, tensor: &str, node: NodeId) {
         self.prog.outputs.push(ProgramOutput {
             tensor: tensor.to_string(),
@@ -448,14 +524,17 @@ impl Builder {
         });
     }
 
+    /// Adds a rank-0 constant.
     pub fn constant(&mut self, value: f64, dtype: DType) -> Result<NodeId, TinyError> {
         self.push(UOp::Const { value }, vec![], dtype, vec![])
     }
 
+    /// Adds `RANGE(n)`.
     pub fn range(&mut self, n: Dim) -> Result<NodeId, TinyError> {
         self.push(UOp::Range, vec![], DType::I32, vec![n])
     }
 
+    /// Adds a RESHAPE.
     pub fn reshape(&mut self, x: NodeId, shape: Shape) -> Result<NodeId, TinyError> {
         if *self.shape(x) == shape {
             return Ok(x);
@@ -464,6 +543,7 @@ impl Builder {
         self.push(UOp::Reshape, vec![x.into()], dt, shape)
     }
 
+    /// Adds a PERMUTE.
     pub fn permute(&mut self, x: NodeId, perm: Vec<usize>) -> Result<NodeId, TinyError> {
         if perm.iter().enumerate().all(|(i, p)| i == *p) && perm.len() == self.shape(x).len() {
             return Ok(x);
@@ -472,6 +552,7 @@ impl Builder {
         self.push(UOp::Permute { perm }, vec![x.into()], dt, vec![])
     }
 
+    /// Adds an EXPAND.
     pub fn expand(&mut self, x: NodeId, shape: Shape) -> Result<NodeId, TinyError> {
         if *self.shape(x) == shape {
             return Ok(x);
@@ -480,6 +561,7 @@ impl Builder {
         self.push(UOp::Expand, vec![x.into()], dt, shape)
     }
 
+    /// Adds a PAD.
     pub fn pad(
         &mut self,
         x: NodeId,
@@ -493,6 +575,7 @@ impl Builder {
         self.push(UOp::Pad { pad, value }, vec![x.into()], dt, vec![])
     }
 
+    /// Adds a SHRINK.
     pub fn shrink(
         &mut self,
         x: NodeId,
@@ -508,6 +591,7 @@ impl Builder {
         self.push(UOp::Shrink { lo, hi, step }, vec![x.into()], dt, vec![])
     }
 
+    /// Adds a FLIP.
     pub fn flip(&mut self, x: NodeId, axes: Vec<usize>) -> Result<NodeId, TinyError> {
         if axes.is_empty() {
             return Ok(x);
@@ -516,6 +600,7 @@ impl Builder {
         self.push(UOp::Flip { axes }, vec![x.into()], dt, vec![])
     }
 
+    /// Adds a VIEW.
     pub fn view(
         &mut self,
         x: NodeId,
@@ -533,19 +618,23 @@ impl Builder {
         self.push(UOp::Read { access }, vec![x.into()], dt, shape)
     }
 
+    /// Adds a unary op.
     pub fn unary(&mut self, op: UnaryOp, x: NodeId) -> Result<NodeId, TinyError> {
         let dt = self.dtype(x);
         self.push(UOp::Unary(op), vec![x.into()], dt, vec![])
     }
 
+    /// Adds a binary op.
     pub fn binary(&mut self, op: BinaryOp, a: Src, b: Src) -> Result<NodeId, TinyError> {
         self.push(UOp::Binary(op), vec![a, b], DType::F32, vec![])
     }
 
+    /// Adds `WHERE(c, a, b)`.
     pub fn where_(&mut self, c: NodeId, a: Src, b: Src) -> Result<NodeId, TinyError> {
         self.push(UOp::Where, vec![c.into(), a, b], DType::F32, vec![])
     }
 
+    /// Adds a CAST.
     pub fn cast(&mut self, x: NodeId, to: DType) -> Result<NodeId, TinyError> {
         if self.dtype(x) == to {
             return Ok(x);
@@ -554,6 +643,7 @@ impl Builder {
         self.push(UOp::Cast, vec![x.into()], to, sh)
     }
 
+    /// Adds a REDUCE.
     pub fn reduce(
         &mut self,
         op: ReduceOp,
@@ -586,6 +676,7 @@ impl Builder {
         )
     }
 
+    /// Adds a GATHER.
     pub fn gather(&mut self, x: NodeId, index: NodeId, axis: usize) -> Result<NodeId, TinyError> {
         let dt = self.dtype(x);
         self.push(
@@ -596,6 +687,7 @@ impl Builder {
         )
     }
 
+    /// The program.
     pub fn finish(self) -> Program {
         self.prog
     }

@@ -33,8 +33,11 @@ impl Exactness {
 pub enum Bound {
     /// No bound in this direction.
     Infinite,
+    /// An affine expression of the parameters.
     Aff(Aff),
+    /// The largest of the bounds.
     Max(Vec<Bound>),
+    /// The smallest of the bounds.
     Min(Vec<Bound>),
 }
 
@@ -111,8 +114,11 @@ impl fmt::Display for Bound {
 /// The bounds of one dimension of a set, valid where the set is non-empty.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DimBounds {
+    /// The lower bound.
     pub lower: Bound,
+    /// The upper bound.
     pub upper: Bound,
+    /// Whether the bounds are exact or over-approximate.
     pub exactness: Exactness,
 }
 

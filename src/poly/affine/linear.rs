@@ -40,7 +40,7 @@ pub(crate) struct System {
     pub ineqs: Vec<Row>,
 }
 
-/// The answer of [`decide`].
+/// The answer of `decide`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emptiness {
     /// No integer point (exact).

@@ -12,8 +12,11 @@ use super::AffineError;
 /// names that clash get primes: `h` → `h'`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MapSpace {
+    /// Parameters (symbolic sizes).
     pub params: Vec<String>,
+    /// Input dimensions.
     pub input: Tuple,
+    /// Output dimensions.
     pub output: Tuple,
 }
 

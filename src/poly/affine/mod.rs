@@ -79,35 +79,64 @@ pub use set::{BasicSet, Constraint, ConstraintKind, Set, SetSpace, Tuple};
 /// Errors of the affine layer (no panics on user-derived input).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AffineError {
+    /// Integer overflow.
     #[error("integer overflow in affine arithmetic")]
     Overflow,
+    /// A floordiv by a non-positive number.
     #[error("floordiv by {0}: the divisor must be positive")]
     BadDivisor(i64),
+    /// A non-affine expression.
     #[error("`{0}` is not affine (a product of variables, or min/max of variables)")]
     NonAffine(String),
+    /// A name that is neither a dimension nor a parameter.
     #[error("unknown name `{0}` (neither a dimension nor a parameter of the space)")]
     UnknownName(String),
+    /// A name used twice in one space.
     #[error("name `{0}` is used twice in one space")]
     DuplicateName(String),
+    /// A wrong number of dimensions.
     #[error("expected {expected} dimensions, found {found}")]
-    Arity { expected: usize, found: usize },
+    Arity {
+        /// Dimensions expected.
+        expected: usize,
+        /// Dimensions found.
+        found: usize,
+    },
+    /// Operands in different spaces.
     #[error("spaces do not match: {0}")]
     SpaceMismatch(String),
+    /// Elimination produced too many constraints.
     #[error("too many constraints during elimination (the problem is too large for the engine)")]
     TooComplex,
+    /// More pieces than the budget (`W2101 ExcessivePiecewise`).
     #[error("{pieces} pieces exceed the budget of {budget} (ExcessivePiecewise)")]
-    PiecewiseOverBudget { pieces: usize, budget: usize },
+    PiecewiseOverBudget {
+        /// Pieces produced.
+        pieces: usize,
+        /// The budget.
+        budget: usize,
+    },
+    /// Outside what the engine implements.
     #[error("not supported by the affine engine: {0}")]
     Unsupported(String),
+    /// isl text that does not parse.
     #[error("isl syntax error at byte {pos}: {msg}")]
-    Parse { pos: usize, msg: String },
+    Parse {
+        /// Byte offset.
+        pos: usize,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 /// The answer of a yes/no query; `Unknown` when the engine cannot decide exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Answer {
+    /// Proven true.
     Yes,
+    /// Proven false.
     No,
+    /// Not decided.
     Unknown,
 }
 

@@ -47,7 +47,9 @@ pub enum ConstraintKind {
 /// `aff = 0` or `aff >= 0`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Constraint {
+    /// The affine expression.
     pub aff: Aff,
+    /// `= 0` or `>= 0`.
     pub kind: ConstraintKind,
 }
 
@@ -82,7 +84,9 @@ impl Constraint {
 /// The space of a set: its parameters and its tuple. Names are distinct across both.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SetSpace {
+    /// Parameters (symbolic sizes).
     pub params: Vec<String>,
+    /// The set's dimensions.
     pub tuple: Tuple,
 }
 

@@ -50,9 +50,12 @@ use crate::poly::affine::AffineError;
 /// Errors of the Poly Core analyses (reported in the dump's `notes`, never a panic).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CoreError {
+    /// The affine engine failed on an analysis.
     #[error("{what}: {source}")]
     Affine {
+        /// The analysis.
         what: String,
+        /// The engine's error.
         #[source]
         source: AffineError,
     },

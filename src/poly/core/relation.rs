@@ -34,11 +34,13 @@ impl DepKind {
 /// One dependence between two statements through one tensor.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dependence {
+    /// RAW, WAR or WAW.
     pub kind: DepKind,
     /// The earlier statement.
     pub source: String,
     /// The later statement (the same one for a self-dependence).
     pub sink: String,
+    /// The tensor through which it flows.
     pub tensor: String,
     /// `[params] -> { S_src[..] -> S_sink[..'] : .. }` (isl notation, the engine's printing).
     pub relation: String,

@@ -16,14 +16,23 @@ use std::collections::BTreeMap;
 /// The analyses of one region.
 #[derive(Clone, Debug)]
 pub struct RegionReport {
+    /// The region's name.
     pub region: String,
+    /// Its statements.
     pub statements: Vec<String>,
+    /// Axes without loop-carried dependences.
     pub parallel_axes: Vec<String>,
+    /// Reduction axes.
     pub reduce_axes: Vec<String>,
+    /// Axes whose tiles leave a tail.
     pub tail_axes: Vec<String>,
+    /// Whether every access is affine.
     pub affine_closed: bool,
+    /// Dependences between its statements.
     pub dependences: Vec<Dependence>,
+    /// Where barriers are needed (JSON).
     pub barrier_hints: Value,
+    /// Shared-memory bank-conflict hints (JSON).
     pub bank_conflict_hints: Vec<Value>,
     /// Analyses that failed (engine errors), with why.
     pub notes: Vec<String>,
@@ -32,21 +41,32 @@ pub struct RegionReport {
 /// The analyses of one producer → consumer pair through one buffer.
 #[derive(Clone, Debug)]
 pub struct PairReport {
+    /// The producing region.
     pub producer: String,
+    /// The consuming region.
     pub consumer: String,
+    /// The buffer between them.
     pub tensor: String,
+    /// How the consumer reads it (its access, printed), when known.
     pub read_as: Option<String>,
+    /// Dependences through the buffer.
     pub dependences: Vec<Dependence>,
+    /// The compute-at analysis of the pair.
     pub compute_at: ComputeAt,
+    /// The smallest buffer the consumer needs (JSON).
     pub min_buffer: Value,
+    /// Analyses that failed, with why.
     pub notes: Vec<String>,
 }
 
 /// The Poly Core report of a program.
 #[derive(Clone, Debug)]
 pub struct PolyCore {
+    /// The target architecture.
     pub arch: Arch,
+    /// One report per region.
     pub regions: Vec<RegionReport>,
+    /// One report per producer → consumer pair.
     pub pairs: Vec<PairReport>,
     /// `W2101 ExcessivePiecewise` (from the view and from the engine).
     pub diagnostics: Vec<Diagnostic>,

@@ -7,10 +7,10 @@
 //!
 //! The iteration space is the root's shape (iters named by rank: `i`; `m,n`; `b,m,n`; `b,h,m,n`;
 //! `i0…`). The body is evaluated top-down: a node is evaluated at an *environment* — one index
-//! expression ([`ix::Ix`], affine + floordiv) per dimension of its shape; the root at the iters.
+//! expression (`ix::Ix`, affine + floordiv) per dimension of its shape; the root at the iters.
 //!
 //! - A placeholder `$i` is `read(args[i], env)`; CONST a constant; RANGE `{"index": env[0]}`.
-//! - Movement ops transform the environment ([`movement`]): PERMUTE permutes it, EXPAND and unit
+//! - Movement ops transform the environment (`movement`): PERMUTE permutes it, EXPAND and unit
 //!   dims read 0, RESHAPE goes through row-major linear indices (floordiv only by positive
 //!   constants, else [`SynthError::NonAffine`]), PAD guards with a `select`, SHRINK/FLIP/VIEW are
 //!   affine.
@@ -36,7 +36,7 @@
 //! Legality: a REDUCE must be evaluated at an aligned environment — anything else means one
 //! reduction per point of an inner loop, i.e. recomputation ([`SynthError::Recompute`]: the second
 //! matmul of an MLP reading `relu(matmul1)` inside its reduce over `k`) — unless it is embedded in
-//! an enclosing window reduction by compute-at ([`compute_at`]: a pooling window over a
+//! an enclosing window reduction by compute-at (`compute_at`: a pooling window over a
 //! convolution, seed 003), where it is inlined into the consumer's reduce body instead of being
 //! a let — and at one environment only ([`SynthError::MultiEnv`]). Reduce-free subterms may be
 //! evaluated anywhere (recomputing an elementwise producer is fine).
@@ -82,8 +82,11 @@ pub enum SynthError {
     /// A reduction would be computed once per point of an inner loop (illegal fusion).
     #[error("body node {node} ({op}) would be recomputed: it is needed at [{env}], which is not one point per iteration, and it cannot be computed at its consumer: {why}")]
     Recompute {
+        /// The node.
         node: usize,
+        /// The op.
         op: &'static str,
+        /// The environment, printed.
         env: String,
         /// Why compute-at embedding (`compute_at`) does not apply.
         why: String,
@@ -91,8 +94,11 @@ pub enum SynthError {
     /// A reduction needed at two different index environments.
     #[error("the reduction at body node {node} is needed at [{first}] and at [{second}]; one region computes it once")]
     MultiEnv {
+        /// The node.
         node: usize,
+        /// The first binding.
         first: String,
+        /// The second binding.
         second: String,
     },
     /// An access that is not affine + floordiv by a positive constant.
@@ -100,15 +106,21 @@ pub enum SynthError {
         "body node {node} ({op}): {why} (not affine + floordiv by a constant; a region boundary)"
     )]
     NonAffine {
+        /// The node.
         node: usize,
+        /// The op.
         op: &'static str,
+        /// Why.
         why: String,
     },
     /// Something regions cannot express (yet).
     #[error("body node {node} ({op}): {what} is not supported")]
     Unsupported {
+        /// The node.
         node: usize,
+        /// The op.
         op: &'static str,
+        /// What it is.
         what: String,
     },
     /// An ill-typed body or bad arguments.

@@ -1,0 +1,65 @@
+//! Kernel pricing for extraction: a [`KernelPricer`] says what one kernel e-node costs by itself
+//! (its inputs are priced separately), and the DAG-aware extractor chooses the cover of least
+//! total price. [`Roofline`] is the built-in pricer (the predicted time of the kernel's best
+//! schedule plan, `crate::cost`); a library user's pricer changes which kernels the cover uses
+//! (`crate::optimize::OptimizeOptions::with_pricer`).
+//!
+//! A pricer decides the cover only: every chosen kernel is still planned and emitted by the
+//! roofline model's best plan (code generation needs one), and [`crate::optimize::KernelInfo`]
+//! reports that plan's predicted cost.
+//!
+//! ```
+//! use dlc_egg::extract::kernels::{CostModel, KernelCost};
+//! use dlc_egg::extract::pricing::{KernelPricer, Roofline};
+//! use dlc_egg::ir::egraph::{TensorGraph, TensorLang};
+//!
+//! /// Fewest kernels first, then the roofline's time.
+//! struct FewestKernels;
+//!
+//! impl KernelPricer for FewestKernels {
+//!     fn name(&self) -> &str {
+//!         "fewest-kernels"
+//!     }
+//!     fn price(&self, eg: &TensorGraph, kernel: &TensorLang, model: &CostModel) -> KernelCost {
+//!         let roofline = Roofline.price(eg, kernel, model);
+//!         if roofline.is_infinite() {
+//!             return roofline; // no region or no plan: the kernel cannot run
+//!         }
+//!         // One millisecond per launch dominates any predicted time difference.
+//!         KernelCost { time: roofline.time.plus(dlc_egg::cost::Time::from_secs(1e-3)), ..roofline }
+//!     }
+//! }
+//! # let _ = FewestKernels;
+//! ```
+
+use super::kernels::{kernel_own_cost, CostModel, KernelCost};
+use crate::ir::egraph::{TensorGraph, TensorLang};
+
+/// Prices one kernel e-node (`(kernel {body} in…)`) by itself, without its inputs.
+///
+/// Contract: the price is `≥ 0`, [`KernelCost::INFINITY`] for a kernel that must not be chosen
+/// (keep the roofline's infinity: it means the kernel has no region or no plan and cannot be
+/// emitted), and deterministic (the same kernel and model give the same price). Extractors add
+/// prices as [`KernelCost::scalar`].
+pub trait KernelPricer: Send + Sync {
+    /// A short name for reports (`roofline`).
+    fn name(&self) -> &str;
+    /// The price of `kernel`, an e-node of `eg`, under `model` (sizes and target).
+    fn price(&self, eg: &TensorGraph, kernel: &TensorLang, model: &CostModel) -> KernelCost;
+}
+
+/// The built-in pricer: the predicted time of the kernel's best schedule plan on the target
+/// (roofline model, seed 001 §11), then bytes, launches, narrow roundings, flops and body ops as
+/// tie-breakers ([`kernel_own_cost`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Roofline;
+
+impl KernelPricer for Roofline {
+    fn name(&self) -> &str {
+        "roofline"
+    }
+
+    fn price(&self, eg: &TensorGraph, kernel: &TensorLang, model: &CostModel) -> KernelCost {
+        kernel_own_cost(eg, kernel, model)
+    }
+}
