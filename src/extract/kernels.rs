@@ -5,7 +5,7 @@
 //!
 //! A kernel's price is its best plan's predicted time (seed 001 §11, `crate::cost`).
 
-use crate::cost::{choose_plan, PlanChoice, Time};
+use crate::cost::{choose_plan_for_extraction, PlanChoice, Time};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::egraph::kernel::{kernel_parts, KernelBody};
@@ -234,7 +234,7 @@ fn kernel_inputs(eg: &TensorGraph, node: &TensorLang) -> Option<(KernelBody, Vec
 }
 
 /// The plan choice of a kernel e-node: its region (inputs `in0`, `in1`, …, output `out`)
-/// through [`crate::cost::choose_plan`], cached on the body for `model`. `Err` says why the
+/// through [`crate::cost::choose_plan_for_extraction`], cached on the body for `model`. `Err` says why the
 /// kernel has no region or no plan.
 pub fn kernel_plan(
     eg: &TensorGraph,
@@ -264,7 +264,7 @@ fn kernel_plan_of(
             Some(cache) => cache.region(body.expr(), in_facts)?,
             None => Arc::new(synthesize_kernel(body.expr(), in_facts)?),
         };
-        choose_plan(&region, model).map_err(|e| e.to_string())
+        choose_plan_for_extraction(&region, model).map_err(|e| e.to_string())
     })
 }
 

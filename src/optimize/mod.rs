@@ -111,6 +111,9 @@ pub struct Optimized {
     pub phases: Vec<PhaseStats>,
     /// The extracted program.
     pub program: RegionProgram,
+    /// Every kernel of `program` with its plan, chosen once (`crate::codegen::emit::plan_program`):
+    /// what `kernels`' reports, `--dump plan`, the manifest and code generation read.
+    pub planned: Vec<crate::codegen::emit::PlannedKernel>,
     /// One entry per region of `program`, in order.
     pub kernels: Vec<KernelInfo>,
     /// The cover's cost counted as a DAG (every kernel once).
@@ -188,7 +191,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
             .expect("the extractor covers every class reachable from the roots")
     };
     let cost = dag_cost(&eg, &roots, &choose, &sizes);
-    let (program, mut kernels) = build::build_program(
+    let (program, mut kernels, planned) = build::build_program(
         &eg,
         prog,
         &class,
@@ -240,6 +243,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     Ok(Optimized {
         phases,
         program,
+        planned,
         kernels,
         cost,
         extraction,
