@@ -112,11 +112,9 @@ fn attention_name(p: &templates::attention::AttentionPair<'_>) -> String {
     super::cexpr::ident(&format!("{}_{}", p.first.name, p.second.name))
 }
 
-/// The single plan of the attention pair at steps `f` and `s` and its kernel's name: the first
-/// region's plan (template `attention`) with the two regions' predicted times summed, an
-/// upper bound of the fused kernel. TODO(issue 15): the `attn` branch prices the fused kernel
-/// with `cost::attention::choose_attention_plan`; once merged, this calls it (the same call as
-/// `attention_kernel`, whose result [`kernels`] checks against this plan).
+/// The single plan of the attention pair at steps `f` and `s`: the fused tensor-core kernel's
+/// (`cost::attention::choose_attention_plan`, the same call `attention_kernel` makes; [`kernels`]
+/// checks that the two agree).
 fn pair_plan(
     program: &RegionProgram,
     f: usize,
@@ -125,12 +123,8 @@ fn pair_plan(
 ) -> Result<PlanChoice, String> {
     let p =
         pair_at(program, f, s).ok_or_else(|| format!("steps {f}, {s}: not an attention pair"))?;
-    let no_plan = |r: &Region, e: crate::cost::PlanError| format!("`{}`: {e}", r.name);
-    let mut choice = choose_plan(p.first, model).map_err(|e| no_plan(p.first, e))?;
-    let second = choose_plan(p.second, model).map_err(|e| no_plan(p.second, e))?;
-    choice.best.plan.template = "attention".into();
-    choice.best.time = choice.best.time.plus(second.best.time);
-    Ok(choice)
+    crate::cost::attention::choose_attention_plan(&p, model)
+        .map_err(|e| format!("`{}`: {e}", attention_name(&p)))
 }
 
 /// The error of a plan the region's template cannot emit.
