@@ -537,7 +537,7 @@ fn every_unstopped_plan_compiles_without_spills() {
         let o = optimized(&p);
         let rs = regions(&o.program);
         let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
-        for plan in space() {
+        for plan in space(attention::copies_async(&pair)) {
             let est = registers(&plan, d, d);
             for arch in [Arch::Sm80, Arch::Sm90] {
                 let t = arch.target();

@@ -240,3 +240,65 @@ fn an_unemittable_plan_is_an_internal_error() {
     }
     assert!(tried > 0);
 }
+
+/// Causal fp16 attention `[B=1, H=2, S=64, d]`.
+fn attention_graph(d: u64) -> String {
+    format!(
+        r#"{{
+  "signature": {{
+    "inputs": [{{"tensor": "Q", "role": "data"}}, {{"tensor": "K", "role": "data"}}, {{"tensor": "V", "role": "data"}}],
+    "outputs": [{{"tensor": "O"}}]
+  }},
+  "symbols": {{"B": 1, "H": 2, "S": 64}},
+  "tensors": {{
+    "Q": {{"dtype": "fp16", "shape": ["B", "H", "S", {d}]}},
+    "K": {{"dtype": "fp16", "shape": ["B", "H", "S", {d}]}},
+    "V": {{"dtype": "fp16", "shape": ["B", "H", "S", {d}]}},
+    "O": {{"dtype": "fp16", "shape": ["B", "H", "S", {d}]}}
+  }},
+  "graph": [
+    {{"op": "Attention", "name": "attn", "inputs": ["Q", "K", "V"], "outputs": ["O"],
+     "attrs": {{"causal": true, "acc_dtype": "fp32"}}}}
+  ]
+}}"#
+    )
+}
+
+/// The extractor prices the attention pair as the one fused kernel it runs as, so the pair is
+/// chosen at every head dim the kernel emits — 36 (padded to 48, register-staged, recorded as a
+/// synchronous plan) as well as 64 (`cp.async`) — and the printed totals (time, launches) are
+/// the planned kernel's.
+#[test]
+fn attention_is_priced_planned_and_reported_as_one_kernel() {
+    for (d, copies) in [(36, false), (64, true)] {
+        let g =
+            dlc_egg::ir::frontend::load_str(&attention_graph(d), "attention.json").expect("loads");
+        let p = dlc_egg::ir::lower::lower(&g).expect("lowers");
+        let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
+        assert_eq!(o.planned.len(), 1, "d = {d}: {:?}", o.planned);
+        let pk = &o.planned[0];
+        assert!(pk.fused_first.is_some(), "d = {d}: not the fused pair");
+        let choice = pk.choice.as_ref().expect("planned");
+        assert_eq!(choice.best.plan.template, "attention", "d = {d}");
+        assert_eq!(choice.best.plan.async_.enable, copies, "d = {d}");
+        assert_eq!(o.cost.time, choice.best.time, "d = {d}");
+        assert_eq!(o.cost.kernels, 1, "d = {d}");
+        assert_eq!(o.kernels.len(), 1, "d = {d}");
+        let text = dlc_egg::optimize::explain::render(&o.report(), false);
+        assert!(
+            text.starts_with("1 kernel(s)") && text.contains("1 launch(es)"),
+            "d = {d}: {text}"
+        );
+        let emitted = dlc_egg::codegen::emit_program(&o).expect("emits");
+        let launches: Vec<_> = emitted
+            .manifest
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                ManifestStep::Launch(l) => Some(l.template.as_str()),
+                ManifestStep::Alias { .. } => None,
+            })
+            .collect();
+        assert_eq!(launches, vec!["attention"], "d = {d}");
+    }
+}

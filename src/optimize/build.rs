@@ -438,6 +438,25 @@ pub fn build_program(
     Ok((program, infos, planned))
 }
 
+/// The cover's cost as the planned program runs: its time the sum of the planned kernels'
+/// predicted times and one launch per planned kernel (an attention pair is one), the rest of
+/// `extracted` (bytes, roundings, flops, ops) as extraction counted it. Unchanged when a kernel
+/// has no plan (code generation then fails; the region evaluator runs without plans).
+pub fn planned_cost(extracted: KernelCost, planned: &[PlannedKernel]) -> KernelCost {
+    let mut time = crate::cost::Time::ZERO;
+    for pk in planned {
+        match &pk.choice {
+            Ok(c) => time = time.plus(c.best.time),
+            Err(_) => return extracted,
+        }
+    }
+    KernelCost {
+        time,
+        kernels: planned.len() as u64,
+        ..extracted
+    }
+}
+
 /// The kernel infos of the planned program: one per planned kernel, with its plan's report; an
 /// attention pair's two regions are one entry (the fused kernel's name and plan, both regions'
 /// covers, reasons and costs).
@@ -463,7 +482,8 @@ fn planned_infos(
                 covers.extend(info.covers.iter().cloned());
                 info.covers = covers;
                 let mut because = vec![format!(
-                    "attention: `{}` (scores and softmax) and `{}` (its product with V) are one                      fused kernel; the scores never reach global memory",
+                    "attention: `{}` (scores and softmax) and `{}` (its product with V) are one \
+                     fused kernel; the scores never reach global memory",
                     first.name, info.name
                 )];
                 because.extend(first.fused_because.iter().cloned());

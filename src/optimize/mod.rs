@@ -202,6 +202,8 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         // fused candidates).
         opts.explain && opts.compute_at,
     )?;
+    // What is printed is what runs: the planned kernels' times and launches.
+    let cost = build::planned_cost(cost, &planned);
     if opts.explain && opts.compute_at && kernels.iter().any(|k| k.embeds) {
         // Profitability: the same program without compute-at, side by side.
         let split = optimize(
