@@ -61,6 +61,36 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     ("attention_full_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("conv_relu_pool_n1", "sm80", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("conv_relu_pool_n1", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
+    // Checked since the attention pair is one planned kernel (plan once):
+    ("attention_causal", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("matmul_1d_2d", "sm80", RegsWithinPlan), // TODO(issue 15): the SIMT template uses more registers than its plan estimates (as on sm90)
+    ("attention_causal_hd128", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd128", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd128_symbolic_s", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd256", "sm80", NoSpills), // TODO(issue 15): on sm80 the d = 256 pair is not chosen fused; the split P·V on SIMT [128,128,16] spills
+    ("attention_causal_hd256", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd32", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd32", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd64", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd64", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd64_symbolic_s", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd64_symbolic_s", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd80", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd80", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd96", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_causal_hd96", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd128", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd128", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd256", "sm80", NoSpills), // TODO(issue 15): on sm80 the d = 256 pair is not chosen fused; the split P·V on SIMT [128,128,16] spills
+    ("attention_full_hd256", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd32", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd32", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd64", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd64", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd80", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd80", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd96", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
+    ("attention_full_hd96", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
     // RegsWithinPlan: more registers than the plan estimates.
     ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("attention_full_hd128", "sm80", RegsWithinPlan), // TODO(issue 15)

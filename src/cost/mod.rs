@@ -122,8 +122,8 @@ pub enum PlanError {
 /// The fastest plan of `region` on the model's target, among the plans code generation can
 /// emit for it (`crate::codegen::templates::applicability`): a contraction the tiled templates
 /// do not accept, or a reduction the row template does not, is priced as the pointwise kernel
-/// it runs as; an operand the tensor-core template stages through registers is priced with
-/// scalar, synchronous loads.
+/// it runs as; a tensor-core contraction none of whose operands takes `cp.async` gets only the
+/// synchronous plans (what its kernel runs).
 pub fn choose_plan(region: &Region, model: &CostModel) -> Result<PlanChoice, PlanError> {
     choose_plan_as(region, model, false)
 }
@@ -148,9 +148,15 @@ fn choose_plan_as(
     let work = analyze(region, model)?;
     let e = emits(region, &work, attention_first);
     let work = as_emitted(work, e);
-    let registers = matches!(e, Emits::Contraction { mma: true, staging } if staging.contains(&Staging::Registers));
+    // When no operand takes `cp.async`, the tensor-core kernel of an asynchronous plan issues
+    // none: its loads go through registers one step ahead, whatever the stages, so only the
+    // synchronous plans are what it runs (priced one tile ahead, with the held registers).
+    // With one operand by `cp.async` (the other register-staged or gathered) the asynchronous
+    // plans stay: that operand is pipelined `stages - 1` tiles ahead. TODO(issue 15): price the
+    // register-staged operand of such a mixed plan (one tile ahead, its held registers).
+    let no_copy = matches!(e, Emits::Contraction { mma: true, staging } if !staging.contains(&Staging::CpAsync));
     let all = candidates(&work, &model.target);
-    let all = if registers {
+    let all = if no_copy {
         all.into_iter()
             .filter(|c| match c.knobs {
                 Knobs::Contraction { async_, .. } => !async_,

@@ -199,13 +199,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   }
 }
 
-// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12*max(1, (T+63)//64), 1, 1), block (256, 1, 1), 16384 B dynamic shared memory
+// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12*max(1, (T+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 8192);
-  // operand A: K-major tile, loaded through registers (the plan is synchronous)
-  // operand B: outer-major tile, loaded through registers (the plan is synchronous)
+  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
+  // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
+  // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
@@ -223,7 +223,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
   const int kt_count = (3072 + 31) / 32;
   float acc[1][4][4] = {};
   unsigned ra[4];
-  unsigned rb[4];
   if (0 < kt_count) {
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
@@ -256,40 +255,114 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       *reinterpret_cast<unsigned*>(&As[0][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
     }
     #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 0 * 32 + kk;
+      const bool ok = go < 768 && gk < 3072;
+      const int o_n_5 = go;
+      const int k_k_6 = gk;
+      dlc_cp_async_16(&Bs[0][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_6 * 768 + o_n_5)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  if (1 < kt_count) {
+    #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int o = (c % 32) * 2;
-      const int kk = c / 32;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
       float x0 = 0.0f;
-      if (n0 + o < 768 && 0 * 32 + kk < 3072) {
-        const int o_n_5 = n0 + o;
-        const int k_k_6 = 0 * 32 + kk;
-        x0 = dlc_f32(in1[(k_k_6 * 768 + o_n_5)]);
+      if (m0 + o < (s_T) && 1 * 32 + kk < 3072) {
+        const int o_m_7 = m0 + o;
+        const int k_k_8 = 1 * 32 + kk;
+        x0 = dlc_round_f16(dlc_f32(in0[(o_m_7 * 3072 + k_k_8)]));
       } else {
         x0 = 0.0f;
       }
       float x1 = 0.0f;
-      if (n0 + o + 1 < 768 && 0 * 32 + kk < 3072) {
-        const int o_n_7 = n0 + o + 1;
-        const int k_k_8 = 0 * 32 + kk;
-        x1 = dlc_f32(in1[(k_k_8 * 768 + o_n_7)]);
+      if (m0 + o < (s_T) && 1 * 32 + kk + 1 < 3072) {
+        const int o_m_9 = m0 + o;
+        const int k_k_10 = 1 * 32 + kk + 1;
+        x1 = dlc_round_f16(dlc_f32(in0[(o_m_9 * 3072 + k_k_10)]));
       } else {
         x1 = 0.0f;
       }
-      rb[l] = dlc_pack_half2(x0, x1);
+      ra[l] = dlc_pack_half2(x0, x1);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int o = (c % 32) * 2;
-      const int kk = c / 32;
-      *reinterpret_cast<unsigned*>(&Bs[0][kk][o ^ ((kk & 7) << 3)]) = rb[l];
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      *reinterpret_cast<unsigned*>(&As[1][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 1 * 32 + kk;
+      const bool ok = go < 768 && gk < 3072;
+      const int o_n_11 = go;
+      const int k_k_12 = gk;
+      dlc_cp_async_16(&Bs[1][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_12 * 768 + o_n_11)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
+  dlc_cp_async_commit();  // TokLoad tile
+  if (2 < kt_count) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      float x0 = 0.0f;
+      if (m0 + o < (s_T) && 2 * 32 + kk < 3072) {
+        const int o_m_13 = m0 + o;
+        const int k_k_14 = 2 * 32 + kk;
+        x0 = dlc_round_f16(dlc_f32(in0[(o_m_13 * 3072 + k_k_14)]));
+      } else {
+        x0 = 0.0f;
+      }
+      float x1 = 0.0f;
+      if (m0 + o < (s_T) && 2 * 32 + kk + 1 < 3072) {
+        const int o_m_15 = m0 + o;
+        const int k_k_16 = 2 * 32 + kk + 1;
+        x1 = dlc_round_f16(dlc_f32(in0[(o_m_15 * 3072 + k_k_16)]));
+      } else {
+        x1 = 0.0f;
+      }
+      ra[l] = dlc_pack_half2(x0, x1);
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 16;
+      const int kk = (c % 16) * 2;
+      *reinterpret_cast<unsigned*>(&As[2][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 8) * 8;
+      const int kk = c / 8;
+      const int go = n0 + o;
+      const int gk = 2 * 32 + kk;
+      const bool ok = go < 768 && gk < 3072;
+      const int o_n_17 = go;
+      const int k_k_18 = gk;
+      dlc_cp_async_16(&Bs[2][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_18 * 768 + o_n_17)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
   for (int kt = 0; kt < kt_count; kt += 1) {
-    const int st = kt % 2;
-    const int nt = kt + 1;
-    const int ns = nt % 2;
+    const int st = kt % 4;
+    const int nt = kt + 3;
+    const int ns = nt % 4;
+    dlc_cp_async_wait<2>();  // ready: tile
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
@@ -299,46 +372,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         const int kk = (c % 16) * 2;
         float x0 = 0.0f;
         if (m0 + o < (s_T) && nt * 32 + kk < 3072) {
-          const int o_m_9 = m0 + o;
-          const int k_k_10 = nt * 32 + kk;
-          x0 = dlc_round_f16(dlc_f32(in0[(o_m_9 * 3072 + k_k_10)]));
+          const int o_m_19 = m0 + o;
+          const int k_k_20 = nt * 32 + kk;
+          x0 = dlc_round_f16(dlc_f32(in0[(o_m_19 * 3072 + k_k_20)]));
         } else {
           x0 = 0.0f;
         }
         float x1 = 0.0f;
         if (m0 + o < (s_T) && nt * 32 + kk + 1 < 3072) {
-          const int o_m_11 = m0 + o;
-          const int k_k_12 = nt * 32 + kk + 1;
-          x1 = dlc_round_f16(dlc_f32(in0[(o_m_11 * 3072 + k_k_12)]));
+          const int o_m_21 = m0 + o;
+          const int k_k_22 = nt * 32 + kk + 1;
+          x1 = dlc_round_f16(dlc_f32(in0[(o_m_21 * 3072 + k_k_22)]));
         } else {
           x1 = 0.0f;
         }
         ra[l] = dlc_pack_half2(x0, x1);
       }
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
+      for (int l = 0; l < 1; l += 1) {
         const int c = tid + l * 256;
-        const int o = (c % 32) * 2;
-        const int kk = c / 32;
-        float x0 = 0.0f;
-        if (n0 + o < 768 && nt * 32 + kk < 3072) {
-          const int o_n_13 = n0 + o;
-          const int k_k_14 = nt * 32 + kk;
-          x0 = dlc_f32(in1[(k_k_14 * 768 + o_n_13)]);
-        } else {
-          x0 = 0.0f;
-        }
-        float x1 = 0.0f;
-        if (n0 + o + 1 < 768 && nt * 32 + kk < 3072) {
-          const int o_n_15 = n0 + o + 1;
-          const int k_k_16 = nt * 32 + kk;
-          x1 = dlc_f32(in1[(k_k_16 * 768 + o_n_15)]);
-        } else {
-          x1 = 0.0f;
-        }
-        rb[l] = dlc_pack_half2(x0, x1);
+        const int o = (c % 8) * 8;
+        const int kk = c / 8;
+        const int go = n0 + o;
+        const int gk = nt * 32 + kk;
+        const bool ok = go < 768 && gk < 3072;
+        const int o_n_23 = go;
+        const int k_k_24 = gk;
+        dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_24 * 768 + o_n_23)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
+    dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
       unsigned af[1][4];
@@ -371,13 +434,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         const int kk = (c % 16) * 2;
         *reinterpret_cast<unsigned*>(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
       }
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = (c % 32) * 2;
-        const int kk = c / 32;
-        *reinterpret_cast<unsigned*>(&Bs[ns][kk][o ^ ((kk & 7) << 3)]) = rb[l];
-      }
     }
   }
   /* epilogue: after acc_ready, -> stored */ {
@@ -388,11 +444,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
           if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_T) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 768) {
-            const int m_m_17 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
-            const int n_n_18 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_19 = (m_m_17 * 768 + n_n_18);
-            const float c1_20 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
-            out0[off_19] = dlc_cvt<__half>(c1_20);
+            const int m_m_25 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int n_n_26 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_27 = (m_m_25 * 768 + n_n_26);
+            const float c1_28 = (acc[mi][ni][e] + dlc_f32(in2[n_n_26]));
+            out0[off_27] = dlc_cvt<__half>(c1_28);
           }
         }
       }
