@@ -115,11 +115,10 @@ fn arch_changes_the_target_and_the_plans() {
         let (_, o) = optimized(&doc, &opts);
         let plan = o.kernels[0].plan.as_ref().expect("planned");
         assert_eq!(plan.plan.arch, arch);
-        let barrier = &plan.plan.barrier_model;
-        assert!(
-            barrier == "cp_async_group" || barrier == "mbarrier",
-            "{barrier}"
-        );
+        // M, K and N are symbols: no row is provably 16-byte aligned, both operands are staged
+        // through registers, and the plan is the synchronous pipeline that kernel runs.
+        assert_eq!(plan.plan.barrier_model, "syncthreads");
+        assert!(!plan.plan.async_.enable);
         times.push(o.cost.time);
     }
     assert!(times[1] < times[0], "H100 is faster than A100: {times:?}");
@@ -171,9 +170,10 @@ fn dump_plan_prints_every_seed_field() {
         assert!(plan.get(field).is_some(), "{field} missing: {plan}");
     }
     assert_eq!(plan["tile"], json!([64, 64, 32]));
-    assert_eq!(plan["stages"], 4);
+    // Symbolic M, K, N: register-staged operands, the two-buffer synchronous pipeline.
+    assert_eq!(plan["stages"], 2);
     assert_eq!(plan["epilogue"], json!(["add", "relu"]));
-    assert_eq!(plan["async"]["enable"], true);
+    assert_eq!(plan["async"]["enable"], false);
     assert!(v["kernels"][0]["predicted_us"]
         .as_f64()
         .is_some_and(|t| t > 1.5));
@@ -185,7 +185,7 @@ fn explain_shows_the_plan_and_rejected_alternatives() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("plan: contraction mma_sync [64,64,32] stages=4"),
+        text.contains("plan: contraction mma_sync [64,64,32] stages=2"),
         "{text}"
     );
     assert!(

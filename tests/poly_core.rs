@@ -54,24 +54,30 @@ fn conv_to_pool_2x2_s2_is_compute_at_legal_without_halo() {
         "{:?}",
         ca.halo_per_axis
     );
-    // One pool output point reads a 2x2 window of the conv output.
+    // One pool output point reads a 2x2 window of the conv output (which the extracted conv
+    // kernel writes as `[N, 1, 32, 32, 32]`, a group axis of 1: the pool, with the bias and
+    // ReLU moved after the max, is one pointwise kernel).
     let fp = ca.footprint.as_deref().expect("footprint");
-    assert!(fp.contains("2*m_c <= o2 <= 2*m_c + 1"), "{fp}");
+    assert!(
+        fp.contains("2*m_c <= o3 <= 2*m_c + 1") && fp.contains("o1 = 0"),
+        "{fp}"
+    );
     assert!(ca.preimage.as_deref().expect("preimage").starts_with('['));
     // No halo: every conv point feeds one pooled point, folded in a register (the seed's
     // `conv_sum → activated → max_val`).
     assert_eq!(pair.min_buffer["buffer"], "reg");
     assert_eq!(pair.min_buffer["depth"], 1);
-    // The engine's RAW relation of conv → pool is seed 003 §3's (stride 2, window 2).
+    // The engine's RAW relation of conv → pool is seed 003 §3's (stride 2, window 2), from the
+    // statement that writes the conv's output points (`[N, 1, 32, 32, 32]`) to the pool's
+    // window reduction.
     let raw = pair
         .dependences
         .iter()
-        .find(|d| d.kind == core::DepKind::Raw && d.source.ends_with("_acc"))
-        .expect("RAW from the conv reduction");
-    let want = "[N] -> { S_conv[n, k, h, w, c, rh, rw] -> S_pool[n', c', h', w', rh', rw'] : \
-        n = n' and k = c' and h = 2h' + rh' and w = 2w' + rw' and \
+        .find(|d| d.kind == core::DepKind::Raw && d.sink.ends_with("_acc"))
+        .expect("RAW into the pool reduction");
+    let want = "[N] -> { S_conv[n, g, k, h, w] -> S_pool[n', c', h', w', rh', rw'] : \
+        n = n' and g = 0 and k = c' and h = 2h' + rh' and w = 2w' + rw' and \
         0 <= n < N and 0 <= k < 32 and 0 <= h < 32 and 0 <= w < 32 and \
-        0 <= c < 16 and 0 <= rh < 3 and 0 <= rw < 3 and \
         0 <= n' < N and 0 <= c' < 32 and 0 <= h' < 16 and 0 <= w' < 16 and \
         0 <= rh' < 2 and 0 <= rw' < 2 }";
     let rename = [

@@ -57,7 +57,88 @@ fn verified(k: Kernel, name: &str, model: &CostModel) -> Result<Kernel, CodegenE
     Ok(k)
 }
 
-/// Builds the GPU IR kernel of `r` from its chosen plan.
+/// One kernel of a planned program: the step it launches at and the plan it implements,
+/// chosen once ([`plan_program`]); `--explain`, `--report`, `--dump plan`, the manifest and code
+/// generation all read this value.
+#[derive(Clone, Debug)]
+pub struct PlannedKernel {
+    /// The program step the kernel launches at.
+    pub step: usize,
+    /// For the fused attention kernel of a pair, the pair's first step (which launches
+    /// nothing); `None` for a kernel of one region.
+    pub fused_first: Option<usize>,
+    /// The kernel's name (the region's; `first_second` for an attention pair).
+    pub name: String,
+    /// Its plan, or why the cost model has none (code generation then fails; the region
+    /// evaluator does not need plans).
+    pub choice: Result<PlanChoice, String>,
+}
+
+/// Plans every kernel of `program` once: a region its own fastest emittable plan
+/// ([`choose_plan`]), an attention pair one plan at its second step.
+pub fn plan_program(program: &RegionProgram, model: &CostModel) -> Vec<PlannedKernel> {
+    let pairs = templates::attention::find_pairs(program);
+    let mut out = Vec::new();
+    for (i, s) in program.steps.iter().enumerate() {
+        let Step::Region(r) = s else { continue };
+        match attention_role(&pairs, i) {
+            Some(Err(())) => {}
+            Some(Ok(f)) => {
+                let name = match pair_at(program, f, i) {
+                    Some(p) => attention_name(&p),
+                    None => r.name.clone(),
+                };
+                out.push(PlannedKernel {
+                    step: i,
+                    fused_first: Some(f),
+                    name,
+                    choice: pair_plan(program, f, i, model),
+                });
+            }
+            None => out.push(PlannedKernel {
+                step: i,
+                fused_first: None,
+                name: r.name.clone(),
+                choice: choose_plan(r, model).map_err(|e| e.to_string()),
+            }),
+        }
+    }
+    out
+}
+
+/// The name of the fused kernel of an attention pair (what `templates::attention::build`
+/// names it).
+fn attention_name(p: &templates::attention::AttentionPair<'_>) -> String {
+    super::cexpr::ident(&format!("{}_{}", p.first.name, p.second.name))
+}
+
+/// The single plan of the attention pair at steps `f` and `s`: the fused tensor-core kernel's
+/// (`cost::attention::choose_attention_plan`, the same call `attention_kernel` makes; [`kernels`]
+/// checks that the two agree).
+fn pair_plan(
+    program: &RegionProgram,
+    f: usize,
+    s: usize,
+    model: &CostModel,
+) -> Result<PlanChoice, String> {
+    let p =
+        pair_at(program, f, s).ok_or_else(|| format!("steps {f}, {s}: not an attention pair"))?;
+    crate::cost::attention::choose_attention_plan(&p, model)
+        .map_err(|e| format!("`{}`: {e}", attention_name(&p)))
+}
+
+/// The error of a plan the region's template cannot emit.
+fn not_emittable(r: &Region, choice: &PlanChoice, why: &str) -> CodegenError {
+    CodegenError::PlanNotEmittable {
+        kernel: r.name.clone(),
+        plan: choice.best.plan.summary(),
+        why: why.to_string(),
+    }
+}
+
+/// Builds the GPU IR kernel of `r` from its chosen plan: exactly the template and knobs the
+/// plan names. A plan the template cannot emit is [`CodegenError::PlanNotEmittable`]
+/// (`choose_plan` only admits emittable plans, so this is an internal error).
 pub fn kernel_of(
     r: &Region,
     choice: &PlanChoice,
@@ -74,25 +155,31 @@ pub fn kernel_of(
         let k = templates::scan::build(r, arch, block as u32, items as u32)?;
         return verified(k, &r.name, model);
     }
+    let width = choice.best.plan.vectorize.width;
     let k = match choice.best.knobs {
         Knobs::Reduction {
             threads_per_row,
             rows_per_block,
             ..
-        } if templates::row::cooperative(r).is_some() => templates::row::build(
-            r,
-            arch,
-            threads_per_row as u32,
-            rows_per_block as u32,
-            choice.best.plan.vectorize.width,
-        )?,
-        Knobs::Elementwise { block, items, .. } => templates::pointwise::build(
-            r,
-            arch,
-            block as u32,
-            items as u32,
-            choice.best.plan.vectorize.width,
-        )?,
+        } => {
+            if templates::row::cooperative(r).is_none() {
+                return Err(not_emittable(
+                    r,
+                    choice,
+                    "the row template does not accept the region",
+                ));
+            }
+            templates::row::build(
+                r,
+                arch,
+                threads_per_row as u32,
+                rows_per_block as u32,
+                width,
+            )?
+        }
+        Knobs::Elementwise { block, items, .. } => {
+            templates::pointwise::build(r, arch, block as u32, items as u32, width)?
+        }
         Knobs::Contraction {
             algo,
             bm,
@@ -105,98 +192,119 @@ pub fn kernel_of(
             ..
         } => {
             let mut em = Emitter::new(r, "")?;
-            let view = templates::contraction::view(r, &choice.work, &em);
+            let Some(v) = templates::contraction::view(r, &choice.work, &em) else {
+                return Err(not_emittable(r, choice, "the region has no GEMM view"));
+            };
             let tensor_cores =
                 matches!(&choice.work.shape, Shape::Contraction(g) if g.tensor_cores);
-            let mma = view
-                .as_ref()
-                .filter(|_| algo == Algo::MmaSync && tensor_cores)
-                .and_then(|v| templates::contraction_mma::mma_dtype(r, v));
-            match (view, mma) {
-                (Some(v), Some(dtype)) => templates::contraction_mma::build(
-                    r,
-                    &mut em,
-                    &v,
-                    arch,
-                    dtype,
-                    templates::contraction_mma::MmaPlan {
-                        tile: [bm, bn, bk],
-                        warps: [warps_m, warps_n],
-                        stages: u64::from(stages),
-                        async_,
-                    },
-                )?,
-                // Operands that are not both fp16 or both bf16 run on the SIMT skeleton with
-                // the same tile.
-                (Some(v), None) if matches!(algo, Algo::Simt | Algo::MmaSync) => {
-                    templates::contraction_simt::build(
+            match algo {
+                Algo::MmaSync => {
+                    let dtype = templates::contraction_mma::mma_dtype(r, &v)
+                        .filter(|_| tensor_cores)
+                        .ok_or_else(|| {
+                            not_emittable(r, choice, "the operands are not both fp16 or bf16")
+                        })?;
+                    templates::contraction_mma::build(
                         r,
                         &mut em,
                         &v,
                         arch,
-                        [bm, bn, bk.min(32)],
-                        warps_m * warps_n * 32,
+                        dtype,
+                        templates::contraction_mma::MmaPlan {
+                            tile: [bm, bn, bk],
+                            warps: [warps_m, warps_n],
+                            stages: u64::from(stages),
+                            async_,
+                        },
                     )?
                 }
-                _ => fallback(r, arch)?,
+                Algo::Simt => templates::contraction_simt::build(
+                    r,
+                    &mut em,
+                    &v,
+                    arch,
+                    [bm, bn, bk.min(32)],
+                    warps_m * warps_n * 32,
+                )?,
+                Algo::Wgmma => {
+                    return Err(not_emittable(r, choice, "no wgmma template"));
+                }
             }
         }
-        _ => fallback(r, arch)?,
     };
     verified(k, &r.name, model)
 }
 
-/// The template for a region its plan's template does not accept: the row template when it has
-/// cooperative reductions, else pointwise.
-fn fallback(r: &Region, arch: crate::target::Arch) -> Result<Kernel, CodegenError> {
-    if templates::row::cooperative(r).is_some() {
-        templates::row::build(r, arch, 128, 1, 1)
-    } else {
-        templates::pointwise::build(r, arch, 128, 1, 1)
-    }
-}
-
-/// Every kernel of `program`, in order, with the plan each implements.
+/// Every kernel of `planned` (the plans of `program`), in order, each built exactly as planned.
 pub fn kernels(
     program: &RegionProgram,
+    planned: &[PlannedKernel],
     model: &CostModel,
 ) -> Result<Vec<EmittedKernel>, CodegenError> {
     let mut out = Vec::new();
-    let pairs = templates::attention::find_pairs(program);
-    for (i, s) in program.steps.iter().enumerate() {
-        match attention_role(&pairs, i) {
-            Some(Err(())) => continue,
-            Some(Ok(f)) => {
-                out.push(attention_kernel(program, f, i, model)?);
-                continue;
-            }
-            None => {}
-        }
-        if let Step::Region(r) = s {
-            let choice = choose_plan(r, model).map_err(|e| CodegenError::Unsupported {
-                kernel: r.name.clone(),
-                why: format!("no plan: {e}"),
+    for pk in planned {
+        let choice = pk
+            .choice
+            .as_ref()
+            .map_err(|why| CodegenError::Unsupported {
+                kernel: pk.name.clone(),
+                why: format!("no plan: {why}"),
             })?;
-            let kernel = kernel_of(r, &choice, model)?;
-            let args = launch_args(
-                r.inputs.iter().map(|i| i.name.as_str()),
-                r.outputs.iter().map(|o| o.name.as_str()),
-                &templates::symbols(r),
-            );
-            out.push(EmittedKernel {
-                kernel,
-                choice,
-                step: i,
-                args,
-            });
-        }
+        let ek = match (pk.fused_first, program.steps.get(pk.step)) {
+            (Some(f), _) => {
+                let ek = attention_kernel(program, f, pk.step, model)?;
+                if ek.choice.best.plan != choice.best.plan {
+                    return Err(CodegenError::PlanNotEmittable {
+                        kernel: pk.name.clone(),
+                        plan: choice.best.plan.summary(),
+                        why: format!(
+                            "the attention kernel implements another plan: {}",
+                            ek.choice.best.plan.summary()
+                        ),
+                    });
+                }
+                EmittedKernel {
+                    choice: choice.clone(),
+                    ..ek
+                }
+            }
+            (None, Some(Step::Region(r))) => EmittedKernel {
+                kernel: kernel_of(r, choice, model)?,
+                choice: choice.clone(),
+                step: pk.step,
+                args: launch_args(
+                    r.inputs.iter().map(|i| i.name.as_str()),
+                    r.outputs.iter().map(|o| o.name.as_str()),
+                    &templates::symbols(r),
+                ),
+            },
+            (None, _) => {
+                return Err(CodegenError::Unsupported {
+                    kernel: pk.name.clone(),
+                    why: format!("step {} is not a region", pk.step),
+                })
+            }
+        };
+        out.push(ek);
     }
     Ok(out)
 }
 
-/// `kernels.cu` and its manifest for `program`, with the kernels' GPU IR.
+/// `kernels.cu` and its manifest for `program`, planned here ([`plan_program`]) — for a program
+/// without its plans (a cached shape cluster); an optimized program carries its plans
+/// ([`emit_planned`]).
 pub fn emit(program: &RegionProgram, model: &CostModel) -> Result<Generated, CodegenError> {
-    let ks = kernels(program, model)?;
+    let planned = plan_program(program, model);
+    emit_planned(program, &planned, model)
+}
+
+/// `kernels.cu` and its manifest for `program` planned as `planned`, with the kernels' GPU IR.
+pub fn emit_planned(
+    program: &RegionProgram,
+    planned: &[PlannedKernel],
+    model: &CostModel,
+) -> Result<Generated, CodegenError> {
+    let ks = kernels(program, planned, model)?;
     let mut source = format!(
         "// Generated by dlc-egg {} for {} ({}). Do not edit.\n#include \"{HEADER_NAME}\"\n\n{}\n",
         env!("CARGO_PKG_VERSION"),

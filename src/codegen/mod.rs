@@ -39,9 +39,18 @@ pub struct Emitted {
 pub enum CodegenError {
     #[error("kernel `{kernel}`: {why}")]
     Unsupported { kernel: String, why: String },
+    /// The planned program holds a plan its template cannot emit for the region (the plan
+    /// space admitted a point code generation does not implement: an internal error).
+    #[error("kernel `{kernel}`: internal error: plan `{plan}` cannot be emitted: {why}")]
+    PlanNotEmittable {
+        kernel: String,
+        plan: String,
+        why: String,
+    },
 }
 
-/// Emits every kernel of an optimized program (`emit::emit` on its program and cost model).
+/// Emits every kernel of an optimized program exactly as planned (`emit::emit_planned` on its
+/// program, its plans and its cost model).
 pub fn emit_program(opt: &Optimized) -> Result<Emitted, CodegenError> {
     generate(opt).map(|g| g.emitted)
 }
@@ -56,7 +65,7 @@ pub struct Generated {
 
 /// Generates the kernels of an optimized program.
 pub fn generate(opt: &Optimized) -> Result<Generated, CodegenError> {
-    emit::emit(&opt.program, &opt.model)
+    emit::emit_planned(&opt.program, &opt.planned, &opt.model)
 }
 
 impl Generated {

@@ -18,7 +18,7 @@ use super::roofline::{algo_efficiency, Bound, Estimate, BARRIER_CYCLES};
 use super::work::{analyze, KernelWork};
 use super::{PlanChoice, PlanError, Priced, Rejected, Time};
 use crate::codegen::templates::attention::{
-    heaviest_first, pad16, AttentionPair, AttentionPlan, Mask,
+    copies_async, heaviest_first, pad16, AttentionPair, AttentionPlan, Mask,
 };
 use crate::extract::kernels::CostModel;
 use crate::ir::dim::Dim;
@@ -52,8 +52,9 @@ pub fn registers(plan: &AttentionPlan, d: u64, dv: u64) -> u64 {
     pad16(dv) / 2 + plan.bn + q + REG_OVERHEAD
 }
 
-/// The points of the plan space.
-pub fn space() -> Vec<AttentionPlan> {
+/// The points of the plan space; `async_` when the kernel can copy an operand with
+/// `cp.async` (`templates::attention::copies_async`), else every point is synchronous.
+pub fn space(async_: bool) -> Vec<AttentionPlan> {
     let mut out = Vec::new();
     for q_in_regs in [true, false] {
         for bn in BNS {
@@ -61,7 +62,7 @@ pub fn space() -> Vec<AttentionPlan> {
                 bm: BM,
                 bn,
                 stages: 2,
-                async_: true,
+                async_,
                 q_in_regs,
             });
         }
@@ -303,7 +304,7 @@ pub fn choose_attention_plan(
         .first()
         .map(|o| o.dtype.size_bytes())
         .unwrap_or(2);
-    let all = space();
+    let all = space(copies_async(p));
     let n_space = all.len();
     let mut priced: Vec<(Time, AttentionPlan, Estimate, Resources)> = Vec::new();
     let mut stopped: Vec<(String, usize)> = Vec::new();

@@ -14,7 +14,7 @@ pub mod work;
 
 use crate::extract::kernels::CostModel;
 use crate::ir::region::Region;
-use crate::plan::space::{candidates, plan_of, Candidate, Stop};
+use crate::plan::space::{candidates, plan_of, Candidate, Knobs, Stop};
 use crate::plan::Plan;
 use crate::target::Target;
 use roofline::{estimate, Estimate};
@@ -130,16 +130,70 @@ pub enum PlanError {
     NoPlan { template: &'static str, why: String },
 }
 
-/// The fastest plan of `region` on the model's target.
+/// The fastest plan of `region` on the model's target, among the plans code generation can
+/// emit for it (`crate::codegen::templates::applicability`): a contraction the tiled templates
+/// do not accept, or a reduction the row template does not, is priced as the pointwise kernel
+/// it runs as; a tensor-core contraction none of whose operands takes `cp.async` gets only the
+/// synchronous plans (what its kernel runs).
 pub fn choose_plan(region: &Region, model: &CostModel) -> Result<PlanChoice, PlanError> {
-    let work = analyze(region, model)?;
-    choose_plan_for(work, &model.target)
+    choose_plan_as(region, model, false)
 }
 
-/// The fastest plan of `work` on `target`. Ties in time go to the earlier point of the grid
-/// (smaller tiles first), so the choice is deterministic.
+/// [`choose_plan`] for the extractor, which prices kernels one by one and does not see
+/// attention pairs: the scores-and-softmax region of a pair is priced as the tensor-core
+/// contraction the fused kernel runs it as. TODO(issue 15): price the pair in extraction.
+pub fn choose_plan_for_extraction(
+    region: &Region,
+    model: &CostModel,
+) -> Result<PlanChoice, PlanError> {
+    choose_plan_as(region, model, true)
+}
+
+fn choose_plan_as(
+    region: &Region,
+    model: &CostModel,
+    attention_first: bool,
+) -> Result<PlanChoice, PlanError> {
+    use crate::codegen::templates::applicability::{as_emitted, emits, Emits};
+    use crate::codegen::templates::contraction_mma::Staging;
+    let work = analyze(region, model)?;
+    let e = emits(region, &work, attention_first);
+    let work = as_emitted(work, e);
+    // When no operand takes `cp.async`, the tensor-core kernel of an asynchronous plan issues
+    // none: its loads go through registers one step ahead, whatever the stages, so only the
+    // synchronous plans are what it runs (priced one tile ahead, with the held registers).
+    // With one operand by `cp.async` (the other register-staged or gathered) the asynchronous
+    // plans stay: that operand is pipelined `stages - 1` tiles ahead. TODO(issue 15): price the
+    // register-staged operand of such a mixed plan (one tile ahead, its held registers).
+    let no_copy = matches!(e, Emits::Contraction { mma: true, staging } if !staging.contains(&Staging::CpAsync));
+    let all = candidates(&work, &model.target);
+    let all = if no_copy {
+        all.into_iter()
+            .filter(|c| match c.knobs {
+                Knobs::Contraction { async_, .. } => !async_,
+                _ => true,
+            })
+            .collect()
+    } else {
+        all
+    };
+    choose_among(work, all, &model.target)
+}
+
+/// The fastest plan of `work` on `target` over its whole plan space (no region: no
+/// applicability filter). Ties in time go to the earlier point of the grid (smaller tiles
+/// first), so the choice is deterministic.
 pub fn choose_plan_for(work: KernelWork, target: &Target) -> Result<PlanChoice, PlanError> {
     let all = candidates(&work, target);
+    choose_among(work, all, target)
+}
+
+/// The fastest of `all`, the checked candidates of `work`.
+fn choose_among(
+    work: KernelWork,
+    all: Vec<Candidate>,
+    target: &Target,
+) -> Result<PlanChoice, PlanError> {
     let space = all.len();
     let mut priced: Vec<(Time, Estimate, Candidate)> = Vec::new();
     let mut stopped: Vec<(String, usize)> = Vec::new();

@@ -5,14 +5,14 @@
 //!
 //! A kernel's price is its best plan's predicted time (seed 001 §11, `crate::cost`).
 
-use crate::cost::{choose_plan, PlanChoice, Time};
+use crate::cost::{choose_plan_for_extraction, PlanChoice, Time};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::egraph::kernel::{kernel_parts, KernelBody};
 use crate::ir::egraph::{Facts, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::synth::{synthesize, SynthArg};
 use crate::ir::region::Materialize;
-use crate::ir::region::Region;
+use crate::ir::region::{Expr, Region};
 use crate::target::Target;
 use egg::Id;
 use egg::RecExpr;
@@ -207,7 +207,9 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -
         _ => return KernelCost::INFINITY,
     };
     let time = match kernel_plan_of(&body, &in_facts, model).as_ref() {
-        Ok(choice) => choice.best.time,
+        Ok(choice) => {
+            attention_second_time(eg, node, &body, &in_facts, model).unwrap_or(choice.best.time)
+        }
         Err(_) => return KernelCost::INFINITY,
     };
     let read: u64 = in_facts
@@ -237,6 +239,100 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -
     }
 }
 
+/// The price of `node` as the second region of a fused attention pair (`P·V`, its `P` the
+/// scores-and-softmax kernel of an input class): the fused kernel's time
+/// ([`crate::cost::attention::choose_attention_plan`], the plan code generation emits for the
+/// pair) less the extraction price of that first kernel, so that a cover choosing both pays
+/// exactly the one kernel that runs. Among several first kernels of the class the cheapest is
+/// taken (the one the extractor keeps). `None` when no input is such a kernel.
+fn attention_second_time(
+    eg: &TensorGraph,
+    node: &TensorLang,
+    body: &KernelBody,
+    in_facts: &[TensorFacts],
+    model: &CostModel,
+) -> Option<Time> {
+    use crate::codegen::templates::attention::pair;
+    use crate::cost::work::Shape;
+    let TensorLang::Kernel(children) = node else {
+        return None;
+    };
+    let attr = |id: Id| eg[id].data.attr();
+    let (_, inputs) = kernel_parts(children, &attr).ok()?;
+    let second = match &model.regions {
+        Some(cache) => cache.region(body.expr(), in_facts).ok()?,
+        None => Arc::new(synthesize_kernel(body.expr(), in_facts).ok()?),
+    };
+    // Only a contraction (P·V) can be the second region.
+    if !second
+        .lets
+        .iter()
+        .any(|l| matches!(l.expr, Expr::Reduce(_)))
+    {
+        return None;
+    }
+    let mut best: Option<(Time, Time)> = None;
+    for (i, class) in inputs.iter().enumerate() {
+        for n in &eg[*class].nodes {
+            let plan = kernel_plan(eg, n, model);
+            let Ok(first_choice) = plan.as_ref() else {
+                continue;
+            };
+            // The scores and softmax: a contraction with a row epilogue.
+            if !matches!(&first_choice.work.shape, Shape::Contraction(g) if g.row_extent.is_some())
+            {
+                continue;
+            }
+            let Some((fbody, ffacts)) = kernel_inputs(eg, n) else {
+                continue;
+            };
+            let Ok(first) = synthesize_deferred(&fbody, &ffacts, &format!("in{i}")) else {
+                continue;
+            };
+            let Some(p) = pair(&first, &second) else {
+                continue;
+            };
+            let Ok(fused) = crate::cost::attention::choose_attention_plan(&p, model) else {
+                continue;
+            };
+            let first_time = first_choice.best.time;
+            if best.is_none_or(|(t, _)| first_time < t) {
+                best = Some((
+                    first_time,
+                    Time(fused.best.time.0.saturating_sub(first_time.0)),
+                ));
+            }
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+/// The region of a kernel body whose output `out_name` is deferred (the first region of an
+/// attention pair); its inputs are `f0`, `f1`, … (apart from the reader's `in*`).
+fn synthesize_deferred(
+    body: &KernelBody,
+    inputs: &[TensorFacts],
+    out_name: &str,
+) -> Result<Region, String> {
+    let args: Vec<SynthArg> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| SynthArg {
+            name: format!("f{i}"),
+            dtype: f.dtype,
+            shape: f.shape.clone(),
+        })
+        .collect();
+    synthesize(
+        "kernel",
+        body.expr(),
+        &args,
+        out_name,
+        Materialize::Deferred,
+    )
+    .map_err(|e| e.to_string())
+}
+
 /// The body and input facts of a kernel e-node.
 fn kernel_inputs(eg: &TensorGraph, node: &TensorLang) -> Option<(KernelBody, Vec<TensorFacts>)> {
     let TensorLang::Kernel(children) = node else {
@@ -252,7 +348,7 @@ fn kernel_inputs(eg: &TensorGraph, node: &TensorLang) -> Option<(KernelBody, Vec
 }
 
 /// The plan choice of a kernel e-node: its region (inputs `in0`, `in1`, …, output `out`)
-/// through [`crate::cost::choose_plan`], cached on the body for `model`. `Err` says why the
+/// through [`crate::cost::choose_plan_for_extraction`], cached on the body for `model`. `Err` says why the
 /// kernel has no region or no plan.
 pub fn kernel_plan(
     eg: &TensorGraph,
@@ -282,7 +378,7 @@ fn kernel_plan_of(
             Some(cache) => cache.region(body.expr(), in_facts)?,
             None => Arc::new(synthesize_kernel(body.expr(), in_facts)?),
         };
-        choose_plan(&region, model).map_err(|e| e.to_string())
+        choose_plan_for_extraction(&region, model).map_err(|e| e.to_string())
     })
 }
 

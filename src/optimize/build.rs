@@ -3,7 +3,8 @@
 //! each kernel covers (for `--explain`).
 
 use super::OptimizeError;
-use crate::cost::{choose_plan, PlanReport};
+use crate::codegen::emit::{plan_program, PlannedKernel};
+use crate::cost::PlanReport;
 use crate::extract::kernels::{kernel_own_cost, CostModel, KernelCost};
 use crate::ir::egraph::kernel::{body_classes, kernel_parts};
 use crate::ir::egraph::{Attr, TensorGraph, TensorLang};
@@ -218,7 +219,7 @@ pub fn build_program(
     choose: &dyn Fn(Id) -> TensorLang,
     sizes: &CostModel,
     explain_kept_apart: bool,
-) -> Result<(RegionProgram, Vec<KernelInfo>), OptimizeError> {
+) -> Result<(RegionProgram, Vec<KernelInfo>, Vec<PlannedKernel>), OptimizeError> {
     let attr = |id: Id| eg[id].data.attr();
     // Post-order from the outputs, in signature order.
     let mut order: Vec<(Id, Realized)> = Vec::new();
@@ -317,6 +318,7 @@ pub fn build_program(
 
     let mut steps = Vec::new();
     let mut infos = Vec::new();
+    let mut info_steps: Vec<usize> = Vec::new();
     let covers = cover_map(eg, prog, class, &order);
     // Kernel names by the class they compute (for compute-at notes).
     let mut kernel_of: HashMap<Id, String> = HashMap::new();
@@ -369,9 +371,6 @@ pub fn build_program(
                             why: e.to_string(),
                         }
                     })?;
-                let plan = choose_plan(&region, sizes)
-                    .map(|c| c.report())
-                    .map_err(|e| e.to_string());
                 let mut notes = super::compute_at::embedding_lines(
                     &region,
                     &embeddings,
@@ -397,8 +396,10 @@ pub fn build_program(
                     embeds: !embeddings.is_empty(),
                     body: body.text().to_string(),
                     cost: kernel_own_cost(eg, node, sizes),
-                    plan,
+                    // Filled from the planned program below.
+                    plan: Err("not planned".into()),
                 });
+                info_steps.push(steps.len());
                 steps.push(Step::Region(region));
             }
         }
@@ -436,7 +437,72 @@ pub fn build_program(
         steps,
         outputs: outs,
     };
-    Ok((program, infos))
+    let planned = plan_program(&program, sizes);
+    let infos = planned_infos(infos, &info_steps, &planned);
+    Ok((program, infos, planned))
+}
+
+/// The cover's cost as the planned program runs: its time the sum of the planned kernels'
+/// predicted times and one launch per planned kernel (an attention pair is one), the rest of
+/// `extracted` (bytes, roundings, flops, ops) as extraction counted it. Unchanged when a kernel
+/// has no plan (code generation then fails; the region evaluator runs without plans).
+pub fn planned_cost(extracted: KernelCost, planned: &[PlannedKernel]) -> KernelCost {
+    let mut time = crate::cost::Time::ZERO;
+    for pk in planned {
+        match &pk.choice {
+            Ok(c) => time = time.plus(c.best.time),
+            Err(_) => return extracted,
+        }
+    }
+    KernelCost {
+        time,
+        kernels: planned.len() as u64,
+        ..extracted
+    }
+}
+
+/// The kernel infos of the planned program: one per planned kernel, with its plan's report; an
+/// attention pair's two regions are one entry (the fused kernel's name and plan, both regions'
+/// covers, reasons and costs).
+fn planned_infos(
+    infos: Vec<KernelInfo>,
+    info_steps: &[usize],
+    planned: &[PlannedKernel],
+) -> Vec<KernelInfo> {
+    let by_step: BTreeMap<usize, KernelInfo> = info_steps.iter().copied().zip(infos).collect();
+    planned
+        .iter()
+        .filter_map(|pk| {
+            let mut info = by_step.get(&pk.step)?.clone();
+            if let Some(first) = pk.fused_first.and_then(|f| by_step.get(&f)) {
+                let mut inputs: Vec<String> = first.inputs.clone();
+                for i in &info.inputs {
+                    if *i != first.output && !inputs.contains(i) {
+                        inputs.push(i.clone());
+                    }
+                }
+                info.inputs = inputs;
+                let mut covers = first.covers.clone();
+                covers.extend(info.covers.iter().cloned());
+                info.covers = covers;
+                let mut because = vec![format!(
+                    "attention: `{}` (scores and softmax) and `{}` (its product with V) are one \
+                     fused kernel; the scores never reach global memory",
+                    first.name, info.name
+                )];
+                because.extend(first.fused_because.iter().cloned());
+                because.extend(info.fused_because.iter().cloned());
+                info.fused_because = because;
+                info.body = format!("{}; {}", first.body, info.body);
+                info.cost = first.cost.plus(info.cost);
+                info.compute_at.extend(first.compute_at.iter().cloned());
+                info.embeds |= first.embeds;
+            }
+            info.name = pk.name.clone();
+            info.plan = pk.choice.as_ref().map(|c| c.report()).map_err(Clone::clone);
+            Some(info)
+        })
+        .collect()
 }
 
 /// For each kernel's class, the frontend nodes (Tiny tags) it computes, in program order of

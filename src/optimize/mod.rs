@@ -137,6 +137,9 @@ pub struct Optimized {
     pub phases: Vec<PhaseStats>,
     /// The extracted program.
     pub program: RegionProgram,
+    /// Every kernel of `program` with its plan, chosen once (`crate::codegen::emit::plan_program`):
+    /// what `kernels`' reports, `--dump plan`, the manifest and code generation read.
+    pub planned: Vec<crate::codegen::emit::PlannedKernel>,
     /// One entry per region of `program`, in order.
     pub kernels: Vec<KernelInfo>,
     /// The cover's cost counted as a DAG (every kernel once), under the pricer that chose it
@@ -244,7 +247,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
             .expect("the extractor covers every class reachable from the roots")
     };
     let cost = cover_cost_with(&eg, &roots, &choose, &sizes, pricer(opts));
-    let (program, mut kernels) = build::build_program(
+    let (program, mut kernels, planned) = build::build_program(
         &eg,
         prog,
         &class,
@@ -255,6 +258,8 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         // fused candidates).
         opts.explain && opts.compute_at,
     )?;
+    // What is printed is what runs: the planned kernels' times and launches.
+    let cost = build::planned_cost(cost, &planned);
     if opts.explain && opts.compute_at && kernels.iter().any(|k| k.embeds) {
         // Profitability: the same program without compute-at, side by side.
         let split = optimize(
@@ -297,6 +302,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     Ok(Optimized {
         phases,
         program,
+        planned,
         kernels,
         cost,
         extraction,
@@ -335,6 +341,8 @@ pub struct CoverProgram {
     pub program: RegionProgram,
     /// One entry per region of `program`, in order.
     pub kernels: Vec<KernelInfo>,
+    /// Every kernel with the plan chosen once for it (what code generation emits).
+    pub planned: Vec<crate::codegen::emit::PlannedKernel>,
 }
 
 /// The region program of `cover` for a pipeline a library user assembled: `eg` holds `prog`
@@ -384,9 +392,13 @@ pub fn program_of_cover(
             .cloned()
             .expect("every needed class was checked above")
     };
-    let (program, kernels) =
+    let (program, kernels, planned) =
         build::build_program(eg, prog, classes, &roots, &choose, model, false)?;
-    Ok(CoverProgram { program, kernels })
+    Ok(CoverProgram {
+        program,
+        kernels,
+        planned,
+    })
 }
 
 /// How the kernel cover was chosen (for `--explain` and `--report`).

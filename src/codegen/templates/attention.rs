@@ -172,6 +172,18 @@ pub fn mma_dtype(p: &AttentionPair) -> Option<DType> {
     (q == k && k == v && matches!(q, DType::F16 | DType::BF16)).then_some(q)
 }
 
+/// Whether an asynchronous plan of `p` copies any operand with `cp.async` (a plain, 16-byte
+/// aligned fp16/bf16 read, [`stage::plain_read`]); when none is, every tile is staged through
+/// registers and the plan is recorded as synchronous (what the kernel does).
+pub fn copies_async(p: &AttentionPair) -> bool {
+    let Some(dtype) = mma_dtype(p) else {
+        return false;
+    };
+    stage::plain_read(p.first, &p.q_side, &p.head_axis, p.head_dim, dtype).is_some()
+        || stage::plain_read(p.first, &p.k_side, &p.head_axis, p.head_dim, dtype).is_some()
+        || stage::plain_read(p.second, &p.v_side, &p.col, p.value_dim, dtype).is_some()
+}
+
 /// The two regions as one attention, when they are (see the module doc).
 pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'p>> {
     let p = pattern::pair(first, second)?;

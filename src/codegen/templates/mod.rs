@@ -12,6 +12,7 @@
 //! Every template handles any size, symbolic ones included: sizes are kernel parameters and
 //! every tile loop is strip-mined with predicated tails.
 
+pub mod applicability;
 pub mod attention;
 pub mod contraction;
 pub mod contraction_mma;

@@ -11,13 +11,13 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (M+63)//64)*max(1, (N+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
+// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (M+63)//64)*max(1, (N+63)//64), 1, 1), block (256, 1, 1), 16384 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_K, int s_M, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
-  // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
-  // operand B: outer-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
+  __half (&As)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 8192);
+  // operand A: K-major tile, loaded through registers (the plan is synchronous)
+  // operand B: outer-major tile, loaded through registers (the plan is synchronous)
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
@@ -98,134 +98,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
       *reinterpret_cast<unsigned*>(&Bs[0][kk][o ^ ((kk & 7) << 3)]) = rb[l];
     }
   }
-  if (1 < kt_count) {
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (m0 + o < (s_M) && 1 * 32 + kk < (s_K)) {
-        const int o_m_9 = m0 + o;
-        const int k_k_10 = 1 * 32 + kk;
-        x0 = dlc_f32(in0[(o_m_9 * (s_K) + k_k_10)]);
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (m0 + o < (s_M) && 1 * 32 + kk + 1 < (s_K)) {
-        const int o_m_11 = m0 + o;
-        const int k_k_12 = 1 * 32 + kk + 1;
-        x1 = dlc_f32(in0[(o_m_11 * (s_K) + k_k_12)]);
-      } else {
-        x1 = 0.0f;
-      }
-      ra[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&As[1][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = (c % 32) * 2;
-      const int kk = c / 32;
-      float x0 = 0.0f;
-      if (n0 + o < (s_N) && 1 * 32 + kk < (s_K)) {
-        const int o_n_13 = n0 + o;
-        const int k_k_14 = 1 * 32 + kk;
-        x0 = dlc_f32(in1[(k_k_14 * (s_N) + o_n_13)]);
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (n0 + o + 1 < (s_N) && 1 * 32 + kk < (s_K)) {
-        const int o_n_15 = n0 + o + 1;
-        const int k_k_16 = 1 * 32 + kk;
-        x1 = dlc_f32(in1[(k_k_16 * (s_N) + o_n_15)]);
-      } else {
-        x1 = 0.0f;
-      }
-      rb[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = (c % 32) * 2;
-      const int kk = c / 32;
-      *reinterpret_cast<unsigned*>(&Bs[1][kk][o ^ ((kk & 7) << 3)]) = rb[l];
-    }
-  }
-  if (2 < kt_count) {
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (m0 + o < (s_M) && 2 * 32 + kk < (s_K)) {
-        const int o_m_17 = m0 + o;
-        const int k_k_18 = 2 * 32 + kk;
-        x0 = dlc_f32(in0[(o_m_17 * (s_K) + k_k_18)]);
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (m0 + o < (s_M) && 2 * 32 + kk + 1 < (s_K)) {
-        const int o_m_19 = m0 + o;
-        const int k_k_20 = 2 * 32 + kk + 1;
-        x1 = dlc_f32(in0[(o_m_19 * (s_K) + k_k_20)]);
-      } else {
-        x1 = 0.0f;
-      }
-      ra[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&As[2][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = (c % 32) * 2;
-      const int kk = c / 32;
-      float x0 = 0.0f;
-      if (n0 + o < (s_N) && 2 * 32 + kk < (s_K)) {
-        const int o_n_21 = n0 + o;
-        const int k_k_22 = 2 * 32 + kk;
-        x0 = dlc_f32(in1[(k_k_22 * (s_N) + o_n_21)]);
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (n0 + o + 1 < (s_N) && 2 * 32 + kk < (s_K)) {
-        const int o_n_23 = n0 + o + 1;
-        const int k_k_24 = 2 * 32 + kk;
-        x1 = dlc_f32(in1[(k_k_24 * (s_N) + o_n_23)]);
-      } else {
-        x1 = 0.0f;
-      }
-      rb[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = (c % 32) * 2;
-      const int kk = c / 32;
-      *reinterpret_cast<unsigned*>(&Bs[2][kk][o ^ ((kk & 7) << 3)]) = rb[l];
-    }
-  }
   for (int kt = 0; kt < kt_count; kt += 1) {
-    const int st = kt % 4;
-    const int nt = kt + 3;
-    const int ns = nt % 4;
+    const int st = kt % 2;
+    const int nt = kt + 1;
+    const int ns = nt % 2;
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
@@ -235,17 +111,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         const int kk = (c % 16) * 2;
         float x0 = 0.0f;
         if (m0 + o < (s_M) && nt * 32 + kk < (s_K)) {
-          const int o_m_25 = m0 + o;
-          const int k_k_26 = nt * 32 + kk;
-          x0 = dlc_f32(in0[(o_m_25 * (s_K) + k_k_26)]);
+          const int o_m_9 = m0 + o;
+          const int k_k_10 = nt * 32 + kk;
+          x0 = dlc_f32(in0[(o_m_9 * (s_K) + k_k_10)]);
         } else {
           x0 = 0.0f;
         }
         float x1 = 0.0f;
         if (m0 + o < (s_M) && nt * 32 + kk + 1 < (s_K)) {
-          const int o_m_27 = m0 + o;
-          const int k_k_28 = nt * 32 + kk + 1;
-          x1 = dlc_f32(in0[(o_m_27 * (s_K) + k_k_28)]);
+          const int o_m_11 = m0 + o;
+          const int k_k_12 = nt * 32 + kk + 1;
+          x1 = dlc_f32(in0[(o_m_11 * (s_K) + k_k_12)]);
         } else {
           x1 = 0.0f;
         }
@@ -258,17 +134,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         const int kk = c / 32;
         float x0 = 0.0f;
         if (n0 + o < (s_N) && nt * 32 + kk < (s_K)) {
-          const int o_n_29 = n0 + o;
-          const int k_k_30 = nt * 32 + kk;
-          x0 = dlc_f32(in1[(k_k_30 * (s_N) + o_n_29)]);
+          const int o_n_13 = n0 + o;
+          const int k_k_14 = nt * 32 + kk;
+          x0 = dlc_f32(in1[(k_k_14 * (s_N) + o_n_13)]);
         } else {
           x0 = 0.0f;
         }
         float x1 = 0.0f;
         if (n0 + o + 1 < (s_N) && nt * 32 + kk < (s_K)) {
-          const int o_n_31 = n0 + o + 1;
-          const int k_k_32 = nt * 32 + kk;
-          x1 = dlc_f32(in1[(k_k_32 * (s_N) + o_n_31)]);
+          const int o_n_15 = n0 + o + 1;
+          const int k_k_16 = nt * 32 + kk;
+          x1 = dlc_f32(in1[(k_k_16 * (s_N) + o_n_15)]);
         } else {
           x1 = 0.0f;
         }
@@ -324,12 +200,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
           if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_M) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < (s_N)) {
-            const int m_m_33 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
-            const int n_n_34 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_35 = (m_m_33 * (s_N) + n_n_34);
-            const float c1_36 = (acc[mi][ni][e] + dlc_f32(in2[n_n_34]));
-            const float c2_37 = dlc_relu(c1_36);
-            out0[off_35] = dlc_cvt<__half>(c2_37);
+            const int m_m_17 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int n_n_18 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int off_19 = (m_m_17 * (s_N) + n_n_18);
+            const float c1_20 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
+            const float c2_21 = dlc_relu(c1_20);
+            out0[off_19] = dlc_cvt<__half>(c2_21);
           }
         }
       }

@@ -1,0 +1,96 @@
+//! Which template can emit a region, decided once when its plan space is built
+//! (`crate::cost::choose_plan`) so that every plan the extractor can choose is one code
+//! generation emits exactly (`crate::codegen::emit::kernel_of` has no fallback).
+//!
+//! A contraction runs on `mma_sync` only when the tiled GEMM view exists
+//! ([`super::contraction::view`]) and both operands are fp16 or both bf16
+//! ([`super::contraction_mma::mma_dtype`]), on the SIMT skeleton when only the view exists, and
+//! otherwise as a pointwise kernel (one thread per output point, the reduction serial); a
+//! reduction runs on the row template when [`super::row::cooperative`] accepts it, otherwise
+//! pointwise.
+
+use super::contraction::{self, Side};
+use super::contraction_mma::{self, Staging};
+use super::row;
+use crate::codegen::scalar::Emitter;
+use crate::cost::roofline::LOAD_ISSUE;
+use crate::cost::work::{KernelWork, Shape};
+use crate::ir::region::Region;
+
+/// What code generation can emit for one region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emits {
+    /// The tiled contraction templates: tensor cores (`mma_sync`) when `mma`, else SIMT;
+    /// `staging` says how the tensor-core template fills each operand's tile (`[A, B]`).
+    Contraction { mma: bool, staging: [Staging; 2] },
+    /// The cooperative row template.
+    Row,
+    /// The pointwise template (one thread per output point).
+    Pointwise,
+}
+
+/// What the templates can emit for `r`, whose cost-model analysis is `work`. With
+/// `attention_first`, a contraction with a row epilogue that no tiled template accepts (the
+/// scores and softmax of attention) counts as the tensor-core contraction the fused attention
+/// kernel runs it as (what the extractor prices: it does not see the pair; a program whose
+/// pair does not fuse plans that region strictly, as the pointwise kernel it runs as).
+pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
+    match &work.shape {
+        Shape::Contraction(g) => {
+            let fused = Emits::Contraction {
+                mma: g.tensor_cores,
+                staging: [Staging::CpAsync; 2],
+            };
+            let fallback = if attention_first && g.row_extent.is_some() {
+                fused
+            } else {
+                Emits::Pointwise
+            };
+            let Ok(em) = Emitter::new(r, "") else {
+                return fallback;
+            };
+            match contraction::view(r, work, &em) {
+                Some(v) => {
+                    let mma = contraction_mma::mma_dtype(r, &v).is_some();
+                    let staging = [
+                        contraction_mma::operand_staging(r, &v, Side::A),
+                        contraction_mma::operand_staging(r, &v, Side::B),
+                    ];
+                    Emits::Contraction { mma, staging }
+                }
+                None => fallback,
+            }
+        }
+        Shape::Reduction { .. } if row::cooperative(r).is_some() => Emits::Row,
+        _ => Emits::Pointwise,
+    }
+}
+
+/// `work` as what will run: a contraction without tensor cores when `mma_sync` cannot emit
+/// it, a contraction or reduction no tiled/row template accepts as elementwise over its
+/// output points.
+pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
+    match (&mut work.shape, e) {
+        (Shape::Contraction(g), Emits::Contraction { mma, .. }) => {
+            g.tensor_cores &= mma;
+        }
+        (Shape::Contraction(_) | Shape::Reduction { .. }, Emits::Pointwise) => {
+            // One thread per output point folds serially: every multiply-accumulate runs on
+            // CUDA cores and every folded element is a load (mostly an L1 hit).
+            let loads = match &work.shape {
+                Shape::Contraction(g) => 2.0 * g.batch * g.m * g.n * g.k,
+                Shape::Reduction {
+                    rows, len, passes, ..
+                } => rows * len * f64::from(*passes),
+                _ => 0.0,
+            };
+            work.ops.simt += work.ops.tensor + loads * LOAD_ISSUE;
+            work.ops.tensor = 0.0;
+            work.shape = Shape::Elementwise {
+                elems: work.out_elems,
+            };
+        }
+        _ => {}
+    }
+    work
+}
