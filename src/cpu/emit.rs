@@ -78,7 +78,9 @@ pub(super) fn lookup<'s>(scope: &'s Scope, n: &str) -> Option<&'s str> {
 
 fn contains_reduce(e: &Expr) -> bool {
     let mut hit = false;
-    visit(e, &mut |x| hit |= matches!(x, Expr::Reduce(_)));
+    visit(e, &mut |x| {
+        hit |= matches!(x, Expr::Reduce(_) | Expr::Scan(_))
+    });
     hit
 }
 
@@ -196,10 +198,13 @@ impl<'a> Emitter<'a> {
             if gemms[li].is_some() {
                 continue;
             }
-            visit(&l.expr, &mut |e| {
-                if let Expr::Reduce(red) = e {
-                    rebound.extend(red.axes.iter().cloned());
+            visit(&l.expr, &mut |e| match e {
+                Expr::Reduce(red) => rebound.extend(red.axes.iter().cloned()),
+                // A scan walks its axis sequentially inside one outer point.
+                Expr::Scan(sc) => {
+                    rebound.insert(sc.axis.clone());
                 }
+                _ => {}
             });
         }
         let heavy: Vec<usize> = (0..r.lets.len())
@@ -396,9 +401,9 @@ impl<'a> Emitter<'a> {
     pub(super) fn expr(&mut self, e: &Expr, scope: &mut Scope) -> Result<String, CpuError> {
         Ok(match e {
             Expr::Scan(_) => {
-                return Err(CpuError::NotYet {
+                return Err(CpuError::Codegen {
                     region: self.r.name.clone(),
-                    what: "scan".into(),
+                    why: "a scan inside an expression (a scan is a let's whole expression)".into(),
                 })
             }
             Expr::Const(c) => constant(*c, crate::ir::region::kind::const_kind(*c)),

@@ -176,6 +176,7 @@ impl Emitter<'_> {
         let lk = self.lets[li].kind;
         let mut scope = self.base_scope();
         match &expr {
+            Expr::Scan(sc) => self.emit_scan_let(li, sc, &inner, flat)?,
             Expr::Reduce(red) if !flat && !inner.is_empty() => {
                 self.emit_interchanged(li, red, &inner, &mut scope)?
             }
@@ -269,6 +270,59 @@ impl Emitter<'_> {
         self.line(&format!("{t} = {f};"));
         self.close_loops(inner.len());
         self.close_loops(red.axes.len());
+        Ok(())
+    }
+
+    /// A scan let: one sequential walk of the scanned iter per line (every other iter of the
+    /// let), carrying the fold; O(n) work. Lines are independent (threads over outer iters, or
+    /// over the first line iter in flat form).
+    fn emit_scan_let(
+        &mut self,
+        li: usize,
+        sc: &crate::ir::region::Scan,
+        inner: &[usize],
+        flat: bool,
+    ) -> Result<(), CpuError> {
+        let Some(ax) = self.r.iters.iter().position(|it| it.name == sc.axis) else {
+            return Err(CpuError::Codegen {
+                region: self.r.name.clone(),
+                why: format!("scan over unknown iter `{}`", sc.axis),
+            });
+        };
+        let lines: Vec<usize> = inner.iter().copied().filter(|i| *i != ax).collect();
+        let mut scope = self.base_scope();
+        self.open_loops(&lines, flat, false)?;
+        let acc = self.fresh("acc");
+        let ty = acc_type(sc.dtype);
+        self.line(&format!(
+            "{ty} {acc} = {};",
+            init_lit(sc.op, None, sc.dtype)
+        ));
+        let (v, z) = (Self::iter_var(ax), Self::size_var(ax));
+        if sc.reverse {
+            self.line(&format!("for (int64_t {v} = {z} - 1; {v} >= 0; {v}--) {{"));
+        } else {
+            self.line(&format!("for (int64_t {v} = 0; {v} < {z}; {v}++) {{"));
+        }
+        self.indent += 1;
+        let k = self.kind_of(&sc.body);
+        let body = self.expr(&sc.body, &mut scope)?;
+        let x = to_dtype(&body, k, sc.dtype);
+        let target = self.let_ref(li, &scope);
+        let (sk, lk) = (
+            self.kind_of(&self.r.lets[li].expr.clone()),
+            self.lets[li].kind,
+        );
+        let f = fold(sc.op, sc.dtype, &acc, &x);
+        if sc.exclusive {
+            self.line(&format!("{target} = {};", widen(&acc, sk, lk)));
+            self.line(&format!("{acc} = {f};"));
+        } else {
+            self.line(&format!("{acc} = {f};"));
+            self.line(&format!("{target} = {};", widen(&acc, sk, lk)));
+        }
+        self.close_loops(1);
+        self.close_loops(lines.len());
         Ok(())
     }
 }

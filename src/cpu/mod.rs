@@ -21,7 +21,6 @@
 //! | E0805 | NativeCodegenFailed | internal: a region cannot be emitted as C |
 //! | E0806 | NativeUnboundSymbol | internal: a symbol of the program has no value |
 //! | E0807 | NativeCacheFailed | the shared-object cache directory cannot be written |
-//! | E0808 | NativeKernelNotYet | a kernel form the backend does not emit yet (scans: TODO(issue 16)) |
 
 #![allow(clippy::result_large_err)]
 
@@ -124,9 +123,6 @@ pub enum CpuError {
     /// The cache directory cannot be written.
     #[error("cannot write the native cache {path}: {why}")]
     Cache { path: String, why: String },
-    /// A kernel form the native backend does not emit yet (a scan).
-    #[error("region `{region}`: the native CPU backend does not emit {what} kernels yet")]
-    NotYet { region: String, what: String },
 }
 
 impl CpuError {
@@ -167,15 +163,6 @@ impl CpuError {
                 "NativeCacheFailed",
                 true,
                 "make the --plan-cache directory (or the temporary directory) writable".into(),
-            ),
-            // TODO(issue 16): emit scans as chunked two-pass C loops.
-            CpuError::NotYet { .. } => (
-                "E0808",
-                "NativeKernelNotYet",
-                true,
-                "run this graph with --device reference (or --optimized) until the native \
-                 backend emits this kernel form"
-                    .into(),
             ),
         };
         let d = Diagnostic::error(code, kind, arg, self.to_string(), hint);
