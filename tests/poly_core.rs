@@ -216,7 +216,10 @@ fn conv_pool_raw_agrees_with_islpy() {
             "w": src.access_isl(w), "dw": src.domain_isl(),
             "r": sink.access_isl(r), "dr": sink.domain_isl(), "ours": d.relation}));
     }
-    assert_eq!(qs.len(), 2, "from the conv reduction and from its epilogue");
+    // Since the plan is chosen once, the split is conv | bias+ReLU+pool (the pool runs as the
+    // pointwise kernel it is priced as, so bias and ReLU after the max cost nothing): one RAW
+    // relation, from the statement writing the conv's output points.
+    assert_eq!(qs.len(), 1, "from the conv's output statement");
     let script = "import json, sys, islpy as isl\n\
         ok = True\n\
         for d in json.load(sys.stdin):\n\
