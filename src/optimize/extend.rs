@@ -119,11 +119,11 @@ impl fmt::Debug for Extensions {
 /// let opts = OptimizeOptions::default()
 ///     .with_rule("srnf", double_relu)
 ///     .with_explain(true);
-/// assert_eq!(opts.phase_names().unwrap().len(), 6);
+/// assert_eq!(opts.phase_names().unwrap().len(), 7);
 /// ```
 impl OptimizeOptions {
-    /// Adds `rule` to `phase` (a built-in phase — `movement`, `rbssa`, `srnf`, `contraction`,
-    /// `epilogue`, `kernels` — or an added one). An unknown phase is reported by
+    /// Adds `rule` to `phase` (a built-in phase — `subst`, `movement`, `rbssa`, `srnf`,
+    /// `contraction`, `epilogue`, `kernels` — or an added one). An unknown phase is reported by
     /// [`super::optimize`] (E1502).
     pub fn with_rule(mut self, phase: &str, rule: Rule) -> OptimizeOptions {
         self.extensions.rules.push((phase.to_string(), rule));

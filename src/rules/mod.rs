@@ -213,7 +213,7 @@ fn run_phase_with(
 ///
 /// ```
 /// let names: Vec<&str> = dlc_egg::rules::all_phases().iter().map(|(n, _)| *n).collect();
-/// assert_eq!(names, ["movement", "rbssa", "srnf", "contraction", "epilogue"]);
+/// assert_eq!(names, ["subst", "movement", "rbssa", "srnf", "contraction", "epilogue"]);
 /// ```
 pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
     all_phases_with(false)
