@@ -173,7 +173,7 @@ pub fn mma_dtype(p: &AttentionPair) -> Option<DType> {
 }
 
 /// Whether an asynchronous plan of `p` copies any operand with `cp.async` (a plain, 16-byte
-/// aligned fp16/bf16 read, [`stage::plain_read`]); when none is, every tile is staged through
+/// aligned fp16/bf16 read, `stage::plain_read`); when none is, every tile is staged through
 /// registers and the plan is recorded as synchronous (what the kernel does).
 pub fn copies_async(p: &AttentionPair) -> bool {
     let Some(dtype) = mma_dtype(p) else {
