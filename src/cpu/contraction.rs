@@ -139,15 +139,14 @@ impl Emitter<'_> {
         }
     }
 
-    /// The points of `iters` (flattened, `count` of them): their iter values into `pv`
+    /// The points of `iters` (flattened, `count` of them; `[pv, off, count]` name C variables):
+    /// their iter values into `pv`
     /// (`pv[t * count + ci]` for iter `t`) and their offsets in let `li`'s buffer (plus `plus`)
     /// into `off`. `ws`: a worksharing loop of the enclosing parallel region (no barrier).
     fn emit_points(
         &mut self,
         li: usize,
-        pv: &str,
-        off: &str,
-        count: &str,
+        [pv, off, count]: [&str; 3],
         iters: &[usize],
         plus: &str,
         ws: bool,
@@ -246,8 +245,8 @@ impl Emitter<'_> {
         self.line("int64_t cbq = cb;");
         self.decode("cbq", &c.batch);
         let boff = self.offset_in(li, &c.batch);
-        self.emit_points(li, "cpa", "cro", "cM", &c.rows, &boff, ws);
-        self.emit_points(li, "cpb", "cco", "cN", &c.cols, "0", ws);
+        self.emit_points(li, ["cpa", "cro", "cM"], &c.rows, &boff, ws);
+        self.emit_points(li, ["cpb", "cco", "cN"], &c.cols, "0", ws);
         if ws {
             self.line("#pragma omp barrier");
         }
