@@ -175,6 +175,8 @@ impl Emitter<'_> {
     /// each from `e` over the reduce axes, padded with zeros past `count`. Panel by panel, k by
     /// k, lane by lane: consecutive points read consecutive addresses of a row-major operand
     /// (`B[k, j]` by rows, an im2col by image rows). `ws`: the panels are a worksharing loop.
+    /// TODO(issue 16): an im2col with padding guards packs element by element (the guarded load
+    /// is not vectorized): copy image-row segments with the guard hoisted to their ends.
     #[allow(clippy::too_many_arguments)]
     fn emit_pack(
         &mut self,

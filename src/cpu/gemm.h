@@ -16,6 +16,8 @@
 // Zen 4 development VM: 8x16 ymm tile 106-112 GFLOP/s per core, 6x32 zmm 75-81, FMA zmm 109-114).
 // Every element folds its k terms in order (C's partial sums reload between k slices), as the
 // reference's sequential fp32 sum does.
+// TODO(issue 16): the region's epilogue (bias, GELU, residual) on the C tile while it is hot, and
+// prefetch of the next A micro-panel (today the epilogue is the region's next loop nest).
 #if defined(__AVX__)
 #define DLC_GVL 8
 #define DLC_MR 8
