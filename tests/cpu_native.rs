@@ -176,6 +176,69 @@ fn softmax_over_either_axis_with_tails() {
     }
 }
 
+/// Contractions whose sizes leave tails in every tile dimension of the packed GEMM (`gemm.h`:
+/// MR 8 or 4, NR 16, KC 256, MC 8·MR, NC 8·NR): convolutions 3×3 stride 1 and 2 with padding,
+/// 1×1, depthwise (groups = channels), a batch of two images (output columns not contiguous
+/// across images), batched matmuls taking either threading path (3 batch points on 2 threads:
+/// one thread per point; 1 batch point: threads share its blocks), K past one KC slice. One
+/// graph, so one C compile per dtype.
+const CONTRACTIONS: &str = r#"{
+  "signature": {
+    "inputs": [{"tensor": "X1"}, {"tensor": "W1"}, {"tensor": "X2"}, {"tensor": "W2"},
+               {"tensor": "X3"}, {"tensor": "W3"}, {"tensor": "X4"}, {"tensor": "W4"},
+               {"tensor": "b4"}, {"tensor": "P"}, {"tensor": "Q"}, {"tensor": "P2"}, {"tensor": "Q2"}],
+    "outputs": [{"tensor": "Y1"}, {"tensor": "Y2"}, {"tensor": "Y3"}, {"tensor": "Y4"},
+                {"tensor": "R"}, {"tensor": "R2"}]
+  },
+  "tensors": {
+    "X1": {"dtype": "fp16", "shape": [2, 5, 11, 11]}, "W1": {"dtype": "fp16", "shape": [17, 5, 3, 3]},
+    "Y1": {"dtype": "fp16", "shape": [2, 17, 6, 6]},
+    "X2": {"dtype": "fp16", "shape": [1, 7, 6, 7]}, "W2": {"dtype": "fp16", "shape": [20, 7, 1, 1]},
+    "Y2": {"dtype": "fp16", "shape": [1, 20, 6, 7]},
+    "X3": {"dtype": "fp16", "shape": [1, 6, 10, 10]}, "W3": {"dtype": "fp16", "shape": [6, 1, 3, 3]},
+    "Y3": {"dtype": "fp16", "shape": [1, 6, 10, 10]},
+    "X4": {"dtype": "fp16", "shape": [1, 3, 9, 9]}, "W4": {"dtype": "fp16", "shape": [10, 3, 3, 3]},
+    "b4": {"dtype": "fp16", "shape": [10]}, "Y4": {"dtype": "fp16", "shape": [1, 10, 9, 9]},
+    "P": {"dtype": "fp16", "shape": [3, 17, 9]}, "Q": {"dtype": "fp16", "shape": [3, 9, 20]},
+    "R": {"dtype": "fp16", "shape": [3, 17, 20]},
+    "P2": {"dtype": "fp16", "shape": [1, 33, 300]}, "Q2": {"dtype": "fp16", "shape": [1, 300, 40]},
+    "R2": {"dtype": "fp16", "shape": [1, 33, 40]}
+  },
+  "graph": [
+    {"op": "Conv", "name": "c1", "inputs": ["X1", "W1"], "outputs": ["Y1"],
+     "attrs": {"stride": 2, "pad": 1, "acc_dtype": "fp32"}},
+    {"op": "Conv", "name": "c2", "inputs": ["X2", "W2"], "outputs": ["Y2"], "attrs": {"acc_dtype": "fp32"}},
+    {"op": "Conv", "name": "c3", "inputs": ["X3", "W3"], "outputs": ["Y3"],
+     "attrs": {"pad": 1, "groups": 6, "acc_dtype": "fp32"}},
+    {"op": "Conv", "name": "c4", "inputs": ["X4", "W4", "b4"], "outputs": ["C4"],
+     "attrs": {"pad": 1, "acc_dtype": "fp32"}},
+    {"op": "Elementwise", "name": "r4", "inputs": ["C4"], "outputs": ["Y4"], "attrs": {"fn": "relu"}},
+    {"op": "MatMul", "name": "m1", "inputs": ["P", "Q"], "outputs": ["R"], "attrs": {"acc_dtype": "fp32"}},
+    {"op": "MatMul", "name": "m2", "inputs": ["P2", "Q2"], "outputs": ["R2"], "attrs": {"acc_dtype": "fp32"}}
+  ]
+}"#;
+
+#[test]
+fn contractions_with_tails_in_every_tile_dimension() {
+    let mut failures = Vec::new();
+    for dt in ["fp32", "fp16", "bf16"] {
+        let g = CONTRACTIONS.replace("\"fp16\"", &format!("\"{dt}\""));
+        if let Err(e) = check_graph(&g, &[], &format!("contractions as {dt}")) {
+            failures.push(e);
+        }
+    }
+    // GEMM + bias + ReLU past one MC x NC block and one KC slice, with tails in each.
+    let gemm = read("examples/gemm_bias_relu.json");
+    for dt in ["fp32", "bf16"] {
+        let g = gemm.replace("\"fp16\"", &format!("\"{dt}\""));
+        let b = [("M", 130), ("K", 260), ("N", 131)];
+        if let Err(e) = check_graph(&g, &b, &format!("gemm_bias_relu as {dt} with {b:?}")) {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// A `Cumulative` over `[R, C]` (symbolic, tails for every vector width) along `axis`.
 fn cumulative_graph(f: &str, dt: &str, axis: i64, exclusive: bool, reverse: bool) -> String {
     format!(

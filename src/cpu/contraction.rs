@@ -139,32 +139,70 @@ impl Emitter<'_> {
         }
     }
 
+    /// The points of `iters` (flattened, `count` of them; `[pv, off, count]` name C variables):
+    /// their iter values into `pv`
+    /// (`pv[t * count + ci]` for iter `t`) and their offsets in let `li`'s buffer (plus `plus`)
+    /// into `off`. `ws`: a worksharing loop of the enclosing parallel region (no barrier).
+    fn emit_points(
+        &mut self,
+        li: usize,
+        [pv, off, count]: [&str; 3],
+        iters: &[usize],
+        plus: &str,
+        ws: bool,
+    ) {
+        if ws {
+            self.line("#pragma omp for schedule(static) nowait");
+        }
+        self.line(&format!("for (int64_t ci = 0; ci < {count}; ci++) {{"));
+        self.indent += 1;
+        self.line("int64_t cq = ci;");
+        self.decode("cq", iters);
+        for (t, i) in iters.iter().enumerate() {
+            self.line(&format!(
+                "{pv}[{t} * {count} + ci] = {};",
+                Self::iter_var(*i)
+            ));
+        }
+        let o = self.offset_in(li, iters);
+        self.line(&format!("{off}[ci] = {o} + {plus};"));
+        self.indent -= 1;
+        self.line("}");
+    }
+
     /// Packs one operand of a contraction: `dst` panels of `width` (`DLC_MR`/`DLC_NR`) over
-    /// `count` points of `iters`, `K` values each from `e` over the reduce axes.
-    pub(super) fn emit_pack(
+    /// `count` points of `iters` (their values in `pv`, see [`Self::emit_points`]), `K` values
+    /// each from `e` over the reduce axes, padded with zeros past `count`. Panel by panel, k by
+    /// k, lane by lane: consecutive points read consecutive addresses of a row-major operand
+    /// (`B[k, j]` by rows, an im2col by image rows). `ws`: the panels are a worksharing loop.
+    /// TODO(issue 16): an im2col with padding guards packs element by element (the guarded load
+    /// is not vectorized): copy image-row segments with the guard hoisted to their ends.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_pack(
         &mut self,
         dst: &str,
         width: &str,
         count: &str,
         iters: &[usize],
+        pv: &str,
         e: &Expr,
         axes: &[(String, String)],
+        ws: bool,
     ) -> Result<(), CpuError> {
-        self.line(&format!(
-            "#pragma omp parallel for num_threads(dlc_nt) schedule(static) if({count} * cK >= 16384)"
-        ));
-        self.line(&format!(
-            "for (int64_t ci = 0; ci < (({count} + {width} - 1) / {width}) * {width}; ci++) {{"
-        ));
+        self.line("{");
         self.indent += 1;
         self.line(&format!(
-            "float *dst = {dst} + (ci / {width}) * cK * {width} + ci % {width};"
+            "const int64_t cnp = ({count} + {width} - 1) / {width};"
         ));
+        if ws {
+            self.line("#pragma omp for schedule(static) nowait");
+        }
+        self.line("for (int64_t cp = 0; cp < cnp; cp++) {");
+        self.indent += 1;
+        self.line(&format!("float *dst = {dst} + cp * cK * {width};"));
         self.line(&format!(
-            "if (ci >= {count}) {{ for (int64_t k = 0; k < cK; k++) dst[k * {width}] = 0.0f; continue; }}"
+            "const int64_t cl0 = cp * {width}, clw = {count} - cl0 < {width} ? {count} - cl0 : {width};"
         ));
-        self.line("int64_t cq = ci;");
-        self.decode("cq", iters);
         self.line("int64_t ck = 0;");
         let mut scope = self.base_scope();
         for (a, e) in axes {
@@ -173,21 +211,98 @@ impl Emitter<'_> {
             self.indent += 1;
             scope.push((a.clone(), v));
         }
+        self.line("for (int64_t cl = 0; cl < clw; cl++) {");
+        self.indent += 1;
+        for (t, i) in iters.iter().enumerate() {
+            let v = Self::iter_var(*i);
+            self.line(&format!(
+                "const int64_t {v} = {pv}[{t} * {count} + cl0 + cl]; (void){v};"
+            ));
+        }
         let x = self.expr(e, &mut scope)?;
-        self.line(&format!("dst[ck * {width}] = {x}; ck++;"));
+        self.line(&format!("dst[ck * {width} + cl] = {x};"));
+        self.indent -= 1;
+        self.line("}");
+        self.line(&format!(
+            "for (int64_t cl = clw; cl < {width}; cl++) dst[ck * {width} + cl] = 0.0f;"
+        ));
+        self.line("ck++;");
         self.close_loops(axes.len());
+        self.indent -= 1;
+        self.line("}");
         self.indent -= 1;
         self.line("}");
         Ok(())
     }
 
+    /// One batch point `cb` of a contraction: index arrays, both packs, the GEMM. `ws`: run by
+    /// every thread of a parallel region (the loops are shared, three barriers), else by one.
+    fn emit_batch_point(
+        &mut self,
+        li: usize,
+        c: &Contraction,
+        axes: &[(String, String)],
+        ws: bool,
+    ) -> Result<(), CpuError> {
+        self.line("int64_t cbq = cb;");
+        self.decode("cbq", &c.batch);
+        let boff = self.offset_in(li, &c.batch);
+        self.emit_points(li, ["cpa", "cro", "cM"], &c.rows, &boff, ws);
+        self.emit_points(li, ["cpb", "cco", "cN"], &c.cols, "0", ws);
+        if ws {
+            self.line("#pragma omp barrier");
+        }
+        self.emit_pack("cA", "DLC_MR", "cM", &c.rows, "cpa", &c.x, axes, ws)?;
+        self.emit_pack("cBp", "DLC_NR", "cN", &c.cols, "cpb", &c.y, axes, ws)?;
+        if ws {
+            self.line("#pragma omp barrier");
+        }
+        self.line(&format!(
+            "dlc_gemm(cM, cN, cK, cA, cBp, L{li}, cro, cco, {});",
+            i32::from(ws)
+        ));
+        Ok(())
+    }
+
+    /// Scratch buffers of a contraction (`dlc_scratch`, per thread) and `cok`.
+    fn emit_scratch(&mut self, nrows: usize, ncols: usize) {
+        self.line(
+            "float *cA = (float *)dlc_scratch(0, 4 * ((cM + DLC_MR - 1) / DLC_MR) * DLC_MR * cK);",
+        );
+        self.line(
+            "float *cBp = (float *)dlc_scratch(1, 4 * ((cN + DLC_NR - 1) / DLC_NR) * DLC_NR * cK);",
+        );
+        self.line("int64_t *cro = (int64_t *)dlc_scratch(2, 8 * cM), *cco = (int64_t *)dlc_scratch(3, 8 * cN);");
+        self.line(&format!(
+            "int64_t *cpa = (int64_t *)dlc_scratch(4, 8 * cM * {nrows}), *cpb = (int64_t *)dlc_scratch(5, 8 * cN * {ncols});"
+        ));
+        self.line("const int cok = cA && cBp && cro && cco && cpa && cpb;");
+        self.line("if (!cok) dlc_err_flag(&dlc_err, 2);");
+    }
+
+    /// The contraction of let `li` (recognized by [`recognize`]) into its buffer `L<li>`: per
+    /// batch point, both operands packed and `dlc_gemm` (`gemm.h`) run. The operand whose
+    /// iters include the buffer's innermost one becomes the column (vector) side, so that tiles
+    /// store whole vectors (a convolution's output pixels, not its channels). With at least
+    /// as many batch points as threads, the threads take whole batch points (attention's heads),
+    /// each with its own buffers; else all threads share every batch point's loops inside one
+    /// parallel region.
     pub(super) fn emit_contraction(&mut self, li: usize) -> Result<(), CpuError> {
-        let Some(c) = self.lets[li].gemm.clone() else {
+        let Some(mut c) = self.lets[li].gemm.clone() else {
             return Ok(());
         };
         let Expr::Reduce(red) = &self.r.lets[li].expr else {
             return Ok(());
         };
+        if self.lets[li]
+            .inner
+            .last()
+            .is_some_and(|i| c.rows.contains(i))
+        {
+            // x·y = y·x exactly in IEEE arithmetic: the swap keeps the reference's rounding.
+            std::mem::swap(&mut c.x, &mut c.y);
+            std::mem::swap(&mut c.rows, &mut c.cols);
+        }
         let red = red.clone();
         let ext = self.extents(&red)?;
         let axes: Vec<(String, String)> =
@@ -207,44 +322,31 @@ impl Emitter<'_> {
         self.line(&format!(
             "const int64_t cM = {m}, cN = {n}, cK = {k}, cB = {b};"
         ));
-        self.line(
-            "float *cA = (float *)dlc_alloc(4 * ((cM + DLC_MR - 1) / DLC_MR) * DLC_MR * cK);",
-        );
-        self.line(
-            "float *cBp = (float *)dlc_alloc(4 * ((cN + DLC_NR - 1) / DLC_NR) * DLC_NR * cK);",
-        );
-        self.line(
-            "int64_t *cro = (int64_t *)dlc_alloc(8 * cM), *cco = (int64_t *)dlc_alloc(8 * cN);",
-        );
-        self.line("if (!cA || !cBp || !cro || !cco) dlc_err = 2;");
-        self.line("else for (int64_t cb = 0; cb < cB; cb++) {");
+        self.line("if (dlc_nt > 1 && cB >= dlc_nt) {");
         self.indent += 1;
-        self.line("int64_t cbq = cb;");
-        self.decode("cbq", &c.batch.clone());
-        self.emit_pack("cA", "DLC_MR", "cM", &c.rows.clone(), &c.x, &axes)?;
-        self.emit_pack("cBp", "DLC_NR", "cN", &c.cols.clone(), &c.y, &axes)?;
-        let boff = self.offset_in(li, &c.batch);
-        for (arr, count, iters) in [("cro", "cM", c.rows.clone()), ("cco", "cN", c.cols.clone())] {
-            self.line(&format!("for (int64_t ci = 0; ci < {count}; ci++) {{"));
-            self.indent += 1;
-            self.line("int64_t cq = ci;");
-            self.decode("cq", &iters);
-            let off = self.offset_in(li, &iters);
-            let off = if arr == "cro" {
-                format!("{off} + {boff}")
-            } else {
-                off
-            };
-            self.line(&format!("{arr}[ci] = {off};"));
-            self.indent -= 1;
-            self.line("}");
-        }
-        self.line(&format!(
-            "dlc_gemm(cM, cN, cK, cA, cBp, L{li}, cro, cco, dlc_nt);"
-        ));
+        self.line("#pragma omp parallel num_threads(dlc_nt)");
+        self.line("{");
+        self.indent += 1;
+        self.emit_scratch(c.rows.len(), c.cols.len());
+        self.line("#pragma omp for schedule(static)");
+        self.line("for (int64_t cb = 0; cb < cB; cb++) {");
+        self.indent += 1;
+        self.line("if (!cok) continue;");
+        self.emit_batch_point(li, &c, &axes, false)?;
+        self.close_loops(2);
         self.indent -= 1;
-        self.line("}");
-        self.line("free(cA); free(cBp); free(cro); free(cco);");
+        self.line("} else {");
+        self.indent += 1;
+        self.emit_scratch(c.rows.len(), c.cols.len());
+        self.line("if (cok) {");
+        self.indent += 1;
+        self.line(
+            "#pragma omp parallel num_threads(dlc_nt) if(dlc_nt > 1 && cM * cN * cK >= 65536)",
+        );
+        self.line("for (int64_t cb = 0; cb < cB; cb++) {");
+        self.indent += 1;
+        self.emit_batch_point(li, &c, &axes, true)?;
+        self.close_loops(3);
         self.indent -= 1;
         self.line("}");
         Ok(())
