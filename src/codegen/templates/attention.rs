@@ -56,7 +56,9 @@
 //!   are a contiguous range (the condition is monotone in the tile), and when later rows keep
 //!   more keys (`dm < 0`, causal) the query blocks run in reverse order, heaviest first;
 //! - at the end `o / l_i` is provided as `second`'s accumulator and `second`'s yields (epilogue,
-//!   cast) are stored, predicated on the row and column bounds.
+//!   cast) are stored, predicated on the row and column bounds: staged per warp through shared
+//!   memory and stored in 16-byte chunks when [`store_lanes`] allows (one yield, the value
+//!   column innermost in the output, `DV` a multiple of the chunk), else element by element.
 //!
 //! The operands must be fp16 (or bf16) after their prologue — reads of fp16/bf16 inputs,
 //! possibly widened to fp32 — else the pair is not fused (two kernels). `P` is rounded to that
