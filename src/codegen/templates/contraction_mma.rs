@@ -42,7 +42,7 @@
 //! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values. When the
 //! output's contiguous axis is the innermost `N` (or `M`) axis with a size provably a multiple
 //! of a 16-byte chunk (`View::store_chunk`), the values are staged per warp through the
-//! (then idle) operand ring and stored in 16-byte chunks ([`epilogue`]); otherwise each element
+//! (then idle) operand ring and stored in 16-byte chunks (`epilogue`); otherwise each element
 //! is stored, predicated on the output's bounds.
 
 mod conv;
