@@ -523,9 +523,9 @@ fn every_head_dim_compiles_without_spills_for_sm80_and_sm90a() {
 }
 
 /// Every point of the attention plan space that the model does not stop (registers, shared
-/// memory) compiles without spills for sm_80 and sm_90a at every head dim: the register model
-/// is conservative, so no plan the cost model can choose spills. About a minute of NVRTC
-/// (72 compilations): run with `cargo test --release --test codegen_attention -- --ignored`.
+/// memory) compiles without spills for sm_80 and sm_90a at every head dim, causal or not, with
+/// at most the registers the model estimates (up to 9 more, see the TODO below): so no plan the
+/// cost model can choose spills. About two minutes of NVRTC (up to 144 compilations): run with `cargo test --release --test codegen_attention -- --ignored`.
 #[test]
 #[ignore]
 fn every_unstopped_plan_compiles_without_spills() {
@@ -537,8 +537,13 @@ fn every_unstopped_plan_compiles_without_spills() {
         return;
     }
     let mut failures = Vec::new();
-    for d in [32, 64, 80, 96, 128, 256] {
-        let p = lowered(&graph(d, d, "fp16", true, None));
+    for (d, causal) in [32, 64, 80, 96, 128, 256]
+        .into_iter()
+        .flat_map(|d| [(d, true), (d, false)])
+    {
+        // At S = 2048 (at S = 64, d = 128 and 256 stay two pointwise kernels).
+        let text = graph(d, d, "fp16", causal, None).replace("\"S\": 64", "\"S\": 2048");
+        let p = lowered(&text);
         let o = optimized(&p);
         let rs = regions(&o.program);
         let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
@@ -558,10 +563,23 @@ fn every_unstopped_plan_compiles_without_spills() {
                     render::kernel(&k)
                 );
                 match compile(&src, arch, &CompileOptions::default()) {
-                    Ok(c) => eprintln!(
-                        "d = {d}, {arch:?}, bn = {}, q_in_regs = {}: {} registers (model {est})",
-                        plan.bn, plan.q_in_regs, c.kernels[0].registers
-                    ),
+                    Ok(c) => {
+                        let regs = c.kernels[0].registers;
+                        eprintln!(
+                            "d = {d}, causal = {causal}, {arch:?}, bn = {}, q_in_regs = {}: \
+                             {regs} registers (model {est})",
+                            plan.bn, plan.q_in_regs
+                        );
+                        // TODO(issue 15): at D = 80 and 96 with BN = 128 (Q in shared
+                        // memory) ptxas takes up to 9 registers more than the model (the
+                        // staged epilogue); printed, not yet failed on.
+                        if u64::from(regs) > est + 9 {
+                            failures.push(format!(
+                                "d = {d}, causal = {causal}, {arch:?}, {plan:?}: {regs} \
+                                 registers > the model's {est}"
+                            ));
+                        }
+                    }
                     Err(e) => failures.push(format!("d = {d}, {arch:?}, {plan:?}: {e}")),
                 }
             }

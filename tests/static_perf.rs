@@ -55,47 +55,18 @@ use Check::*;
 /// when one of them passes, so remove it then.
 #[rustfmt::skip]
 const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
-    ("matmul_1d_2d", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("attention_causal_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("attention_full_hd128", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("attention_full_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("conv_relu_pool_n1", "sm80", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("conv_relu_pool_n1", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     // Checked since the attention pair is one planned kernel (plan once):
-    ("attention_causal", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("matmul_1d_2d", "sm80", RegsWithinPlan), // TODO(issue 15): the SIMT template uses more registers than its plan estimates (as on sm90)
-    ("attention_causal_hd128", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd128", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd128_symbolic_s", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
     ("attention_causal_hd256", "sm80", NoSpills), // TODO(issue 15): on sm80 the d = 256 pair is not chosen fused; the split P·V on SIMT [128,128,16] spills
-    ("attention_causal_hd256", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd32", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd32", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd64", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd64", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd64_symbolic_s", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd64_symbolic_s", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd80", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd80", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd96", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_causal_hd96", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd128", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd128", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
     ("attention_full_hd256", "sm80", NoSpills), // TODO(issue 15): on sm80 the d = 256 pair is not chosen fused; the split P·V on SIMT [128,128,16] spills
-    ("attention_full_hd256", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd32", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd32", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd64", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd64", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd80", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd80", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd96", "sm80", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
-    ("attention_full_hd96", "sm90", Vec128Stores), // TODO(issue 15): the attention kernel stores its output with 2-byte stores (no staged 16-byte epilogue)
     // RegsWithinPlan: more registers than the plan estimates.
     ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("attention_full_hd128", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("attention_full_hd256", "sm80", RegsWithinPlan), // TODO(issue 15)
-    ("attention_full_hd64", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("attention_full_hd80", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("attention_full_hd96", "sm90", RegsWithinPlan), // TODO(issue 15)
     ("conv3x3_n256_c64_224_bias_relu", "sm80", RegsWithinPlan), // TODO(issue 15)
@@ -114,8 +85,6 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     ("gemm_fp16_4096", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm90", RegsWithinPlan), // TODO(issue 15)
-    ("mlp_gelu", "sm80", RegsWithinPlan), // TODO(issue 15)
-    ("mlp_gelu", "sm90", RegsWithinPlan), // TODO(issue 15)
     // GridLimits: grid over a hardware limit (M tiles on grid.y).
     // PlanAgrees: emitted template/kernels differ from the plan.
     // TensorCores: plan says mma_sync, no HMMA in the main loop.
@@ -125,29 +94,16 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     ("gemm_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
-    ("matmul_1d_2d", "sm80", Vec128Loads), // TODO(issue 15)
-    ("matmul_1d_2d", "sm90", Vec128Loads), // TODO(issue 15)
-    // Vec128Stores: 16-byte plan without 128-bit stores.
-    ("attention_causal", "sm80", Vec128Stores), // TODO(issue 15)
-    ("attention_causal_hd128_symbolic_s", "sm80", Vec128Stores), // TODO(issue 15)
-    ("conv3x3_n256_c64_224_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
-    ("conv3x3_n256_c64_224_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
-    ("conv3x3_n32_c64_56", "sm80", Vec128Stores), // TODO(issue 15)
-    ("conv3x3_n32_c64_56", "sm90", Vec128Stores), // TODO(issue 15)
+    // Vec128Stores: 16-byte plan without 128-bit stores (the staged epilogue needs the output's
+    // innermost axis, the last of N or of M, a provable multiple of 16 bytes: symbolic N, a
+    // 28-wide conv output row and gemm_bias_relu's N keep element stores while the plan, whose
+    // width is the K loads', claims 16 bytes).
     ("conv3x3_s2_p1_silu", "sm80", Vec128Stores), // TODO(issue 15)
     ("conv3x3_s2_p1_silu", "sm90", Vec128Stores), // TODO(issue 15)
-    ("gemm_bf16_4096", "sm80", Vec128Stores), // TODO(issue 15)
-    ("gemm_bf16_4096", "sm90", Vec128Stores), // TODO(issue 15)
     ("gemm_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
     ("gemm_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
-    ("gemm_fp16_4096", "sm80", Vec128Stores), // TODO(issue 15)
-    ("gemm_fp16_4096", "sm90", Vec128Stores), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
     ("gemm_fp16_symbolic_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
-    ("matmul_1d_2d", "sm80", Vec128Stores), // TODO(issue 15)
-    ("matmul_1d_2d", "sm90", Vec128Stores), // TODO(issue 15)
-    ("mlp_gelu", "sm80", Vec128Stores), // TODO(issue 15)
-    ("mlp_gelu", "sm90", Vec128Stores), // TODO(issue 15)
 ];
 
 /// Values of the symbols a graph leaves unbound (its `symbols` give the others).

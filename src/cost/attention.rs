@@ -18,7 +18,7 @@ use super::roofline::{algo_efficiency, Bound, Estimate, BARRIER_CYCLES};
 use super::work::{analyze, KernelWork};
 use super::{PlanChoice, PlanError, Priced, Rejected, Time};
 use crate::codegen::templates::attention::{
-    copies_async, heaviest_first, pad16, AttentionPair, AttentionPlan, Mask,
+    copies_async, heaviest_first, pad16, store_lanes, AttentionPair, AttentionPlan, Mask,
 };
 use crate::extract::kernels::CostModel;
 use crate::ir::dim::Dim;
@@ -240,7 +240,7 @@ fn plan_record(
     work: &KernelWork,
     target: &Target,
 ) -> Plan {
-    let mut rec = plan_of(&plan.knobs(p.head_dim), work, target);
+    let mut rec = plan_of(&plan.knobs(p.head_dim, vec_bytes(p)), work, target);
     rec.template = "attention".into();
     rec.tile = vec![plan.bm, plan.bn, pad16(p.head_dim)];
     rec.stages = plan.stages as u32;
@@ -271,7 +271,7 @@ fn plan_record(
             pingpong: true,
         },
     ];
-    rec.vectorize.width = 8;
+    rec.vectorize.width = store_lanes(p).unwrap_or(1) as u32;
     rec.barrier_model = if plan.async_ {
         "cp_async_group"
     } else {
@@ -281,6 +281,13 @@ fn plan_record(
     rec.async_.enable = plan.async_;
     rec.async_.prefetch_depth = plan.stages as u32 - 1;
     rec
+}
+
+/// The width of the kernel's output stores, bytes: 16 with the staged epilogue
+/// ([`store_lanes`]), else one output element.
+fn vec_bytes(p: &AttentionPair) -> u64 {
+    let elem = p.second.outputs.first().map_or(2, |o| o.dtype.size_bytes());
+    store_lanes(p).map_or(elem, |lanes| lanes * elem)
 }
 
 /// Whether `Q` stays in registers under the plan record `plan` (its `Q` cache level).
@@ -360,7 +367,7 @@ pub fn choose_attention_plan(
             estimate,
             time,
             resources,
-            knobs: plan.knobs(p.head_dim),
+            knobs: plan.knobs(p.head_dim, vec_bytes(p)),
         })
         .collect();
     let mut kept = kept.into_iter();

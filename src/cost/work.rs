@@ -128,6 +128,24 @@ pub struct Gemm {
     pub axes: GemmAxes,
     /// The epilogue's ops by name, in order (`add`, `relu`, …), for the plan.
     pub epilogue: Vec<String>,
+    /// How the tensor-core template fills the `A` and `B` tiles (set from code generation's
+    /// applicability, `codegen::templates::applicability::as_emitted`): what the plan space
+    /// counts the held registers of.
+    #[serde(skip)]
+    pub fill: [Fill; 2],
+}
+
+/// How the tensor-core contraction template fills one operand tile (its registers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fill {
+    /// `cp.async` 16-byte copies: no registers held.
+    #[default]
+    CpAsync,
+    /// Loaded through registers one tile ahead (held up to `plan::space::REG_HELD_MAX`).
+    Registers,
+    /// A convolution's im2col gather: the whole thread's share of the tile held in registers,
+    /// with the row bases hoisted out of the `K` loop.
+    Gather,
 }
 
 /// Which region axes form `M`, `N`, the batch and `K`.
@@ -660,6 +678,7 @@ impl<'a> Cx<'a> {
             row_extent,
             axes,
             epilogue,
+            fill: [Fill::CpAsync; 2],
         })
     }
 

@@ -32,7 +32,7 @@
 //! `simt`: one micro-tile row and column, double-buffered; `wgmma` reads operands from shared
 //! memory), plus 40 for addresses, indices and loop state.
 
-use crate::cost::work::{Gemm, KernelWork, Shape};
+use crate::cost::work::{Fill, Gemm, KernelWork, Shape};
 use crate::plan::{AsyncPlan, Cache, LocalEdge, Plan, Vectorize};
 use crate::target::{Arch, Target};
 use serde::Serialize;
@@ -252,7 +252,12 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
         for [bm, bn, bk] in tiles {
             for &(stages, async_) in pipelines {
                 for (wm, wn) in warp_tiles(algo, bm, bn) {
-                    for vec_bytes in vec_widths(elem) {
+                    // The SIMT template loads and stores one element at a time.
+                    let widths: Vec<u64> = match algo {
+                        Algo::Simt => vec![elem.max(1)],
+                        _ => vec_widths(elem).collect(),
+                    };
+                    for vec_bytes in widths {
                         out.push(Knobs::Contraction {
                             algo,
                             bm,
@@ -349,20 +354,29 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             let frags = match algo {
                 Algo::MmaSync => 2 * ((wm / 16) * 4 + (wn / 8) * 2) as u32,
                 Algo::Simt => {
-                    // Micro-tile tm × tn = acc per thread, tm ≈ tn.
+                    // Micro-tile tm × tn = acc per thread, tm ≈ tn; the next step's operand
+                    // elements held in registers; and the template's addressing of its
+                    // strided micro-tile and loads (SIMT_OVERHEAD, fitted to ptxas).
                     let tm = (acc as f64).sqrt().ceil() as u32;
-                    2 * (tm + acc.div_ceil(tm.max(1)))
+                    let threads = warps_m * warps_n * 32;
+                    let next = ((bm + bn) * bk).div_ceil(threads) as u32;
+                    2 * (tm + acc.div_ceil(tm.max(1))) + next + SIMT_OVERHEAD
                 }
                 Algo::Wgmma => 8,
             };
-            // A synchronous mma_sync plan holds both operands' next tiles in registers across
-            // the fragment steps (up to REG_HELD_MAX each). TODO(issue 15): an asynchronous
-            // plan whose operand cannot take cp.async (`contraction_mma::operand_staging`)
-            // holds it too; the plan space does not know the operand's staging yet.
-            let staged = match (algo, async_) {
-                (Algo::MmaSync, false) => {
+            // The tensor-core template holds a register-staged operand's next tile across the
+            // fragment steps (up to REG_HELD_MAX registers; a synchronous plan stages both
+            // operands so), and a conv gather's whole share of the tile.
+            let staged = match algo {
+                Algo::MmaSync => {
                     let threads = warps_m * warps_n * 32;
-                    (held_regs(bm, bk, threads) + held_regs(bn, bk, threads)) as u32
+                    let held = |fill: Fill, outer: u64| match fill {
+                        Fill::Gather => (outer * bk / 2).div_ceil(threads),
+                        Fill::Registers => held_regs(outer, bk, threads),
+                        Fill::CpAsync if !async_ => held_regs(outer, bk, threads),
+                        Fill::CpAsync => 0,
+                    };
+                    (held(g.fill[0], bm) + held(g.fill[1], bn)) as u32
                 }
                 _ => 0,
             };
@@ -423,6 +437,11 @@ pub fn held_regs(outer: u64, bk: u64, threads: u64) -> u64 {
         all
     }
 }
+
+/// Registers per thread of the SIMT contraction template beyond its accumulators, fragments,
+/// held operand elements and [`BASE_REGS`] (fitted to ptxas on sm_80 and sm_90a:
+/// `matmul_1d_2d`'s 64×64×16 tile over 8 warps takes 116 and 127 registers).
+pub const SIMT_OVERHEAD: u32 = 48;
 
 /// Values per thread a reduction keeps in registers when its row is resident.
 pub const RESIDENT_PER_THREAD: u64 = 32;
@@ -485,7 +504,12 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
     }
     let vec = k.vec_bytes();
     let (extent, elem) = vector_extent(work);
-    let widest = widest_vector(extent, elem);
+    let widest = match *k {
+        Knobs::Contraction {
+            algo: Algo::Simt, ..
+        } => elem.max(1),
+        _ => widest_vector(extent, elem),
+    };
     if vec > widest {
         return Err(Stop::Misaligned {
             width_bytes: vec,

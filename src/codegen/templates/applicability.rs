@@ -14,7 +14,7 @@ use super::contraction_mma::{self, Staging};
 use super::row;
 use crate::codegen::scalar::Emitter;
 use crate::cost::roofline::LOAD_ISSUE;
-use crate::cost::work::{KernelWork, Shape};
+use crate::cost::work::{Fill, KernelWork, Shape};
 use crate::ir::region::Region;
 
 /// What code generation can emit for one region.
@@ -71,8 +71,13 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
 /// output points.
 pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
     match (&mut work.shape, e) {
-        (Shape::Contraction(g), Emits::Contraction { mma, .. }) => {
+        (Shape::Contraction(g), Emits::Contraction { mma, staging }) => {
             g.tensor_cores &= mma;
+            g.fill = staging.map(|s| match s {
+                Staging::CpAsync => Fill::CpAsync,
+                Staging::Registers => Fill::Registers,
+                Staging::Gather => Fill::Gather,
+            });
         }
         (Shape::Contraction(_) | Shape::Reduction { .. }, Emits::Pointwise) => {
             // One thread per output point folds serially: every multiply-accumulate runs on

@@ -56,7 +56,9 @@
 //!   are a contiguous range (the condition is monotone in the tile), and when later rows keep
 //!   more keys (`dm < 0`, causal) the query blocks run in reverse order, heaviest first;
 //! - at the end `o / l_i` is provided as `second`'s accumulator and `second`'s yields (epilogue,
-//!   cast) are stored, predicated on the row and column bounds.
+//!   cast) are stored, predicated on the row and column bounds: staged per warp through shared
+//!   memory and stored in 16-byte chunks when [`store_lanes`] allows (one yield, the value
+//!   column innermost in the output, `DV` a multiple of the chunk), else element by element.
 //!
 //! The operands must be fp16 (or bf16) after their prologue — reads of fp16/bf16 inputs,
 //! possibly widened to fp32 — else the pair is not fused (two kernels). `P` is rounded to that
@@ -114,8 +116,9 @@ impl AttentionPlan {
     }
 
     /// The knobs as the plan records them: a contraction-shaped `mma_sync` tile
-    /// `[BM, BN, D]` of `BM / 16 × 1` warps.
-    pub fn knobs(&self, head_dim: u64) -> Knobs {
+    /// `[BM, BN, D]` of `BM / 16 × 1` warps, `vec_bytes` the width of the output stores
+    /// ([`store_lanes`] elements of the output).
+    pub fn knobs(&self, head_dim: u64, vec_bytes: u64) -> Knobs {
         Knobs::Contraction {
             algo: crate::plan::space::Algo::MmaSync,
             bm: self.bm,
@@ -124,7 +127,7 @@ impl AttentionPlan {
             stages: self.stages as u32,
             warps_m: self.bm / 16,
             warps_n: 1,
-            vec_bytes: 16,
+            vec_bytes,
             async_: self.async_,
             row_resident: false,
         }
@@ -155,6 +158,37 @@ impl AttentionPlan {
         let (dp, dvp) = (pad16(head_dim), pad16(value_dim));
         2 * (self.bm * dp + self.stages * self.bn * (dp + dvp))
     }
+}
+
+/// The elements per 16-byte output store of `p`'s staged epilogue (`16 / size of the output
+/// element`), when the kernel stages its output tile through shared memory: `second` yields
+/// exactly one output, its innermost iter is the value column (so a chunk of columns is
+/// contiguous in the output, row-major over `second`'s iters), the value dimension is a
+/// multiple of the chunk (so every chunk starts 16-byte aligned and lies in one row), and the
+/// block's `BM × DV` output tile fits in the kernel's smallest shared memory (the one of the
+/// smallest key tile, which the staging reuses after the key loop). `None`: the output is
+/// stored element by element from the accumulator registers.
+pub fn store_lanes(p: &AttentionPair) -> Option<u64> {
+    let [y] = p.second.yields.as_slice() else {
+        return None;
+    };
+    let out = p.second.outputs.iter().find(|o| o.name == y.to)?;
+    let elem = out.dtype.size_bytes();
+    if elem == 0 || elem > 4 {
+        return None;
+    }
+    let lanes = 16 / elem;
+    let col_last = p.second.iters.last().is_some_and(|i| i.name == p.col);
+    let smallest = AttentionPlan {
+        bm: crate::cost::attention::BM,
+        bn: crate::cost::attention::BNS.into_iter().min().unwrap_or(16),
+        stages: 2,
+        async_: false,
+        q_in_regs: false,
+    };
+    let fits =
+        smallest.bm * pad16(p.value_dim) * elem <= smallest.smem_bytes(p.head_dim, p.value_dim);
+    (col_last && p.value_dim.is_multiple_of(lanes) && fits).then_some(lanes)
 }
 
 /// Whether the query blocks run in reverse order: `mask` keeps more keys for later rows

@@ -13,7 +13,7 @@ use super::super::cexpr;
 use super::super::gpu::Stmt;
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
-use super::{bind_flat, store_yields};
+use super::{bind_flat, store_yields, yield_output};
 use crate::cost::work::{KernelWork, Shape};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -337,4 +337,115 @@ impl View<'_> {
         });
         Ok(())
     }
+
+    /// How a staged epilogue stores `r`'s output in 16-byte chunks, when it can: `r` yields
+    /// exactly one output of at most 4-byte elements, and the region's innermost iter (the
+    /// output's contiguous axis: outputs are row-major over the iters) is the innermost `N`
+    /// axis (or the innermost `M` axis) with a size provably a multiple of the chunk's
+    /// `16 / element` lanes, so that a chunk of consecutive flat `N` (`M`) indices starting at
+    /// a multiple of the lanes is one aligned, contiguous run of the output.
+    pub fn store_chunk(&self, r: &Region, em: &Emitter) -> Option<StoreChunk> {
+        let [y] = r.yields.as_slice() else {
+            return None;
+        };
+        let (out, dtype) = yield_output(r, y).ok()?;
+        let elem = dtype.size_bytes();
+        if elem == 0 || elem > 4 {
+            return None;
+        }
+        let lanes = 16 / elem;
+        let last = r.iters.last()?;
+        let size = em.iter_sizes.last()?;
+        let along_n = if self.n.names.last() == Some(&last.name) {
+            true
+        } else if self.m.names.last() == Some(&last.name) {
+            false
+        } else {
+            return None;
+        };
+        size.div_exact(&Dim::int(lanes as i64))?;
+        Some(StoreChunk {
+            along_n,
+            lanes,
+            out,
+            dtype,
+        })
+    }
+
+    /// Emits the epilogue at output element (`m`, `n`) (flat C indices) whose accumulator is
+    /// `acc` (C) and assigns its one yield, converted to the output type, to `place` (C),
+    /// predicated on the element being inside the output (a staged epilogue, [`StoreChunk`]).
+    pub fn epilogue_to(
+        &self,
+        em: &mut Emitter,
+        [m, n, acc]: [&str; 3],
+        place: &str,
+    ) -> Result<(), CodegenError> {
+        let r = em.region;
+        let [y] = r.yields.as_slice() else {
+            return Err(CodegenError::Unsupported {
+                kernel: r.name.clone(),
+                why: "a staged epilogue stores exactly one yield".into(),
+            });
+        };
+        let (_, dt) = yield_output(r, y)?;
+        em.open();
+        em.push_scope();
+        self.bind_point(em, m, n);
+        em.provide(&self.acc, acc.to_string());
+        let v = em.let_value(&y.from);
+        if let Ok(v) = &v {
+            em.emit(Stmt::Assign {
+                place: place.to_string(),
+                value: super::super::scalar::store_value(v, dt),
+            });
+        }
+        em.pop_scope();
+        let then = em.close();
+        v?;
+        em.emit(Stmt::If {
+            cond: self.inside(m, n),
+            div: super::super::gpu::Div::Thread,
+            then,
+            otherwise: vec![],
+        });
+        Ok(())
+    }
+
+    /// The output offset (C) of flat element (`m`, `n`), emitted in a new block and scope
+    /// whose statements are returned with it.
+    pub fn output_offset_at(&self, em: &mut Emitter, m: &str, n: &str) -> (Vec<Stmt>, String) {
+        em.open();
+        em.push_scope();
+        self.bind_point(em, m, n);
+        let off = em.output_offset();
+        em.pop_scope();
+        (em.close(), off)
+    }
+
+    fn bind_point(&self, em: &mut Emitter, m: &str, n: &str) {
+        bind_flat(em, &self.m.names, &self.m.c_sizes(), m, "m_");
+        bind_flat(em, &self.n.names, &self.n.c_sizes(), n, "n_");
+    }
+
+    /// `m < M && n < N` (C).
+    pub fn inside(&self, m: &str, n: &str) -> String {
+        format!(
+            "{m} < {} && {n} < {}",
+            cexpr::dim(&self.m.extent()),
+            cexpr::dim(&self.n.extent())
+        )
+    }
+}
+
+/// A staged epilogue's 16-byte output chunks ([`View::store_chunk`]).
+#[derive(Clone, Copy, Debug)]
+pub struct StoreChunk {
+    /// The chunk runs along `N` (else along `M`).
+    pub along_n: bool,
+    /// Elements per chunk (`16 / element bytes`).
+    pub lanes: u64,
+    /// The output's index (`out{j}`) and element type.
+    pub out: usize,
+    pub dtype: DType,
 }

@@ -39,10 +39,14 @@
 //! tiles), `B` per 16(`k`)×16(`n`) block by `ldmatrix.x4` giving the two 2-register fragments
 //! of `n` 0–7 and 8–15 (`.trans` from `[k][n]` tiles). Lane `l` supplies row `l % 8` of matrix
 //! `l / 8`. Accumulator register `e` of lane `l` holds row `l/4 + 8·(e/2)`, column
-//! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values, and stores
-//! predicated on the output's bounds.
+//! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values. When the
+//! output's contiguous axis is the innermost `N` (or `M`) axis with a size provably a multiple
+//! of a 16-byte chunk (`View::store_chunk`), the values are staged per warp through the
+//! (then idle) operand ring and stored in 16-byte chunks (`epilogue`); otherwise each element
+//! is stored, predicated on the output's bounds.
 
 mod conv;
+mod epilogue;
 pub(super) mod smem;
 
 use super::super::cexpr;
@@ -649,28 +653,14 @@ pub fn build(
         body: main,
     });
     // The epilogue on the accumulator fragments.
-    em.open();
-    em.open();
-    em.open();
-    em.open();
-    v.epilogue(
-        em,
-        "m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8",
-        "n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1)",
-        "acc[mi][ni][e]",
-    )?;
-    let per = em.close();
-    em.emit(Stmt::unrolled("e", 4, per));
-    let cols = em.close();
-    em.emit(Stmt::unrolled("ni", ni_n, cols));
-    let rows = em.close();
-    em.emit(Stmt::unrolled("mi", mi_n, rows));
-    let epi = em.close();
-    em.emit(Stmt::Epilogue {
-        after: ACC.into(),
-        token: "stored".into(),
-        body: epi,
-    });
+    let ring = stages * bk * (bm + bn) * 2;
+    let chunk = v
+        .store_chunk(r, em)
+        .filter(|c| warps_m * warps_n * 16 * wn * c.dtype.size_bytes() <= ring);
+    match chunk {
+        Some(c) => epilogue::staged(em, v, &p, c)?,
+        None => epilogue::direct(em, v, &p)?,
+    }
     em.pop_scope();
     let body = em.close();
     let smem: Vec<Smem> = sides

@@ -212,19 +212,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
     l_i[0] = l_i[0] + dlc_shfl_xor(l_i[0], 2);
     l_i[1] = l_i[1] + dlc_shfl_xor(l_i[1], 1);
     l_i[1] = l_i[1] + dlc_shfl_xor(l_i[1], 2);
+    // the output tile staged through shared memory, stored in 8-element (16-byte) chunks
+    __syncthreads();
     /* epilogue: after acc_ready, -> stored */ {
       #pragma unroll
       for (int ci = 0; ci < 8; ci += 1) {
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
-          const int row = wrow + (lane >> 2) + (e >> 1) * 8;
+          const int rl = (lane >> 2) + (e >> 1) * 8;
+          const int row = wrow + rl;
           const int col = ci * 8 + (lane & 3) * 2 + (e & 1);
           const float l = l_i[e >> 1];
           if (row < (s_S) && col < 64) {
             const float ov = oacc[ci][e] / l;
-            const int v_off_1 = (((b_b_3 * (s_H) + b_h_1) * (s_S) + row) * 64 + col);
-            out0[v_off_1] = dlc_cvt<__half>(ov);
+            reinterpret_cast<__half*>(&Qs[0][0])[(warp * 16 + rl) * 64 + (((col) / 8 + rl) % 8) * 8 + (col) % 8] = dlc_cvt<__half>(ov);
           }
+        }
+      }
+      __syncthreads();
+      // reads shared memory staged by barrier
+      #pragma unroll
+      for (int i = 0; i < 4; i += 1) {
+        const int c = lane + i * 32;
+        const int rl = c / 8;
+        const int row = wrow + rl;
+        const int col = c % 8 * 8;
+        if (c < 128 && row < (s_S) && col < 64) {
+          dlc_st_vec<16>(&out0[(((b_b_3 * (s_H) + b_h_1) * (s_S) + row) * 64 + col)], &(&reinterpret_cast<__half*>(&Qs[0][0])[(warp * 16 + rl) * 64 + (((col) / 8 + rl) % 8) * 8 + (col) % 8])[0]);
         }
       }
     }

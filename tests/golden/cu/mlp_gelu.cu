@@ -173,29 +173,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
       }
     }
   }
-  /* epilogue: after acc_ready, -> stored */ {
-    #pragma unroll
-    for (int mi = 0; mi < 1; mi += 1) {
+  // the output tile staged through shared memory (the operand ring), stored in 4-element (16-byte) chunks along N
+  __syncthreads();
+  #pragma unroll
+  for (int mi = 0; mi < 1; mi += 1) {
+    /* epilogue: after acc_ready, -> stored */ {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
-          if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_T) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 3072) {
-            const int m_m_17 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
-            const int n_n_18 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_19 = (m_m_17 * 3072 + n_n_18);
-            const float c1_20 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
-            const float c2_21 = dlc_round_f16(c1_20);
-            const float c3_22 = (c2_21 * 0.70710677f);
-            const float c4_23 = dlc_erf(c3_22);
-            const float c5_24 = (c4_23 + ((float)1));
-            const float c6_25 = (c2_21 * c5_24);
-            const float c7_26 = (c6_25 * 0.5f);
-            out0[off_19] = c7_26;
+          const int rl = (lane >> 2) + (e >> 1) * 8;
+          const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
+          if (m0 + wr + mi * 16 + rl < (s_T) && n0 + wc + cl < 3072) {
+            const int m_m_17 = m0 + wr + mi * 16 + rl;
+            const int n_n_18 = n0 + wc + cl;
+            const float c1_19 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
+            const float c2_20 = dlc_round_f16(c1_19);
+            const float c3_21 = (c2_20 * 0.70710677f);
+            const float c4_22 = dlc_erf(c3_21);
+            const float c5_23 = (c4_22 + ((float)1));
+            const float c6_24 = (c2_20 * c5_23);
+            const float c7_25 = (c6_24 * 0.5f);
+            reinterpret_cast<float*>(&As[0][0][0])[(warp * 16 + rl) * 32 + (((cl) / 4 + rl) % 8) * 4 + (cl) % 4] = c7_25;
           }
         }
       }
     }
+    __syncthreads();
+    // reads shared memory staged by barrier
+    #pragma unroll
+    for (int i = 0; i < 4; i += 1) {
+      const int ch = lane + i * 32;
+      const int sr = ch / 8;
+      const int sc = ch % 8;
+      const int gm = m0 + wr + mi * 16 + sr;
+      const int gn = n0 + wc + sc * 4;
+      if (ch < 128 && gm < (s_T) && gn < 3072) {
+        const int m_m_26 = gm;
+        const int n_n_27 = gn;
+        dlc_st_vec<16>(&out0[(m_m_26 * 3072 + n_n_27)], &(&reinterpret_cast<float*>(&As[0][0][0])[(warp * 16 + sr) * 32 + (((sc * 4) / 4 + sr) % 8) * 4 + (sc * 4) % 4])[0]);
+      }
+    }
+    __syncthreads();
   }
 }
 
@@ -436,23 +455,42 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       }
     }
   }
-  /* epilogue: after acc_ready, -> stored */ {
-    #pragma unroll
-    for (int mi = 0; mi < 1; mi += 1) {
+  // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along N
+  __syncthreads();
+  #pragma unroll
+  for (int mi = 0; mi < 1; mi += 1) {
+    /* epilogue: after acc_ready, -> stored */ {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
-          if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_T) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 768) {
-            const int m_m_25 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
-            const int n_n_26 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_27 = (m_m_25 * 768 + n_n_26);
-            const float c1_28 = (acc[mi][ni][e] + dlc_f32(in2[n_n_26]));
-            out0[off_27] = dlc_cvt<__half>(c1_28);
+          const int rl = (lane >> 2) + (e >> 1) * 8;
+          const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
+          if (m0 + wr + mi * 16 + rl < (s_T) && n0 + wc + cl < 768) {
+            const int m_m_25 = m0 + wr + mi * 16 + rl;
+            const int n_n_26 = n0 + wc + cl;
+            const float c1_27 = (acc[mi][ni][e] + dlc_f32(in2[n_n_26]));
+            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + rl) * 32 + (((cl) / 8 + rl) % 4) * 8 + (cl) % 8] = dlc_cvt<__half>(c1_27);
           }
         }
       }
     }
+    __syncthreads();
+    // reads shared memory staged by barrier
+    #pragma unroll
+    for (int i = 0; i < 2; i += 1) {
+      const int ch = lane + i * 32;
+      const int sr = ch / 4;
+      const int sc = ch % 4;
+      const int gm = m0 + wr + mi * 16 + sr;
+      const int gn = n0 + wc + sc * 8;
+      if (ch < 64 && gm < (s_T) && gn < 768) {
+        const int m_m_28 = gm;
+        const int n_n_29 = gn;
+        dlc_st_vec<16>(&out0[(m_m_28 * 768 + n_n_29)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + sr) * 32 + (((sc * 8) / 8 + sr) % 4) * 8 + (sc * 8) % 8])[0]);
+      }
+    }
+    __syncthreads();
   }
 }
 

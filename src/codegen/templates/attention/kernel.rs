@@ -1,13 +1,15 @@
 //! The tensor-core flash-attention kernel of an [`AttentionPair`] (see the parent module doc for
 //! the algorithm; [`super::stage`] for the operand tiles).
 
+mod epilogue;
+
 use super::super::super::cexpr;
 use super::super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
 use super::super::super::scalar::Emitter;
 use super::super::super::CodegenError;
 use super::super::contraction::Side;
 use super::super::contraction_mma::smem::Tile;
-use super::super::{bind_flat, params_of, store_yields};
+use super::super::{bind_flat, params_of};
 use super::stage::{self, Operand, REFILL, TILE};
 use super::{
     heaviest_first, inputs, kernel_symbols, pad16, AttentionPair, AttentionPlan, Mask, Softmax,
@@ -224,7 +226,7 @@ pub fn build(
         div: Div::Block,
         body: step,
     });
-    store_output(&cx, &mut e1, &mut e2, &corr(&p.query)?)?;
+    epilogue::store_output(&cx, &mut e1, &mut e2, &corr(&p.query)?)?;
     e1.pop_scope();
     let inner = e1.close();
     let (mc, nb_c, mblocks) = (&cx.mc, &cx.nb_c, &cx.mblocks);
@@ -408,59 +410,6 @@ fn key_step(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<Vec<Stmt>, Co
     step.extend(online_softmax(cx.p, &cx.plan, dvp));
     step.extend(pv(&cx.plan, &cx.v, dvp, dtype));
     Ok(step)
-}
-
-/// The end: `l_i` summed over the quad, `o / l_i` provided as `second`'s accumulator and its
-/// yields stored (`q2`: `second`'s query axis), predicated on the row and column bounds.
-fn store_output(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter, q2: &str) -> Result<(), CodegenError> {
-    let p = cx.p;
-    for h in 0..2 {
-        for off in [1, 2] {
-            e1.emit(assign(
-                format!("l_i[{h}]"),
-                format!("l_i[{h}] + dlc_shfl_xor(l_i[{h}], {off})"),
-            ));
-        }
-    }
-    e2.open();
-    e2.push_scope();
-    e2.bind(q2, "row");
-    e2.bind(&p.col, "col");
-    e2.provide(&p.acc2, "ov");
-    let stored = store_yields(e2);
-    e2.pop_scope();
-    let stores = e2.close();
-    stored?;
-    let l = if p.safe_sum {
-        "(l == 0.0f ? 1.0f : l)"
-    } else {
-        "l"
-    };
-    let per = vec![
-        Stmt::int("row", "wrow + (lane >> 2) + (e >> 1) * 8"),
-        Stmt::int("col", "ci * 8 + (lane & 3) * 2 + (e & 1)"),
-        Stmt::f32("l", "l_i[e >> 1]", false),
-        Stmt::If {
-            cond: format!("row < {} && col < {}", cx.mc, p.value_dim),
-            div: Div::Thread,
-            then: [
-                vec![Stmt::f32("ov", format!("oacc[ci][e] / {l}"), false)],
-                stores,
-            ]
-            .concat(),
-            otherwise: vec![],
-        },
-    ];
-    e1.emit(Stmt::Epilogue {
-        after: ACC.into(),
-        token: "stored".into(),
-        body: vec![Stmt::unrolled(
-            "ci",
-            pad16(p.value_dim) / 8,
-            vec![Stmt::unrolled("e", 4, per)],
-        )],
-    });
-    Ok(())
 }
 
 /// The kernel record: parameters, launch (`grid` blocks on `x`), dynamic shared memory.
