@@ -53,11 +53,7 @@
 
 #![warn(missing_docs)]
 
-#[allow(missing_docs)] // TODO(issue 18): 4 items undocumented (missing-docs sweep)
-pub mod bench_graphs;
 pub mod budget;
-#[allow(missing_docs)] // TODO(issue 18): 5 items undocumented (missing-docs sweep)
-pub mod cli;
 #[allow(missing_docs)] // TODO(issue 18): 172 items undocumented (missing-docs sweep)
 pub mod codegen;
 #[allow(missing_docs)] // TODO(issue 18): 58 items undocumented (missing-docs sweep)
@@ -69,6 +65,7 @@ pub mod cuda;
 #[allow(missing_docs)] // TODO(issue 18): 20 items undocumented (missing-docs sweep)
 pub mod diag;
 pub mod dsl;
+pub mod dump;
 pub mod eval;
 pub mod extract;
 pub mod fuzz_target;

@@ -2,13 +2,14 @@
 //! [--extractor fast|exact] [--extract-timeout SECS] [--arch sm80|sm90] [--fast-math]`.
 
 use super::extract::ExtractorArg;
-use super::{internal_error, parse_dump, DumpLayer};
-use crate::codegen::{generate, Generated};
-use crate::diag::{Diagnostic, Location};
-use crate::ir::frontend;
-use crate::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized};
-use crate::run::{self, Failure};
-use crate::target::Arch;
+use super::internal_error;
+use dlc_egg::codegen::{generate, Generated};
+use dlc_egg::diag::{Diagnostic, Location};
+use dlc_egg::dump::{dump_document, parse_dump, plain_text, DumpLayer};
+use dlc_egg::ir::frontend;
+use dlc_egg::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized};
+use dlc_egg::run::{self, Failure};
+use dlc_egg::target::Arch;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -112,7 +113,7 @@ pub struct OptimizeArgs {
     /// Budget: the most memory optimizing may take, in bytes (suffixes K, M, G, T), estimated
     /// before any work from the Tiny IR node count (about 256 KiB each) and the Concat inputs
     /// (about 4 MiB each); over it is E1405.
-    #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = crate::budget::parse_bytes)]
+    #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = dlc_egg::budget::parse_bytes)]
     pub max_memory: u64,
 }
 
@@ -126,8 +127,8 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     let prog = run::lower_and_verify(&graph)?;
     run::check_device_memory(&graph)?;
     let defaults = |s: &str| graph.symbols.get(s).copied();
-    crate::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
-    crate::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
+    dlc_egg::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
+    dlc_egg::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
     if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
         return Err(Failure::user(Diagnostic::error(
             "E0313",
@@ -199,8 +200,8 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     if let ([DumpLayer::Cu], Some(c)) = (layers.as_slice(), &code) {
         let _ = write!(stdout, "{}", c.emitted.source);
     } else if !layers.is_empty() {
-        let doc = super::dump_document(&layers, &graph, Some(&prog), Some(&o), code.as_ref());
-        if let Some(text) = super::plain_text(&layers, &doc) {
+        let doc = dump_document(&layers, &graph, Some(&prog), Some(&o), code.as_ref());
+        if let Some(text) = plain_text(&layers, &doc) {
             let _ = write!(stdout, "{text}");
         } else {
             let text = serde_json::to_string_pretty(&doc)
@@ -221,13 +222,13 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `--shape-set`: one block per cluster the bindings fall into (see [`crate::shapes`]).
+/// `--shape-set`: one block per cluster the bindings fall into (see [`dlc_egg::shapes`]).
 fn shape_sets(
     a: &OptimizeArgs,
     graph: &frontend::Graph,
     opts: &OptimizeOptions,
 ) -> Result<(), Failure> {
-    use crate::shapes::{cache, cluster, specialize, PlanCache, ShapeCluster, ShapeError};
+    use dlc_egg::shapes::{cache, cluster, specialize, PlanCache, ShapeCluster, ShapeError};
     use std::collections::BTreeMap;
     let symbols = specialize::graph_symbols(graph);
     let mut sets: BTreeMap<String, Vec<i64>> = BTreeMap::new();
@@ -253,7 +254,7 @@ fn shape_sets(
         }
     }
     if !diags.is_empty() {
-        return Err(Failure::user(crate::diag::Diagnostics(diags)));
+        return Err(Failure::user(dlc_egg::diag::Diagnostics(diags)));
     }
     let fixed: BTreeMap<String, i64> = graph
         .symbols
@@ -271,7 +272,7 @@ fn shape_sets(
     let mut groups: BTreeMap<ShapeCluster, Vec<BTreeMap<String, i64>>> = BTreeMap::new();
     for b in cluster::bindings_of(&sets, &fixed) {
         let lookup = |s: &str| b.get(s).copied();
-        crate::budget::check_target_sizes(graph, &lookup).map_err(Failure::user)?;
+        dlc_egg::budget::check_target_sizes(graph, &lookup).map_err(Failure::user)?;
         groups.entry(ShapeCluster::of(&b)?).or_default().push(b);
     }
     let mut out = format!(
@@ -296,7 +297,7 @@ fn shape_sets(
                     .join(",")
             })
             .collect();
-        out.push_str(&crate::shapes::render_cluster(&c, &values));
+        out.push_str(&dlc_egg::shapes::render_cluster(&c, &values));
     }
     let _ = write!(std::io::stdout().lock(), "{out}");
     Ok(())
