@@ -91,10 +91,8 @@ fn target_dir(repo: &Path) -> PathBuf {
         .unwrap_or_else(|| repo.join("target"))
 }
 
-#[test]
-fn an_outside_crate_adds_a_rule_and_a_pricer() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = tempfile::tempdir().expect("temp dir");
+/// Writes the outside crate (manifest, this repository's lock file, `src/main.rs`) into `dir`.
+fn write_outside_crate(dir: &Path, repo: &Path) {
     let manifest = format!(
         r#"[package]
 name = "outside"
@@ -130,10 +128,17 @@ codegen-units = 256
 "#,
         repo = repo.display().to_string()
     );
-    std::fs::write(dir.path().join("Cargo.toml"), manifest).expect("write Cargo.toml");
-    std::fs::copy(repo.join("Cargo.lock"), dir.path().join("Cargo.lock")).expect("copy lock");
-    std::fs::create_dir(dir.path().join("src")).expect("mkdir src");
-    std::fs::write(dir.path().join("src/main.rs"), MAIN).expect("write main.rs");
+    std::fs::write(dir.join("Cargo.toml"), manifest).expect("write Cargo.toml");
+    std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).expect("copy lock");
+    std::fs::create_dir(dir.join("src")).expect("mkdir src");
+    std::fs::write(dir.join("src/main.rs"), MAIN).expect("write main.rs");
+}
+
+#[test]
+fn an_outside_crate_adds_a_rule_and_a_pricer() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_outside_crate(dir.path(), repo);
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // The profile this test was built with: `--release`, or the `test` profile of CI's `cargo

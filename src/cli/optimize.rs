@@ -7,7 +7,8 @@ use dlc_egg::codegen::{generate, Generated};
 use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::dump::{dump_document, parse_dump, plain_text, DumpLayer};
 use dlc_egg::ir::frontend;
-use dlc_egg::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized};
+use dlc_egg::ir::tiny::Program;
+use dlc_egg::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized, Report};
 use dlc_egg::run::{self, Failure};
 use dlc_egg::target::Arch;
 use std::io::Write;
@@ -129,31 +130,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     let defaults = |s: &str| graph.symbols.get(s).copied();
     dlc_egg::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
     dlc_egg::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
-    if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
-        return Err(Failure::user(Diagnostic::error(
-            "E0313",
-            "InvalidArgument",
-            Location::Argument {
-                argument: format!("--extract-timeout {}", a.extract_timeout),
-            },
-            "--extract-timeout must be a positive number of seconds",
-            "for example `--extract-timeout 60`",
-        )));
-    }
-    let extract_time_limit = Duration::from_secs_f64(a.extract_timeout);
-    let opts = OptimizeOptions {
-        explain: a.explain,
-        extractor: match a.extractor {
-            ExtractorArg::Fast => ExtractorKind::Fast,
-            ExtractorArg::Exact => ExtractorKind::Exact,
-        },
-        extract_time_limit,
-        target: a.arch.target(),
-        fast_math: a.fast_math,
-        compute_at: !a.no_compute_at,
-        substitutions: !a.no_subst,
-        ..OptimizeOptions::default()
-    };
+    let opts = optimize_options(a)?;
     if !a.shape_set.is_empty() {
         return shape_sets(a, &graph, &opts);
     }
@@ -166,19 +143,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         }
     }
     if let Some(path) = &a.report {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
-        std::fs::write(path, text + "\n").map_err(|e| {
-            Failure::user(Diagnostic::error(
-                "E0312",
-                "OutputWriteFailed",
-                Location::Argument {
-                    argument: format!("--report {}", path.display()),
-                },
-                format!("cannot write the report: {e}"),
-                "check that the directory exists and is writable",
-            ))
-        })?;
+        write_report(path, &report)?;
     }
     let native = a.target == super::cpu::TargetArg::Cpu;
     if let (true, Some(dir)) = (native, &a.out_dir) {
@@ -196,12 +161,72 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     if let (Some(dir), Some(c), false) = (&a.out_dir, &code, native) {
         write_code(dir, c)?;
     }
+    print_outputs(a, &layers, (&graph, &prog, &o), code.as_ref(), &report)
+}
+
+/// The optimizer's options from the flags (`E0313` for a bad `--extract-timeout`).
+fn optimize_options(a: &OptimizeArgs) -> Result<OptimizeOptions, Failure> {
+    if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
+        return Err(Failure::user(Diagnostic::error(
+            "E0313",
+            "InvalidArgument",
+            Location::Argument {
+                argument: format!("--extract-timeout {}", a.extract_timeout),
+            },
+            "--extract-timeout must be a positive number of seconds",
+            "for example `--extract-timeout 60`",
+        )));
+    }
+    let extract_time_limit = Duration::from_secs_f64(a.extract_timeout);
+    Ok(OptimizeOptions {
+        explain: a.explain,
+        extractor: match a.extractor {
+            ExtractorArg::Fast => ExtractorKind::Fast,
+            ExtractorArg::Exact => ExtractorKind::Exact,
+        },
+        extract_time_limit,
+        target: a.arch.target(),
+        fast_math: a.fast_math,
+        compute_at: !a.no_compute_at,
+        substitutions: !a.no_subst,
+        ..OptimizeOptions::default()
+    })
+}
+
+/// `--report FILE`: the report as pretty JSON (`E0312` when it cannot be written).
+fn write_report(path: &std::path::Path, report: &Report) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(&report)
+        .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+    std::fs::write(path, text + "\n").map_err(|e| {
+        Failure::user(Diagnostic::error(
+            "E0312",
+            "OutputWriteFailed",
+            Location::Argument {
+                argument: format!("--report {}", path.display()),
+            },
+            format!("cannot write the report: {e}"),
+            "check that the directory exists and is writable",
+        ))
+    })?;
+    Ok(())
+}
+
+/// What `optimize` prints: the `--dump` layers (JSON, or plain CUDA / DOT text for a lone `cu`
+/// / `dot` layer), then the `--explain` report (on stderr when layers are dumped), or else the
+/// one-line-per-kernel summary.
+fn print_outputs(
+    a: &OptimizeArgs,
+    layers: &[DumpLayer],
+    (graph, prog, o): (&frontend::Graph, &Program, &Optimized),
+    code: Option<&Generated>,
+    report: &Report,
+) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
-    if let ([DumpLayer::Cu], Some(c)) = (layers.as_slice(), &code) {
+    if let ([DumpLayer::Cu], Some(c)) = (layers, code) {
         let _ = write!(stdout, "{}", c.emitted.source);
     } else if !layers.is_empty() {
-        let doc = dump_document(&layers, &graph, Some(&prog), Some(&o), code.as_ref());
-        if let Some(text) = plain_text(&layers, &doc) {
+        let doc = dump_document(layers, graph, Some(prog), Some(o), code);
+        if let Some(text) = plain_text(layers, &doc) {
             let _ = write!(stdout, "{text}");
         } else {
             let text = serde_json::to_string_pretty(&doc)
@@ -210,14 +235,14 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         }
     }
     if a.explain {
-        let text = explain::render(&report, a.timings);
+        let text = explain::render(report, a.timings);
         if layers.is_empty() {
             let _ = write!(stdout, "{text}");
         } else {
             let _ = write!(std::io::stderr().lock(), "{text}");
         }
     } else if layers.is_empty() {
-        let _ = write!(stdout, "{}", summary(&o));
+        let _ = write!(stdout, "{}", summary(o));
     }
     Ok(())
 }
