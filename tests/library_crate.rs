@@ -151,7 +151,7 @@ fn an_outside_crate_adds_a_rule_and_a_pricer() {
     let args = ["run", "--offline", "--quiet", profile];
     let start = std::time::Instant::now();
     let out = Command::new(cargo)
-        .args(&args)
+        .args(args)
         .current_dir(dir.path())
         .env("CARGO_TARGET_DIR", target_dir(repo))
         .output()
