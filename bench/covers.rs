@@ -7,7 +7,9 @@
 //! it to graphs whose name contains one of the words; `COVERS_LAYERS=1,12` chooses the encoder
 //! sizes (default 1 and 12). Without `--bench` (the `cargo test --all-targets` smoke run) it
 //! covers only `examples/gemm_bias_relu.json`.
-use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
+#[path = "common/bench_graphs.rs"]
+mod bench_graphs;
+use bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::ir::frontend::Graph;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};

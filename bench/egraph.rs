@@ -6,8 +6,10 @@
 //! Before timing, prints per size: Tiny nodes, final e-nodes and e-classes, kernels, and the
 //! seconds per layer of one untimed run (criterion then measures the time).
 //! `ENCODER_DUMP=DIR` also writes each graph as `DIR/encoder_L.json` (for `dlc-egg optimize`).
+#[path = "common/bench_graphs.rs"]
+mod bench_graphs;
+use bench_graphs::{transformer_encoder, EncoderConfig};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};

@@ -16,8 +16,10 @@
 //! a timed `cargo bench`, and a few small ones in the smoke runs — `cargo test --all-targets` and
 //! `cargo bench --bench extract --profile test -- --test`); `EXTRACT_TIMEOUT=SECS` (exact's
 //! limit: 60 s timed, 10 s in the smoke runs).
+#[path = "common/bench_graphs.rs"]
+mod bench_graphs;
+use bench_graphs::{transformer_encoder, EncoderConfig};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::extract::cover::node_price;
 use dlc_egg::extract::dag::{
     dag_cost, DagExtractor, ExactExtractor, ExtractOptions, FastExtractor, Problem, Status,

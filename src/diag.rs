@@ -17,22 +17,45 @@ use std::fmt;
 pub enum Location {
     /// A position in the input text (1-based).
     Source {
+        /// The file's name as given.
         file: String,
+        /// Line, 1-based.
         line: usize,
+        /// Column, 1-based (in characters).
         column: usize,
     },
     /// A graph node, by name, with its op.
-    Node { node: String, op: String },
+    Node {
+        /// The node's name.
+        node: String,
+        /// Its op (`MatMul`, `Elementwise`, …).
+        op: String,
+    },
     /// A tensor, by name.
-    Tensor { tensor: String },
+    Tensor {
+        /// The tensor's name.
+        tensor: String,
+    },
     /// A symbol, by name.
-    Symbol { symbol: String },
+    Symbol {
+        /// The symbol's name.
+        symbol: String,
+    },
     /// A field of the document that is not a node or tensor (e.g. `signature.inputs[2]`).
-    Field { path: String },
+    Field {
+        /// The field's path in the document (`signature.inputs[2]`).
+        path: String,
+    },
     /// A command-line argument.
-    Argument { argument: String },
+    Argument {
+        /// The argument as written (`--bind M=x`).
+        argument: String,
+    },
     /// A Tiny IR node (ids print as `n12`).
-    TinyNode { tiny_node: String },
+    TinyNode {
+        /// The node's id as printed (`n12`).
+        tiny_node: String,
+    },
     /// The whole input.
     Document,
 }
@@ -81,18 +104,26 @@ impl fmt::Display for Location {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// The input is rejected (exit status 2).
     Error,
+    /// A remark; the input is accepted.
     Warning,
 }
 
 /// One diagnostic.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Diagnostic {
+    /// Stable code (`E0xxx`), the key tests and tools match on (see `docs/diagnostics.md`).
     pub code: &'static str,
+    /// The code's name (`ShapeMismatch`, `UnknownOp`, …).
     pub kind: &'static str,
+    /// Error or warning.
     pub severity: Severity,
+    /// Where the problem is.
     pub at: Location,
+    /// What is wrong, in one sentence.
     pub why: String,
+    /// How to fix it.
     pub suggestion: String,
     /// Extra facts (shapes, dtypes, …), shown in JSON and after `why` in text.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
@@ -177,6 +208,7 @@ impl fmt::Display for Diagnostic {
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
 impl Diagnostics {
+    /// A list of one diagnostic.
     pub fn one(d: Diagnostic) -> Diagnostics {
         Diagnostics(vec![d])
     }
@@ -186,6 +218,7 @@ impl Diagnostics {
         self.0.first().map(|d| d.code).unwrap_or("")
     }
 
+    /// Every diagnostic's code, in order.
     pub fn codes(&self) -> Vec<&'static str> {
         self.0.iter().map(|d| d.code).collect()
     }

@@ -53,22 +53,14 @@
 
 #![warn(missing_docs)]
 
-#[allow(missing_docs)] // TODO(issue 18): 4 items undocumented (missing-docs sweep)
-pub mod bench_graphs;
 pub mod budget;
-#[allow(missing_docs)] // TODO(issue 18): 5 items undocumented (missing-docs sweep)
-pub mod cli;
-#[allow(missing_docs)] // TODO(issue 18): 172 items undocumented (missing-docs sweep)
 pub mod codegen;
-#[allow(missing_docs)] // TODO(issue 18): 58 items undocumented (missing-docs sweep)
 pub mod cost;
-#[allow(missing_docs)] // TODO(issue 18): error-variant fields undocumented (missing-docs sweep)
 pub mod cpu;
-#[allow(missing_docs)] // TODO(issue 18): 40 items undocumented (missing-docs sweep)
 pub mod cuda;
-#[allow(missing_docs)] // TODO(issue 18): 20 items undocumented (missing-docs sweep)
 pub mod diag;
 pub mod dsl;
+pub mod dump;
 pub mod eval;
 pub mod extract;
 pub mod fuzz_target;
@@ -76,7 +68,6 @@ pub mod ir;
 pub mod npy;
 pub mod onnx;
 pub mod optimize;
-#[allow(missing_docs)] // TODO(issue 18): 59 items undocumented (missing-docs sweep)
 pub mod plan;
 pub mod poly;
 pub mod rules;

@@ -1,4 +1,10 @@
+//! The `dlc-egg` command-line tool: a thin front end over the `dlc_egg` library crate. The
+//! command-line interface (argument parsing, wiring, diagnostics on stderr) lives in the binary's
+//! private `cli` module; it is not part of the library's API.
+
+mod cli;
+
 fn main() {
-    let code = dlc_egg::cli::main_with_args(std::env::args().collect());
+    let code = cli::main_with_args(std::env::args().collect());
     std::process::exit(code);
 }

@@ -1,6 +1,8 @@
 //! The generated transformer encoder is a valid graph that lowers and runs.
 
-use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
+#[path = "../bench/common/bench_graphs.rs"]
+mod bench_graphs;
+use bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::ir::{frontend, lower};
 use std::collections::BTreeMap;
 

@@ -131,7 +131,7 @@ fn resnet_block_matches_onnxruntime() {
 fn import_writes_graph_and_sidecar() {
     let tmp = tempfile::tempdir().expect("tmp");
     let out = tmp.path().join("bert.json");
-    let status = dlc_egg::cli::main_with_args(vec![
+    let status = dlc_egg_cli(vec![
         "dlc-egg".into(),
         "import".into(),
         data("bert_tiny").join("model.onnx").display().to_string(),
@@ -206,13 +206,12 @@ fn cli_runs_onnx_with_int64_input_and_sanitized_output_name() {
     let model = data("gpt2_tiny").join("model.onnx");
     let model_arg = model.display().to_string();
     for cmd in ["check", "optimize"] {
-        let status =
-            dlc_egg::cli::main_with_args(vec!["dlc-egg".into(), cmd.into(), model_arg.clone()]);
+        let status = dlc_egg_cli(vec!["dlc-egg".into(), cmd.into(), model_arg.clone()]);
         assert_eq!(status, 0, "{cmd}");
     }
     let tmp = tempfile::tempdir().expect("tmp");
     let ids = data("gpt2_tiny").join("s5.in.input_ids.npy");
-    let status = dlc_egg::cli::main_with_args(vec![
+    let status = dlc_egg_cli(vec![
         "dlc-egg".into(),
         "run".into(),
         model_arg,
@@ -244,4 +243,17 @@ fn cli_runs_onnx_with_int64_input_and_sanitized_output_name() {
     for (i, (a, b)) in got.to_f64().iter().zip(want.to_f64()).enumerate() {
         assert!((a - b).abs() <= 1e-3 + 1e-3 * b.abs(), "[{i}]: {a} vs {b}");
     }
+}
+
+/// Runs the `dlc-egg` binary with `args` (`args[0]` is the program name, as in `std::env::args`)
+/// and returns its exit status; its stderr is echoed when it fails.
+fn dlc_egg_cli(args: Vec<String>) -> i32 {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlc-egg"))
+        .args(&args[1..])
+        .output()
+        .expect("the dlc-egg binary runs");
+    if !out.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    out.status.code().unwrap_or(-1)
 }

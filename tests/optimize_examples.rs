@@ -1,6 +1,8 @@
 //! The optimizer on the seed examples: the seed's kernel structure (seed 001 §6.8 / §15), the
 //! optimized program's values equal to the reference evaluator's, and determinism.
 
+#[path = "../bench/common/bench_graphs.rs"]
+mod bench_graphs;
 mod common;
 
 use dlc_egg::eval::evaluate;
@@ -323,7 +325,7 @@ fn rewrite_chains_name_rules() {
 /// own kernel only.
 #[test]
 fn encoder_covers_attribute_each_projection_to_its_kernel() {
-    use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
+    use crate::bench_graphs::{transformer_encoder, EncoderConfig};
     let doc = transformer_encoder(&EncoderConfig::bert_base(1));
     let p = lowered_doc(&doc.to_string(), "encoder.json");
     let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");

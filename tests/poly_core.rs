@@ -6,7 +6,7 @@
 
 mod common;
 
-use dlc_egg::cli::DumpLayer;
+use dlc_egg::dump::DumpLayer;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::poly::core::{self, PairReport, PolyCore};

@@ -6,7 +6,7 @@
 
 mod common;
 
-use dlc_egg::cli::DumpLayer;
+use dlc_egg::dump::DumpLayer;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::poly::view::{self, isl, PolyView};

@@ -2,10 +2,12 @@
 //! random nested reductions of hoistable bodies (proptest), and every built-in phase saturating on
 //! every example and on the transformer encoder within its default budget.
 
+#[path = "../bench/common/bench_graphs.rs"]
+mod bench_graphs;
 mod common;
 
+use bench_graphs::{transformer_encoder, EncoderConfig};
 use common::SEED_EXAMPLES;
-use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::ir::dim::Dim;
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::egraph::{add_program, TensorGraph};

@@ -2,6 +2,8 @@
 //! whose merged form evaluates bit-exactly like the original on random inputs, does not fire on
 //! near misses, and pays off in the pipeline (fewer kernels on the encoder layer).
 
+#[path = "../bench/common/bench_graphs.rs"]
+mod bench_graphs;
 use dlc_egg::ir::egraph::{add_program, extract_program, TensorGraph, TensorLang};
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::ir::{frontend, lower};
@@ -153,7 +155,7 @@ fn a_single_matmul_does_not_merge() {
 }
 
 fn encoder_layer() -> Program {
-    use dlc_egg::bench_graphs::{transformer_encoder, EncoderConfig};
+    use crate::bench_graphs::{transformer_encoder, EncoderConfig};
     let doc = transformer_encoder(&EncoderConfig::bert_base(1));
     let g = frontend::load_str(&doc.to_string(), "encoder.json").unwrap_or_else(|d| panic!("{d}"));
     lower::lower(&g).unwrap_or_else(|d| panic!("{d}"))

@@ -1,11 +1,11 @@
 //! `dlc-egg optimize --target cpu -o DIR`: the optimized program as C for the native CPU backend
-//! (`crate::cpu`): `DIR/kernels.c` (the prelude and one function per region) and
+//! (`dlc_egg::cpu`): `DIR/kernels.c` (the prelude and one function per region) and
 //! `DIR/manifest.json` (ISA, compile flags, symbol table, steps and kernels).
 
-use crate::diag::{Diagnostic, Location};
-use crate::ir::region::program::RegionProgram;
-use crate::run::Failure;
 use clap::ValueEnum;
+use dlc_egg::diag::{Diagnostic, Location};
+use dlc_egg::ir::region::program::RegionProgram;
+use dlc_egg::run::Failure;
 use std::io::Write as _;
 use std::path::Path;
 
@@ -20,8 +20,8 @@ pub enum TargetArg {
 
 /// Writes `kernels.c` and `manifest.json` for `p` into `dir`.
 pub fn write_native(dir: &Path, p: &RegionProgram) -> Result<(), Failure> {
-    let prog = crate::cpu::program::emit_program(p)?;
-    let isa = crate::cpu::Isa::detect();
+    let prog = dlc_egg::cpu::program::emit_program(p)?;
+    let isa = dlc_egg::cpu::Isa::detect();
     let manifest = serde_json::to_string_pretty(&prog.manifest(p, isa)).unwrap_or_default();
     let failed = |e: std::io::Error| {
         Failure::user(Diagnostic::error(

@@ -1,17 +1,17 @@
 //! `dlc-egg extract FILE.json [--extractor fast|exact] [--timeout SECS] [--json]`: runs a
-//! DAG-aware extractor (`crate::extract::dag`) on any `egraph-serialize` JSON file and reports
+//! DAG-aware extractor (`dlc_egg::extract::dag`) on any `egraph-serialize` JSON file and reports
 //! the tree cost, the DAG cost, the number of chosen e-nodes, the time and whether the result is
 //! proven optimal.
 
 use super::internal_error;
-use crate::diag::{Diagnostic, Location};
-use crate::extract::dag::{
+use clap::ValueEnum;
+use dlc_egg::diag::{Diagnostic, Location};
+use dlc_egg::extract::dag::{
     self, dag_cost, tree_cost, ExtractError, ExtractOptions, Extraction, Problem, ProblemError,
     Status,
 };
-use crate::extract::serialize;
-use crate::run::Failure;
-use clap::ValueEnum;
+use dlc_egg::extract::serialize;
+use dlc_egg::run::Failure;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

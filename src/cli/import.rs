@@ -1,9 +1,9 @@
-//! `dlc-egg import model.onnx [-o graph.json]`: imports an ONNX model (`crate::onnx`) and writes
+//! `dlc-egg import model.onnx [-o graph.json]`: imports an ONNX model (`dlc_egg::onnx`) and writes
 //! graph.json with its `constants` section, plus the weights sidecar `<stem>.safetensors` beside
-//! it when some initializer has more than `crate::onnx::INLINE_MAX` elements.
+//! it when some initializer has more than `dlc_egg::onnx::INLINE_MAX` elements.
 
-use crate::diag::{Diagnostic, Location};
-use crate::run::Failure;
+use dlc_egg::diag::{Diagnostic, Location};
+use dlc_egg::run::Failure;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -33,10 +33,10 @@ fn write_failed(path: &Path, why: impl std::fmt::Display) -> Diagnostic {
 /// import, write).
 pub fn cmd_import(a: &ImportArgs) -> Result<(), Failure> {
     let start = Instant::now();
-    let model = crate::onnx::read_model(&a.model)?;
+    let model = dlc_egg::onnx::read_model(&a.model)?;
     let read_s = start.elapsed().as_secs_f64();
     let dir = a.model.parent().unwrap_or(Path::new(""));
-    let imported = crate::onnx::import_model(&model, dir)?;
+    let imported = dlc_egg::onnx::import_model(&model, dir)?;
     drop(model);
     let import_s = start.elapsed().as_secs_f64() - read_s;
     let out = a

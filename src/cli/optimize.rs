@@ -2,13 +2,15 @@
 //! [--extractor fast|exact] [--extract-timeout SECS] [--arch sm80|sm90] [--fast-math]`.
 
 use super::extract::ExtractorArg;
-use super::{internal_error, parse_dump, DumpLayer};
-use crate::codegen::{generate, Generated};
-use crate::diag::{Diagnostic, Location};
-use crate::ir::frontend;
-use crate::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized};
-use crate::run::{self, Failure};
-use crate::target::Arch;
+use super::internal_error;
+use dlc_egg::codegen::{generate, Generated};
+use dlc_egg::diag::{Diagnostic, Location};
+use dlc_egg::dump::{dump_document, parse_dump, plain_text, DumpLayer};
+use dlc_egg::ir::frontend;
+use dlc_egg::ir::tiny::Program;
+use dlc_egg::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized, Report};
+use dlc_egg::run::{self, Failure};
+use dlc_egg::target::Arch;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -112,7 +114,7 @@ pub struct OptimizeArgs {
     /// Budget: the most memory optimizing may take, in bytes (suffixes K, M, G, T), estimated
     /// before any work from the Tiny IR node count (about 256 KiB each) and the Concat inputs
     /// (about 4 MiB each); over it is E1405.
-    #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = crate::budget::parse_bytes)]
+    #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = dlc_egg::budget::parse_bytes)]
     pub max_memory: u64,
 }
 
@@ -126,33 +128,9 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     let prog = run::lower_and_verify(&graph)?;
     run::check_device_memory(&graph)?;
     let defaults = |s: &str| graph.symbols.get(s).copied();
-    crate::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
-    crate::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
-    if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
-        return Err(Failure::user(Diagnostic::error(
-            "E0313",
-            "InvalidArgument",
-            Location::Argument {
-                argument: format!("--extract-timeout {}", a.extract_timeout),
-            },
-            "--extract-timeout must be a positive number of seconds",
-            "for example `--extract-timeout 60`",
-        )));
-    }
-    let extract_time_limit = Duration::from_secs_f64(a.extract_timeout);
-    let opts = OptimizeOptions {
-        explain: a.explain,
-        extractor: match a.extractor {
-            ExtractorArg::Fast => ExtractorKind::Fast,
-            ExtractorArg::Exact => ExtractorKind::Exact,
-        },
-        extract_time_limit,
-        target: a.arch.target(),
-        fast_math: a.fast_math,
-        compute_at: !a.no_compute_at,
-        substitutions: !a.no_subst,
-        ..OptimizeOptions::default()
-    };
+    dlc_egg::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
+    dlc_egg::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
+    let opts = optimize_options(a)?;
     if !a.shape_set.is_empty() {
         return shape_sets(a, &graph, &opts);
     }
@@ -165,19 +143,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         }
     }
     if let Some(path) = &a.report {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
-        std::fs::write(path, text + "\n").map_err(|e| {
-            Failure::user(Diagnostic::error(
-                "E0312",
-                "OutputWriteFailed",
-                Location::Argument {
-                    argument: format!("--report {}", path.display()),
-                },
-                format!("cannot write the report: {e}"),
-                "check that the directory exists and is writable",
-            ))
-        })?;
+        write_report(path, &report)?;
     }
     let native = a.target == super::cpu::TargetArg::Cpu;
     if let (true, Some(dir)) = (native, &a.out_dir) {
@@ -195,12 +161,72 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     if let (Some(dir), Some(c), false) = (&a.out_dir, &code, native) {
         write_code(dir, c)?;
     }
+    print_outputs(a, &layers, (&graph, &prog, &o), code.as_ref(), &report)
+}
+
+/// The optimizer's options from the flags (`E0313` for a bad `--extract-timeout`).
+fn optimize_options(a: &OptimizeArgs) -> Result<OptimizeOptions, Failure> {
+    if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
+        return Err(Failure::user(Diagnostic::error(
+            "E0313",
+            "InvalidArgument",
+            Location::Argument {
+                argument: format!("--extract-timeout {}", a.extract_timeout),
+            },
+            "--extract-timeout must be a positive number of seconds",
+            "for example `--extract-timeout 60`",
+        )));
+    }
+    let extract_time_limit = Duration::from_secs_f64(a.extract_timeout);
+    Ok(OptimizeOptions {
+        explain: a.explain,
+        extractor: match a.extractor {
+            ExtractorArg::Fast => ExtractorKind::Fast,
+            ExtractorArg::Exact => ExtractorKind::Exact,
+        },
+        extract_time_limit,
+        target: a.arch.target(),
+        fast_math: a.fast_math,
+        compute_at: !a.no_compute_at,
+        substitutions: !a.no_subst,
+        ..OptimizeOptions::default()
+    })
+}
+
+/// `--report FILE`: the report as pretty JSON (`E0312` when it cannot be written).
+fn write_report(path: &std::path::Path, report: &Report) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(&report)
+        .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+    std::fs::write(path, text + "\n").map_err(|e| {
+        Failure::user(Diagnostic::error(
+            "E0312",
+            "OutputWriteFailed",
+            Location::Argument {
+                argument: format!("--report {}", path.display()),
+            },
+            format!("cannot write the report: {e}"),
+            "check that the directory exists and is writable",
+        ))
+    })?;
+    Ok(())
+}
+
+/// What `optimize` prints: the `--dump` layers (JSON, or plain CUDA / DOT text for a lone `cu`
+/// / `dot` layer), then the `--explain` report (on stderr when layers are dumped), or else the
+/// one-line-per-kernel summary.
+fn print_outputs(
+    a: &OptimizeArgs,
+    layers: &[DumpLayer],
+    (graph, prog, o): (&frontend::Graph, &Program, &Optimized),
+    code: Option<&Generated>,
+    report: &Report,
+) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
-    if let ([DumpLayer::Cu], Some(c)) = (layers.as_slice(), &code) {
+    if let ([DumpLayer::Cu], Some(c)) = (layers, code) {
         let _ = write!(stdout, "{}", c.emitted.source);
     } else if !layers.is_empty() {
-        let doc = super::dump_document(&layers, &graph, Some(&prog), Some(&o), code.as_ref());
-        if let Some(text) = super::plain_text(&layers, &doc) {
+        let doc = dump_document(layers, graph, Some(prog), Some(o), code);
+        if let Some(text) = plain_text(layers, &doc) {
             let _ = write!(stdout, "{text}");
         } else {
             let text = serde_json::to_string_pretty(&doc)
@@ -209,25 +235,25 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         }
     }
     if a.explain {
-        let text = explain::render(&report, a.timings);
+        let text = explain::render(report, a.timings);
         if layers.is_empty() {
             let _ = write!(stdout, "{text}");
         } else {
             let _ = write!(std::io::stderr().lock(), "{text}");
         }
     } else if layers.is_empty() {
-        let _ = write!(stdout, "{}", summary(&o));
+        let _ = write!(stdout, "{}", summary(o));
     }
     Ok(())
 }
 
-/// `--shape-set`: one block per cluster the bindings fall into (see [`crate::shapes`]).
+/// `--shape-set`: one block per cluster the bindings fall into (see [`dlc_egg::shapes`]).
 fn shape_sets(
     a: &OptimizeArgs,
     graph: &frontend::Graph,
     opts: &OptimizeOptions,
 ) -> Result<(), Failure> {
-    use crate::shapes::{cache, cluster, specialize, PlanCache, ShapeCluster, ShapeError};
+    use dlc_egg::shapes::{cache, cluster, specialize, PlanCache, ShapeCluster, ShapeError};
     use std::collections::BTreeMap;
     let symbols = specialize::graph_symbols(graph);
     let mut sets: BTreeMap<String, Vec<i64>> = BTreeMap::new();
@@ -253,7 +279,7 @@ fn shape_sets(
         }
     }
     if !diags.is_empty() {
-        return Err(Failure::user(crate::diag::Diagnostics(diags)));
+        return Err(Failure::user(dlc_egg::diag::Diagnostics(diags)));
     }
     let fixed: BTreeMap<String, i64> = graph
         .symbols
@@ -271,7 +297,7 @@ fn shape_sets(
     let mut groups: BTreeMap<ShapeCluster, Vec<BTreeMap<String, i64>>> = BTreeMap::new();
     for b in cluster::bindings_of(&sets, &fixed) {
         let lookup = |s: &str| b.get(s).copied();
-        crate::budget::check_target_sizes(graph, &lookup).map_err(Failure::user)?;
+        dlc_egg::budget::check_target_sizes(graph, &lookup).map_err(Failure::user)?;
         groups.entry(ShapeCluster::of(&b)?).or_default().push(b);
     }
     let mut out = format!(
@@ -296,7 +322,7 @@ fn shape_sets(
                     .join(",")
             })
             .collect();
-        out.push_str(&crate::shapes::render_cluster(&c, &values));
+        out.push_str(&dlc_egg::shapes::render_cluster(&c, &values));
     }
     let _ = write!(std::io::stdout().lock(), "{out}");
     Ok(())

@@ -21,9 +21,13 @@ use std::collections::BTreeSet;
 /// its arguments (buffers, then symbols).
 #[derive(Clone, Debug)]
 pub struct EmittedKernel {
+    /// The kernel in the GPU dialect (before rendering to CUDA C).
     pub kernel: Kernel,
+    /// The plan it implements (template, knobs, predicted time).
     pub choice: PlanChoice,
+    /// Index of the region program step it launches at.
     pub step: usize,
+    /// Its launch arguments: buffers read, buffers written, then symbols.
     pub args: Vec<KernelArg>,
 }
 

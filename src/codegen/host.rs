@@ -72,20 +72,39 @@ impl Default for HostOptions {
 pub enum HostError {
     /// The C++ compiler could not be started.
     #[error("C++ compiler `{compiler}` not found (install g++ or set DLC_HOST_CXX)")]
-    CompilerMissing { compiler: String },
+    CompilerMissing {
+        /// The compiler command tried (`g++` or `DLC_HOST_CXX`).
+        compiler: String,
+    },
     /// The source (with the emulation header) did not compile.
     #[error("the host build of the emitted source failed:\n{log}")]
-    Compile { log: String },
+    Compile {
+        /// The compiler's output.
+        log: String,
+    },
     /// The program failed: a divergent barrier, a bad shared-memory access, a sanitizer report, a
     /// crash. `stderr` says which.
     #[error("the emulated program failed ({status}):\n{stderr}")]
-    Run { status: String, stderr: String },
+    Run {
+        /// The exit status or signal.
+        status: String,
+        /// The program's stderr.
+        stderr: String,
+    },
     /// The program ran past [`HostOptions::timeout`] and was killed.
     #[error("the emulated program ran longer than {secs} s and was killed")]
-    Timeout { secs: u64 },
+    Timeout {
+        /// The limit, seconds.
+        secs: u64,
+    },
     /// A size, grid or symbol could not be evaluated or is out of range.
     #[error("{what}: {why}")]
-    Size { what: String, why: String },
+    Size {
+        /// What was evaluated (a buffer, a grid, a symbol).
+        what: String,
+        /// Why it failed.
+        why: String,
+    },
     /// A launch's grid exceeds the GPU's grid limits (as [`crate::cuda::CudaError::GridLimit`]:
     /// diagnostic `E0404` on the GPU path).
     #[error(transparent)]
@@ -95,18 +114,33 @@ pub enum HostError {
     Manifest(String),
     /// A graph input the manifest needs was not given.
     #[error("missing input `{name}`")]
-    MissingInput { name: String },
+    MissingInput {
+        /// The input's name.
+        name: String,
+    },
     /// A given input does not match its buffer.
     #[error("input `{name}`: {why}")]
-    BadInput { name: String, why: String },
+    BadInput {
+        /// The input's name.
+        name: String,
+        /// The mismatch (dtype, element count).
+        why: String,
+    },
     /// An output file is missing or has the wrong size.
     #[error("output `{name}`: {why}")]
-    BadOutput { name: String, why: String },
+    BadOutput {
+        /// The output's name.
+        name: String,
+        /// What is wrong with the file.
+        why: String,
+    },
     /// A file operation failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
         #[source]
+        /// The underlying error.
         source: std::io::Error,
     },
 }

@@ -47,9 +47,13 @@ pub struct Manifest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BufferDecl {
+    /// The buffer's name (a graph tensor, or a generated intermediate).
     pub name: String,
+    /// Element type.
     pub dtype: DType,
+    /// Extents as size expressions over the symbols.
     pub shape: Vec<Size>,
+    /// Who fills it.
     pub role: BufferRole,
 }
 
@@ -62,7 +66,10 @@ pub enum BufferRole {
     /// Written by a kernel (a graph output or an intermediate).
     Kernel,
     /// The same storage as buffer `of`, reshaped.
-    Alias { of: String },
+    Alias {
+        /// The buffer whose storage it shares.
+        of: String,
+    },
 }
 
 /// One step.
@@ -74,7 +81,12 @@ pub enum ManifestStep {
     /// A kernel launch.
     Launch(KernelLaunch),
     /// Buffer `name` is buffer `of` reshaped (no work).
-    Alias { name: String, of: String },
+    Alias {
+        /// The new buffer.
+        name: String,
+        /// The buffer it reshapes.
+        of: String,
+    },
 }
 
 /// One kernel launch.
@@ -105,7 +117,15 @@ pub struct KernelLaunch {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum KernelArg {
     /// A pointer to a buffer; `write` for outputs.
-    Buffer { name: String, write: bool },
+    Buffer {
+        /// The buffer's name.
+        name: String,
+        /// The kernel writes it (an output parameter).
+        write: bool,
+    },
     /// An `int` symbol value.
-    Symbol { name: String },
+    Symbol {
+        /// The symbol's name.
+        name: String,
+    },
 }

@@ -38,13 +38,22 @@ pub struct Emitted {
 #[derive(Debug, thiserror::Error)]
 pub enum CodegenError {
     #[error("kernel `{kernel}`: {why}")]
-    Unsupported { kernel: String, why: String },
+    /// A kernel no template can emit (an unsupported region shape or op).
+    Unsupported {
+        /// The kernel's name.
+        kernel: String,
+        /// What is not supported.
+        why: String,
+    },
     /// The planned program holds a plan its template cannot emit for the region (the plan
     /// space admitted a point code generation does not implement: an internal error).
     #[error("kernel `{kernel}`: internal error: plan `{plan}` cannot be emitted: {why}")]
     PlanNotEmittable {
+        /// The kernel's name.
         kernel: String,
+        /// The plan, as printed in `--explain`.
         plan: String,
+        /// Why its template cannot emit it.
         why: String,
     },
 }
@@ -58,8 +67,11 @@ pub fn emit_program(opt: &Optimized) -> Result<Emitted, CodegenError> {
 /// Code generation's full result: the GPU IR of every kernel and the emitted files.
 #[derive(Clone, Debug)]
 pub struct Generated {
+    /// Every kernel's GPU IR, plan, program step and arguments, in launch order.
     pub kernels: Vec<emit::EmittedKernel>,
+    /// The emitted `kernels.cu` and manifest.
     pub emitted: Emitted,
+    /// The architecture the code is generated for.
     pub arch: crate::target::Arch,
 }
 

@@ -27,7 +27,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A computed value: C expression text and its kind.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Val {
+    /// The C expression computing the value.
     pub code: String,
+    /// The kind (precision class) it is computed in; [`ctype`] gives its C type.
     pub kind: Kind,
 }
 
@@ -74,10 +76,12 @@ struct Scope {
 
 /// Writes the statements computing region values; see the module doc.
 pub struct Emitter<'a> {
+    /// The region whose values are emitted.
     pub region: &'a Region,
     lets: BTreeMap<&'a str, &'a Expr>,
     free: BTreeMap<String, BTreeSet<String>>,
     kinds: BTreeMap<String, Kind>,
+    /// Extents of the region's iteration axes, in order.
     pub iter_sizes: Vec<Dim>,
     /// Input name → (C parameter, shape as C sizes).
     inputs: BTreeMap<String, (String, Vec<String>, DType)>,

@@ -34,6 +34,7 @@ impl Time {
     pub const INFINITY: Time = Time(u64::MAX);
     /// The largest finite time (sums of finite times stop here).
     pub const MAX_FINITE: Time = Time(u64::MAX - 1);
+    /// Zero time (an empty kernel, or a node that costs nothing).
     pub const ZERO: Time = Time(0);
 
     /// From seconds (rounded to the picosecond; negative and NaN are 0, huge finite values
@@ -53,6 +54,7 @@ impl Time {
         }
     }
 
+    /// Whether this is [`Time::INFINITY`] (unrealizable).
     pub fn is_infinite(self) -> bool {
         self == Time::INFINITY
     }
@@ -89,9 +91,13 @@ impl std::fmt::Display for Time {
 /// A plan that was priced.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Priced {
+    /// The schedule plan (seed 001 §8.1 form).
     pub plan: Plan,
+    /// The roofline estimate under the plan, with its parts.
     pub estimate: Estimate,
+    /// The estimate's time, in [`Time`] units (launch included).
     pub time: Time,
+    /// Threads, registers and shared memory a block of the plan uses.
     pub resources: crate::plan::space::Resources,
     /// The knobs the plan was built from (what code generation instantiates).
     pub knobs: crate::plan::space::Knobs,
@@ -100,19 +106,24 @@ pub struct Priced {
 /// A plan that lost: to a STOP condition, or to a faster plan.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Rejected {
+    /// The plan, in its one-line `--explain` form.
     pub plan: String,
+    /// Why it lost (the STOP condition, or the time it was beaten by).
     pub reason: String,
 }
 
 /// The chosen plan of a kernel and what it beat.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PlanChoice {
+    /// What the kernel computes and moves (the plan-independent part of the price).
     pub work: KernelWork,
+    /// The fastest plan.
     pub best: Priced,
     /// Priced plans in order of time (the best first), at most [`KEEP_PRICED`].
     pub runners_up: Vec<Priced>,
     /// Points of the space and how many a STOP condition rejected, by condition.
     pub space: usize,
+    /// STOP conditions by name, with how many points of the space each rejected.
     pub stopped: Vec<(String, usize)>,
     /// One example of each STOP condition that fired.
     pub stop_examples: Vec<Rejected>,
@@ -124,10 +135,17 @@ pub const KEEP_PRICED: usize = 3;
 /// Why a kernel has no plan.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum PlanError {
+    /// The region's work could not be read (no template runs it).
     #[error(transparent)]
     Work(#[from] WorkError),
     #[error("every plan of the {template} template is stopped: {why}")]
-    NoPlan { template: &'static str, why: String },
+    /// Every plan of the template is rejected by a STOP condition.
+    NoPlan {
+        /// The template (`contraction`, `reduction`, …).
+        template: &'static str,
+        /// The STOP condition that rejected the last candidates.
+        why: String,
+    },
 }
 
 /// The fastest plan of `region` on the model's target, among the plans code generation can
@@ -257,20 +275,29 @@ fn choose_among(
 /// What `--explain` and `--report` say of a kernel's plan.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PlanReport {
+    /// The chosen plan.
     pub plan: Plan,
+    /// The template the plan runs on.
     pub template: &'static str,
     /// Predicted time, microseconds (launch included).
     pub predicted_us: f64,
     /// Operations as executed, DRAM bytes.
     pub flops: f64,
+    /// DRAM bytes moved (each input and output once, plus L2 misses).
     pub bytes: f64,
+    /// Whether compute or memory bounds the time.
     pub bound: roofline::Bound,
+    /// `occ` of the roofline formula: busy SMs × latency hiding × last-wave fill (0..1).
     pub occupancy: f64,
+    /// Shared memory per block, bytes.
     pub smem_bytes: u32,
+    /// Registers per thread (estimated).
     pub regs_per_thread: u32,
+    /// Blocks resident per SM.
     pub ctas_per_sm: u32,
     /// Points of the plan space, and how many were priced.
     pub space: usize,
+    /// Of them, how many were priced (the others were stopped).
     pub priced: usize,
     /// The best rejected alternatives: the fastest losing plans, then one per STOP condition.
     pub rejected: Vec<Rejected>,

@@ -59,7 +59,9 @@ pub fn algo_efficiency(algo: Algo, arch: Arch) -> f64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bound {
+    /// The arithmetic time dominates.
     Compute,
+    /// The DRAM time dominates.
     Memory,
 }
 
@@ -68,10 +70,16 @@ pub enum Bound {
 pub struct Estimate {
     /// Seconds, launch included.
     pub time_s: f64,
+    /// Seconds of arithmetic at the units' peaks, divided by `occ · eff`.
     pub compute_s: f64,
+    /// Seconds of DRAM (and L2) traffic, divided by `occ`.
     pub memory_s: f64,
+    /// Seconds writing the output (`T_epilogue`).
     pub epilogue_s: f64,
+    /// Seconds saved by overlapping the epilogue with the next loads (`overlap_gain`; 0 without
+    /// `async.epilogue_overlap`).
     pub overlap_gain_s: f64,
+    /// The launch overhead, seconds ([`Target::launch_s`]).
     pub launch_s: f64,
     /// Operations as executed (tail waste, passes and prologue recomputation included).
     pub flops: f64,
@@ -79,12 +87,15 @@ pub struct Estimate {
     pub bytes: f64,
     /// L2 → SM bytes (tile loads).
     pub l2_bytes: f64,
+    /// Which roof bounds the time.
     pub bound: Bound,
     /// `occ` of the formula, and its parts.
     pub occupancy: f64,
+    /// Waves of blocks over the SMs (`⌈ctas / resident slots⌉`).
     pub waves: f64,
     /// Pipeline efficiency (`eff`).
     pub efficiency: f64,
+    /// Blocks (CTAs) in the grid.
     pub ctas: f64,
 }
 

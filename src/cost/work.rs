@@ -82,10 +82,13 @@ pub enum Role {
 /// One input of the kernel.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InputUse {
+    /// The input's name (a region input tensor).
     pub name: String,
     /// Bytes of the whole input (what DRAM serves once).
     pub bytes: f64,
+    /// Element size, bytes.
     pub elem_bytes: u64,
+    /// Which operand of the contraction reads it.
     pub role: Role,
     /// Whether every read walks the input's last dimension with the kernel's fastest axis (or
     /// does not move along it): coalesced. Else the template stages it through shared memory
@@ -97,7 +100,9 @@ pub struct InputUse {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
+    /// A plain matrix product (`M × K` by `K × N`).
     Matmul,
+    /// A batched matrix product (batch axes read by both operands and the output).
     BatchedMatmul,
     /// Implicit GEMM: an operand's index map mixes an output axis and a `K` axis.
     Conv,
@@ -106,13 +111,19 @@ pub enum Pattern {
 /// The GEMM view of a contraction kernel.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Gemm {
+    /// The contraction's form.
     pub pattern: Pattern,
+    /// Product of the batch extents (1 without batch axes).
     pub batch: f64,
+    /// Product of the output row extents.
     pub m: f64,
+    /// Product of the output column extents.
     pub n: f64,
+    /// Product of the reduced extents.
     pub k: f64,
     /// Element bytes of the operands as multiplied (after prologue casts).
     pub a_elem: u64,
+    /// Element bytes of `B` as multiplied.
     pub b_elem: u64,
     /// Both operands fp16 or both bf16: the product can run on tensor cores.
     pub tensor_cores: bool,
@@ -151,9 +162,13 @@ pub enum Fill {
 /// Which region axes form `M`, `N`, the batch and `K`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct GemmAxes {
+    /// The output row axes.
     pub m: Vec<String>,
+    /// The output column axes.
     pub n: Vec<String>,
+    /// The batch axes.
     pub batch: Vec<String>,
+    /// The reduced axes.
     pub k: Vec<String>,
 }
 
@@ -161,7 +176,9 @@ pub struct GemmAxes {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "template", rename_all = "snake_case")]
 pub enum Shape {
+    /// A tiled contraction (matrix product or implicit GEMM), with an epilogue.
     Contraction(Box<Gemm>),
+    /// A cooperative row reduction (softmax, norms, sums along an axis).
     Reduction {
         /// Independent rows.
         rows: f64,
@@ -173,7 +190,9 @@ pub enum Shape {
         /// Only window reductions (pooling: every reduce axis also indexes with an iter).
         window: bool,
     },
+    /// One thread per output element, no reduction.
     Elementwise {
+        /// Output elements.
         elems: f64,
     },
     /// A window reduction embedding a producer reduction at every window point (compute-at
@@ -181,7 +200,9 @@ pub enum Shape {
     ComputeAt(Box<ComputeAtWork>),
     /// A prefix scan: `lines` independent lines of `len` elements (the scanned iter's extent).
     Scan {
+        /// Independent lines.
         lines: f64,
+        /// Elements per line (the scanned iter's extent).
         len: f64,
     },
 }
@@ -202,13 +223,16 @@ impl Shape {
 /// What one kernel computes and moves.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct KernelWork {
+    /// The template and its sizes.
     pub shape: Shape,
     /// All arithmetic, every let counted once per point of its free iters (prologues once per
     /// operand element).
     pub ops: Ops,
+    /// Every input, with its bytes and role.
     pub inputs: Vec<InputUse>,
     /// Bytes written.
     pub out_bytes: f64,
+    /// Element size of the output, bytes.
     pub out_elem_bytes: u64,
     /// Output elements.
     pub out_elems: f64,
@@ -227,11 +251,13 @@ impl KernelWork {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum WorkError {
     #[error("the region does not verify: {0}")]
+    /// The region does not verify (always a compiler bug).
     Invalid(String),
     #[error(
         "the main contraction's operands contain another contraction (no template recomputes a \
          contraction per loaded tile; the two-region form is the attention template's)"
     )]
+    /// A contraction inside another contraction's operands.
     NestedContraction,
 }
 

@@ -101,28 +101,57 @@ impl Isa {
 pub enum CpuError {
     /// No C compiler.
     #[error("no C compiler found (tried {tried})")]
-    CompilerMissing { tried: String },
+    CompilerMissing {
+        /// The compilers tried, comma-separated.
+        tried: String,
+    },
     /// The compiler rejected the source.
     #[error("the C compiler `{compiler}` failed: {stderr}")]
-    Compile { compiler: String, stderr: String },
+    Compile {
+        /// The compiler command.
+        compiler: String,
+        /// Its diagnostics.
+        stderr: String,
+    },
     /// The shared object does not load or lacks a kernel.
     #[error("cannot load {path}: {why}")]
-    Load { path: String, why: String },
+    Load {
+        /// The shared object's path.
+        path: String,
+        /// The loader's error, or the missing symbol.
+        why: String,
+    },
     /// A gather index out of range at run time.
     #[error("kernel `{kernel}`: a gather index is outside its tensor")]
-    GatherOutOfRange { kernel: String },
+    GatherOutOfRange {
+        /// The kernel (region) that read out of range.
+        kernel: String,
+    },
     /// Scratch allocation failed.
     #[error("kernel `{kernel}`: out of memory for its scratch buffers")]
-    OutOfMemory { kernel: String },
+    OutOfMemory {
+        /// The kernel (region) whose allocation failed.
+        kernel: String,
+    },
     /// A region the emitter cannot spell.
     #[error("region `{region}` cannot be emitted as C: {why}")]
-    Codegen { region: String, why: String },
+    Codegen {
+        /// The region's name.
+        region: String,
+        /// What the emitter cannot spell.
+        why: String,
+    },
     /// A symbol without a value.
     #[error("symbol `{0}` has no value")]
     UnboundSymbol(String),
     /// The cache directory cannot be written.
     #[error("cannot write the native cache {path}: {why}")]
-    Cache { path: String, why: String },
+    Cache {
+        /// The cache directory or file.
+        path: String,
+        /// The I/O error.
+        why: String,
+    },
 }
 
 impl CpuError {

@@ -37,19 +37,36 @@ use std::sync::OnceLock;
 pub enum NvrtcError {
     /// libnvrtc or the CUDA headers cannot be found or loaded.
     #[error("NVRTC is not available: {why}; {suggestion}")]
-    Unavailable { why: String, suggestion: String },
+    Unavailable {
+        /// What is missing or failed to load.
+        why: String,
+        /// How to install or point to it.
+        suggestion: String,
+    },
     /// The source or an option cannot be passed to NVRTC (a NUL byte).
     #[error("invalid NVRTC input: {what} contains a NUL byte")]
-    InvalidInput { what: String },
+    InvalidInput {
+        /// The source or the option holding the NUL byte.
+        what: String,
+    },
     /// The source does not compile (front end, or ptxas on the generated PTX).
     #[error("compilation for {target} failed:\n{log}")]
-    Compile { target: String, log: String },
+    Compile {
+        /// The target (`sm_80`, `sm_90a`).
+        target: String,
+        /// NVRTC's (or ptxas's) log.
+        log: String,
+    },
     /// ptxas spilled registers of a kernel to local memory (an error under `-Werror`).
     #[error("kernel `{kernel}` spills registers on {target} ({spill_bytes} bytes):\n{log}")]
     RegisterSpill {
+        /// The kernel's name.
         kernel: String,
+        /// The target (`sm_80`, `sm_90a`).
         target: String,
+        /// Bytes spilled (stores to local memory).
         spill_bytes: u32,
+        /// ptxas's log.
         log: String,
     },
     /// A kernel declares more static shared memory than a block may (48 KiB; more must be
@@ -59,9 +76,13 @@ pub enum NvrtcError {
          the {limit} B a block may declare statically (use dynamic shared memory)"
     )]
     StaticSharedMemory {
+        /// The kernel's name.
         kernel: String,
+        /// The target.
         target: String,
+        /// Static shared memory declared, bytes.
         static_bytes: u32,
+        /// The static limit per block, bytes (48 KiB).
         limit: u32,
     },
     /// Static plus dynamic shared memory of a launch exceed the architecture's per-block limit.
@@ -70,25 +91,43 @@ pub enum NvrtcError {
          per block, over the {limit} B limit of {target}"
     )]
     SharedMemory {
+        /// The kernel's name.
         kernel: String,
+        /// The target.
         target: String,
+        /// Static shared memory, bytes.
         static_bytes: u32,
+        /// Dynamic shared memory of the launch, bytes.
         dyn_bytes: u32,
+        /// The architecture's per-block limit, bytes.
         limit: u32,
     },
     /// A launch cannot start: its block shape or its registers per block exceed the limits.
     #[error("kernel `{kernel}` cannot be launched on {target}: {why}")]
     LaunchResources {
+        /// The kernel's name.
         kernel: String,
+        /// The target.
         target: String,
+        /// Which limit the launch exceeds.
         why: String,
     },
     /// The manifest launches a kernel the compiled source does not define.
     #[error("the manifest launches `{kernel}`, which the compiled source does not define (defined: {defined})")]
-    MissingKernel { kernel: String, defined: String },
+    MissingKernel {
+        /// The kernel the manifest launches.
+        kernel: String,
+        /// The kernels the source defines, comma-separated.
+        defined: String,
+    },
     /// An NVRTC call other than the compilation itself failed.
     #[error("{call} failed: {code}")]
-    Api { call: String, code: String },
+    Api {
+        /// The NVRTC function.
+        call: String,
+        /// Its result code.
+        code: String,
+    },
 }
 
 /// How to compile.

@@ -29,12 +29,20 @@ use std::ffi::{c_void, CString};
 pub enum CudaError {
     /// No usable CUDA driver or GPU on this machine.
     #[error("no CUDA device: {why}; {suggestion}")]
-    NoDevice { why: String, suggestion: String },
+    NoDevice {
+        /// What failed (the driver library, `cuInit`, no device).
+        why: String,
+        /// What to install or check.
+        suggestion: String,
+    },
     /// The GPU's compute capability is neither 8.x nor 9.x.
     #[error("{device} has compute capability {major}.{minor}; only 8.x (sm_80) and 9.x (sm_90a) are supported")]
     UnsupportedArch {
+        /// The device's name.
         device: String,
+        /// Compute capability, major.
         major: i32,
+        /// Compute capability, minor.
         minor: i32,
     },
     /// Compiling the program, or checking its launches' resources, failed.
@@ -42,17 +50,30 @@ pub enum CudaError {
     Nvrtc(#[from] NvrtcError),
     /// A driver call failed.
     #[error("{call} failed: {error}")]
-    Driver { call: String, error: String },
+    Driver {
+        /// The driver API function.
+        call: String,
+        /// Its error.
+        error: String,
+    },
     /// A launch's grid, at the bound sizes, exceeds the hardware's grid limits (diagnostic
     /// `E0404`): checked before anything is allocated or launched.
     #[error(transparent)]
     GridLimit(#[from] GridLimitError),
     /// The manifest is inconsistent (unknown buffer, alias cycle, unbound symbol, bad grid).
     #[error("invalid manifest: {why}")]
-    Manifest { why: String },
+    Manifest {
+        /// What is inconsistent.
+        why: String,
+    },
     /// An input tensor is missing or does not have its buffer's dtype and shape.
     #[error("input `{name}`: {why}")]
-    Input { name: String, why: String },
+    Input {
+        /// The input's name.
+        name: String,
+        /// The mismatch (missing, dtype, shape).
+        why: String,
+    },
 }
 
 /// How to run.

@@ -25,13 +25,26 @@ pub const ENV_CUOBJDUMP: &str = "DLC_CUOBJDUMP";
 pub enum SassError {
     /// `cuobjdump` (or the `nvdisasm` it needs) cannot be found.
     #[error("cuobjdump is not available: {why}; {suggestion}")]
-    Unavailable { why: String, suggestion: String },
+    Unavailable {
+        /// What is missing.
+        why: String,
+        /// How to install or point to it.
+        suggestion: String,
+    },
     /// Writing the cubin to a temporary file or starting `cuobjdump` failed.
     #[error("cannot run cuobjdump: {why}")]
-    Io { why: String },
+    Io {
+        /// The I/O error.
+        why: String,
+    },
     /// `cuobjdump` ran and failed.
     #[error("cuobjdump -sass failed ({status}):\n{stderr}")]
-    Failed { status: String, stderr: String },
+    Failed {
+        /// Its exit status.
+        status: String,
+        /// Its stderr.
+        stderr: String,
+    },
 }
 
 /// Global memory access widths, bits → instruction count (`LDG.E.128` → 128; `LDG.E.U16` → 16;

@@ -12,7 +12,8 @@ use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::frontend::{
-    ConvAttrs, CumFn, Graph, Mutability, Node, Op, Operand, PoolMode, ReduceFn, Role, Storage,
+    ConvAttrs, CumFn, Graph, Mutability, Node, Op, Operand, PoolAttrs, PoolMode, ReduceFn, Role,
+    Storage,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -317,21 +318,7 @@ impl Decompiler<'_> {
             ],
             Op::Conv(c) => conv(c, false),
             Op::ConvTranspose(c) => conv(c, true),
-            Op::Pool(p) => vec![
-                kw(
-                    "mode",
-                    match p.mode {
-                        PoolMode::Max => "max",
-                        PoolMode::Avg => "avg",
-                    }
-                    .into(),
-                ),
-                kw("kernel", ints(&p.kernel)),
-                kw("stride", ints(&p.stride)),
-                kw("pad", pairs(&p.pad)),
-                kw("dilation", ints(&p.dilation)),
-                kw("count_include_pad", p.count_include_pad.to_string()),
-            ],
+            Op::Pool(p) => pool_attrs(p),
             Op::Attention { causal, scale, acc } => vec![
                 kw("causal", causal.to_string()),
                 kw("scale", num(*scale)),
@@ -352,17 +339,7 @@ impl Decompiler<'_> {
                 keepdim,
                 acc,
             } => vec![
-                kw(
-                    "fn",
-                    match func {
-                        ReduceFn::Sum => "sum",
-                        ReduceFn::Max => "max",
-                        ReduceFn::Min => "min",
-                        ReduceFn::Mean => "mean",
-                        ReduceFn::Prod => "prod",
-                    }
-                    .into(),
-                ),
+                kw("fn", reduce_fn_name(*func).into()),
                 kw("axes", ints(axes)),
                 kw("keepdim", keepdim.to_string()),
                 kw("acc_dtype", dt(acc)),
@@ -373,16 +350,7 @@ impl Decompiler<'_> {
                 reverse,
                 exclusive,
             } => vec![
-                kw(
-                    "fn",
-                    match func {
-                        CumFn::Sum => "sum",
-                        CumFn::Prod => "prod",
-                        CumFn::Max => "max",
-                        CumFn::Min => "min",
-                    }
-                    .into(),
-                ),
+                kw("fn", cum_fn_name(*func).into()),
                 kw("axis", axis.to_string()),
                 kw("reverse", reverse.to_string()),
                 kw("exclusive", exclusive.to_string()),
@@ -402,45 +370,7 @@ impl Decompiler<'_> {
                 starts,
                 ends,
                 steps,
-            } => {
-                let dims = match n.inputs.first() {
-                    Some(Operand::Tensor(t)) => self.shape_of(t),
-                    _ => Vec::new(),
-                };
-                let bound = |b: &Dim, d: Option<&Dim>| -> Result<String, Diagnostic> {
-                    if let Some(v) = b.as_int() {
-                        return Ok(v.to_string());
-                    }
-                    // A symbolic bound is a written integer clamped to the axis: find one that
-                    // clamps to it (the integers in its printed form, either sign, 0, the end).
-                    let text = b.to_string();
-                    let mut cands: Vec<i64> = vec![0, i64::MAX];
-                    for tok in text.split(|c: char| !c.is_ascii_digit()) {
-                        if let Ok(v) = tok.parse::<i64>() {
-                            cands.extend([v, -v]);
-                        }
-                    }
-                    d.and_then(|d| cands.into_iter().find(|c| clamp_bound(*c, d) == *b))
-                        .map(|c| c.to_string())
-                        .ok_or_else(|| {
-                            undecompilable(format!(
-                                "slice bound `{b}` of node `{}` is no clamped integer",
-                                n.name
-                            ))
-                        })
-                };
-                let mut s = Vec::with_capacity(starts.len());
-                let mut e = Vec::with_capacity(ends.len());
-                for (i, (a, b)) in starts.iter().zip(ends).enumerate() {
-                    s.push(bound(a, dims.get(i))?);
-                    e.push(bound(b, dims.get(i))?);
-                }
-                vec![
-                    kw("starts", ints(&s)),
-                    kw("ends", ints(&e)),
-                    kw("steps", ints(steps)),
-                ]
-            }
+            } => self.slice_attrs(n, starts, ends, steps)?,
             Op::Flip { axes } => vec![kw("axes", ints(axes))],
             Op::Concat { axis } => vec![kw("axis", axis.to_string())],
             Op::Repeat { repeats } => vec![kw("repeats", ints(repeats))],
@@ -451,6 +381,55 @@ impl Decompiler<'_> {
             ],
             Op::Gather { axis } => vec![kw("axis", axis.to_string())],
         })
+    }
+
+    /// `Slice`'s `starts`, `ends` and `steps`; a symbolic bound is written as an integer that
+    /// clamps to it on its axis (an undecompilable-graph diagnostic when none does).
+    fn slice_attrs(
+        &self,
+        n: &Node,
+        starts: &[Dim],
+        ends: &[Dim],
+        steps: &[i64],
+    ) -> Result<Vec<String>, Diagnostic> {
+        let kw = |k: &str, v: String| format!("{k}={v}");
+        let dims = match n.inputs.first() {
+            Some(Operand::Tensor(t)) => self.shape_of(t),
+            _ => Vec::new(),
+        };
+        let bound = |b: &Dim, d: Option<&Dim>| -> Result<String, Diagnostic> {
+            if let Some(v) = b.as_int() {
+                return Ok(v.to_string());
+            }
+            // A symbolic bound is a written integer clamped to the axis: find one that
+            // clamps to it (the integers in its printed form, either sign, 0, the end).
+            let text = b.to_string();
+            let mut cands: Vec<i64> = vec![0, i64::MAX];
+            for tok in text.split(|c: char| !c.is_ascii_digit()) {
+                if let Ok(v) = tok.parse::<i64>() {
+                    cands.extend([v, -v]);
+                }
+            }
+            d.and_then(|d| cands.into_iter().find(|c| clamp_bound(*c, d) == *b))
+                .map(|c| c.to_string())
+                .ok_or_else(|| {
+                    undecompilable(format!(
+                        "slice bound `{b}` of node `{}` is no clamped integer",
+                        n.name
+                    ))
+                })
+        };
+        let mut s = Vec::with_capacity(starts.len());
+        let mut e = Vec::with_capacity(ends.len());
+        for (i, (a, b)) in starts.iter().zip(ends).enumerate() {
+            s.push(bound(a, dims.get(i))?);
+            e.push(bound(b, dims.get(i))?);
+        }
+        Ok(vec![
+            kw("starts", ints(&s)),
+            kw("ends", ints(&e)),
+            kw("steps", ints(steps)),
+        ])
     }
 
     /// `Reshape.shape`: integers and symbols; one computed size becomes -1.
@@ -474,6 +453,47 @@ impl Decompiler<'_> {
             });
         }
         Ok(format!("[{}]", parts.join(", ")))
+    }
+}
+
+/// `Pool`'s attributes, in the DSL's keyword form.
+fn pool_attrs(p: &PoolAttrs) -> Vec<String> {
+    let kw = |k: &str, v: String| format!("{k}={v}");
+    vec![
+        kw(
+            "mode",
+            match p.mode {
+                PoolMode::Max => "max",
+                PoolMode::Avg => "avg",
+            }
+            .into(),
+        ),
+        kw("kernel", ints(&p.kernel)),
+        kw("stride", ints(&p.stride)),
+        kw("pad", pairs(&p.pad)),
+        kw("dilation", ints(&p.dilation)),
+        kw("count_include_pad", p.count_include_pad.to_string()),
+    ]
+}
+
+/// The `fn=` spelling of a reduction.
+fn reduce_fn_name(f: ReduceFn) -> &'static str {
+    match f {
+        ReduceFn::Sum => "sum",
+        ReduceFn::Max => "max",
+        ReduceFn::Min => "min",
+        ReduceFn::Mean => "mean",
+        ReduceFn::Prod => "prod",
+    }
+}
+
+/// The `fn=` spelling of a cumulative op.
+fn cum_fn_name(f: CumFn) -> &'static str {
+    match f {
+        CumFn::Sum => "sum",
+        CumFn::Prod => "prod",
+        CumFn::Max => "max",
+        CumFn::Min => "min",
     }
 }
 

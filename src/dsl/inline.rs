@@ -7,13 +7,15 @@ use super::ast::*;
 use super::builtins::{builtin, Builtin};
 use super::codes::{self, dsl_diag, Code};
 use super::lex::Pos;
-use super::parse::dtype_name;
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir::dim::{fmt_shape, Dim};
+use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::frontend::{self, TensorInfo};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
+
+mod call;
+mod outputs;
 
 /// A value of the DSL: a tensor of the graph being built, or a scalar literal.
 #[derive(Clone, Debug, PartialEq)]
@@ -366,78 +368,94 @@ impl<'p> Builder<'p> {
                 let b = self.eval(frame, rhs, None)?;
                 self.elementwise(frame, op.func(), vec![a, b], *pos, hint)
             }
-            Expr::Call { func, args, kwargs } => {
-                if self.graphs.contains_key(func.name.as_str()) {
-                    let mut vals = self.call_graph(frame, func, args, kwargs)?;
-                    if vals.len() != 1 {
-                        return err(
-                            codes::ARITY_MISMATCH,
-                            self.file,
-                            func.pos,
-                            format!(
-                                "graph `{}` returns {} values; here one is needed",
-                                func.name,
-                                vals.len()
-                            ),
-                            "destructure them: `(a, b) = f(…)`",
-                        );
-                    }
-                    return Ok(vals.remove(0));
-                }
-                let mut vals = Vec::with_capacity(args.len());
-                for a in args {
-                    vals.push(self.eval(frame, a, None)?);
-                }
-                match builtin(&func.name) {
-                    Some(Builtin::Elementwise(f)) => {
-                        if let Some(k) = kwargs.first() {
-                            return err(
-                                codes::INVALID_ARGUMENT,
-                                self.file,
-                                k.name.pos,
-                                format!("`{}` takes no attributes", func.name),
-                                "remove the keyword argument",
-                            );
-                        }
-                        if vals.len() != f.arity() {
-                            return err(
-                                codes::ARITY_MISMATCH,
-                                self.file,
-                                func.pos,
-                                format!(
-                                    "`{}` takes {} operand(s), found {}",
-                                    func.name,
-                                    f.arity(),
-                                    vals.len()
-                                ),
-                                format!("call it with {} operand(s)", f.arity()),
-                            );
-                        }
-                        self.elementwise(frame, f.name(), vals, func.pos, hint)
-                    }
-                    Some(Builtin::Op(op)) => self.op_node(frame, op, func, vals, kwargs, hint),
-                    None => {
-                        let mut cands: Vec<String> =
-                            self.graphs.keys().map(|k| k.to_string()).collect();
-                        cands.extend(super::builtins::names().map(str::to_string));
-                        let sugg = match frontend::closest_name(&func.name, cands.iter().map(String::as_str)) {
-                            Some(c) => format!("did you mean `{c}`?"),
-                            None => "define it as a graph, or call a builtin (README § The graph DSL lists them)".into(),
-                        };
-                        err(
-                            codes::UNKNOWN_FUNCTION,
-                            self.file,
-                            func.pos,
-                            format!(
-                                "`{}` is neither a graph of this program nor a builtin",
-                                func.name
-                            ),
-                            sugg,
-                        )
-                    }
-                }
-            }
+            Expr::Call { func, args, kwargs } => self.eval_call(frame, func, args, kwargs, hint),
         }
+    }
+
+    /// A call: of a subgraph of the program (inlined; exactly one result here), or of a
+    /// builtin (an elementwise function or an op).
+    fn eval_call(
+        &mut self,
+        frame: &mut Frame<'p>,
+        func: &Ident,
+        args: &[Expr],
+        kwargs: &[KwArg],
+        hint: Option<&str>,
+    ) -> R<Val> {
+        if self.graphs.contains_key(func.name.as_str()) {
+            let mut vals = self.call_graph(frame, func, args, kwargs)?;
+            if vals.len() != 1 {
+                return err(
+                    codes::ARITY_MISMATCH,
+                    self.file,
+                    func.pos,
+                    format!(
+                        "graph `{}` returns {} values; here one is needed",
+                        func.name,
+                        vals.len()
+                    ),
+                    "destructure them: `(a, b) = f(…)`",
+                );
+            }
+            return Ok(vals.remove(0));
+        }
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            vals.push(self.eval(frame, a, None)?);
+        }
+        match builtin(&func.name) {
+            Some(Builtin::Elementwise(f)) => {
+                if let Some(k) = kwargs.first() {
+                    return err(
+                        codes::INVALID_ARGUMENT,
+                        self.file,
+                        k.name.pos,
+                        format!("`{}` takes no attributes", func.name),
+                        "remove the keyword argument",
+                    );
+                }
+                if vals.len() != f.arity() {
+                    return err(
+                        codes::ARITY_MISMATCH,
+                        self.file,
+                        func.pos,
+                        format!(
+                            "`{}` takes {} operand(s), found {}",
+                            func.name,
+                            f.arity(),
+                            vals.len()
+                        ),
+                        format!("call it with {} operand(s)", f.arity()),
+                    );
+                }
+                self.elementwise(frame, f.name(), vals, func.pos, hint)
+            }
+            Some(Builtin::Op(op)) => self.op_node(frame, op, func, vals, kwargs, hint),
+            None => self.unknown_function(func),
+        }
+    }
+
+    /// `E0703 UnknownFunction`: a call of a name that is neither a graph nor a builtin, with the
+    /// closest known name as suggestion.
+    fn unknown_function(&self, func: &Ident) -> R<Val> {
+        let mut cands: Vec<String> = self.graphs.keys().map(|k| k.to_string()).collect();
+        cands.extend(super::builtins::names().map(str::to_string));
+        let sugg = match frontend::closest_name(&func.name, cands.iter().map(String::as_str)) {
+            Some(c) => format!("did you mean `{c}`?"),
+            None => {
+                "define it as a graph, or call a builtin (README § The graph DSL lists them)".into()
+            }
+        };
+        err(
+            codes::UNKNOWN_FUNCTION,
+            self.file,
+            func.pos,
+            format!(
+                "`{}` is neither a graph of this program nor a builtin",
+                func.name
+            ),
+            sugg,
+        )
     }
 
     fn origin(&self, frame: &Frame, pos: Pos) -> Origin {
@@ -559,212 +577,6 @@ impl<'p> Builder<'p> {
         Ok(Value::Array(out))
     }
 
-    fn call_graph(
-        &mut self,
-        frame: &mut Frame<'p>,
-        func: &Ident,
-        args: &[Expr],
-        kwargs: &[KwArg],
-    ) -> R<Vec<Val>> {
-        let def = self.graphs[func.name.as_str()];
-        if let Some(k) = kwargs.first() {
-            return err(
-                codes::INVALID_ARGUMENT,
-                self.file,
-                k.name.pos,
-                format!("graph `{}` takes no keyword arguments", func.name),
-                "pass its inputs positionally",
-            );
-        }
-        if frame.depth + 1 > self.max_depth {
-            let mut chain: Vec<String> = frame.stack.clone();
-            chain.push(format!(
-                "{}@{}:{}",
-                func.name, func.pos.line, func.pos.column
-            ));
-            return Err(Diagnostics::one(
-                dsl_diag(
-                    codes::RECURSION_TOO_DEEP,
-                    self.file,
-                    func.pos,
-                    format!(
-                        "calling `{}` here nests subgraph calls {} deep, beyond the maximum depth {} (endless recursion?)",
-                        func.name,
-                        frame.depth + 1,
-                        self.max_depth
-                    ),
-                    "subgraphs are inlined, so recursion must end: remove the recursive call, or raise the limit with --max-depth N",
-                )
-                .with("call_chain", chain.join(" -> ")),
-            ));
-        }
-        if args.len() != def.params.len() {
-            return err(
-                codes::ARITY_MISMATCH,
-                self.file,
-                func.pos,
-                format!(
-                    "graph `{}` takes {} input(s), found {}",
-                    func.name,
-                    def.params.len(),
-                    args.len()
-                ),
-                "pass one argument per declared input",
-            );
-        }
-        let mut vals = Vec::with_capacity(args.len());
-        for a in args {
-            vals.push(self.eval(frame, a, None)?);
-        }
-        let mut names = Vec::with_capacity(vals.len());
-        for (v, a) in vals.iter().zip(args) {
-            match v {
-                Val::Tensor(t) => names.push(t.clone()),
-                Val::Scalar(_) => {
-                    return err(
-                        codes::SCALAR_ONLY,
-                        self.file,
-                        a.pos(),
-                        format!(
-                            "a scalar literal is passed to graph `{}`, whose inputs are tensors",
-                            func.name
-                        ),
-                        "pass a tensor",
-                    )
-                }
-            }
-        }
-        let infos = self.infer(&names)?;
-        check_distinct_names(def, self.file)?;
-        declare_vars(def, self.file)?;
-        let mut vars: BTreeMap<String, Option<Dim>> = BTreeMap::new();
-        for (p, (info, a)) in def.params.iter().zip(infos.iter().zip(args)) {
-            self.bind_param(&mut vars, def, p, info, a.pos())?;
-        }
-        for v in &def.shape_vars {
-            let entry = vars.entry(v.name.name.clone()).or_insert(None);
-            if entry.is_none() {
-                *entry = v.default.map(Dim::int);
-            }
-        }
-        let mut stack = frame.stack.clone();
-        stack.push(format!(
-            "{}@{}:{}",
-            func.name, func.pos.line, func.pos.column
-        ));
-        let mut sub = Frame {
-            def,
-            env: def
-                .params
-                .iter()
-                .map(|p| p.name.name.clone())
-                .zip(vals)
-                .collect(),
-            vars,
-            prefix: format!("{}{}_", frame.prefix, func.name),
-            stack,
-            depth: frame.depth + 1,
-        };
-        let out = self.exec(&mut sub)?;
-        for (v, o) in out.iter().zip(&def.outputs) {
-            let shape = self.param_shape(&sub, o)?;
-            let Val::Tensor(t) = v else {
-                return err(
-                    codes::SCALAR_ONLY,
-                    self.file,
-                    o.name.pos,
-                    format!(
-                        "graph `{}` returns a scalar literal as `{}`",
-                        def.name.name, o.name.name
-                    ),
-                    "return a tensor",
-                );
-            };
-            self.expects.push(Expect {
-                tensor: t.clone(),
-                dtype: o.dtype,
-                shape,
-                origin: self.origin(&sub, o.name.pos),
-                what: format!("output `{}` of graph `{}`", o.name.name, def.name.name),
-            });
-        }
-        Ok(out)
-    }
-
-    fn bind_param(
-        &self,
-        vars: &mut BTreeMap<String, Option<Dim>>,
-        def: &GraphDef,
-        p: &Param,
-        info: &TensorInfo,
-        at: Pos,
-    ) -> R<()> {
-        let declared = || {
-            let dims: Vec<String> = p
-                .shape
-                .iter()
-                .map(|d| match d {
-                    DimExpr::Int(v) => v.to_string(),
-                    DimExpr::Var(i) => i.name.clone(),
-                })
-                .collect();
-            format!("{}[{}]", dtype_name(p.dtype), dims.join(", "))
-        };
-        let mismatch = |why: String| {
-            err(
-                codes::TYPE_MISMATCH,
-                self.file,
-                at,
-                format!(
-                    "input `{}` of graph `{}` is declared {}, but the argument is {}{}: {why}",
-                    p.name.name,
-                    def.name.name,
-                    declared(),
-                    dtype_name(info.dtype),
-                    fmt_shape(&info.shape)
-                ),
-                "pass a tensor of the declared type (cast, reshape or expand it first)",
-            )
-        };
-        if info.dtype != p.dtype {
-            return mismatch("the dtypes differ".into());
-        }
-        if info.shape.len() != p.shape.len() {
-            return mismatch("the ranks differ".into());
-        }
-        for (d, actual) in p.shape.iter().zip(&info.shape) {
-            match d {
-                DimExpr::Int(v) if !actual.is_int(*v) => {
-                    return mismatch(format!("size {actual} is not {v}"))
-                }
-                DimExpr::Int(_) => {}
-                DimExpr::Var(id) => match vars.get(&id.name) {
-                    Some(Some(b)) if b != actual => {
-                        return mismatch(format!("`{}` would be both {b} and {actual}", id.name))
-                    }
-                    Some(Some(_)) => {}
-                    _ => {
-                        vars.insert(id.name.clone(), Some(actual.clone()));
-                    }
-                },
-            }
-        }
-        Ok(())
-    }
-
-    /// Dtypes and shapes of tensors built so far (inferring the partial graph when needed).
-    fn infer(&mut self, names: &[String]) -> R<Vec<TensorInfo>> {
-        if names.iter().any(|n| !self.known.contains_key(n)) {
-            let doc = self.document(&[]);
-            let g = self.load(&doc)?;
-            self.known.extend(g.tensors);
-        }
-        Ok(names
-            .iter()
-            .filter_map(|n| self.known.get(n).cloned())
-            .collect())
-    }
-
     /// The graph.json document with the given signature outputs.
     pub(super) fn document(&self, outputs: &[Value]) -> Value {
         json!({
@@ -800,111 +612,6 @@ impl<'p> Builder<'p> {
             d = d.with("inlined_through", o.stack.join(" -> "));
         }
         d
-    }
-
-    /// Binds `main`'s returned values to its declared outputs.
-    fn bind_outputs(&mut self, frame: &Frame, values: &[Val]) -> R<()> {
-        let def = frame.def;
-        let mut claimed: BTreeSet<String> = BTreeSet::new();
-        for (o, v) in def.outputs.iter().zip(values) {
-            let shape = self.param_shape(frame, o)?;
-            let Val::Tensor(t) = v else {
-                return err(
-                    codes::SCALAR_ONLY,
-                    self.file,
-                    o.name.pos,
-                    format!("output `{}` of `main` is a scalar literal", o.name.name),
-                    "return a tensor",
-                );
-            };
-            let name = &o.name.name;
-            let is_input = def.params.iter().any(|p| &p.name.name == t);
-            if def.params.iter().any(|p| &p.name.name == name) {
-                if t != name {
-                    return err(
-                        codes::DUPLICATE_DEFINITION,
-                        self.file,
-                        o.name.pos,
-                        format!("output `{name}` has an input's name but is not that input"),
-                        "rename the output",
-                    );
-                }
-                // The input itself is the output.
-                claimed.insert(name.clone());
-                self.outputs.push(json!({"tensor": name}));
-                continue;
-            }
-            if is_input || claimed.contains(t) {
-                // An input or an already bound value: copy it with an identity reshape.
-                if self.used.contains(name) {
-                    let other = self.fresh(name);
-                    self.rename(name, &other);
-                }
-                self.used.insert(name.clone());
-                self.expects.push(Expect {
-                    tensor: t.clone(),
-                    dtype: o.dtype,
-                    shape: shape.clone(),
-                    origin: self.origin(frame, o.name.pos),
-                    what: format!("output `{name}` of graph `main`"),
-                });
-                let mut attrs = Map::new();
-                attrs.insert("shape".into(), json!(shape));
-                let mut node = Map::new();
-                node.insert("op".into(), json!("Reshape"));
-                node.insert("name".into(), json!(name));
-                node.insert("inputs".into(), json!([t]));
-                node.insert("outputs".into(), json!([name]));
-                node.insert("attrs".into(), Value::Object(attrs));
-                self.nodes.push(node);
-                self.origins
-                    .insert(name.clone(), self.origin(frame, o.name.pos));
-            } else if t != name {
-                if self.used.contains(name) {
-                    let other = self.fresh(name);
-                    self.rename(name, &other);
-                }
-                self.rename(t, name);
-                self.used.insert(name.clone());
-            }
-            claimed.insert(name.clone());
-            self.outputs.push(json!({"tensor": name}));
-            self.declare(name, o.dtype, &shape);
-            let at = self.origin(frame, o.name.pos);
-            self.origins.entry(name.clone()).or_insert(at);
-        }
-        Ok(())
-    }
-
-    /// Renames a tensor (and its node) everywhere.
-    fn rename(&mut self, from: &str, to: &str) {
-        let swap = |v: &mut Value| {
-            if v.as_str() == Some(from) {
-                *v = json!(to);
-            }
-        };
-        for n in &mut self.nodes {
-            for key in ["name"] {
-                if let Some(v) = n.get_mut(key) {
-                    swap(v);
-                }
-            }
-            for key in ["inputs", "outputs"] {
-                if let Some(Value::Array(a)) = n.get_mut(key) {
-                    a.iter_mut().for_each(swap);
-                }
-            }
-        }
-        for e in &mut self.expects {
-            if e.tensor == from {
-                e.tensor = to.to_string();
-            }
-        }
-        if let Some(o) = self.origins.remove(from) {
-            self.origins.insert(to.to_string(), o);
-        }
-        self.used.remove(from);
-        self.used.insert(to.to_string());
     }
 }
 

@@ -116,37 +116,9 @@ pub fn lex(text: &str, file: &str) -> Result<Vec<Token>, Diagnostic> {
             continue;
         }
         if c.is_ascii_digit() || (c == '.' && next.is_some_and(|d| d.is_ascii_digit())) {
-            let start = i;
-            let mut float = false;
-            while let Some(&d) = chars.get(i) {
-                let exp_sign = (d == '+' || d == '-')
-                    && i > start
-                    && matches!(chars.get(i - 1), Some('e') | Some('E'));
-                if d.is_ascii_digit() || exp_sign {
-                    i += 1;
-                } else if d == '.' || d == 'e' || d == 'E' {
-                    float = true;
-                    i += 1;
-                } else {
-                    break;
-                }
-            }
-            let s: String = chars[start..i].iter().collect();
-            col += i - start;
-            let bad = || {
-                dsl_diag(
-                    codes::SYNTAX,
-                    file,
-                    pos,
-                    format!("`{s}` is not a number"),
-                    "write an integer like `3` or a float like `0.5`, `1e-5`",
-                )
-            };
-            let tok = if float {
-                Tok::Float(s.parse::<f64>().map_err(|_| bad())?)
-            } else {
-                Tok::Int(s.parse::<i64>().map_err(|_| bad())?)
-            };
+            let (tok, end) = number(&chars, i, pos, file)?;
+            col += end - i;
+            i = end;
             out.push(Token { tok, pos });
             continue;
         }
@@ -181,6 +153,42 @@ pub fn lex(text: &str, file: &str) -> Result<Vec<Token>, Diagnostic> {
         pos: Pos { line, column: col },
     });
     Ok(out)
+}
+
+/// The number starting at `chars[start]` (an integer, or a float with a `.` or an exponent) and
+/// the index just past it; `E0700 DslSyntax` when it does not parse.
+fn number(chars: &[char], start: usize, pos: Pos, file: &str) -> Result<(Tok, usize), Diagnostic> {
+    let mut i = start;
+    let mut float = false;
+    while let Some(&d) = chars.get(i) {
+        let exp_sign = (d == '+' || d == '-')
+            && i > start
+            && matches!(chars.get(i - 1), Some('e') | Some('E'));
+        if d.is_ascii_digit() || exp_sign {
+            i += 1;
+        } else if d == '.' || d == 'e' || d == 'E' {
+            float = true;
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let s: String = chars[start..i].iter().collect();
+    let bad = || {
+        dsl_diag(
+            codes::SYNTAX,
+            file,
+            pos,
+            format!("`{s}` is not a number"),
+            "write an integer like `3` or a float like `0.5`, `1e-5`",
+        )
+    };
+    let tok = if float {
+        Tok::Float(s.parse::<f64>().map_err(|_| bad())?)
+    } else {
+        Tok::Int(s.parse::<i64>().map_err(|_| bad())?)
+    };
+    Ok((tok, i))
 }
 
 #[cfg(test)]

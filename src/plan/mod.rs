@@ -35,6 +35,7 @@ pub struct Plan {
     pub predicate_tail: Vec<String>,
     /// Ops applied to the accumulator in registers.
     pub epilogue: Vec<String>,
+    /// The architecture the plan is for.
     pub arch: Arch,
     /// Swizzles and output strides (`A_swizzle`, `B_swizzle`: `"xor_128b"` or `"none"`, see
     /// [`space::swizzle_hint`]; `C_stride`).
@@ -44,6 +45,7 @@ pub struct Plan {
     /// Values passed between stages without global memory.
     pub local_edges: Vec<LocalEdge>,
     #[serde(rename = "async")]
+    /// Asynchronous copies and their pipelining.
     pub async_: AsyncPlan,
     /// `cp_async_group` (SM80), `mbarrier` (SM90) or `syncthreads` (synchronous loads).
     pub barrier_model: String,
@@ -52,35 +54,48 @@ pub struct Plan {
 /// `{"tensor", "where", "at", "pingpong"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cache {
+    /// The staged tensor (`A`, `B`, `Q`, …).
     pub tensor: String,
     #[serde(rename = "where")]
+    /// Where it is staged: `smem` (shared memory) or `reg` (registers).
     pub where_: String,
+    /// The loop level it is loaded at (`k.i`: every k-iteration; `n.o`: every key tile).
     pub at: String,
+    /// Double-buffered (one tile loads while the other is used).
     pub pingpong: bool,
 }
 
 /// `{"axis", "width"}`: width in elements.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vectorize {
+    /// The axis whose elements are loaded together (the fastest axis).
     pub axis: String,
+    /// Elements per access.
     pub width: u32,
 }
 
 /// `{"from", "to", "buffer", "depth"?}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocalEdge {
+    /// The producing stage (`sum_k`, `producer`).
     pub from: String,
+    /// The consuming stage (the first epilogue op, the consumer).
     pub to: String,
+    /// Where the value lives: `reg` or `smem`.
     pub buffer: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Tiles in flight, when the edge is pipelined.
     pub depth: Option<u32>,
 }
 
 /// `{"enable", "prefetch_depth", "epilogue_overlap"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AsyncPlan {
+    /// Loads are asynchronous (`cp.async` / TMA).
     pub enable: bool,
+    /// Tiles loaded ahead of use (`stages − 1`).
     pub prefetch_depth: u32,
+    /// The epilogue overlaps the next tile's loads.
     pub epilogue_overlap: bool,
 }
 

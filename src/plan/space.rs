@@ -47,12 +47,16 @@ pub const BASE_REGS: u32 = 40;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Algo {
+    /// CUDA-core FMAs.
     Simt,
+    /// Tensor cores through `mma.sync` (sm_80 and later).
     MmaSync,
+    /// Tensor cores through warpgroup `wgmma` (sm_90a).
     Wgmma,
 }
 
 impl Algo {
+    /// The name plans and `--explain` use (`simt`, `mma_sync`, `wgmma`).
     pub fn name(self) -> &'static str {
         match self {
             Algo::Simt => "simt",
@@ -66,27 +70,45 @@ impl Algo {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(tag = "template", rename_all = "snake_case")]
 pub enum Knobs {
+    /// A tiled contraction.
     Contraction {
+        /// How the tile is multiplied.
         algo: Algo,
+        /// Block tile rows (`M`).
         bm: u64,
+        /// Block tile columns (`N`).
         bn: u64,
+        /// K-slice per iteration.
         bk: u64,
+        /// Pipeline stages (tiles of the operands in shared memory).
         stages: u32,
+        /// Warps along `M`.
         warps_m: u64,
+        /// Warps along `N`.
         warps_n: u64,
+        /// Global-access vector width, bytes.
         vec_bytes: u64,
+        /// Operand tiles loaded with asynchronous copies.
         async_: bool,
         /// The tile holds whole rows of a row epilogue (one pass).
         row_resident: bool,
     },
+    /// A cooperative row reduction.
     Reduction {
+        /// Threads cooperating on one row.
         threads_per_row: u64,
+        /// Rows per block.
         rows_per_block: u64,
+        /// Global-access vector width, bytes.
         vec_bytes: u64,
     },
+    /// One thread per output element (or `items` of them).
     Elementwise {
+        /// Threads per block.
         block: u64,
+        /// Output elements per thread.
         items: u64,
+        /// Global-access vector width, bytes.
         vec_bytes: u64,
     },
 }
@@ -116,6 +138,7 @@ impl Knobs {
         }
     }
 
+    /// Whether the plan loads asynchronously (a contraction with `async_`).
     pub fn async_enabled(&self) -> bool {
         matches!(self, Knobs::Contraction { async_: true, .. })
     }
@@ -124,8 +147,11 @@ impl Knobs {
 /// Resource estimate of a candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Resources {
+    /// Threads per block.
     pub threads: u32,
+    /// Registers per thread (estimated).
     pub regs_per_thread: u32,
+    /// Shared memory per block, bytes.
     pub smem_bytes: u32,
     /// Resident CTAs per SM (at least 1 when the plan fits at all).
     pub ctas_per_sm: u32,
@@ -138,23 +164,57 @@ pub struct Resources {
 #[serde(tag = "stop", rename_all = "snake_case")]
 pub enum Stop {
     #[error("SM90 tile outside wgmma/TMA requirements: {why}")]
-    Sm90Shape { why: String },
+    /// The tile breaks a wgmma/TMA shape rule on sm_90a.
+    Sm90Shape {
+        /// Which rule.
+        why: String,
+    },
     #[error("{width_bytes}-byte vectors do not divide the {extent_bytes}-byte fastest extent")]
-    Misaligned { width_bytes: u64, extent_bytes: u64 },
+    /// The vector width does not divide the fastest extent (a tail would be misaligned).
+    Misaligned {
+        /// Vector width, bytes.
+        width_bytes: u64,
+        /// Fastest extent, bytes.
+        extent_bytes: u64,
+    },
     #[error("vector width shrinks from {from_bytes} to {to_bytes} bytes")]
-    VectorShrinks { from_bytes: u64, to_bytes: u64 },
+    /// The plan's vector is narrower than the widest the fastest extent allows (a dominated point).
+    VectorShrinks {
+        /// The widest legal width, bytes.
+        from_bytes: u64,
+        /// The plan's width, bytes.
+        to_bytes: u64,
+    },
     #[error("shared memory {smem_bytes} B is over 80 % of the {limit_bytes} B per block")]
-    SmemOver { smem_bytes: u64, limit_bytes: u64 },
+    /// Shared memory over [`SMEM_FRACTION`] of the per-block limit.
+    SmemOver {
+        /// Shared memory the plan needs, bytes.
+        smem_bytes: u64,
+        /// The per-block limit, bytes.
+        limit_bytes: u64,
+    },
     #[error("{regs} registers per thread spill (limit {limit})")]
-    RegisterSpill { regs: u32, limit: u32 },
+    /// More registers per thread than the hardware gives (ptxas would spill).
+    RegisterSpill {
+        /// Estimated registers per thread.
+        regs: u32,
+        /// The limit.
+        limit: u32,
+    },
     #[error("{regs} registers per thread leave 1 CTA per SM")]
-    OneCtaPerSm { regs: u32 },
+    /// So many registers that only one block fits per SM (no latency hiding).
+    OneCtaPerSm {
+        /// Estimated registers per thread.
+        regs: u32,
+    },
 }
 
 /// One point of the plan space (its seed §8 [`Plan`] is built on demand by [`plan_of`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Candidate {
+    /// The candidate's knobs.
     pub knobs: Knobs,
+    /// Its estimated resources.
     pub resources: Resources,
     /// `Err` when a STOP condition rejects it.
     pub verdict: Result<(), Stop>,

@@ -71,12 +71,12 @@ pub fn check_golden_files(
 
 /// The `--dump` document of `layer` for the graph at `path`, optimized with default options, as
 /// pretty JSON with a trailing newline (the golden-file form).
-pub fn optimized_dump(path: &std::path::Path, layer: dlc_egg::cli::DumpLayer) -> String {
+pub fn optimized_dump(path: &std::path::Path, layer: dlc_egg::dump::DumpLayer) -> String {
     let g = frontend::load_file(path).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
     let p = lower::lower(&g).unwrap_or_else(|d| panic!("{}: {d}", path.display()));
     let opts = dlc_egg::optimize::OptimizeOptions::default();
     let o = dlc_egg::optimize::optimize(&p, &opts).expect("optimizes");
-    let doc = dlc_egg::cli::dump_document(&[layer], &g, Some(&p), Some(&o), None);
+    let doc = dlc_egg::dump::dump_document(&[layer], &g, Some(&p), Some(&o), None);
     serde_json::to_string_pretty(&doc).expect("json") + "\n"
 }
 

@@ -26,12 +26,19 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CType {
+    /// `float` (4 bytes).
     F32,
+    /// `int` (32-bit signed).
     I32,
+    /// `unsigned` (32-bit).
     U32,
+    /// `long long` (64-bit signed; index arithmetic that can pass 2^31).
     I64,
+    /// `bool` (1 byte).
     Bool,
+    /// `__half` (IEEE fp16).
     Half,
+    /// `__nv_bfloat16` (bf16).
     Bf16,
     /// 16 bytes (`uint4`).
     U4,
@@ -91,15 +98,20 @@ pub enum ParamKind {
 /// A kernel parameter.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Param {
+    /// The C identifier of the parameter.
     pub name: String,
+    /// Element type (pointee type for buffers, `int` for symbols).
     pub ty: CType,
+    /// Whether it is read, written or a symbol's value.
     pub kind: ParamKind,
 }
 
 /// Launch configuration: grid as size expressions over the symbols, block constant.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Launch {
+    /// Blocks per grid (x, y, z), size expressions over the symbols evaluated at launch.
     pub grid: [Size; 3],
+    /// Threads per block (x, y, z).
     pub block: [u32; 3],
     /// Dynamic shared memory in bytes (carved from [`Smem`] buffers marked `dynamic`).
     pub dyn_smem_bytes: u32,
@@ -115,8 +127,11 @@ impl Launch {
 /// A shared-memory buffer `ty name[d0][d1]…`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Smem {
+    /// The C identifier of the buffer.
     pub name: String,
+    /// Element type.
     pub ty: CType,
+    /// Extents, outermost first (a `[d0][d1]…` declaration); elements = their product.
     pub dims: Vec<u64>,
     /// Carved from dynamic shared memory (at a 16-byte aligned offset) instead of static.
     pub dynamic: bool,
@@ -145,8 +160,11 @@ pub enum Div {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WarpOp {
+    /// Sum over the 32 lanes.
     Sum,
+    /// Maximum over the 32 lanes.
     Max,
+    /// Minimum over the 32 lanes.
     Min,
 }
 
@@ -157,106 +175,173 @@ pub enum Stmt {
     Comment(String),
     /// `[const] ty name = value;`.
     Let {
+        /// Declared type.
         ty: CType,
+        /// Variable name.
         name: String,
+        /// Initializer (a C expression).
         value: String,
+        /// `false` declares it `const`.
         mutable: bool,
     },
     /// A register array `ty name[d0]…[dn];`, zero-initialized when `zero`.
     Array {
+        /// Element type.
         ty: CType,
+        /// Array name.
         name: String,
+        /// Extents, outermost first.
         dims: Vec<u64>,
+        /// Zero-initialize every element.
         zero: bool,
     },
     /// `place = value;` (`place` an lvalue: a variable, an array element, a shared-memory slot).
-    Assign { place: String, value: String },
+    Assign {
+        /// The lvalue written.
+        place: String,
+        /// The C expression stored.
+        value: String,
+    },
     /// `vector` elements `buffer[index..index + vector)` of global memory into register array
     /// `dst`, in accesses of at most 16 bytes (`dlc_ld_vec`): the template proves `index`
     /// aligned to the access width.
     Load {
+        /// Register array receiving the elements.
         dst: String,
+        /// Global buffer read.
         buffer: String,
+        /// Element index of the first element (a C expression, aligned to the access width).
         index: String,
+        /// Element type.
         ty: CType,
+        /// Number of consecutive elements loaded.
         vector: u32,
     },
     /// `buffer[index] = value;` to global memory, `value` of the buffer's type; `vector`
     /// elements at once when > 1 (`value` then names a register array of that many elements,
     /// stored in accesses of at most 16 bytes, `dlc_st_vec`, `index` aligned as for `Load`).
     Store {
+        /// Global buffer written.
         buffer: String,
+        /// Element index of the (first) element (a C expression).
         index: String,
+        /// The value, or the register array of `vector` elements.
         value: String,
+        /// Element type.
         ty: CType,
+        /// Number of consecutive elements stored.
         vector: u32,
     },
     /// `for (int var = start; var < end; var += step)`.
     For {
+        /// Loop variable (an `int`).
         var: String,
+        /// First value (a C expression).
         start: String,
+        /// Exclusive bound (a C expression).
         end: String,
+        /// Increment (a C expression).
         step: String,
+        /// Emit `#pragma unroll`.
         unroll: bool,
+        /// How uniform the trip count is across threads (checked around barriers by the verifier).
         div: Div,
+        /// The loop body.
         body: Vec<Stmt>,
     },
     /// `if (cond) {…} else {…}`.
     If {
+        /// The condition (a C expression).
         cond: String,
+        /// How uniform the condition is across threads.
         div: Div,
+        /// Statements when the condition holds.
         then: Vec<Stmt>,
+        /// Statements otherwise (empty: no `else`).
         otherwise: Vec<Stmt>,
     },
     /// `__syncthreads()`.
     Barrier,
     /// `dst = op over the warp of value` (every lane gets it).
     WarpReduce {
+        /// The reduction.
         op: WarpOp,
+        /// Variable receiving the result in every lane.
         dst: String,
+        /// This lane's operand (a C expression).
         value: String,
     },
     /// An asynchronous global → shared copy of `bytes` (4, 8, 16) bytes, of which `src_bytes`
     /// are read (the rest zero-filled), joining the open group of load token `token`.
     CpAsync {
+        /// Shared-memory destination address (a C expression).
         dst: String,
+        /// Global source address (a C expression).
         src: String,
+        /// Bytes copied: 4, 8 or 16.
         bytes: u32,
+        /// Bytes actually read from `src` (a C expression; the rest are zero-filled, for tails).
         src_bytes: String,
+        /// Load token of the group the copy joins.
         token: String,
     },
     /// `cp.async.commit_group`: closes the open group as `TokLoad` `token`.
-    Commit { token: String },
+    Commit {
+        /// The load token the closed group becomes.
+        token: String,
+    },
     /// `cp.async.wait_group pending`: at most `pending` groups stay in flight; `tokens` are
     /// the ones this makes ready.
-    Wait { tokens: Vec<String>, pending: u32 },
+    Wait {
+        /// The load tokens made ready by this wait.
+        tokens: Vec<String>,
+        /// Groups that may stay in flight after it.
+        pending: u32,
+    },
     /// A read of shared-memory data staged under load token `token` (a marker for the
     /// verifier; renders as nothing).
-    SmemUse { token: String },
+    SmemUse {
+        /// The load token whose data is read.
+        token: String,
+    },
     /// `ldmatrix.sync.aligned.m8n8.x{num}[.trans]` into register array `dst`, each lane
     /// supplying row address `addr`.
     LdMatrix {
+        /// Register array receiving the fragments.
         dst: String,
+        /// Number of 8x8 matrices loaded (1, 2 or 4).
         num: u32,
+        /// Transposed load (`.trans`).
         trans: bool,
+        /// This lane's shared-memory row address (a C expression).
         addr: String,
+        /// Load token of the staged data read (must be ready).
         token: String,
     },
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16|bf16}`: `d = a·b + c` (register arrays),
     /// producing `TokCompute` `token`.
     Mma {
+        /// `bf16` operands instead of `f16`.
         bf16: bool,
+        /// Accumulator register array written.
         d: String,
+        /// A fragment register array.
         a: String,
+        /// B fragment register array.
         b: String,
+        /// C (input accumulator) register array.
         c: String,
+        /// The compute token it produces.
         token: String,
     },
     /// Epilogue applied to the accumulators in registers: needs `TokCompute` `after`, yields
     /// `TokEpilogue` `token`.
     Epilogue {
+        /// The compute token that must be produced first.
         after: String,
+        /// The epilogue token it produces.
         token: String,
+        /// Statements over the accumulators.
         body: Vec<Stmt>,
     },
     /// A nested block `{ … }` (a scope for names).
@@ -330,13 +415,19 @@ impl Stmt {
 /// One kernel of the GPU dialect.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Kernel {
+    /// The `__global__` function's name (unique in the generated file).
     pub name: String,
+    /// The architecture it is generated for.
     pub arch: Arch,
     /// The template it was built from.
     pub template: String,
+    /// Parameters in launch order (buffers, then symbols).
     pub params: Vec<Param>,
+    /// Grid and block sizes.
     pub launch: Launch,
+    /// Shared-memory buffers, static and dynamic.
     pub smem: Vec<Smem>,
+    /// The kernel body.
     pub body: Vec<Stmt>,
 }
 

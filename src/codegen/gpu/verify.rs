@@ -44,10 +44,13 @@ pub const GRID_LIMITS: [i64; 3] = [i32::MAX as i64, 65535, 65535];
      (grid {grid:?})"
 )]
 pub struct GridLimitError {
+    /// The kernel's name.
     pub kernel: String,
     /// `x`, `y` or `z`.
     pub axis: char,
+    /// The evaluated extent on that axis (blocks).
     pub value: i64,
+    /// The hardware's limit on that axis (blocks).
     pub limit: i64,
     /// The whole evaluated grid.
     pub grid: [i64; 3],
@@ -92,9 +95,13 @@ pub const DEVICE_MEMORY_BYTES: u128 = 80 << 30;
      `{largest}`, {largest_bytes} B)"
 )]
 pub struct DeviceMemoryError {
+    /// Bytes the signature inputs and outputs need together.
     pub bytes: u128,
+    /// Bytes of global memory the GPU has ([`DEVICE_MEMORY_BYTES`]).
     pub limit: u128,
+    /// The largest signature tensor.
     pub largest: String,
+    /// Its size, bytes.
     pub largest_bytes: u128,
 }
 
@@ -138,42 +145,75 @@ pub fn check_device_memory(graph: &crate::ir::frontend::Graph) -> Result<(), Dev
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GpuIrError {
     #[error("kernel `{kernel}`: token `{token}` is used before it is {need}")]
+    /// A token is consumed before the statement that makes it ready (load data read before its
+    /// `cp.async` group is waited for, accumulators read before the MMA).
     TokenNotReady {
+        /// The kernel's name.
         kernel: String,
+        /// The token.
         token: String,
+        /// What the use needs the token to be (e.g. "waited for").
         need: &'static str,
     },
     #[error("kernel `{kernel}`: waits on token `{token}`, which has no committed group")]
-    WaitUncommitted { kernel: String, token: String },
-    #[error("kernel `{kernel}`: {what} under {div:?}-divergent control flow")]
-    Divergent {
+    /// A `cp.async.wait_group` names a token no committed group produced.
+    WaitUncommitted {
+        /// The kernel's name.
         kernel: String,
+        /// The token waited on.
+        token: String,
+    },
+    #[error("kernel `{kernel}`: {what} under {div:?}-divergent control flow")]
+    /// A barrier or warp-collective operation under control flow that differs between the threads
+    /// that must reach it together.
+    Divergent {
+        /// The kernel's name.
+        kernel: String,
+        /// The operation (e.g. "__syncthreads()").
         what: &'static str,
+        /// How divergent the enclosing condition or loop is.
         div: Div,
     },
     #[error("kernel `{kernel}`: {bytes} B of {kind} shared memory, over the {limit} B limit")]
+    /// Shared memory over the architecture's per-block limit.
     SmemOver {
+        /// The kernel's name.
         kernel: String,
+        /// Which shared memory is over: `static` or `static + dynamic`.
         kind: &'static str,
+        /// Bytes the kernel declares.
         bytes: u64,
+        /// The architecture's limit, bytes.
         limit: u64,
     },
     #[error("kernel `{kernel}`: launch declares {declared} B of dynamic shared memory, buffers need {needed} B")]
+    /// The launch's dynamic shared-memory size differs from what its dynamic buffers need.
     DynSmemMismatch {
+        /// The kernel's name.
         kernel: String,
+        /// Bytes the launch declares.
         declared: u64,
+        /// Bytes the dynamic buffers need (16-byte aligned offsets).
         needed: u64,
     },
     #[error("kernel `{kernel}`: a vector access of {bytes} B into `{buffer}` (2, 4, 8, 16 or a multiple of 16)")]
+    /// A vectorized load or store whose width is not a legal access size.
     VectorWidth {
+        /// The kernel's name.
         kernel: String,
+        /// The buffer accessed.
         buffer: String,
+        /// Bytes accessed at once.
         bytes: u64,
     },
     #[error("kernel `{kernel}`: {threads} threads per block ({why})")]
+    /// A block size the hardware or the template cannot run (0, over 1024, not a multiple of 32…).
     BlockSize {
+        /// The kernel's name.
         kernel: String,
+        /// Threads per block.
         threads: u32,
+        /// Which rule it breaks.
         why: &'static str,
     },
 }

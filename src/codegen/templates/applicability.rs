@@ -22,7 +22,12 @@ use crate::ir::region::Region;
 pub enum Emits {
     /// The tiled contraction templates: tensor cores (`mma_sync`) when `mma`, else SIMT;
     /// `staging` says how the tensor-core template fills each operand's tile (`[A, B]`).
-    Contraction { mma: bool, staging: [Staging; 2] },
+    Contraction {
+        /// Tensor cores (`mma.sync`) rather than SIMT FMAs.
+        mma: bool,
+        /// How each operand's tile is filled, `[A, B]`.
+        staging: [Staging; 2],
+    },
     /// The cooperative row template.
     Row,
     /// The pointwise template (one thread per output point).

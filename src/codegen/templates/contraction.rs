@@ -28,7 +28,9 @@ const GRID_YZ_LIMIT: i64 = 65535;
 /// Named axes with their sizes.
 #[derive(Clone, Debug)]
 pub struct Axes {
+    /// Axis names (region iters or reduce axes), outermost first.
     pub names: Vec<String>,
+    /// Their extents, in the same order.
     pub sizes: Vec<Dim>,
 }
 
@@ -49,13 +51,19 @@ impl Axes {
 pub struct View<'r> {
     /// The accumulator's let.
     pub acc: String,
+    /// The contraction's reduce (sum over `K` of `a·b`).
     pub red: &'r Reduce,
     /// The operands: `a` reads `M` (and batch, `K`), `b` reads `N` (and batch, `K`).
     pub a: &'r Expr,
+    /// The operand that reads `N` (and batch, `K`).
     pub b: &'r Expr,
+    /// The output rows (`M` axes).
     pub m: Axes,
+    /// The output columns (`N` axes).
     pub n: Axes,
+    /// Batch axes (read by both operands and the output).
     pub batch: Axes,
+    /// The reduced axes (`K`).
     pub k: Axes,
 }
 
@@ -189,7 +197,9 @@ fn first_read(e: &Expr, f: &mut dyn FnMut(&[crate::ir::axis::AxisExpr])) {
 /// Which operand a loader reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
+    /// The left operand (`M × K`).
     A,
+    /// The right operand (`K × N`).
     B,
 }
 

@@ -27,8 +27,11 @@ pub enum Softmax {
 /// only where `dn·n + dm·m + dc ≤ 0` (causal `n ≤ m`: `(1, -1, 0)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mask {
+    /// Coefficient of the key index `n`.
     pub dn: i64,
+    /// Coefficient of the query index `m`.
     pub dm: i64,
+    /// The constant term.
     pub dc: i64,
 }
 
@@ -58,7 +61,9 @@ pub struct AttentionPair<'p> {
     pub batch: Vec<String>,
     /// The contraction's (head-dim) axis and its extent.
     pub head_axis: String,
+    /// Its extent (elements of one head).
     pub head_dim: u64,
+    /// Which exponential the softmax of `first` uses.
     pub softmax: Softmax,
     /// A mask whose fully masked key tiles may be skipped.
     pub mask: Option<Mask>,
@@ -66,8 +71,11 @@ pub struct AttentionPair<'p> {
     pub safe_sum: bool,
     /// `second`'s contraction let, its reduce (key) axis and its output column iter.
     pub acc2: String,
+    /// `second`'s reduce axis (the key axis again).
     pub key2: String,
+    /// `second`'s output column iter (the value dimension).
     pub col: String,
+    /// Extent of the value dimension.
     pub value_dim: u64,
     /// The `V` operand (inlined; axes of `second`).
     pub v_side: Expr,

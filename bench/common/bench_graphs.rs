@@ -1,15 +1,24 @@
 //! Generated benchmark graphs in graph.json form. [`transformer_encoder`] is the BERT-style encoder
 //! the e-graph and extraction benchmarks use (issues 3 and 4): hidden 768, 12 heads, MLP 3072,
 //! symbolic sequence length `S`, fp16 with fp32 accumulation, post-LayerNorm residual blocks.
+//!
+//! Not part of the library: the benches (`bench/*.rs`) and the tests that need a large, realistic
+//! graph include this file as a module (`#[path = ".../bench/common/bench_graphs.rs"] mod
+//! bench_graphs;`). Library users load their own models (graph.json, `.graph` or ONNX).
+#![allow(dead_code)] // each including crate uses its own part
 
 use serde_json::{json, Map, Value};
 
 /// Sizes of an encoder.
 #[derive(Clone, Copy, Debug)]
 pub struct EncoderConfig {
+    /// Number of encoder layers (attention + MLP blocks) stacked.
     pub layers: usize,
+    /// Model width (hidden size, elements per token).
     pub hidden: i64,
+    /// Attention heads; `hidden` must be a multiple of it.
     pub heads: i64,
+    /// Inner width of the MLP block.
     pub mlp: i64,
     /// Default value of the symbolic sequence length `S`.
     pub seq_default: i64,
