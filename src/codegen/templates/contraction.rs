@@ -455,7 +455,8 @@ pub struct StoreChunk {
     pub along_n: bool,
     /// Elements per chunk (`16 / element bytes`).
     pub lanes: u64,
-    /// The output's index (`out{j}`) and element type.
+    /// The output's index (`out{j}`).
     pub out: usize,
+    /// The output's element type.
     pub dtype: DType,
 }
