@@ -298,9 +298,24 @@ fn attention_second_time(
         return None;
     }
     let mut best: Option<(Time, Time)> = None;
+    let fingerprint = model.fingerprint();
     for (i, class) in inputs.iter().enumerate() {
         for n in &eg[*class].nodes {
-            let plan = kernel_plan(eg, n, model);
+            // A first region contracts: a kernel without a reduction is not one (cheap test
+            // before the plan lookup, which hashes the input facts).
+            let has_reduce = match n {
+                TensorLang::Kernel(ch) => kernel_parts(ch, &attr).is_ok_and(|(b, _)| {
+                    b.expr()
+                        .as_ref()
+                        .iter()
+                        .any(|m| matches!(m, TensorLang::Reduce(_)))
+                }),
+                _ => false,
+            };
+            if !has_reduce {
+                continue;
+            }
+            let plan = kernel_plan_fp(eg, n, model, fingerprint);
             let Ok(first_choice) = plan.as_ref() else {
                 continue;
             };
@@ -326,7 +341,7 @@ fn attention_second_time(
                         i,
                         body.clone(),
                         in_facts.to_vec(),
-                        model.fingerprint(),
+                        fingerprint,
                     );
                     cache.pair_time(key, || fused(&fbody, &ffacts))
                 }
@@ -392,6 +407,16 @@ pub fn kernel_plan(
     node: &TensorLang,
     model: &CostModel,
 ) -> Arc<Result<PlanChoice, String>> {
+    kernel_plan_fp(eg, node, model, model.fingerprint())
+}
+
+/// [`kernel_plan`] with the model's fingerprint computed by the caller (once for many nodes).
+fn kernel_plan_fp(
+    eg: &TensorGraph,
+    node: &TensorLang,
+    model: &CostModel,
+    fingerprint: u64,
+) -> Arc<Result<PlanChoice, String>> {
     let not_kernel = || Arc::new(Err("not a kernel e-node with typed inputs".into()));
     let TensorLang::Kernel(children) = node else {
         return not_kernel();
@@ -408,7 +433,7 @@ pub fn kernel_plan(
     else {
         return not_kernel();
     };
-    body.derived(plan_key(model, &facts), || {
+    body.derived(plan_key(fingerprint, &facts), || {
         let owned: Vec<TensorFacts> = facts.iter().map(|f| (*f).clone()).collect();
         plan_of(body, &owned, model)
     })
@@ -416,10 +441,10 @@ pub fn kernel_plan(
 
 /// The key of a plan choice cached on a body: the model and the input facts (hashed alike
 /// whether the facts are owned or borrowed).
-fn plan_key<F: std::hash::Hash>(model: &CostModel, in_facts: &[F]) -> u64 {
+fn plan_key<F: std::hash::Hash>(fingerprint: u64, in_facts: &[F]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = rustc_hash::FxHasher::default();
-    model.fingerprint().hash(&mut h);
+    fingerprint.hash(&mut h);
     in_facts.hash(&mut h);
     h.finish()
 }
@@ -429,7 +454,9 @@ fn kernel_plan_of(
     in_facts: &[TensorFacts],
     model: &CostModel,
 ) -> Arc<Result<PlanChoice, String>> {
-    body.derived(plan_key(model, in_facts), || plan_of(body, in_facts, model))
+    body.derived(plan_key(model.fingerprint(), in_facts), || {
+        plan_of(body, in_facts, model)
+    })
 }
 
 /// The plan choice of a body over inputs of these facts (uncached).
