@@ -14,12 +14,13 @@
 //! Prices are predicted times in nanoseconds ([`KernelCost::scalar`]).
 
 use super::dag::{
-    DagExtractor, ExtractError, ExtractOptions, Extraction, Problem, ProblemError, Status,
+    ClassIx, DagExtractor, ExtractError, ExtractOptions, Extraction, Problem, ProblemError, Status,
 };
 use super::kernels::{CostModel, KernelCost};
 use super::pricing::{KernelPricer, Roofline};
 use crate::ir::egraph::{TensorGraph, TensorLang};
 use egg::Id;
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// The price of one e-node in the extraction problem under the [`Roofline`] pricer (`+∞`: not
@@ -84,7 +85,9 @@ pub fn kernel_problem_with(
     for id in &ids {
         index.insert(*id, problem.add_class(id.to_string())?);
     }
-    let mut nodes = Vec::new();
+    // The realizable e-nodes with their problem children, in class order; then their prices,
+    // in parallel (pricing is pure: the same prices in the same order on any schedule).
+    let mut found: Vec<(ClassIx, &TensorLang, Vec<ClassIx>)> = Vec::new();
     for id in &ids {
         for n in &eg[*id].nodes {
             let children: Vec<Id> = match n {
@@ -100,10 +103,17 @@ pub fn kernel_problem_with(
             else {
                 continue; // a child without tensor facts: not a buffer
             };
-            let price = node_price_with(eg, n, sizes, pricer);
-            problem.add_node(index[id], op_name(n), price, &children)?;
-            nodes.push(n.clone());
+            found.push((index[id], n, children));
         }
+    }
+    let prices: Vec<f64> = found
+        .par_iter()
+        .map(|(_, n, _)| node_price_with(eg, n, sizes, pricer))
+        .collect();
+    let mut nodes = Vec::with_capacity(found.len());
+    for ((class, n, children), price) in found.into_iter().zip(prices) {
+        problem.add_node(class, op_name(n), price, &children)?;
+        nodes.push(n.clone());
     }
     for r in roots {
         let c = eg.find(*r);

@@ -111,9 +111,23 @@ pub struct CostModel {
 /// input facts: the kernels phase's legality check fills it, pricing reads it, so each body is
 /// synthesized once.
 #[derive(Default)]
-pub struct RegionCache(Mutex<RegionMap>);
+pub struct RegionCache(Mutex<RegionMap>, Mutex<PairMap>);
 
 type RegionMap = FxHashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), Arc<Region>>;
+
+/// An attention pair's first kernel (body, input facts, the second's input it writes) and
+/// second kernel (body, input facts), with the cost model's fingerprint.
+type PairKey = (
+    KernelBody,
+    Vec<TensorFacts>,
+    usize,
+    KernelBody,
+    Vec<TensorFacts>,
+    u64,
+);
+
+/// The fused attention kernel's best time by pair (`None`: not a pair, or no plan).
+type PairMap = FxHashMap<PairKey, Option<Time>>;
 
 impl RegionCache {
     /// The region of `body` over `inputs`, synthesized on first use; `Err` says why the body is
@@ -134,6 +148,18 @@ impl RegionCache {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RegionMap> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fused attention time of a pair, computed by `make` on first use (identical layers
+    /// of a model share their pairs).
+    fn pair_time(&self, key: PairKey, make: impl FnOnce() -> Option<Time>) -> Option<Time> {
+        let lock = || self.1.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = lock().get(&key) {
+            return *t;
+        }
+        let t = make();
+        lock().insert(key, t);
+        t
     }
 }
 
@@ -272,9 +298,24 @@ fn attention_second_time(
         return None;
     }
     let mut best: Option<(Time, Time)> = None;
+    let fingerprint = model.fingerprint();
     for (i, class) in inputs.iter().enumerate() {
         for n in &eg[*class].nodes {
-            let plan = kernel_plan(eg, n, model);
+            // A first region contracts: a kernel without a reduction is not one (cheap test
+            // before the plan lookup, which hashes the input facts).
+            let has_reduce = match n {
+                TensorLang::Kernel(ch) => kernel_parts(ch, &attr).is_ok_and(|(b, _)| {
+                    b.expr()
+                        .as_ref()
+                        .iter()
+                        .any(|m| matches!(m, TensorLang::Reduce(_)))
+                }),
+                _ => false,
+            };
+            if !has_reduce {
+                continue;
+            }
+            let plan = kernel_plan_fp(eg, n, model, fingerprint);
             let Ok(first_choice) = plan.as_ref() else {
                 continue;
             };
@@ -286,21 +327,32 @@ fn attention_second_time(
             let Some((fbody, ffacts)) = kernel_inputs(eg, n) else {
                 continue;
             };
-            let Ok(first) = synthesize_deferred(&fbody, &ffacts, &format!("in{i}")) else {
-                continue;
+            let fused = |fbody: &KernelBody, ffacts: &[TensorFacts]| {
+                let first = synthesize_deferred(fbody, ffacts, &format!("in{i}")).ok()?;
+                let p = pair(&first, &second)?;
+                let fused = crate::cost::attention::choose_attention_plan(&p, model).ok()?;
+                Some(fused.best.time)
             };
-            let Some(p) = pair(&first, &second) else {
-                continue;
+            let fused_time = match &model.regions {
+                Some(cache) => {
+                    let key = (
+                        fbody.clone(),
+                        ffacts.clone(),
+                        i,
+                        body.clone(),
+                        in_facts.to_vec(),
+                        fingerprint,
+                    );
+                    cache.pair_time(key, || fused(&fbody, &ffacts))
+                }
+                None => fused(&fbody, &ffacts),
             };
-            let Ok(fused) = crate::cost::attention::choose_attention_plan(&p, model) else {
+            let Some(fused_time) = fused_time else {
                 continue;
             };
             let first_time = first_choice.best.time;
             if best.is_none_or(|(t, _)| first_time < t) {
-                best = Some((
-                    first_time,
-                    Time(fused.best.time.0.saturating_sub(first_time.0)),
-                ));
+                best = Some((first_time, Time(fused_time.0.saturating_sub(first_time.0))));
             }
         }
     }
@@ -355,10 +407,46 @@ pub fn kernel_plan(
     node: &TensorLang,
     model: &CostModel,
 ) -> Arc<Result<PlanChoice, String>> {
-    match kernel_inputs(eg, node) {
-        Some((body, facts)) => kernel_plan_of(&body, &facts, model),
-        None => Arc::new(Err("not a kernel e-node with typed inputs".into())),
-    }
+    kernel_plan_fp(eg, node, model, model.fingerprint())
+}
+
+/// [`kernel_plan`] with the model's fingerprint computed by the caller (once for many nodes).
+fn kernel_plan_fp(
+    eg: &TensorGraph,
+    node: &TensorLang,
+    model: &CostModel,
+    fingerprint: u64,
+) -> Arc<Result<PlanChoice, String>> {
+    let not_kernel = || Arc::new(Err("not a kernel e-node with typed inputs".into()));
+    let TensorLang::Kernel(children) = node else {
+        return not_kernel();
+    };
+    let attr = |id: Id| eg[id].data.attr();
+    let Ok((body, inputs)) = kernel_parts(children, &attr) else {
+        return not_kernel();
+    };
+    // The facts by reference: a cached plan (the common case) needs no copy of them.
+    let Some(facts) = inputs
+        .iter()
+        .map(|i| eg[*i].data.tensor())
+        .collect::<Option<Vec<&TensorFacts>>>()
+    else {
+        return not_kernel();
+    };
+    body.derived(plan_key(fingerprint, &facts), || {
+        let owned: Vec<TensorFacts> = facts.iter().map(|f| (*f).clone()).collect();
+        plan_of(body, &owned, model)
+    })
+}
+
+/// The key of a plan choice cached on a body: the model and the input facts (hashed alike
+/// whether the facts are owned or borrowed).
+fn plan_key<F: std::hash::Hash>(fingerprint: u64, in_facts: &[F]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    fingerprint.hash(&mut h);
+    in_facts.hash(&mut h);
+    h.finish()
 }
 
 fn kernel_plan_of(
@@ -366,20 +454,22 @@ fn kernel_plan_of(
     in_facts: &[TensorFacts],
     model: &CostModel,
 ) -> Arc<Result<PlanChoice, String>> {
-    let key = {
-        use std::hash::{Hash, Hasher};
-        let mut h = rustc_hash::FxHasher::default();
-        model.fingerprint().hash(&mut h);
-        in_facts.hash(&mut h);
-        h.finish()
-    };
-    body.derived(key, || {
-        let region = match &model.regions {
-            Some(cache) => cache.region(body.expr(), in_facts)?,
-            None => Arc::new(synthesize_kernel(body.expr(), in_facts)?),
-        };
-        choose_plan_for_extraction(&region, model).map_err(|e| e.to_string())
+    body.derived(plan_key(model.fingerprint(), in_facts), || {
+        plan_of(body, in_facts, model)
     })
+}
+
+/// The plan choice of a body over inputs of these facts (uncached).
+fn plan_of(
+    body: &KernelBody,
+    in_facts: &[TensorFacts],
+    model: &CostModel,
+) -> Result<PlanChoice, String> {
+    let region = match &model.regions {
+        Some(cache) => cache.region(body.expr(), in_facts)?,
+        None => Arc::new(synthesize_kernel(body.expr(), in_facts)?),
+    };
+    choose_plan_for_extraction(&region, model).map_err(|e| e.to_string())
 }
 
 /// Arithmetic of a body, in element operations: each computing node (not an attribute, a

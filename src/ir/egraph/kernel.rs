@@ -16,7 +16,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 use std::any::Any;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The body of a kernel: a term over Tiny e-nodes with `$i` placeholders. Compared and ordered
 /// as a term (canonical, see [`canonical`], so equal bodies are equal terms) and hashed by a
@@ -31,9 +31,10 @@ struct BodyInner {
     /// [`body_node_facts`] for the first input facts asked about (a kernel's input classes
     /// keep their facts, so the analysis and the cost ask with the same ones).
     facts: OnceLock<(Vec<TensorFacts>, NodeFacts)>,
-    /// One value a later layer derives from the body (the cost model's plan choice), with the
-    /// fingerprint of what else it was derived from.
-    derived: OnceLock<(u64, Arc<dyn Any + Send + Sync>)>,
+    /// Values a later layer derives from the body (the cost model's plan choice), by the
+    /// fingerprint of what else each was derived from (input facts and cost model: one body is
+    /// shared by every kernel e-node of that term, e.g. `add($0, $1)` over many shapes).
+    derived: Mutex<FxHashMap<u64, Arc<dyn Any + Send + Sync>>>,
 }
 
 /// Facts of every node of a body, shared.
@@ -49,7 +50,7 @@ impl KernelBody {
             expr,
             text: OnceLock::new(),
             facts: OnceLock::new(),
-            derived: OnceLock::new(),
+            derived: Mutex::default(),
         }))
     }
 
@@ -65,20 +66,23 @@ impl KernelBody {
         r
     }
 
-    /// The value `make` derives from the body and whatever `key` fingerprints, cached for the
-    /// first key asked about (another key recomputes it without caching). A later layer's cache
-    /// on the body (the cost model's plan choice), typed by that layer.
+    /// The value `make` derives from the body and whatever `key` fingerprints, cached per key
+    /// (computed outside the lock: two threads asking at once may both compute it, and the
+    /// first stored value is kept). A later layer's cache on the body (the cost model's plan
+    /// choice), typed by that layer; a key holding another type is recomputed, not cached.
     pub fn derived<T: Any + Send + Sync>(&self, key: u64, make: impl FnOnce() -> T) -> Arc<T> {
-        if let Some((k, v)) = self.0.derived.get() {
-            if *k == key {
-                if let Ok(t) = v.clone().downcast::<T>() {
-                    return t;
-                }
+        let lock = || self.0.derived.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = lock().get(&key) {
+            if let Ok(t) = v.clone().downcast::<T>() {
+                return t;
             }
         }
         let v = Arc::new(make());
-        let _ = self.0.derived.set((key, v.clone()));
-        v
+        let stored = lock()
+            .entry(key)
+            .or_insert_with(|| v.clone() as Arc<dyn Any + Send + Sync>)
+            .clone();
+        stored.downcast::<T>().unwrap_or(v)
     }
 
     /// Dtype and shape of the kernel's value ([`body_facts`], cached as [`KernelBody::node_facts`]).
