@@ -4,6 +4,7 @@
 //! per kernel, the `timing.json` of `--device cuda`).
 
 use super::build::{build_and_load, cache_dir, Loaded};
+use super::calibrate::{append_log, log_path, CpuCostParams, KernelFeatures, LogRow};
 use super::program::{emit_program, NativeProgram};
 use super::{CpuError, Isa};
 use crate::cuda::Timings;
@@ -316,7 +317,8 @@ impl RunCx<'_> {
     }
 }
 
-/// Emits, builds, loads and runs `p` (see [`prepare`], [`run_loaded`]).
+/// Emits, builds, loads and runs `p` (see [`prepare`], [`run_loaded`]); a timed run
+/// (`opts.repeat > 0`) appends its kernels to the measurement log ([`log_timings`]).
 pub fn evaluate_native(
     p: &RegionProgram,
     bindings: &BTreeMap<String, i64>,
@@ -325,5 +327,51 @@ pub fn evaluate_native(
     plan_cache: Option<&Path>,
 ) -> Result<(BTreeMap<String, Tensor>, Timings), CpuError> {
     let (prog, loaded) = prepare(p, plan_cache)?;
-    run_loaded(p, &prog, &loaded, bindings, inputs, opts)
+    let (outputs, t) = run_loaded(p, &prog, &loaded, bindings, inputs, opts)?;
+    if opts.repeat > 0 {
+        let dir = cache_dir(plan_cache);
+        let params = CpuCostParams::load(&dir)?;
+        log_timings(
+            p,
+            &prog,
+            bindings,
+            &t,
+            opts.threads,
+            &params,
+            &log_path(&dir),
+        )?;
+    }
+    Ok((outputs, t))
+}
+
+/// Appends one row per kernel of a timed run to the measurement log at `log`: its features,
+/// the prediction of `params` and the measured mean time (see [`super::calibrate`]).
+pub fn log_timings(
+    p: &RegionProgram,
+    prog: &NativeProgram,
+    bindings: &BTreeMap<String, i64>,
+    t: &Timings,
+    threads: usize,
+    params: &CpuCostParams,
+    log: &Path,
+) -> Result<(), CpuError> {
+    let regions = p.steps.iter().filter_map(|s| match s {
+        Step::Region(r) => Some(r),
+        Step::Alias { .. } => None,
+    });
+    let mut rows = Vec::new();
+    for ((r, k), (_, ms)) in regions.zip(&prog.kernels).zip(&t.kernels) {
+        let Some(features) = KernelFeatures::of(r, bindings) else {
+            continue;
+        };
+        rows.push(LogRow {
+            kernel: r.name.clone(),
+            form: k.form.clone(),
+            threads,
+            features,
+            estimate_ms: params.predict_ms(&features, threads),
+            actual_ms: *ms,
+        });
+    }
+    append_log(log, &rows)
 }
