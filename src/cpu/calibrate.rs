@@ -28,7 +28,7 @@
 //! and is calibrated, but does not yet choose the CPU program's kernels.
 
 use super::CpuError;
-use crate::cost::work::analyze;
+use crate::cost::work::{analyze, Shape};
 use crate::extract::kernels::CostModel;
 use crate::ir::region::Region;
 use serde::{Deserialize, Serialize};
@@ -95,8 +95,13 @@ impl KernelFeatures {
             regions: None,
         };
         let w = analyze(r, &model).ok()?;
+        // A contraction's multiply-adds are in its GEMM view, not in `ops`.
+        let gemm = match &w.shape {
+            Shape::Contraction(g) => 2.0 * g.batch * g.m * g.n * g.k,
+            _ => 0.0,
+        };
         Some(KernelFeatures {
-            flops: w.ops.tensor + w.ops.simt,
+            flops: gemm + w.ops.tensor + w.ops.simt,
             transcendentals: w.ops.sfu,
             bytes: w.in_bytes() + w.out_bytes,
         })
@@ -290,6 +295,9 @@ pub fn median_error(rows: &[LogRow], pred: &dyn Fn(&LogRow) -> f64) -> f64 {
     }
 }
 
+/// How far a fitted parameter may move from its default (either way).
+pub const FIT_RANGE: f64 = 1000.0;
+
 /// The result of a calibration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Calibration {
@@ -304,8 +312,9 @@ pub struct Calibration {
 }
 
 /// Fits the parameters to `rows`, starting from `start`: a coordinate search over each
-/// parameter's multiplicative steps (×2 down to ×1.01), minimizing the median relative error
-/// (ties broken by the mean absolute log ratio). `E0811` with fewer than 2 timed rows.
+/// parameter's multiplicative steps (×4 down to ×1.01), each kept within [`FIT_RANGE`]× of its
+/// default, minimizing the mean `|ln(pred / meas)|` (every row counts; the median alone is
+/// flat in most directions with few rows). `E0810` with fewer than 2 timed rows.
 pub fn fit(rows: &[LogRow], start: CpuCostParams) -> Result<Calibration, CpuError> {
     let timed: Vec<LogRow> = rows.iter().filter(|r| r.actual_ms > 0.0).cloned().collect();
     if timed.len() < 2 {
@@ -324,7 +333,13 @@ pub fn fit(rows: &[LogRow], start: CpuCostParams) -> Result<Calibration, CpuErro
             / timed.len() as f64;
         (med, mean_log)
     };
-    let better = |a: (f64, f64), b: (f64, f64)| a.0 < b.0 - 1e-12 || (a.0 <= b.0 && a.1 < b.1);
+    let better = |a: (f64, f64), b: (f64, f64)| a.1 < b.1 - 1e-12;
+    let d = CpuCostParams::default().as_array();
+    let inside = |a: &[f64; 4]| {
+        a.iter()
+            .zip(d)
+            .all(|(v, d)| *v <= d * FIT_RANGE && *v >= d / FIT_RANGE)
+    };
     let mut best = start.as_array();
     let mut best_s = score(&start);
     for step in [4.0, 2.0, 1.4, 1.15, 1.05, 1.01] {
@@ -334,6 +349,9 @@ pub fn fit(rows: &[LogRow], start: CpuCostParams) -> Result<Calibration, CpuErro
                 for f in [step, 1.0 / step] {
                     let mut a = best;
                     a[k] *= f;
+                    if !inside(&a) {
+                        continue;
+                    }
                     let s = score(&CpuCostParams::from_array(a));
                     if better(s, best_s) {
                         best = a;

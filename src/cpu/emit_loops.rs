@@ -162,11 +162,11 @@ impl Emitter<'_> {
             }
             let end = self.group_end(li);
             let stores_yields = self.lets[li].inner == inner_all;
-            for g in li..end {
+            for (g, rd) in readers.iter().enumerate().take(end).skip(li) {
                 if self.lets[g].inner.is_empty() {
                     continue;
                 }
-                let in_group = readers[g].iter().all(|j| *j > g && *j < end);
+                let in_group = rd.iter().all(|j| *j > g && *j < end);
                 let yielded = r.yields.iter().any(|y| y.from == r.lets[g].name);
                 self.lets[g].local = in_group && (stores_yields || !yielded);
             }
