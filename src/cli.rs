@@ -78,6 +78,8 @@ pub enum Command {
     /// Print a graph (graph.json or a `.graph` program) as a `.graph` DSL program with entry
     /// `main`, subgraphs inlined; deterministic.
     Decompile(DecompileArgs),
+    /// Fit the CPU cost model to the measurement log of `run --device cpu --repeat N`.
+    Calibrate(crate::cpu::calibrate::CalibrateArgs),
 }
 
 /// Arguments of `dlc-egg decompile`.
@@ -148,6 +150,7 @@ fn dispatch(args: Vec<String>) -> i32 {
         Command::Check(a) => cmd_check(a),
         Command::Import(a) => import::cmd_import(a),
         Command::Decompile(a) => cmd_decompile(a),
+        Command::Calibrate(a) => crate::cpu::calibrate::cmd_calibrate(a),
     };
     match outcome {
         Ok(()) => EXIT_OK,

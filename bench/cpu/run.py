@@ -13,8 +13,11 @@ torch.inference_mode(). dlc-egg's output is checked against onnxruntime's on the
     .benchenv/bin/python bench/cpu/run.py --threads 2 --results bench/results/cpu-2026-11-26.md
     .benchenv/bin/python bench/cpu/run.py --only gemm,softmax
 
-Set-up (git-ignored venv): python3 -m venv .benchenv && .benchenv/bin/pip install numpy onnx
-onnxruntime torch. Without torch the PyTorch column says so. See bench/cpu/README.md.
+Set-up (git-ignored venv): `ln -s /work/torchenv .benchenv` on the development machine (torch
+2.15 CPU, onnx, onnxruntime), else python3 -m venv .benchenv && .benchenv/bin/pip install numpy
+onnx onnxruntime torch. Without torch the PyTorch column says so. See bench/cpu/README.md.
+
+    .benchenv/bin/python bench/cpu/run.py --scan-sweep    # cumsum 10^4 ... 10^7, linear time
 """
 
 import argparse
@@ -120,8 +123,7 @@ def case_conv():
         t["X"], t["W"], t["b"], padding=1)), 2 * 64 * 64 * 9 * 56 * 56, inits
 
 
-def case_cumsum():
-    n = 1 << 20
+def case_cumsum(n=1 << 20):
     nodes = [helper.make_node("CumSum", ["X", "axis"], ["Y"])]
     m = model(nodes, [vi("X", [n])], [vi("Y", [n])], {"axis": np.array(0, np.int64)})
     return m, {"X": w([n], 1)}, lambda t: torch.cumsum(t["X"], 0), None
@@ -243,6 +245,35 @@ def run_dlc(model_path, feeds, threads, repeat, work, timeout):
     return timing, np.load(outs[0]) if outs else None
 
 
+def scan_sweep(a):
+    """Cumsum over one line of 10^4 ... 10^7 elements: dlc-egg, onnxruntime CumSum and torch.cumsum,
+    ns per element (flat when the time is linear in n)."""
+    lines = [f"threads {a.threads}, mean of {a.repeat} runs after a warm-up; ns/elem = time / n", "",
+             "| n | dlc-egg ms | ns/elem | onnxruntime ms | ns/elem | PyTorch ms | ns/elem | ort/dlc | output |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for e in range(4, 8):
+        n = 10 ** e
+        m, feeds, tfn, _ = case_cumsum(n)
+        with tempfile.TemporaryDirectory() as d:
+            work = Path(d)
+            mp = work / "model.onnx"
+            onnx.save(m, str(mp))
+            ort_ms, ref = time_ort(m, feeds, a.threads, a.repeat)
+            torch_ms = time_torch(tfn, feeds, {}, a.threads, a.repeat)
+            timing, got = run_dlc(mp, feeds, a.threads, a.repeat, work, a.case_timeout)
+        dlc = timing["total_ms"]
+        # fp32 sums of 10^7 terms: compare relative to the running magnitude
+        ok = bool(np.all(np.abs(got.astype(np.float64) - ref) <= 1e-3 + 1e-3 * np.abs(ref) + 1e-6 * np.abs(ref).max()))
+        per = lambda ms: None if ms is None else ms * 1e6 / n
+        lines.append(f"| 10^{e} | {fmt(dlc)} | {fmt(per(dlc), '.2f')} | {fmt(ort_ms)} | {fmt(per(ort_ms), '.2f')} | "
+                     f"{fmt(torch_ms)} | {fmt(per(torch_ms), '.2f')} | {fmt(ort_ms / dlc, '.2f')} | {'ok' if ok else 'mismatch'} |")
+        print(lines[-1], flush=True)
+    table = "\n".join(lines)
+    print("\n" + table)
+    if a.results:
+        a.results.write_text(table + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -251,9 +282,13 @@ def main():
     ap.add_argument("--results", type=Path)
     ap.add_argument("--case-timeout", type=float, default=300,
                     help="seconds one dlc-egg run may take (cumsum is O(n^2) until Cumulative is a scan)")
+    ap.add_argument("--scan-sweep", action="store_true",
+                    help="instead of the cases: cumsum over 10^4 ... 10^7 elements (linear time), vs onnxruntime")
     a = ap.parse_args()
     if not DLC.exists():
         sys.exit(f"build dlc-egg first: cargo build --release ({DLC} missing)")
+    if a.scan_sweep:
+        return scan_sweep(a)
     names = [n for n in CASES if not a.only or n in a.only.split(",")]
     rows = []
     for name in names:

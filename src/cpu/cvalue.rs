@@ -124,15 +124,16 @@ pub(super) fn fold(op: ReduceOp, d: DType, acc: &str, v: &str) -> String {
     }
 }
 
-/// A float unary op. Transcendental functions compute in double and round to fp32, as the
-/// reference does (an fp32 `erff` can differ by an ulp, which an fp16 store can turn into a
-/// visible difference); they stay vectorized (libmvec has the double variants).
+/// A float unary op. `exp`, `exp2`, `erf`, `tanh` and `sigmoid` are the prelude's fp32
+/// approximations (a few ulp, docs/numerics.md: inside graph-json's tolerances; vectorized
+/// inline, no libm call); `log`, `log2` and `rsqrt` compute in double and round to fp32, as
+/// the reference does (libmvec's double variants keep them vectorized).
 pub(super) fn unary_float(f: UnaryFn, x: &str) -> String {
     let d = |name: &str| format!("((float){name}((double)({x})))");
     match f {
         UnaryFn::Neg => format!("(-{x})"),
-        UnaryFn::Exp => d("exp"),
-        UnaryFn::Exp2 => d("exp2"),
+        UnaryFn::Exp => format!("dlc_expf({x})"),
+        UnaryFn::Exp2 => format!("dlc_exp2f({x})"),
         UnaryFn::Log => d("log"),
         UnaryFn::Log2 => d("log2"),
         UnaryFn::Sqrt => format!("sqrtf({x})"),
@@ -140,9 +141,9 @@ pub(super) fn unary_float(f: UnaryFn, x: &str) -> String {
         UnaryFn::Recip => format!("(1.0f / {x})"),
         UnaryFn::Relu => format!("dlc_relu({x})"),
         UnaryFn::Abs => format!("fabsf({x})"),
-        UnaryFn::Erf => d("erf"),
-        UnaryFn::Sigmoid => format!("((float)(1.0 / (1.0 + exp(-(double)({x})))))"),
-        UnaryFn::Tanh => d("tanh"),
+        UnaryFn::Erf => format!("dlc_erff({x})"),
+        UnaryFn::Sigmoid => format!("dlc_sigmoidf({x})"),
+        UnaryFn::Tanh => format!("dlc_tanhf({x})"),
     }
 }
 

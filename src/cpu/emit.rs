@@ -51,6 +51,9 @@ pub(super) struct LetInfo {
     pub(super) has_reduce: bool,
     /// Computed by the GEMM micro-kernel before the loop nests.
     pub(super) gemm: Option<Contraction>,
+    /// A pointwise let read only inside its own loop nest (by later lets of its group and the
+    /// yields stored there): a C local per point, never stored to a buffer.
+    pub(super) local: bool,
 }
 
 pub(super) struct Emitter<'a> {
@@ -256,6 +259,7 @@ impl<'a> Emitter<'a> {
                 inner,
                 has_reduce: contains_reduce(&r.lets[li].expr),
                 gemm,
+                local: false,
             });
         }
         em
@@ -356,7 +360,7 @@ impl<'a> Emitter<'a> {
 
     pub(super) fn let_ref(&self, li: usize, scope: &Scope) -> String {
         let info = &self.lets[li];
-        if info.inner.is_empty() && info.gemm.is_none() {
+        if (info.inner.is_empty() || info.local) && info.gemm.is_none() {
             format!("L{li}")
         } else {
             format!("L{li}[{}]", self.flat_index(&info.inner, scope))
@@ -631,8 +635,12 @@ impl<'a> Emitter<'a> {
         for li in &gemms {
             self.emit_contraction(*li)?;
         }
+        self.plan_locals();
         let buffered: Vec<usize> = (0..self.lets.len())
-            .filter(|li| !self.lets[*li].inner.is_empty() && self.lets[*li].gemm.is_none())
+            .filter(|li| {
+                let l = &self.lets[*li];
+                !l.inner.is_empty() && l.gemm.is_none() && !l.local
+            })
             .collect();
         if self.outer.is_empty() {
             self.alloc_buffers(&buffered);

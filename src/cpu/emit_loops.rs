@@ -7,6 +7,9 @@ use crate::ir::dtype::DType;
 use crate::ir::region::Expr;
 use crate::ir::tiny::ReduceOp;
 
+/// Lane accumulators of a vectorized fp32 max/min reduction (one AVX-512 vector, two AVX2).
+const MINMAX_LANES: usize = 16;
+
 impl Emitter<'_> {
     pub(super) fn alloc_buffers(&mut self, buffered: &[usize]) {
         self.line("int dlc_ok = 1;");
@@ -68,16 +71,8 @@ impl Emitter<'_> {
             }
             // A group: consecutive pointwise lets over the same iters, one loop nest.
             let iters = self.lets[li].inner.clone();
-            let mut group = vec![li];
-            let mut nx = li + 1;
-            while nx < nl
-                && !self.lets[nx].has_reduce
-                && self.lets[nx].gemm.is_none()
-                && self.lets[nx].inner == iters
-            {
-                group.push(nx);
-                nx += 1;
-            }
+            let nx = self.group_end(li);
+            let group: Vec<usize> = (li..nx).collect();
             for g in &group[1..] {
                 if self.lets[*g].inner.is_empty() {
                     let t = kind_type(self.lets[*g].kind);
@@ -101,7 +96,12 @@ impl Emitter<'_> {
                 let k = self.kind_of(&self.r.lets[*g].expr.clone());
                 let target = self.let_ref(*g, &scope);
                 let v = widen(&x, k, self.lets[*g].kind);
-                self.line(&format!("{target} = {v};"));
+                if self.lets[*g].local {
+                    let t = kind_type(self.lets[*g].kind);
+                    self.line(&format!("const {t} {target} = {v};"));
+                } else {
+                    self.line(&format!("{target} = {v};"));
+                }
             }
             for y in &fused {
                 self.emit_yield_store(*y, &scope);
@@ -119,6 +119,59 @@ impl Emitter<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The end (exclusive) of the group of pointwise lets starting at `li`: the consecutive
+    /// lets without reduces or contractions over the same iters, emitted as one loop nest.
+    pub(super) fn group_end(&self, li: usize) -> usize {
+        let iters = &self.lets[li].inner;
+        let mut nx = li + 1;
+        while nx < self.lets.len()
+            && !self.lets[nx].has_reduce
+            && self.lets[nx].gemm.is_none()
+            && &self.lets[nx].inner == iters
+        {
+            nx += 1;
+        }
+        nx
+    }
+
+    /// Marks the pointwise lets that stay C locals (see [`super::emit::LetInfo::local`]): read
+    /// only by later lets of their own group, and yielded (if at all) only where the group's
+    /// loop nest stores the outputs. The others keep a row buffer (read again by a reduce or a
+    /// later loop nest: L1/L2-resident, one row per thread).
+    pub(super) fn plan_locals(&mut self) {
+        let r = self.r;
+        let nl = r.lets.len();
+        let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nl];
+        for (j, l) in r.lets.iter().enumerate() {
+            super::emit::visit_expr(&l.expr, &mut |e| {
+                if let Expr::Let(n) = e {
+                    if let Some(i) = r.lets.iter().position(|m| &m.name == n) {
+                        readers[i].push(j);
+                    }
+                }
+            });
+        }
+        let inner_all = self.inner_iters();
+        let mut li = 0;
+        while li < nl {
+            if self.lets[li].gemm.is_some() || self.lets[li].has_reduce {
+                li += 1;
+                continue;
+            }
+            let end = self.group_end(li);
+            let stores_yields = self.lets[li].inner == inner_all;
+            for (g, rd) in readers.iter().enumerate().take(end).skip(li) {
+                if self.lets[g].inner.is_empty() {
+                    continue;
+                }
+                let in_group = rd.iter().all(|j| *j > g && *j < end);
+                let yielded = r.yields.iter().any(|y| y.from == r.lets[g].name);
+                self.lets[g].local = in_group && (stores_yields || !yielded);
+            }
+            li = end;
+        }
     }
 
     pub(super) fn emit_yield_store(&mut self, y: usize, scope: &Scope) {
@@ -194,6 +247,14 @@ impl Emitter<'_> {
                 ));
                 let ext = self.extents(red)?;
                 let na = red.axes.len();
+                let lanes = dtype == DType::F32
+                    && !self.has_gather
+                    && na > 0
+                    && matches!(red.op, ReduceOp::Max | ReduceOp::Min);
+                if lanes {
+                    self.emit_lane_minmax(li, red, &ext, &acc, &mut scope)?;
+                    return Ok(());
+                }
                 for (j, (a, e)) in red.axes.iter().zip(&ext).enumerate() {
                     let v = self.fresh("r");
                     if j + 1 == na && dtype == DType::F32 && !self.has_gather {
@@ -229,6 +290,73 @@ impl Emitter<'_> {
                 self.close_loops(inner.len());
             }
         }
+        Ok(())
+    }
+
+    /// An fp32 max/min reduce to a scalar (its accumulator `acc` declared and initialized):
+    /// [`MINMAX_LANES`] lane accumulators over the innermost axis in an `omp simd` loop (the
+    /// NaN-propagating fold is a compare and a blend per vector), a scalar tail, then the lanes
+    /// folded into `acc`. Max and min are order-free (up to the sign of a zero result and which
+    /// NaN propagates), so this is the reference's value.
+    fn emit_lane_minmax(
+        &mut self,
+        li: usize,
+        red: &crate::ir::region::Reduce,
+        ext: &[String],
+        acc: &str,
+        scope: &mut Scope,
+    ) -> Result<(), CpuError> {
+        let lanes = MINMAX_LANES;
+        let accv = self.fresh("accv");
+        let ln = self.fresh("l");
+        self.line(&format!("float {accv}[{lanes}];"));
+        self.line("#pragma omp simd");
+        self.line(&format!(
+            "for (int {ln} = 0; {ln} < {lanes}; {ln}++) {accv}[{ln}] = {acc};"
+        ));
+        let na = red.axes.len();
+        for (a, e) in red.axes.iter().zip(ext).take(na - 1) {
+            let v = self.fresh("r");
+            self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
+            self.indent += 1;
+            scope.push((a.clone(), v));
+        }
+        let (a, e) = (&red.axes[na - 1], &ext[na - 1]);
+        let v = self.fresh("r");
+        self.line(&format!("int64_t {v} = 0;"));
+        self.line(&format!("for (; {v} + {lanes} <= {e}; {v} += {lanes}) {{"));
+        self.indent += 1;
+        self.line("#pragma omp simd");
+        self.line(&format!("for (int {ln} = 0; {ln} < {lanes}; {ln}++) {{"));
+        self.indent += 1;
+        let k = self.kind_of(&red.body);
+        scope.push((a.clone(), format!("({v} + {ln})")));
+        let body = self.expr(&red.body, scope)?;
+        scope.pop();
+        let x = to_dtype(&body, k, DType::F32);
+        let slot = format!("{accv}[{ln}]");
+        let f = fold(red.op, DType::F32, &slot, &x);
+        self.line(&format!("{slot} = {f};"));
+        self.close_loops(2);
+        self.line(&format!("for (; {v} < {e}; {v}++) {{"));
+        self.indent += 1;
+        scope.push((a.clone(), v.clone()));
+        let body = self.expr(&red.body, scope)?;
+        scope.pop();
+        let x = to_dtype(&body, k, DType::F32);
+        let f = fold(red.op, DType::F32, acc, &x);
+        self.line(&format!("{acc} = {f};"));
+        self.close_loops(1);
+        for _ in 0..na - 1 {
+            scope.pop();
+        }
+        self.close_loops(na - 1);
+        let slot = format!("{accv}[{ln}]");
+        let f = fold(red.op, DType::F32, acc, &slot);
+        self.line(&format!(
+            "for (int {ln} = 0; {ln} < {lanes}; {ln}++) {acc} = {f};"
+        ));
+        self.line(&format!("L{li} = {acc};"));
         Ok(())
     }
 

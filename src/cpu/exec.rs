@@ -4,6 +4,7 @@
 //! per kernel, the `timing.json` of `--device cuda`).
 
 use super::build::{build_and_load, cache_dir, Loaded};
+use super::calibrate::{append_log, log_path, CpuCostParams, KernelFeatures, LogRow};
 use super::program::{emit_program, NativeProgram};
 use super::{CpuError, Isa};
 use crate::cuda::Timings;
@@ -185,8 +186,11 @@ pub fn run_loaded(
     let mut total = 0f64;
     let mut last = None;
     for run in 0..runs {
+        // Timed runs reuse the previous run's buffers (as onnxruntime's arena does): their
+        // pages are mapped, so a kernel's time is not its first-touch page faults.
+        let reuse = last.take().map(|(b, _)| b);
         let t0 = Instant::now();
-        let (bufs, names, times) = cx.run_once(&mut ins)?;
+        let (bufs, names, times) = cx.run_once(&mut ins, reuse)?;
         if run > 0 {
             total += t0.elapsed().as_secs_f64() * 1e3;
             for (acc, t) in per_kernel.iter_mut().zip(times) {
@@ -243,8 +247,10 @@ struct RunCx<'a> {
 }
 
 impl RunCx<'_> {
-    /// One run: every step's buffers allocated, every kernel called.
-    fn run_once(&self, ins: &mut [Buf]) -> Result<RunOnce, CpuError> {
+    /// One run: every step's buffers allocated (or taken from `reuse`, the previous run's
+    /// buffers: same program, same shapes, every element rewritten), every kernel called.
+    fn run_once(&self, ins: &mut [Buf], reuse: Option<Vec<Buf>>) -> Result<RunOnce, CpuError> {
+        let mut reuse = reuse.map(|v| v.into_iter());
         let mut names: Names = BTreeMap::new();
         for (k, b) in self.p.inputs.iter().enumerate() {
             names.insert(b.name.clone(), (Slot::Input(k), ins[k].shape.clone()));
@@ -260,7 +266,11 @@ impl RunCx<'_> {
                             o.memref.shape.iter().map(|d| d.0.clone()).collect();
                         let shape = bind_shape(&shape, self.bindings)?;
                         names.insert(o.name.clone(), (Slot::Step(bufs.len()), shape.clone()));
-                        bufs.push(Buf::zeroed(o.dtype, shape));
+                        let old = reuse.as_mut().and_then(|r| r.next());
+                        bufs.push(match old {
+                            Some(b) if b.dtype == o.dtype && b.shape == shape => b,
+                            _ => Buf::zeroed(o.dtype, shape),
+                        });
                     }
                     times.push(self.call(k, r, &names, ins, &mut bufs)?);
                     k += 1;
@@ -316,7 +326,8 @@ impl RunCx<'_> {
     }
 }
 
-/// Emits, builds, loads and runs `p` (see [`prepare`], [`run_loaded`]).
+/// Emits, builds, loads and runs `p` (see [`prepare`], [`run_loaded`]); a timed run
+/// (`opts.repeat > 0`) appends its kernels to the measurement log ([`log_timings`]).
 pub fn evaluate_native(
     p: &RegionProgram,
     bindings: &BTreeMap<String, i64>,
@@ -325,5 +336,51 @@ pub fn evaluate_native(
     plan_cache: Option<&Path>,
 ) -> Result<(BTreeMap<String, Tensor>, Timings), CpuError> {
     let (prog, loaded) = prepare(p, plan_cache)?;
-    run_loaded(p, &prog, &loaded, bindings, inputs, opts)
+    let (outputs, t) = run_loaded(p, &prog, &loaded, bindings, inputs, opts)?;
+    if opts.repeat > 0 {
+        let dir = cache_dir(plan_cache);
+        let params = CpuCostParams::load(&dir)?;
+        log_timings(
+            p,
+            &prog,
+            bindings,
+            &t,
+            opts.threads,
+            &params,
+            &log_path(&dir),
+        )?;
+    }
+    Ok((outputs, t))
+}
+
+/// Appends one row per kernel of a timed run to the measurement log at `log`: its features,
+/// the prediction of `params` and the measured mean time (see [`super::calibrate`]).
+pub fn log_timings(
+    p: &RegionProgram,
+    prog: &NativeProgram,
+    bindings: &BTreeMap<String, i64>,
+    t: &Timings,
+    threads: usize,
+    params: &CpuCostParams,
+    log: &Path,
+) -> Result<(), CpuError> {
+    let regions = p.steps.iter().filter_map(|s| match s {
+        Step::Region(r) => Some(r),
+        Step::Alias { .. } => None,
+    });
+    let mut rows = Vec::new();
+    for ((r, k), (_, ms)) in regions.zip(&prog.kernels).zip(&t.kernels) {
+        let Some(features) = KernelFeatures::of(r, bindings) else {
+            continue;
+        };
+        rows.push(LogRow {
+            kernel: r.name.clone(),
+            form: k.form.clone(),
+            threads,
+            features,
+            estimate_ms: params.predict_ms(&features, threads),
+            actual_ms: *ms,
+        });
+    }
+    append_log(log, &rows)
 }

@@ -7,7 +7,7 @@
 //! Not yet (TODO(issue 16)): a CPU plan space and cost model (extraction still prices kernels
 //! with the GPU model, so fusion follows GPU times), streaming attention (an attention region
 //! runs through the generic row form), vectorized max/min reductions (NaN-propagating folds stay
-//! scalar), the CSV measurement log and `calibrate`.
+//! scalar). The CPU cost model, its measurement log and `calibrate` are [`calibrate`].
 //!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!
@@ -21,10 +21,14 @@
 //! | E0805 | NativeCodegenFailed | internal: a region cannot be emitted as C |
 //! | E0806 | NativeUnboundSymbol | internal: a symbol of the program has no value |
 //! | E0807 | NativeCacheFailed | the shared-object cache directory cannot be written |
+//! | E0808 | CpuCostFileInvalid | the CPU cost-parameter file cannot be read or is not one |
+//! | E0809 | PerfLogInvalid | the measurement log cannot be read, written, or has a malformed row |
+//! | E0810 | CalibrationTooFewRows | `calibrate`: fewer than 2 timed kernel rows in the log |
 
 #![allow(clippy::result_large_err)]
 
 pub mod build;
+pub mod calibrate;
 pub mod contraction;
 mod cvalue;
 pub mod emit;
@@ -152,6 +156,25 @@ pub enum CpuError {
         /// The I/O error.
         why: String,
     },
+    /// The cost-parameter file cannot be read, parsed or written.
+    #[error("CPU cost parameters {path}: {why}")]
+    CostFile {
+        /// The parameter file.
+        path: String,
+        /// What went wrong.
+        why: String,
+    },
+    /// The measurement log cannot be read or written, or a row is malformed.
+    #[error("measurement log {path}: {why}")]
+    PerfLog {
+        /// The CSV log.
+        path: String,
+        /// What went wrong (with the row where one is malformed).
+        why: String,
+    },
+    /// Too little to calibrate on.
+    #[error("cannot calibrate: {0}")]
+    Calibration(String),
 }
 
 impl CpuError {
@@ -192,6 +215,30 @@ impl CpuError {
                 "NativeCacheFailed",
                 true,
                 "make the --plan-cache directory (or the temporary directory) writable".into(),
+            ),
+            CpuError::CostFile { .. } => (
+                "E0808",
+                "CpuCostFileInvalid",
+                true,
+                "write it with `dlc-egg calibrate LOG`, or remove it (or unset DLC_CPU_COST) to \
+                 use the default parameters"
+                    .into(),
+            ),
+            CpuError::PerfLog { .. } => (
+                "E0809",
+                "PerfLogInvalid",
+                true,
+                "point DLC_CPU_LOG at a writable file; a log is what `run --device cpu --repeat N` \
+                 appends (kernel,form,threads,flops,transcendentals,bytes,estimate_ms,actual_ms)"
+                    .into(),
+            ),
+            CpuError::Calibration(_) => (
+                "E0810",
+                "CalibrationTooFewRows",
+                true,
+                "time more kernels first: `dlc-egg run G --device cpu --repeat 10` appends to the \
+                 log"
+                .into(),
             ),
         };
         let d = Diagnostic::error(code, kind, arg, self.to_string(), hint);

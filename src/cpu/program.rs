@@ -1,6 +1,7 @@
 //! A whole region program as one C translation unit plus its manifest (what
 //! `optimize --target cpu -o DIR` writes: `kernels.c`, `manifest.json`).
 
+use super::calibrate::{CpuCostParams, KernelFeatures};
 use super::emit::emit_region;
 use super::{CpuError, Isa, PRELUDE};
 use crate::ir::region::program::{verify_program, RegionProgram, Step};
@@ -64,15 +65,32 @@ pub fn emit_program(p: &RegionProgram) -> Result<NativeProgram, CpuError> {
 
 impl NativeProgram {
     /// `manifest.json`: the ISA, the compile flags, the symbol table and every kernel with its
-    /// buffers and loop form; the program's steps (aliases included) in `steps`.
+    /// buffers, loop form and the CPU cost model's estimate (`estimate_ms` at the machine's
+    /// thread count, unbound symbols sized 1024; the parameters of
+    /// [`super::calibrate::CpuCostParams::load`] from the default cache directory, in
+    /// `cost_params`); the program's steps (aliases included) in `steps`.
     pub fn manifest(&self, p: &RegionProgram, isa: Isa) -> serde_json::Value {
+        let dir = super::build::cache_dir(None);
+        let params = CpuCostParams::load(&dir).unwrap_or_default();
+        let threads = super::default_threads();
+        let regions: Vec<&crate::ir::region::Region> = p
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Region(r) => Some(r),
+                Step::Alias { .. } => None,
+            })
+            .collect();
         let kernels: Vec<serde_json::Value> = self
             .kernels
             .iter()
-            .map(|k| {
+            .zip(regions)
+            .map(|(k, r)| {
+                let est = KernelFeatures::of(r, &Default::default())
+                    .map(|f| params.predict_ms(&f, threads));
                 serde_json::json!({
                     "region": k.region, "function": k.function, "inputs": k.inputs,
-                    "outputs": k.outputs, "form": k.form,
+                    "outputs": k.outputs, "form": k.form, "estimate_ms": est,
                 })
             })
             .collect();
@@ -92,6 +110,8 @@ impl NativeProgram {
             "outputs": p.outputs,
             "steps": steps,
             "kernels": kernels,
+            "cost_params": params,
+            "threads": threads,
         })
     }
 }
