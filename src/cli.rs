@@ -79,7 +79,7 @@ pub enum Command {
     /// `main`, subgraphs inlined; deterministic.
     Decompile(DecompileArgs),
     /// Fit the CPU cost model to the measurement log of `run --device cpu --repeat N`.
-    Calibrate(crate::cpu::calibrate::CalibrateArgs),
+    Calibrate(dlc_egg::cpu::calibrate::CalibrateArgs),
 }
 
 /// Arguments of `dlc-egg decompile`.
@@ -150,7 +150,7 @@ fn dispatch(args: Vec<String>) -> i32 {
         Command::Check(a) => cmd_check(a),
         Command::Import(a) => import::cmd_import(a),
         Command::Decompile(a) => cmd_decompile(a),
-        Command::Calibrate(a) => crate::cpu::calibrate::cmd_calibrate(a),
+        Command::Calibrate(a) => dlc_egg::cpu::calibrate::cmd_calibrate(a),
     };
     match outcome {
         Ok(()) => EXIT_OK,
