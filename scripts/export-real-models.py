@@ -208,7 +208,11 @@ def main():
     ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript")
     ap.add_argument("--only", default=",".join(MODELS))
     ap.add_argument("--fp16", action="store_true", help="also export half-precision variants")
+    ap.add_argument("--idioms", metavar="DIR",
+                    help="only write the small mask-idioms model (tests/data/real_exports)")
     a = ap.parse_args()
+    if a.idioms:
+        return write_idioms(a.idioms)
     os.makedirs(a.out, exist_ok=True)
     man_path = os.path.join(a.out, "manifest.json")
     manifest = json.load(open(man_path)) if os.path.exists(man_path) else {}
@@ -221,6 +225,80 @@ def main():
                 print(json.dumps({name + ("_fp16" if fp16 else ""): {"error": f"{type(e).__name__}: {e}"[:2000]}}), flush=True)
     with open(man_path, "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
+
+
+
+def write_idioms(out_dir):
+    """A small model (onnx helper API) with the idioms the real exports need beyond the helper
+    copies of tests/onnx_models.rs, in the TorchScript exporter's forms: a constant buffer sliced
+    to the symbolic sequence length, torch's `expand(-1)` idiom `Where(Equal(shape, -1), 1,
+    shape)`, transformers' padding-mask lookup `Gather(Flatten(mask), batch_idx * seq + kv_idx)`
+    (a symbolic size used as data), `And`, `IsNaN` after a fully masked softmax row. Inputs and
+    onnxruntime outputs at sequence lengths 5 and 9 are stored beside it (tests/real_exports.rs
+    runs it in CI)."""
+    from onnx import TensorProto, helper, numpy_helper
+    os.makedirs(out_dir, exist_ok=True)
+    nodes, k = [], [0]
+
+    def c(v, dtype=np.int64):
+        k[0] += 1
+        name = f"/c_{k[0]}"
+        nodes.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(v, dtype=dtype))))
+        return name
+
+    def op(kind, ins, **attrs):
+        k[0] += 1
+        name = f"/{kind}_{k[0]}_output_0"
+        nodes.append(helper.make_node(kind, ins, [name], name=f"/{kind}_{k[0]}", **attrs))
+        return name
+
+    buf = numpy_helper.from_array(np.arange(32, dtype=np.int64)[None, :], "position_ids")
+    emb = numpy_helper.from_array((np.random.default_rng(5).standard_normal((32, 4)) * 0.5).astype(np.float32), "pos_emb")
+    shape = op("Shape", ["input_ids"])
+    batch = op("Gather", [shape, c(0)], axis=0)
+    seq = op("Gather", [shape, c(1)], axis=0)
+    seq1 = op("Unsqueeze", [seq, c([0])])
+    pos = op("Slice", ["position_ids", c([0]), seq1, c([1]), c([1])])            # [1, S]
+    target = op("Concat", [op("Unsqueeze", [batch, c([0])]), seq1], axis=0)     # [B, S]
+    minus = op("Mul", [op("ConstantOfShape", [op("Shape", [target])], value=numpy_helper.from_array(np.array([1], np.int64))), c(-1)])
+    target = op("Where", [op("Equal", [target, minus]), op("ConstantOfShape", [op("Shape", [target])], value=numpy_helper.from_array(np.array([1], np.int64))), target])
+    pos = op("Expand", [pos, target])                                           # [B, S]
+    h = op("Gather", ["pos_emb", pos], axis=0)                                  # [B, S, 4]
+    # transformers' sdpa mask: batch_idx * S + kv_idx into the flattened padding mask
+    b_idx = op("Unsqueeze", [op("Range", [c(0), batch, c(1)]), c([1, 2, 3])])   # [B,1,1,1]
+    kv = op("Unsqueeze", [op("Range", [c(0), seq, c(1)]), c([0, 1, 2])])        # [1,1,1,S]
+    q = op("Unsqueeze", [op("Range", [c(0), seq, c(1)]), c([0, 1, 3])])         # [1,1,S,1]
+    flat = op("Flatten", [op("Cast", ["attention_mask"], to=TensorProto.BOOL)], axis=2)
+    pad = op("Reshape", [op("Gather", [flat, op("Add", [kv, op("Mul", [b_idx, seq])])], axis=0), op("Shape", [op("Add", [kv, op("Mul", [b_idx, seq])])])])
+    causal = op("LessOrEqual", [kv, q])                                         # [1,1,S,S]
+    allowed = op("And", [causal, op("Cast", [pad], to=TensorProto.BOOL)])      # [B,1,S,S]
+    scores = op("MatMul", [op("Unsqueeze", [h, c([1])]), op("Transpose", [op("Unsqueeze", [h, c([1])])], perm=[0, 1, 3, 2])])
+    bias = op("Where", [allowed, c(0.0, np.float32), c(-np.inf, np.float32)])
+    p = op("Softmax", [op("Add", [scores, bias])], axis=-1)
+    p = op("Where", [op("IsNaN", [p]), c(0.0, np.float32), p])                  # fully masked rows
+    out = op("MatMul", [p, op("Unsqueeze", [h, c([1])])])
+    nodes[-1].output[0] = "output"
+    graph = helper.make_graph(
+        nodes, "mask_idioms",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 1, "sequence", 4])], [buf, emb])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path = os.path.join(out_dir, "mask_idioms.onnx")
+    onnx.save(model, path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for seq_len in (5, 9):
+        ids = np.random.default_rng(seq_len).integers(0, 100, (2, seq_len)).astype(np.int64)
+        mask = np.ones((2, seq_len), np.int64)
+        mask[1, :2] = 0  # left padding: row 0 of batch 1 sees no key (a NaN softmax row)
+        (res,) = sess.run(["output"], {"input_ids": ids, "attention_mask": mask})
+        tag = f"s{seq_len}"
+        np.save(os.path.join(out_dir, f"{tag}.in.input_ids.npy"), ids)
+        np.save(os.path.join(out_dir, f"{tag}.in.attention_mask.npy"), mask)
+        np.save(os.path.join(out_dir, f"{tag}.out.npy"), res)
+        print(tag, res.shape, float(np.abs(res).max()))
 
 
 if __name__ == "__main__":

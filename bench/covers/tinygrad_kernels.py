@@ -10,13 +10,16 @@ is called a second time: that warm call's kernels are what is counted. A kernel 
 program (`Ops.PROGRAM`); copies (`Ops.COPY`, buffer transfers) are counted separately and not
 included, as in issue 23's table. The output is checked against onnxruntime's (stored .npy).
 
-Usage (a venv with `pip install tinygrad onnx numpy`, e.g. .tinyenv/):
+Usage (a venv with `pip install tinygrad==0.14.0 onnx numpy`, e.g. .tinyenv/):
     DEV=CPU .tinyenv/bin/python bench/covers/tinygrad_kernels.py [DIR] [--only resnet18,bert]
+Without clang (tinygrad's CPU device compiles with it), use tinygrad's own x86 backend and gcc for
+the device's helper programs: DEV=CPU:X86 CC=bench/covers/gcc_as_clang.py (the counts are the
+scheduler's and do not depend on the backend).
 DIR defaults to out/real-exports. Prints one JSON line per model.
 """
+import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
@@ -66,11 +69,12 @@ def run(path, feeds):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    d = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "..", "out", "real-exports")
-    only = None
-    if "--only" in sys.argv:
-        only = sys.argv[sys.argv.index("--only") + 1].split(",")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir", nargs="?",
+                    default=os.path.join(os.path.dirname(__file__), "..", "..", "out", "real-exports"))
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    d, only = a.dir, [m for m in a.only.split(",") if m]
     manifest = json.load(open(os.path.join(d, "manifest.json")))
     for name, info in sorted(manifest.items()):
         if "error" in info or (only and name not in only):
