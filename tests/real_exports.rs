@@ -143,14 +143,14 @@ fn mask_idioms_match_onnxruntime_at_two_lengths() {
     use dlc_egg::run::{evaluate_optimized, PreparedInputs};
     use std::collections::BTreeMap;
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real_exports");
-    let graph =
-        frontend::load_file(&d.join("mask_idioms.onnx")).unwrap_or_else(|e| panic!("{e}"));
+    let graph = frontend::load_file(&d.join("mask_idioms.onnx")).unwrap_or_else(|e| panic!("{e}"));
     let prog = lower_and_verify(&graph).expect("lower");
     for tag in ["s5", "s9"] {
         let mut tensors = graph.constants.clone();
         for name in ["input_ids", "attention_mask"] {
             let info = graph.tensor(name).expect("input");
-            let arr = dlc_egg::npy::read_array(&d.join(format!("{tag}.in.{name}.npy"))).expect("npy");
+            let arr =
+                dlc_egg::npy::read_array(&d.join(format!("{tag}.in.{name}.npy"))).expect("npy");
             tensors.insert(
                 name.to_string(),
                 dlc_egg::npy::to_tensor(arr, name, info.dtype).expect("dtype"),

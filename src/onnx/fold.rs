@@ -294,12 +294,18 @@ fn fold_select(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Val>> {
             let Some(v) = dvs(0..2)? else { return Ok(None) };
             let n = width(&[&v[0], &v[1]])?;
             let eq: Option<Vec<f64>> = (0..n)
-                .map(|i| dims_equal(&pick(&v[0], i), &pick(&v[1], i)).map(|b| f64::from(u8::from(b))))
+                .map(|i| {
+                    dims_equal(&pick(&v[0], i), &pick(&v[1], i)).map(|b| f64::from(u8::from(b)))
+                })
                 .collect();
             Ok(eq.map(|data| {
                 Val::Const(CTensor {
                     elem: et::BOOL,
-                    shape: if v[0].scalar && v[1].scalar { vec![] } else { vec![n] },
+                    shape: if v[0].scalar && v[1].scalar {
+                        vec![]
+                    } else {
+                        vec![n]
+                    },
                     data,
                 })
             }))

@@ -62,12 +62,7 @@ fn dim_value(imp: &mut Importer<'_>, d: &Dim, out: &str) -> NResult<TInfo> {
     match acc {
         None => Err(unsupported(format!("the constant size {d} as symbolic"))),
         Some(t) if constant == 0 => Ok(t),
-        Some(t) => Ok(ew(
-            imp,
-            "add",
-            &[Opnd::T(t), Opnd::S(constant as f64)],
-            out,
-        )),
+        Some(t) => Ok(ew(imp, "add", &[Opnd::T(t), Opnd::S(constant as f64)], out)),
     }
 }
 
@@ -125,14 +120,7 @@ pub(super) fn shape_value_tensor(
     }
     let n = Dim::int(parts.len() as i64);
     let ins = parts.iter().map(|p| json!(p.name)).collect();
-    Ok(imp.emit(
-        "Concat",
-        ins,
-        json!({"axis": 0}),
-        name,
-        DType::I32,
-        vec![n],
-    ))
+    Ok(imp.emit("Concat", ins, json!({"axis": 0}), name, DType::I32, vec![n]))
 }
 
 /// `[0, 1, …, n-1]` (i32) as an exclusive scan of ones; `n` an integer or a symbol.
@@ -191,7 +179,9 @@ pub(super) fn slice_symbolic(
         let a = norm_axis(node, axes[k], r)?;
         let step = steps[k];
         if step <= 0 {
-            return Err(unsupported("Slice with a symbolic bound and a negative step"));
+            return Err(unsupported(
+                "Slice with a symbolic bound and a negative step",
+            ));
         }
         let size = x.shape[a].clone();
         let at = |v: &Dim| match v.as_int() {
