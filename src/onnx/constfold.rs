@@ -111,6 +111,15 @@ fn fold_pointwise(
         "Div" if float => bin(x.elem, &|a, b| a / b),
         "Div" => bin(x.elem, &|a, b| if b == 0.0 { 0.0 } else { (a / b).trunc() }),
         "Pow" => bin(x.elem, &f64::powf),
+        // fmod = 1: the sign of the dividend (C's fmod); else the divisor's (Python's %).
+        "Mod" if attr_i(node, "fmod") == Some(1) => bin(x.elem, &|a, b| a % b),
+        "Mod" if !float => bin(x.elem, &|a, b| {
+            if b == 0.0 {
+                0.0
+            } else {
+                a - b * (a / b).floor()
+            }
+        }),
         "Max" if ins.len() == 2 => bin(x.elem, &f64::max),
         "Min" if ins.len() == 2 => bin(x.elem, &f64::min),
         "Equal" => bin(et::BOOL, &|a, b| f64::from(u8::from(a == b))),

@@ -2,7 +2,7 @@
 //! folding of shape computations (`Shape` of a tensor with `dim_param` sizes gives symbol
 //! expressions, carried through Gather/Concat/Unsqueeze/arithmetic into Reshape and Expand).
 
-use super::import::{invalid, unsupported, Importer, NResult};
+use super::import::{invalid, unsupported, Importer, NResult, NodeError};
 use super::proto::{attribute_proto::AttributeType, AttributeProto, NodeProto};
 use super::value::{decode_tensor, et, is_float_elem, round_elem, CTensor, Val};
 use crate::ir::dim::Dim;
@@ -131,7 +131,15 @@ pub(super) fn try_fold(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<Opti
     // Symbolic shape values first (they are not constants).
     if present.iter().any(|i| matches!(imp.val(i), Some(Val::Sym { dims, .. }) if dims.iter().any(|d| d.as_int().is_none())))
     {
-        return fold_dims(imp, node).map(|o| o.map(|d| vec![d.into_val()]));
+        if let Some(v) = fold_select(imp, node)? {
+            return Ok(Some(vec![v]));
+        }
+        // Ops that mix symbolic shape values with data, or that these folds do not cover, are
+        // imported as graph nodes (the shape values become run-time tensors).
+        return match fold_dims(imp, node) {
+            Err(NodeError::Unsupported(_)) => Ok(None),
+            r => r.map(|o| o.map(|d| vec![d.into_val()])),
+        };
     }
     // Every input is a constant.
     let mut ins: Vec<Option<CTensor>> = Vec::new();
@@ -242,6 +250,95 @@ fn fold_dims(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Dv>> {
         "Gather" | "Slice" => index_dims(node, op, &get)?,
         _ => None,
     })
+}
+
+/// Whether two sizes are provably equal (`Some(true)`), provably different (`Some(false)`:
+/// different integers, or an integer below 0 against a size that is `≥ 0`), or unknown.
+fn dims_equal(a: &Dim, b: &Dim) -> Option<bool> {
+    if a == b {
+        return Some(true);
+    }
+    match (a.as_int(), b.as_int()) {
+        (Some(x), Some(y)) => Some(x == y),
+        (Some(x), None) if x < 0 && b.is_nonneg() => Some(false),
+        (None, Some(y)) if y < 0 && a.is_nonneg() => Some(false),
+        _ => None,
+    }
+}
+
+/// `Equal` and `Where` over shape values with symbolic entries — torch's `expand(-1)` idiom
+/// `Where(Equal(shape, -1), 1, shape)`: the comparison is decided at import when it can be
+/// ([`dims_equal`]), and `Where` of a constant condition picks entries. `None` when it cannot.
+fn fold_select(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Val>> {
+    let op = node.op_type.as_deref().unwrap_or("");
+    let dvs = |range: std::ops::Range<usize>| -> NResult<Option<Vec<Dv>>> {
+        let mut v = Vec::new();
+        for i in range {
+            match dv(imp, node.input.get(i).map_or("", String::as_str))? {
+                Some(d) => v.push(d),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(v))
+    };
+    let width = |v: &[&Dv]| -> NResult<usize> {
+        let n = v.iter().map(|d| d.dims.len()).max().unwrap_or(0);
+        if v.iter().any(|d| d.dims.len() != n && d.dims.len() != 1) {
+            return Err(invalid(node, "shape values do not broadcast"));
+        }
+        Ok(n)
+    };
+    let pick = |d: &Dv, i: usize| d.dims[if d.dims.len() == 1 { 0 } else { i }].clone();
+    match op {
+        "Equal" => {
+            let Some(v) = dvs(0..2)? else { return Ok(None) };
+            let n = width(&[&v[0], &v[1]])?;
+            let eq: Option<Vec<f64>> = (0..n)
+                .map(|i| {
+                    dims_equal(&pick(&v[0], i), &pick(&v[1], i)).map(|b| f64::from(u8::from(b)))
+                })
+                .collect();
+            Ok(eq.map(|data| {
+                Val::Const(CTensor {
+                    elem: et::BOOL,
+                    shape: if v[0].scalar && v[1].scalar {
+                        vec![]
+                    } else {
+                        vec![n]
+                    },
+                    data,
+                })
+            }))
+        }
+        "Where" => {
+            let Some(cond) = imp.konst(&node.input[0])? else {
+                return Ok(None);
+            };
+            let Some(v) = dvs(1..3)? else { return Ok(None) };
+            if cond.shape.len() > 1 {
+                return Ok(None);
+            }
+            let c = Dv {
+                dims: cond.ints().into_iter().map(Dim::int).collect(),
+                scalar: cond.shape.is_empty(),
+            };
+            let n = width(&[&c, &v[0], &v[1]])?;
+            let dims = (0..n)
+                .map(|i| {
+                    let take_a = pick(&c, i).as_int() != Some(0);
+                    pick(if take_a { &v[0] } else { &v[1] }, i)
+                })
+                .collect();
+            Ok(Some(
+                Dv {
+                    dims,
+                    scalar: c.scalar && v[0].scalar && v[1].scalar,
+                }
+                .into_val(),
+            ))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// `Gather` and `Slice` of shape values with symbolic entries.

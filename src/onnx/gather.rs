@@ -67,7 +67,7 @@ pub(super) fn take(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResu
 
 /// `take(x, idx, a)` with a runtime index tensor: the flattened index is reshaped to a column
 /// along `a`, expanded over `x`'s other axes, gathered torch-style, then reshaped.
-fn gather_along(
+pub(super) fn gather_along(
     imp: &mut Importer<'_>,
     node: &NodeProto,
     x: &TInfo,

@@ -142,12 +142,16 @@ impl<'m> Importer<'m> {
                 Ok(t)
             }
             Some(Val::Sym { .. }) | Some(Val::Init(_)) | Some(Val::Const(_)) => {
-                let c = self.konst(name)?.ok_or_else(|| {
-                    unsupported(format!(
-                        "`{name}` is a shape value with symbolic entries used as data"
-                    ))
-                })?;
-                let t = self.materialize(name, &c)?;
+                let t = match self.konst(name)? {
+                    Some(c) => self.materialize(name, &c)?,
+                    None => match self.vals.get(name).cloned() {
+                        // A shape value with symbolic entries used as data: computed at run time.
+                        Some(Val::Sym { dims, scalar }) => {
+                            super::symdata::shape_value_tensor(self, name, &dims, scalar)?
+                        }
+                        _ => return Err(unsupported(format!("`{name}` has no value"))),
+                    },
+                };
                 self.vals.insert(name.to_string(), Val::T(t.clone()));
                 Ok(t)
             }

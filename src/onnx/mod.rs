@@ -32,6 +32,7 @@ mod gelu;
 mod import;
 mod nn;
 mod ops;
+mod symdata;
 mod value;
 
 use crate::diag::{Diagnostic, Diagnostics, Location};
@@ -196,6 +197,7 @@ pub fn read_tensor_pb(path: &Path) -> Result<(String, Tensor), Diagnostic> {
 pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
+    "And",
     "AveragePool",
     "BatchNormalization",
     "Cast",
@@ -225,6 +227,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "HardSigmoid",
     "HardSwish",
     "Identity",
+    "IsNaN",
     "LayerNormalization",
     "LeakyRelu",
     "Less",
@@ -239,6 +242,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Mul",
     "Neg",
     "Not",
+    "Or",
     "Pad",
     "Pow",
     "Range",
@@ -266,4 +270,5 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Transpose",
     "Unsqueeze",
     "Where",
+    "Xor",
 ];

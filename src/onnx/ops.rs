@@ -131,7 +131,7 @@ fn elementwise(
         }
         "LeakyRelu" | "HardSigmoid" | "HardSwish" => activation(imp, node, op, out)?,
         "Erf" => super::extra::erf(imp, node, out)?,
-        _ => return Ok(None),
+        _ => return super::symdata::logical(imp, node, op, out),
     }))
 }
 
@@ -677,6 +677,9 @@ fn slice_len(d: &Dim, s: i64, e: i64, step: i64) -> (Dim, Dim, Dim) {
 }
 
 fn slice(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
+    if super::symdata::is_symbolic(imp, node, 1) || super::symdata::is_symbolic(imp, node, 2) {
+        return super::symdata::slice_symbolic(imp, node, out);
+    }
     let x = imp.tensor(&node.input[0])?;
     let r = x.shape.len();
     let starts = const_ints(imp, node, 1, "Slice starts")?.unwrap_or_default();
