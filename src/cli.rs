@@ -130,6 +130,7 @@ impl GraphInputArgs {
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
         let graph = if is_onnx {
+            crate::budget::set_external_data_budget(budgets.max_file_bytes);
             crate::onnx::load(path)?
         } else {
             let file = path.display().to_string();
