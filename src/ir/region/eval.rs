@@ -123,6 +123,10 @@ fn run(
         at: String::new(),
         let_kinds: Vec::new(),
         row: None,
+        slot_max: sizes
+            .iter()
+            .map(|s| (*s as i64).saturating_sub(1).max(0))
+            .collect(),
     };
     let mut values: Vec<Vec<f64>> = Vec::new();
     for (li, l) in r.lets.iter().enumerate() {
@@ -324,6 +328,13 @@ fn let_strides(free: &[usize], sizes: &[usize]) -> Vec<usize> {
     strides
 }
 
+/// An index expression's class along the row iter, and its affine form where it has one.
+#[derive(Clone, Debug)]
+struct Cls {
+    class: Class,
+    aff: Option<rows::Affine>,
+}
+
 /// How an index expression varies along the row iter of a row evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
@@ -351,7 +362,7 @@ enum CPred {
     And(Vec<CPred>),
     Or(Vec<CPred>),
     /// A comparison, with its sides' classes along the row iter.
-    Cmp(CmpOp, CAxis, CAxis, Class, Class),
+    Cmp(CmpOp, CAxis, CAxis, Cls, Cls),
 }
 
 #[derive(Debug)]
@@ -363,7 +374,7 @@ enum CExpr {
         input: usize,
         map: Vec<CAxis>,
         /// The class of every map entry along the row iter.
-        cls: Vec<Class>,
+        cls: Vec<Cls>,
         shape: Vec<usize>,
     },
     /// An op computing in a kind (see [`Kind`]).
@@ -379,7 +390,7 @@ enum CExpr {
         body: Box<CExpr>,
     },
     Cast(DType, Box<CExpr>),
-    Index(CAxis, Class),
+    Index(CAxis, Cls),
     Where(Box<CExpr>, Box<CExpr>, Box<CExpr>),
     Gather {
         input: usize,
@@ -402,6 +413,8 @@ struct Compiler<'a> {
     let_kinds: Vec<Kind>,
     /// The slot of the row iter of the let being compiled (row evaluation), if any.
     row: Option<usize>,
+    /// The largest value of every env slot allocated so far (iters, then reduce axes).
+    slot_max: Vec<i64>,
 }
 
 fn lookup(scope: &[(String, usize)], n: &str) -> Option<usize> {
@@ -522,6 +535,8 @@ impl Compiler<'_> {
                     slots.push(self.nslots);
                     scope.push((a.clone(), self.nslots));
                     self.nslots += 1;
+                    let e = extents.get(slots.len() - 1).copied().unwrap_or(0);
+                    self.slot_max.push(e.saturating_sub(1).max(0));
                 }
                 let body = self.expr(&red.body, scope);
                 scope.truncate(base);
@@ -597,10 +612,16 @@ impl Compiler<'_> {
     }
 
     /// How `e` varies along the row iter (`Uniform` without one).
-    fn class(&self, e: &CAxis) -> Class {
+    fn class(&self, e: &CAxis) -> Cls {
         match self.row {
-            Some(row) => class(e, row),
-            None => Class::Uniform,
+            Some(row) => Cls {
+                class: class(e, row),
+                aff: rows::affine(e, &self.slot_max),
+            },
+            None => Cls {
+                class: Class::Uniform,
+                aff: None,
+            },
         }
     }
 

@@ -6,6 +6,7 @@ use super::super::{BinaryFn, UnaryFn};
 use crate::ir::dtype::{wrap_i32, DType};
 use crate::ir::tiny::ReduceOp;
 
+#[inline]
 pub(super) fn unary(f: UnaryFn, x: f64) -> f64 {
     match f {
         UnaryFn::Neg => -x,
@@ -30,6 +31,7 @@ pub(super) fn unary(f: UnaryFn, x: f64) -> f64 {
     }
 }
 
+#[inline]
 pub(super) fn nan_or(a: f64, b: f64, f: fn(f64, f64) -> f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
@@ -40,12 +42,14 @@ pub(super) fn nan_or(a: f64, b: f64, f: fn(f64, f64) -> f64) -> f64 {
 
 /// `a f b` computed in `kind` and rounded to it (comparisons give 0/1): i32 and bool products
 /// are exact, integer division truncates (0 for a zero divisor, whose Tiny IDIV is an error).
+#[inline]
 pub(super) fn binary(f: BinaryFn, kind: Kind, a: f64, b: f64) -> f64 {
     if f.is_comparison() {
         return binary_f64(f, a, b);
     }
     match (kind, f) {
-        (Kind::Float, _) => DType::F32.round(binary_f64(f, a, b)),
+        // DType::F32.round, inline.
+        (Kind::Float, _) => binary_f64(f, a, b) as f32 as f64,
         (_, BinaryFn::Mul) => kind.round(imul(a, b)),
         (_, BinaryFn::Idiv) => {
             let (x, y) = (wrap_i32(a), wrap_i32(b));
@@ -59,6 +63,7 @@ pub(super) fn binary(f: BinaryFn, kind: Kind, a: f64, b: f64) -> f64 {
     }
 }
 
+#[inline]
 pub(super) fn binary_f64(f: BinaryFn, a: f64, b: f64) -> f64 {
     let t = |c: bool| if c { 1.0 } else { 0.0 };
     match f {
@@ -78,6 +83,7 @@ pub(super) fn binary_f64(f: BinaryFn, a: f64, b: f64) -> f64 {
 }
 
 /// One accumulation step in `dtype` (an i32 product is exact).
+#[inline]
 pub(super) fn fold(op: ReduceOp, dtype: DType, acc: f64, v: f64) -> f64 {
     match op {
         ReduceOp::Sum => acc + v,

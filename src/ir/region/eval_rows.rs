@@ -15,7 +15,7 @@
 //!   give a span of lanes (binary search on the monotone side), others a lane mask.
 
 use super::ops::{binary, fold, unary};
-use super::{axis, pred, CAxis, CExpr, CPred, Class, Ctx, EResult};
+use super::{axis, pred, CAxis, CExpr, CPred, Class, Cls, Ctx, EResult};
 use crate::ir::dtype::DType;
 use crate::ir::tiny::ReduceOp;
 use crate::tensor::TensorData;
@@ -78,6 +78,114 @@ pub(super) fn class(e: &CAxis, row: usize) -> Class {
             }
         }
     }
+}
+
+/// An index expression as `c + Σ coef·env[slot]`: one without floordiv, min or max of slots
+/// whose every intermediate value fits `i64` over the whole iteration domain (so the point
+/// evaluator's saturating arithmetic is exact there, and so is this form).
+#[derive(Clone, Debug)]
+pub(super) struct Affine {
+    c: i64,
+    terms: Vec<(usize, i64)>,
+}
+
+/// The range of `e`'s values with every slot `s` in `0..=max[s]`; `None` if an intermediate
+/// value may leave `i64`.
+fn range(e: &CAxis, max: &[i64]) -> Option<(i64, i64)> {
+    Some(match e {
+        CAxis::Const(c) => (*c, *c),
+        CAxis::Slot(s) => (0, *max.get(*s)?),
+        CAxis::Add(l) => l.iter().try_fold((0i64, 0i64), |(a, b), x| {
+            let (c, d) = range(x, max)?;
+            Some((a.checked_add(c)?, b.checked_add(d)?))
+        })?,
+        CAxis::Mul(a, b) => {
+            let ((p, q), (r, t)) = (range(a, max)?, range(b, max)?);
+            let c = [
+                p.checked_mul(r)?,
+                p.checked_mul(t)?,
+                q.checked_mul(r)?,
+                q.checked_mul(t)?,
+            ];
+            (*c.iter().min()?, *c.iter().max()?)
+        }
+        CAxis::FloorDiv(x, c) if *c > 0 => {
+            let (a, b) = range(x, max)?;
+            (a.div_euclid(*c), b.div_euclid(*c))
+        }
+        CAxis::FloorDiv(..) => (0, 0),
+        CAxis::Min(a, b) => {
+            let ((p, q), (r, t)) = (range(a, max)?, range(b, max)?);
+            (p.min(r), q.min(t))
+        }
+        CAxis::Max(a, b) => {
+            let ((p, q), (r, t)) = (range(a, max)?, range(b, max)?);
+            (p.max(r), q.max(t))
+        }
+    })
+}
+
+/// `e`'s affine form when it has one that is exact over slots bounded by `max` (see [`Affine`]).
+pub(super) fn affine(e: &CAxis, max: &[i64]) -> Option<Affine> {
+    range(e, max)?;
+    fn go(e: &CAxis) -> Option<Affine> {
+        let konst = |c: i64| Affine {
+            c,
+            terms: Vec::new(),
+        };
+        Some(match e {
+            CAxis::Const(c) => konst(*c),
+            CAxis::Slot(s) => Affine {
+                c: 0,
+                terms: vec![(*s, 1)],
+            },
+            CAxis::Add(l) => {
+                let mut acc = konst(0);
+                for x in l {
+                    let a = go(x)?;
+                    acc.c = acc.c.checked_add(a.c)?;
+                    for (s, k) in a.terms {
+                        match acc.terms.iter_mut().find(|(t, _)| *t == s) {
+                            Some(t) => t.1 = t.1.checked_add(k)?,
+                            None => acc.terms.push((s, k)),
+                        }
+                    }
+                }
+                acc
+            }
+            CAxis::Mul(a, b) => {
+                let (a, b) = (go(a)?, go(b)?);
+                let (k, mut x) = match (a.terms.is_empty(), b.terms.is_empty()) {
+                    (true, _) => (a.c, b),
+                    (_, true) => (b.c, a),
+                    _ => return None,
+                };
+                x.c = x.c.checked_mul(k)?;
+                for t in &mut x.terms {
+                    t.1 = t.1.checked_mul(k)?;
+                }
+                x
+            }
+            CAxis::FloorDiv(x, c) => {
+                let x = go(x)?;
+                if !x.terms.is_empty() {
+                    return None;
+                }
+                konst(if *c > 0 { x.c.div_euclid(*c) } else { 0 })
+            }
+            CAxis::Min(a, b) | CAxis::Max(a, b) => {
+                let (a, b) = (go(a)?, go(b)?);
+                if !a.terms.is_empty() || !b.terms.is_empty() {
+                    return None;
+                }
+                konst(match e {
+                    CAxis::Min(..) => a.c.min(b.c),
+                    _ => a.c.max(b.c),
+                })
+            }
+        })
+    }
+    go(e)
 }
 
 /// [`axis`] with checked arithmetic: `None` where the saturating evaluation would saturate.
@@ -273,9 +381,21 @@ impl Rows<'_> {
 
     /// `e` at the first and last lanes of `lo..hi` when it is uniform or affine there without
     /// overflow: `(value at lo, slope)`.
-    fn linear(&self, e: &CAxis, c: Class, lo: usize, hi: usize) -> Option<(i64, i64)> {
+    fn linear(&self, e: &CAxis, c: &Cls, lo: usize, hi: usize) -> Option<(i64, i64)> {
         let mut env = self.env.borrow_mut();
-        match c {
+        if let Some(a) = &c.aff {
+            // Exact over the domain: the value at `lo` and the row's coefficient.
+            let (mut v, mut s) = (i128::from(a.c), 0i128);
+            for (slot, k) in &a.terms {
+                if *slot == self.row {
+                    s += i128::from(*k);
+                } else {
+                    v += i128::from(*k) * i128::from(env[*slot]);
+                }
+            }
+            return Some(((v + s * lo as i128) as i64, s as i64));
+        }
+        match c.class {
             Class::Uniform => Some((axis(e, &env), 0)),
             Class::Linear(s) => {
                 env[self.row] = lo as i64;
@@ -316,7 +436,7 @@ impl Rows<'_> {
             CPred::Cmp(op, a, b, ca, cb) => {
                 if let Lanes::Span(lo, hi) = lanes {
                     if let (Some((a0, sa)), Some((b0, sb))) =
-                        (self.linear(a, *ca, lo, hi), self.linear(b, *cb, lo, hi))
+                        (self.linear(a, ca, lo, hi), self.linear(b, cb, lo, hi))
                     {
                         return cmp_span(
                             *op,
@@ -440,8 +560,8 @@ impl Rows<'_> {
             } => self.reduce(lanes, (*op, *dtype, *init), slots, extents, body)?,
             CExpr::Index(m, c) => {
                 let (lo, hi) = lanes.range();
-                match self.linear(m, *c, lo, hi) {
-                    Some((a, 0)) if *c == Class::Uniform => V::U(a as f64),
+                match self.linear(m, c, lo, hi) {
+                    Some((a, 0)) if c.class == Class::Uniform => V::U(a as f64),
                     Some((a, s)) => {
                         let mut b = self.buf();
                         for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
@@ -508,7 +628,7 @@ impl Rows<'_> {
             self.env.borrow_mut()[*s] = 0;
         }
         let (lo, hi) = lanes.range();
-        let step = |a: f64, v: f64| dtype.round(fold(op, dtype, a, dtype.round(v)));
+        let step = |a: f64, v: f64| round(dtype, fold(op, dtype, a, round(dtype, v)));
         'outer: loop {
             let v = self.eval(body, lanes)?;
             acc = match (acc, v) {
@@ -552,7 +672,7 @@ impl Rows<'_> {
         &self,
         input: usize,
         map: &[CAxis],
-        cls: &[Class],
+        cls: &[Cls],
         shape: &[usize],
         lanes: &Lanes,
     ) -> EResult<V> {
@@ -560,7 +680,7 @@ impl Rows<'_> {
         let (mut base, mut step) = (0i64, 0i64);
         let mut fast = true;
         for ((m, c), s) in map.iter().zip(cls).zip(shape) {
-            let Some((a, sl)) = self.linear(m, *c, lo, hi) else {
+            let Some((a, sl)) = self.linear(m, c, lo, hi) else {
                 fast = false;
                 break;
             };
@@ -584,7 +704,7 @@ impl Rows<'_> {
             }
             return Ok(V::R(b));
         }
-        if step == 0 && cls.iter().all(|c| *c == Class::Uniform) {
+        if step == 0 && cls.iter().all(|c| c.class == Class::Uniform) {
             return Ok(V::U(t.get_f64(base as usize)));
         }
         let mut b = self.buf();
@@ -607,6 +727,15 @@ impl Rows<'_> {
             }
         }
         Ok(V::R(b))
+    }
+}
+
+/// [`DType::round`], with fp32 (the usual accumulator) inline.
+#[inline(always)]
+fn round(dt: DType, x: f64) -> f64 {
+    match dt {
+        DType::F32 => x as f32 as f64,
+        _ => dt.round(x),
     }
 }
 
