@@ -13,6 +13,10 @@
 //! - `select` and `where` evaluate each branch only on the lanes that take it (`Lanes`), so an
 //!   untaken branch never reads, exactly as at a point. Comparisons of affine index expressions
 //!   give a span of lanes (binary search on the monotone side), others a lane mask.
+//!
+//! TODO(issue 19): still 2–4× slower than the reference evaluator on convolutions (rows are one
+//! output row, 14–56 lanes, and every reduce point re-walks the body): fuse the reduce loop
+//! over rows into compiled per-read strides, or make a row span several iters.
 
 use super::ops::{binary, fold, unary};
 use super::{axis, pred, CAxis, CExpr, CPred, Class, Cls, Ctx, EResult};
