@@ -14,6 +14,7 @@
 //! | E1406 | NpyHeaderTooLong | header length of a `.npy` file ([`NPY_HEADER_CAP`]) | — |
 //! | E1407 | AllocationFailed | a buffer sized by the input could not be allocated | `--max-memory` (lower it) |
 //! | E1408 | SizeBeyondTarget | a tensor larger than any target's global memory, or (compiled programs) an axis over 2^32 − 1 | — |
+//! | E1409 | ExternalDataOverBudget | bytes read from one ONNX external-data file for one tensor (the file budget) | `--max-file-bytes` |
 //!
 //! Sizes are computed in `u128` (a byte count of any shape whose dimensions fit `i64` cannot
 //! overflow it, up to rank 2), and saturate beyond.
@@ -30,6 +31,7 @@ use crate::ir::tiny::{Program, Src, UOp};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `E1400`: a graph or `.npy` file larger than `--max-file-bytes`.
 pub const E_FILE_TOO_LARGE: (&str, &str) = ("E1400", "InputFileTooLarge");
@@ -57,6 +59,68 @@ pub const NPY_HEADER_CAP: u64 = 1 << 16;
 /// Estimated bytes `optimize` holds per Tiny IR node (e-graph, explanations, region and plan
 /// caches), measured on elementwise chains (`bench/peak_memory.sh`).
 pub const OPTIMIZE_BYTES_PER_NODE: u64 = 256 << 10;
+/// `E1409`: one tensor's ONNX external data over the file budget.
+pub const E_EXTERNAL_DATA_OVER_BUDGET: (&str, &str) = ("E1409", "ExternalDataOverBudget");
+
+/// The file budget applied to ONNX external data (set from `--max-file-bytes` when a model is
+/// loaded; the default budget otherwise).
+static EXTERNAL_DATA_BUDGET: AtomicU64 = AtomicU64::new(1 << 30);
+
+/// Sets the byte budget of every later ONNX external-data read ([`read_file_range`]).
+pub fn set_external_data_budget(max: u64) {
+    EXTERNAL_DATA_BUDGET.store(max, Ordering::Relaxed);
+}
+
+/// Reads bytes `offset..offset + len` (to the end without `len`) of the regular file `path`
+/// (ONNX external data), checking the range against the file's size and the external-data
+/// budget ([`set_external_data_budget`]) before anything is read, into a fallibly allocated
+/// buffer. Errors are text naming their code (`E1409`, `E1407`) for the caller's diagnostic.
+pub fn read_file_range(path: &Path, offset: u64, len: Option<u64>) -> Result<Vec<u8>, String> {
+    use std::io::{Seek, SeekFrom};
+    let shown = path.display();
+    let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("`{shown}` is not a regular file"));
+    }
+    let size = meta.len();
+    let len = len.unwrap_or_else(|| size.saturating_sub(offset));
+    if offset.checked_add(len).is_none_or(|end| end > size) {
+        return Err(format!(
+            "`{shown}` is shorter than offset {offset} + length {len}"
+        ));
+    }
+    let max = EXTERNAL_DATA_BUDGET.load(Ordering::Relaxed);
+    if len > max {
+        return Err(format!(
+            "{} {}: the external data of this tensor is {len} bytes, over the file budget of \
+             {max} bytes; raise it with --max-file-bytes",
+            E_EXTERNAL_DATA_OVER_BUDGET.0, E_EXTERNAL_DATA_OVER_BUDGET.1
+        ));
+    }
+    let n = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(n).map_err(|_| {
+        format!(
+            "{} {}: cannot allocate {len} bytes for `{shown}`",
+            E_ALLOCATION_FAILED.0, E_ALLOCATION_FAILED.1
+        )
+    })?;
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    file.take(len)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    if bytes.len() != n {
+        return Err(format!(
+            "`{shown}` is shorter than offset {offset} + length {len}"
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Estimated bytes `optimize` holds per `Concat` input (the concatenation's piecewise index
 /// expressions grow with the input count), measured on wide Concats.
 pub const OPTIMIZE_BYTES_PER_CONCAT_INPUT: u64 = 4 << 20;

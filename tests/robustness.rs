@@ -420,3 +420,120 @@ fn huge_finite_prices_saturate_below_unrealizable() {
     assert!(!sum.is_infinite(), "{sum:?}");
     assert!(huge.plus(KernelCost::INFINITY).is_infinite());
 }
+
+// ---- 4. run --optimized plays regions back at the reference evaluator's speed ---------------
+
+/// The 80 s finding: `run --optimized` on `tests/data/conv_relu_pool_overlap.json` (a padded
+/// 3×3 conv, ReLU and an overlapping 3×3/2 max pool). The region playback now walks each
+/// expression once per row, not per point; at N = 1 it took ~73 s before (one core), now a few
+/// seconds including the optimizer. Its output is the reference evaluator's, bit for bit.
+#[test]
+fn run_optimized_conv_pool_is_fast_and_matches_the_reference() {
+    let c = Ctx::new();
+    let g = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/conv_relu_pool_overlap.json"
+    );
+    let common = ["run", g, "--random", "3", "--bind", "N=1"];
+    let mut reference = common.to_vec();
+    reference.extend(["--out-dir", "ref"]);
+    let r = c.run(&reference, 60.0);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut optimized = common.to_vec();
+    optimized.extend(["--optimized", "--out-dir", "opt"]);
+    let o = c.run(&optimized, 30.0);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let read = |d: &str| std::fs::read(c.dir.path().join(d).join("Y.npy")).expect("Y.npy");
+    assert!(
+        read("ref") == read("opt"),
+        "optimized output differs from the reference"
+    );
+}
+
+// ---- 3. ONNX external data within the file budget -------------------------------------------
+
+/// An ONNX model `y = x + w` whose initializer `w` (fp32 `[512]`, 2 KiB) lives in `w.bin`;
+/// `length` overrides the external data's byte count when given.
+fn external_data_model(c: &Ctx, length: Option<&str>) -> String {
+    use dlc_egg::onnx::proto::{
+        tensor_proto::DataLocation, type_proto, GraphProto, ModelProto, NodeProto,
+        OperatorSetIdProto, StringStringEntryProto, TensorProto, TypeProto, ValueInfoProto,
+    };
+    use prost::Message;
+    let vi = |n: &str| ValueInfoProto {
+        name: Some(n.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(dlc_egg::onnx::proto::TensorShapeProto {
+                    dim: vec![dlc_egg::onnx::proto::tensor_shape_proto::Dimension {
+                        value: Some(
+                            dlc_egg::onnx::proto::tensor_shape_proto::dimension::Value::DimValue(
+                                512,
+                            ),
+                        ),
+                        denotation: None,
+                    }],
+                }),
+            })),
+            denotation: None,
+        }),
+        ..Default::default()
+    };
+    let entry = |k: &str, v: &str| StringStringEntryProto {
+        key: Some(k.into()),
+        value: Some(v.into()),
+    };
+    let mut ext = vec![entry("location", "w.bin")];
+    if let Some(l) = length {
+        ext.push(entry("length", l));
+    }
+    let model = ModelProto {
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                op_type: Some("Add".into()),
+                name: Some("add".into()),
+                input: vec!["x".into(), "w".into()],
+                output: vec!["y".into()],
+                ..Default::default()
+            }],
+            initializer: vec![TensorProto {
+                name: Some("w".into()),
+                dims: vec![512],
+                data_type: Some(1),
+                data_location: Some(DataLocation::External as i32),
+                external_data: ext,
+                ..Default::default()
+            }],
+            input: vec![vi("x")],
+            output: vec![vi("y")],
+            ..Default::default()
+        }),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        ..Default::default()
+    };
+    c.file("w.bin", &[0u8; 2048]);
+    let p = c.file("m.onnx", &model.encode_to_vec());
+    p.display().to_string()
+}
+
+#[test]
+fn onnx_external_data_is_read_within_the_file_budget() {
+    let c = Ctx::new();
+    let m = external_data_model(&c, None);
+    let ok = c.run(&["check", &m], 20.0);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    // 2 KiB of external data over a 1 KiB budget: refused before it is read.
+    let over = c.run(&["check", &m, "--max-file-bytes", "1K"], 20.0);
+    assert_eq!(over.code, 2, "{}", over.stderr);
+    assert!(over.stderr.contains("E1409"), "{}", over.stderr);
+    // A length past the file's end (or beyond memory) is a diagnostic, never an allocation.
+    for length in ["4096", "18446744073709551615"] {
+        let m = external_data_model(&c, Some(length));
+        let r = c.run(&["check", &m], 20.0);
+        assert_eq!(r.code, 2, "{length}: {}", r.stderr);
+    }
+}

@@ -55,6 +55,7 @@ impl GraphInputArgs {
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
         let graph = if is_onnx {
+            dlc_egg::budget::set_external_data_budget(budgets.max_file_bytes);
             dlc_egg::onnx::load(path)?
         } else {
             let file = path.display().to_string();

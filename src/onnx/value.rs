@@ -188,23 +188,11 @@ fn read_external(t: &TensorProto, dir: &Path) -> Result<Vec<u8>, String> {
     let offset: u64 = get("offset")
         .map_or(Ok(0), |s| s.parse())
         .map_err(|_| "bad offset")?;
-    let path = dir.join(&loc);
-    let bytes =
-        std::fs::read(&path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let start = usize::try_from(offset).map_err(|_| "bad offset")?;
-    let len = match get("length") {
-        Some(s) => s.parse::<usize>().map_err(|_| "bad length")?,
-        None => bytes.len().saturating_sub(start),
-    };
-    bytes
-        .get(start..start.saturating_add(len))
-        .map(<[u8]>::to_vec)
-        .ok_or_else(|| {
-            format!(
-                "`{}` is shorter than offset {start} + length {len}",
-                path.display()
-            )
-        })
+    let len = get("length")
+        .map(|s| s.parse::<u64>().map_err(|_| "bad length"))
+        .transpose()?;
+    // Budgeted (issue 19): only the tensor's range is read, within --max-file-bytes.
+    crate::budget::read_file_range(&dir.join(&loc), offset, len)
 }
 
 fn decode_raw(elem: i32, b: &[u8]) -> Result<Vec<f64>, String> {

@@ -2,18 +2,35 @@
 //! materialize every let over its free iters in order (parallel over points with rayon) and write
 //! the yields. An out-of-bounds read is an error (`E1220`), never a panic.
 
-use super::kind::{const_value, imul, Kind, Kinds};
+use super::kind::{const_value, Kind, Kinds};
 use super::verify::{reduce_extents, verify_with, Checked, RegionError};
 use super::{AxisExpr, BinaryFn, CmpOp, Expr, Pred, Region, UnaryFn};
 use crate::diag::Diagnostics;
 use crate::ir::dim::Dim;
-use crate::ir::dtype::{wrap_i32, DType};
+use crate::ir::dtype::DType;
 use crate::ir::tiny::ReduceOp;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 
+#[path = "eval_ops.rs"]
+mod ops;
+#[path = "eval_rows.rs"]
+mod rows;
+
+use ops::{fold, unary};
+use rows::class;
+
 type EResult<T> = Result<T, RegionError>;
+
+/// How a let is played back: a row at a time (the default) or point by point (the original
+/// evaluator, kept as the row evaluator's oracle in tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Rows,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Points,
+}
 
 /// Evaluates `region` with symbol values `bindings` and inputs by name; returns every output by
 /// name. Inputs must have their declared dtype and bound shape.
@@ -22,7 +39,17 @@ pub fn evaluate_region(
     bindings: &BTreeMap<String, i64>,
     inputs: &BTreeMap<String, Tensor>,
 ) -> Result<BTreeMap<String, Tensor>, Diagnostics> {
-    run(region, bindings, inputs).map_err(Diagnostics::from)
+    run(region, bindings, inputs, Mode::Rows).map_err(Diagnostics::from)
+}
+
+/// [`evaluate_region`] point by point (no row evaluation): the oracle of the row evaluator.
+#[cfg(test)]
+pub(crate) fn evaluate_region_points(
+    region: &Region,
+    bindings: &BTreeMap<String, i64>,
+    inputs: &BTreeMap<String, Tensor>,
+) -> Result<BTreeMap<String, Tensor>, Diagnostics> {
+    run(region, bindings, inputs, Mode::Points).map_err(Diagnostics::from)
 }
 
 fn bind(d: &Dim, what: &str, b: &BTreeMap<String, i64>) -> EResult<usize> {
@@ -43,6 +70,7 @@ fn run(
     r: &Region,
     b: &BTreeMap<String, i64>,
     inputs: &BTreeMap<String, Tensor>,
+    mode: Mode,
 ) -> EResult<BTreeMap<String, Tensor>> {
     let Checked {
         iter_sizes,
@@ -94,6 +122,11 @@ fn run(
         nslots: r.iters.len(),
         at: String::new(),
         let_kinds: Vec::new(),
+        row: None,
+        slot_max: sizes
+            .iter()
+            .map(|s| (*s as i64).saturating_sub(1).max(0))
+            .collect(),
     };
     let mut values: Vec<Vec<f64>> = Vec::new();
     for (li, l) in r.lets.iter().enumerate() {
@@ -103,6 +136,11 @@ fn run(
             continue;
         }
         comp.at = l.name.clone();
+        // The row iter: the let's innermost free iter (rows are contiguous in its array).
+        comp.row = match (mode, &l.expr) {
+            (Mode::Rows, e) if !matches!(e, Expr::Scan(_)) => let_free[li].last().copied(),
+            _ => None,
+        };
         let scope: Vec<(String, usize)> = r
             .iters
             .iter()
@@ -147,6 +185,16 @@ fn run(
             at: &l.name,
         };
         let nslots = comp.nslots;
+        if let Some(row) = comp.row {
+            let rl = rows::RowLet {
+                free,
+                sizes: &sizes,
+                row,
+                nslots,
+            };
+            values.push(rl.run(&cx, &code)?);
+            continue;
+        }
         let vals = (0..n)
             .into_par_iter()
             .map_init(
@@ -280,6 +328,24 @@ fn let_strides(free: &[usize], sizes: &[usize]) -> Vec<usize> {
     strides
 }
 
+/// An index expression's class along the row iter, and its affine form where it has one.
+#[derive(Clone, Debug)]
+struct Cls {
+    class: Class,
+    aff: Option<rows::Affine>,
+}
+
+/// How an index expression varies along the row iter of a row evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// Independent of the row iter.
+    Uniform,
+    /// Affine in the row iter with this slope (where no operation overflows).
+    Linear(i64),
+    /// Anything else (floordiv, min or max of the row iter): evaluated lane by lane.
+    General,
+}
+
 #[derive(Debug)]
 enum CAxis {
     Const(i64),
@@ -295,7 +361,8 @@ enum CAxis {
 enum CPred {
     And(Vec<CPred>),
     Or(Vec<CPred>),
-    Cmp(CmpOp, CAxis, CAxis),
+    /// A comparison, with its sides' classes along the row iter.
+    Cmp(CmpOp, CAxis, CAxis, Cls, Cls),
 }
 
 #[derive(Debug)]
@@ -306,6 +373,8 @@ enum CExpr {
     Read {
         input: usize,
         map: Vec<CAxis>,
+        /// The class of every map entry along the row iter.
+        cls: Vec<Cls>,
         shape: Vec<usize>,
     },
     /// An op computing in a kind (see [`Kind`]).
@@ -321,7 +390,7 @@ enum CExpr {
         body: Box<CExpr>,
     },
     Cast(DType, Box<CExpr>),
-    Index(CAxis),
+    Index(CAxis, Cls),
     Where(Box<CExpr>, Box<CExpr>, Box<CExpr>),
     Gather {
         input: usize,
@@ -342,6 +411,10 @@ struct Compiler<'a> {
     at: String,
     /// The kinds of the lets compiled so far.
     let_kinds: Vec<Kind>,
+    /// The slot of the row iter of the let being compiled (row evaluation), if any.
+    row: Option<usize>,
+    /// The largest value of every env slot allocated so far (iters, then reduce axes).
+    slot_max: Vec<i64>,
 }
 
 fn lookup(scope: &[(String, usize)], n: &str) -> Option<usize> {
@@ -418,11 +491,17 @@ impl Compiler<'_> {
             }
             Expr::Read { tensor, map } => {
                 let (input, shape) = self.input_slot(tensor)?;
-                let map = map
+                let map: Vec<CAxis> = map
                     .iter()
                     .map(|m| self.axis(m, scope))
                     .collect::<EResult<_>>()?;
-                CExpr::Read { input, map, shape }
+                let cls = map.iter().map(|m| self.class(m)).collect();
+                CExpr::Read {
+                    input,
+                    map,
+                    cls,
+                    shape,
+                }
             }
             Expr::Unary(f, x) => CExpr::Unary(*f, self.kind(x), Box::new(self.expr(x, scope)?)),
             Expr::Binary(f, a, b) => CExpr::Binary(
@@ -456,6 +535,8 @@ impl Compiler<'_> {
                     slots.push(self.nslots);
                     scope.push((a.clone(), self.nslots));
                     self.nslots += 1;
+                    let e = extents.get(slots.len() - 1).copied().unwrap_or(0);
+                    self.slot_max.push(e.saturating_sub(1).max(0));
                 }
                 let body = self.expr(&red.body, scope);
                 scope.truncate(base);
@@ -472,7 +553,11 @@ impl Compiler<'_> {
                 self.expr(operand, scope)?
             }
             Expr::Cast { to, x } => CExpr::Cast(*to, Box::new(self.expr(x, scope)?)),
-            Expr::Index(m) => CExpr::Index(self.axis(m, scope)?),
+            Expr::Index(m) => {
+                let m = self.axis(m, scope)?;
+                let c = self.class(&m);
+                CExpr::Index(m, c)
+            }
             Expr::Where(c, a, b) => CExpr::Where(
                 Box::new(self.expr(c, scope)?),
                 Box::new(self.expr(a, scope)?),
@@ -518,8 +603,26 @@ impl Compiler<'_> {
                     .map(|q| self.pred(q, scope))
                     .collect::<EResult<_>>()?,
             ),
-            Pred::Cmp(op, a, b) => CPred::Cmp(*op, self.axis(a, scope)?, self.axis(b, scope)?),
+            Pred::Cmp(op, a, b) => {
+                let (a, b) = (self.axis(a, scope)?, self.axis(b, scope)?);
+                let (ca, cb) = (self.class(&a), self.class(&b));
+                CPred::Cmp(*op, a, b, ca, cb)
+            }
         })
+    }
+
+    /// How `e` varies along the row iter (`Uniform` without one).
+    fn class(&self, e: &CAxis) -> Cls {
+        match self.row {
+            Some(row) => Cls {
+                class: class(e, row),
+                aff: rows::affine(e, &self.slot_max),
+            },
+            None => Cls {
+                class: Class::Uniform,
+                aff: None,
+            },
+        }
     }
 
     fn axis(&self, e: &AxisExpr, scope: &[(String, usize)]) -> EResult<CAxis> {
@@ -580,89 +683,7 @@ fn pred(p: &CPred, env: &[i64]) -> bool {
     match p {
         CPred::And(ps) => ps.iter().all(|q| pred(q, env)),
         CPred::Or(ps) => ps.iter().any(|q| pred(q, env)),
-        CPred::Cmp(op, a, b) => op.holds(axis(a, env), axis(b, env)),
-    }
-}
-
-fn unary(f: UnaryFn, x: f64) -> f64 {
-    match f {
-        UnaryFn::Neg => -x,
-        UnaryFn::Exp => x.exp(),
-        UnaryFn::Exp2 => x.exp2(),
-        UnaryFn::Log => x.ln(),
-        UnaryFn::Log2 => x.log2(),
-        UnaryFn::Sqrt => x.sqrt(),
-        UnaryFn::Rsqrt => 1.0 / x.sqrt(),
-        UnaryFn::Recip => 1.0 / x,
-        UnaryFn::Relu => {
-            if x.is_nan() {
-                x
-            } else {
-                x.max(0.0)
-            }
-        }
-        UnaryFn::Abs => x.abs(),
-        UnaryFn::Erf => libm::erf(x),
-        UnaryFn::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        UnaryFn::Tanh => x.tanh(),
-    }
-}
-
-fn nan_or(a: f64, b: f64, f: fn(f64, f64) -> f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else {
-        f(a, b)
-    }
-}
-
-/// `a f b` computed in `kind` and rounded to it (comparisons give 0/1): i32 and bool products
-/// are exact, integer division truncates (0 for a zero divisor, whose Tiny IDIV is an error).
-fn binary(f: BinaryFn, kind: Kind, a: f64, b: f64) -> f64 {
-    if f.is_comparison() {
-        return binary_f64(f, a, b);
-    }
-    match (kind, f) {
-        (Kind::Float, _) => DType::F32.round(binary_f64(f, a, b)),
-        (_, BinaryFn::Mul) => kind.round(imul(a, b)),
-        (_, BinaryFn::Idiv) => {
-            let (x, y) = (wrap_i32(a), wrap_i32(b));
-            kind.round(if y == 0 {
-                0.0
-            } else {
-                x.wrapping_div(y) as f64
-            })
-        }
-        _ => kind.round(binary_f64(f, a, b)),
-    }
-}
-
-fn binary_f64(f: BinaryFn, a: f64, b: f64) -> f64 {
-    let t = |c: bool| if c { 1.0 } else { 0.0 };
-    match f {
-        BinaryFn::Add => a + b,
-        BinaryFn::Sub => a - b,
-        BinaryFn::Mul => a * b,
-        BinaryFn::Div => a / b,
-        BinaryFn::Idiv => (a / b).trunc(),
-        BinaryFn::Max => nan_or(a, b, f64::max),
-        BinaryFn::Min => nan_or(a, b, f64::min),
-        BinaryFn::Pow => a.powf(b),
-        BinaryFn::Cmplt => t(a < b),
-        BinaryFn::Cmple => t(a <= b),
-        BinaryFn::Cmpeq => t(a == b),
-        BinaryFn::Cmpne => t(a != b),
-    }
-}
-
-/// One accumulation step in `dtype` (an i32 product is exact).
-fn fold(op: ReduceOp, dtype: DType, acc: f64, v: f64) -> f64 {
-    match op {
-        ReduceOp::Sum => acc + v,
-        ReduceOp::Prod if dtype == DType::I32 => imul(acc, v),
-        ReduceOp::Prod => acc * v,
-        ReduceOp::Max => nan_or(acc, v, f64::max),
-        ReduceOp::Min => nan_or(acc, v, f64::min),
+        CPred::Cmp(op, a, b, ..) => op.holds(axis(a, env), axis(b, env)),
     }
 }
 
@@ -678,7 +699,9 @@ impl Ctx<'_> {
                     .copied()
                     .unwrap_or(f64::NAN)
             }
-            CExpr::Read { input, map, shape } => self.load(*input, map, env, shape, None)?,
+            CExpr::Read {
+                input, map, shape, ..
+            } => self.load(*input, map, env, shape, None)?,
             CExpr::Gather {
                 input,
                 map,
@@ -693,7 +716,7 @@ impl Ctx<'_> {
             CExpr::Unary(f, k, x) => k.round(unary(*f, self.eval(x, env)?)),
             CExpr::Binary(f, k, a, b) => {
                 let a = self.eval(a, env)?;
-                binary(*f, *k, a, self.eval(b, env)?)
+                ops::binary(*f, *k, a, self.eval(b, env)?)
             }
             CExpr::Select(p, t, f) => {
                 if pred(p, env) {
@@ -730,7 +753,7 @@ impl Ctx<'_> {
                 }
                 acc
             }
-            CExpr::Index(m) => axis(m, env) as f64,
+            CExpr::Index(m, _) => axis(m, env) as f64,
             CExpr::Where(c, a, b) => {
                 if self.eval(c, env)? != 0.0 {
                     self.eval(a, env)?
