@@ -394,7 +394,8 @@ fn stored_bytes(dtype: DType) -> u128 {
 }
 
 /// Checks `run`'s budgets over the Tiny IR program under `bindings` before anything is
-/// materialized: every computed value against `max_tensor_bytes` (`E1404`), and the peak of the
+/// materialized: every value the evaluator stores (not the values it fuses into their consumer)
+/// against `max_tensor_bytes` (`E1404`), and the peak of the
 /// values alive at once (each value lives from its node to its last reader, a view keeps its
 /// source alive) against `max_memory` (`E1405`).
 pub fn check_run(
@@ -425,12 +426,15 @@ pub fn check_run(
         let ow = owner[o.node.index()];
         last[ow] = n;
     }
+    // Only what the evaluator stores counts: an elementwise value fused into its consumer (a
+    // MatMul's [M, N, K] product inside its reduction) is never held.
+    let stored = crate::eval::materialized_nodes(prog);
     let mut bytes = vec![0u128; n];
     let mut release: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
     let (mut live, mut peak) = (0u128, 0u128);
     for node in &prog.nodes {
         let i = node.id.index();
-        if owner[i] == i {
+        if owner[i] == i && stored[i] {
             let elems = elements(&node.shape, &lookup).unwrap_or(0);
             let b_i = elems.saturating_mul(stored_bytes(node.dtype));
             if b_i > u128::from(b.max_tensor_bytes) {

@@ -291,6 +291,34 @@ fn run_budgets_refuse_before_any_allocation() {
         .user_error("E1404");
 }
 
+/// A MatMul's broadcast product ([M, N, K] before its reduction) is never stored: only the
+/// inputs and the [M, N] result count against `--max-tensor-bytes` (the product here is 1 MiB,
+/// every stored tensor 16 KiB, the budget 64 KiB).
+#[test]
+fn run_budgets_count_stored_tensors_not_fused_products() {
+    let c = Ctx::new();
+    let t = json!({"dtype": "fp32", "shape": [64, 64]});
+    let mm = c.graph(
+        "mm.json",
+        &doc(
+            &["A", "B"],
+            json!({"A": t, "B": t, "Y": t}),
+            json!([{"op": "MatMul", "name": "mm", "inputs": ["A", "B"], "outputs": ["Y"]}]),
+            json!({}),
+        ),
+    );
+    let ok = c.run(
+        &["run", &mm, "--random", "0", "--max-tensor-bytes", "64K"],
+        20.0,
+    );
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    c.run(
+        &["run", &mm, "--random", "0", "--max-tensor-bytes", "8K"],
+        20.0,
+    )
+    .user_error("E1404");
+}
+
 #[test]
 fn npy_header_lengths_are_capped() {
     let c = Ctx::new();

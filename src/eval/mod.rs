@@ -35,6 +35,16 @@ use plan::{Expr, Role};
 use std::collections::BTreeMap;
 use value::Value;
 
+/// Which nodes of `prog` the reference evaluator stores (`true`): leaves, gathers, scans,
+/// reductions and elementwise roots; `false` for views, dead nodes and elementwise values fused
+/// into their one consumer (a MatMul's broadcast product is never stored, only its reduction).
+pub(crate) fn materialized_nodes(prog: &crate::ir::tiny::Program) -> Vec<bool> {
+    plan::roles(prog)
+        .iter()
+        .map(|r| !matches!(r, plan::Role::Inline | plan::Role::Dead | plan::Role::View))
+        .collect()
+}
+
 /// Evaluates `prog` with concrete symbol values and signature inputs (by tensor name); returns
 /// every signature output by tensor name.
 ///
