@@ -104,6 +104,13 @@ impl Knobs {
     /// Threads per block.
     pub fn threads(&self) -> u64 {
         match *self {
+            // `wgmma`: the consumer warpgroups plus the TMA producer warpgroup.
+            Knobs::Contraction {
+                algo: Algo::Wgmma,
+                warps_m,
+                warps_n,
+                ..
+            } => (warps_m * warps_n).div_ceil(4) * 128 + 128,
             Knobs::Contraction {
                 warps_m, warps_n, ..
             } => warps_m * warps_n * 32,
@@ -197,10 +204,10 @@ pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<C
         .collect()
 }
 
-/// Whether code generation has a `wgmma` template. Until it does, SM90 contractions are planned
-/// (and priced) on `mma_sync`, which Hopper runs too, so that every chosen plan is one the
-/// code generator implements. TODO(issue 5): an SM90 wgmma + TMA template.
-pub const WGMMA_EMITTED: bool = false;
+/// Whether code generation has a `wgmma` template (`codegen::templates::sm90`): SM90
+/// contractions it accepts are planned on `wgmma` or `mma_sync`, whichever is priced faster
+/// (`cost::choose_plan` drops the `wgmma` points of the others).
+pub const WGMMA_EMITTED: bool = true;
 
 /// Vector widths of the grid, in bytes (the seed's {16, 8, 4}, and the narrow ones odd
 /// extents of narrow types need; widths below the element size are not tried).

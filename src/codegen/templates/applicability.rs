@@ -21,8 +21,13 @@ use crate::ir::region::Region;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emits {
     /// The tiled contraction templates: tensor cores (`mma_sync`) when `mma`, else SIMT;
-    /// `staging` says how the tensor-core template fills each operand's tile (`[A, B]`).
-    Contraction { mma: bool, staging: [Staging; 2] },
+    /// `staging` says how the tensor-core template fills each operand's tile (`[A, B]`);
+    /// `wgmma`: the SM90 template ([`super::sm90`]) accepts it too.
+    Contraction {
+        mma: bool,
+        staging: [Staging; 2],
+        wgmma: bool,
+    },
     /// The cooperative row template.
     Row,
     /// The pointwise template (one thread per output point).
@@ -40,6 +45,7 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
             let fused = Emits::Contraction {
                 mma: g.tensor_cores,
                 staging: [Staging::CpAsync; 2],
+                wgmma: false,
             };
             let fallback = if attention_first && g.row_extent.is_some() {
                 fused
@@ -56,7 +62,12 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
                         contraction_mma::operand_staging(r, &v, Side::A),
                         contraction_mma::operand_staging(r, &v, Side::B),
                     ];
-                    Emits::Contraction { mma, staging }
+                    let wgmma = mma && g.row_extent.is_none() && super::sm90::accepts(r, &v);
+                    Emits::Contraction {
+                        mma,
+                        staging,
+                        wgmma,
+                    }
                 }
                 None => fallback,
             }
