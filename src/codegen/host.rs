@@ -296,7 +296,11 @@ fn tensor_map(
         "    for (int d = 0; d + 1 < {rank}; ++d) {{ st *= dims[d]; strides[d] = st; }}"
     );
     let boxes: Vec<String> = box_dims.iter().map(|b| format!("{b}u")).collect();
-    let _ = writeln!(body, "    const cuuint32_t box[] = {{{}}};", boxes.join(", "));
+    let _ = writeln!(
+        body,
+        "    const cuuint32_t box[] = {{{}}};",
+        boxes.join(", ")
+    );
     let _ = writeln!(body, "    const cuuint32_t es[] = {{1u, 1u, 1u, 1u, 1u}};");
     let _ = writeln!(
         body,

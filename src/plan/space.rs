@@ -25,7 +25,8 @@
 //!    vector and stops.
 //! 3. **SmemOver** — shared memory above 80 % of the per-block limit.
 //! 4. **RegisterSpill** — more registers per thread than the architecture allows.
-//! 5. **OneCtaPerSm** — register pressure leaves one CTA per SM.
+//! 5. **OneCtaPerSm** — register pressure leaves one CTA per SM (not for `wgmma`, whose
+//!    warp-specialized kernel is built for one CTA per SM).
 //!
 //! Register estimates: accumulators (`warp tile / 32` fp32 per thread), operand fragments
 //! (`mma.sync`: 4 registers per 16×16 A fragment and 2 per 16×8 B fragment, double-buffered;
@@ -518,7 +519,16 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
             limit: target.regs_per_thread,
         });
     }
-    if r.ctas_per_sm <= 1 && r.limited_by == "registers" {
+    // A warp-specialized `wgmma` kernel is built to run one CTA per SM (its producer warpgroup
+    // keeps the tensor cores fed; CUTLASS's SM90 kernels do the same).
+    let wgmma = matches!(
+        k,
+        Knobs::Contraction {
+            algo: Algo::Wgmma,
+            ..
+        }
+    );
+    if r.ctas_per_sm <= 1 && r.limited_by == "registers" && !wgmma {
         return Err(Stop::OneCtaPerSm {
             regs: r.regs_per_thread,
         });

@@ -185,9 +185,15 @@ inline Mbar& mbar(const void* bar, const char* what) {
   return it->second;
 }
 
-inline void wake(const void* bar) {
+// Wakes the threads waiting on `bar`; returns whether there were any.
+inline bool wake(const void* bar) {
+  bool any = false;
   for (Fiber& f : rt().fibers)
-    if (f.st == St::Mbar && f.mbar == bar) f.st = St::Ready;
+    if (f.st == St::Mbar && f.mbar == bar) {
+      f.st = St::Ready;
+      any = true;
+    }
+  return any;
 }
 
 inline void try_complete(const void* bar, Mbar& m) {
@@ -199,7 +205,22 @@ inline void try_complete(const void* bar, Mbar& m) {
            bar, m.phase);
   m.phase++;
   m.pending = m.expected;
-  wake(bar);
+  // The woken threads run before this one goes on (the adversarial order: a stage released
+  // early is refilled while its wgmma may still read it).
+  if (wake(bar) && rt().cur != nullptr) yield();
+}
+
+// A TMA load may write its destination any time from its issue until it lands: none of it may
+// be read by a wgmma not yet waited for.
+inline void check_overwrite(size_t lo, size_t hi) {
+  for (const auto& ops : g_sm90.ops)
+    for (const WgOp& o : ops)
+      for (int ab = 0; ab < 2; ++ab)
+        if (o.lo[ab] < hi && lo < o.hi[ab])
+          fail("a TMA load writes shared memory [%zu, %zu) that a wgmma not yet waited for "
+               "reads ([%zu, %zu) of its descriptor %#llx): the stage was released before "
+               "its wgmma completed",
+               lo, hi, o.lo[ab], o.hi[ab], (unsigned long long)(ab == 0 ? o.da : o.db));
 }
 
 // Lands the TMA loads queued on `bar`, in issue order.
@@ -212,15 +233,7 @@ inline void land(const void* bar) {
     }
     TmaXfer x = std::move(g_sm90.xfers[i]);
     g_sm90.xfers.erase(g_sm90.xfers.begin() + (std::ptrdiff_t)i);
-    const size_t lo = x.off, hi = x.off + x.bytes.size();
-    for (const auto& ops : g_sm90.ops)
-      for (const WgOp& o : ops)
-        for (int ab = 0; ab < 2; ++ab)
-          if (o.lo[ab] < hi && lo < o.hi[ab])
-            fail("a TMA load lands on shared memory [%zu, %zu) that a wgmma not yet waited for "
-                 "reads ([%zu, %zu) of its descriptor %#llx): the stage was released before "
-                 "its wgmma completed",
-                 lo, hi, o.lo[ab], o.hi[ab], (unsigned long long)(ab == 0 ? o.da : o.db));
+    check_overwrite(x.off, x.off + x.bytes.size());
     for (size_t b = 0; b < x.bytes.size(); ++b) {
       const size_t off = x.swizzle == 3 ? swz128(x.off + b) : x.off + b;
       if (off >= r.dyn_bytes) fail("TMA destination byte %zu is past dynamic shared memory", off);
@@ -264,6 +277,7 @@ inline void tma_load(void* dst, const dlc_tmap* map, void* bar, const int* c, ui
     }
     if (in) std::memcpy(&x.bytes[e * map->elem], map->base + src, map->elem);
   }
+  check_overwrite(off, off + bytes);
   g_sm90.xfers.push_back(std::move(x));
   wake(bar);  // a waiter lands it
 }

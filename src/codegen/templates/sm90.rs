@@ -145,7 +145,13 @@ pub fn tma_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<Tma
         Coord::Outer => true,
         _ => return None,
     };
-    let dims: Vec<Dim> = decl.memref.shape.iter().rev().map(|d| d.0.clone()).collect();
+    let dims: Vec<Dim> = decl
+        .memref
+        .shape
+        .iter()
+        .rev()
+        .map(|d| d.0.clone())
+        .collect();
     // Global strides are multiples of 16 bytes: the rows hold multiples of 8 elements.
     dims[0].div_exact(&Dim::int(8))?;
     Some(TmaOperand {

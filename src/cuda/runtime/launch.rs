@@ -109,8 +109,14 @@ fn encode_tensor_map(
 ) -> Result<sys::CUtensorMap, CudaError> {
     use crate::ir::dtype::DType;
     let (ty, elem) = match dtype {
-        DType::F16 => (sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2u64),
-        DType::BF16 => (sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2u64),
+        DType::F16 => (
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            2u64,
+        ),
+        DType::BF16 => (
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            2u64,
+        ),
         d => {
             return Err(CudaError::Manifest {
                 why: format!("a tensor map over a {d:?} buffer"),
@@ -119,7 +125,11 @@ fn encode_tensor_map(
     };
     if dims.is_empty() || dims.len() > 5 || dims.len() != box_dims.len() {
         return Err(CudaError::Manifest {
-            why: format!("a tensor map of rank {} (box {})", dims.len(), box_dims.len()),
+            why: format!(
+                "a tensor map of rank {} (box {})",
+                dims.len(),
+                box_dims.len()
+            ),
         });
     }
     let mut strides = [0u64; 5];
