@@ -1,11 +1,11 @@
 //! The SM90 GEMM template (`sm90_gemm`: TMA + mbarrier + `wgmma`, warp-specialized) on the
 //! CPU and through NVRTC: small GEMMs (fp16 and bf16, K-major and MN-major operands, tails in
-//! every tile dimension, every epilogue: bias, activations, residual, casts, batched) are
+//! every tile dimension, bias, relu/sigmoid/silu, residual) are
 //! optimized for sm90, their kernels rebuilt under the template's plan points, run with the
 //! host emulation (`dlc_emu_sm90.h`: mbarrier phases and transaction counts, TMA boxes with the
 //! 128-byte swizzle and zero fill, `wgmma` descriptors and fragments per the PTX ISA) and
-//! compared with the reference evaluator; negative tests remove a wait, shrink an expect-tx,
-//! or release a stage early. NVRTC compiles the concrete and symbolic 4096³ GEMMs for sm_90a
+//! compared with the reference evaluator; negative tests remove a wait and shrink an expect-tx.
+//! NVRTC compiles the concrete 4096³ GEMM for sm_90a
 //! without spills, and the PTX holds `wgmma.mma_async`, `cp.async.bulk.tensor` and
 //! `mbarrier`. Needs g++ (and NVRTC for the compile tests), no GPU.
 
