@@ -214,12 +214,20 @@ fn claims_mma(plan: &Value) -> bool {
     })
 }
 
+fn claims_wgmma(plan: &Value) -> bool {
+    plan["algo_choice"].as_object().is_some_and(|a| {
+        a.values()
+            .any(|v| v.as_str().is_some_and(|v| v.contains("wgmma")))
+    })
+}
+
 /// The manifest template a plan's template and algorithm are emitted with.
 fn emitted_template(plan: &Value) -> Option<&'static str> {
     let attention = plan["algo_choice"].get("attention").is_some();
     Some(match plan["template"].as_str()? {
         "attention" => "attention",
         "contraction" if attention => "attention",
+        "contraction" if claims_wgmma(plan) => "sm90_gemm",
         "contraction" if claims_mma(plan) => "contraction_mma",
         "contraction" => "contraction_simt",
         "reduction" => "row",

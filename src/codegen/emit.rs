@@ -231,7 +231,23 @@ pub fn kernel_of(
                     warps_m * warps_n * 32,
                 )?,
                 Algo::Wgmma => {
-                    return Err(not_emittable(r, choice, "no wgmma template"));
+                    let dtype = templates::contraction_mma::mma_dtype(r, &v)
+                        .filter(|_| tensor_cores)
+                        .ok_or_else(|| {
+                            not_emittable(r, choice, "the operands are not both fp16 or bf16")
+                        })?;
+                    templates::sm90::build(
+                        r,
+                        &mut em,
+                        &v,
+                        arch,
+                        dtype,
+                        templates::sm90::Sm90Plan {
+                            tile: [bm, bn, bk],
+                            consumers: (warps_m * warps_n / 4).max(1),
+                            stages: u64::from(stages),
+                        },
+                    )?
                 }
             }
         }
@@ -272,16 +288,21 @@ pub fn kernels(
                     ..ek
                 }
             }
-            (None, Some(Step::Region(r))) => EmittedKernel {
-                kernel: kernel_of(r, choice, model)?,
-                choice: choice.clone(),
-                step: pk.step,
-                args: launch_args(
+            (None, Some(Step::Region(r))) => {
+                let kernel = kernel_of(r, choice, model)?;
+                let mut args = launch_args(
                     r.inputs.iter().map(|i| i.name.as_str()),
                     r.outputs.iter().map(|o| o.name.as_str()),
                     &templates::symbols(r),
-                ),
-            },
+                );
+                args.extend(templates::sm90::tensor_map_args(r, &kernel));
+                EmittedKernel {
+                    kernel,
+                    choice: choice.clone(),
+                    step: pk.step,
+                    args,
+                }
+            }
             (None, _) => {
                 return Err(CodegenError::Unsupported {
                     kernel: pk.name.clone(),
@@ -355,7 +376,7 @@ pub fn emit_planned(
                 source.push('\n');
                 symbols.extend(ek.args.iter().filter_map(|a| match a {
                     KernelArg::Symbol { name } => Some(name.clone()),
-                    KernelArg::Buffer { .. } => None,
+                    KernelArg::Buffer { .. } | KernelArg::TensorMap { .. } => None,
                 }));
                 let k = &ek.kernel;
                 steps.push(ManifestStep::Launch(KernelLaunch {

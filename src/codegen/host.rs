@@ -285,6 +285,72 @@ struct Program {
     outputs: Vec<(String, String, String)>,
 }
 
+/// The emulated `cuTensorMapEncodeTiled` call of a [`KernelArg::TensorMap`] into `CUtensorMap
+/// name` (the manifest's encoding: dense row-major strides, 128-byte swizzle, zero fill).
+fn tensor_map(
+    body: &mut String,
+    name: &str,
+    b: &Buf,
+    dims: &[String],
+    box_dims: &[u32],
+    kernel: &str,
+) -> Result<(), HostError> {
+    let dtype = match b.dtype {
+        DType::F16 => "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
+        DType::BF16 => "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+        d => {
+            return Err(HostError::Manifest(format!(
+                "`{kernel}`: a tensor map over a {d:?} buffer"
+            )))
+        }
+    };
+    if dims.len() != box_dims.len() || dims.is_empty() || dims.len() > 5 {
+        return Err(HostError::Manifest(format!(
+            "`{kernel}`: a tensor map of rank {} with a box of rank {}",
+            dims.len(),
+            box_dims.len()
+        )));
+    }
+    let rank = dims.len();
+    let elem = b.dtype.size_bytes();
+    let _ = writeln!(body, "  CUtensorMap {name};");
+    let _ = writeln!(body, "  {{");
+    let _ = writeln!(
+        body,
+        "    const cuuint64_t dims[] = {{{}}};",
+        dims.iter()
+            .map(|d| format!("(cuuint64_t){d}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(body, "    cuuint64_t strides[5] = {{0, 0, 0, 0, 0}};");
+    let _ = writeln!(body, "    cuuint64_t st = {elem};");
+    let _ = writeln!(
+        body,
+        "    for (int d = 0; d + 1 < {rank}; ++d) {{ st *= dims[d]; strides[d] = st; }}"
+    );
+    let boxes: Vec<String> = box_dims.iter().map(|b| format!("{b}u")).collect();
+    let _ = writeln!(
+        body,
+        "    const cuuint32_t box[] = {{{}}};",
+        boxes.join(", ")
+    );
+    let _ = writeln!(body, "    const cuuint32_t es[] = {{1u, 1u, 1u, 1u, 1u}};");
+    let _ = writeln!(
+        body,
+        "    if (cuTensorMapEncodeTiled(&{name}, {dtype}, {rank}u, s{}, dims, strides, box, es, \
+         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, \
+         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != 0) {{",
+        b.storage
+    );
+    let _ = writeln!(
+        body,
+        "      std::fprintf(stderr, \"dlc_emu: cuTensorMapEncodeTiled rejects the tensor map of \
+         `{kernel}`\\n\"); return 86;\n    }}\n  }}"
+    );
+    Ok(())
+}
+
 fn generate(
     m: &Manifest,
     lay: &Layout,
@@ -360,6 +426,26 @@ fn generate(
                         });
                     }
                     args.push(format!("(int){}", param(v, &mut params)));
+                }
+                KernelArg::TensorMap {
+                    buffer,
+                    dims,
+                    box_dims,
+                } => {
+                    let b = lay.bufs.get(buffer).ok_or_else(|| {
+                        HostError::Manifest(format!(
+                            "launch of `{}` maps unknown buffer `{buffer}`",
+                            l.kernel
+                        ))
+                    })?;
+                    let name = format!("tm{}_{}", li, args.len());
+                    let mut vals = Vec::with_capacity(dims.len());
+                    for d in dims {
+                        let what = format!("tensor map of `{buffer}` in launch {li}");
+                        vals.push(param(eval(d, bindings, &what)?, &mut params));
+                    }
+                    tensor_map(&mut body, &name, b, &vals, box_dims, &l.kernel)?;
+                    args.push(name);
                 }
             }
         }

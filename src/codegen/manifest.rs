@@ -6,7 +6,8 @@
 //! Conventions shared by the emitted code and every executor:
 //! - A kernel's parameters are its [`KernelLaunch::args`] in order: buffers first (the region's
 //!   inputs, then its outputs, as `const T* __restrict__` / `T* __restrict__` of the buffer's
-//!   element type), then one `int` per symbol the kernel's sizes mention, sorted by name.
+//!   element type), then one `int` per symbol the kernel's sizes mention, sorted by name, then
+//!   the TMA tensor maps of an SM90 kernel ([`KernelArg::TensorMap`]).
 //! - `grid` entries are size expressions over the program's symbols (`"(M+63)//64"`), evaluated
 //!   with the run's bindings; `block` is constant.
 //! - Buffers are dense row-major arrays of their dtype (`fp16`/`bf16`: 2 bytes, `fp32`/`i32`: 4,
@@ -127,5 +128,20 @@ pub enum KernelArg {
     Symbol {
         /// The symbol's name.
         name: String,
+    },
+    /// A TMA tensor map over buffer `buffer`, passed by value (`const __grid_constant__
+    /// CUtensorMap`, 128 bytes). The executor encodes it with the driver's
+    /// `cuTensorMapEncodeTiled`: the buffer's dtype (fp16 or bf16), rank `dims.len()`, the
+    /// buffer's address, `dims` (innermost first, evaluated under the bindings), the dense
+    /// row-major strides in bytes of dimensions 1.., `box_dims`, element strides 1, no
+    /// interleave, `CU_TENSOR_MAP_SWIZZLE_128B`, L2 promotion 256 B, out-of-bounds elements
+    /// zero (`CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE`).
+    TensorMap {
+        /// The buffer the map addresses.
+        buffer: String,
+        /// The tensor's sizes, innermost first.
+        dims: Vec<Size>,
+        /// The box (one TMA load) in elements, innermost first.
+        box_dims: Vec<u32>,
     },
 }

@@ -15,14 +15,18 @@ use manifest::Manifest;
 pub const HEADER_NAME: &str = "dlc_kernel.cuh";
 
 /// The device header (NVRTC / nvcc): `#include "dlc_kernel.cuh"` in the emitted source.
-pub const DEVICE_HEADER: &str = include_str!("include/dlc_kernel.cuh");
+pub const DEVICE_HEADER: &str = concat!(
+    include_str!("include/dlc_kernel.cuh"),
+    include_str!("include/dlc_kernel_sm90.cuh")
+);
 
 /// The host emulation header: the same API for `g++`, provided under [`HEADER_NAME`] when the
 /// emitted source is compiled on the CPU ([`host`]). Three files, one header.
 pub const EMU_HEADER: &str = concat!(
     include_str!("include/dlc_emu.h"),
     include_str!("include/dlc_emu_runtime.h"),
-    include_str!("include/dlc_emu_warp.h")
+    include_str!("include/dlc_emu_warp.h"),
+    include_str!("include/dlc_emu_sm90.h")
 );
 
 /// An emitted program: the CUDA source and its manifest.

@@ -14,7 +14,7 @@ pub mod work;
 
 use crate::extract::kernels::CostModel;
 use crate::ir::region::Region;
-use crate::plan::space::{candidates, plan_of, Candidate, Knobs, Stop};
+use crate::plan::space::{candidates, plan_of, Algo, Candidate, Knobs, Stop};
 use crate::plan::Plan;
 use crate::target::Target;
 use roofline::{estimate, Estimate};
@@ -183,18 +183,19 @@ fn choose_plan_as(
     // With one operand by `cp.async` (the other register-staged or gathered) the asynchronous
     // plans stay: that operand is pipelined `stages - 1` tiles ahead. TODO(issue 15): price the
     // register-staged operand of such a mixed plan (one tile ahead, its held registers).
-    let no_copy = matches!(e, Emits::Contraction { mma: true, staging } if !staging.contains(&Staging::CpAsync));
-    let all = candidates(&work, &model.target);
-    let all = if no_copy {
-        all.into_iter()
-            .filter(|c| match c.knobs {
-                Knobs::Contraction { async_, .. } => !async_,
-                _ => true,
-            })
-            .collect()
-    } else {
-        all
-    };
+    let no_copy = matches!(e, Emits::Contraction { mma: true, staging, .. } if !staging.contains(&Staging::CpAsync));
+    // The SM90 template (`wgmma`) emits only the GEMMs it accepts (`templates::sm90`).
+    let wgmma = matches!(e, Emits::Contraction { wgmma: true, .. });
+    let all = candidates(&work, &model.target)
+        .into_iter()
+        .filter(|c| match c.knobs {
+            Knobs::Contraction {
+                algo: Algo::Wgmma, ..
+            } => wgmma,
+            Knobs::Contraction { async_, .. } => !(no_copy && async_),
+            _ => true,
+        })
+        .collect();
     choose_among(work, all, &model.target)
 }
 

@@ -321,11 +321,10 @@ fn stop_register_spill_and_one_cta_per_sm() {
     )));
     // mma_sync [128,128,32] with 4 warps (64×64 each): 128 + 48 + 40 registers, 1 CTA per SM.
     assert!(s.iter().any(|x| matches!(x, Stop::OneCtaPerSm { .. })));
-    // At 4096³ on H100 the fastest survivor of the full space is a wgmma plan; the space the
-    // code generator implements plans mma_sync.
+    // At 4096³ on H100 the fastest survivor of the full space is a wgmma plan.
     let c =
         choose_plan_for(analyze(&seed_gemm(), &m).expect("analyzes"), &m.target).expect("plans");
-    assert_eq!(c.best.plan.algo_choice["matmul"], "mma_sync");
+    assert_eq!(c.best.plan.algo_choice["matmul"], "wgmma");
     let w = analyze(&seed_gemm(), &m).expect("analyzes");
     let fastest_wgmma = candidates_with(&w, &m.target, true)
         .into_iter()

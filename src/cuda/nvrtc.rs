@@ -430,7 +430,7 @@ pub fn compile(source: &str, arch: Arch, opts: &CompileOptions) -> Result<Compil
     let tc = toolchain()?;
     let target = gpu_architecture(arch).to_string();
     let options = nvrtc_options(arch, opts, &tc.include_dir);
-    let (outcome, log) = run_nvrtc(source, &opts.headers, &options)?;
+    let (outcome, log) = run_nvrtc(source, &opts.headers, &options, false)?;
     let mut kernels = parse_ptxas_log(&log);
     kernels.sort_by(|a, b| a.name.cmp(&b.name));
     if let Some(k) = kernels.iter().find(|k| k.spill_bytes > 0) {
@@ -468,7 +468,7 @@ pub fn compile(source: &str, arch: Arch, opts: &CompileOptions) -> Result<Compil
             } else {
                 let quiet: Vec<String> =
                     options.into_iter().filter(|o| o != "-Xptxas=-v").collect();
-                let (_, again) = run_nvrtc(source, &opts.headers, &quiet)?;
+                let (_, again) = run_nvrtc(source, &opts.headers, &quiet, false)?;
                 format!("{log}{again}")
             };
             Err(NvrtcError::Compile { target, log })
@@ -476,11 +476,32 @@ pub fn compile(source: &str, arch: Arch, opts: &CompileOptions) -> Result<Compil
     }
 }
 
-/// One NVRTC compilation: the cubin (`None` when the compilation failed) and the log.
+/// The PTX of `source` for `arch`'s virtual architecture (`compute_80`, `compute_90a`): what
+/// inline assembly and intrinsics the kernels issue (`wgmma.mma_async`, `cp.async.bulk.tensor`,
+/// `mbarrier`), before ptxas.
+pub fn ptx(source: &str, arch: Arch, opts: &CompileOptions) -> Result<String, NvrtcError> {
+    let tc = toolchain()?;
+    let virt = gpu_architecture(arch).replace("sm_", "compute_");
+    let options = vec![
+        format!("--gpu-architecture={virt}"),
+        "-std=c++17".to_string(),
+        format!("-I{}", tc.include_dir.display()),
+    ];
+    match run_nvrtc(source, &opts.headers, &options, true)? {
+        (Some(bytes), _) => Ok(String::from_utf8_lossy(&bytes)
+            .trim_end_matches('\0')
+            .to_string()),
+        (None, log) => Err(NvrtcError::Compile { target: virt, log }),
+    }
+}
+
+/// One NVRTC compilation: the cubin (the PTX with `ptx`; `None` when the compilation failed)
+/// and the log.
 fn run_nvrtc(
     source: &str,
     headers: &[(String, String)],
     options: &[String],
+    ptx: bool,
 ) -> Result<(Option<Vec<u8>>, String), NvrtcError> {
     let src = cstring("the source", source)?;
     let name = cstring("the program name", "kernels.cu")?;
@@ -531,6 +552,7 @@ fn run_nvrtc(
     .result();
     let log = program_log(&prog)?;
     match compiled {
+        Ok(()) if ptx => Ok((Some(program_ptx(&prog)?), log)),
         Ok(()) => Ok((Some(program_cubin(&prog)?), log)),
         Err(e) if e.0 == sys::nvrtcResult::NVRTC_ERROR_COMPILATION => Ok((None, log)),
         Err(e) => Err(api("nvrtcCompileProgram", e)),
@@ -561,6 +583,20 @@ fn program_cubin(prog: &Program) -> Result<Vec<u8>, NvrtcError> {
         .result()
         .map_err(|e| api("nvrtcGetCUBIN", e))?;
     Ok(cubin)
+}
+
+fn program_ptx(prog: &Program) -> Result<Vec<u8>, NvrtcError> {
+    let mut size = 0usize;
+    // SAFETY: `prog` is a live, compiled program; `size` is valid for writes.
+    unsafe { sys::nvrtcGetPTXSize(prog.0, &mut size) }
+        .result()
+        .map_err(|e| api("nvrtcGetPTXSize", e))?;
+    let mut ptx = vec![0u8; size];
+    // SAFETY: `ptx` has the size NVRTC asked for.
+    unsafe { sys::nvrtcGetPTX(prog.0, ptx.as_mut_ptr().cast::<c_char>()) }
+        .result()
+        .map_err(|e| api("nvrtcGetPTX", e))?;
+    Ok(ptx)
 }
 
 /// The first `'…'`-quoted word after `keyword` in `line`.

@@ -372,12 +372,21 @@ pub fn plan_buffers(
 }
 
 /// One kernel argument's value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ArgValue {
     /// A pointer into storage `n`.
     Storage(usize),
     /// An `int`.
     Int(i32),
+    /// A TMA tensor map over storage `storage` (encoded at launch, `KernelArg::TensorMap`).
+    TensorMap {
+        storage: usize,
+        dtype: DType,
+        /// Dimensions, innermost first.
+        dims: Vec<u64>,
+        /// The box, innermost first.
+        box_dims: Vec<u32>,
+    },
 }
 
 /// One launch, ready to go.
@@ -436,6 +445,28 @@ pub fn plan_launches(
                     ArgValue::Int(i32::try_from(v).map_err(|_| {
                         manifest_error(format!("symbol `{name}` = {v} does not fit an int"))
                     })?)
+                }
+                KernelArg::TensorMap {
+                    buffer,
+                    dims,
+                    box_dims,
+                } => {
+                    let b = layout.get(buffer).ok_or_else(|| {
+                        manifest_error(format!("`{}` maps unknown buffer `{buffer}`", l.kernel))
+                    })?;
+                    let mut ds = Vec::with_capacity(dims.len());
+                    for d in dims {
+                        let v = eval_size(&format!("tensor map of `{buffer}`"), d, bindings)?;
+                        ds.push(u64::try_from(v).map_err(|_| {
+                            manifest_error(format!("tensor map of `{buffer}`: dimension {v}"))
+                        })?);
+                    }
+                    ArgValue::TensorMap {
+                        storage: b.storage,
+                        dtype: b.dtype,
+                        dims: ds,
+                        box_dims: box_dims.clone(),
+                    }
                 }
             });
         }

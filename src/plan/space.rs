@@ -25,7 +25,8 @@
 //!    vector and stops.
 //! 3. **SmemOver** — shared memory above 80 % of the per-block limit.
 //! 4. **RegisterSpill** — more registers per thread than the architecture allows.
-//! 5. **OneCtaPerSm** — register pressure leaves one CTA per SM.
+//! 5. **OneCtaPerSm** — register pressure leaves one CTA per SM (not for `wgmma`, whose
+//!    warp-specialized kernel is built for one CTA per SM).
 //!
 //! Register estimates: accumulators (`warp tile / 32` fp32 per thread), operand fragments
 //! (`mma.sync`: 4 registers per 16×16 A fragment and 2 per 16×8 B fragment, double-buffered;
@@ -126,6 +127,13 @@ impl Knobs {
     /// Threads per block.
     pub fn threads(&self) -> u64 {
         match *self {
+            // `wgmma`: the consumer warpgroups plus the TMA producer warpgroup.
+            Knobs::Contraction {
+                algo: Algo::Wgmma,
+                warps_m,
+                warps_n,
+                ..
+            } => (warps_m * warps_n).div_ceil(4) * 128 + 128,
             Knobs::Contraction {
                 warps_m, warps_n, ..
             } => warps_m * warps_n * 32,
@@ -257,10 +265,10 @@ pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<C
         .collect()
 }
 
-/// Whether code generation has a `wgmma` template. Until it does, SM90 contractions are planned
-/// (and priced) on `mma_sync`, which Hopper runs too, so that every chosen plan is one the
-/// code generator implements. TODO(issue 5): an SM90 wgmma + TMA template.
-pub const WGMMA_EMITTED: bool = false;
+/// Whether code generation has a `wgmma` template (`codegen::templates::sm90`): SM90
+/// contractions it accepts are planned on `wgmma` or `mma_sync`, whichever is priced faster
+/// (`cost::choose_plan` drops the `wgmma` points of the others).
+pub const WGMMA_EMITTED: bool = true;
 
 /// Vector widths of the grid, in bytes (the seed's {16, 8, 4}, and the narrow ones odd
 /// extents of narrow types need; widths below the element size are not tried).
@@ -595,7 +603,16 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
             limit: target.regs_per_thread,
         });
     }
-    if r.ctas_per_sm <= 1 && r.limited_by == "registers" {
+    // A warp-specialized `wgmma` kernel is built to run one CTA per SM (its producer warpgroup
+    // keeps the tensor cores fed; CUTLASS's SM90 kernels do the same).
+    let wgmma = matches!(
+        k,
+        Knobs::Contraction {
+            algo: Algo::Wgmma,
+            ..
+        }
+    );
+    if r.ctas_per_sm <= 1 && r.limited_by == "registers" && !wgmma {
         return Err(Stop::OneCtaPerSm {
             regs: r.regs_per_thread,
         });

@@ -93,6 +93,21 @@ pub enum ParamKind {
     Output,
     /// `int` (a symbol's value).
     Symbol,
+    /// `const __grid_constant__ dlc_tmap` (a TMA tensor map over an input, [`Param::tmap`]).
+    TensorMap,
+}
+
+/// What a [`ParamKind::TensorMap`] parameter describes: a tiled TMA tensor map over input
+/// `input` (dense row-major), encoded on the host with `cuTensorMapEncodeTiled` (128-byte
+/// swizzle, out-of-bounds elements zero).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TensorMapParam {
+    /// Index of the region input it maps.
+    pub input: usize,
+    /// The tensor's dimensions, innermost first (elements).
+    pub dims: Vec<Size>,
+    /// The box one load copies, innermost first (elements).
+    pub box_dims: Vec<u32>,
 }
 
 /// A kernel parameter.
@@ -104,6 +119,9 @@ pub struct Param {
     pub ty: CType,
     /// Whether it is read, written or a symbol's value.
     pub kind: ParamKind,
+    /// The tensor map of a [`ParamKind::TensorMap`] parameter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tmap: Option<TensorMapParam>,
 }
 
 /// Launch configuration: grid as size expressions over the symbols, block constant.
@@ -346,6 +364,11 @@ pub enum Stmt {
     },
     /// A nested block `{ … }` (a scope for names).
     Block(Vec<Stmt>),
+    /// One statement of the SM90 pipeline (`code;`): an mbarrier operation, a TMA load, a
+    /// `wgmma` instruction or fence, or a shared-memory pointer they use (`sm90_gemm`).
+    /// `warpgroup`: a warpgroup collective (`wgmma.*`, `setmaxnreg`), never under
+    /// thread-divergent control.
+    Sm90 { code: String, warpgroup: bool },
 }
 
 impl Stmt {

@@ -21,6 +21,7 @@ pub fn kernel(k: &Kernel) -> String {
             ParamKind::Input => format!("const {}* __restrict__ {}", p.ty.c(), p.name),
             ParamKind::Output => format!("{}* __restrict__ {}", p.ty.c(), p.name),
             ParamKind::Symbol => format!("int {}", p.name),
+            ParamKind::TensorMap => format!("const __grid_constant__ dlc_tmap {}", p.name),
         })
         .collect();
     let _ = writeln!(
@@ -249,6 +250,9 @@ fn stmt(out: &mut String, s: &Stmt, depth: usize) {
         Stmt::Block(body) => {
             block(out, body, depth);
             out.push('\n');
+        }
+        Stmt::Sm90 { code, .. } => {
+            let _ = writeln!(out, "{code};");
         }
     }
 }

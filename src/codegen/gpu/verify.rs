@@ -322,6 +322,9 @@ fn divergence(kernel: &str, body: &[Stmt], under: Div) -> Result<(), GpuIrError>
             Stmt::WarpReduce { .. } if under == Div::Thread => return bad("a warp reduction"),
             Stmt::LdMatrix { .. } if under == Div::Thread => return bad("ldmatrix"),
             Stmt::Mma { .. } if under == Div::Thread => return bad("mma.sync"),
+            Stmt::Sm90 {
+                warpgroup: true, ..
+            } if under == Div::Thread => return bad("a warpgroup collective (wgmma, setmaxnreg)"),
             Stmt::For { div, body, .. } => divergence(kernel, body, under.max(*div))?,
             Stmt::If {
                 div,

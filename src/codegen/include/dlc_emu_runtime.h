@@ -9,7 +9,7 @@ namespace detail {
 constexpr int kFailStatus = 86;
 constexpr unsigned kFull = 0xffffffffu;
 
-enum class St : unsigned char { Ready, Barrier, Warp, Done };
+enum class St : unsigned char { Ready, Barrier, Warp, Mbar, Done };
 enum class Op : unsigned char { ShflXor, Shfl, Sum, Max, Min, MmaF16, MmaBf16, Ld, LdTrans };
 
 inline const char* op_name(Op op) {
@@ -48,6 +48,7 @@ struct Fiber {
   int line = 0;  // where it waits
   std::vector<Copy> copies;
   unsigned next_group = 1;
+  const void* mbar = nullptr;  // St::Mbar: the mbarrier it waits on (dlc_emu_sm90.h)
   void* asan_fake = nullptr;
 };
 
@@ -322,6 +323,11 @@ inline void cp_async(void* smem, const void* gmem, int src_bytes, unsigned size)
   }
 }
 
+// SM90 state (mbarriers, TMA transfers, wgmma groups): dlc_emu_sm90.h.
+inline void sm90_block_reset();
+inline void sm90_thread_exit();
+inline unsigned sm90_mbar_waiters();
+
 // ---- barriers -----------------------------------------------------------------------------------
 inline void release(St from) {
   for (Fiber& f : rt().fibers)
@@ -397,6 +403,7 @@ inline void fiber_main() {
   Fiber& f = *r.cur;
   for (const Copy& c : f.copies) perform(c);  // copies never waited for still land
   f.copies.clear();
+  sm90_thread_exit();
   f.st = St::Done;
   ++r.exited;
   Warp& w = r.warps[f.linear / 32];
@@ -418,9 +425,9 @@ inline void fiber_main() {
   char msg[512];
   int n = std::snprintf(msg, sizeof msg,
                         "block (%u,%u,%u) cannot make progress: %u thread(s) at __syncthreads() "
-                        "(line %d), %u exited",
+                        "(line %d), %u at an mbarrier wait, %u exited",
                         g_block_idx.x, g_block_idx.y, g_block_idx.z, r.bar_arrived, r.bar_line,
-                        r.exited);
+                        sm90_mbar_waiters(), r.exited);
   for (size_t i = 0; i < r.warps.size() && n > 0 && (size_t)n < sizeof msg; ++i) {
     const Warp& w = r.warps[i];
     if (w.arrived > 0)
@@ -474,7 +481,7 @@ inline void run_grid(dim3 grid, dim3 block, size_t dyn_bytes, void (*body)(void*
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   alloc_stacks(n);
   void* dyn = nullptr;
-  if (posix_memalign(&dyn, 128, dyn_bytes > 0 ? dyn_bytes : 1) != 0)
+  if (posix_memalign(&dyn, 1024, dyn_bytes > 0 ? dyn_bytes : 1) != 0)
     fail("cannot allocate %zu bytes of dynamic shared memory", dyn_bytes);
   r.dyn = static_cast<unsigned char*>(dyn);
   r.dyn_bytes = dyn_bytes;
@@ -500,6 +507,7 @@ inline void run_grid(dim3 grid, dim3 block, size_t dyn_bytes, void (*body)(void*
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         g_block_idx = uint3{bx, by, bz};
         poison_smem();
+        sm90_block_reset();
         r.bar_arrived = 0;
         r.exited = 0;
         for (Warp& w : r.warps) w.arrived = w.exited = 0;

@@ -21,12 +21,15 @@ use crate::ir::region::Region;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emits {
     /// The tiled contraction templates: tensor cores (`mma_sync`) when `mma`, else SIMT;
-    /// `staging` says how the tensor-core template fills each operand's tile (`[A, B]`).
+    /// `staging` says how the tensor-core template fills each operand's tile (`[A, B]`);
+    /// `wgmma`: the SM90 template ([`super::sm90`]) accepts it too.
     Contraction {
         /// Tensor cores (`mma.sync`) rather than SIMT FMAs.
         mma: bool,
         /// How each operand's tile is filled, `[A, B]`.
         staging: [Staging; 2],
+        /// The SM90 wgmma template accepts the contraction too.
+        wgmma: bool,
     },
     /// The cooperative row template.
     Row,
@@ -45,6 +48,7 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
             let fused = Emits::Contraction {
                 mma: g.tensor_cores,
                 staging: [Staging::CpAsync; 2],
+                wgmma: false,
             };
             let fallback = if attention_first && g.row_extent.is_some() {
                 fused
@@ -61,7 +65,12 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
                         contraction_mma::operand_staging(r, &v, Side::A),
                         contraction_mma::operand_staging(r, &v, Side::B),
                     ];
-                    Emits::Contraction { mma, staging }
+                    let wgmma = mma && g.row_extent.is_none() && super::sm90::accepts(r, &v);
+                    Emits::Contraction {
+                        mma,
+                        staging,
+                        wgmma,
+                    }
                 }
                 None => fallback,
             }

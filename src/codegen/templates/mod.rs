@@ -20,6 +20,7 @@ pub mod contraction_simt;
 pub mod pointwise;
 pub mod row;
 pub mod scan;
+pub mod sm90;
 pub mod vector;
 
 use super::cexpr;
@@ -46,7 +47,12 @@ pub fn params_of(
     outputs: impl Iterator<Item = DType>,
     symbols: &BTreeSet<String>,
 ) -> Vec<Param> {
-    let param = |name: String, ty, kind| Param { name, ty, kind };
+    let param = |name: String, ty, kind| Param {
+        name,
+        ty,
+        kind,
+        tmap: None,
+    };
     inputs
         .enumerate()
         .map(|(i, d)| param(format!("in{i}"), CType::of(d), ParamKind::Input))

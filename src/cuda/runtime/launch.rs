@@ -96,6 +96,71 @@ impl Drop for Event {
 enum Slot {
     Ptr(sys::CUdeviceptr),
     Int(i32),
+    Tmap(Box<sys::CUtensorMap>),
+}
+
+/// `cuTensorMapEncodeTiled` of a [`ArgValue::TensorMap`] over device address `base` (the
+/// manifest's encoding: dense row-major strides, 128-byte swizzle, out-of-bounds zero).
+fn encode_tensor_map(
+    base: sys::CUdeviceptr,
+    dtype: crate::ir::dtype::DType,
+    dims: &[u64],
+    box_dims: &[u32],
+) -> Result<sys::CUtensorMap, CudaError> {
+    use crate::ir::dtype::DType;
+    let (ty, elem) = match dtype {
+        DType::F16 => (
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            2u64,
+        ),
+        DType::BF16 => (
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            2u64,
+        ),
+        d => {
+            return Err(CudaError::Manifest {
+                why: format!("a tensor map over a {d:?} buffer"),
+            })
+        }
+    };
+    if dims.is_empty() || dims.len() > 5 || dims.len() != box_dims.len() {
+        return Err(CudaError::Manifest {
+            why: format!(
+                "a tensor map of rank {} (box {})",
+                dims.len(),
+                box_dims.len()
+            ),
+        });
+    }
+    let mut strides = [0u64; 5];
+    let mut st = elem;
+    for d in 0..dims.len() - 1 {
+        st *= dims[d];
+        strides[d] = st;
+    }
+    let es = [1u32; 5];
+    // SAFETY: CUtensorMap is plain data; the encoder writes all of it.
+    let mut map: sys::CUtensorMap = unsafe { std::mem::zeroed() };
+    // SAFETY: every array holds at least `rank` (the strides `rank - 1`) entries.
+    let r = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            ty,
+            dims.len() as u32,
+            base as *mut c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            box_dims.as_ptr(),
+            es.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    r.result()
+        .map_err(|e| driver("cuTensorMapEncodeTiled", e))?;
+    Ok(map)
 }
 
 impl Session {
@@ -236,6 +301,13 @@ impl Session {
             .map(|a| match a {
                 ArgValue::Storage(s) => self.storage(*s).map(Slot::Ptr),
                 ArgValue::Int(v) => Ok(Slot::Int(*v)),
+                ArgValue::TensorMap {
+                    storage,
+                    dtype,
+                    dims,
+                    box_dims,
+                } => encode_tensor_map(self.storage(*storage)?, *dtype, dims, box_dims)
+                    .map(|m| Slot::Tmap(Box::new(m))),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut params: Vec<*mut c_void> = slots
@@ -243,6 +315,7 @@ impl Session {
             .map(|s| match s {
                 Slot::Ptr(p) => (p as *mut sys::CUdeviceptr).cast::<c_void>(),
                 Slot::Int(v) => (v as *mut i32).cast::<c_void>(),
+                Slot::Tmap(m) => (&mut **m as *mut sys::CUtensorMap).cast::<c_void>(),
             })
             .collect();
         let [gx, gy, gz] = l.grid;
