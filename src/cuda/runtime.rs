@@ -380,7 +380,9 @@ pub enum ArgValue {
     Int(i32),
     /// A TMA tensor map over storage `storage` (encoded at launch, `KernelArg::TensorMap`).
     TensorMap {
+        /// The storage the map addresses.
         storage: usize,
+        /// Its element type (fp16 or bf16).
         dtype: DType,
         /// Dimensions, innermost first.
         dims: Vec<u64>,

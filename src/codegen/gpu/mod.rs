@@ -368,7 +368,12 @@ pub enum Stmt {
     /// `wgmma` instruction or fence, or a shared-memory pointer they use (`sm90_gemm`).
     /// `warpgroup`: a warpgroup collective (`wgmma.*`, `setmaxnreg`), never under
     /// thread-divergent control.
-    Sm90 { code: String, warpgroup: bool },
+    Sm90 {
+        /// The statement's CUDA text, without the `;`.
+        code: String,
+        /// A warpgroup collective.
+        warpgroup: bool,
+    },
 }
 
 impl Stmt {

@@ -85,7 +85,7 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
 /// output points.
 pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
     match (&mut work.shape, e) {
-        (Shape::Contraction(g), Emits::Contraction { mma, staging }) => {
+        (Shape::Contraction(g), Emits::Contraction { mma, staging, .. }) => {
             g.tensor_cores &= mma;
             g.fill = staging.map(|s| match s {
                 Staging::CpAsync => Fill::CpAsync,
