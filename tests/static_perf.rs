@@ -41,7 +41,8 @@ enum Check {
     /// A plan that claims tensor cores (`mma_sync`) has HMMA in its kernel, inside a loop (or
     /// anywhere when the kernel has no loop left: a short k-loop fully unrolled).
     TensorCores,
-    /// A plan vectorized by 16 bytes loads with `LDG.E.128` or `LDGSTS.128`.
+    /// A plan vectorized by 16 bytes loads with `LDG.E.128` or `LDGSTS.128`, or with TMA
+    /// (`UTMALDG`: whole tiles, 16-byte aligned by the tensor map's rules).
     Vec128Loads,
     /// A plan vectorized by 16 bytes stores with `STG.E.128`.
     Vec128Stores,
@@ -55,6 +56,8 @@ use Check::*;
 /// when one of them passes, so remove it then.
 #[rustfmt::skip]
 const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
+    ("gemm_bf16_4096", "sm90", Vec128Stores), // TODO(issue 21): sm90_gemm's epilogue stores elements one by one (no staged 16-byte or TMA store)
+    ("gemm_fp16_4096", "sm90", Vec128Stores), // TODO(issue 21): sm90_gemm's epilogue stores elements one by one (no staged 16-byte or TMA store)
     ("attention_causal_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("attention_full_hd128", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("attention_full_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
@@ -363,15 +366,17 @@ fn sass_checks(kernel: &str, plan: &Value, out_bytes: u64, s: &SassSummary, o: &
     }
     let vec_bytes = plan["vectorize"]["width"].as_u64().unwrap_or(1) * out_bytes;
     if vec_bytes == 16 {
-        let loads =
-            s.ldg.get(&128).copied().unwrap_or(0) + s.ldgsts.get(&128).copied().unwrap_or(0);
+        let loads = s.ldg.get(&128).copied().unwrap_or(0)
+            + s.ldgsts.get(&128).copied().unwrap_or(0)
+            + s.utmaldg;
         o.judge(
             Vec128Loads,
             (loads == 0).then(|| {
                 format!(
-                    "{kernel}: vectorized by 16 B; LDG {} LDGSTS {}",
+                    "{kernel}: vectorized by 16 B; LDG {} LDGSTS {} UTMALDG {}",
                     format_widths(&s.ldg),
-                    format_widths(&s.ldgsts)
+                    format_widths(&s.ldgsts),
+                    s.utmaldg
                 )
             }),
         );

@@ -81,6 +81,8 @@ pub struct SassSummary {
     pub hgmma: u32,
     /// `LDGSTS` (`cp.async`) by width.
     pub ldgsts: ByWidth,
+    /// `UTMALDG` (`cp.async.bulk.tensor`: TMA tile loads, whole boxes into shared memory).
+    pub utmaldg: u32,
     /// `LDG` by width.
     pub ldg: ByWidth,
     /// `STG` by width.
@@ -263,6 +265,7 @@ fn summarize(name: String, insts: &[Inst]) -> SassSummary {
         match b.as_str() {
             "HMMA" => s.hmma += 1,
             "HGMMA" => s.hgmma += 1,
+            "UTMALDG" => s.utmaldg += 1,
             "LDGSTS" => *s.ldgsts.entry(width_bits(&i.opcode)).or_default() += 1,
             "LDG" => *s.ldg.entry(width_bits(&i.opcode)).or_default() += 1,
             "STG" => *s.stg.entry(width_bits(&i.opcode)).or_default() += 1,
