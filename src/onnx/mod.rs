@@ -55,7 +55,7 @@ pub const E_OUT_OF_RANGE: (&str, &str) = ("E0603", "OnnxValueOutOfRange");
 /// `E0604`.
 pub const E_DTYPE: (&str, &str) = ("E0604", "OnnxUnsupportedDtype");
 
-/// Constants at most this many elements are written inline in graph.json; larger ones go to the
+/// Constants at most this many elements, all finite, are written inline in graph.json; the others go to the
 /// `.safetensors` sidecar.
 pub const INLINE_MAX: usize = 16;
 
@@ -122,14 +122,21 @@ pub fn read_tensor_proto(path: &Path) -> Result<proto::TensorProto, Diagnostic> 
         .map_err(|e| unreadable(path, format!("not a valid TensorProto: {e}")))
 }
 
+/// Whether constant `t` is written inline in graph.json: small, and every element finite (JSON
+/// has no infinity or NaN: a masked attention's `-inf` fill would be written as `null`).
+fn inline(t: &Tensor) -> bool {
+    t.numel() <= INLINE_MAX && t.to_f64().iter().all(|v| v.is_finite())
+}
+
 impl Imported {
-    /// The document with a `constants` section: tensors of at most [`INLINE_MAX`] elements inline,
-    /// the others named in the sidecar `sidecar` (a file name relative to the document).
+    /// The document with a `constants` section: tensors of at most [`INLINE_MAX`] finite elements
+    /// inline, the others (larger, or holding an infinity or NaN, which JSON cannot spell) named
+    /// in the sidecar `sidecar` (a file name relative to the document).
     pub fn document(&self, sidecar: &str) -> serde_json::Value {
         let mut doc = self.doc.clone();
         let mut consts = serde_json::Map::new();
         for (name, t) in &self.constants {
-            let entry = if t.numel() <= INLINE_MAX {
+            let entry = if inline(t) {
                 serde_json::json!({ "values": t.to_f64() })
             } else {
                 serde_json::json!({ "file": sidecar, "key": name })
@@ -142,17 +149,15 @@ impl Imported {
         doc
     }
 
-    /// Writes the constants larger than [`INLINE_MAX`] elements to the `.safetensors` file
+    /// Writes the constants that are not inline (larger than [`INLINE_MAX`] elements, or not
+    /// finite) to the `.safetensors` file
     /// `path`, streamed through a small buffer (no second copy of the weights in memory); floats
     /// in their dtype (`bf16` as BF16), `i32` as I32. Returns whether there was anything to write
     /// (no file is created otherwise).
     pub fn write_sidecar(&self, path: &Path) -> std::io::Result<bool> {
         use std::io::Write;
-        let big: Vec<(&String, &Tensor)> = self
-            .constants
-            .iter()
-            .filter(|(_, t)| t.numel() > INLINE_MAX)
-            .collect();
+        let big: Vec<(&String, &Tensor)> =
+            self.constants.iter().filter(|(_, t)| !inline(t)).collect();
         if big.is_empty() {
             return Ok(false);
         }
@@ -272,3 +277,45 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Where",
     "Xor",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::dtype::DType;
+
+    /// A small constant holding `-inf` (a masked attention's fill) goes to the sidecar, not into
+    /// JSON (which would write `null` and fail to load: E0006); small finite ones stay inline.
+    #[test]
+    fn non_finite_constants_go_to_the_sidecar() {
+        let imported = Imported {
+            doc: serde_json::json!({}),
+            constants: BTreeMap::from([
+                (
+                    "fill".to_string(),
+                    Tensor::from_f64(DType::F32, vec![1], &[f64::NEG_INFINITY]),
+                ),
+                (
+                    "bias".to_string(),
+                    Tensor::from_f64(DType::F32, vec![2], &[0.5, -1.0]),
+                ),
+            ]),
+        };
+        let doc = imported.document("w.safetensors");
+        assert_eq!(
+            doc["constants"]["fill"],
+            serde_json::json!({"file": "w.safetensors", "key": "fill"})
+        );
+        assert_eq!(
+            doc["constants"]["bias"],
+            serde_json::json!({"values": [0.5, -1.0]})
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("w.safetensors");
+        assert!(imported.write_sidecar(&path).expect("writes"));
+        let bytes = std::fs::read(&path).expect("reads");
+        let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
+        assert_eq!(st.names(), vec!["fill"]);
+        let v = st.tensor("fill").expect("fill");
+        assert_eq!(v.data(), f32::NEG_INFINITY.to_le_bytes());
+    }
+}
