@@ -200,11 +200,7 @@ fn run(
             .map_init(
                 || vec![0i64; nslots],
                 |env, flat| {
-                    let mut rest = flat;
-                    for (slot, s) in free.iter().zip(&fsizes).rev() {
-                        env[*slot] = (rest % s) as i64;
-                        rest /= s;
-                    }
+                    set_slots(env, free, &fsizes, flat);
                     cx.eval(&code, env)
                 },
             )
@@ -738,17 +734,12 @@ impl Ctx<'_> {
                     for s in slots {
                         env[*s] = 0;
                     }
-                    'outer: loop {
+                    loop {
                         let v = dtype.round(self.eval(body, env)?);
                         acc = dtype.round(fold(*op, *dtype, acc, v));
-                        for k in (0..slots.len()).rev() {
-                            env[slots[k]] += 1;
-                            if env[slots[k]] < extents[k] {
-                                continue 'outer;
-                            }
-                            env[slots[k]] = 0;
+                        if !advance(env, slots, extents) {
+                            break;
                         }
-                        break;
                     }
                 }
                 acc
@@ -799,3 +790,25 @@ impl Ctx<'_> {
 #[cfg(test)]
 #[path = "eval_tests.rs"]
 mod tests;
+
+/// Advances the reduction odometer `env[slots]` (last slot fastest) within `extents`; `false`
+/// once every point was visited (the slots are back at 0).
+fn advance(env: &mut [i64], slots: &[usize], extents: &[i64]) -> bool {
+    for k in (0..slots.len()).rev() {
+        env[slots[k]] += 1;
+        if env[slots[k]] < extents[k] {
+            return true;
+        }
+        env[slots[k]] = 0;
+    }
+    false
+}
+
+/// Writes the row-major decomposition of `flat` over `sizes` into `env[slots]`.
+fn set_slots(env: &mut [i64], slots: &[usize], sizes: &[usize], flat: usize) {
+    let mut rest = flat;
+    for (slot, s) in slots.iter().zip(sizes).rev() {
+        env[*slot] = (rest % s) as i64;
+        rest /= s;
+    }
+}

@@ -19,7 +19,7 @@
 //! over rows into compiled per-read strides, or make a row span several iters.
 
 use super::ops::{binary, fold, unary};
-use super::{axis, pred, CAxis, CExpr, CPred, Class, Cls, Ctx, EResult};
+use super::{advance, axis, pred, set_slots, CAxis, CExpr, CPred, Class, Cls, Ctx, EResult};
 use crate::ir::dtype::DType;
 use crate::ir::tiny::ReduceOp;
 use crate::tensor::TensorData;
@@ -313,14 +313,7 @@ impl RowLet<'_> {
                 pool: RefCell::new(Vec::new()),
             },
             |rows, (flat, out)| {
-                let mut rest = flat;
-                {
-                    let mut env = rows.env.borrow_mut();
-                    for (slot, s) in outer.iter().zip(&osizes).rev() {
-                        env[*slot] = (rest % s) as i64;
-                        rest /= s;
-                    }
-                }
+                set_slots(&mut rows.env.borrow_mut(), outer, &osizes, flat);
                 match rows.eval(code, &Lanes::Span(0, len))? {
                     V::U(x) => out.fill(x),
                     V::R(v) => {
@@ -633,7 +626,7 @@ impl Rows<'_> {
         }
         let (lo, hi) = lanes.range();
         let step = |a: f64, v: f64| round(dtype, fold(op, dtype, a, round(dtype, v)));
-        'outer: loop {
+        loop {
             let v = self.eval(body, lanes)?;
             acc = match (acc, v) {
                 (V::U(a), V::U(v)) => V::U(step(a, v)),
@@ -657,15 +650,9 @@ impl Rows<'_> {
                     V::R(a)
                 }
             };
-            let mut env = self.env.borrow_mut();
-            for k in (0..slots.len()).rev() {
-                env[slots[k]] += 1;
-                if env[slots[k]] < extents[k] {
-                    continue 'outer;
-                }
-                env[slots[k]] = 0;
+            if !advance(&mut self.env.borrow_mut(), slots, extents) {
+                break;
             }
-            break;
         }
         Ok(acc)
     }
