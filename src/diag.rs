@@ -298,3 +298,67 @@ mod tests {
         );
     }
 }
+
+/// Why `run` (or another CLI command) failed: diagnostics, and whether the failure is the
+/// compiler's fault (exit status 1) rather than the user's (exit status 2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    /// What went wrong.
+    pub diagnostics: Diagnostics,
+    /// True for compiler bugs (a broken invariant), false for problems in the user's input.
+    pub internal: bool,
+}
+
+impl std::fmt::Display for Failure {
+    /// The diagnostics in their text form; a compiler bug says so first.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.internal {
+            f.write_str("internal error (a compiler bug): ")?;
+        }
+        write!(f, "{}", self.diagnostics)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl Failure {
+    /// A problem in the user's input.
+    pub fn user(d: impl Into<Diagnostics>) -> Failure {
+        Failure {
+            diagnostics: d.into(),
+            internal: false,
+        }
+    }
+
+    /// A compiler bug.
+    pub fn internal(d: impl Into<Diagnostics>) -> Failure {
+        Failure {
+            diagnostics: d.into(),
+            internal: true,
+        }
+    }
+}
+
+impl From<Diagnostics> for Failure {
+    fn from(d: Diagnostics) -> Failure {
+        Failure::user(d)
+    }
+}
+
+impl From<Diagnostic> for Failure {
+    fn from(d: Diagnostic) -> Failure {
+        Failure::user(d)
+    }
+}
+
+/// `E0317`: the optimizer could not compile a graph the front end accepted (a compiler bug).
+pub(crate) fn optimizer_bug(why: &str) -> Diagnostic {
+    Diagnostic::error(
+        "E0317",
+        "OptimizerFailed",
+        Location::Document,
+        format!("the optimizer could not compile this graph: {why}"),
+        "this is a compiler bug; run without --optimized to get the reference result, and \
+         report the graph.json",
+    )
+}

@@ -26,8 +26,6 @@ const KNOWN_CYCLE_EDGES: &[(&str, &str)] = &[
     ("cost", "extract"),
     ("cost", "ir"),
     ("cost", "plan"),
-    ("cpu", "run"),
-    ("cpu", "shapes"),
     ("eval", "ir"),
     ("eval", "tensor"),
     ("extract", "budget"),
@@ -55,9 +53,6 @@ const KNOWN_CYCLE_EDGES: &[(&str, &str)] = &[
     ("rules", "ir"),
     ("rules", "optimize"),
     ("rules", "tensor"),
-    ("run", "cpu"),
-    ("run", "shapes"),
-    ("shapes", "run"),
     ("tensor", "ir"),
 ];
 

@@ -386,7 +386,7 @@ pub struct CalibrateArgs {
 }
 
 /// `dlc-egg calibrate`: fits the log, writes the parameters, prints the errors before and after.
-pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), crate::run::Failure> {
+pub fn cmd_calibrate(a: &CalibrateArgs) -> Result<(), crate::diag::Failure> {
     let rows = read_log(&a.log)?;
     let out = a.output.clone().unwrap_or_else(|| {
         a.log

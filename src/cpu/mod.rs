@@ -36,8 +36,8 @@ mod emit_loops;
 pub mod exec;
 pub mod program;
 
+use crate::diag::Failure;
 use crate::diag::{Diagnostic, Location};
-use crate::run::Failure;
 
 /// The C prelude every generated source starts with.
 pub const PRELUDE: &str = concat!(include_str!("prelude.h"), include_str!("gemm.h"));

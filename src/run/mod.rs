@@ -43,6 +43,9 @@ use crate::tensor::Tensor;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+pub(crate) use crate::diag::optimizer_bug;
+pub use crate::diag::Failure;
+
 mod cuda;
 mod inputs;
 mod outputs;
@@ -51,11 +54,11 @@ pub use cuda::{
     check_cuda, check_device_memory, cuda_failure, evaluate_cuda, evaluate_cuda_plan, timing_json,
     write_timing,
 };
+use inputs::tensor_info;
 pub use inputs::{
     check_input_names, check_shapes, check_static_shapes, concrete_shape, missing_inputs,
     prepare_inputs, prepare_inputs_budgeted,
 };
-use inputs::tensor_info;
 use outputs::missing_output;
 pub use outputs::{output_file_name, write_outputs};
 pub use random::{gather_index_bounds, random_inputs, random_tensor, try_random_tensor};
@@ -126,58 +129,6 @@ pub struct WrittenOutput {
     pub shape: Vec<usize>,
     /// The `.npy` file written.
     pub path: PathBuf,
-}
-
-/// Why `run` (or another CLI command) failed: diagnostics, and whether the failure is the
-/// compiler's fault (exit status 1) rather than the user's (exit status 2).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Failure {
-    /// What went wrong.
-    pub diagnostics: Diagnostics,
-    /// True for compiler bugs (a broken invariant), false for problems in the user's input.
-    pub internal: bool,
-}
-
-impl std::fmt::Display for Failure {
-    /// The diagnostics in their text form; a compiler bug says so first.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.internal {
-            f.write_str("internal error (a compiler bug): ")?;
-        }
-        write!(f, "{}", self.diagnostics)
-    }
-}
-
-impl std::error::Error for Failure {}
-
-impl Failure {
-    /// A problem in the user's input.
-    pub fn user(d: impl Into<Diagnostics>) -> Failure {
-        Failure {
-            diagnostics: d.into(),
-            internal: false,
-        }
-    }
-
-    /// A compiler bug.
-    pub fn internal(d: impl Into<Diagnostics>) -> Failure {
-        Failure {
-            diagnostics: d.into(),
-            internal: true,
-        }
-    }
-}
-
-impl From<Diagnostics> for Failure {
-    fn from(d: Diagnostics) -> Failure {
-        Failure::user(d)
-    }
-}
-
-impl From<Diagnostic> for Failure {
-    fn from(d: Diagnostic) -> Failure {
-        Failure::user(d)
-    }
 }
 
 /// Concrete inputs of a run: symbol values and one tensor per signature input.
@@ -340,17 +291,6 @@ fn is_user_code(code: &str) -> bool {
     matches!(
         code,
         "E0304" | "E0208" | "E0209" | "E0303" | "E0307" | "E1407"
-    )
-}
-
-pub(crate) fn optimizer_bug(why: &str) -> Diagnostic {
-    Diagnostic::error(
-        "E0317",
-        "OptimizerFailed",
-        Location::Document,
-        format!("the optimizer could not compile this graph: {why}"),
-        "this is a compiler bug; run without --optimized to get the reference result, and \
-         report the graph.json",
     )
 }
 

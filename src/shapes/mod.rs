@@ -39,8 +39,8 @@ pub use cache::{CacheOutcome, CachedPlan, Compiled, PlanCache};
 pub use cluster::{parse_shape_set, ShapeCluster, SymbolClass};
 pub use specialize::Specialization;
 
+use crate::diag::Failure;
 use crate::diag::{Diagnostic, Location};
-use crate::run::Failure;
 
 /// Why clustering, specialization or the plan cache failed.
 #[derive(Debug, thiserror::Error)]
@@ -164,7 +164,7 @@ impl ShapeError {
                 "give --plan-cache a directory that can be created and written",
             ),
             ShapeError::Lower(_) | ShapeError::Optimize { .. } => {
-                crate::run::optimizer_bug(&why)
+                crate::diag::optimizer_bug(&why)
             }
         }
     }
