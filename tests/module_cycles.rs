@@ -210,7 +210,7 @@ fn cycle_edges(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<(String, 
     graph
         .iter()
         .flat_map(|(a, bs)| bs.iter().map(move |b| (a.clone(), b.clone())))
-        .filter(|(a, b)| comp_of.get(a).is_some() && comp_of.get(a) == comp_of.get(b))
+        .filter(|(a, b)| comp_of.contains_key(a) && comp_of.get(a) == comp_of.get(b))
         .collect()
 }
 
