@@ -69,9 +69,9 @@ fn compare(name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
 #[derive(PartialEq)]
 enum Outcome {
     Passed,
-    /// Passed once its int64 and scalar graph inputs (and Resize's scales/sizes) were made
-    /// initializers (the tests feed shapes, axes, pads, bounds and scales as inputs; exporters
-    /// make them constants).
+    /// Passed once its int64 and scalar graph inputs (and Resize's scales/sizes,
+    /// BatchNormalization's parameters) were made initializers (the tests feed shapes, axes,
+    /// pads, bounds and scales as inputs; exporters make them constants).
     PassedWithConstInputs,
     /// Refused at import with a coded diagnostic (its first line, the reason).
     Refused(String),
@@ -104,11 +104,12 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
             let mut model = dlc_egg::onnx::read_model(&path).map_err(|d| d.to_string())?;
             let g = model.graph.as_mut().ok_or("no graph")?;
             let mut fixed = Vec::new();
-            // Resize's roi/scales/sizes are float or int64 tensors the tests feed as inputs.
+            // Resize's roi/scales/sizes and BatchNormalization's scale/bias/mean/variance are
+            // float or int64 tensors the tests feed as inputs (exporters make them constants).
             let resize_params: Vec<String> = g
                 .node
                 .iter()
-                .filter(|n| n.op_type.as_deref() == Some("Resize"))
+                .filter(|n| matches!(n.op_type.as_deref(), Some("Resize" | "BatchNormalization")))
                 .flat_map(|n| n.input.iter().skip(1).cloned())
                 .collect();
             for (i, vi) in g.input.iter().enumerate() {
