@@ -157,6 +157,30 @@ fn compile(source: &str, flags: &[String], dir: &Path, so: &Path) -> Result<(), 
     })
 }
 
+/// The OpenMP runtime's wait policy the native programs run with, unless the user's environment
+/// sets one (`OMP_WAIT_POLICY`, `GOMP_SPINCOUNT` or `KMP_BLOCKTIME`): a thread that reaches a
+/// barrier spins [`SPIN_COUNT`] iterations (a few microseconds) and then sleeps. libgomp's
+/// default spins 300 000 iterations (~0.1–1 ms) at every barrier and the end of every parallel
+/// region: on a machine with more runnable threads than cores the spinning thread burns the time
+/// slice its partner needs to reach the barrier (measured in bench/results/cpu-2026-11-26-3.md).
+pub const SPIN_COUNT: u32 = 10_000;
+
+/// Sets the wait policy ([`SPIN_COUNT`]) in the environment before the first generated library
+/// loads (OpenMP runtimes read it once, when they initialize). Nothing when the user set any.
+fn set_wait_policy() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let set = ["OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if !set {
+            // libgomp (gcc) counts spin iterations; LLVM's libomp (clang) milliseconds.
+            std::env::set_var("GOMP_SPINCOUNT", SPIN_COUNT.to_string());
+            std::env::set_var("KMP_BLOCKTIME", "0");
+        }
+    });
+}
+
 fn load(prog: &NativeProgram, so: &Path, cached: bool) -> Result<Loaded, CpuError> {
     let err = |why: String| CpuError::Load {
         path: so.display().to_string(),
@@ -168,6 +192,7 @@ fn load(prog: &NativeProgram, so: &Path, cached: bool) -> Result<Loaded, CpuErro
     let lib: &'static libloading::Library = match libs.get(so) {
         Some(l) => l,
         None => {
+            set_wait_policy();
             // SAFETY: the library is our own generated code; its initializers are the C
             // runtime's.
             let l = unsafe { libloading::Library::new(so) }.map_err(|e| err(e.to_string()))?;

@@ -34,6 +34,7 @@ mod cvalue;
 pub mod emit;
 mod emit_loops;
 pub mod exec;
+pub mod pricing;
 pub mod program;
 
 use crate::diag::{Diagnostic, Location};
