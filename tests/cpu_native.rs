@@ -420,7 +420,8 @@ fn cpu_priced_extraction_runs_like_the_reference_and_is_no_dearer_on_the_cpu() {
          "attrs": {"axis": -1, "eps": 1e-5}}]
     }"#;
     let g = load_str(text, "gemm_ln").expect("loads");
-    let prepared = dlc_egg::run::prepare_inputs(&g, &[], &BTreeMap::new(), Some(5)).expect("inputs");
+    let prepared =
+        dlc_egg::run::prepare_inputs(&g, &[], &BTreeMap::new(), Some(5)).expect("inputs");
     let prog = lower(&g).expect("lowers");
     let want = evaluate(&prog, &prepared.bindings, &prepared.tensors).expect("reference");
     let params = CpuCostParams::default();
@@ -452,5 +453,8 @@ fn cpu_priced_extraction_runs_like_the_reference_and_is_no_dearer_on_the_cpu() {
             .sum()
     };
     let (c, gp) = (cpu_ms(&on_cpu.program), cpu_ms(&on_gpu.program));
-    assert!(c <= gp * (1.0 + 1e-9), "CPU-priced cover {c} ms > GPU-priced {gp} ms");
+    assert!(
+        c <= gp * (1.0 + 1e-9),
+        "CPU-priced cover {c} ms > GPU-priced {gp} ms"
+    );
 }
