@@ -396,3 +396,65 @@ int main(void) {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `run --device cpu` extraction (issue 16): a GEMM, a residual and a LayerNorm optimized with
+/// the CPU pricer (`cpu::pricing`) — the report names it, the program runs natively like the
+/// reference, and under the CPU model its kernels cost no more than the GPU-priced cover's.
+#[test]
+fn cpu_priced_extraction_runs_like_the_reference_and_is_no_dearer_on_the_cpu() {
+    use dlc_egg::cpu::calibrate::{CpuCostParams, KernelFeatures};
+    use dlc_egg::cpu::pricing::CpuPricer;
+    use dlc_egg::ir::region::program::Step;
+    let text = r#"{
+      "signature": {"inputs": [{"tensor": "A", "role": "data"}, {"tensor": "B", "role": "param"},
+        {"tensor": "R", "role": "data"}, {"tensor": "g", "role": "param"}, {"tensor": "b", "role": "param"}],
+        "outputs": [{"tensor": "Y"}]},
+      "symbols": {"S": 32, "K": 96, "D": 64},
+      "tensors": {"A": {"dtype": "fp32", "shape": ["S", "K"]}, "B": {"dtype": "fp32", "shape": ["K", "D"]},
+        "R": {"dtype": "fp32", "shape": ["S", "D"]}, "g": {"dtype": "fp32", "shape": ["D"]},
+        "b": {"dtype": "fp32", "shape": ["D"]}, "Y": {"dtype": "fp32", "shape": ["S", "D"]}},
+      "graph": [
+        {"op": "GEMM", "name": "mm", "inputs": ["A", "B"], "outputs": ["P"], "attrs": {"acc_dtype": "fp32"}},
+        {"op": "Elementwise", "name": "res", "fn": "add", "inputs": ["P", "R"], "outputs": ["H"]},
+        {"op": "LayerNorm", "name": "ln", "inputs": ["H", "g", "b"], "outputs": ["Y"],
+         "attrs": {"axis": -1, "eps": 1e-5}}]
+    }"#;
+    let g = load_str(text, "gemm_ln").expect("loads");
+    let prepared =
+        dlc_egg::run::prepare_inputs(&g, &[], &BTreeMap::new(), Some(5)).expect("inputs");
+    let prog = lower(&g).expect("lowers");
+    let want = evaluate(&prog, &prepared.bindings, &prepared.tensors).expect("reference");
+    let params = CpuCostParams::default();
+    let cpu_opts = OptimizeOptions::default().with_pricer(CpuPricer::new(params, 2));
+    let on_cpu = optimize(&prog, &cpu_opts).expect("optimizes");
+    let on_gpu = optimize(&prog, &OptimizeOptions::default()).expect("optimizes");
+    let report = serde_json::to_string(&on_cpu.report()).expect("report");
+    assert!(report.contains("cpu-roofline"), "{report}");
+    let (got, _) = evaluate_native(
+        &on_cpu.program,
+        &prepared.bindings,
+        &prepared.tensors,
+        &opts(),
+        None,
+    )
+    .expect("runs natively");
+    compare_all(&got, &want, "gemm_ln").unwrap();
+    let cpu_ms = |p: &dlc_egg::ir::region::program::RegionProgram| -> f64 {
+        p.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Region(r) => Some(r),
+                Step::Alias { .. } => None,
+            })
+            .map(|r| {
+                let f = KernelFeatures::of(r, &prepared.bindings).expect("features");
+                params.predict_ms(&f, 2)
+            })
+            .sum()
+    };
+    let (c, gp) = (cpu_ms(&on_cpu.program), cpu_ms(&on_gpu.program));
+    assert!(
+        c <= gp * (1.0 + 1e-9),
+        "CPU-priced cover {c} ms > GPU-priced {gp} ms"
+    );
+}

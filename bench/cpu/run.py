@@ -23,6 +23,7 @@ onnx onnxruntime torch. Without torch the PyTorch column says so. See bench/cpu/
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -202,10 +203,16 @@ CASES = {
 }
 
 
+ORT_SPIN = True
+
+
 def time_ort(m, feeds, threads, repeat):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    if not ORT_SPIN:
+        # onnxruntime's intra-op threads spin between ops by default; dlc-egg's wait passively
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     out = s.run(None, feeds)
     t0 = time.perf_counter()
@@ -284,7 +291,11 @@ def main():
                     help="seconds one dlc-egg run may take (cumsum is O(n^2) until Cumulative is a scan)")
     ap.add_argument("--scan-sweep", action="store_true",
                     help="instead of the cases: cumsum over 10^4 ... 10^7 elements (linear time), vs onnxruntime")
+    ap.add_argument("--ort-no-spin", action="store_true",
+                    help="onnxruntime threads wait passively too (session.intra_op.allow_spinning=0)")
     a = ap.parse_args()
+    global ORT_SPIN
+    ORT_SPIN = not a.ort_no_spin
     if not DLC.exists():
         sys.exit(f"build dlc-egg first: cargo build --release ({DLC} missing)")
     if a.scan_sweep:
@@ -311,7 +322,7 @@ def main():
             except RuntimeError as e:
                 dlc_ms, ok, err = None, False, str(e)
         row = dict(name=name, desc=desc, dlc=dlc_ms, ort=ort_ms, torch=torch_ms, ok=ok, target=target,
-                   flops=flops, err=err)
+                   flops=flops, err=err, load=os.getloadavg()[0])
         rows.append(row)
         print_row(row)
     table = render(rows, a)
@@ -332,16 +343,18 @@ def print_row(r):
 
 def render(rows, a):
     lines = [f"threads {a.threads}, mean of {a.repeat} runs after a warm-up; ratio = other time / dlc-egg time "
-             "(>= 1: dlc-egg faster)", "",
-             "| case | dlc-egg ms | onnxruntime ms | PyTorch ms | ort/dlc | torch/dlc | target (ort/dlc) | dlc GFLOP/s | output |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "(>= 1: dlc-egg faster); load: the 1-minute load average after the case; onnxruntime threads "
+             + ("spin (its default)" if ORT_SPIN else "do not spin (allow_spinning=0)"), "",
+             "| case | dlc-egg ms | onnxruntime ms | PyTorch ms | ort/dlc | torch/dlc | target (ort/dlc) | dlc GFLOP/s | output | load |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for r in rows:
         ro = r["ort"] / r["dlc"] if r["dlc"] else None
         rt = r["torch"] / r["dlc"] if (r["dlc"] and r["torch"]) else None
         gf = r["flops"] / r["dlc"] / 1e6 if (r["flops"] and r["dlc"]) else None
         out = "ok" if r["ok"] else ("error" if r["err"] else "mismatch")
         lines.append(f"| {r['desc']} | {fmt(r['dlc'])} | {fmt(r['ort'])} | {fmt(r['torch'])} | {fmt(ro, '.2f')} | "
-                     f"{fmt(rt, '.2f')} | {'>= ' + str(r['target']) if r['target'] else 'report'} | {fmt(gf, '.1f')} | {out} |")
+                     f"{fmt(rt, '.2f')} | {'>= ' + str(r['target']) if r['target'] else 'report'} | {fmt(gf, '.1f')} | {out} | "
+                     f"{r['load']:.1f} |")
     return "\n".join(lines)
 
 

@@ -130,7 +130,15 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     let defaults = |s: &str| graph.symbols.get(s).copied();
     dlc_egg::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
     dlc_egg::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
-    let opts = optimize_options(a)?;
+    let mut opts = optimize_options(a)?;
+    if a.target == super::cpu::TargetArg::Cpu {
+        // The CPU program's cover is chosen by the CPU model (issue 16).
+        opts = dlc_egg::cpu::pricing::cpu_optimize_options(
+            opts,
+            a.plan_cache.as_deref(),
+            dlc_egg::cpu::default_threads(),
+        )?;
+    }
     if !a.shape_set.is_empty() {
         return shape_sets(a, &graph, &opts);
     }

@@ -157,6 +157,32 @@ fn compile(source: &str, flags: &[String], dir: &Path, so: &Path) -> Result<(), 
     })
 }
 
+/// The OpenMP wait policy the native programs run with, unless the user's environment sets one
+/// (`OMP_WAIT_POLICY`, `GOMP_SPINCOUNT` or `KMP_BLOCKTIME`): `passive` — a thread that reaches a
+/// barrier (or the end of a parallel region) sleeps at once instead of spinning. libgomp's
+/// default spins 300 000 iterations (~0.1–1 ms) there: with more runnable threads than cores the
+/// spinning thread burns the time slice its partner needs to reach the barrier. Measured on the
+/// shared 2-core VM at load ~16 (bench/results/cpu-2026-11-26-3.md), 2 threads, ms per run:
+/// conv 3×3 144–150 (libgomp default) / 52–59 (spin 10 000) / 18–38 (passive), LayerNorm 58–60 /
+/// 19.5–20 / 14–17.5, GEMM 1024³ 225–254 / 142–151 / 138–142. On an idle machine passive costs a
+/// futex wake per barrier (microseconds; a kernel has at most a few barriers).
+pub const WAIT_POLICY: &str = "passive";
+
+/// Sets [`WAIT_POLICY`] in the environment before the first generated library loads (OpenMP
+/// runtimes read it once, when they initialize). Nothing when the user set a policy.
+fn set_wait_policy() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let set = ["OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if !set {
+            // Read by libgomp (gcc) and LLVM's libomp (clang) alike.
+            std::env::set_var("OMP_WAIT_POLICY", WAIT_POLICY);
+        }
+    });
+}
+
 fn load(prog: &NativeProgram, so: &Path, cached: bool) -> Result<Loaded, CpuError> {
     let err = |why: String| CpuError::Load {
         path: so.display().to_string(),
@@ -168,6 +194,7 @@ fn load(prog: &NativeProgram, so: &Path, cached: bool) -> Result<Loaded, CpuErro
     let lib: &'static libloading::Library = match libs.get(so) {
         Some(l) => l,
         None => {
+            set_wait_policy();
             // SAFETY: the library is our own generated code; its initializers are the C
             // runtime's.
             let l = unsafe { libloading::Library::new(so) }.map_err(|e| err(e.to_string()))?;

@@ -24,8 +24,8 @@
 //! writes them to `FILE` (default: `cpu-cost.json` beside `LOG`, where the next run reads them)
 //! and prints the median error of the logged estimates (before) and of the fitted model (after).
 //!
-//! Not yet (TODO(issue 16)): extraction prices kernels with the GPU model; this model predicts
-//! and is calibrated, but does not yet choose the CPU program's kernels.
+//! **Extraction**: `run --device cpu` and `optimize --target cpu` choose their kernel cover with
+//! this model ([`super::pricing::CpuPricer`]), at the run's thread count.
 
 use super::CpuError;
 use crate::cost::work::{analyze, Shape};
@@ -94,7 +94,12 @@ impl KernelFeatures {
             target: crate::target::Target::a100_sxm4_80gb(),
             regions: None,
         };
-        let w = analyze(r, &model).ok()?;
+        Self::with_model(r, &model)
+    }
+
+    /// The features of `r` sized by `model`'s bindings and default size (extraction's sizes).
+    pub fn with_model(r: &Region, model: &CostModel) -> Option<KernelFeatures> {
+        let w = analyze(r, model).ok()?;
         // A contraction's multiply-adds are in its GEMM view, not in `ops`.
         let gemm = match &w.shape {
             Shape::Contraction(g) => 2.0 * g.batch * g.m * g.n * g.k,

@@ -175,8 +175,9 @@ impl Emitter<'_> {
     /// each from `e` over the reduce axes, padded with zeros past `count`. Panel by panel, k by
     /// k, lane by lane: consecutive points read consecutive addresses of a row-major operand
     /// (`B[k, j]` by rows, an im2col by image rows). `ws`: the panels are a worksharing loop.
-    /// TODO(issue 16): an im2col with padding guards packs element by element (the guarded load
-    /// is not vectorized): copy image-row segments with the guard hoisted to their ends.
+    /// The lane loop is a SIMD loop whose guarded loads (an im2col's padding) are clamped
+    /// ([`Emitter::clamp_guards`]): gathers, 1.9 → 0.8 ms per thread for the 3×3 64→64 56² pack
+    /// (gcc 12, Zen 4).
     #[allow(clippy::too_many_arguments)]
     fn emit_pack(
         &mut self,
@@ -211,6 +212,9 @@ impl Emitter<'_> {
             self.indent += 1;
             scope.push((a.clone(), v));
         }
+        // Lanes are independent (the operand reads region inputs only): a SIMD loop, its guarded
+        // loads clamped so that the non-affine addresses become gathers.
+        self.line("#pragma omp simd");
         self.line("for (int64_t cl = 0; cl < clw; cl++) {");
         self.indent += 1;
         for (t, i) in iters.iter().enumerate() {
@@ -219,7 +223,10 @@ impl Emitter<'_> {
                 "const int64_t {v} = {pv}[{t} * {count} + cl0 + cl]; (void){v};"
             ));
         }
-        let x = self.expr(e, &mut scope)?;
+        self.clamp_guards = true;
+        let x = self.expr(e, &mut scope);
+        self.clamp_guards = false;
+        let x = x?;
         self.line(&format!("dst[ck * {width} + cl] = {x};"));
         self.indent -= 1;
         self.line("}");

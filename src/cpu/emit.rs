@@ -67,6 +67,11 @@ pub(super) struct Emitter<'a> {
     pub(super) has_gather: bool,
     pub(super) body: String,
     pub(super) indent: usize,
+    /// Guarded reads (`pred ? in[i] : c`) load unconditionally from a clamped index
+    /// (`in[pred ? i : 0]`), so that a loop whose addresses are not affine (an im2col pack)
+    /// vectorizes with gathers. Element 0 exists in every buffer (`exec`'s buffers hold at
+    /// least one word, even when empty).
+    pub(super) clamp_guards: bool,
 }
 
 pub(super) type Scope = Vec<(String, String)>;
@@ -213,6 +218,7 @@ impl<'a> Emitter<'a> {
         let heavy: Vec<usize> = (0..r.lets.len())
             .filter(|li| gemms[*li].is_none() && contains_reduce(&r.lets[*li].expr))
             .collect();
+        let pointwise = heavy.is_empty();
         let pool: Vec<usize> = if heavy.is_empty() {
             (0..r.lets.len())
                 .filter(|li| gemms[*li].is_none() && !checked.let_free[*li].is_empty())
@@ -230,6 +236,12 @@ impl<'a> Emitter<'a> {
         if outer.len() == n {
             outer.pop();
         }
+        // Pointwise lets that do not depend on some iter (a conv epilogue's batch, size 1 at
+        // its outermost position) would leave that iter alone inner, the innermost memory axis
+        // outer: scalar stores through a flat loop. Keep the innermost axis inner (the SIMD loop).
+        if pointwise && n > 0 && outer.contains(&(n - 1)) {
+            outer.retain(|i| *i != n - 1);
+        }
         let mut has_gather = false;
         for l in &r.lets {
             visit(&l.expr, &mut |e| {
@@ -246,6 +258,7 @@ impl<'a> Emitter<'a> {
             has_gather,
             body: String::new(),
             indent: 1,
+            clamp_guards: false,
         };
         for (li, gemm) in gemms.into_iter().enumerate() {
             let kind = em.kind_of(&r.lets[li].expr);
@@ -449,6 +462,21 @@ impl<'a> Emitter<'a> {
             } => {
                 let k = self.operands_kind(&[then, otherwise]);
                 let p = self.pred(pred, scope);
+                if let (true, Expr::Read { tensor, map }, Expr::Const(_)) =
+                    (self.clamp_guards, &**then, &**otherwise)
+                {
+                    let o = self.operand(otherwise, k, scope)?;
+                    let (x, dt) = self.read(tensor, map, scope, None)?;
+                    // `in<k>[idx]` → `in<k>[(p) ? (idx) : 0]`
+                    if let (Some(b), true) = (x.find('['), x.ends_with(']')) {
+                        let clamped =
+                            format!("{}[({p}) ? ({}) : 0]", &x[..b], &x[b + 1..x.len() - 1]);
+                        let t = load(clamped, dt);
+                        if k == Kind::Float && self.kind_of(then) == k {
+                            return Ok(format!("({p} ? {t} : {o})"));
+                        }
+                    }
+                }
                 let t = self.operand(then, k, scope)?;
                 let o = self.operand(otherwise, k, scope)?;
                 format!("({p} ? {t} : {o})")

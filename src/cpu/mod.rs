@@ -4,10 +4,13 @@
 //! the system C compiler with the detected ISA, loaded with `libloading` and cached per
 //! (program source, ISA) beside the plan cache ([`build`]), and run on tensors ([`exec`]).
 //!
-//! Not yet (TODO(issue 16)): a CPU plan space and cost model (extraction still prices kernels
-//! with the GPU model, so fusion follows GPU times), streaming attention (an attention region
-//! runs through the generic row form), vectorized max/min reductions (NaN-propagating folds stay
-//! scalar). The CPU cost model, its measurement log and `calibrate` are [`calibrate`].
+//! The CPU cost model, its measurement log and `calibrate` are [`calibrate`]; extraction for the
+//! CPU prices kernels with it ([`pricing`]). Threads wait passively at OpenMP barriers
+//! ([`build::WAIT_POLICY`]).
+//!
+//! Not yet (TODO(issue 16)): a CPU plan space (tile sizes are the fixed ones of `gemm.h`),
+//! streaming attention (an attention region runs through the generic row form), the epilogue of
+//! a contraction on the hot C tile (today the region's next loop nest, a second pass).
 //!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!
@@ -34,6 +37,7 @@ mod cvalue;
 pub mod emit;
 mod emit_loops;
 pub mod exec;
+pub mod pricing;
 pub mod program;
 
 use crate::diag::Failure;

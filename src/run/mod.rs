@@ -211,14 +211,20 @@ fn run_graph_on(
             (outputs, (opts.repeat > 0).then_some(t), Some(c.outcome))
         }
         None if opts.device == Device::Cpu => {
-            let oo = crate::optimize::OptimizeOptions::default();
+            let threads = opts.threads.unwrap_or_else(crate::cpu::default_threads);
+            // Extraction priced by the CPU model (issue 16): the cover that runs here.
+            let oo = crate::cpu::pricing::cpu_optimize_options(
+                crate::optimize::OptimizeOptions::default(),
+                opts.plan_cache.as_deref(),
+                threads,
+            )?;
             let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
             let (outputs, t) = crate::cpu::exec::evaluate_native(
                 &c.plan.program,
                 &c.bindings,
                 &prepared.tensors,
                 &crate::cpu::exec::NativeOptions {
-                    threads: opts.threads.unwrap_or_else(crate::cpu::default_threads),
+                    threads,
                     repeat: opts.repeat,
                 },
                 opts.plan_cache.as_deref(),
