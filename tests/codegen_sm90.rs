@@ -404,7 +404,10 @@ fn gemm_4096_compiles_for_sm90a_with_wgmma_tma_and_mbarrier() {
             // Unspecialized, a symbolic K is not provably a multiple of 8 (TMA needs 16-byte
             // aligned row strides; `K = 4097` would fail to encode): no TMA map, mma_sync.
             let o = optimize(&lowered(&text), &OptimizeOptions::default()).expect("optimizes");
-            assert!(wgmma_regions(&o).is_empty(), "symbolic rows are not TMA-aligned");
+            assert!(
+                wgmma_regions(&o).is_empty(),
+                "symbolic rows are not TMA-aligned"
+            );
         }
         // The symbolic graph as `dlc-egg run` compiles it for M = K = N = 4096: specialized to
         // its ShapeSet cluster (`T = 16·T_16`, still symbolic), which proves the alignment.
@@ -446,8 +449,8 @@ fn gemm_4096_compiles_for_sm90a_with_wgmma_tma_and_mbarrier() {
         if let Ok(sass) = c.sass() {
             let s = sass.iter().find(|s| s.name == k.name).expect("its SASS");
             eprintln!(
-                "{dims:?}: SASS {} HGMMA, {} instructions",
-                s.hgmma, s.instructions
+                "{dims:?}: SASS {} HGMMA, {} instructions, STG by width {:?}",
+                s.hgmma, s.instructions, s.stg
             );
             assert!(s.hgmma > 0);
             assert_eq!(s.hmma, 0, "no mma.sync");
@@ -503,7 +506,13 @@ fn emulation_rejects_a_missed_wait_and_a_wrong_expect_tx() {
     // stores: lanes store chunks other lanes have not written yet.
     let no_bar: &dyn Fn(&str) -> String = &|s| s.replacen("dlc_bar_sync(2 + cw, 32);", "", 1);
     assert!(source.contains("dlc_bar_sync(2 + cw, 32);"));
-    let got = run_on_host(&no_bar(&source), &manifest, &ins, &b, &HostOptions::default());
+    let got = run_on_host(
+        &no_bar(&source),
+        &manifest,
+        &ins,
+        &b,
+        &HostOptions::default(),
+    );
     if let Ok(got) = got {
         let (g, w) = (got["Y"].to_f64(), want["Y"].to_f64());
         assert!(g

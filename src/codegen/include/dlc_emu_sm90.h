@@ -21,6 +21,8 @@
 //   transposed, MN-major canonical layouts). A TMA landing on shared memory that a queued
 //   wgmma still reads is an error (a stage released before its wgmma completed); a thread that
 //   exits with queued wgmma groups is an error.
+// - bar.sync id, count (named barriers 1..15, the staged epilogue's): a thread blocks until
+//   `count` threads (a multiple of 32, one count per generation) arrived at `id`.
 // "Shared addresses" are offsets into the dynamic buffer (allocated 1024-byte aligned).
 
 #include <map>
