@@ -4,7 +4,9 @@
 //! optimized for sm90, their kernels rebuilt under the template's plan points, run with the
 //! host emulation (`dlc_emu_sm90.h`: mbarrier phases and transaction counts, TMA boxes with the
 //! 128-byte swizzle and zero fill, `wgmma` descriptors and fragments per the PTX ISA) and
-//! compared with the reference evaluator; negative tests remove a wait and shrink an expect-tx.
+//! compared with the reference evaluator (seeded random shapes too; the 16-byte staged epilogue
+//! where the output rows allow it, else element stores); negative tests remove a wait, shrink
+//! an expect-tx and drop the staged epilogue's warp barrier.
 //! NVRTC compiles the concrete 4096³ GEMM for sm_90a
 //! without spills, and the PTX holds `wgmma.mma_async`, `cp.async.bulk.tensor` and
 //! `mbarrier`. Needs g++ (and NVRTC for the compile tests), no GPU.
@@ -251,7 +253,8 @@ fn optimized(
 
 /// Runs the program with its wgmma kernel rebuilt under every variant on the host against the
 /// reference; `edit` rewrites the kernel's source first (the negative tests), and then the
-/// host run's error is returned instead.
+/// host run's error is returned instead; `expect_staged`: whether the kernel must use the
+/// 16-byte staged epilogue.
 fn run_variants(
     text: &str,
     bindings: &[(&str, i64)],
@@ -259,6 +262,7 @@ fn run_variants(
     variants: &[Variant],
     rtol: f64,
     edit: Option<&dyn Fn(&str) -> String>,
+    expect_staged: Option<bool>,
 ) -> Option<String> {
     let (p, o, b) = optimized(text, bindings, specialize);
     let regions = tensor_core_regions(&o);
@@ -268,6 +272,11 @@ fn run_variants(
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");
     for v in variants {
         let k = kernel_for(&o, r, *v);
+        // The 16-byte staged epilogue exactly when the output's rows are 16-byte multiples.
+        let staged = render::kernel(&k).contains("dlc_bar_sync(2 + cw, 32)");
+        if let Some(expect) = expect_staged {
+            assert_eq!(staged, expect, "{v:?}: staged epilogue");
+        }
         let (mut source, manifest) = with_kernel(&o, r, &k);
         if let Some(edit) = edit {
             let edited = edit(&source);
@@ -291,17 +300,18 @@ fn run_variants(
     None
 }
 
-fn check(text: &str, bindings: &[(&str, i64)], variants: &[Variant], rtol: f64) {
-    run_variants(text, bindings, false, variants, rtol, None);
+/// Runs `check`'s variants; `staged`: whether the epilogue is the 16-byte staged one.
+fn check(text: &str, variants: &[Variant], rtol: f64, staged: bool) {
+    run_variants(text, &[], false, variants, rtol, None, Some(staged));
 }
 
 #[test]
 fn fp16_gemm_tails_k_major_and_mn_major() {
     check(
         &gemm_graph("fp16", ["80", "72", "72"], false, "relu", false),
-        &[],
         &[var(64, 64, 1, 2)],
         1e-2,
+        true,
     );
 }
 
@@ -310,9 +320,9 @@ fn bf16_gemm_k_major_b_residual_and_two_consumers() {
     // B is [N, K] (K-major); tails in M (130), N (72) and K (104, not a multiple of 64).
     check(
         &gemm_graph("bf16", ["130", "104", "72"], true, "sigmoid", true),
-        &[],
         &[var(128, 128, 2, 3), var(128, 64, 1, 2)],
         2e-2,
+        true,
     );
 }
 
@@ -326,7 +336,41 @@ fn fp16_gemm_symbolic_sizes_wide_tile() {
         &[var(64, 256, 1, 4)],
         1e-2,
         None,
+        Some(true),
     );
+}
+
+/// Seeded random shapes with tails in every tile dimension (M and N not multiples of the tile,
+/// K not a multiple of 64), fp16 and bf16, each epilogue (bias with relu, sigmoid or silu, with
+/// and without the residual): with `B` as `[N, K]` an odd `N` keeps the element-wise epilogue,
+/// with `B` as `[K, N]` (`N` a multiple of 8, the TMA stride) the epilogue is staged.
+#[test]
+fn random_shapes_every_epilogue_fp16_and_bf16() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |lo: u64, hi: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        lo + seed % (hi - lo)
+    };
+    let cases = [
+        ("bf16", true, "relu", true, var(128, 64, 1, 3)),
+        ("fp16", false, "silu", false, var(128, 128, 2, 2)),
+    ];
+    for (dt, trans_b, act, residual, v) in cases {
+        let m = next(65, 200);
+        let k = 8 * next(9, 25);
+        let n = if trans_b {
+            2 * next(33, 100) + 1
+        } else {
+            8 * next(9, 25)
+        };
+        let (ms, ks, ns) = (m.to_string(), k.to_string(), n.to_string());
+        eprintln!("{dt} M={m} K={k} N={n} trans_b={trans_b} {act} residual={residual} {v:?}");
+        let text = gemm_graph(dt, [&ms, &ks, &ns], trans_b, act, residual);
+        let rtol = if dt == "bf16" { 2e-2 } else { 1e-2 };
+        check(&text, &[v], rtol, !trans_b);
+    }
 }
 
 /// `dlc_egg::cuda::nvrtc` is here (else the compile tests are skipped with
@@ -342,9 +386,11 @@ fn nvrtc_here() -> bool {
     }
 }
 
-/// The 4096³ fp16 GEMM (concrete, and symbolic `M, K, N` specialized as `8·T_8`) for sm90:
+/// The 4096³ fp16 GEMM (concrete, and symbolic `M, K, N` specialized to the ShapeSet cluster of
+/// 4096, `16·T_16`) for sm90:
 /// planned on wgmma, compiled for sm_90a without spills within the plan's registers, its
-/// PTX issuing `wgmma.mma_async`, `cp.async.bulk.tensor` and `mbarrier`, its SASS `HGMMA`.
+/// PTX issuing `wgmma.mma_async`, `cp.async.bulk.tensor` and `mbarrier`, its SASS `HGMMA` and
+/// 16-byte epilogue stores.
 #[test]
 fn gemm_4096_compiles_for_sm90a_with_wgmma_tma_and_mbarrier() {
     if !nvrtc_here() {
@@ -354,16 +400,20 @@ fn gemm_4096_compiles_for_sm90a_with_wgmma_tma_and_mbarrier() {
     use dlc_egg::target::Arch;
     for dims in [["4096", "4096", "4096"], ["M", "K", "N"]] {
         let text = gemm_graph("fp16", dims, false, "relu", false);
-        let p = lowered(&text);
-        let opts = OptimizeOptions::default();
-        let o = optimize(&p, &opts).expect("optimizes");
-        let regions = wgmma_regions(&o);
         if dims[0] == "M" {
-            // A symbolic K is not provably a multiple of 8: no TMA map, mma_sync. (A ShapeSet
-            // specialization, `K = 8·K_8`, takes wgmma: `fp16_gemm_symbolic_sizes_wide_tile`.)
-            assert!(regions.is_empty(), "symbolic rows are not TMA-aligned");
-            continue;
+            // Unspecialized, a symbolic K is not provably a multiple of 8 (TMA needs 16-byte
+            // aligned row strides; `K = 4097` would fail to encode): no TMA map, mma_sync.
+            let o = optimize(&lowered(&text), &OptimizeOptions::default()).expect("optimizes");
+            assert!(
+                wgmma_regions(&o).is_empty(),
+                "symbolic rows are not TMA-aligned"
+            );
         }
+        // The symbolic graph as `dlc-egg run` compiles it for M = K = N = 4096: specialized to
+        // its ShapeSet cluster (`T = 16·T_16`, still symbolic), which proves the alignment.
+        let sizes = [("M", 4096), ("K", 4096), ("N", 4096)];
+        let (_, o, _) = optimized(&text, &sizes, dims[0] == "M");
+        let regions = wgmma_regions(&o);
         assert_eq!(regions.len(), 1, "{dims:?}: one wgmma kernel");
         let g = generate(&o).expect("generates");
         let src = &g.emitted.source;
@@ -391,17 +441,23 @@ fn gemm_4096_compiles_for_sm90a_with_wgmma_tma_and_mbarrier() {
             "mbarrier.try_wait.parity",
             "mbarrier.arrive.expect_tx",
             "wgmma.wait_group",
+            "bar.sync",
+            "st.global.v4",
         ] {
             assert!(ptx.contains(needle), "{dims:?}: the PTX has no `{needle}`");
         }
         if let Ok(sass) = c.sass() {
             let s = sass.iter().find(|s| s.name == k.name).expect("its SASS");
             eprintln!(
-                "{dims:?}: SASS {} HGMMA, {} instructions",
-                s.hgmma, s.instructions
+                "{dims:?}: SASS {} HGMMA, {} instructions, STG by width {:?}",
+                s.hgmma, s.instructions, s.stg
             );
             assert!(s.hgmma > 0);
             assert_eq!(s.hmma, 0, "no mma.sync");
+            assert!(
+                s.stg.contains_key(&128),
+                "{dims:?}: the staged epilogue stores 16 bytes"
+            );
         }
     }
 }
@@ -444,8 +500,26 @@ fn emulation_rejects_a_missed_wait_and_a_wrong_expect_tx() {
             "dlc_mbar_arrive_expect_tx(&bars[s], 8192u)",
         )
     };
-    let e = run_variants(&g, &[], false, &v, 1e-2, Some(tx)).expect("an error");
+    let e = run_variants(&g, &[], false, &v, 1e-2, Some(tx), None).expect("an error");
     assert!(e.contains("expect_tx is below the bytes loaded"), "{e}");
+    // The staged epilogue without its warp's barrier between the slot writes and the 16-byte
+    // stores: lanes store chunks other lanes have not written yet.
+    let no_bar: &dyn Fn(&str) -> String = &|s| s.replacen("dlc_bar_sync(2 + cw, 32);", "", 1);
+    assert!(source.contains("dlc_bar_sync(2 + cw, 32);"));
+    let got = run_on_host(
+        &no_bar(&source),
+        &manifest,
+        &ins,
+        &b,
+        &HostOptions::default(),
+    );
+    if let Ok(got) = got {
+        let (g, w) = (got["Y"].to_f64(), want["Y"].to_f64());
+        assert!(g
+            .iter()
+            .zip(&w)
+            .any(|(a, b)| a.is_nan() || (a - b).abs() > 1e-2 * b.abs().max(1.0)));
+    }
     // TODO(issue 21): a stage released before its wgmma completed is checked by the
     // emulation (a TMA write overlapping a queued wgmma's operands), but the fiber order lets
     // every consumer thread finish its wgmma before the producer refills: the negative test

@@ -56,8 +56,6 @@ use Check::*;
 /// when one of them passes, so remove it then.
 #[rustfmt::skip]
 const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
-    ("gemm_bf16_4096", "sm90", Vec128Stores), // TODO(issue 21): sm90_gemm's epilogue stores elements one by one (no staged 16-byte or TMA store)
-    ("gemm_fp16_4096", "sm90", Vec128Stores), // TODO(issue 21): sm90_gemm's epilogue stores elements one by one (no staged 16-byte or TMA store)
     ("attention_causal_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("attention_full_hd128", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("attention_full_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges

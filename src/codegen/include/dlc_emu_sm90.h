@@ -21,6 +21,8 @@
 //   transposed, MN-major canonical layouts). A TMA landing on shared memory that a queued
 //   wgmma still reads is an error (a stage released before its wgmma completed); a thread that
 //   exits with queued wgmma groups is an error.
+// - bar.sync id, count (named barriers 1..15, the staged epilogue's): a thread blocks until
+//   `count` threads (a multiple of 32, one count per generation) arrived at `id`.
 // "Shared addresses" are offsets into the dynamic buffer (allocated 1024-byte aligned).
 
 #include <map>
@@ -142,8 +144,14 @@ struct WgOp {
   size_t lo[2], hi[2];  // shared-memory bytes it reads, of A and of B
 };
 
+// A named barrier (bar.sync id, count): arrivals of the current generation.
+struct NamedBar {
+  uint32_t count = 0, arrived = 0, gen = 0;
+};
+
 struct Sm90 {
   std::map<const void*, Mbar> bars;
+  NamedBar named[16];
   std::vector<TmaXfer> xfers;
   std::vector<std::vector<WgOp>> ops;  // per thread
   std::vector<unsigned> next_group;
@@ -162,6 +170,7 @@ inline size_t swz128(size_t off) { return off ^ (((off >> 7) & 7u) << 4); }
 inline void sm90_block_reset() {
   g_sm90.bars.clear();
   g_sm90.xfers.clear();
+  for (NamedBar& b : g_sm90.named) b = NamedBar();
   g_sm90.ops.assign(rt().nthreads, std::vector<WgOp>());
   g_sm90.next_group.assign(rt().nthreads, 1u);
 }
@@ -375,6 +384,32 @@ inline void dlc_mbar_wait(unsigned long long* bar, unsigned parity) {
     Fiber& f = *rt().cur;
     f.st = St::Mbar;
     f.mbar = bar;
+    yield();
+  }
+}
+// bar.sync id, count: blocks until `count` threads (a multiple of 32, the same count for every
+// arrival of a generation) arrived at barrier `id`; 0 is __syncthreads, so 1..15.
+inline void dlc_bar_sync(unsigned id, unsigned count) {
+  using namespace dlc_emu::detail;
+  if (id == 0 || id >= 16) fail("bar.sync %u: named barriers are 1..15 (0 is __syncthreads)", id);
+  if (count == 0 || count % 32 != 0 || count > rt().nthreads)
+    fail("bar.sync %u, %u: the count is not a multiple of 32 within the block's %u threads", id,
+         count, rt().nthreads);
+  NamedBar& b = g_sm90.named[id];
+  if (b.arrived > 0 && b.count != count)
+    fail("bar.sync %u: this thread counts %u threads, an earlier arrival %u", id, count, b.count);
+  b.count = count;
+  if (++b.arrived == count) {
+    b.arrived = 0;
+    b.gen++;
+    wake(&b);
+    return;
+  }
+  const uint32_t gen = b.gen;
+  while (b.gen == gen) {
+    Fiber& f = *rt().cur;
+    f.st = St::Mbar;
+    f.mbar = &b;
     yield();
   }
 }

@@ -34,9 +34,12 @@
 //! **Epilogue.** After `wgmma.wait_group 0` every consumer thread runs the region's epilogue
 //! (bias, activation, residual, casts: the `View` epilogue the other contraction templates
 //! use) on its accumulators — register `4j + e` of warp `w`, lane `l` of a 64-row block is
-//! row `16w + l/4 + 8(e/2)`, column `8j + 2(l%4) + e%2` — and stores predicated on the
-//! output's bounds. TODO(issue 21): stage the tile through shared memory for 16-byte (or TMA)
-//! stores, and overlap it with the next tile's loads (persistent tiles).
+//! row `16w + l/4 + 8(e/2)`, column `8j + 2(l%4) + e%2`. When the output's contiguous axis
+//! is provably a multiple of 16 bytes (`View::store_chunk`), each warp stages its values through
+//! its slot of the (reused) TMA ring and stores 16-byte chunks (`epilogue::staged`, synchronized
+//! by named barriers, the producer warpgroup not taking part); otherwise it stores element by
+//! element, predicated on the output's bounds. TODO(issue 21): overlap the epilogue with the
+//! next tile's loads (persistent tiles).
 //!
 //! Blocks: the grouped tile order of [`View::open_tile`], as the SM80 templates.
 
@@ -51,6 +54,8 @@ use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::{Expr, Region, Size};
 use crate::target::Arch;
+
+mod epilogue;
 
 /// `K` elements per stage (one 128-byte swizzle row of 2-byte elements).
 pub const BK: u64 = 64;
@@ -459,21 +464,14 @@ pub fn build(
         em.emit(s);
     }
     em.emit(Stmt::int("lane", "tid % 128"));
-    em.open();
-    em.open();
-    em.open();
-    v.epilogue(
-        em,
-        "m0 + row0 + mi * 64 + lane / 32 * 16 + lane % 32 / 4 + (e >> 1) * 8",
-        "n0 + j * 8 + lane % 4 * 2 + (e & 1)",
-        "acc[mi][j * 4 + e]",
-    )?;
-    let per = em.close();
-    em.emit(Stmt::unrolled("e", 4, per));
-    let cols = em.close();
-    em.emit(Stmt::unrolled("j", bn / 8, cols));
-    let blocks = em.close();
-    em.emit(Stmt::unrolled("mi", mi_n, blocks));
+    let ring = stages * (bm + bn) * BK * 2;
+    let chunk = v
+        .store_chunk(r, em)
+        .filter(|c| epilogue::staged_bytes(&p, c) <= ring);
+    match chunk {
+        Some(c) => epilogue::staged(em, v, &p, c)?,
+        None => epilogue::direct(em, v, &p)?,
+    }
     let consumer = em.close();
     em.emit(Stmt::If {
         cond: "wg == 0".into(),
