@@ -245,13 +245,31 @@ fn mutate(rng: &mut ChaCha8Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
     v
 }
 
+/// [`fuzz_one`] on `input`; a panic or a broken promise fails the test with the input printed
+/// (a panic inside the pipeline is caught so that the crashing input can be minimized).
+fn run_one(input: &[u8]) -> Reached {
+    let shown = || format!("{:?}", String::from_utf8_lossy(input));
+    match std::panic::catch_unwind(|| fuzz_one(input)) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => panic!("input {}:\n{e}", shown()),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            panic!("input {} panics: {msg}", shown())
+        }
+    }
+}
+
 #[test]
 fn fuzz_target_smoke_run() {
     let seeds = seed_corpus();
     assert!(seeds.len() >= 10, "{} seeds", seeds.len());
     let mut counts: BTreeMap<Reached, u32> = BTreeMap::new();
     for s in &seeds {
-        let r = fuzz_one(s).unwrap_or_else(|e| panic!("seed {:?}: {e}", &s[..s.len().min(80)]));
+        let r = run_one(s);
         *counts.entry(r).or_default() += 1;
     }
     let iters = env_or("ROBUST_FUZZ_ITERS", 4000);
@@ -266,8 +284,7 @@ fn fuzz_target_smoke_run() {
         let a = &seeds[rng.gen_range(0..seeds.len())];
         let b = &seeds[rng.gen_range(0..seeds.len())];
         let input = mutate(&mut rng, a, b);
-        let r = fuzz_one(&input)
-            .unwrap_or_else(|e| panic!("input {:?}:\n{e}", String::from_utf8_lossy(&input)));
+        let r = run_one(&input);
         *counts.entry(r).or_default() += 1;
         done += 1;
     }
