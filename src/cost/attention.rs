@@ -101,11 +101,11 @@ fn sizes(p: &AttentionPair, model: &CostModel) -> Result<Sizes, PlanError> {
     })
 }
 
-/// Query blocks whose visited key tiles [`visited_tiles`] counts one by one; beyond this many
+/// Query blocks whose visited key tiles `visited_tiles` counts one by one; beyond this many
 /// it counts [`VISITED_SAMPLES`] evenly spaced blocks and scales (the count per block is
 /// monotone in the block, so the estimate is within one block's tiles per sample gap).
 pub const VISITED_EXACT_BLOCKS: u64 = 1 << 16;
-/// Query blocks sampled by [`visited_tiles`] past [`VISITED_EXACT_BLOCKS`].
+/// Query blocks sampled by `visited_tiles` past [`VISITED_EXACT_BLOCKS`].
 pub const VISITED_SAMPLES: u64 = 1 << 12;
 
 /// Key tiles visited by each query block (the kernel's block-uniform skip), summed over the

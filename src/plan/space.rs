@@ -11,7 +11,7 @@
 //!   (SM80 `ldmatrix` + `mma.sync.m16n8k16`, fp16/bf16, also on SM90) and on SM90 `wgmma`
 //!   (TMA + `wgmma.mma_async`, always asynchronous). A contraction whose epilogue reduces over
 //!   its rows also gets the *row-resident* tile (`BN` = the row, rounded up to 16) beside the
-//!   multi-pass ones.
+//!   multi-pass ones, for rows up to [`max_tile_extent`].
 //! - reduction: threads per row {32 (a warp per row, 4 rows per block), 128, 256, 512} ×
 //!   vector widths.
 //! - elementwise: block {128, 256} threads × items per thread {1, 4} × vector widths.
