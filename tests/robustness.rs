@@ -224,6 +224,58 @@ fn empty_tensors_with_huge_axes_are_refused_before_compiled_runs() {
         .user_error("E1408");
 }
 
+/// Found by the fuzz campaign in the test profile (debug assertions; release wrapped silently):
+/// with a zero batch every tensor is empty, so the checks accept axes no target holds. The
+/// contraction plan space derived a row-resident tile from S = 2^61 (`wm * wn` overflowed in
+/// `plan::space::resources`), a causal attention's visited key tiles were counted pair by pair
+/// (hours at S = 2^24), 2^80 batch points overflowed the attention price, and an average pool's
+/// 2^80-element window count overflowed at lowering. Each now optimizes.
+#[test]
+fn zero_batches_with_huge_axes_optimize() {
+    let c = Ctx::new();
+    let mut cases = Vec::new();
+    for (b, h, s) in [
+        (0u64, 2u64, 1u64 << 61),
+        (0, 1 << 40, 1 << 40),
+        (1 << 40, 1 << 40, 0),
+    ] {
+        let mut d = attention(64);
+        d["symbols"] = json!({"B": b, "H": h, "S": s});
+        cases.push((format!("attn_{b}_{h}_{s}.json"), d));
+    }
+    let t = |shape: Value| json!({"dtype": "fp16", "shape": shape});
+    cases.push((
+        "gemm_softmax.json".into(),
+        doc(
+            &["A", "W"],
+            json!({"A": t(json!(["B", "K"])), "W": t(json!(["K", "N"])),
+                   "P": t(json!(["B", "N"])), "Y": t(json!(["B", "N"]))}),
+            json!([{"op": "MatMul", "name": "mm", "inputs": ["A", "W"], "outputs": ["P"],
+                    "attrs": {"acc_dtype": "fp32"}},
+                   {"op": "Softmax", "name": "sm", "inputs": ["P"], "outputs": ["Y"],
+                    "attrs": {"axis": 1}}]),
+            json!({"B": 0, "K": 0, "N": 1u64 << 61}),
+        ),
+    ));
+    let k = 1u64 << 40;
+    cases.push((
+        "avg_pool.json".into(),
+        doc(
+            &["X"],
+            json!({"X": {"dtype": "fp32", "shape": ["N", 4, "S", "S"]},
+                   "Y": {"dtype": "fp32", "shape": ["N", 4, "P", "P"]}}),
+            json!([{"op": "Pool", "name": "p", "inputs": ["X"], "outputs": ["Y"],
+                    "attrs": {"mode": "avg", "kernel": k, "stride": 1}}]),
+            json!({"N": 0, "S": k, "P": 1}),
+        ),
+    ));
+    for (name, d) in cases {
+        let g = c.graph(&name, &d);
+        let r = c.run(&["optimize", &g], 30.0);
+        assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+    }
+}
+
 // ---- 2. user errors exit 2 through every path ----------------------------------------------
 
 fn gather_graph(rows: u64) -> Value {

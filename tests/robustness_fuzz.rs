@@ -11,10 +11,12 @@
 //!    seeded mutation loop (byte flips, inserts, deletions, splices, numbers replaced by huge
 //!    ones) over a seed corpus from `examples/`, `tests/data/`, `.npy` encodings and small
 //!    egraph-serialize documents. Every input must end without a panic or an internal error.
-//!    `ROBUST_FUZZ_ITERS=N` (4,000 by default) and `ROBUST_FUZZ_SECS` (a 12 s wall-clock cap by
-//!    default); a long campaign is `ROBUST_FUZZ_ITERS=1000000 ROBUST_FUZZ_SECS=100000 cargo test
-//!    --release --test robustness_fuzz fuzz_target_smoke_run -- --nocapture`, or coverage-guided
-//!    `cargo +nightly fuzz run pipeline` in `fuzz/` (see `fuzz/README.md`).
+//!    `ROBUST_FUZZ_ITERS=N` (4,000 by default), `ROBUST_FUZZ_SECS` (a 12 s wall-clock cap by
+//!    default) and `ROBUST_FUZZ_SEED` (the mutation seed, 0x19 by default: shards of a
+//!    campaign run with different seeds); a long campaign is `ROBUST_FUZZ_ITERS=1000000
+//!    ROBUST_FUZZ_SECS=100000 cargo test --test robustness_fuzz fuzz_target_smoke_run --
+//!    --nocapture` (the test profile keeps debug assertions: overflow panics), or
+//!    coverage-guided `cargo +nightly fuzz run pipeline` in `fuzz/` (see `fuzz/README.md`).
 
 mod common;
 
@@ -245,19 +247,37 @@ fn mutate(rng: &mut ChaCha8Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
     v
 }
 
+/// [`fuzz_one`] on `input`; a panic or a broken promise fails the test with the input printed
+/// (a panic inside the pipeline is caught so that the crashing input can be minimized).
+fn run_one(input: &[u8]) -> Reached {
+    let shown = || format!("{:?}", String::from_utf8_lossy(input));
+    match std::panic::catch_unwind(|| fuzz_one(input)) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => panic!("input {}:\n{e}", shown()),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            panic!("input {} panics: {msg}", shown())
+        }
+    }
+}
+
 #[test]
 fn fuzz_target_smoke_run() {
     let seeds = seed_corpus();
     assert!(seeds.len() >= 10, "{} seeds", seeds.len());
     let mut counts: BTreeMap<Reached, u32> = BTreeMap::new();
     for s in &seeds {
-        let r = fuzz_one(s).unwrap_or_else(|e| panic!("seed {:?}: {e}", &s[..s.len().min(80)]));
+        let r = run_one(s);
         *counts.entry(r).or_default() += 1;
     }
     let iters = env_or("ROBUST_FUZZ_ITERS", 4000);
     let secs = env_or("ROBUST_FUZZ_SECS", 12);
     let deadline = Instant::now() + Duration::from_secs(u64::from(secs));
-    let mut rng = ChaCha8Rng::seed_from_u64(0x19);
+    let mut rng = ChaCha8Rng::seed_from_u64(env_or("ROBUST_FUZZ_SEED", 0x19).into());
     let mut done = 0;
     for _ in 0..iters {
         if Instant::now() > deadline {
@@ -266,8 +286,7 @@ fn fuzz_target_smoke_run() {
         let a = &seeds[rng.gen_range(0..seeds.len())];
         let b = &seeds[rng.gen_range(0..seeds.len())];
         let input = mutate(&mut rng, a, b);
-        let r = fuzz_one(&input)
-            .unwrap_or_else(|e| panic!("input {:?}:\n{e}", String::from_utf8_lossy(&input)));
+        let r = run_one(&input);
         *counts.entry(r).or_default() += 1;
         done += 1;
     }

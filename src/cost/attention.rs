@@ -93,30 +93,71 @@ fn sizes(p: &AttentionPair, model: &CostModel) -> Result<Sizes, PlanError> {
     Ok(Sizes {
         m: size(&p.query),
         n: size(&p.key),
-        nb: p.batch.iter().map(|b| size(b)).product(),
+        nb: p
+            .batch
+            .iter()
+            .map(|b| size(b))
+            .fold(1u64, u64::saturating_mul),
     })
 }
 
+/// Query blocks whose visited key tiles `visited_tiles` counts one by one; beyond this many
+/// it counts [`VISITED_SAMPLES`] evenly spaced blocks and scales (the count per block is
+/// monotone in the block, so the estimate is within one block's tiles per sample gap).
+pub const VISITED_EXACT_BLOCKS: u64 = 1 << 16;
+/// Query blocks sampled by `visited_tiles` past [`VISITED_EXACT_BLOCKS`].
+pub const VISITED_SAMPLES: u64 = 1 << 12;
+
 /// Key tiles visited by each query block (the kernel's block-uniform skip), summed over the
-/// blocks.
+/// blocks (saturating). Each block's count is closed-form: the mask's condition is linear in
+/// the key tile.
 fn visited_tiles(mask: Option<Mask>, s: &Sizes, bm: u64, bn: u64) -> u64 {
     let (mblocks, nt) = (s.m.div_ceil(bm), s.n.div_ceil(bn));
     let Some(m) = mask else {
-        return mblocks * nt;
+        return mblocks.saturating_mul(nt);
     };
-    let mut total = 0;
-    for b in 0..mblocks {
-        let m0 = (b * bm) as i128;
-        let q = if m.dm <= 0 { m0 + bm as i128 - 1 } else { m0 };
-        total += (0..nt)
-            .filter(|t| {
-                let n0 = (t * bn) as i128;
-                let n = if m.dn >= 0 { n0 } else { n0 + bn as i128 - 1 };
-                m.dn as i128 * n + m.dm as i128 * q + m.dc as i128 <= 0
-            })
-            .count() as u64;
+    let per_block = |b: u64| -> u64 {
+        let m0 = i128::from(b) * i128::from(bm);
+        let q = if m.dm <= 0 {
+            m0 + i128::from(bm) - 1
+        } else {
+            m0
+        };
+        // Tile t visits when c0 + slope·t <= 0.
+        let n_first = if m.dn >= 0 { 0 } else { i128::from(bn) - 1 };
+        let c0 = i128::from(m.dn) * n_first + i128::from(m.dm) * q + i128::from(m.dc);
+        let slope = i128::from(m.dn) * i128::from(bn);
+        let nt = i128::from(nt);
+        let count = match slope.cmp(&0) {
+            std::cmp::Ordering::Equal => {
+                if c0 <= 0 {
+                    nt
+                } else {
+                    0
+                }
+            }
+            // t <= floor(-c0 / slope)
+            std::cmp::Ordering::Greater => (-c0).div_euclid(slope) + 1,
+            // t >= ceil(c0 / -slope)
+            std::cmp::Ordering::Less => nt - (c0 + (-slope) - 1).div_euclid(-slope),
+        };
+        count.clamp(0, nt) as u64
+    };
+    if mblocks <= VISITED_EXACT_BLOCKS {
+        return (0..mblocks).map(per_block).fold(0, u64::saturating_add);
     }
-    total
+    let sampled: f64 = (0..VISITED_SAMPLES)
+        .map(|i| {
+            let b = u128::from(i) * u128::from(mblocks - 1) / u128::from(VISITED_SAMPLES - 1);
+            per_block(b as u64) as f64
+        })
+        .sum();
+    let scaled = sampled / VISITED_SAMPLES as f64 * mblocks as f64;
+    if scaled >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        scaled as u64
+    }
 }
 
 /// Threads, registers (the [`registers`] bound), shared memory and resident blocks per SM of
@@ -163,8 +204,8 @@ fn price(
     let res = resources(p, plan, target);
     let ctas_per_sm = res.ctas_per_sm;
     let mblocks = s.m.div_ceil(plan.bm);
-    let ctas = (mblocks * s.nb).max(1) as f64;
-    let tiles = (visited_tiles(p.mask, s, plan.bm, plan.bn) * s.nb) as f64;
+    let ctas = (mblocks as f64 * s.nb as f64).max(1.0);
+    let tiles = visited_tiles(p.mask, s, plan.bm, plan.bn) as f64 * s.nb as f64;
     let tile_flops = (plan.bm * plan.bn) as f64 * 2.0 * (dp + dvp);
     let flops = tiles * tile_flops;
     let exps = tiles * (plan.bm * plan.bn) as f64;

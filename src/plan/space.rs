@@ -11,7 +11,7 @@
 //!   (SM80 `ldmatrix` + `mma.sync.m16n8k16`, fp16/bf16, also on SM90) and on SM90 `wgmma`
 //!   (TMA + `wgmma.mma_async`, always asynchronous). A contraction whose epilogue reduces over
 //!   its rows also gets the *row-resident* tile (`BN` = the row, rounded up to 16) beside the
-//!   multi-pass ones.
+//!   multi-pass ones, for rows up to [`max_tile_extent`].
 //! - reduction: threads per row {32 (a warp per row, 4 rows per block), 128, 256, 512} ×
 //!   vector widths.
 //! - elementwise: block {128, 256} threads × items per thread {1, 4} × vector widths.
@@ -296,8 +296,13 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
             Algo::MmaSync => MMA_SYNC_TILES.to_vec(),
             Algo::Wgmma => vec![[64, 128, 64], [128, 128, 64], [128, 256, 64], [64, 64, 32]],
         };
-        if let Some(row) = g.row_extent {
-            // The row-resident tile, when no standard tile covers the row.
+        // The row-resident tile, when no standard tile covers the row and the row is no longer
+        // than the block's shared memory in bytes (a longer tile no target can stage, and its
+        // sizes would overflow the resource arithmetic).
+        if let Some(row) = g
+            .row_extent
+            .filter(|r| *r <= max_tile_extent(target) as f64)
+        {
             let bn = (row.max(1.0) as u64).div_ceil(16) * 16;
             let widest = tiles.iter().map(|t| t[1]).max().unwrap_or(0);
             if bn > widest {
@@ -344,6 +349,12 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
         }
     }
     out
+}
+
+/// The longest tile side planned on `target`: its per-block shared memory in bytes (a tile
+/// side longer than that cannot be staged by any pipeline of the target).
+pub fn max_tile_extent(target: &Target) -> u64 {
+    u64::from(target.smem_per_block)
 }
 
 /// Tile rows of one group of the contraction templates' grouped block order: blocks are

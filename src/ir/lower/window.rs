@@ -249,12 +249,9 @@ pub fn pool(lw: &mut Lowerer, node: &Node, a: &PoolAttrs) -> LResult<NodeId> {
             let xw = b.cast(xw, DType::F32)?;
             let s = b.reduce(ReduceOp::Sum, xw, axes.clone(), DType::F32)?;
             if a.count_include_pad {
-                let n: i64 = a.kernel.iter().product();
-                return Ok(b.binary(
-                    BinaryOp::Fdiv,
-                    s.into(),
-                    crate::ir::tiny::Src::Imm(n as f64),
-                )?);
+                // In f64: the product of huge (legal) window sizes overflows i64.
+                let n: f64 = a.kernel.iter().map(|&k| k as f64).product();
+                return Ok(b.binary(BinaryOp::Fdiv, s.into(), crate::ir::tiny::Src::Imm(n))?);
             }
             // Count of real elements per window: pool a padded tensor of ones [1, 1, *sp].
             let xs = b.shape(x).clone();
