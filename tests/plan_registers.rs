@@ -110,7 +110,11 @@ fn ptxas(
     arch: Arch,
 ) -> Result<(u32, u32), String> {
     let k = emit::kernel_of(r, choice, model).map_err(|e| e.to_string())?;
-    let src = format!("#include \"{HEADER_NAME}\"\n{}", render::kernel(&k));
+    let src = format!(
+        "#include \"{HEADER_NAME}\"\n{}\n{}",
+        dlc_egg::codegen::cexpr::PRELUDE,
+        render::kernel(&k)
+    );
     let c = compile(&src, arch, &CompileOptions::default()).map_err(|e| e.to_string())?;
     let res = c.kernel(&k.name).ok_or("no kernel")?;
     Ok((res.registers, res.spill_bytes))

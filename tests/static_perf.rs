@@ -61,6 +61,9 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     // GridLimits: grid over a hardware limit (M tiles on grid.y).
     // PlanAgrees: emitted template/kernels differ from the plan.
     // TensorCores: plan says mma_sync, no HMMA in the main loop.
+    // RegsWithinPlan: more registers than the plan estimates.
+    ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): the d = 256 pair is not chosen fused on sm80; the split QKᵀ (8 K steps, unrolled whole: 172 > 114) and SIMT P·V (213 > 184) exceed plan::regs
+    ("attention_full_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): the d = 256 pair is not chosen fused on sm80; the split QKᵀ (8 K steps, unrolled whole: 172 > 114) and SIMT P·V (213 > 184) exceed plan::regs
     // Vec128Loads: 16-byte plan without 128-bit loads.
     ("attention_causal_hd256", "sm80", Vec128Loads), // TODO(issue 15)
     ("gemm_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)

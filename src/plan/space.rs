@@ -424,7 +424,6 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 warps_m,
                 warps_n,
                 async_,
-                k: g.k,
             };
             let regs = match algo {
                 Algo::MmaSync => regs::mma_sync(g.fill, &t),
