@@ -35,21 +35,28 @@ pub const BNS: [u64; 3] = [32, 64, 128];
 /// Registers per thread beyond the fragments (addresses, loop state, softmax rows).
 pub const REG_OVERHEAD: u64 = 64;
 
-/// Registers per thread of `plan` at head/value dims `d`, `dv`, an upper bound fitted to
-/// ptxas (sm_80 and sm_90a, every point of [`space`] at D = DV ∈ {32, 64, 80, 96, 128, 256};
-/// `every_unstopped_plan_compiles_without_spills` in tests/codegen_attention.rs measures them):
-/// the `O` accumulators (`DV/2`), the scores with their fp16 copies and the `K` fragments
-/// (`BN`), the `Q` fragments when kept (`D/2`, else `D/16` of addressing), plus
-/// [`REG_OVERHEAD`]. Every point measured under 255 by this bound compiles without spills;
-/// the three points that spill (D = 128 with `BN = 128` and `Q` in registers, D = 256 with
-/// `BN = 64`) are over it, as are the points ptxas fills to exactly 255.
+/// Registers per thread of `plan` at head/value dims `d`, `dv`: a formula over the knobs,
+/// term by term what the kernel keeps live in its key loop, calibrated against ptxas (sm_80 and
+/// sm_90a, NVRTC 13; `every_unstopped_plan_compiles_without_spills` in
+/// tests/codegen_attention.rs checks every point of [`space`] at D = DV ∈ {32, 64, 80, 96,
+/// 128, 256}, causal or not, and tests/static_perf.rs the chosen ones):
+/// - the `O` accumulators, `DV/2` (16 rows × `DV` fp32 per warp);
+/// - per key: the score accumulators (`BN/2`), their fp16 copy as `P` fragments (`BN/4`) and the
+///   `K` fragments of one k-step (`BN/4`), `BN` in all; when `Q` is re-read from shared memory,
+///   ptxas keeps the `K` fragments of two more k-steps in flight (`BN/2` more);
+/// - `Q`: all its fragments when kept in registers (`D/2`), else the two `Q` fragments of the
+///   k-steps in flight (8);
+/// - [`REG_OVERHEAD`]: addresses, the softmax row state, loop state.
+///
+/// At or above ptxas on every measured point; the points ptxas squeezes near 255 (D = 80 and
+/// 96 with `BN = 128` and `Q` in shared memory) and the ones that spill are over 255, stopped.
 pub fn registers(plan: &AttentionPlan, d: u64, dv: u64) -> u64 {
-    let q = if plan.q_in_regs {
-        pad16(d) / 2
+    let (q, k_in_flight) = if plan.q_in_regs {
+        (pad16(d) / 2, 0)
     } else {
-        pad16(d) / 16
+        (8, plan.bn / 2)
     };
-    pad16(dv) / 2 + plan.bn + q + REG_OVERHEAD
+    pad16(dv) / 2 + plan.bn + k_in_flight + q + REG_OVERHEAD
 }
 
 /// The points of the plan space; `async_` when the kernel can copy an operand with

@@ -6,6 +6,7 @@
 //! [`space`] enumerates the candidate plans of a kernel template and applies the STOP
 //! conditions of §11; `crate::cost` prices the survivors and keeps the fastest.
 
+pub mod regs;
 pub mod space;
 
 use crate::target::Arch;

@@ -28,12 +28,13 @@
 //! 5. **OneCtaPerSm** — register pressure leaves one CTA per SM (not for `wgmma`, whose
 //!    warp-specialized kernel is built for one CTA per SM).
 //!
-//! Register estimates: accumulators (`warp tile / 32` fp32 per thread), operand fragments
-//! (`mma.sync`: 4 registers per 16×16 A fragment and 2 per 16×8 B fragment, double-buffered;
-//! `simt`: one micro-tile row and column, double-buffered; `wgmma` reads operands from shared
-//! memory), plus 40 for addresses, indices and loop state.
+//! Register estimates: per template a formula over the knobs, calibrated against ptxas
+//! ([`super::regs`]); `wgmma` reads its operands from shared memory (accumulators, descriptors
+//! and [`BASE_REGS`]).
 
-use crate::cost::work::{Fill, Gemm, KernelWork, Shape};
+use super::regs;
+pub use super::regs::{held_regs, BASE_REGS, REG_HELD_MAX, SIMT_OVERHEAD};
+use crate::cost::work::{Gemm, KernelWork, Shape};
 use crate::plan::{AsyncPlan, Cache, LocalEdge, Plan, Vectorize};
 use crate::target::{Arch, Target};
 use serde::Serialize;
@@ -41,8 +42,6 @@ use std::collections::BTreeMap;
 
 /// Fraction of the per-block shared memory a plan may use (§11: "~80 %").
 pub const SMEM_FRACTION: f64 = 0.8;
-/// Registers for addresses, indices and loop state, per thread.
-pub const BASE_REGS: u32 = 40;
 
 /// How a contraction multiplies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -428,39 +427,24 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             let Shape::Contraction(g) = &work.shape else {
                 unreachable!("contraction knobs come from a contraction")
             };
-            let (wm, wn) = (bm / warps_m, bn / warps_n);
-            let acc = (wm * wn / 32) as u32;
-            let frags = match algo {
-                Algo::MmaSync => 2 * ((wm / 16) * 4 + (wn / 8) * 2) as u32,
-                Algo::Simt => {
-                    // Micro-tile tm × tn = acc per thread, tm ≈ tn; the next step's operand
-                    // elements held in registers; and the template's addressing of its
-                    // strided micro-tile and loads (SIMT_OVERHEAD, fitted to ptxas).
-                    let tm = (acc as f64).sqrt().ceil() as u32;
-                    let threads = warps_m * warps_n * 32;
-                    let next = ((bm + bn) * bk).div_ceil(threads) as u32;
-                    2 * (tm + acc.div_ceil(tm.max(1))) + next + SIMT_OVERHEAD
-                }
-                Algo::Wgmma => 8,
+            let t = regs::Tile {
+                bm,
+                bn,
+                bk,
+                stages,
+                warps_m,
+                warps_n,
+                async_,
             };
-            // The tensor-core template holds a register-staged operand's next tile across the
-            // fragment steps (up to REG_HELD_MAX registers; a synchronous plan stages both
-            // operands so), and a conv gather's whole share of the tile.
-            let staged = match algo {
-                Algo::MmaSync => {
-                    let threads = warps_m * warps_n * 32;
-                    let held = |fill: Fill, outer: u64| match fill {
-                        Fill::Gather => (outer * bk / 2).div_ceil(threads),
-                        Fill::Registers => held_regs(outer, bk, threads),
-                        Fill::CpAsync if !async_ => held_regs(outer, bk, threads),
-                        Fill::CpAsync => 0,
-                    };
-                    (held(g.fill[0], bm) + held(g.fill[1], bn)) as u32
-                }
-                _ => 0,
+            let regs = match algo {
+                Algo::MmaSync => regs::mma_sync(g.fill, &t),
+                Algo::Simt => regs::simt(&t),
+                // wgmma reads its operands from shared memory: the accumulators, the
+                // fragment descriptors and the base.
+                Algo::Wgmma => ((bm / warps_m) * (bn / warps_n) / 32) as u32 + 8 + BASE_REGS,
             };
             let smem = stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem);
-            (acc + frags + staged + BASE_REGS, smem)
+            (regs, smem)
         }
         Knobs::Reduction {
             threads_per_row,
@@ -476,7 +460,10 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             items, vec_bytes, ..
         } => {
             let lanes = (vec_bytes / work.out_elem_bytes.max(1)).max(1);
-            (BASE_REGS + (items * lanes) as u32, 0)
+            match &work.shape {
+                Shape::ComputeAt(c) => (regs::compute_at(c, items * lanes), 0),
+                _ => (BASE_REGS + (items * lanes) as u32, 0),
+            }
         }
     };
     let by_regs = target.regs_per_sm / (regs.max(1) * threads.max(1));
@@ -499,28 +486,6 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
         limited_by: limits[0].1,
     }
 }
-
-/// The most 4-byte registers per thread the `mma_sync` template holds one register-staged
-/// operand tile in across a k-step's fragment loop; a larger tile is stored to shared memory
-/// pair by pair as it is loaded (`codegen::templates::contraction_mma`).
-pub const REG_HELD_MAX: u64 = 8;
-
-/// The 4-byte registers per thread the `mma_sync` template holds a register-staged
-/// `outer × bk` operand tile (2-byte elements, in pairs) in: all of it up to [`REG_HELD_MAX`],
-/// else none (stored as loaded).
-pub fn held_regs(outer: u64, bk: u64, threads: u64) -> u64 {
-    let all = (outer * bk / 2).div_ceil(threads.max(1));
-    if all > REG_HELD_MAX {
-        0
-    } else {
-        all
-    }
-}
-
-/// Registers per thread of the SIMT contraction template beyond its accumulators, fragments,
-/// held operand elements and [`BASE_REGS`] (fitted to ptxas on sm_80 and sm_90a:
-/// `matmul_1d_2d`'s 64×64×16 tile over 8 warps takes 116 and 127 registers).
-pub const SIMT_OVERHEAD: u32 = 48;
 
 /// Values per thread a reduction keeps in registers when its row is resident.
 pub const RESIDENT_PER_THREAD: u64 = 32;

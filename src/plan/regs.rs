@@ -1,0 +1,210 @@
+//! Registers per thread of the plan space's templates (issue 15: the estimate must hold, i.e.
+//! stay at or above what ptxas allocates, so that a plan the planner keeps does not spill and
+//! its occupancy is what it was priced at). Each estimate is a formula over the plan's knobs,
+//! term by term what the emitted kernel keeps live across its main loop, calibrated against
+//! ptxas (NVRTC 13, sm_80 and sm_90a) on the realistic set of `tests/static_perf.rs` and
+//! checked on other shapes by `tests/plan_registers.rs`:
+//!
+//! - `mma_sync` contraction ([`mma_sync`]): accumulators, the `A`/`B` fragments of two k-steps
+//!   in flight, per operand its fill (one offset per `cp.async` chunk; a register-staged
+//!   operand's packed pairs with their two fp32 values and address; a conv gather's held tile
+//!   and hoisted row data), the stage base addresses, and [`BASE_REGS`].
+//! - SIMT contraction ([`simt`]): accumulators, a micro-tile row and column per k-step
+//!   (double-buffered), the next tile's elements *and their addresses* (loaded one k-step
+//!   ahead), [`SIMT_OVERHEAD`], [`BASE_REGS`].
+//! - compute-at nest ([`compute_at`]): one accumulator per window point, the producer fold's
+//!   loop state ([`FOLD_REGS`]).
+
+use crate::cost::work::{ComputeAtWork, Fill};
+
+/// Registers for addresses, indices and loop state, per thread.
+pub const BASE_REGS: u32 = 40;
+
+/// The most 4-byte registers per thread the `mma_sync` template holds one register-staged
+/// operand tile in across a k-step's fragment loop; a larger tile is stored to shared memory
+/// pair by pair as it is loaded (`codegen::templates::contraction_mma`).
+pub const REG_HELD_MAX: u64 = 8;
+
+/// Runs of a register-staged tile too large to hold ([`REG_HELD_MAX`]) that the `mma_sync`
+/// template loads together before storing them (its `DIRECT_UNROLL`).
+pub const DIRECT_RUNS: u64 = 4;
+
+/// Registers per register-staged pair of the `mma_sync` template: the packed pair, its two
+/// fp32 values (loaded and converted before the pack) and the element address, which ptxas
+/// keeps for every pair of the tile because it hoists the loads of the tile ahead of the
+/// fragment steps (fitted: the symbolic 4096³ GEMM's `64×64×32` synchronous tile takes 180 and
+/// 183 registers on sm_80 and sm_90a).
+pub const REGS_PER_STAGED_PAIR: u64 = 5;
+
+/// Registers per held pair of a conv gather beyond the pair itself (the guard compare and the
+/// predicated load's address), and [`GATHER_HOISTED`] for the row data hoisted out of the `K`
+/// loop (offset, validity and guard parts of the thread's rows): fitted on the implicit-GEMM
+/// convolutions (`128×64×32` over 4 warps: 200 to 224 registers by stages).
+pub const GATHER_PER_PAIR: u64 = 3;
+/// Registers of the row data a conv gather hoists out of the `K` loop.
+pub const GATHER_HOISTED: u64 = 12;
+
+/// Registers per thread of the SIMT contraction template beyond its accumulators, fragments,
+/// next-tile elements with their addresses, and [`BASE_REGS`] (fitted to ptxas on sm_80 and
+/// sm_90a: `matmul_1d_2d`'s `64×64×16` tile over 8 warps takes 79 and 80 registers; the
+/// `128×64×32` tile over 4 warps spills at 255). TODO(issue 15): the d = 256 attention's split
+/// `P·V` on sm_80 (`64×64×32` over 4 warps) takes 213 registers, 29 over this estimate.
+pub const SIMT_OVERHEAD: u32 = 24;
+
+/// Registers of a compute-at nest's producer fold (its reduction counters, the decomposed
+/// window point, the read addresses); fitted on `conv_relu_pool` (53 registers on sm_80 and
+/// sm_90a at a 4-point window).
+pub const FOLD_REGS: u32 = 12;
+
+/// The 4-byte registers per thread the `mma_sync` template holds a register-staged
+/// `outer × bk` operand tile (2-byte elements, in pairs) in: all of it up to [`REG_HELD_MAX`],
+/// else none (stored as loaded).
+pub fn held_regs(outer: u64, bk: u64, threads: u64) -> u64 {
+    let all = (outer * bk / 2).div_ceil(threads.max(1));
+    if all > REG_HELD_MAX {
+        0
+    } else {
+        all
+    }
+}
+
+/// The knobs of a tiled contraction the estimates read.
+#[derive(Clone, Copy, Debug)]
+pub struct Tile {
+    /// Block tile rows.
+    pub bm: u64,
+    /// Block tile columns.
+    pub bn: u64,
+    /// K-slice per step.
+    pub bk: u64,
+    /// Shared-memory stages.
+    pub stages: u32,
+    /// Warps along `M`.
+    pub warps_m: u64,
+    /// Warps along `N`.
+    pub warps_n: u64,
+    /// Operands copied asynchronously when they can be.
+    pub async_: bool,
+}
+
+impl Tile {
+    fn threads(&self) -> u64 {
+        self.warps_m * self.warps_n * 32
+    }
+
+    fn warp_tile(&self) -> (u64, u64) {
+        (self.bm / self.warps_m.max(1), self.bn / self.warps_n.max(1))
+    }
+}
+
+/// Registers per thread of the `mma_sync` template (module doc) under `t`, its `A` and `B`
+/// tiles filled as `fill` says.
+pub fn mma_sync(fill: [Fill; 2], t: &Tile) -> u32 {
+    let (wm, wn) = t.warp_tile();
+    let threads = t.threads();
+    let acc = wm * wn / 32;
+    // `ldmatrix.x4` A fragments (4 registers per 16 rows) and B fragments (4 per 16 columns)
+    // of one k-step, two k-steps in flight (the next step's loads overlap this step's mma).
+    let frags = 2 * (wm / 4 + wn / 4);
+    let operand = |fill: Fill, outer: u64| -> u64 {
+        let pairs = (outer * t.bk / 2).div_ceil(threads);
+        match fill {
+            // One 32-bit offset per 16-byte chunk the thread copies.
+            Fill::CpAsync if t.async_ => (outer * t.bk / 8).div_ceil(threads),
+            Fill::Gather => (1 + GATHER_PER_PAIR) * pairs + GATHER_HOISTED,
+            Fill::Registers | Fill::CpAsync => {
+                REGS_PER_STAGED_PAIR
+                    * if pairs > REG_HELD_MAX {
+                        DIRECT_RUNS
+                    } else {
+                        pairs
+                    }
+            }
+        }
+    };
+    let fills = operand(fill[0], t.bm) + operand(fill[1], t.bn);
+    // The shared-memory base of each stage of `A` and `B`.
+    let stages = 2 * u64::from(t.stages);
+    (acc + frags + fills + stages) as u32 + BASE_REGS
+}
+
+/// Registers per thread of the SIMT template (module doc) under `t`.
+pub fn simt(t: &Tile) -> u32 {
+    let (wm, wn) = t.warp_tile();
+    let acc = (wm * wn / 32) as u32;
+    // Micro-tile tm × tn = acc per thread, tm ≈ tn.
+    let tm = (acc as f64).sqrt().ceil() as u32;
+    let micro = 2 * (tm + acc.div_ceil(tm.max(1)));
+    // The next k-step's elements, loaded ahead: a value and an address each.
+    let next = 2 * ((t.bm + t.bn) * t.bk).div_ceil(t.threads()) as u32;
+    acc + micro + next + SIMT_OVERHEAD + BASE_REGS
+}
+
+/// Registers per thread of the compute-at nest computing `lanes` outputs per thread.
+pub fn compute_at(c: &ComputeAtWork, lanes: u64) -> u32 {
+    let window = (c.window.max(1.0) as u64).min(64) as u32;
+    BASE_REGS + lanes as u32 + window + FOLD_REGS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Fill::*;
+
+    fn tile(bm: u64, bn: u64, bk: u64, stages: u32, w: [u64; 2], async_: bool) -> Tile {
+        Tile {
+            bm,
+            bn,
+            bk,
+            stages,
+            warps_m: w[0],
+            warps_n: w[1],
+            async_,
+        }
+    }
+
+    /// The calibration points (ptxas registers on sm_80 / sm_90a, NVRTC 13, the realistic set
+    /// of tests/static_perf.rs): the estimate is at or above each, and at most 40 above.
+    #[test]
+    fn the_mma_sync_estimate_covers_its_calibration_points() {
+        let points: [([Fill; 2], Tile, u32); 7] = [
+            // gemm_fp16_4096: both operands by cp.async.
+            ([CpAsync; 2], tile(128, 128, 64, 2, [2, 2], true), 244),
+            // gemm_fp16_symbolic_bias_relu: synchronous, staged through registers.
+            ([CpAsync; 2], tile(64, 64, 32, 2, [2, 2], false), 183),
+            // gemm_bias_relu (K not a multiple of 8: register-staged).
+            ([Registers; 2], tile(64, 64, 32, 2, [4, 2], false), 103),
+            // The implicit-GEMM convolutions (X gathered, W by cp.async).
+            ([Gather, CpAsync], tile(128, 64, 32, 4, [2, 2], true), 224),
+            ([Gather, CpAsync], tile(128, 64, 32, 2, [2, 2], true), 200),
+            ([Gather, CpAsync], tile(64, 64, 32, 3, [2, 2], true), 125),
+            ([Gather, CpAsync], tile(64, 64, 32, 4, [4, 2], true), 94),
+        ];
+        for (fill, t, ptxas) in points {
+            let est = mma_sync(fill, &t);
+            assert!(
+                (ptxas..=ptxas + 40).contains(&est),
+                "{fill:?} {t:?}: estimate {est}, ptxas {ptxas}"
+            );
+        }
+    }
+
+    /// The terms grow with what the kernel holds: a larger warp tile, a register-staged
+    /// operand, a deeper pipeline each cost registers.
+    #[test]
+    fn the_estimate_grows_with_what_the_kernel_holds() {
+        let t = tile(64, 64, 32, 2, [2, 2], true);
+        let wide = tile(128, 128, 32, 2, [2, 2], true);
+        let deep = tile(64, 64, 32, 4, [2, 2], true);
+        let sync = tile(64, 64, 32, 2, [2, 2], false);
+        let base = mma_sync([CpAsync; 2], &t);
+        assert!(mma_sync([CpAsync; 2], &wide) > base + 64);
+        assert!(mma_sync([CpAsync; 2], &deep) > base);
+        assert!(mma_sync([CpAsync; 2], &sync) > base);
+        assert!(mma_sync([Gather, CpAsync], &t) > base);
+        // The SIMT 128×64×32 tile over 4 warps spills (ptxas 255 and local memory): stopped.
+        assert!(simt(&tile(128, 64, 32, 2, [2, 2], false)) > 255);
+        // matmul_1d_2d's 64×64×16 tile over 8 warps: 79 / 80 registers.
+        assert!((80..=128).contains(&simt(&tile(64, 64, 16, 2, [4, 2], false))));
+    }
+}
