@@ -63,9 +63,6 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     ("attention_full_hd256", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("conv_relu_pool_n1", "sm80", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
     ("conv_relu_pool_n1", "sm90", RegsWithinPlan), // TODO(issue 15): register estimate below ptxas after the gemm/conv/attention merges
-    // Checked since the attention pair is one planned kernel (plan once):
-    ("attention_causal_hd256", "sm80", NoSpills), // TODO(issue 15): on sm80 the d = 256 pair is not chosen fused; the split P·V on SIMT [128,128,16] spills
-    ("attention_full_hd256", "sm80", NoSpills), // TODO(issue 15): on sm80 the d = 256 pair is not chosen fused; the split P·V on SIMT [128,128,16] spills
     // RegsWithinPlan: more registers than the plan estimates.
     ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15)
     ("attention_full_hd128", "sm80", RegsWithinPlan), // TODO(issue 15)
@@ -92,21 +89,7 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     // PlanAgrees: emitted template/kernels differ from the plan.
     // TensorCores: plan says mma_sync, no HMMA in the main loop.
     // Vec128Loads: 16-byte plan without 128-bit loads.
-    ("attention_causal_hd256", "sm80", Vec128Loads), // TODO(issue 15)
-    ("gemm_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
-    ("gemm_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
-    ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
-    ("gemm_fp16_symbolic_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
-    // Vec128Stores: 16-byte plan without 128-bit stores (the staged epilogue needs the output's
-    // innermost axis, the last of N or of M, a provable multiple of 16 bytes: symbolic N, a
-    // 28-wide conv output row and gemm_bias_relu's N keep element stores while the plan, whose
-    // width is the K loads', claims 16 bytes).
-    ("conv3x3_s2_p1_silu", "sm80", Vec128Stores), // TODO(issue 15)
-    ("conv3x3_s2_p1_silu", "sm90", Vec128Stores), // TODO(issue 15)
-    ("gemm_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
-    ("gemm_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
-    ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
-    ("gemm_fp16_symbolic_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
+    // Vec128Stores: 16-byte plan without 128-bit stores.
 ];
 
 /// Values of the symbols a graph leaves unbound (its `symbols` give the others).
