@@ -871,7 +871,11 @@ fn row_graph(op: &str, c: usize, norm: bool) -> String {
     } else {
         ("", String::new(), r#"{"axis": -1}"#)
     };
-    let ins = if norm { r#""X", "gamma", "beta""# } else { r#""X""# };
+    let ins = if norm {
+        r#""X", "gamma", "beta""#
+    } else {
+        r#""X""#
+    };
     format!(
         r#"{{"signature": {{"inputs": [{{"tensor": "X", "role": "data"}}{params}], "outputs": [{{"tensor": "Y"}}]}},
  "symbols": {{"T": 5}},
@@ -915,8 +919,15 @@ fn row_kernels_one_warp_per_row_with_tails() {
             .filter(|pl| pl.plan.template == "reduction")
             .collect();
         assert_eq!(rows.len(), 1, "{op} {c}: one row kernel");
-        assert_eq!(rows[0].plan.algo_choice["reduce"], "warp_per_row", "{op} {c}");
-        assert_eq!(rows[0].plan.tile, vec![4, 32], "{op} {c}: 4 rows of a warp each");
+        assert_eq!(
+            rows[0].plan.algo_choice["reduce"], "warp_per_row",
+            "{op} {c}"
+        );
+        assert_eq!(
+            rows[0].plan.tile,
+            vec![4, 32],
+            "{op} {c}: 4 rows of a warp each"
+        );
         let want_lanes = if c % 8 == 0 { 8 } else { 4 };
         assert_eq!(rows[0].plan.vectorize.width, want_lanes, "{op} {c}");
         let b: BTreeMap<String, i64> = [("T".to_string(), 5)].into();

@@ -313,7 +313,11 @@ fn fp16_gemm_symbolic_sizes_tested_at_run_time() {
     // time. K = 24 passes A's test (cp.async), N = 17 fails B's (loaded element by element)
     // and the staged epilogue's (its chunks stored element by element, the row's tail too).
     let uses = check(&g, &[("M", 33), ("K", 24), ("N", 17)], &VARIANTS[..1], 1e-2);
-    assert_eq!(uses, vec![true], "the cp.async path is emitted under its test");
+    assert_eq!(
+        uses,
+        vec![true],
+        "the cp.async path is emitted under its test"
+    );
     // Every test passes: both operands by cp.async, 16-byte epilogue chunks (tails in M, K).
     check(&g, &[("M", 33), ("K", 40), ("N", 24)], &VARIANTS[..1], 1e-2);
     check(&g, &[("M", 70), ("K", 9), ("N", 40)], &VARIANTS[1..2], 1e-2);

@@ -376,7 +376,11 @@ impl View<'_> {
         } else {
             return None;
         };
-        let axes = if along_n { &self.n.names } else { &self.m.names };
+        let axes = if along_n {
+            &self.n.names
+        } else {
+            &self.m.names
+        };
         let run: Vec<&Dim> = r
             .iters
             .iter()
@@ -389,9 +393,7 @@ impl View<'_> {
         let run = Dim::product(run);
         let aligned = match run.div_exact(&Dim::int(lanes as i64)) {
             Some(_) => None,
-            None if run.as_int().is_none() => {
-                Some(format!("{} % {lanes} == 0", cexpr::dim(&run)))
-            }
+            None if run.as_int().is_none() => Some(format!("{} % {lanes} == 0", cexpr::dim(&run))),
             None => return None,
         };
         Some(StoreChunk {

@@ -42,10 +42,12 @@
 //! of `n` 0–7 and 8–15 (`.trans` from `[k][n]` tiles). Lane `l` supplies row `l % 8` of matrix
 //! `l / 8`. Accumulator register `e` of lane `l` holds row `l/4 + 8·(e/2)`, column
 //! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values. When the
-//! output's contiguous axis is the innermost `N` (or `M`) axis with a size provably a multiple
-//! of a 16-byte chunk (`View::store_chunk`), the values are staged per warp through the
-//! (then idle) operand ring and stored in 16-byte chunks (`epilogue`); otherwise each element
-//! is stored, predicated on the output's bounds.
+//! output's contiguous axis is the innermost `N` (or `M`) axis and the contiguous run of the
+//! trailing axes is a multiple of a 16-byte chunk (`View::store_chunk`: proved, or for a
+//! symbolic run tested at run time, a failing launch storing each chunk's elements one by
+//! one), the values are staged per warp through the (then idle) operand ring and stored in
+//! 16-byte chunks (`epilogue`); otherwise each element is stored, predicated on the output's
+//! bounds.
 
 mod conv;
 mod epilogue;
@@ -121,6 +123,9 @@ pub fn mma_dtype(r: &Region, v: &View) -> Option<DType> {
     }
 }
 
+/// A plain read of an input: its tensor and index map.
+type Read<'r> = (&'r str, &'r [AxisExpr]);
+
 /// The read `cp.async` can copy for `side`: the operand is (a view or let of) a plain read of
 /// a `dtype` input, its last index is exactly the innermost axis of the direction the tile's
 /// rows run, that axis' extent and the input's last dimension are multiples of 8, so an
@@ -136,7 +141,7 @@ fn async_read<'r>(
     v: &View<'r>,
     side: Side,
     dtype: DType,
-) -> Option<((&'r str, &'r [AxisExpr]), Option<String>)> {
+) -> Option<(Read<'r>, Option<String>)> {
     let mut e = match side {
         Side::A => v.a,
         Side::B => v.b,
@@ -228,7 +233,7 @@ struct Stage<'r> {
     /// Tile extent along the outer axis (`BM` or `BN`).
     outer: u64,
     /// The plain read `cp.async` copies, when it can.
-    copy: Option<(&'r str, &'r [AxisExpr])>,
+    copy: Option<Read<'r>>,
     /// The run-time test (C) under which `copy` is aligned, when the sizes do not prove it
     /// ([`async_read`]); a launch failing it loads the tile element by element.
     aligned: Option<String>,
@@ -563,9 +568,7 @@ pub fn build(
     let any_async = sides.iter().any(|s| s.copy.is_some());
     for s in &sides {
         let how = if let Some(test) = s.copy.and(s.aligned.as_ref()) {
-            format!(
-                "cp.async 16-byte chunks when {test} (a plain read), else element by element"
-            )
+            format!("cp.async 16-byte chunks when {test} (a plain read), else element by element")
         } else if s.copy.is_some() {
             "cp.async 16-byte chunks (a plain, aligned read)".to_string()
         } else if s.gather.is_some() {
