@@ -254,6 +254,28 @@ fn bf16_3x3_stride2_dilation2_pad2() {
     assert_eq!(check(&c), staged(true, true));
 }
 
+/// A stride-2 conv whose output plane (4·4 = 16) is a multiple of 8 while its rows (4 wide) are
+/// not: the epilogue is staged and stored in 16-byte chunks along `M` over the contiguous
+/// `OH·OW` run (`View::store_chunk`), with tails in `M` (3·16 = 48 of a 64-row tile) and `N`
+/// (Co = 20).
+#[test]
+fn fp16_3x3_stride2_plane_stored_in_16_byte_chunks() {
+    let c = Conv {
+        c: 16,
+        hw: 8,
+        stride: 2,
+        ..BASE
+    };
+    let (_, o) = optimized(&c, Arch::Sm90);
+    let r = mma_regions(&o)[0];
+    let planned = render::kernel(&kernels(&o, r)[0]);
+    assert!(
+        planned.contains("stored in 8-element (16-byte) chunks along M"),
+        "{planned}"
+    );
+    assert_eq!(check(&c), staged(true, true));
+}
+
 #[test]
 fn fp16_1x1_stride2_pad0() {
     let c = Conv {

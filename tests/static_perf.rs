@@ -63,21 +63,7 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): the d = 256 pair is not chosen fused on sm80; the split QKᵀ (8 K steps, unrolled whole: 172 > 114) and SIMT P·V (213 > 184) exceed plan::regs
     ("attention_full_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): the d = 256 pair is not chosen fused on sm80; the split QKᵀ (8 K steps, unrolled whole: 172 > 114) and SIMT P·V (213 > 184) exceed plan::regs
     // Vec128Loads: 16-byte plan without 128-bit loads.
-    ("attention_causal_hd256", "sm80", Vec128Loads), // TODO(issue 15)
-    ("gemm_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
-    ("gemm_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
-    ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Loads), // TODO(issue 15)
-    ("gemm_fp16_symbolic_bias_relu", "sm90", Vec128Loads), // TODO(issue 15)
-    // Vec128Stores: 16-byte plan without 128-bit stores (the staged epilogue needs the output's
-    // innermost axis, the last of N or of M, a provable multiple of 16 bytes: symbolic N, a
-    // 28-wide conv output row and gemm_bias_relu's N keep element stores while the plan, whose
-    // width is the K loads', claims 16 bytes).
-    ("conv3x3_s2_p1_silu", "sm80", Vec128Stores), // TODO(issue 15)
-    ("conv3x3_s2_p1_silu", "sm90", Vec128Stores), // TODO(issue 15)
-    ("gemm_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
-    ("gemm_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
-    ("gemm_fp16_symbolic_bias_relu", "sm80", Vec128Stores), // TODO(issue 15)
-    ("gemm_fp16_symbolic_bias_relu", "sm90", Vec128Stores), // TODO(issue 15)
+    // Vec128Stores: 16-byte plan without 128-bit stores.
 ];
 
 /// Values of the symbols a graph leaves unbound (its `symbols` give the others).

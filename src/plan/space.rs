@@ -236,7 +236,7 @@ pub fn candidates(work: &KernelWork, target: &Target) -> Vec<Candidate> {
 pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<Candidate> {
     let knobs = match &work.shape {
         Shape::Contraction(g) => contraction_grid(g, target, wgmma),
-        Shape::Reduction { .. } => reduction_grid(vector_extent(work).1),
+        Shape::Reduction { len, .. } => reduction_grid(vector_extent(work).1, *len),
         Shape::Elementwise { .. } => elementwise_grid(work.out_elem_bytes),
         // The consumer-driven nest is scalar (its reads sit in reduce bodies): no vector width.
         Shape::ComputeAt(_) => elementwise_grid(work.out_elem_bytes)
@@ -379,9 +379,20 @@ pub fn warp_tiles(algo: Algo, bm: u64, bn: u64) -> Vec<(u64, u64)> {
     }
 }
 
-fn reduction_grid(elem: u64) -> Vec<Knobs> {
+/// The longest row (elements) the row template runs one warp per row only: up to 8 16-byte
+/// chunks of 2-byte elements per lane, folded without a barrier or a shared-memory round trip,
+/// and no warp of the block idle (a block per row of 768 fp16 elements leaves one of its 4
+/// warps without a chunk).
+pub const WARP_ROW_MAX: f64 = 2048.0;
+
+fn reduction_grid(elem: u64, len: f64) -> Vec<Knobs> {
     let mut out = Vec::new();
-    for (threads_per_row, rows_per_block) in [(32, 4), (128, 1), (256, 1), (512, 1)] {
+    let shapes: &[(u64, u64)] = if len <= WARP_ROW_MAX {
+        &[(32, 4)]
+    } else {
+        &[(32, 4), (128, 1), (256, 1), (512, 1)]
+    };
+    for &(threads_per_row, rows_per_block) in shapes {
         for vec_bytes in vec_widths(elem) {
             out.push(Knobs::Reduction {
                 threads_per_row,

@@ -351,9 +351,13 @@ impl View<'_> {
     /// How a staged epilogue stores `r`'s output in 16-byte chunks, when it can: `r` yields
     /// exactly one output of at most 4-byte elements, and the region's innermost iter (the
     /// output's contiguous axis: outputs are row-major over the iters) is the innermost `N`
-    /// axis (or the innermost `M` axis) with a size provably a multiple of the chunk's
-    /// `16 / element` lanes, so that a chunk of consecutive flat `N` (`M`) indices starting at
-    /// a multiple of the lanes is one aligned, contiguous run of the output.
+    /// axis (or the innermost `M` axis). The *run* is the product of the trailing iters that
+    /// are, in order, the trailing `N` (`M`) axes: one contiguous stretch of the output (a
+    /// conv's `OH·OW` plane, `28·28 = 98·8`). When the run is provably a multiple of the
+    /// chunk's `16 / element` lanes, a chunk of consecutive flat `N` (`M`) indices starting at
+    /// a multiple of the lanes is one aligned, contiguous run of the output; when it is
+    /// symbolic and not provably so (`N` of a GEMM), [`StoreChunk::aligned`] is the run-time
+    /// test, and the chunks of a misaligned launch are stored element by element.
     pub fn store_chunk(&self, r: &Region, em: &Emitter) -> Option<StoreChunk> {
         let [y] = r.yields.as_slice() else {
             return None;
@@ -365,7 +369,6 @@ impl View<'_> {
         }
         let lanes = 16 / elem;
         let last = r.iters.last()?;
-        let size = em.iter_sizes.last()?;
         let along_n = if self.n.names.last() == Some(&last.name) {
             true
         } else if self.m.names.last() == Some(&last.name) {
@@ -373,12 +376,32 @@ impl View<'_> {
         } else {
             return None;
         };
-        size.div_exact(&Dim::int(lanes as i64))?;
+        let axes = if along_n {
+            &self.n.names
+        } else {
+            &self.m.names
+        };
+        let run: Vec<&Dim> = r
+            .iters
+            .iter()
+            .rev()
+            .zip(em.iter_sizes.iter().rev())
+            .zip(axes.iter().rev())
+            .take_while(|((it, _), ax)| &it.name == *ax)
+            .map(|((_, size), _)| size)
+            .collect();
+        let run = Dim::product(run);
+        let aligned = match run.div_exact(&Dim::int(lanes as i64)) {
+            Some(_) => None,
+            None if run.as_int().is_none() => Some(format!("{} % {lanes} == 0", cexpr::dim(&run))),
+            None => return None,
+        };
         Some(StoreChunk {
             along_n,
             lanes,
             out,
             dtype,
+            aligned,
         })
     }
 
@@ -449,7 +472,7 @@ impl View<'_> {
 }
 
 /// A staged epilogue's 16-byte output chunks ([`View::store_chunk`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct StoreChunk {
     /// The chunk runs along `N` (else along `M`).
     pub along_n: bool,
@@ -459,4 +482,7 @@ pub struct StoreChunk {
     pub out: usize,
     /// The output's element type.
     pub dtype: DType,
+    /// The run-time test (C) that the contiguous run is a multiple of the lanes, when it is
+    /// symbolic and not provably so (`None`: proved); a launch failing it stores elements.
+    pub aligned: Option<String>,
 }

@@ -15,7 +15,9 @@
 //! `smem::ldmatrix_lane`. An operand that is a plain read of an fp16/bf16 input whose rows
 //! are contiguous and 16-byte aligned in 8-element chunks (provable from the sizes with
 //! `Dim::div_exact`, symbolic ones included: a ShapeSet specialization's `8*T_8`) is copied
-//! with `cp.async` 16-byte chunks (zero-filled outside the operand); any other operand (a
+//! with `cp.async` 16-byte chunks (zero-filled outside the operand); when a symbolic size is
+//! not provably a multiple of 8, the kernel tests it at run time and a launch failing the test
+//! loads that operand element by element into the stage instead; any other operand (a
 //! padded conv's guarded gather, a cast of an fp32 tensor, row lengths not provably multiples
 //! of 8) is computed element by element with its prologue (`View::load`), converted, packed in
 //! pairs into registers and stored to shared memory: held in registers across a step's
@@ -40,10 +42,12 @@
 //! of `n` 0–7 and 8–15 (`.trans` from `[k][n]` tiles). Lane `l` supplies row `l % 8` of matrix
 //! `l / 8`. Accumulator register `e` of lane `l` holds row `l/4 + 8·(e/2)`, column
 //! `2·(l%4) + e%2` of its 16×8 fragment; the epilogue runs there, on the fp32 values. When the
-//! output's contiguous axis is the innermost `N` (or `M`) axis with a size provably a multiple
-//! of a 16-byte chunk (`View::store_chunk`), the values are staged per warp through the
-//! (then idle) operand ring and stored in 16-byte chunks (`epilogue`); otherwise each element
-//! is stored, predicated on the output's bounds.
+//! output's contiguous axis is the innermost `N` (or `M`) axis and the contiguous run of the
+//! trailing axes is a multiple of a 16-byte chunk (`View::store_chunk`: proved, or for a
+//! symbolic run tested at run time, a failing launch storing each chunk's elements one by
+//! one), the values are staged per warp through the (then idle) operand ring and stored in
+//! 16-byte chunks (`epilogue`); otherwise each element is stored, predicated on the output's
+//! bounds.
 
 mod conv;
 mod epilogue;
@@ -119,18 +123,25 @@ pub fn mma_dtype(r: &Region, v: &View) -> Option<DType> {
     }
 }
 
+/// A plain read of an input: its tensor and index map.
+type Read<'r> = (&'r str, &'r [AxisExpr]);
+
 /// The read `cp.async` can copy for `side`: the operand is (a view or let of) a plain read of
 /// a `dtype` input, its last index is exactly the innermost axis of the direction the tile's
-/// rows run, that axis' extent and the input's last dimension are provably multiples of 8
-/// (`Dim::div_exact`: numbers, or symbolic sizes such as a ShapeSet's `8*T_8`), so an aligned
-/// 8-element chunk of the axis is 16 contiguous, 16-byte aligned bytes, all inside or all
-/// outside the operand (the tails are zero-filled by `cp.async`'s source size 0).
+/// rows run, that axis' extent and the input's last dimension are multiples of 8, so an
+/// aligned 8-element chunk of the axis is 16 contiguous, 16-byte aligned bytes, all inside or
+/// all outside the operand (the tails are zero-filled by `cp.async`'s source size 0).
+///
+/// The multiples are proved on the sizes where they can be (`Dim::div_exact`: numbers, or
+/// symbolic sizes such as a ShapeSet's `8*T_8`); a symbolic size that is not provably one is
+/// tested at run time: the second value is that test (C), under which the kernel copies with
+/// `cp.async`, and otherwise loads the tile element by element ([`copies`]).
 fn async_read<'r>(
     r: &'r Region,
     v: &View<'r>,
     side: Side,
     dtype: DType,
-) -> Option<(&'r str, &'r [AxisExpr])> {
+) -> Option<(Read<'r>, Option<String>)> {
     let mut e = match side {
         Side::A => v.a,
         Side::B => v.b,
@@ -162,11 +173,27 @@ fn async_read<'r>(
     let is_axis = matches!(last, AxisExpr::Name(n) if n == axis);
     let elsewhere = rest.iter().any(|a| a.mentions(&|n| n == axis.as_str()));
     let row = &input.memref.shape.last()?.0;
+    if !is_axis || elsewhere {
+        return None;
+    }
     // Proved on the sizes, symbolic ones included (a ShapeSet specialization writes `T` as
-    // `8*T_8`, which divides exactly).
-    let mult8 = |d: &Dim| d.div_exact(&Dim::int(CHUNK as i64)).is_some();
-    (is_axis && !elsewhere && mult8(extent) && mult8(row))
-        .then_some((tensor.as_str(), map.as_slice()))
+    // `8*T_8`, which divides exactly); a symbolic size that does not divide provably is
+    // tested at run time, a number that does not divide rules the copy out.
+    let mut tests = Vec::new();
+    for d in [extent, row] {
+        if d.div_exact(&Dim::int(CHUNK as i64)).is_some() {
+            continue;
+        }
+        if d.as_int().is_some() {
+            return None;
+        }
+        let test = format!("{} % {CHUNK} == 0", cexpr::dim(d));
+        if !tests.contains(&test) {
+            tests.push(test);
+        }
+    }
+    let test = (!tests.is_empty()).then(|| tests.join(" && "));
+    Some(((tensor.as_str(), map.as_slice()), test))
 }
 
 /// How the tensor-core template fills one operand's shared-memory tile.
@@ -185,6 +212,8 @@ pub enum Staging {
 /// costs its scalar loads and conversions).
 pub fn operand_staging(r: &Region, v: &View, side: Side) -> Staging {
     match mma_dtype(r, v) {
+        // A copy aligned only under a run-time test counts as one (the launches the test
+        // sends element by element are the slow path). TODO(issue 15): price that path.
         Some(d) if async_read(r, v, side, d).is_some() => Staging::CpAsync,
         Some(d) if conv::contiguous_read(r, v, side, d).is_some() => Staging::CpAsync,
         Some(d) if conv::gather(r, v, side, d).is_some() => Staging::Gather,
@@ -204,7 +233,10 @@ struct Stage<'r> {
     /// Tile extent along the outer axis (`BM` or `BN`).
     outer: u64,
     /// The plain read `cp.async` copies, when it can.
-    copy: Option<(&'r str, &'r [AxisExpr])>,
+    copy: Option<Read<'r>>,
+    /// The run-time test (C) under which `copy` is aligned, when the sizes do not prove it
+    /// ([`async_read`]); a launch failing it loads the tile element by element.
+    aligned: Option<String>,
     /// The conv gather that loads it otherwise, when the operand is one.
     gather: Option<conv::Gather<'r>>,
     /// A register-staged tile too large to hold across the fragment steps
@@ -272,7 +304,11 @@ fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
     }
 }
 
-/// The `cp.async` copies of tile `kt` (C) of `s` into stage `st` (C).
+/// The `cp.async` copies of tile `kt` (C) of `s` into stage `st` (C); under a run-time
+/// alignment test ([`Stage::aligned`]), a launch failing it loads the tile element by element
+/// and stores it straight into the stage (a direct register stage: the stage is free, as the
+/// copies' is).
+#[allow(clippy::too_many_arguments)]
 fn copies(
     em: &mut Emitter,
     v: &View,
@@ -281,6 +317,7 @@ fn copies(
     kt: &str,
     st: &str,
     token: &str,
+    dtype: DType,
 ) -> Result<Vec<Stmt>, CodegenError> {
     let threads = p.threads();
     let Some((tensor, map)) = s.copy else {
@@ -321,7 +358,28 @@ fn copies(
         token: token.into(),
     });
     let body = em.close();
-    Ok(vec![runs(s, CHUNK, bk, threads, body)])
+    let copy = runs(s, CHUNK, bk, threads, body);
+    let Some(test) = &s.aligned else {
+        return Ok(vec![copy]);
+    };
+    let elementwise = Stage {
+        side: s.side,
+        smem: s.smem,
+        regs: s.regs,
+        tile: s.tile,
+        outer: s.outer,
+        copy: None,
+        aligned: None,
+        gather: None,
+        direct: true,
+    };
+    let otherwise = reg_loads(em, v, &elementwise, p, kt, st, dtype)?;
+    Ok(vec![Stmt::If {
+        cond: test.clone(),
+        div: Div::Block,
+        then: vec![copy],
+        otherwise,
+    }])
 }
 
 /// Register-staged loads of tile `kt` (C) of `s`: each run of two elements along the tile's
@@ -477,10 +535,13 @@ pub fn build(
         CType::Half
     };
     let mk = |side: Side| {
-        let copy = if p.async_ {
-            async_read(r, v, side, dtype).or_else(|| conv::contiguous_read(r, v, side, dtype))
+        let (copy, aligned) = if p.async_ {
+            match async_read(r, v, side, dtype) {
+                Some((copy, test)) => (Some(copy), test),
+                None => (conv::contiguous_read(r, v, side, dtype), None),
+            }
         } else {
-            None
+            (None, None)
         };
         let gather = copy
             .is_none()
@@ -498,6 +559,7 @@ pub fn build(
             tile: Tile::new(k_fastest, outer, bk),
             outer,
             copy,
+            aligned,
             gather,
             direct,
         }
@@ -505,7 +567,9 @@ pub fn build(
     let sides = [mk(Side::A), mk(Side::B)];
     let any_async = sides.iter().any(|s| s.copy.is_some());
     for s in &sides {
-        let how = if s.copy.is_some() {
+        let how = if let Some(test) = s.copy.and(s.aligned.as_ref()) {
+            format!("cp.async 16-byte chunks when {test} (a plain read), else element by element")
+        } else if s.copy.is_some() {
             "cp.async 16-byte chunks (a plain, aligned read)".to_string()
         } else if s.gather.is_some() {
             "through registers by the conv gather (rows hoisted out of the K loop)".to_string()
@@ -552,7 +616,7 @@ pub fn build(
         let (kt, st) = (t.to_string(), t.to_string());
         em.open();
         for s in &sides {
-            let mut fill = copies(em, v, s, &p, &kt, &st, TILE)?;
+            let mut fill = copies(em, v, s, &p, &kt, &st, TILE, dtype)?;
             fill.extend(reg_loads(em, v, s, &p, &kt, &st, dtype)?);
             fill.extend(reg_stores(s, &p, &st));
             for f in fill {
@@ -579,7 +643,7 @@ pub fn build(
     em.emit(Stmt::Barrier);
     em.open();
     for s in &sides {
-        let mut refill = copies(em, v, s, &p, "nt", "ns", REFILL)?;
+        let mut refill = copies(em, v, s, &p, "nt", "ns", REFILL, dtype)?;
         refill.extend(reg_loads(em, v, s, &p, "nt", "ns", dtype)?);
         for f in refill {
             em.emit(f);

@@ -283,34 +283,57 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       }
     }
   }
-  /* epilogue: after acc_ready, -> stored */ {
-    #pragma unroll
-    for (int mi = 0; mi < 1; mi += 1) {
+  // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along M
+  __syncthreads();
+  #pragma unroll
+  for (int mi = 0; mi < 1; mi += 1) {
+    /* epilogue: after acc_ready, -> stored */ {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
-          if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (784 * s_N) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < 64) {
-            const int m_n_89 = (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8) % 28;
-            const int q_90 = (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8) / 28;
+          const int rl = (lane >> 2) + (e >> 1) * 8;
+          const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
+          if (m0 + wr + mi * 16 + rl < (784 * s_N) && n0 + wc + cl < 64) {
+            const int m_n_89 = (m0 + wr + mi * 16 + rl) % 28;
+            const int q_90 = (m0 + wr + mi * 16 + rl) / 28;
             const int m_m_91 = (q_90) % 28;
             const int q_92 = (q_90) / 28;
             const int m_b_93 = q_92;
-            const int n_h_94 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_95 = (((m_b_93 * 64 + n_h_94) * 28 + m_m_91) * 28 + m_n_89);
-            const float c1_96 = (acc[mi][ni][e] + dlc_f32(in2[n_h_94]));
-            const float c2_97 = dlc_round_f16(c1_96);
-            const float c3_98 = (-c2_97);
-            const float c4_99 = (c3_98 * 1.442695f);
-            const float c5_100 = dlc_exp2(c4_99);
-            const float c6_101 = (c5_100 + ((float)1));
-            const float c7_102 = dlc_recip(c6_101);
-            const float c8_103 = (c2_97 * c7_102);
-            out0[off_95] = dlc_cvt<__half>(c8_103);
+            const int n_h_94 = n0 + wc + cl;
+            const float c1_95 = (acc[mi][ni][e] + dlc_f32(in2[n_h_94]));
+            const float c2_96 = dlc_round_f16(c1_95);
+            const float c3_97 = (-c2_96);
+            const float c4_98 = (c3_97 * 1.442695f);
+            const float c5_99 = dlc_exp2(c4_98);
+            const float c6_100 = (c5_99 + ((float)1));
+            const float c7_101 = dlc_recip(c6_100);
+            const float c8_102 = (c2_96 * c7_101);
+            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_102);
           }
         }
       }
     }
+    __syncthreads();
+    // reads shared memory staged by barrier
+    #pragma unroll
+    for (int i = 0; i < 2; i += 1) {
+      const int ch = lane + i * 32;
+      const int sr = ch / 2;
+      const int sc = ch % 2;
+      const int gm = m0 + wr + mi * 16 + sc * 8;
+      const int gn = n0 + wc + sr;
+      if (ch < 64 && gm < (784 * s_N) && gn < 64) {
+        const int m_n_103 = (gm) % 28;
+        const int q_104 = (gm) / 28;
+        const int m_m_105 = (q_104) % 28;
+        const int q_106 = (q_104) / 28;
+        const int m_b_107 = q_106;
+        const int n_h_108 = gn;
+        dlc_st_vec<16>(&out0[(((m_b_107 * 64 + n_h_108) * 28 + m_m_105) * 28 + m_n_103)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
+      }
+    }
+    __syncthreads();
   }
 }
 

@@ -11,13 +11,13 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (M+63)//64)*max(1, (N+63)//64), 1, 1), block (256, 1, 1), 16384 B dynamic shared memory
+// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (M+63)//64)*max(1, (N+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_K, int s_M, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&As)[2][64][32] = *reinterpret_cast<__half (*)[2][64][32]>(dlc_dyn_smem + 0);
-  __half (&Bs)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 8192);
-  // operand A: K-major tile, loaded through registers (the plan is synchronous)
-  // operand B: outer-major tile, loaded through registers (the plan is synchronous)
+  __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
+  // operand A: K-major tile, loaded cp.async 16-byte chunks when (s_K) % 8 == 0 (a plain read), else element by element
+  // operand B: outer-major tile, loaded cp.async 16-byte chunks when (s_N) % 8 == 0 (a plain read), else element by element
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
@@ -34,123 +34,328 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   const int n0 = (in_group / group_m) * 64;
   const int kt_count = ((s_K) + 31) / 32;
   float acc[1][4][4] = {};
-  unsigned ra[4];
-  unsigned rb[4];
   if (0 < kt_count) {
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      float x0 = 0.0f;
-      if (m0 + o < (s_M) && 0 * 32 + kk < (s_K)) {
-        const int o_m_1 = m0 + o;
-        const int k_k_2 = 0 * 32 + kk;
-        x0 = dlc_f32(in0[(o_m_1 * (s_K) + k_k_2)]);
-      } else {
-        x0 = 0.0f;
+    if ((s_K) % 8 == 0) {
+      #pragma unroll
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 4;
+        const int kk = (c % 4) * 8;
+        const int go = m0 + o;
+        const int gk = 0 * 32 + kk;
+        const bool ok = go < (s_M) && gk < (s_K);
+        const int o_m_1 = go;
+        const int k_k_2 = gk;
+        dlc_cp_async_16(&As[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_1 * (s_K) + k_k_2)) : in0), ok ? 16 : 0);  // -> tile
       }
-      float x1 = 0.0f;
-      if (m0 + o < (s_M) && 0 * 32 + kk + 1 < (s_K)) {
-        const int o_m_3 = m0 + o;
-        const int k_k_4 = 0 * 32 + kk + 1;
-        x1 = dlc_f32(in0[(o_m_3 * (s_K) + k_k_4)]);
-      } else {
-        x1 = 0.0f;
-      }
-      ra[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = c / 16;
-      const int kk = (c % 16) * 2;
-      *reinterpret_cast<unsigned*>(&As[0][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = (c % 32) * 2;
-      const int kk = c / 32;
-      float x0 = 0.0f;
-      if (n0 + o < (s_N) && 0 * 32 + kk < (s_K)) {
-        const int o_n_5 = n0 + o;
-        const int k_k_6 = 0 * 32 + kk;
-        x0 = dlc_f32(in1[(k_k_6 * (s_N) + o_n_5)]);
-      } else {
-        x0 = 0.0f;
-      }
-      float x1 = 0.0f;
-      if (n0 + o + 1 < (s_N) && 0 * 32 + kk < (s_K)) {
-        const int o_n_7 = n0 + o + 1;
-        const int k_k_8 = 0 * 32 + kk;
-        x1 = dlc_f32(in1[(k_k_8 * (s_N) + o_n_7)]);
-      } else {
-        x1 = 0.0f;
-      }
-      rb[l] = dlc_pack_half2(x0, x1);
-    }
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int o = (c % 32) * 2;
-      const int kk = c / 32;
-      *reinterpret_cast<unsigned*>(&Bs[0][kk][o ^ ((kk & 7) << 3)]) = rb[l];
-    }
-  }
-  for (int kt = 0; kt < kt_count; kt += 1) {
-    const int st = kt % 2;
-    const int nt = kt + 1;
-    const int ns = nt % 2;
-    __syncthreads();
-    if (nt < kt_count) {
+    } else {
       #pragma unroll
       for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = c / 16;
         const int kk = (c % 16) * 2;
         float x0 = 0.0f;
-        if (m0 + o < (s_M) && nt * 32 + kk < (s_K)) {
-          const int o_m_9 = m0 + o;
-          const int k_k_10 = nt * 32 + kk;
-          x0 = dlc_f32(in0[(o_m_9 * (s_K) + k_k_10)]);
+        if (m0 + o < (s_M) && 0 * 32 + kk < (s_K)) {
+          const int o_m_3 = m0 + o;
+          const int k_k_4 = 0 * 32 + kk;
+          x0 = dlc_f32(in0[(o_m_3 * (s_K) + k_k_4)]);
         } else {
           x0 = 0.0f;
         }
         float x1 = 0.0f;
-        if (m0 + o < (s_M) && nt * 32 + kk + 1 < (s_K)) {
-          const int o_m_11 = m0 + o;
-          const int k_k_12 = nt * 32 + kk + 1;
-          x1 = dlc_f32(in0[(o_m_11 * (s_K) + k_k_12)]);
+        if (m0 + o < (s_M) && 0 * 32 + kk + 1 < (s_K)) {
+          const int o_m_5 = m0 + o;
+          const int k_k_6 = 0 * 32 + kk + 1;
+          x1 = dlc_f32(in0[(o_m_5 * (s_K) + k_k_6)]);
         } else {
           x1 = 0.0f;
         }
-        ra[l] = dlc_pack_half2(x0, x1);
+        *reinterpret_cast<unsigned*>(&As[0][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
       }
+    }
+    if ((s_N) % 8 == 0) {
+      #pragma unroll
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 8) * 8;
+        const int kk = c / 8;
+        const int go = n0 + o;
+        const int gk = 0 * 32 + kk;
+        const bool ok = go < (s_N) && gk < (s_K);
+        const int o_n_7 = go;
+        const int k_k_8 = gk;
+        dlc_cp_async_16(&Bs[0][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_8 * (s_N) + o_n_7)) : in1), ok ? 16 : 0);  // -> tile
+      }
+    } else {
       #pragma unroll
       for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int o = (c % 32) * 2;
         const int kk = c / 32;
         float x0 = 0.0f;
-        if (n0 + o < (s_N) && nt * 32 + kk < (s_K)) {
-          const int o_n_13 = n0 + o;
-          const int k_k_14 = nt * 32 + kk;
-          x0 = dlc_f32(in1[(k_k_14 * (s_N) + o_n_13)]);
+        if (n0 + o < (s_N) && 0 * 32 + kk < (s_K)) {
+          const int o_n_9 = n0 + o;
+          const int k_k_10 = 0 * 32 + kk;
+          x0 = dlc_f32(in1[(k_k_10 * (s_N) + o_n_9)]);
         } else {
           x0 = 0.0f;
         }
         float x1 = 0.0f;
-        if (n0 + o + 1 < (s_N) && nt * 32 + kk < (s_K)) {
-          const int o_n_15 = n0 + o + 1;
-          const int k_k_16 = nt * 32 + kk;
-          x1 = dlc_f32(in1[(k_k_16 * (s_N) + o_n_15)]);
+        if (n0 + o + 1 < (s_N) && 0 * 32 + kk < (s_K)) {
+          const int o_n_11 = n0 + o + 1;
+          const int k_k_12 = 0 * 32 + kk;
+          x1 = dlc_f32(in1[(k_k_12 * (s_N) + o_n_11)]);
         } else {
           x1 = 0.0f;
         }
-        rb[l] = dlc_pack_half2(x0, x1);
+        *reinterpret_cast<unsigned*>(&Bs[0][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
       }
     }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  if (1 < kt_count) {
+    if ((s_K) % 8 == 0) {
+      #pragma unroll
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 4;
+        const int kk = (c % 4) * 8;
+        const int go = m0 + o;
+        const int gk = 1 * 32 + kk;
+        const bool ok = go < (s_M) && gk < (s_K);
+        const int o_m_13 = go;
+        const int k_k_14 = gk;
+        dlc_cp_async_16(&As[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_13 * (s_K) + k_k_14)) : in0), ok ? 16 : 0);  // -> tile
+      }
+    } else {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        float x0 = 0.0f;
+        if (m0 + o < (s_M) && 1 * 32 + kk < (s_K)) {
+          const int o_m_15 = m0 + o;
+          const int k_k_16 = 1 * 32 + kk;
+          x0 = dlc_f32(in0[(o_m_15 * (s_K) + k_k_16)]);
+        } else {
+          x0 = 0.0f;
+        }
+        float x1 = 0.0f;
+        if (m0 + o < (s_M) && 1 * 32 + kk + 1 < (s_K)) {
+          const int o_m_17 = m0 + o;
+          const int k_k_18 = 1 * 32 + kk + 1;
+          x1 = dlc_f32(in0[(o_m_17 * (s_K) + k_k_18)]);
+        } else {
+          x1 = 0.0f;
+        }
+        *reinterpret_cast<unsigned*>(&As[1][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
+      }
+    }
+    if ((s_N) % 8 == 0) {
+      #pragma unroll
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 8) * 8;
+        const int kk = c / 8;
+        const int go = n0 + o;
+        const int gk = 1 * 32 + kk;
+        const bool ok = go < (s_N) && gk < (s_K);
+        const int o_n_19 = go;
+        const int k_k_20 = gk;
+        dlc_cp_async_16(&Bs[1][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_20 * (s_N) + o_n_19)) : in1), ok ? 16 : 0);  // -> tile
+      }
+    } else {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 32) * 2;
+        const int kk = c / 32;
+        float x0 = 0.0f;
+        if (n0 + o < (s_N) && 1 * 32 + kk < (s_K)) {
+          const int o_n_21 = n0 + o;
+          const int k_k_22 = 1 * 32 + kk;
+          x0 = dlc_f32(in1[(k_k_22 * (s_N) + o_n_21)]);
+        } else {
+          x0 = 0.0f;
+        }
+        float x1 = 0.0f;
+        if (n0 + o + 1 < (s_N) && 1 * 32 + kk < (s_K)) {
+          const int o_n_23 = n0 + o + 1;
+          const int k_k_24 = 1 * 32 + kk;
+          x1 = dlc_f32(in1[(k_k_24 * (s_N) + o_n_23)]);
+        } else {
+          x1 = 0.0f;
+        }
+        *reinterpret_cast<unsigned*>(&Bs[1][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
+      }
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  if (2 < kt_count) {
+    if ((s_K) % 8 == 0) {
+      #pragma unroll
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 4;
+        const int kk = (c % 4) * 8;
+        const int go = m0 + o;
+        const int gk = 2 * 32 + kk;
+        const bool ok = go < (s_M) && gk < (s_K);
+        const int o_m_25 = go;
+        const int k_k_26 = gk;
+        dlc_cp_async_16(&As[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_25 * (s_K) + k_k_26)) : in0), ok ? 16 : 0);  // -> tile
+      }
+    } else {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 16;
+        const int kk = (c % 16) * 2;
+        float x0 = 0.0f;
+        if (m0 + o < (s_M) && 2 * 32 + kk < (s_K)) {
+          const int o_m_27 = m0 + o;
+          const int k_k_28 = 2 * 32 + kk;
+          x0 = dlc_f32(in0[(o_m_27 * (s_K) + k_k_28)]);
+        } else {
+          x0 = 0.0f;
+        }
+        float x1 = 0.0f;
+        if (m0 + o < (s_M) && 2 * 32 + kk + 1 < (s_K)) {
+          const int o_m_29 = m0 + o;
+          const int k_k_30 = 2 * 32 + kk + 1;
+          x1 = dlc_f32(in0[(o_m_29 * (s_K) + k_k_30)]);
+        } else {
+          x1 = 0.0f;
+        }
+        *reinterpret_cast<unsigned*>(&As[2][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
+      }
+    }
+    if ((s_N) % 8 == 0) {
+      #pragma unroll
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 8) * 8;
+        const int kk = c / 8;
+        const int go = n0 + o;
+        const int gk = 2 * 32 + kk;
+        const bool ok = go < (s_N) && gk < (s_K);
+        const int o_n_31 = go;
+        const int k_k_32 = gk;
+        dlc_cp_async_16(&Bs[2][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_32 * (s_N) + o_n_31)) : in1), ok ? 16 : 0);  // -> tile
+      }
+    } else {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 32) * 2;
+        const int kk = c / 32;
+        float x0 = 0.0f;
+        if (n0 + o < (s_N) && 2 * 32 + kk < (s_K)) {
+          const int o_n_33 = n0 + o;
+          const int k_k_34 = 2 * 32 + kk;
+          x0 = dlc_f32(in1[(k_k_34 * (s_N) + o_n_33)]);
+        } else {
+          x0 = 0.0f;
+        }
+        float x1 = 0.0f;
+        if (n0 + o + 1 < (s_N) && 2 * 32 + kk < (s_K)) {
+          const int o_n_35 = n0 + o + 1;
+          const int k_k_36 = 2 * 32 + kk;
+          x1 = dlc_f32(in1[(k_k_36 * (s_N) + o_n_35)]);
+        } else {
+          x1 = 0.0f;
+        }
+        *reinterpret_cast<unsigned*>(&Bs[2][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
+      }
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  for (int kt = 0; kt < kt_count; kt += 1) {
+    const int st = kt % 4;
+    const int nt = kt + 3;
+    const int ns = nt % 4;
+    dlc_cp_async_wait<2>();  // ready: tile
+    __syncthreads();
+    if (nt < kt_count) {
+      if ((s_K) % 8 == 0) {
+        #pragma unroll
+        for (int l = 0; l < 1; l += 1) {
+          const int c = tid + l * 256;
+          const int o = c / 4;
+          const int kk = (c % 4) * 8;
+          const int go = m0 + o;
+          const int gk = nt * 32 + kk;
+          const bool ok = go < (s_M) && gk < (s_K);
+          const int o_m_37 = go;
+          const int k_k_38 = gk;
+          dlc_cp_async_16(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_37 * (s_K) + k_k_38)) : in0), ok ? 16 : 0);  // -> tile_refill
+        }
+      } else {
+        #pragma unroll
+        for (int l = 0; l < 4; l += 1) {
+          const int c = tid + l * 256;
+          const int o = c / 16;
+          const int kk = (c % 16) * 2;
+          float x0 = 0.0f;
+          if (m0 + o < (s_M) && nt * 32 + kk < (s_K)) {
+            const int o_m_39 = m0 + o;
+            const int k_k_40 = nt * 32 + kk;
+            x0 = dlc_f32(in0[(o_m_39 * (s_K) + k_k_40)]);
+          } else {
+            x0 = 0.0f;
+          }
+          float x1 = 0.0f;
+          if (m0 + o < (s_M) && nt * 32 + kk + 1 < (s_K)) {
+            const int o_m_41 = m0 + o;
+            const int k_k_42 = nt * 32 + kk + 1;
+            x1 = dlc_f32(in0[(o_m_41 * (s_K) + k_k_42)]);
+          } else {
+            x1 = 0.0f;
+          }
+          *reinterpret_cast<unsigned*>(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
+        }
+      }
+      if ((s_N) % 8 == 0) {
+        #pragma unroll
+        for (int l = 0; l < 1; l += 1) {
+          const int c = tid + l * 256;
+          const int o = (c % 8) * 8;
+          const int kk = c / 8;
+          const int go = n0 + o;
+          const int gk = nt * 32 + kk;
+          const bool ok = go < (s_N) && gk < (s_K);
+          const int o_n_43 = go;
+          const int k_k_44 = gk;
+          dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_44 * (s_N) + o_n_43)) : in1), ok ? 16 : 0);  // -> tile_refill
+        }
+      } else {
+        #pragma unroll
+        for (int l = 0; l < 4; l += 1) {
+          const int c = tid + l * 256;
+          const int o = (c % 32) * 2;
+          const int kk = c / 32;
+          float x0 = 0.0f;
+          if (n0 + o < (s_N) && nt * 32 + kk < (s_K)) {
+            const int o_n_45 = n0 + o;
+            const int k_k_46 = nt * 32 + kk;
+            x0 = dlc_f32(in1[(k_k_46 * (s_N) + o_n_45)]);
+          } else {
+            x0 = 0.0f;
+          }
+          float x1 = 0.0f;
+          if (n0 + o + 1 < (s_N) && nt * 32 + kk < (s_K)) {
+            const int o_n_47 = n0 + o + 1;
+            const int k_k_48 = nt * 32 + kk;
+            x1 = dlc_f32(in1[(k_k_48 * (s_N) + o_n_47)]);
+          } else {
+            x1 = 0.0f;
+          }
+          *reinterpret_cast<unsigned*>(&Bs[ns][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
+        }
+      }
+    }
+    dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
       unsigned af[1][4];
@@ -175,41 +380,56 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         }
       }
     }
-    if (nt < kt_count) {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = c / 16;
-        const int kk = (c % 16) * 2;
-        *reinterpret_cast<unsigned*>(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = ra[l];
-      }
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = (c % 32) * 2;
-        const int kk = c / 32;
-        *reinterpret_cast<unsigned*>(&Bs[ns][kk][o ^ ((kk & 7) << 3)]) = rb[l];
-      }
-    }
   }
-  /* epilogue: after acc_ready, -> stored */ {
-    #pragma unroll
-    for (int mi = 0; mi < 1; mi += 1) {
+  // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along N
+  const bool aligned = (s_N) % 8 == 0;
+  __syncthreads();
+  #pragma unroll
+  for (int mi = 0; mi < 1; mi += 1) {
+    /* epilogue: after acc_ready, -> stored */ {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
-          if (m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8 < (s_M) && n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1) < (s_N)) {
-            const int m_m_17 = m0 + wr + mi * 16 + (lane >> 2) + (e >> 1) * 8;
-            const int n_n_18 = n0 + wc + ni * 8 + (lane & 3) * 2 + (e & 1);
-            const int off_19 = (m_m_17 * (s_N) + n_n_18);
-            const float c1_20 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
-            const float c2_21 = dlc_relu(c1_20);
-            out0[off_19] = dlc_cvt<__half>(c2_21);
+          const int rl = (lane >> 2) + (e >> 1) * 8;
+          const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
+          if (m0 + wr + mi * 16 + rl < (s_M) && n0 + wc + cl < (s_N)) {
+            const int m_m_49 = m0 + wr + mi * 16 + rl;
+            const int n_n_50 = n0 + wc + cl;
+            const float c1_51 = (acc[mi][ni][e] + dlc_f32(in2[n_n_50]));
+            const float c2_52 = dlc_relu(c1_51);
+            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + rl) * 32 + (((cl) / 8 + rl) % 4) * 8 + (cl) % 8] = dlc_cvt<__half>(c2_52);
           }
         }
       }
     }
+    __syncthreads();
+    // reads shared memory staged by barrier
+    #pragma unroll
+    for (int i = 0; i < 2; i += 1) {
+      const int ch = lane + i * 32;
+      const int sr = ch / 4;
+      const int sc = ch % 4;
+      const int gm = m0 + wr + mi * 16 + sr;
+      const int gn = n0 + wc + sc * 8;
+      if (ch < 64 && gm < (s_M) && gn < (s_N)) {
+        if (aligned) {
+          const int m_m_53 = gm;
+          const int n_n_54 = gn;
+          dlc_st_vec<16>(&out0[(m_m_53 * (s_N) + n_n_54)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + sr) * 32 + (((sc * 8) / 8 + sr) % 4) * 8 + (sc * 8) % 8])[0]);
+        } else {
+          #pragma unroll
+          for (int j = 0; j < 8; j += 1) {
+            if (gm < (s_M) && gn + j < (s_N)) {
+              const int m_m_55 = gm;
+              const int n_n_56 = gn + j;
+              out0[(m_m_55 * (s_N) + n_n_56)] = reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + sr) * 32 + (((sc * 8 + j) / 8 + sr) % 4) * 8 + (sc * 8 + j) % 8];
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
   }
 }
 

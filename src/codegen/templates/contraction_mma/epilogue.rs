@@ -45,6 +45,8 @@ pub(super) fn direct(em: &mut Emitter, v: &View, p: &MmaPlan) -> Result<(), Code
 /// chunks`, spreading a fragment store over the banks) — then, after a barrier, stores whole
 /// 16-byte chunks to the output, predicated on the chunk's row and column being inside (the
 /// chunk axis' size is a multiple of the chunk, so a chunk is all inside or all outside).
+/// When that multiple is only tested at run time (`StoreChunk::aligned`: a symbolic `N`), a
+/// launch failing the test stores each chunk element by element, each on its own bounds.
 pub(super) fn staged(
     em: &mut Emitter,
     v: &View,
@@ -70,6 +72,14 @@ pub(super) fn staged(
          {lanes}-element (16-byte) chunks along {}",
         if c.along_n { "N" } else { "M" }
     )));
+    if let Some(test) = &c.aligned {
+        em.emit(Stmt::Let {
+            ty: CType::Bool,
+            name: "aligned".into(),
+            value: test.clone(),
+            mutable: false,
+        });
+    }
     em.emit(Stmt::Barrier);
     let mut per_mi = Vec::new();
     em.open();
@@ -118,6 +128,35 @@ pub(super) fn staged(
         ty,
         vector: lanes as u32,
     });
+    if c.aligned.is_some() {
+        // A launch whose run is not a multiple of the lanes (`aligned` false) stores the
+        // chunk's elements one by one, each predicated on its own bounds (the tail of a row).
+        let (gm, gn) = if c.along_n {
+            ("gm", "gn + j")
+        } else {
+            ("gm + j", "gn")
+        };
+        let (mut one, off) = v.output_offset_at(em, gm, gn);
+        one.push(Stmt::Store {
+            buffer: format!("out{}", c.out),
+            index: off,
+            value: slot("sr", &format!("sc * {lanes} + j")),
+            ty,
+            vector: 1,
+        });
+        let each = Stmt::If {
+            cond: v.inside(gm, gn),
+            div: Div::Thread,
+            then: one,
+            otherwise: vec![],
+        };
+        chunk = vec![Stmt::If {
+            cond: "aligned".into(),
+            div: Div::Thread,
+            then: chunk,
+            otherwise: vec![Stmt::unrolled("j", lanes, vec![each])],
+        }];
+    }
     let total = rows * chunks;
     let per_chunk = vec![
         Stmt::int("ch", "lane + i * 32"),

@@ -39,9 +39,30 @@ pub(super) fn store_output(
     e2.pop_scope();
     let stores = e2.close();
     stored?;
+    e1.emit(Stmt::Epilogue {
+        after: ACC.into(),
+        token: "stored".into(),
+        body: vec![fragment_walk(cx, false, stores)],
+    });
+    Ok(())
+}
+
+/// The walk over the output accumulator fragments shared by both epilogues: per fragment `ci`
+/// and register `e` (the `mma` layout), its `row` (with `rl`, the row within the warp's 16,
+/// when `staged`), `col` and row sum `l`; inside the row and column bounds, `ov = oacc / l`
+/// and then `then`, the per-element statements (which read `ov`).
+fn fragment_walk(cx: &Cx, staged: bool, then: Vec<Stmt>) -> Stmt {
+    let p = cx.p;
+    let mut per = if staged {
+        vec![
+            Stmt::int("rl", "(lane >> 2) + (e >> 1) * 8"),
+            Stmt::int("row", "wrow + rl"),
+        ]
+    } else {
+        vec![Stmt::int("row", "wrow + (lane >> 2) + (e >> 1) * 8")]
+    };
     let l = normalizer(p);
-    let per = vec![
-        Stmt::int("row", "wrow + (lane >> 2) + (e >> 1) * 8"),
+    per.extend([
         Stmt::int("col", "ci * 8 + (lane & 3) * 2 + (e & 1)"),
         Stmt::f32("l", "l_i[e >> 1]", false),
         Stmt::If {
@@ -49,22 +70,17 @@ pub(super) fn store_output(
             div: Div::Thread,
             then: [
                 vec![Stmt::f32("ov", format!("oacc[ci][e] / {l}"), false)],
-                stores,
+                then,
             ]
             .concat(),
             otherwise: vec![],
         },
-    ];
-    e1.emit(Stmt::Epilogue {
-        after: ACC.into(),
-        token: "stored".into(),
-        body: vec![Stmt::unrolled(
-            "ci",
-            pad16(p.value_dim) / 8,
-            vec![Stmt::unrolled("e", 4, per)],
-        )],
-    });
-    Ok(())
+    ]);
+    Stmt::unrolled(
+        "ci",
+        pad16(p.value_dim) / 8,
+        vec![Stmt::unrolled("e", 4, per)],
+    )
 }
 
 /// The divisor of the output accumulators (`l`: the row's sum; 1 for an empty guarded row).
@@ -118,23 +134,6 @@ fn store_staged(
     e2.pop_scope();
     let mut values = e2.close();
     values.push(assign(stage("rl", "col"), store_value(&v?, dt)));
-    let l = normalizer(p);
-    let per = vec![
-        Stmt::int("rl", "(lane >> 2) + (e >> 1) * 8"),
-        Stmt::int("row", "wrow + rl"),
-        Stmt::int("col", "ci * 8 + (lane & 3) * 2 + (e & 1)"),
-        Stmt::f32("l", "l_i[e >> 1]", false),
-        Stmt::If {
-            cond: format!("row < {} && col < {}", cx.mc, p.value_dim),
-            div: Div::Thread,
-            then: [
-                vec![Stmt::f32("ov", format!("oacc[ci][e] / {l}"), false)],
-                values,
-            ]
-            .concat(),
-            otherwise: vec![],
-        },
-    ];
     e1.emit(Stmt::Comment(format!(
         "the output tile staged through shared memory, stored in {lanes}-element (16-byte) chunks"
     )));
@@ -180,15 +179,7 @@ fn store_staged(
     e1.emit(Stmt::Epilogue {
         after: ACC.into(),
         token: "stored".into(),
-        body: [
-            vec![Stmt::unrolled(
-                "ci",
-                dvp / 8,
-                vec![Stmt::unrolled("e", 4, per)],
-            )],
-            stores,
-        ]
-        .concat(),
+        body: [vec![fragment_walk(cx, true, values)], stores].concat(),
     });
     Ok(())
 }
