@@ -28,7 +28,7 @@ use std::sync::Arc;
 /// What one kernel e-node costs by itself (without its inputs' costs): its best plan's time
 /// ([`super::kernels::kernel_plan`]), bytes, one launch, narrow roundings, flops and ops.
 ///
-/// Everything but the attention-pair time is cached on the body ([`body_cost`]).
+/// Everything but the attention-pair time is cached on the body (`body_cost`).
 pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -> KernelCost {
     let fingerprint = model.fingerprint();
     let Some(own) = Own::of(eg, node, model, fingerprint) else {
