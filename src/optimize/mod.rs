@@ -301,6 +301,9 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         } else {
             &opts.budget
         };
+        // TODO(issue 23): the kernels phase grows every seed of every layer anew (legality is
+        // memoized per body and facts, fuse/canonical/merge are not): ~5-7 s CPU of the 12-layer
+        // BERT's 8-14 s (bench/results/optimize-speed-2026-11-26.md).
         let (e, st) = try_run_phase(eg, &name, &rules, budget)?;
         eg = e;
         steps.lap(&format!("phase {name}"));
