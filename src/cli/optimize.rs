@@ -8,7 +8,9 @@ use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::dump::{dump_document, parse_dump, plain_text, DumpLayer};
 use dlc_egg::ir::frontend;
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::optimize::{explain, optimize, ExtractorKind, OptimizeOptions, Optimized, Report};
+use dlc_egg::optimize::{
+    explain, optimize, ExtractorKind, OptimizeOptions, Optimized, Report, StepTime,
+};
 use dlc_egg::run::{self, Failure};
 use dlc_egg::target::Arch;
 use std::io::Write;
@@ -47,7 +49,9 @@ pub struct OptimizeArgs {
     #[arg(long, value_name = "LAYERS")]
     pub dump: Option<String>,
 
-    /// Include wall-clock phase times in --explain and --report (they differ between runs).
+    /// Include wall-clock times in --explain and --report (they differ between runs): per
+    /// e-graph phase, and per pipeline step (e-graph build, each phase, pricing, extraction,
+    /// cover cost, regions and plans, explain); without --explain the step times go to stderr.
     #[arg(long)]
     pub timings: bool,
 
@@ -124,8 +128,18 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         Some(raw) => parse_dump(raw, DumpLayer::ALL)?,
         None => Vec::new(),
     };
+    let start = std::time::Instant::now();
+    let cpu0 = dlc_egg::optimize::process_cpu_seconds();
     let graph = a.input.load(&a.graph)?;
+    let loaded = (
+        start.elapsed().as_secs_f64(),
+        dlc_egg::optimize::process_cpu_seconds(),
+    );
     let prog = run::lower_and_verify(&graph)?;
+    let lowered = (
+        start.elapsed().as_secs_f64(),
+        dlc_egg::optimize::process_cpu_seconds(),
+    );
     run::check_device_memory(&graph)?;
     let defaults = |s: &str| graph.symbols.get(s).copied();
     dlc_egg::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
@@ -145,7 +159,19 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     let o =
         optimize(&prog, &opts).map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
     let mut report = o.report();
-    if !a.timings {
+    if a.timings {
+        let step =
+            |name: &str, (t0, c0): (f64, Option<f64>), (t1, c1): (f64, Option<f64>)| StepTime {
+                step: name.to_string(),
+                seconds: t1 - t0,
+                cpu_seconds: c1.zip(c0).map(|(b, a)| (b - a).max(0.0)),
+            };
+        report.steps = vec![
+            step("load", (0.0, cpu0), loaded),
+            step("lower and verify", loaded, lowered),
+        ];
+        report.steps.extend(o.steps.iter().cloned());
+    } else {
         for p in &mut report.phases {
             p.time = 0.0;
         }
@@ -251,6 +277,10 @@ fn print_outputs(
         }
     } else if layers.is_empty() {
         let _ = write!(stdout, "{}", summary(o));
+    }
+    if a.timings && !a.explain {
+        let text = explain::render_steps(&report.steps);
+        let _ = write!(std::io::stderr().lock(), "{text}");
     }
     Ok(())
 }

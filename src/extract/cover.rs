@@ -20,7 +20,6 @@ use super::kernels::{CostModel, KernelCost};
 use super::pricing::{KernelPricer, Roofline};
 use crate::ir::egraph::{TensorGraph, TensorLang};
 use egg::Id;
-use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// The price of one e-node in the extraction problem under the [`Roofline`] pricer (`+∞`: not
@@ -106,9 +105,20 @@ pub fn kernel_problem_with(
             found.push((index[id], n, children));
         }
     }
+    // Kernels by the pricer, all at once (it may share work between them); the rest as
+    // `node_price_with` prices them.
+    let kernels: Vec<&TensorLang> = found
+        .iter()
+        .map(|(_, n, _)| *n)
+        .filter(|n| matches!(n, TensorLang::Kernel(_)))
+        .collect();
+    let mut kernel_prices = pricer.price_all(eg, &kernels, sizes).into_iter();
     let prices: Vec<f64> = found
-        .par_iter()
-        .map(|(_, n, _)| node_price_with(eg, n, sizes, pricer))
+        .iter()
+        .map(|(_, n, _)| match n {
+            TensorLang::Kernel(_) => kernel_prices.next().map_or(f64::INFINITY, |c| c.scalar()),
+            _ => node_price_with(eg, n, sizes, pricer),
+        })
         .collect();
     let mut nodes = Vec::with_capacity(found.len());
     for ((class, n, children), price) in found.into_iter().zip(prices) {
@@ -203,7 +213,27 @@ pub fn extract_cover_with(
     extractor: &dyn DagExtractor,
     opts: &ExtractOptions,
 ) -> Result<Cover, CoverError> {
+    extract_cover_timed(eg, roots, sizes, pricer, extractor, opts).map(|(c, _)| c)
+}
+
+/// [`extract_cover_with`], also returning the wall and CPU seconds spent building the problem
+/// (pricing every kernel e-node; CPU seconds where [`crate::optimize::process_cpu_seconds`]
+/// knows them); the rest is the extractor's.
+pub fn extract_cover_timed(
+    eg: &TensorGraph,
+    roots: &[Id],
+    sizes: &CostModel,
+    pricer: &dyn KernelPricer,
+    extractor: &dyn DagExtractor,
+    opts: &ExtractOptions,
+) -> Result<(Cover, (f64, Option<f64>)), CoverError> {
+    let start = std::time::Instant::now();
+    let cpu = crate::optimize::process_cpu_seconds();
     let kp = kernel_problem_with(eg, roots, sizes, pricer)?;
+    let cpu = crate::optimize::process_cpu_seconds()
+        .zip(cpu)
+        .map(|(b, a)| (b - a).max(0.0));
+    let pricing = (start.elapsed().as_secs_f64(), cpu);
     let e: Extraction = extractor.extract(&kp.problem, opts)?;
     let price =
         super::dag::dag_cost(&kp.problem, &e).map_err(|v| CoverError::Invalid(v.to_string()))?;
@@ -211,12 +241,13 @@ pub fn extract_cover_with(
         .chosen()
         .map(|(c, n)| (kp.classes[c.ix()], kp.nodes[n.ix()].clone()))
         .collect();
-    Ok(Cover {
+    let cover = Cover {
         choice,
         status: e.status,
         price,
         lower_bound: e.lower_bound,
-    })
+    };
+    Ok((cover, pricing))
 }
 
 impl KernelCost {

@@ -7,12 +7,11 @@
 
 use crate::cost::{choose_plan_for_extraction, PlanChoice, Time};
 use crate::ir::dim::Dim;
-use crate::ir::dtype::DType;
 use crate::ir::egraph::kernel::{kernel_parts, KernelBody};
 use crate::ir::egraph::{Facts, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::synth::{synthesize, SynthArg};
 use crate::ir::region::Materialize;
-use crate::ir::region::{Expr, Region};
+use crate::ir::region::Region;
 use crate::target::Target;
 use egg::Id;
 use egg::RecExpr;
@@ -87,7 +86,7 @@ impl KernelCost {
 
 /// `a + b` saturating below `u64::MAX` (which marks [`KernelCost::INFINITY`]'s bytes): finite
 /// byte counts stay finite however large.
-fn finite_sum(a: u64, b: u64) -> u64 {
+pub(super) fn finite_sum(a: u64, b: u64) -> u64 {
     a.saturating_add(b).min(u64::MAX - 1)
 }
 
@@ -111,13 +110,13 @@ pub struct CostModel {
 /// input facts: the kernels phase's legality check fills it, pricing reads it, so each body is
 /// synthesized once.
 #[derive(Default)]
-pub struct RegionCache(Mutex<RegionMap>, Mutex<PairMap>);
+pub struct RegionCache(Mutex<RegionMap>, Mutex<PairMap>, Mutex<DeferredMap>);
 
 type RegionMap = FxHashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), Arc<Region>>;
 
 /// An attention pair's first kernel (body, input facts, the second's input it writes) and
 /// second kernel (body, input facts), with the cost model's fingerprint.
-type PairKey = (
+pub(super) type PairKey = (
     KernelBody,
     Vec<TensorFacts>,
     usize,
@@ -128,6 +127,10 @@ type PairKey = (
 
 /// The fused attention kernel's best time by pair (`None`: not a pair, or no plan).
 type PairMap = FxHashMap<PairKey, Option<Time>>;
+
+/// An attention pair's first region (its output deferred to the second's input `in{i}`) by
+/// (body, input facts, i) (`None`: no such region).
+type DeferredMap = FxHashMap<(KernelBody, Vec<TensorFacts>, usize), Option<Arc<Region>>>;
 
 impl RegionCache {
     /// The region of `body` over `inputs`, synthesized on first use; `Err` says why the body is
@@ -150,9 +153,34 @@ impl RegionCache {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The first region of an attention pair ([`synthesize_deferred`] of `body` over `inputs`,
+    /// its output the second's input `in{i}`), synthesized on first use: every second kernel
+    /// reading the class pairs with the same first kernels.
+    pub(super) fn deferred(
+        &self,
+        body: &KernelBody,
+        inputs: &[TensorFacts],
+        i: usize,
+    ) -> Option<Arc<Region>> {
+        let lock = || self.2.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (body.clone(), inputs.to_vec(), i);
+        if let Some(r) = lock().get(&key) {
+            return r.clone();
+        }
+        let r = synthesize_deferred(body, inputs, &format!("in{i}"))
+            .ok()
+            .map(Arc::new);
+        lock().insert(key, r.clone());
+        r
+    }
+
     /// The fused attention time of a pair, computed by `make` on first use (identical layers
     /// of a model share their pairs).
-    fn pair_time(&self, key: PairKey, make: impl FnOnce() -> Option<Time>) -> Option<Time> {
+    pub(super) fn pair_time(
+        &self,
+        key: PairKey,
+        make: impl FnOnce() -> Option<Time>,
+    ) -> Option<Time> {
         let lock = || self.1.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = lock().get(&key) {
             return *t;
@@ -189,14 +217,9 @@ pub fn synthesize_kernel(
 impl CostModel {
     /// Number of elements of `shape` (saturating; unbound symbols take `default_size`).
     pub fn numel(&self, shape: &[Dim]) -> u64 {
-        let mut b = self.bindings.clone();
-        for d in shape {
-            for s in d.symbols() {
-                b.entry(s).or_insert(self.default_size);
-            }
-        }
+        let lookup = |s: &str| Some(self.bindings.get(s).copied().unwrap_or(self.default_size));
         shape.iter().fold(1u64, |acc, d| {
-            let v = d.eval_with(&b).unwrap_or(self.default_size).max(0) as u64;
+            let v = d.eval(&lookup).unwrap_or(self.default_size).max(0) as u64;
             acc.saturating_mul(v)
         })
     }
@@ -219,174 +242,14 @@ impl CostModel {
     }
 }
 
-/// What one kernel e-node costs by itself (without its inputs' costs): its best plan's time
-/// ([`kernel_plan`]), bytes, one launch, narrow roundings, flops and ops.
-pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -> KernelCost {
-    let Some((body, in_facts)) = kernel_inputs(eg, node) else {
-        return KernelCost::INFINITY;
-    };
-    let Ok(facts) = body.node_facts(&in_facts) else {
-        return KernelCost::INFINITY;
-    };
-    let out = match facts.last() {
-        Some(Facts::Tensor(t)) => model.bytes(t),
-        _ => return KernelCost::INFINITY,
-    };
-    let time = match kernel_plan_of(&body, &in_facts, model).as_ref() {
-        Ok(choice) => {
-            attention_second_time(eg, node, &body, &in_facts, model).unwrap_or(choice.best.time)
-        }
-        Err(_) => return KernelCost::INFINITY,
-    };
-    let read: u64 = in_facts
-        .iter()
-        .fold(0, |acc, f| finite_sum(acc, model.bytes(f)));
-    let root = body.expr().as_ref().len() - 1;
-    let roundings = body
-        .expr()
-        .as_ref()
-        .iter()
-        .zip(facts.iter())
-        .enumerate()
-        .filter(|(k, (n, f))| {
-            *k != root
-                && !n.is_attr()
-                && !n.is_movement()
-                && matches!(f, Facts::Tensor(t) if matches!(t.dtype, DType::F16 | DType::BF16))
-        })
-        .count() as u64;
-    KernelCost {
-        time,
-        bytes: finite_sum(read, out),
-        kernels: 1,
-        roundings,
-        flops: body_flops(body.expr(), &facts, model),
-        ops: body.op_count() as u64,
-    }
-}
-
-/// The price of `node` as the second region of a fused attention pair (`P·V`, its `P` the
-/// scores-and-softmax kernel of an input class): the fused kernel's time
-/// ([`crate::cost::attention::choose_attention_plan`], the plan code generation emits for the
-/// pair) less the extraction price of that first kernel, so that a cover choosing both pays
-/// exactly the one kernel that runs. Among several first kernels of the class the cheapest is
-/// taken (the one the extractor keeps). `None` when no input is such a kernel.
-fn attention_second_time(
-    eg: &TensorGraph,
-    node: &TensorLang,
-    body: &KernelBody,
-    in_facts: &[TensorFacts],
-    model: &CostModel,
-) -> Option<Time> {
-    use crate::codegen::templates::attention::pair;
-    use crate::cost::work::Shape;
-    let TensorLang::Kernel(children) = node else {
-        return None;
-    };
-    let attr = |id: Id| eg[id].data.attr();
-    let (_, inputs) = kernel_parts(children, &attr).ok()?;
-    let second = match &model.regions {
-        Some(cache) => cache.region(body.expr(), in_facts).ok()?,
-        None => Arc::new(synthesize_kernel(body.expr(), in_facts).ok()?),
-    };
-    // Only a contraction (P·V) can be the second region.
-    if !second
-        .lets
-        .iter()
-        .any(|l| matches!(l.expr, Expr::Reduce(_)))
-    {
-        return None;
-    }
-    let mut best: Option<(Time, Time)> = None;
-    let fingerprint = model.fingerprint();
-    for (i, class) in inputs.iter().enumerate() {
-        for n in &eg[*class].nodes {
-            // A first region contracts: a kernel without a reduction is not one (cheap test
-            // before the plan lookup, which hashes the input facts).
-            let has_reduce = match n {
-                TensorLang::Kernel(ch) => kernel_parts(ch, &attr).is_ok_and(|(b, _)| {
-                    b.expr()
-                        .as_ref()
-                        .iter()
-                        .any(|m| matches!(m, TensorLang::Reduce(_)))
-                }),
-                _ => false,
-            };
-            if !has_reduce {
-                continue;
-            }
-            let plan = kernel_plan_fp(eg, n, model, fingerprint);
-            let Ok(first_choice) = plan.as_ref() else {
-                continue;
-            };
-            // The scores and softmax: a contraction with a row epilogue.
-            if !matches!(&first_choice.work.shape, Shape::Contraction(g) if g.row_extent.is_some())
-            {
-                continue;
-            }
-            let Some((fbody, ffacts)) = kernel_inputs(eg, n) else {
-                continue;
-            };
-            let fused = |fbody: &KernelBody, ffacts: &[TensorFacts]| {
-                let first = synthesize_deferred(fbody, ffacts, &format!("in{i}")).ok()?;
-                let p = pair(&first, &second)?;
-                let fused = crate::cost::attention::choose_attention_plan(&p, model).ok()?;
-                Some(fused.best.time)
-            };
-            let fused_time = match &model.regions {
-                Some(cache) => {
-                    let key = (
-                        fbody.clone(),
-                        ffacts.clone(),
-                        i,
-                        body.clone(),
-                        in_facts.to_vec(),
-                        fingerprint,
-                    );
-                    cache.pair_time(key, || fused(&fbody, &ffacts))
-                }
-                None => fused(&fbody, &ffacts),
-            };
-            let Some(fused_time) = fused_time else {
-                continue;
-            };
-            let first_time = first_choice.best.time;
-            if best.is_none_or(|(t, _)| first_time < t) {
-                best = Some((first_time, Time(fused_time.0.saturating_sub(first_time.0))));
-            }
-        }
-    }
-    best.map(|(_, t)| t)
-}
-
-/// The region of a kernel body whose output `out_name` is deferred (the first region of an
-/// attention pair); its inputs are `f0`, `f1`, … (apart from the reader's `in*`).
-fn synthesize_deferred(
-    body: &KernelBody,
-    inputs: &[TensorFacts],
-    out_name: &str,
-) -> Result<Region, String> {
-    let args: Vec<SynthArg> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, f)| SynthArg {
-            name: format!("f{i}"),
-            dtype: f.dtype,
-            shape: f.shape.clone(),
-        })
-        .collect();
-    synthesize(
-        "kernel",
-        body.expr(),
-        &args,
-        out_name,
-        Materialize::Deferred,
-    )
-    .map_err(|e| e.to_string())
-}
+pub use super::own_cost::kernel_own_cost;
+use super::own_cost::synthesize_deferred;
 
 /// The body and input facts of a kernel e-node.
-fn kernel_inputs(eg: &TensorGraph, node: &TensorLang) -> Option<(KernelBody, Vec<TensorFacts>)> {
+pub(super) fn kernel_inputs(
+    eg: &TensorGraph,
+    node: &TensorLang,
+) -> Option<(KernelBody, Vec<TensorFacts>)> {
     let TensorLang::Kernel(children) = node else {
         return None;
     };
@@ -411,7 +274,7 @@ pub fn kernel_plan(
 }
 
 /// [`kernel_plan`] with the model's fingerprint computed by the caller (once for many nodes).
-fn kernel_plan_fp(
+pub(super) fn kernel_plan_fp(
     eg: &TensorGraph,
     node: &TensorLang,
     model: &CostModel,
@@ -441,7 +304,7 @@ fn kernel_plan_fp(
 
 /// The key of a plan choice cached on a body: the model and the input facts (hashed alike
 /// whether the facts are owned or borrowed).
-fn plan_key<F: std::hash::Hash>(fingerprint: u64, in_facts: &[F]) -> u64 {
+pub(super) fn plan_key<F: std::hash::Hash>(fingerprint: u64, in_facts: &[F]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = rustc_hash::FxHasher::default();
     fingerprint.hash(&mut h);
@@ -449,7 +312,7 @@ fn plan_key<F: std::hash::Hash>(fingerprint: u64, in_facts: &[F]) -> u64 {
     h.finish()
 }
 
-fn kernel_plan_of(
+pub(super) fn kernel_plan_of(
     body: &KernelBody,
     in_facts: &[TensorFacts],
     model: &CostModel,

@@ -9,5 +9,6 @@
 pub mod cover;
 pub mod dag;
 pub mod kernels;
+mod own_cost;
 pub mod pricing;
 pub mod serialize;

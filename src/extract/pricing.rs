@@ -34,6 +34,7 @@
 
 use super::kernels::{kernel_own_cost, CostModel, KernelCost};
 use crate::ir::egraph::{TensorGraph, TensorLang};
+use rayon::prelude::*;
 
 /// Prices one kernel e-node (`(kernel {body} in…)`) by itself, without its inputs.
 ///
@@ -46,6 +47,22 @@ pub trait KernelPricer: Send + Sync {
     fn name(&self) -> &str;
     /// The price of `kernel`, an e-node of `eg`, under `model` (sizes and target).
     fn price(&self, eg: &TensorGraph, kernel: &TensorLang, model: &CostModel) -> KernelCost;
+
+    /// The prices of many kernel e-nodes of `eg`, in order: what extraction asks for, once,
+    /// with every kernel e-node of the e-graph. The default calls [`KernelPricer::price`] on
+    /// each, in parallel; a pricer may share work between the nodes but must return exactly
+    /// what `price` returns for each.
+    fn price_all(
+        &self,
+        eg: &TensorGraph,
+        kernels: &[&TensorLang],
+        model: &CostModel,
+    ) -> Vec<KernelCost> {
+        kernels
+            .par_iter()
+            .map(|k| self.price(eg, k, model))
+            .collect()
+    }
 }
 
 /// The built-in pricer: the predicted time of the kernel's best schedule plan on the target
@@ -61,5 +78,16 @@ impl KernelPricer for Roofline {
 
     fn price(&self, eg: &TensorGraph, kernel: &TensorLang, model: &CostModel) -> KernelCost {
         kernel_own_cost(eg, kernel, model)
+    }
+
+    /// [`kernel_own_cost`] of each, with the first kernels of attention pairs listed once per
+    /// input class instead of once per reader.
+    fn price_all(
+        &self,
+        eg: &TensorGraph,
+        kernels: &[&TensorLang],
+        model: &CostModel,
+    ) -> Vec<KernelCost> {
+        super::own_cost::kernel_own_costs(eg, kernels, model)
     }
 }

@@ -242,5 +242,32 @@ pub fn render(report: &Report, timings: bool) -> String {
             let _ = writeln!(s, "      rules: {}", fired.join(", "));
         }
     }
+    if timings && !report.steps.is_empty() {
+        s.push_str(&render_steps(&report.steps));
+    }
+    s
+}
+
+/// The `--timings` breakdown: wall (and, where known, process CPU) time of every pipeline
+/// step, and the totals.
+pub fn render_steps(steps: &[super::StepTime]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\noptimize steps:           wall        cpu");
+    let cpu = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("{c:.2} s"));
+    for t in steps {
+        let _ = writeln!(
+            s,
+            "  {:<20} {:>8.3} s {:>10}",
+            t.step,
+            t.seconds,
+            cpu(t.cpu_seconds)
+        );
+    }
+    let wall: f64 = steps.iter().map(|t| t.seconds).sum();
+    let total = steps
+        .iter()
+        .any(|t| t.cpu_seconds.is_some())
+        .then(|| steps.iter().filter_map(|t| t.cpu_seconds).sum::<f64>());
+    let _ = writeln!(s, "  {:<20} {:>8.3} s {:>10}", "total", wall, cpu(total));
     s
 }

@@ -12,7 +12,7 @@ pub mod compute_at;
 pub mod explain;
 pub mod extend;
 
-use crate::extract::cover::{extract_cover_with, Cover, CoverError};
+use crate::extract::cover::{extract_cover_timed, Cover, CoverError};
 use crate::extract::dag::{
     DagExtractor, ExactExtractor, ExtractError, ExtractOptions, FastExtractor, Status,
 };
@@ -28,7 +28,7 @@ use egg::{Id, RecExpr};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use build::KernelInfo;
 pub use extend::{AddedPhase, Extensions};
@@ -129,10 +129,88 @@ pub enum OptimizeError {
     Rule(#[from] RuleError),
 }
 
+/// Wall time of one step of [`optimize`] (`--timings`): building the e-graph, each rewrite
+/// phase, pricing the kernel e-nodes, extraction, the cover's cost, regions and plans of the
+/// chosen kernels, and `--explain`'s extras (compute-at comparison, rewrite chains).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepTime {
+    /// The step (`e-graph build`, `phase kernels`, `pricing`, `extraction`, …).
+    pub step: String,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// CPU seconds of the whole process (user + system, every thread) during the step, where
+    /// the platform says (Linux: `/proc/self/stat`, 10 ms resolution); on a loaded machine
+    /// the steadier measure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
+}
+
+/// User + system CPU seconds of this process so far (every thread), from `/proc/self/stat`
+/// (fields 14 and 15, in clock ticks of 1/100 s, the Linux `USER_HZ`); `None` elsewhere.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is parenthesized and may hold spaces: split after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (the state), so fields 14 and 15 are at 11 and 12.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// The steps timed so far and the start of the current one (wall and process CPU).
+struct Steps(Vec<StepTime>, Instant, Option<f64>);
+
+impl Default for Steps {
+    fn default() -> Steps {
+        Steps(Vec::new(), Instant::now(), process_cpu_seconds())
+    }
+}
+
+impl Steps {
+    /// Ends the current step as `name`.
+    fn lap(&mut self, name: &str) {
+        let now = Instant::now();
+        let cpu = process_cpu_seconds();
+        self.0.push(StepTime {
+            step: name.to_string(),
+            seconds: now.duration_since(self.1).as_secs_f64(),
+            cpu_seconds: cpu.zip(self.2).map(|(b, a)| (b - a).max(0.0)),
+        });
+        self.1 = now;
+        self.2 = cpu;
+    }
+
+    /// Ends the current step as two: `first` took `first_s` wall and `first_cpu` CPU seconds
+    /// of it, `rest` the remainder.
+    fn split(&mut self, first: &str, (first_s, first_cpu): (f64, Option<f64>), rest: &str) {
+        let total = self.1.elapsed().as_secs_f64();
+        self.lap(rest);
+        let last = self.0.len() - 1;
+        let whole = &mut self.0[last];
+        whole.seconds = (total - first_s).max(0.0);
+        whole.cpu_seconds = whole
+            .cpu_seconds
+            .zip(first_cpu)
+            .map(|(t, f)| (t - f).max(0.0));
+        self.0.insert(
+            last,
+            StepTime {
+                step: first.to_string(),
+                seconds: first_s,
+                cpu_seconds: first_cpu,
+            },
+        );
+    }
+}
+
 /// The result of [`optimize`].
 ///
 /// `Debug` prints everything but the e-graph, which it summarizes (node and class counts).
 pub struct Optimized {
+    /// Wall time of every step of the pipeline, in order (they differ between runs; the
+    /// report carries them only with `--timings`).
+    pub steps: Vec<StepTime>,
     /// Statistics of every phase, in order.
     pub phases: Vec<PhaseStats>,
     /// The extracted program.
@@ -198,12 +276,14 @@ pub fn region_legality_with(cache: Arc<RegionCache>, compute_at: bool) -> Legali
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, OptimizeError> {
+    let mut steps = Steps::default();
     let mut eg = if opts.explain {
         TensorGraph::default().with_explanations_enabled()
     } else {
         TensorGraph::default()
     };
     let class = add_program(&mut eg, prog);
+    steps.lap("e-graph build");
     let regions = Arc::new(RegionCache::default());
     let mut phases = Vec::new();
     for (name, mut rules) in opts.rewrite_phases()? {
@@ -221,8 +301,12 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         } else {
             &opts.budget
         };
+        // TODO(issue 23): the kernels phase grows every seed of every layer anew (legality is
+        // memoized per body and facts, fuse/canonical/merge are not): ~5-7 s CPU of the 12-layer
+        // BERT's 8-14 s (bench/results/optimize-speed-2026-11-26.md).
         let (e, st) = try_run_phase(eg, &name, &rules, budget)?;
         eg = e;
+        steps.lap(&format!("phase {name}"));
         phases.push(st);
     }
 
@@ -239,7 +323,8 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         .iter()
         .map(|o| eg.find(class[o.node.index()]))
         .collect();
-    let cover = choose_cover(&eg, prog, &roots, &sizes, opts)?;
+    let (cover, pricing) = choose_cover_timed(&eg, prog, &roots, &sizes, opts)?;
+    steps.split("pricing", pricing, "extraction");
     let choose = |c: Id| {
         cover
             .node(eg.find(c))
@@ -247,6 +332,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
             .expect("the extractor covers every class reachable from the roots")
     };
     let cost = cover_cost_with(&eg, &roots, &choose, &sizes, pricer(opts));
+    steps.lap("cover cost");
     let (program, mut kernels, planned) = build::build_program(
         &eg,
         prog,
@@ -260,6 +346,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     )?;
     // What is printed is what runs: the planned kernels' times and launches.
     let cost = build::planned_cost(cost, &planned);
+    steps.lap("regions and plans");
     if opts.explain && opts.compute_at && kernels.iter().any(|k| k.embeds) {
         // Profitability: the same program without compute-at, side by side.
         let split = optimize(
@@ -299,7 +386,9 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     };
     let mut eg = eg;
     let rewrites = explain::rewrite_chains(&mut eg, &extracted);
+    steps.lap("explain");
     Ok(Optimized {
+        steps: steps.0,
         phases,
         program,
         planned,
@@ -429,6 +518,18 @@ pub fn choose_cover(
     sizes: &CostModel,
     opts: &OptimizeOptions,
 ) -> Result<Cover, OptimizeError> {
+    choose_cover_timed(eg, prog, roots, sizes, opts).map(|(c, _)| c)
+}
+
+/// [`choose_cover`], also returning the wall and CPU seconds spent pricing the kernel e-nodes
+/// (the rest is the extractor's).
+fn choose_cover_timed(
+    eg: &TensorGraph,
+    prog: &Program,
+    roots: &[Id],
+    sizes: &CostModel,
+    opts: &OptimizeOptions,
+) -> Result<(Cover, (f64, Option<f64>)), OptimizeError> {
     let builtin: Box<dyn DagExtractor> = match opts.extractor {
         ExtractorKind::Fast => Box::new(FastExtractor::default()),
         ExtractorKind::Exact => Box::new(ExactExtractor::default()),
@@ -440,7 +541,7 @@ pub fn choose_cover(
     let limits = ExtractOptions {
         time_limit: Some(opts.extract_time_limit),
     };
-    extract_cover_with(eg, roots, sizes, pricer(opts), extractor, &limits).map_err(|e| match e {
+    extract_cover_timed(eg, roots, sizes, pricer(opts), extractor, &limits).map_err(|e| match e {
         CoverError::Extract(ExtractError::NoFiniteSolution { root }) => {
             let output = prog
                 .outputs
@@ -470,6 +571,10 @@ pub struct Report {
     pub phases: Vec<PhaseStats>,
     /// Per output, the rules on its rewrite chain (with `explain`).
     pub rewrites: Vec<explain::RewriteChain>,
+    /// Wall time per pipeline step ([`Optimized::steps`]); empty unless asked for (`--timings`:
+    /// times differ between runs, the report does not otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepTime>,
 }
 
 impl Optimized {
@@ -482,6 +587,7 @@ impl Optimized {
             extraction: self.extraction.clone(),
             phases: self.phases.clone(),
             rewrites: self.rewrites.clone(),
+            steps: Vec::new(),
         }
     }
 }
@@ -489,6 +595,7 @@ impl Optimized {
 impl std::fmt::Debug for Optimized {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Optimized")
+            .field("steps", &self.steps)
             .field("phases", &self.phases)
             .field("program", &self.program)
             .field("kernels", &self.kernels)
