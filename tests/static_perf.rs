@@ -60,8 +60,6 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     // PlanAgrees: emitted template/kernels differ from the plan.
     // TensorCores: plan says mma_sync, no HMMA in the main loop.
     // RegsWithinPlan: more registers than the plan estimates.
-    ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): the d = 256 pair is not chosen fused on sm80; the split QKᵀ (8 K steps, unrolled whole: 172 > 114) and SIMT P·V (213 > 184) exceed plan::regs
-    ("attention_full_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): the d = 256 pair is not chosen fused on sm80; the split QKᵀ (8 K steps, unrolled whole: 172 > 114) and SIMT P·V (213 > 184) exceed plan::regs
     // Vec128Loads: 16-byte plan without 128-bit loads.
     // Vec128Stores: 16-byte plan without 128-bit stores.
 ];

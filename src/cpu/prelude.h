@@ -1,4 +1,5 @@
 // dlc-egg native CPU backend: helpers every generated kernel uses (src/cpu/prelude.h).
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
