@@ -12,9 +12,9 @@ use crate::ir::dtype::DType;
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::tensor::{Tensor, TensorData};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
-use std::path::Path;
 use std::time::Instant;
 
 /// How to run.
