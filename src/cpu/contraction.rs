@@ -5,6 +5,12 @@
 //! (batch); the reduce axes are `K`. Per batch point, `x` is packed into row panels and `y` into
 //! column panels (an im2col for a convolution), and the micro-kernel writes the let's buffer
 //! through per-row and per-column offsets, so any order of the free iters works.
+//!
+//! An operand that reads only constant parameters (the emitter's `params`: weights), of a
+//! contraction without batch iters, is packed once and kept in a static buffer of the kernel
+//! while the run's pack epoch (`dlc_epoch`, set per [`super::exec::run_loaded`]) stays the same:
+//! a convolution's or a linear layer's weights are packed once per loaded program and inputs,
+//! as onnxruntime pre-packs its initializers, not on every run.
 
 use super::emit::Emitter;
 use super::CpuError;
@@ -13,6 +19,9 @@ use crate::ir::dtype::DType;
 use crate::ir::region::{BinaryFn, Expr, Region};
 use crate::ir::tiny::ReduceOp;
 use std::collections::BTreeSet;
+
+/// Marks the static buffers of kept packs in the C source (see [`super::program::NativeProgram::keeps_packs`]).
+pub const KEPT_PACK: &str = "dlc_kept_";
 
 /// A let recognized as a contraction.
 #[derive(Clone, Debug)]
@@ -116,6 +125,18 @@ impl Emitter<'_> {
             terms.push(t);
         }
         terms.join(" + ")
+    }
+
+    /// Whether `e` reads at least one input and only inputs that are constant parameters.
+    fn reads_only_params(&self, e: &Expr) -> bool {
+        let (mut any, mut all) = (false, true);
+        super::emit::visit_expr(e, &mut |x| {
+            if let Expr::Read { tensor, .. } = x {
+                any = true;
+                all &= self.params.contains(tensor);
+            }
+        });
+        any && all
     }
 
     /// Decodes flat index `q` (a C variable, consumed) into the loop vars of `iters`.
@@ -244,12 +265,15 @@ impl Emitter<'_> {
 
     /// One batch point `cb` of a contraction: index arrays, both packs, the GEMM. `ws`: run by
     /// every thread of a parallel region (the loops are shared, three barriers), else by one.
+    /// `keep[s]`: operand `s` (0: rows, 1: columns) is a kept pack, packed only when
+    /// `c{A,Bp}_kept` is false.
     fn emit_batch_point(
         &mut self,
         li: usize,
         c: &Contraction,
         axes: &[(String, String)],
         ws: bool,
+        keep: [bool; 2],
     ) -> Result<(), CpuError> {
         self.line("int64_t cbq = cb;");
         self.decode("cbq", &c.batch);
@@ -259,7 +283,13 @@ impl Emitter<'_> {
         if ws {
             self.line("#pragma omp barrier");
         }
+        if keep[0] {
+            self.line("if (!cA_kept)");
+        }
         self.emit_pack("cA", "DLC_MR", "cM", &c.rows, "cpa", &c.x, axes, ws)?;
+        if keep[1] {
+            self.line("if (!cBp_kept)");
+        }
         self.emit_pack("cBp", "DLC_NR", "cN", &c.cols, "cpb", &c.y, axes, ws)?;
         if ws {
             self.line("#pragma omp barrier");
@@ -271,14 +301,37 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// Scratch buffers of a contraction (`dlc_scratch`, per thread) and `cok`.
-    fn emit_scratch(&mut self, nrows: usize, ncols: usize) {
-        self.line(
-            "float *cA = (float *)dlc_scratch(0, 4 * ((cM + DLC_MR - 1) / DLC_MR) * DLC_MR * cK);",
-        );
-        self.line(
-            "float *cBp = (float *)dlc_scratch(1, 4 * ((cN + DLC_NR - 1) / DLC_NR) * DLC_NR * cK);",
-        );
+    /// Scratch buffers of a contraction (`dlc_scratch`, per thread) and `cok`; a kept operand
+    /// (`keep`, see [`Self::emit_batch_point`]) gets the kernel's static buffer instead, and
+    /// `c{A,Bp}_kept` says whether it holds this epoch's pack.
+    fn emit_scratch(&mut self, li: usize, nrows: usize, ncols: usize, keep: [bool; 2]) {
+        let sides = [("cA", "DLC_MR", "cM", 0), ("cBp", "DLC_NR", "cN", 1)];
+        for ((v, w, n, slot), kept) in sides.into_iter().zip(keep) {
+            let bytes = format!("4 * (({n} + {w} - 1) / {w}) * {w} * cK");
+            if !kept {
+                self.line(&format!(
+                    "float *{v} = (float *)dlc_scratch({slot}, {bytes});"
+                ));
+                continue;
+            }
+            let s = format!("{KEPT_PACK}{li}_{slot}");
+            self.line(&format!(
+                "static float *{s}; static int64_t {s}_cap, {s}_ep = -1, {s}_n = -1, {s}_k = -1;"
+            ));
+            self.line(&format!(
+                "const int {v}_kept = {s} && {s}_ep == dlc_epoch && {s}_n == {n} && {s}_k == cK;"
+            ));
+            self.line(&format!("if (!{v}_kept) {{"));
+            self.indent += 1;
+            self.line(&format!("const int64_t cbytes = {bytes};"));
+            self.line(&format!("{s}_ep = -1;"));
+            self.line(&format!(
+                "if (cbytes > {s}_cap || !{s}) {{ free({s}); {s} = (float *)dlc_alloc(cbytes < 64 ? 64 : cbytes); {s}_cap = {s} ? cbytes : 0; }}"
+            ));
+            self.indent -= 1;
+            self.line("}");
+            self.line(&format!("float *{v} = {s};"));
+        }
         self.line("int64_t *cro = (int64_t *)dlc_scratch(2, 8 * cM), *cco = (int64_t *)dlc_scratch(3, 8 * cN);");
         self.line(&format!(
             "int64_t *cpa = (int64_t *)dlc_scratch(4, 8 * cM * {nrows}), *cpb = (int64_t *)dlc_scratch(5, 8 * cN * {ncols});"
@@ -334,17 +387,21 @@ impl Emitter<'_> {
         self.line("#pragma omp parallel num_threads(dlc_nt)");
         self.line("{");
         self.indent += 1;
-        self.emit_scratch(c.rows.len(), c.cols.len());
+        self.emit_scratch(li, c.rows.len(), c.cols.len(), [false; 2]);
         self.line("#pragma omp for schedule(static)");
         self.line("for (int64_t cb = 0; cb < cB; cb++) {");
         self.indent += 1;
         self.line("if (!cok) continue;");
-        self.emit_batch_point(li, &c, &axes, false)?;
+        self.emit_batch_point(li, &c, &axes, false, [false; 2])?;
         self.close_loops(2);
         self.indent -= 1;
         self.line("} else {");
         self.indent += 1;
-        self.emit_scratch(c.rows.len(), c.cols.len());
+        let keep = [
+            c.batch.is_empty() && self.reads_only_params(&c.x),
+            c.batch.is_empty() && self.reads_only_params(&c.y),
+        ];
+        self.emit_scratch(li, c.rows.len(), c.cols.len(), keep);
         self.line("if (cok) {");
         self.indent += 1;
         self.line(
@@ -352,8 +409,17 @@ impl Emitter<'_> {
         );
         self.line("for (int64_t cb = 0; cb < cB; cb++) {");
         self.indent += 1;
-        self.emit_batch_point(li, &c, &axes, true)?;
-        self.close_loops(3);
+        self.emit_batch_point(li, &c, &axes, true, keep)?;
+        self.close_loops(1);
+        for (slot, n) in [(0, "cM"), (1, "cN")] {
+            if keep[slot] {
+                let s = format!("{KEPT_PACK}{li}_{slot}");
+                self.line(&format!(
+                    "if (!dlc_err) {{ {s}_ep = dlc_epoch; {s}_n = {n}; {s}_k = cK; }}"
+                ));
+            }
+        }
+        self.close_loops(2);
         self.indent -= 1;
         self.line("}");
         Ok(())

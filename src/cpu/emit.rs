@@ -72,6 +72,9 @@ pub(super) struct Emitter<'a> {
     /// vectorizes with gathers. Element 0 exists in every buffer (`exec`'s buffers hold at
     /// least one word, even when empty).
     pub(super) clamp_guards: bool,
+    /// Region inputs that are constant parameters (weights): a contraction operand that reads
+    /// only these is packed once per run of the loaded program and kept ([`super::contraction`]).
+    pub(super) params: BTreeSet<String>,
 }
 
 pub(super) type Scope = Vec<(String, String)>;
@@ -127,17 +130,21 @@ fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
 /// The C function `fname(void *const *dlc_buf, const int64_t *dlc_sym, int dlc_nt)` for region
 /// `r`: `dlc_buf` holds its inputs then its outputs, `dlc_sym` the values of `symbols` (the
 /// program's symbol table, extended with the symbols this region uses). Returns 0, 1 (a gather
-/// index out of range) or 2 (out of memory).
+/// index out of range) or 2 (out of memory). After the outputs, `dlc_buf` holds a pointer to the
+/// run's pack epoch (an `int64_t`, [`super::exec`]): packed `params` operands of contractions
+/// are kept while it stays the same.
 pub fn emit_region(
     r: &Region,
     fname: &str,
     symbols: &mut Vec<String>,
+    params: &BTreeSet<String>,
 ) -> Result<EmittedRegion, CpuError> {
     let checked = verify(r).map_err(|e| CpuError::Codegen {
         region: r.name.clone(),
         why: e.to_string(),
     })?;
     let mut em = Emitter::new(r, checked);
+    em.params = params.clone();
     em.emit_body()?;
     let mut code = String::new();
     let _ = writeln!(
@@ -175,6 +182,11 @@ pub fn emit_region(
             r.inputs.len() + i
         );
     }
+    let _ = writeln!(
+        code,
+        "    const int64_t dlc_epoch = *(const int64_t *)dlc_buf[{}]; (void)dlc_epoch;",
+        r.inputs.len() + r.outputs.len()
+    );
     code.push_str(&em.body);
     code.push_str("}\n");
     let form = if em.outer.is_empty() {
@@ -259,6 +271,7 @@ impl<'a> Emitter<'a> {
             body: String::new(),
             indent: 1,
             clamp_guards: false,
+            params: BTreeSet::new(),
         };
         for (li, gemm) in gemms.into_iter().enumerate() {
             let kind = em.kind_of(&r.lets[li].expr);

@@ -5,14 +5,16 @@
 
 use super::build::{build_and_load, cache_dir, Loaded};
 use super::calibrate::{append_log, log_path, CpuCostParams, KernelFeatures, LogRow};
-use super::program::{emit_program, NativeProgram};
+use super::program::{emit_program_with_params, NativeProgram};
 use super::{CpuError, Isa};
 use crate::cuda::Timings;
 use crate::ir::dtype::DType;
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::tensor::{Tensor, TensorData};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// How to run.
@@ -22,6 +24,9 @@ pub struct NativeOptions {
     pub threads: usize,
     /// Timed runs after a warm-up (0: one untimed run).
     pub repeat: u32,
+    /// Graph inputs that are constant parameters (weights; `role: param`): contraction
+    /// operands reading only these are packed once per [`run_loaded`] call, not per run.
+    pub params: BTreeSet<String>,
 }
 
 /// A buffer in its storage type, 8-byte aligned.
@@ -118,12 +123,24 @@ impl Buf {
     }
 }
 
-/// Emits, compiles (or finds in the cache beside `plan_cache`) and loads `p` for this machine.
+/// The signature inputs of `g` with `role: param` (an imported model's initializers).
+pub fn param_inputs(g: &crate::ir::frontend::Graph) -> BTreeSet<String> {
+    g.signature
+        .inputs
+        .iter()
+        .filter(|i| i.role == crate::ir::frontend::Role::Param)
+        .map(|i| i.tensor.clone())
+        .collect()
+}
+
+/// Emits, compiles (or finds in the cache beside `plan_cache`) and loads `p` for this machine;
+/// `params`: the graph inputs that are constant parameters (see [`NativeOptions::params`]).
 pub fn prepare(
     p: &RegionProgram,
+    params: &BTreeSet<String>,
     plan_cache: Option<&Path>,
 ) -> Result<(NativeProgram, Loaded), CpuError> {
-    let prog = emit_program(p)?;
+    let prog = emit_program_with_params(p, params)?;
     let isa = Isa::detect();
     let loaded = build_and_load(&prog, isa, &cache_dir(plan_cache))?;
     Ok((prog, loaded))
@@ -147,7 +164,10 @@ fn bind_shape(
 /// Runs the loaded program on `inputs` (graph inputs by buffer name) with `bindings`; returns
 /// the graph outputs and, with `opts.repeat > 0`, the timings: the inputs are converted to their
 /// storage once, then each run allocates its buffers and calls every kernel (the time per run
-/// and per kernel, means of the timed runs after one warm-up run).
+/// and per kernel, means of the timed runs after one warm-up run). Packed weights
+/// ([`NativeOptions::params`]) are kept from the first run to the next within one call (a new
+/// pack epoch per call); a program that keeps them runs under a process-wide lock, as its
+/// packs are static buffers of the loaded library.
 pub fn run_loaded(
     p: &RegionProgram,
     prog: &NativeProgram,
@@ -173,6 +193,11 @@ pub fn run_loaded(
             .ok_or_else(|| CpuError::UnboundSymbol(format!("input {}", b.name)))?;
         ins.push(Buf::from_tensor(t));
     }
+    static EPOCH: AtomicI64 = AtomicI64::new(0);
+    static KEPT_PACKS: Mutex<()> = Mutex::new(());
+    let _guard = prog
+        .keeps_packs
+        .then(|| KEPT_PACKS.lock().unwrap_or_else(|e| e.into_inner()));
     let cx = RunCx {
         p,
         prog,
@@ -180,6 +205,7 @@ pub fn run_loaded(
         bindings,
         syms: &syms,
         threads: opts.threads,
+        epoch: EPOCH.fetch_add(1, Ordering::Relaxed) + 1,
     };
     let mut per_kernel = vec![0f64; prog.kernels.len()];
     let runs = if opts.repeat > 0 { opts.repeat + 1 } else { 1 };
@@ -244,6 +270,8 @@ struct RunCx<'a> {
     bindings: &'a BTreeMap<String, i64>,
     syms: &'a [i64],
     threads: usize,
+    /// This call's pack epoch (passed after the buffers, see [`super::emit::emit_region`]).
+    epoch: i64,
 }
 
 impl RunCx<'_> {
@@ -309,6 +337,8 @@ impl RunCx<'_> {
                 Slot::Step(i) => bufs[i].words.as_mut_ptr() as *mut u8,
             });
         }
+        let epoch = self.epoch;
+        ptrs.push(&epoch as *const i64 as *mut u8);
         let t0 = Instant::now();
         // SAFETY: the pointers cover every buffer at its bound shape (inputs checked by the
         // caller, outputs allocated by `run_once`); the kernel reads its inputs and writes only
@@ -335,7 +365,7 @@ pub fn evaluate_native(
     opts: &NativeOptions,
     plan_cache: Option<&Path>,
 ) -> Result<(BTreeMap<String, Tensor>, Timings), CpuError> {
-    let (prog, loaded) = prepare(p, plan_cache)?;
+    let (prog, loaded) = prepare(p, &opts.params, plan_cache)?;
     let (outputs, t) = run_loaded(p, &prog, &loaded, bindings, inputs, opts)?;
     if opts.repeat > 0 {
         let dir = cache_dir(plan_cache);

@@ -10,7 +10,9 @@
 //!
 //! Not yet (TODO(issue 16)): a CPU plan space (tile sizes are the fixed ones of `gemm.h`),
 //! streaming attention (an attention region runs through the generic row form), the epilogue of
-//! a contraction on the hot C tile (today the region's next loop nest, a second pass).
+//! a contraction on the hot C tile (today the region's next loop nest, a second pass), a
+//! depthwise-conv loop and a direct-conv micro-kernel. Constant weights (`role: param` inputs)
+//! are packed once per [`exec::run_loaded`] call and kept ([`contraction`]).
 //!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!

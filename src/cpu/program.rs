@@ -5,6 +5,7 @@ use super::calibrate::{CpuCostParams, KernelFeatures};
 use super::emit::emit_region;
 use super::{CpuError, Isa, PRELUDE};
 use crate::ir::region::program::{verify_program, RegionProgram, Step};
+use std::collections::BTreeSet;
 
 /// One kernel of the program.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,10 +31,23 @@ pub struct NativeProgram {
     pub kernels: Vec<NativeKernel>,
     /// The symbol table: `dlc_sym[i]` is the value of `symbols[i]`.
     pub symbols: Vec<String>,
+    /// Whether some kernel keeps packed weights between runs (static buffers of the loaded
+    /// library: [`super::exec::run_loaded`] runs such a program under a lock).
+    pub keeps_packs: bool,
 }
 
 /// Emits `p` as C. A region the emitter cannot spell is `E0805`.
 pub fn emit_program(p: &RegionProgram) -> Result<NativeProgram, CpuError> {
+    emit_program_with_params(p, &BTreeSet::new())
+}
+
+/// [`emit_program`], where the graph inputs named in `params` are constant parameters
+/// (weights, ONNX initializers): contraction operands that read only these (or their aliases)
+/// are packed once per [`super::exec::run_loaded`] and kept for its runs.
+pub fn emit_program_with_params(
+    p: &RegionProgram,
+    params: &BTreeSet<String>,
+) -> Result<NativeProgram, CpuError> {
     verify_program(p).map_err(|e| CpuError::Codegen {
         region: "<program>".into(),
         why: e.to_string(),
@@ -41,10 +55,21 @@ pub fn emit_program(p: &RegionProgram) -> Result<NativeProgram, CpuError> {
     let mut source = String::from(PRELUDE);
     let mut kernels = Vec::new();
     let mut symbols = Vec::new();
+    let mut params: BTreeSet<String> = p
+        .inputs
+        .iter()
+        .filter(|b| params.contains(&b.name))
+        .map(|b| b.name.clone())
+        .collect();
     for (i, s) in p.steps.iter().enumerate() {
+        if let Step::Alias { name, of, .. } = s {
+            if params.contains(of) {
+                params.insert(name.clone());
+            }
+        }
         if let Step::Region(r) = s {
             let function = format!("dlc_k{i}");
-            let e = emit_region(r, &function, &mut symbols)?;
+            let e = emit_region(r, &function, &mut symbols, &params)?;
             source.push('\n');
             source.push_str(&e.code);
             kernels.push(NativeKernel {
@@ -57,6 +82,7 @@ pub fn emit_program(p: &RegionProgram) -> Result<NativeProgram, CpuError> {
         }
     }
     Ok(NativeProgram {
+        keeps_packs: source.contains(super::contraction::KEPT_PACK),
         source,
         kernels,
         symbols,

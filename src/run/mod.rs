@@ -226,6 +226,7 @@ fn run_graph_on(
                 &crate::cpu::exec::NativeOptions {
                     threads,
                     repeat: opts.repeat,
+                    params: crate::cpu::exec::param_inputs(graph),
                 },
                 opts.plan_cache.as_deref(),
             )?;
