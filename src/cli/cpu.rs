@@ -18,9 +18,14 @@ pub enum TargetArg {
     Cpu,
 }
 
-/// Writes `kernels.c` and `manifest.json` for `p` into `dir`.
-pub fn write_native(dir: &Path, p: &RegionProgram) -> Result<(), Failure> {
-    let prog = dlc_egg::cpu::program::emit_program(p)?;
+/// Writes `kernels.c` and `manifest.json` for `p` into `dir`: the C `run --device cpu` compiles,
+/// contractions over the `params` inputs keeping their packed weights between runs.
+pub fn write_native(
+    dir: &Path,
+    p: &RegionProgram,
+    params: &std::collections::BTreeSet<String>,
+) -> Result<(), Failure> {
+    let prog = dlc_egg::cpu::program::emit_program_with_params(p, params)?;
     let isa = dlc_egg::cpu::Isa::detect();
     let manifest = serde_json::to_string_pretty(&prog.manifest(p, isa)).unwrap_or_default();
     let failed = |e: std::io::Error| {

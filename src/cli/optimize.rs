@@ -181,7 +181,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     }
     let native = a.target == super::cpu::TargetArg::Cpu;
     if let (true, Some(dir)) = (native, &a.out_dir) {
-        super::cpu::write_native(dir, &o.program)?;
+        super::cpu::write_native(dir, &o.program, &dlc_egg::cpu::exec::param_inputs(&graph))?;
     }
     let needs_code = (a.out_dir.is_some() && !native)
         || layers

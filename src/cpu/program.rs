@@ -129,6 +129,12 @@ impl NativeProgram {
             })
             .collect();
         serde_json::json!({
+            "calling_convention": "int fn(void *const *dlc_buf, const int64_t *dlc_sym, int dlc_nt): \
+                dlc_buf = the kernel's inputs, then its outputs, then a pointer to the run's int64 \
+                pack epoch (packed param weights are kept while it stays the same); dlc_sym = \
+                values of `symbols`; dlc_nt = threads; returns 0, 1 (gather index out of range) \
+                or 2 (out of memory)",
+            "keeps_packs": self.keeps_packs,
             "isa": isa.name(),
             "flags": super::build::base_flags(isa),
             "symbols": self.symbols,
