@@ -13,8 +13,8 @@ __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a =
 
 // contraction_simt kernel `k0_reduce_mul` for sm90: grid (max(1, (N+63)//64), 1, 1), block (256, 1, 1), 0 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
-  __shared__ __align__(16) float As[16][64];
-  __shared__ __align__(16) float Bs[16][64];
+  __shared__ __align__(16) float As[32][64];
+  __shared__ __align__(16) float Bs[32][64];
   const int tid = (int)threadIdx.x;
   const int tr = tid / 16;
   const int tc = tid % 16;
@@ -27,17 +27,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* 
   const int in_group = pid % (8 * tiles_n);
   const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
-  const int kt_count = ((s_K) + 15) / 16;
+  const int kt_count = ((s_K) + 31) / 32;
   float acc[4][4] = {};
-  float ra[4];
-  float rb[4];
+  float ra[8];
+  float rb[8];
   if (kt_count > 0) {
     #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
+    for (int l = 0; l < 8; l += 1) {
       const int e = tid + l * 256;
-      if (e < 1024) {
-        if (m0 + e / 16 < 1 && 0 * 16 + e % 16 < (s_K)) {
-          const int k_k_1 = 0 * 16 + e % 16;
+      if (e < 2048) {
+        if (m0 + e / 32 < 1 && 0 * 32 + e % 32 < (s_K)) {
+          const int k_k_1 = 0 * 32 + e % 32;
           ra[l] = dlc_f32(in0[k_k_1]);
         } else {
           ra[l] = 0.0f;
@@ -45,12 +45,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* 
       }
     }
     #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
+    for (int l = 0; l < 8; l += 1) {
       const int e = tid + l * 256;
-      if (e < 1024) {
-        if (n0 + e % 64 < (s_N) && 0 * 16 + e / 64 < (s_K)) {
+      if (e < 2048) {
+        if (n0 + e % 64 < (s_N) && 0 * 32 + e / 64 < (s_K)) {
           const int o_i_2 = n0 + e % 64;
-          const int k_k_3 = 0 * 16 + e / 64;
+          const int k_k_3 = 0 * 32 + e / 64;
           rb[l] = dlc_f32(in1[(k_k_3 * (s_N) + o_i_2)]);
         } else {
           rb[l] = 0.0f;
@@ -59,16 +59,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* 
     }
   }
   #pragma unroll
-  for (int l = 0; l < 4; l += 1) {
+  for (int l = 0; l < 8; l += 1) {
     const int e = tid + l * 256;
-    if (e < 1024) {
-      As[e % 16][e / 16] = ra[l];
+    if (e < 2048) {
+      As[e % 32][e / 32] = ra[l];
     }
   }
   #pragma unroll
-  for (int l = 0; l < 4; l += 1) {
+  for (int l = 0; l < 8; l += 1) {
     const int e = tid + l * 256;
-    if (e < 1024) {
+    if (e < 2048) {
       Bs[e / 64][e % 64] = rb[l];
     }
   }
@@ -76,11 +76,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* 
   for (int kt = 0; kt < kt_count; kt += 1) {
     if (kt + 1 < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
+      for (int l = 0; l < 8; l += 1) {
         const int e = tid + l * 256;
-        if (e < 1024) {
-          if (m0 + e / 16 < 1 && (kt + 1) * 16 + e % 16 < (s_K)) {
-            const int k_k_4 = (kt + 1) * 16 + e % 16;
+        if (e < 2048) {
+          if (m0 + e / 32 < 1 && (kt + 1) * 32 + e % 32 < (s_K)) {
+            const int k_k_4 = (kt + 1) * 32 + e % 32;
             ra[l] = dlc_f32(in0[k_k_4]);
           } else {
             ra[l] = 0.0f;
@@ -88,12 +88,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* 
         }
       }
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
+      for (int l = 0; l < 8; l += 1) {
         const int e = tid + l * 256;
-        if (e < 1024) {
-          if (n0 + e % 64 < (s_N) && (kt + 1) * 16 + e / 64 < (s_K)) {
+        if (e < 2048) {
+          if (n0 + e % 64 < (s_N) && (kt + 1) * 32 + e / 64 < (s_K)) {
             const int o_i_5 = n0 + e % 64;
-            const int k_k_6 = (kt + 1) * 16 + e / 64;
+            const int k_k_6 = (kt + 1) * 32 + e / 64;
             rb[l] = dlc_f32(in1[(k_k_6 * (s_N) + o_i_5)]);
           } else {
             rb[l] = 0.0f;
@@ -102,7 +102,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* 
       }
     }
     #pragma unroll
-    for (int kk = 0; kk < 16; kk += 1) {
+    for (int kk = 0; kk < 32; kk += 1) {
       float a_frag[4];
       float b_frag[4];
       #pragma unroll
@@ -124,16 +124,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* 
     __syncthreads();
     if (kt + 1 < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
+      for (int l = 0; l < 8; l += 1) {
         const int e = tid + l * 256;
-        if (e < 1024) {
-          As[e % 16][e / 16] = ra[l];
+        if (e < 2048) {
+          As[e % 32][e / 32] = ra[l];
         }
       }
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
+      for (int l = 0; l < 8; l += 1) {
         const int e = tid + l * 256;
-        if (e < 1024) {
+        if (e < 2048) {
           Bs[e / 64][e % 64] = rb[l];
         }
       }
