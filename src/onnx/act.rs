@@ -58,10 +58,15 @@ pub(super) fn activation(
                 imp.ew(node, "mul", &[xs.clone(), Opnd::S(gamma)], out)?
             };
             let c = imp.ew(node, "gt", &[xs.clone(), Opnd::S(0.0)], out)?;
-            imp.ew(node, "where", &[Opnd::T(c), Opnd::T(pos), Opnd::T(neg)], out)?
+            imp.ew(
+                node,
+                "where",
+                &[Opnd::T(c), Opnd::T(pos), Opnd::T(neg)],
+                out,
+            )?
         }
         "Softsign" => {
-            let ab = imp.ew(node, "abs", &[xs.clone()], out)?;
+            let ab = imp.ew(node, "abs", std::slice::from_ref(&xs), out)?;
             let d = imp.ew(node, "add", &[Opnd::T(ab), Opnd::S(1.0)], out)?;
             imp.ew(node, "div", &[xs, Opnd::T(d)], out)?
         }
@@ -82,8 +87,18 @@ pub(super) fn activation(
             let hi = imp.ew(node, "gt", &[xs.clone(), Opnd::S(lambd)], out)?;
             let plus = imp.ew(node, "add", &[xs.clone(), Opnd::S(bias)], out)?;
             let minus = imp.ew(node, "sub", &[xs, Opnd::S(bias)], out)?;
-            let inner = imp.ew(node, "where", &[Opnd::T(hi), Opnd::T(minus), Opnd::S(0.0)], out)?;
-            imp.ew(node, "where", &[Opnd::T(lo), Opnd::T(plus), Opnd::T(inner)], out)?
+            let inner = imp.ew(
+                node,
+                "where",
+                &[Opnd::T(hi), Opnd::T(minus), Opnd::S(0.0)],
+                out,
+            )?;
+            imp.ew(
+                node,
+                "where",
+                &[Opnd::T(lo), Opnd::T(plus), Opnd::T(inner)],
+                out,
+            )?
         }
         "PRelu" => {
             let slope = imp.opnd(&node.input[1], x.shape.len())?;

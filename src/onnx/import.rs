@@ -22,17 +22,19 @@ pub const MIN_OPSET: i64 = 13;
 /// them) equal the version the mapping follows: an older model's node of this op is refused.
 pub fn oldest_faithful_opset(op: &str) -> i64 {
     match op {
-        "Constant" | "Identity" | "Not" | "Transpose" | "Shape" | "Size" => 1,
+        "Constant" | "Identity" | "Not" | "Transpose" | "Shape" | "Size" | "Softsign"
+        | "Softplus" => 1,
         "Abs" | "Neg" | "Sqrt" | "Exp" | "Log" | "Relu" | "Sigmoid" | "Tanh" | "Reciprocal"
-        | "Cast" | "Tile" => 6,
+        | "Cast" | "Tile" | "Elu" | "Selu" | "LeakyRelu" | "HardSigmoid" => 6,
         "And" | "Or" | "Xor" | "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Equal" | "Greater"
         | "Less" => 7,
         "Max" | "Min" | "Sum" | "Mean" | "Expand" => 8,
-        "Where" | "Erf" | "IsNaN" | "ConstantOfShape" => 9,
+        "Where" | "Erf" | "IsNaN" | "ConstantOfShape" | "Shrink" | "PRelu" => 9,
+        "ThresholdedRelu" => 10,
         // Opset 10 made the mask boolean; the ratio is an attribute before 12 (inference: identity).
         "Dropout" => 10,
         "Range" | "CumSum" | "Gather" | "GatherElements" => 11,
-        "Einsum" | "GreaterOrEqual" | "LessOrEqual" => 12,
+        "Einsum" | "GreaterOrEqual" | "LessOrEqual" | "Celu" => 12,
         _ => MIN_OPSET,
     }
 }

@@ -347,7 +347,11 @@ fn binary_fn(op: &str) -> Option<&'static str> {
 }
 
 /// Elementwise operands: one-element constants become scalars when that keeps the rank.
-pub(super) fn operands(imp: &mut Importer<'_>, node: &NodeProto, names: &[String]) -> NResult<Vec<Opnd>> {
+pub(super) fn operands(
+    imp: &mut Importer<'_>,
+    node: &NodeProto,
+    names: &[String],
+) -> NResult<Vec<Opnd>> {
     let mut max_rank = 0;
     for n in names {
         max_rank = max_rank.max(imp.rank_of(n)?);
@@ -709,11 +713,16 @@ fn slice(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> 
     let axes = const_ints(imp, node, 3, "Slice axes")?
         .unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = const_ints(imp, node, 4, "Slice steps")?.unwrap_or_else(|| vec![1; starts.len()]);
-    if steps.iter().any(|s| *s == 0) {
+    if steps.contains(&0) {
         return Err(invalid(node, "Slice with a zero step"));
     }
     if steps.iter().any(|s| *s < 0) {
-        let spec = (starts.as_slice(), ends.as_slice(), axes.as_slice(), steps.as_slice());
+        let spec = (
+            starts.as_slice(),
+            ends.as_slice(),
+            axes.as_slice(),
+            steps.as_slice(),
+        );
         return super::resize::slice_by_index(imp, node, &x, spec, out);
     }
     let mut shape = x.shape.clone();

@@ -69,7 +69,14 @@ pub(super) fn resize_general(
                 "Resize along an axis whose size is symbolic or zero",
             ));
         }
-        let t = axis_table(node, &m, in_w as usize, scales[a], sizes[a] as usize, (lo, hi))?;
+        let t = axis_table(
+            node,
+            &m,
+            in_w as usize,
+            scales[a],
+            sizes[a] as usize,
+            (lo, hi),
+        )?;
         cur = apply(imp, node, &cur, a, &t, out)?;
     }
     if cur.name == x.name {
@@ -146,8 +153,11 @@ fn sampling(
     } else {
         return Err(invalid(node, "Resize without scales or sizes"));
     }
-    if sizes.iter().any(|s| *s < 0) || scales.iter().any(|s| !(*s > 0.0)) {
-        return Err(invalid(node, "Resize to a negative size or by a non-positive scale"));
+    if sizes.iter().any(|s| *s < 0) || scales.iter().any(|s| s.is_nan() || *s <= 0.0) {
+        return Err(invalid(
+            node,
+            "Resize to a negative size or by a non-positive scale",
+        ));
     }
     let roi = match konst(1, "roi")?.filter(|c| c.numel() > 0) {
         None => None,
@@ -245,40 +255,14 @@ fn axis_table(
     out: usize,
     (lo, hi): (f64, f64),
 ) -> NResult<AxisTable> {
-    let out_w = scale * in_w as f64;
     let inw = in_w as f64;
     let mut idx = Vec::new();
     let mut coeff = Vec::new();
     let mut extra = vec![0.0; out];
     let mut any_extra = false;
     let mut taps = 0;
-    for y in 0..out {
-        let yf = y as f64;
-        let x_ori = match m.ctm.as_str() {
-            "align_corners" if out_w == 1.0 => 0.0,
-            "align_corners" => yf * (inw - 1.0) / (out_w - 1.0),
-            "asymmetric" => yf / scale,
-            "pytorch_half_pixel" if out_w == 1.0 => -0.5,
-            "pytorch_half_pixel" | "half_pixel" => (yf + 0.5) / scale - 0.5,
-            "half_pixel_symmetric" => {
-                let adjustment = out as f64 / out_w;
-                inw / 2.0 * (1.0 - adjustment) + (yf + 0.5) / scale - 0.5
-            }
-            "tf_crop_and_resize" => {
-                let x = if out_w == 1.0 {
-                    (hi - lo) * (inw - 1.0) / 2.0
-                } else {
-                    yf * (hi - lo) * (inw - 1.0) / (out_w - 1.0)
-                };
-                x + lo * (inw - 1.0)
-            }
-            other => {
-                return Err(invalid(
-                    node,
-                    format!("coordinate_transformation_mode `{other}`"),
-                ))
-            }
-        };
+    for (y, extra_y) in extra.iter_mut().enumerate() {
+        let x_ori = source_coord(node, &m.ctm, y as f64, scale, (in_w, out), (lo, hi))?;
         let extrapolated = m.ctm == "tf_crop_and_resize" && (x_ori < 0.0 || x_ori > inw - 1.0);
         let fl = x_ori.floor();
         let ratio = if x_ori == fl { 1.0 } else { x_ori - fl };
@@ -318,7 +302,7 @@ fn axis_table(
         }
         if extrapolated {
             c.iter_mut().for_each(|v| *v = 0.0);
-            extra[y] = m.extrapolation;
+            *extra_y = m.extrapolation;
             any_extra = true;
         }
         idx.extend(raw.iter().map(|i| i.clamp(0.0, inw - 1.0) as i64));
@@ -330,6 +314,44 @@ fn axis_table(
         idx,
         coeff,
         extra: any_extra.then_some(extra),
+    })
+}
+
+/// The source coordinate of output position `yf` (the ONNX reference's `_compute_x_ori`).
+fn source_coord(
+    node: &NodeProto,
+    ctm: &str,
+    yf: f64,
+    scale: f64,
+    (in_w, out): (usize, usize),
+    (lo, hi): (f64, f64),
+) -> NResult<f64> {
+    let out_w = scale * in_w as f64;
+    let inw = in_w as f64;
+    Ok(match ctm {
+        "align_corners" if out_w == 1.0 => 0.0,
+        "align_corners" => yf * (inw - 1.0) / (out_w - 1.0),
+        "asymmetric" => yf / scale,
+        "pytorch_half_pixel" if out_w == 1.0 => -0.5,
+        "pytorch_half_pixel" | "half_pixel" => (yf + 0.5) / scale - 0.5,
+        "half_pixel_symmetric" => {
+            let adjustment = out as f64 / out_w;
+            inw / 2.0 * (1.0 - adjustment) + (yf + 0.5) / scale - 0.5
+        }
+        "tf_crop_and_resize" => {
+            let x = if out_w == 1.0 {
+                (hi - lo) * (inw - 1.0) / 2.0
+            } else {
+                yf * (hi - lo) * (inw - 1.0) / (out_w - 1.0)
+            };
+            x + lo * (inw - 1.0)
+        }
+        other => {
+            return Err(invalid(
+                node,
+                format!("coordinate_transformation_mode `{other}`"),
+            ))
+        }
     })
 }
 
@@ -375,12 +397,8 @@ fn apply(
     if let (Some(idx), None) = (&one_hot, &t.extra) {
         return gather(imp, idx.clone());
     }
-    let elem = float_elem(x.dtype).ok_or_else(|| {
-        unsupported(format!(
-            "Resize interpolating {} data",
-            x.dtype.name()
-        ))
-    })?;
+    let elem = float_elem(x.dtype)
+        .ok_or_else(|| unsupported(format!("Resize interpolating {} data", x.dtype.name())))?;
     let mut wshape = vec![1usize; r];
     wshape[a] = t.out;
     let mut acc: Option<TInfo> = None;
@@ -428,9 +446,8 @@ fn apply(
     }
     match acc {
         Some(v) => Ok(v),
-        None => gather(imp, vec![0.0; t.out]).and_then(|g| {
-            imp.ew(node, "mul", &[Opnd::T(g), Opnd::S(0.0)], out)
-        }),
+        None => gather(imp, vec![0.0; t.out])
+            .and_then(|g| imp.ew(node, "mul", &[Opnd::T(g), Opnd::S(0.0)], out)),
     }
 }
 
@@ -506,7 +523,10 @@ pub(super) fn slice_by_index(
     for (k, a) in axes.iter().enumerate() {
         let a = norm_axis(node, *a, r)?;
         let (Some(&s), Some(&e), Some(&st)) = (starts.get(k), ends.get(k), steps.get(k)) else {
-            return Err(invalid(node, "Slice starts/ends/steps shorter than its axes"));
+            return Err(invalid(
+                node,
+                "Slice starts/ends/steps shorter than its axes",
+            ));
         };
         let n = x.shape[a]
             .as_int()
