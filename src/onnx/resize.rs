@@ -159,7 +159,18 @@ fn sampling(
             "Resize to a negative size or by a non-positive scale",
         ));
     }
-    let roi = match konst(1, "roi")?.filter(|c| c.numel() > 0) {
+    let roi = roi_of(node, konst(1, "roi")?, &axes, r)?;
+    Ok((scales, sizes, roi))
+}
+
+/// The roi over every axis (`[starts..., ends...]`), kept for `tf_crop_and_resize` only.
+fn roi_of(
+    node: &NodeProto,
+    roi: Option<CTensor>,
+    axes: &[usize],
+    r: usize,
+) -> NResult<Option<Vec<f64>>> {
+    let roi = match roi.filter(|c| c.numel() > 0) {
         None => None,
         Some(c) if c.numel() == 2 * r && attr_ints(node, "axes").is_none() => Some(c.data),
         Some(c) if c.numel() == 2 * axes.len() => {
@@ -175,7 +186,7 @@ fn sampling(
     let roi = roi.filter(|_| {
         attr_s(node, "coordinate_transformation_mode").as_deref() == Some("tf_crop_and_resize")
     });
-    Ok((scales, sizes, roi))
+    Ok(roi)
 }
 
 /// The kernel coefficients at `ratio` (in `(0, 1]`) for a scale `scale`.
