@@ -95,6 +95,10 @@ fn fold_pointwise(
                 ..x.clone()
             })
         }
+        "CastLike" => inp(1).map(|y| CTensor {
+            elem: y.elem,
+            ..x.clone()
+        }),
         "Neg" => un(&|a| -a),
         "Abs" => un(&f64::abs),
         "Sqrt" => un(&f64::sqrt),

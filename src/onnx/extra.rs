@@ -3,7 +3,7 @@
 //! batched `MatMul`) and nearest `Resize` by integer factors (reshape + expand).
 
 use super::fold::{attr_i, attr_ints, attr_s};
-use super::import::{invalid, unsupported, Importer, NResult, Opnd};
+use super::import::{invalid, unsupported, Importer, NResult, NodeError, Opnd};
 use super::ops::reshape_to;
 use super::proto::NodeProto;
 use super::value::TInfo;
@@ -245,17 +245,13 @@ pub(super) fn resize(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NRe
         "half_pixel" | "pytorch_half_pixel" => nm.starts_with("round_prefer_"),
         _ => false,
     };
-    if mode != "nearest" || !exact {
-        return Err(unsupported(format!(
-            "Resize mode {mode} with {ctm}/{nm} (nearest with asymmetric+floor or half_pixel+round is supported)"
-        )));
-    }
-    if attr_i(node, "antialias").unwrap_or(0) != 0
+    // Integer-factor nearest upsampling as reshape + expand; everything else by index tables.
+    if mode != "nearest"
+        || !exact
+        || attr_i(node, "antialias").unwrap_or(0) != 0
         || attr_s(node, "keep_aspect_ratio_policy").is_some_and(|p| p != "stretch")
     {
-        return Err(unsupported(
-            "Resize with antialias or a keep_aspect_ratio_policy",
-        ));
+        return super::resize::resize_general(imp, node, &x, out);
     }
     let axes: Vec<usize> = match attr_ints(node, "axes") {
         Some(a) => a
@@ -264,7 +260,12 @@ pub(super) fn resize(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NRe
             .collect::<NResult<_>>()?,
         None => (0..r).collect(),
     };
-    let factors = resize_factors(imp, node, &x, &axes)?;
+    let factors = match resize_factors(imp, node, &x, &axes) {
+        Err(NodeError::Unsupported(why)) if why.contains("positive integer") => {
+            return super::resize::resize_general(imp, node, &x, out)
+        }
+        r => r?,
+    };
     let mut split: Vec<Dim> = Vec::new();
     let mut expanded: Vec<Dim> = Vec::new();
     let mut merged: Vec<Dim> = Vec::new();
@@ -331,4 +332,59 @@ fn resize_factors(
         return Err(invalid(node, "Resize without scales or sizes"));
     }
     Ok(factors)
+}
+
+/// Integer `Mod` through truncating division: `r = a - b·(a/b)` has the dividend's sign (fmod =
+/// 1); fmod = 0 takes the divisor's sign, `r + b` where `r ≠ 0` and the signs of `r` and `b`
+/// differ. Float `Mod` is refused: graph.json has no `fmod` (a composition would not be exact).
+pub(super) fn modulo(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
+    if node.input.len() != 2 {
+        return Err(invalid(node, "Mod takes two inputs"));
+    }
+    let ops = super::ops::operands(imp, node, &node.input)?;
+    let dt = ops.iter().find_map(|o| match o {
+        Opnd::T(t) => Some(t.dtype),
+        Opnd::S(_) => None,
+    });
+    if dt != Some(crate::ir::dtype::DType::I32) {
+        return Err(unsupported(
+            "Mod of floating-point tensors (graph.json has no fmod)",
+        ));
+    }
+    let q = imp.ew(node, "div", &ops, out)?;
+    let bq = imp.ew(node, "mul", &[ops[1].clone(), Opnd::T(q)], out)?;
+    let r = imp.ew(node, "sub", &[ops[0].clone(), Opnd::T(bq)], out)?;
+    if attr_i(node, "fmod") == Some(1) {
+        return Ok(r);
+    }
+    let rneg = imp.ew(node, "lt", &[Opnd::T(r.clone()), Opnd::S(0.0)], out)?;
+    let rpos = imp.ew(node, "gt", &[Opnd::T(r.clone()), Opnd::S(0.0)], out)?;
+    let mismatch = match &ops[1] {
+        Opnd::S(v) if *v > 0.0 => rneg,
+        Opnd::S(_) => rpos,
+        Opnd::T(b) => {
+            let bpos = imp.ew(node, "gt", &[Opnd::T(b.clone()), Opnd::S(0.0)], out)?;
+            let bneg = imp.ew(node, "lt", &[Opnd::T(b.clone()), Opnd::S(0.0)], out)?;
+            // r > 0: b < 0; r = 0: false (rpos); r < 0: b > 0.
+            let r_pos_b_neg = imp.ew(
+                node,
+                "where",
+                &[Opnd::T(rpos.clone()), Opnd::T(bneg), Opnd::T(rpos)],
+                out,
+            )?;
+            imp.ew(
+                node,
+                "where",
+                &[Opnd::T(rneg), Opnd::T(bpos), Opnd::T(r_pos_b_neg)],
+                out,
+            )?
+        }
+    };
+    let shifted = imp.ew(node, "add", &[Opnd::T(r.clone()), ops[1].clone()], out)?;
+    imp.ew(
+        node,
+        "where",
+        &[Opnd::T(mismatch), Opnd::T(shifted), Opnd::T(r)],
+        out,
+    )
 }

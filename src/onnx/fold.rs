@@ -222,7 +222,7 @@ fn fold_dims(imp: &Importer<'_>, node: &NodeProto) -> NResult<Option<Dv>> {
         }))
     };
     Ok(match op {
-        "Identity" | "Cast" => Some(get(0)?),
+        "Identity" | "Cast" | "CastLike" => Some(get(0)?),
         "Add" => bin(&|a, b| Some(a.add(b)))?,
         "Sub" => bin(&|a, b| Some(a.sub(b)))?,
         "Mul" => bin(&|a, b| Some(a.mul(b)))?,

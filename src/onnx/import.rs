@@ -13,8 +13,31 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-/// Lowest default-domain opset imported.
+/// The default-domain opset whose op versions the mapping follows; models of older opsets are
+/// imported node by node where the op's semantics have not changed since
+/// ([`oldest_faithful_opset`]).
 pub const MIN_OPSET: i64 = 13;
+
+/// The oldest default-domain opset from which `op`'s semantics (as far as graph.json expresses
+/// them) equal the version the mapping follows: an older model's node of this op is refused.
+pub fn oldest_faithful_opset(op: &str) -> i64 {
+    match op {
+        "Constant" | "Identity" | "Not" | "Transpose" | "Shape" | "Size" | "Softsign"
+        | "Softplus" => 1,
+        "Abs" | "Neg" | "Sqrt" | "Exp" | "Log" | "Relu" | "Sigmoid" | "Tanh" | "Reciprocal"
+        | "Cast" | "Tile" | "Elu" | "Selu" | "LeakyRelu" | "HardSigmoid" => 6,
+        "And" | "Or" | "Xor" | "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Equal" | "Greater"
+        | "Less" => 7,
+        "Max" | "Min" | "Sum" | "Mean" | "Expand" => 8,
+        "Where" | "Erf" | "IsNaN" | "ConstantOfShape" | "Shrink" | "PRelu" => 9,
+        "ThresholdedRelu" => 10,
+        // Opset 10 made the mask boolean; the ratio is an attribute before 12 (inference: identity).
+        "Dropout" => 10,
+        "Range" | "CumSum" | "Gather" | "GatherElements" => 11,
+        "Einsum" | "GreaterOrEqual" | "LessOrEqual" | "Celu" => 12,
+        _ => MIN_OPSET,
+    }
+}
 
 /// An import failure at one node: an op or form dlc-egg cannot express, or a model error.
 #[derive(Clone, Debug)]
@@ -400,15 +423,6 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
         return Err(doc_err("the model has no graph".into()));
     };
     let opset = model_opset(model);
-    if opset < MIN_OPSET {
-        return Err(Diagnostics::one(Diagnostic::error(
-            E_UNSUPPORTED_OPS.0,
-            E_UNSUPPORTED_OPS.1,
-            Location::Document,
-            format!("the model uses opset {opset}; dlc-egg imports opset {MIN_OPSET} and later"),
-            "export the model with opset 13 or later (torch.onnx.export(..., opset_version=17))",
-        )));
-    }
     let mut imp = Importer {
         model,
         dir,
@@ -508,7 +522,13 @@ fn import_nodes(
             .iter()
             .any(|i| matches!(imp.vals.get(i), Some(Val::Poison)));
         let op = node.op_type.as_deref().unwrap_or("");
-        let result = if poisoned && !super::SUPPORTED_OPS.contains(&op) {
+        let result = if imp.opset < oldest_faithful_opset(op) {
+            Err(NodeError::Unsupported(format!(
+                "its opset-{} form differs from the opset-{MIN_OPSET} one dlc-egg maps (supported from opset {})",
+                imp.opset,
+                oldest_faithful_opset(op)
+            )))
+        } else if poisoned && !super::SUPPORTED_OPS.contains(&op) {
             Err(NodeError::Unsupported("op not supported".into()))
         } else if poisoned {
             Err(NodeError::Unsupported(String::new()))

@@ -24,6 +24,7 @@ pub mod proto {
     include!("proto.rs");
 }
 
+mod act;
 mod constfold;
 mod extra;
 mod fold;
@@ -32,6 +33,7 @@ mod gelu;
 mod import;
 mod nn;
 mod ops;
+mod resize;
 mod symdata;
 mod value;
 
@@ -206,6 +208,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "AveragePool",
     "BatchNormalization",
     "Cast",
+    "CastLike",
+    "Celu",
     "Clip",
     "Concat",
     "Constant",
@@ -216,6 +220,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Div",
     "Dropout",
     "Einsum",
+    "Elu",
     "Equal",
     "Erf",
     "Exp",
@@ -244,10 +249,13 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "MaxPool",
     "Mean",
     "Min",
+    "Mish",
+    "Mod",
     "Mul",
     "Neg",
     "Not",
     "Or",
+    "PRelu",
     "Pad",
     "Pow",
     "Range",
@@ -260,17 +268,22 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Relu",
     "Reshape",
     "Resize",
+    "Selu",
     "Shape",
+    "Shrink",
     "Sigmoid",
     "Size",
     "Slice",
     "Softmax",
+    "Softplus",
+    "Softsign",
     "Split",
     "Sqrt",
     "Squeeze",
     "Sub",
     "Sum",
     "Tanh",
+    "ThresholdedRelu",
     "Tile",
     "Transpose",
     "Unsqueeze",

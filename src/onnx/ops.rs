@@ -130,7 +130,9 @@ fn elementwise(
             }
         }
         "LeakyRelu" | "HardSigmoid" | "HardSwish" => activation(imp, node, op, out)?,
+        "Mod" => super::extra::modulo(imp, node, out)?,
         "Erf" => super::extra::erf(imp, node, out)?,
+        _ if super::act::OPS.contains(&op) => super::act::activation(imp, node, op, out)?,
         _ => return super::symdata::logical(imp, node, op, out),
     }))
 }
@@ -149,6 +151,25 @@ fn structural(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> 
                 json!({"to": dtype.name()}),
                 out,
                 dtype,
+                x.shape,
+            )
+        }
+        "CastLike" => {
+            let x = imp.tensor(&node.input[0])?;
+            let elem = match imp.val(&node.input[1]).cloned() {
+                Some(Val::T(t)) => Ok(t.dtype),
+                _ => match imp.konst(&node.input[1])? {
+                    Some(c) => graph_dtype(c.elem)
+                        .ok_or_else(|| unsupported(format!("CastLike to element type {}", c.elem))),
+                    None => Err(unsupported("CastLike target without a value")),
+                },
+            }?;
+            imp.emit(
+                "Cast",
+                vec![json!(x.name)],
+                json!({"to": elem.name()}),
+                out,
+                elem,
                 x.shape,
             )
         }
@@ -326,7 +347,11 @@ fn binary_fn(op: &str) -> Option<&'static str> {
 }
 
 /// Elementwise operands: one-element constants become scalars when that keeps the rank.
-fn operands(imp: &mut Importer<'_>, node: &NodeProto, names: &[String]) -> NResult<Vec<Opnd>> {
+pub(super) fn operands(
+    imp: &mut Importer<'_>,
+    node: &NodeProto,
+    names: &[String],
+) -> NResult<Vec<Opnd>> {
     let mut max_rank = 0;
     for n in names {
         max_rank = max_rank.max(imp.rank_of(n)?);
@@ -583,9 +608,7 @@ fn expand(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo>
 fn pad(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
     let x = imp.tensor(&node.input[0])?;
     let r = x.shape.len();
-    if attr_s(node, "mode").is_some_and(|m| m != "constant") {
-        return Err(unsupported("Pad mode other than constant"));
-    }
+    let mode = attr_s(node, "mode").unwrap_or_else(|| "constant".into());
     let pads = imp
         .konst(&node.input[1])?
         .ok_or_else(|| unsupported("Pad amounts that are not constants"))?
@@ -620,6 +643,9 @@ fn pad(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
     let mut pairs = vec![(0i64, 0i64); r];
     for (j, a) in axes.iter().enumerate() {
         pairs[*a] = (pads[j], pads[j + k]);
+    }
+    if mode != "constant" {
+        return super::resize::pad_by_index(imp, node, &x, &pairs, &mode, out);
     }
     let shape = x
         .shape
@@ -687,8 +713,17 @@ fn slice(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> 
     let axes = const_ints(imp, node, 3, "Slice axes")?
         .unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = const_ints(imp, node, 4, "Slice steps")?.unwrap_or_else(|| vec![1; starts.len()]);
-    if steps.iter().any(|s| *s <= 0) {
-        return Err(unsupported("Slice with a negative step"));
+    if steps.contains(&0) {
+        return Err(invalid(node, "Slice with a zero step"));
+    }
+    if steps.iter().any(|s| *s < 0) {
+        let spec = (
+            starts.as_slice(),
+            ends.as_slice(),
+            axes.as_slice(),
+            steps.as_slice(),
+        );
+        return super::resize::slice_by_index(imp, node, &x, spec, out);
     }
     let mut shape = x.shape.clone();
     let mut axes_n = Vec::new();
