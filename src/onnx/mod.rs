@@ -33,6 +33,7 @@ mod gelu;
 mod import;
 mod nn;
 mod ops;
+mod pool;
 mod resize;
 mod symdata;
 mod value;
