@@ -31,6 +31,7 @@ mod fold;
 mod gather;
 mod gelu;
 mod import;
+mod intpow;
 mod nn;
 mod ops;
 mod pool;

@@ -94,6 +94,9 @@ fn elementwise(
         _ if binary_fn(op).is_some() => {
             let f = binary_fn(op).unwrap_or("");
             let mut acc = operands(imp, node, &node.input[..node.input.len().min(2)])?;
+            if op == "Pow" && matches!(&acc[0], Opnd::T(b) if !b.dtype.is_float()) {
+                return super::intpow::int_pow(imp, node, &acc, out).map(Some);
+            }
             let mut t = imp.ew(node, f, &acc, out)?;
             // Variadic Max/Min/Sum/Mean fold left.
             for extra in node.input.iter().skip(2) {
@@ -372,9 +375,7 @@ pub(super) fn operands(
             Opnd::S(_) => None,
         };
         match (base, &ops[1]) {
-            (Some(b), _) if !b.is_float() => {
-                return Err(unsupported("Pow of an integer base"));
-            }
+            (Some(b), _) if !b.is_float() => return Ok(ops),
             (Some(b), Opnd::T(e)) if e.dtype != b => {
                 let out = node.output.first().map_or("pow", String::as_str);
                 let cast = imp.emit(
