@@ -388,3 +388,57 @@ pub(super) fn modulo(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NRe
         out,
     )
 }
+
+/// Constant `Pad` by a run-time value `v`: `where(inside, padded, v)`, where `inside` is a
+/// `[1 | n, ...]` mask of ones padded with zeros on the padded axes (static sizes only), so the
+/// input's elements are kept bit for bit and every padding element is exactly `v`.
+pub(super) fn pad_runtime_value(
+    imp: &mut Importer<'_>,
+    node: &NodeProto,
+    x: &TInfo,
+    pairs: &[(i64, i64)],
+    padded: TInfo,
+    v: TInfo,
+    out: &str,
+) -> NResult<TInfo> {
+    if v.shape.iter().any(|d| d.as_int() != Some(1)) {
+        return Err(invalid(node, "Pad's constant_value is not one element"));
+    }
+    let mut mshape = Vec::with_capacity(pairs.len());
+    let mut pshape = Vec::with_capacity(pairs.len());
+    for (d, (lo, hi)) in x.shape.iter().zip(pairs) {
+        if (*lo, *hi) == (0, 0) {
+            mshape.push(1usize);
+            pshape.push(Dim::int(1));
+            continue;
+        }
+        let n = d
+            .as_int()
+            .ok_or_else(|| unsupported("Pad by a run-time value on a symbolic size"))?;
+        mshape.push(n as usize);
+        pshape.push(Dim::int(n + lo + hi));
+    }
+    let ones = super::value::CTensor {
+        elem: super::value::et::FLOAT,
+        data: vec![1.0; mshape.iter().product()],
+        shape: mshape,
+    };
+    let mname = imp.fresh(&format!("{out}_inside"));
+    let m = imp.materialize(&mname, &ones)?;
+    let attr: Vec<[i64; 2]> = pairs.iter().map(|(a, b)| [*a, *b]).collect();
+    let mp = imp.emit(
+        "Pad",
+        vec![json!(m.name)],
+        json!({"pad": attr, "value": 0.0}),
+        out,
+        m.dtype,
+        pshape,
+    );
+    let inside = imp.ew(node, "ne", &[Opnd::T(mp), Opnd::S(0.0)], out)?;
+    imp.ew(
+        node,
+        "where",
+        &[Opnd::T(inside), Opnd::T(padded), Opnd::T(v)],
+        out,
+    )
+}

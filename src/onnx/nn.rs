@@ -18,7 +18,7 @@ pub(super) fn import_nn(
         "MatMul" => matmul(imp, node, out),
         "Gemm" => gemm(imp, node, out),
         "Conv" | "ConvTranspose" => conv(imp, node, op, out),
-        "MaxPool" | "AveragePool" => pool(imp, node, op, out),
+        "MaxPool" | "AveragePool" => super::pool::pool(imp, node, op, out),
         "GlobalAveragePool" | "GlobalMaxPool" => {
             let x = imp.tensor(&node.input[0])?;
             let axes: Vec<usize> = (2..x.shape.len()).collect();
@@ -173,7 +173,7 @@ fn gemm(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
 }
 
 /// `[lo, hi]` pads per spatial dim from ONNX `pads` (all begins, then all ends) or `auto_pad`.
-fn spatial_pads(
+pub(super) fn spatial_pads(
     node: &NodeProto,
     x: &[Dim],
     kernel: &[i64],
@@ -266,89 +266,6 @@ fn conv(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
         attrs["output_padding"] = json!(outpad);
     }
     Ok(imp.emit(op, ins, attrs, out, x.dtype, shape))
-}
-
-fn pool(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResult<TInfo> {
-    if node.output.get(1).is_some_and(|o| !o.is_empty()) {
-        return Err(unsupported("MaxPool indices output"));
-    }
-    let ceil = attr_i(node, "ceil_mode") == Some(1);
-    if ceil && op != "MaxPool" {
-        return Err(unsupported("ceil_mode=1"));
-    }
-    let x = imp.tensor(&node.input[0])?;
-    let kernel = attr_ints(node, "kernel_shape").ok_or_else(|| invalid(node, "no kernel_shape"))?;
-    let k = kernel.len();
-    let stride = attr_ints(node, "strides").unwrap_or_else(|| vec![1; k]);
-    let dil = attr_ints(node, "dilations").unwrap_or_else(|| vec![1; k]);
-    let pads = spatial_pads(node, &x.shape, &kernel, &stride, &dil)?;
-    for (i, (lo, hi)) in pads.iter().enumerate() {
-        if 2 * lo.max(hi) > dil[i] * (kernel[i] - 1) + 1 {
-            return Err(unsupported("pooling pads larger than half the kernel"));
-        }
-    }
-    let x = if ceil {
-        ceil_mode_pad(imp, &x, &kernel, &stride, &dil, &pads, out)?
-    } else {
-        x
-    };
-    let mut shape = x.shape[..2].to_vec();
-    for i in 0..k {
-        let (lo, hi) = pads[i];
-        shape.push(
-            x.shape[2 + i]
-                .add_int(lo + hi - dil[i] * (kernel[i] - 1) - 1)
-                .floordiv(stride[i])
-                .add_int(1),
-        );
-    }
-    let pad: Vec<[i64; 2]> = pads.iter().map(|(a, b)| [*a, *b]).collect();
-    let mode = if op == "MaxPool" { "max" } else { "avg" };
-    let attrs = json!({"mode": mode, "kernel": kernel, "stride": stride, "pad": pad, "dilation": dil,
-        "count_include_pad": attr_i(node, "count_include_pad") == Some(1)});
-    Ok(imp.emit("Pool", vec![json!(x.name)], attrs, out, x.dtype, shape))
-}
-
-/// MaxPool's `ceil_mode=1` as floor mode over `x` extended at the end of each spatial axis by
-/// the lowest float (never a maximum): enough for the last window that starts inside the input
-/// or its start padding. Static spatial sizes only.
-fn ceil_mode_pad(
-    imp: &mut Importer<'_>,
-    x: &TInfo,
-    kernel: &[i64],
-    stride: &[i64],
-    dil: &[i64],
-    pads: &[(i64, i64)],
-    out: &str,
-) -> NResult<TInfo> {
-    let mut pad = vec![[0i64, 0i64]; x.shape.len()];
-    let mut shape = x.shape.clone();
-    for i in 0..kernel.len() {
-        let n = x.shape[2 + i]
-            .as_int()
-            .ok_or_else(|| unsupported("ceil_mode=1 on a symbolic size"))?;
-        let (lo, hi) = pads[i];
-        let span = dil[i] * (kernel[i] - 1) + 1;
-        let total = n + lo + hi - span;
-        let mut count = (total + stride[i] - 1).div_euclid(stride[i]) + 1;
-        if (count - 1) * stride[i] >= n + lo {
-            count -= 1;
-        }
-        let extra = ((count - 1) * stride[i] + span - (n + lo + hi)).max(0);
-        pad[2 + i][1] = extra;
-        shape[2 + i] = Dim::int(n + extra);
-    }
-    if pad.iter().all(|p| p[1] == 0) {
-        return Ok(x.clone());
-    }
-    Ok(imp.emit(
-        "Pad",
-        vec![json!(x.name)],
-        json!({"pad": pad, "value": f64::from(f32::MIN)}),
-        out,
-        x.dtype,
-        shape,
-    ))
 }
 
 fn batchnorm(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {

@@ -94,6 +94,9 @@ fn elementwise(
         _ if binary_fn(op).is_some() => {
             let f = binary_fn(op).unwrap_or("");
             let mut acc = operands(imp, node, &node.input[..node.input.len().min(2)])?;
+            if op == "Pow" && matches!(&acc[0], Opnd::T(b) if !b.dtype.is_float()) {
+                return super::intpow::int_pow(imp, node, &acc, out).map(Some);
+            }
             let mut t = imp.ew(node, f, &acc, out)?;
             // Variadic Max/Min/Sum/Mean fold left.
             for extra in node.input.iter().skip(2) {
@@ -372,9 +375,7 @@ pub(super) fn operands(
             Opnd::S(_) => None,
         };
         match (base, &ops[1]) {
-            (Some(b), _) if !b.is_float() => {
-                return Err(unsupported("Pow of an integer base"));
-            }
+            (Some(b), _) if !b.is_float() => return Ok(ops),
             (Some(b), Opnd::T(e)) if e.dtype != b => {
                 let out = node.output.first().map_or("pow", String::as_str);
                 let cast = imp.emit(
@@ -613,15 +614,12 @@ fn pad(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
         .konst(&node.input[1])?
         .ok_or_else(|| unsupported("Pad amounts that are not constants"))?
         .ints();
-    let value = match node.input.get(2).filter(|s| !s.is_empty()) {
-        Some(v) => imp
-            .konst(v)?
-            .ok_or_else(|| unsupported("Pad value that is not a constant"))?
-            .data
-            .first()
-            .copied()
-            .unwrap_or(0.0),
-        None => 0.0,
+    let (value, runtime_value) = match node.input.get(2).filter(|s| !s.is_empty()) {
+        Some(v) => match imp.konst(v)? {
+            Some(c) => (c.data.first().copied().unwrap_or(0.0), None),
+            None => (0.0, Some(imp.tensor(v)?)),
+        },
+        None => (0.0, None),
     };
     let axes: Vec<usize> = match node.input.get(3).filter(|s| !s.is_empty()) {
         Some(a) => imp
@@ -654,14 +652,18 @@ fn pad(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
         .map(|(d, (lo, hi))| d.add_int(lo + hi))
         .collect();
     let attr: Vec<[i64; 2]> = pairs.iter().map(|(a, b)| [*a, *b]).collect();
-    Ok(imp.emit(
+    let padded = imp.emit(
         "Pad",
         vec![json!(x.name)],
         json!({"pad": attr, "value": value}),
         out,
         x.dtype,
         shape,
-    ))
+    );
+    match runtime_value {
+        Some(v) => super::extra::pad_runtime_value(imp, node, &x, &pairs, padded, v, out),
+        None => Ok(padded),
+    }
 }
 
 fn const_ints(
