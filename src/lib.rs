@@ -75,6 +75,7 @@ pub mod run;
 pub mod shapes;
 pub mod target;
 pub mod tensor;
+pub mod timing;
 pub mod viz;
 
 pub use diag::{Diagnostic, Diagnostics};

@@ -183,7 +183,7 @@ fn choose_plan_as(
     // With one operand by `cp.async` (the other register-staged or gathered) the asynchronous
     // plans stay: that operand is pipelined `stages - 1` tiles ahead. TODO(issue 15): price the
     // register-staged operand of such a mixed plan (one tile ahead, its held registers).
-    let no_copy = matches!(e, Emits::Contraction { mma: true, staging, .. } if !staging.contains(&Staging::CpAsync));
+    let no_copy = matches!(e, Emits::Contraction { mma: true, staging, .. } if !staging.iter().any(|s| matches!(s, Staging::CpAsync | Staging::CpAsyncChecked)));
     // The SM90 template (`wgmma`) emits only the GEMMs it accepts (`templates::sm90`).
     let wgmma = matches!(e, Emits::Contraction { wgmma: true, .. });
     let all = candidates(&work, &model.target)

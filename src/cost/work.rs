@@ -157,6 +157,9 @@ pub enum Fill {
     /// A convolution's im2col gather: the whole thread's share of the tile held in registers,
     /// with the row bases hoisted out of the `K` loop.
     Gather,
+    /// `cp.async` copies aligned only under a run-time test, beside the element-by-element
+    /// path of the launches that fail it (both in the kernel's registers).
+    CpAsyncChecked,
 }
 
 /// Which region axes form `M`, `N`, the batch and `K`.

@@ -217,7 +217,7 @@ pub fn extract_cover_with(
 }
 
 /// [`extract_cover_with`], also returning the wall and CPU seconds spent building the problem
-/// (pricing every kernel e-node; CPU seconds where [`crate::optimize::process_cpu_seconds`]
+/// (pricing every kernel e-node; CPU seconds where [`crate::timing::process_cpu_seconds`]
 /// knows them); the rest is the extractor's.
 pub fn extract_cover_timed(
     eg: &TensorGraph,
@@ -228,9 +228,9 @@ pub fn extract_cover_timed(
     opts: &ExtractOptions,
 ) -> Result<(Cover, (f64, Option<f64>)), CoverError> {
     let start = std::time::Instant::now();
-    let cpu = crate::optimize::process_cpu_seconds();
+    let cpu = crate::timing::process_cpu_seconds();
     let kp = kernel_problem_with(eg, roots, sizes, pricer)?;
-    let cpu = crate::optimize::process_cpu_seconds()
+    let cpu = crate::timing::process_cpu_seconds()
         .zip(cpu)
         .map(|(b, a)| (b - a).max(0.0));
     let pricing = (start.elapsed().as_secs_f64(), cpu);

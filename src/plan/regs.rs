@@ -20,6 +20,10 @@ use crate::cost::work::{ComputeAtWork, Fill};
 /// Registers for addresses, indices and loop state, per thread.
 pub const BASE_REGS: u32 = 40;
 
+/// Registers the element-by-element path of a run-time-checked `cp.async` operand adds
+/// ([`Fill::CpAsyncChecked`]).
+pub const CHECKED_ELEMENT_PATH: u64 = 10;
+
 /// The most 4-byte registers per thread the `mma_sync` template holds one register-staged
 /// operand tile in across a k-step's fragment loop; a larger tile is stored to shared memory
 /// pair by pair as it is loaded (`codegen::templates::contraction_mma`).
@@ -111,8 +115,13 @@ pub fn mma_sync(fill: [Fill; 2], t: &Tile) -> u32 {
         match fill {
             // One 32-bit offset per 16-byte chunk the thread copies.
             Fill::CpAsync if t.async_ => (outer * t.bk / 8).div_ceil(threads),
+            // Both paths: the copy offsets and the element loop's index, address, bound and
+            // converted value (fitted to ptxas: gemm_bias_relu, the symbolic GEMMs).
+            Fill::CpAsyncChecked if t.async_ => {
+                (outer * t.bk / 8).div_ceil(threads) + CHECKED_ELEMENT_PATH
+            }
             Fill::Gather => (1 + GATHER_PER_PAIR) * pairs + GATHER_HOISTED,
-            Fill::Registers | Fill::CpAsync => {
+            Fill::Registers | Fill::CpAsync | Fill::CpAsyncChecked => {
                 REGS_PER_STAGED_PAIR
                     * if pairs > REG_HELD_MAX {
                         DIRECT_RUNS

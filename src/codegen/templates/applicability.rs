@@ -89,6 +89,7 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             g.tensor_cores &= mma;
             g.fill = staging.map(|s| match s {
                 Staging::CpAsync => Fill::CpAsync,
+                Staging::CpAsyncChecked => Fill::CpAsyncChecked,
                 Staging::Registers => Fill::Registers,
                 Staging::Gather => Fill::Gather,
             });

@@ -203,6 +203,8 @@ pub enum Staging {
     CpAsync,
     /// Element-wise loads with the operand's prologue, converted and stored through registers.
     Registers,
+    /// [`Staging::CpAsync`] under a run-time alignment test, element by element otherwise.
+    CpAsyncChecked,
     /// A convolution's im2col gather (`conv`): row bases, validity and guard parts hoisted
     /// out of the `K` loop, per element a predicated 2-byte load packed through registers.
     Gather,
@@ -212,8 +214,12 @@ pub enum Staging {
 /// costs its scalar loads and conversions).
 pub fn operand_staging(r: &Region, v: &View, side: Side) -> Staging {
     match mma_dtype(r, v) {
-        // A copy aligned only under a run-time test counts as one (the launches the test
-        // sends element by element are the slow path). TODO(issue 15): price that path.
+        // A copy aligned only under a run-time test is priced as one (the launches the test
+        // sends element by element are the slow path; TODO(issue 15): price that path's time),
+        // its registers hold both paths.
+        Some(d) if async_read(r, v, side, d).is_some_and(|(_, t)| t.is_some()) => {
+            Staging::CpAsyncChecked
+        }
         Some(d) if async_read(r, v, side, d).is_some() => Staging::CpAsync,
         Some(d) if conv::contiguous_read(r, v, side, d).is_some() => Staging::CpAsync,
         Some(d) if conv::gather(r, v, side, d).is_some() => Staging::Gather,
