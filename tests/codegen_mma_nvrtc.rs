@@ -171,7 +171,12 @@ fn case(dt: &str, sizes: Sizes, arch: Arch) -> String {
     let view_async = {
         let em = Emitter::new(r, "").expect("an emitter");
         let v = view(r, &choice.work, &em).expect("a GEMM view");
-        [Side::A, Side::B].map(|s| operand_staging(r, &v, s) == Staging::CpAsync)
+        [Side::A, Side::B].map(|s| {
+            matches!(
+                operand_staging(r, &v, s),
+                Staging::CpAsync | Staging::CpAsyncChecked
+            )
+        })
     };
     let copies = text.matches("dlc_cp_async_16(").count();
     let want = view_async.iter().filter(|a| **a).count() * (stages as usize);
