@@ -9,6 +9,8 @@
 //! libnvrtc comes from `scripts/install-cuda-wheels.sh`; without it these tests fail with that
 //! suggestion, unless `DLC_SKIP_NVRTC=1`, where they print a skip line and pass.
 
+mod common;
+
 use dlc_egg::codegen::emit;
 use dlc_egg::codegen::scalar::Emitter;
 use dlc_egg::codegen::templates::contraction::{view, Side};
@@ -35,45 +37,9 @@ fn nvrtc_here(test: &str) -> bool {
     }
 }
 
-/// `Y = relu(A·B + bias)`, `A [M, K]`, `B [K, N]`; a size that is not a number is a symbol
-/// priced at 4096.
-fn gemm(dt: &str, [m, k, n]: [&str; 3]) -> String {
-    let q = |s: &str| {
-        if s.parse::<i64>().is_ok() {
-            s.to_string()
-        } else {
-            format!("\"{s}\"")
-        }
-    };
-    let syms: Vec<String> = [m, k, n]
-        .iter()
-        .filter(|s| s.parse::<i64>().is_err())
-        .map(|s| format!("\"{s}\": 4096"))
-        .collect();
-    let (m, k, n) = (q(m), q(k), q(n));
-    format!(
-        r#"{{
-  "signature": {{
-    "inputs": [{{"tensor": "A", "role": "data"}}, {{"tensor": "B", "role": "param"}},
-               {{"tensor": "bias", "role": "param"}}],
-    "outputs": [{{"tensor": "Y"}}]
-  }},
-  "symbols": {{{syms}}},
-  "tensors": {{
-    "A": {{"dtype": "{dt}", "shape": [{m}, {k}]}},
-    "B": {{"dtype": "{dt}", "shape": [{k}, {n}]}},
-    "bias": {{"dtype": "{dt}", "shape": [{n}]}},
-    "Y": {{"dtype": "{dt}", "shape": [{m}, {n}]}}
-  }},
-  "graph": [
-    {{"op": "GEMM", "name": "gemm", "inputs": ["A", "B"], "outputs": ["C0"],
-      "attrs": {{"acc_dtype": "fp32"}}}},
-    {{"op": "Elementwise", "name": "bias_add", "fn": "add", "inputs": ["C0", "bias"], "outputs": ["C1"]}},
-    {{"op": "Elementwise", "name": "relu", "fn": "relu", "inputs": ["C1"], "outputs": ["Y"]}}
-  ]
-}}"#,
-        syms = syms.join(", ")
-    )
+/// `Y = relu(A·B + bias)`; a size that is not a number is a symbol priced at 4096.
+fn gemm(dt: &str, dims: [&str; 3]) -> String {
+    common::gemm_bias_relu(dt, dims, 4096)
 }
 
 /// How a case's sizes are given.

@@ -278,3 +278,44 @@ pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
     }
     out
 }
+
+/// `Y = relu(A·B + bias)`, `A [M, K]`, `B [K, N]`; a size that is not a number is a symbol
+/// priced at `default`.
+pub fn gemm_bias_relu(dt: &str, [m, k, n]: [&str; 3], default: i64) -> String {
+    let q = |s: &str| {
+        if s.parse::<i64>().is_ok() {
+            s.to_string()
+        } else {
+            format!("\"{s}\"")
+        }
+    };
+    let syms: Vec<String> = [m, k, n]
+        .iter()
+        .filter(|s| s.parse::<i64>().is_err())
+        .map(|s| format!("\"{s}\": {default}"))
+        .collect();
+    let (m, k, n) = (q(m), q(k), q(n));
+    format!(
+        r#"{{
+  "signature": {{
+    "inputs": [{{"tensor": "A", "role": "data"}}, {{"tensor": "B", "role": "param"}},
+               {{"tensor": "bias", "role": "param"}}],
+    "outputs": [{{"tensor": "Y"}}]
+  }},
+  "symbols": {{{syms}}},
+  "tensors": {{
+    "A": {{"dtype": "{dt}", "shape": [{m}, {k}]}},
+    "B": {{"dtype": "{dt}", "shape": [{k}, {n}]}},
+    "bias": {{"dtype": "{dt}", "shape": [{n}]}},
+    "Y": {{"dtype": "{dt}", "shape": [{m}, {n}]}}
+  }},
+  "graph": [
+    {{"op": "GEMM", "name": "gemm", "inputs": ["A", "B"], "outputs": ["C0"],
+      "attrs": {{"acc_dtype": "fp32"}}}},
+    {{"op": "Elementwise", "name": "bias_add", "fn": "add", "inputs": ["C0", "bias"], "outputs": ["C1"]}},
+    {{"op": "Elementwise", "name": "relu", "fn": "relu", "inputs": ["C1"], "outputs": ["Y"]}}
+  ]
+}}"#,
+        syms = syms.join(", ")
+    )
+}
