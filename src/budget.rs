@@ -234,27 +234,6 @@ pub fn read_file_limited(path: &Path, max: u64) -> Result<Vec<u8>, Diagnostic> {
     Ok(bytes)
 }
 
-/// Reads a regular file whole (a side file named by the graph, e.g. `constants`), with a
-/// fallible allocation of its size; a device, FIFO or directory is refused, so a graph naming
-/// `/dev/zero` cannot make the loader read forever. Errors are plain text for the caller's
-/// diagnostic.
-pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    let len = usize::try_from(meta.len()).map_err(|_| "it is too large".to_string())?;
-    let mut bytes = Vec::new();
-    bytes
-        .try_reserve_exact(len)
-        .map_err(|_| format!("cannot allocate {len} bytes for it (E1407 AllocationFailed)"))?;
-    file.take(meta.len())
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    Ok(bytes)
-}
-
 fn file_too_large(path: &Path, bytes: u64, max: u64) -> Diagnostic {
     Diagnostic::error(
         E_FILE_TOO_LARGE.0,
@@ -522,7 +501,7 @@ pub fn check_optimize(graph: &Graph, prog: &Program, max_memory: u64) -> Result<
 
 /// `E1408` when a tensor of `graph` under `lookup` has more than [`MAX_TARGET_ELEMENTS`]
 /// elements, or when its signature tensors need more than the GPU's memory
-/// ([`crate::codegen::gpu::verify::DEVICE_MEMORY_BYTES`]): no kernel of any target could be
+/// ([`crate::target::DEVICE_MEMORY_BYTES`]): no kernel of any target could be
 /// planned for it, so the optimizer is not asked to. Unbound sizes are skipped.
 pub fn check_target_sizes(
     graph: &Graph,
@@ -553,7 +532,7 @@ pub fn check_target_sizes(
             ));
         }
     }
-    let limit = crate::codegen::gpu::verify::DEVICE_MEMORY_BYTES;
+    let limit = crate::target::DEVICE_MEMORY_BYTES;
     let mut total: u128 = 0;
     let sig = graph.signature.inputs.iter().map(|i| &i.tensor);
     let mut seen = std::collections::BTreeSet::new();

@@ -14,7 +14,7 @@
 //! use dlc_egg::optimize::{optimize, OptimizeOptions};
 //! use dlc_egg::rules::{testing::check_optimized, Rule};
 //!
-//! // 1. A graph (`graph-json.md`; `ir::frontend::load_file` reads one from disk).
+//! // 1. A graph (`graph-json.md`; `pipeline::load_file` reads one from disk, in any input format).
 //! let json = r#"{
 //!   "signature": {"inputs": [{"tensor": "X"}], "outputs": [{"tensor": "Y"}]},
 //!   "tensors": {"X": {"dtype": "fp16", "shape": [8, 64]}, "Y": {"dtype": "fp16", "shape": [8, 64]}},
@@ -60,6 +60,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod diag;
 pub mod dsl;
+pub mod dtype;
 pub mod dump;
 pub mod eval;
 pub mod extract;
@@ -68,6 +69,7 @@ pub mod ir;
 pub mod npy;
 pub mod onnx;
 pub mod optimize;
+pub mod pipeline;
 pub mod plan;
 pub mod poly;
 pub mod rules;

@@ -7,6 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Global memory of the GPUs this compiler plans for (A100-SXM4-80GB, H100-SXM5-80GB: 80 GiB at
+/// most), bytes.
+pub const DEVICE_MEMORY_BYTES: u128 = 80 << 30;
+
 /// A GPU architecture the compiler targets.
 #[derive(
     Clone,

@@ -1,7 +1,7 @@
 //! Concrete tensors: the values `run` reads and writes and the reference evaluator produces.
 //! Row-major, dense. fp16/bf16 values are stored as `f32` holding exactly the rounded value.
 
-use crate::ir::dtype::DType;
+use crate::dtype::DType;
 
 /// Element storage.
 #[derive(Clone, Debug, PartialEq)]

@@ -18,7 +18,8 @@ fn data(model: &str) -> PathBuf {
 
 fn check_case(model: &str, tag: &str, inputs: &[&str]) {
     let dir = data(model);
-    let graph = frontend::load_file(&dir.join("model.onnx")).unwrap_or_else(|d| panic!("{d}"));
+    let graph =
+        dlc_egg::pipeline::load_file(&dir.join("model.onnx")).unwrap_or_else(|d| panic!("{d}"));
     let mut tensors: BTreeMap<String, Tensor> = graph.constants.clone();
     for name in inputs {
         let info = graph.tensor(name).expect("input declared");
@@ -55,7 +56,7 @@ fn check_case(model: &str, tag: &str, inputs: &[&str]) {
 /// Two BERT-like layers with a symbolic sequence length, run at lengths 7 and 12.
 #[test]
 fn bert_tiny_symbolic_sequence_matches_onnxruntime() {
-    let graph = frontend::load_file(&data("bert_tiny").join("model.onnx"))
+    let graph = dlc_egg::pipeline::load_file(&data("bert_tiny").join("model.onnx"))
         .unwrap_or_else(|d| panic!("{d}"));
     let ids = graph.tensor("input_ids").expect("ids");
     assert_eq!(
@@ -89,7 +90,7 @@ fn assert_symbolic(graph: &frontend::Graph, input: &str, dims: &str) {
 /// at lengths 5 and 9.
 #[test]
 fn gpt2_tiny_symbolic_sequence_matches_onnxruntime() {
-    let graph = frontend::load_file(&data("gpt2_tiny").join("model.onnx"))
+    let graph = dlc_egg::pipeline::load_file(&data("gpt2_tiny").join("model.onnx"))
         .unwrap_or_else(|d| panic!("{d}"));
     assert_symbolic(&graph, "input_ids", "[\"batch\", \"sequence\"]");
     let out = &graph.signature.outputs[0].tensor;
@@ -140,8 +141,8 @@ fn import_writes_graph_and_sidecar() {
     ]);
     assert_eq!(status, 0);
     assert!(tmp.path().join("bert.safetensors").is_file());
-    let from_json = frontend::load_file(&out).unwrap_or_else(|d| panic!("{d}"));
-    let direct = frontend::load_file(&data("bert_tiny").join("model.onnx")).expect("onnx");
+    let from_json = dlc_egg::pipeline::load_file(&out).unwrap_or_else(|d| panic!("{d}"));
+    let direct = dlc_egg::pipeline::load_file(&data("bert_tiny").join("model.onnx")).expect("onnx");
     assert_eq!(from_json.constants, direct.constants);
     assert_eq!(from_json.nodes, direct.nodes);
 }
@@ -222,7 +223,7 @@ fn cli_runs_onnx_with_int64_input_and_sanitized_output_name() {
         tmp.path().display().to_string(),
     ]);
     assert_eq!(status, 0);
-    let graph = frontend::load_file(&model).expect("onnx");
+    let graph = dlc_egg::pipeline::load_file(&model).expect("onnx");
     let out_name = &graph.signature.outputs[0].tensor;
     assert!(out_name.starts_with('/'), "{out_name}");
     let file: String = out_name

@@ -97,7 +97,7 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
     let path = dir.join("model.onnx");
     let data = dir.join("test_data_set_0");
     let mut outcome = Outcome::Passed;
-    let graph: Graph = match frontend::load_file(&path) {
+    let graph: Graph = match dlc_egg::pipeline::load_file(&path) {
         Ok(g) => g,
         Err(d) if is_refusal(&d) => {
             let why = reason(&d);

@@ -171,7 +171,8 @@ fn import_roundtrip(name: &str, file: &Path, work: &Path) -> (Graph, PathBuf, [f
     std::fs::write(&json, serde_json::to_string_pretty(&doc).expect("json")).expect("write");
     let write_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let graph = frontend::load_file(&json).unwrap_or_else(|e| panic!("{name} graph.json: {e}"));
+    let graph =
+        dlc_egg::pipeline::load_file(&json).unwrap_or_else(|e| panic!("{name} graph.json: {e}"));
     let load_s = t.elapsed().as_secs_f64();
     let mut direct = frontend::load_str(&imported.doc.to_string(), &file.display().to_string())
         .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -348,7 +349,8 @@ fn mask_idioms_match_onnxruntime_at_two_lengths() {
     use dlc_egg::run::{evaluate_optimized, PreparedInputs};
     use std::collections::BTreeMap;
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real_exports");
-    let graph = frontend::load_file(&d.join("mask_idioms.onnx")).unwrap_or_else(|e| panic!("{e}"));
+    let graph =
+        dlc_egg::pipeline::load_file(&d.join("mask_idioms.onnx")).unwrap_or_else(|e| panic!("{e}"));
     let prog = lower_and_verify(&graph).expect("lower");
     for tag in ["s5", "s9"] {
         let mut tensors = graph.constants.clone();

@@ -1,7 +1,6 @@
 //! How every command reads its graph file: graph.json, a `.graph` DSL program or an ONNX model,
 //! within the load budgets its flags set.
 
-use dlc_egg::diag::{Diagnostic, Diagnostics, Location};
 use dlc_egg::ir::frontend::Graph;
 use dlc_egg::run::Failure;
 
@@ -46,38 +45,12 @@ impl GraphInputArgs {
     /// graph.json; the file is read within `--max-file-bytes` and the graph checked against the
     /// node, Concat and rank budgets (`dlc_egg::budget`).
     pub fn load(&self, path: &std::path::Path) -> Result<Graph, Failure> {
-        let opts = dlc_egg::dsl::Options {
-            max_depth: self.max_depth,
+        let opts = dlc_egg::pipeline::LoadOptions {
+            budgets: self.budgets(),
+            dsl: dlc_egg::dsl::Options {
+                max_depth: self.max_depth,
+            },
         };
-        let budgets = self.budgets();
-        let bytes = dlc_egg::budget::read_file_limited(path, budgets.max_file_bytes)?;
-        let is_onnx = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
-        let graph = if is_onnx {
-            dlc_egg::budget::set_external_data_budget(budgets.max_file_bytes);
-            dlc_egg::onnx::load(path)?
-        } else {
-            let file = path.display().to_string();
-            let text = String::from_utf8(bytes).map_err(|e| {
-                Diagnostic::error(
-                    "E0000",
-                    "UnreadableInput",
-                    Location::Argument {
-                        argument: file.clone(),
-                    },
-                    format!("cannot read the file: it is not UTF-8 text ({e})"),
-                    "check the path and the file's permissions",
-                )
-            })?;
-            if dlc_egg::dsl::is_dsl_path(path) {
-                dlc_egg::dsl::load_str(&text, &file, opts)?
-            } else {
-                let base = path.parent().unwrap_or(std::path::Path::new(""));
-                dlc_egg::ir::frontend::load_str_in(&text, &file, base)?
-            }
-        };
-        dlc_egg::budget::check_load(&graph, &budgets).map_err(|d| Failure::user(Diagnostics(d)))?;
-        Ok(graph)
+        dlc_egg::pipeline::load_with(path, &opts)
     }
 }

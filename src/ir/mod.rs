@@ -8,7 +8,7 @@
 pub mod axis;
 pub mod axis_simplify;
 pub mod dim;
-pub mod dtype;
+pub use crate::dtype;
 pub mod egraph;
 pub mod frontend;
 pub mod indexbook;

@@ -3,7 +3,7 @@
 //! `scripts/gen-onnx-proto.sh`), then imported into a `graph.json` document whose initializers
 //! become `param` inputs with values ([`Imported`]).
 //!
-//! [`load`] is what every command does with a `.onnx` path (`frontend::load_file` dispatches on
+//! [`load`] is what every command does with a `.onnx` path (`crate::pipeline::load_file` dispatches on
 //! the extension); [`import_file`] + `Imported::write` is `dlc-egg import`.
 //!
 //! Diagnostic codes (`E06xx`):

@@ -174,23 +174,6 @@ fn negative(rule: &str) {
     }
 }
 
-macro_rules! rule_tests {
-    ($($rule:literal => $pos:ident, $neg:ident;)*) => {
-        $(
-            #[test]
-            fn $pos() {
-                positive($rule)
-            }
-            #[test]
-            fn $neg() {
-                negative($rule)
-            }
-        )*
-        /// Every rule of the set has a test pair above.
-        const TESTED: &[&str] = &[$($rule),*];
-    };
-}
-
 rule_tests! {
     "cast-past-reshape" => cast_past_reshape_fires, cast_past_reshape_near_miss;
     "cast-past-permute" => cast_past_permute_fires, cast_past_permute_near_miss;

@@ -205,23 +205,6 @@ fn negative(rule: &str) {
     }
 }
 
-macro_rules! rule_tests {
-    ($($rule:literal => $pos:ident, $neg:ident;)*) => {
-        $(
-            #[test]
-            fn $pos() {
-                positive($rule)
-            }
-            #[test]
-            fn $neg() {
-                negative($rule)
-            }
-        )*
-        /// Every rule of the set has a test pair above.
-        const TESTED: &[&str] = &[$($rule),*];
-    };
-}
-
 rule_tests! {
     "cast-sink-unary" => cast_sink_unary_fires, cast_sink_unary_near_miss;
     "cast-sink-unary-approx" => cast_sink_unary_approx_fires, cast_sink_unary_approx_near_miss;

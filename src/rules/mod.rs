@@ -24,6 +24,27 @@
 //! Phases: `subst`, `movement`, `rbssa`, `srnf`, `contraction`, `epilogue` ([`all_phases`]) and `kernels`
 //! ([`fusion`], which takes the legality oracle of the pipeline).
 
+/// One positive and one negative (near-miss) test per rule name, and `TESTED`, the list of the
+/// names covered: what every `*_tests.rs` of a rule theme instantiates (`positive` and `negative`
+/// are the theme's own fixtures).
+#[cfg(test)]
+macro_rules! rule_tests {
+    ($($rule:literal => $pos:ident, $neg:ident;)*) => {
+        $(
+            #[test]
+            fn $pos() {
+                positive($rule)
+            }
+            #[test]
+            fn $neg() {
+                negative($rule)
+            }
+        )*
+        /// Every rule of the set has a test pair above.
+        const TESTED: &[&str] = &[$($rule),*];
+    };
+}
+
 mod check;
 pub mod cond;
 pub mod contraction;

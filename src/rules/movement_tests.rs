@@ -337,23 +337,6 @@ fn negative(rule: &str) {
     }
 }
 
-macro_rules! rule_tests {
-    ($($rule:literal => $pos:ident, $neg:ident;)*) => {
-        $(
-            #[test]
-            fn $pos() {
-                positive($rule)
-            }
-            #[test]
-            fn $neg() {
-                negative($rule)
-            }
-        )*
-        /// Every rule of the set has a test pair above.
-        const TESTED: &[&str] = &[$($rule),*];
-    };
-}
-
 rule_tests! {
     "permute-permute" => permute_permute_fires, permute_permute_near_miss;
     "permute-identity" => permute_identity_fires, permute_identity_near_miss;

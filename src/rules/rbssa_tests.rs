@@ -241,23 +241,6 @@ fn negative(rule: &str) {
     }
 }
 
-macro_rules! rule_tests {
-    ($($rule:literal => $pos:ident, $neg:ident;)*) => {
-        $(
-            #[test]
-            fn $pos() {
-                positive($rule)
-            }
-            #[test]
-            fn $neg() {
-                negative($rule)
-            }
-        )*
-        /// Every rule of the set has a test pair above.
-        const TESTED: &[&str] = &[$($rule),*];
-    };
-}
-
 rule_tests! {
     "reshape-to-read" => reshape_to_read_fires, reshape_to_read_near_miss;
     "permute-to-read" => permute_to_read_fires, permute_to_read_near_miss;

@@ -351,23 +351,6 @@ fn negative(rule: &str) {
     }
 }
 
-macro_rules! rule_tests {
-    ($($rule:literal => $pos:ident, $neg:ident;)*) => {
-        $(
-            #[test]
-            fn $pos() {
-                positive($rule)
-            }
-            #[test]
-            fn $neg() {
-                negative($rule)
-            }
-        )*
-        /// Every rule of the set has a test pair above.
-        const TESTED: &[&str] = &[$($rule),*];
-    };
-}
-
 rule_tests! {
     "reduce-merge" => reduce_merge_fires, reduce_merge_near_miss;
     "reduce-of-unit-axes" => reduce_of_unit_axes_fires, reduce_of_unit_axes_near_miss;

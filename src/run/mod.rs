@@ -148,7 +148,7 @@ pub fn run(opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
 /// [`run`], also returning the timings of `--device cuda --repeat N`.
 pub fn run_report(opts: &RunOptions) -> Result<RunReport, Failure> {
     let device = check_device(opts.device)?;
-    let graph = frontend::load_file(&opts.graph)?;
+    let graph = crate::pipeline::load_file(&opts.graph)?;
     // The plan cache keys on the file's bytes (read again: `load_file` keeps no text).
     let hash = match std::fs::read(&opts.graph) {
         Ok(bytes) => crate::shapes::cache::graph_hash(&bytes),

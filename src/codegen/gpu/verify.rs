@@ -82,9 +82,7 @@ pub fn check_grid(kernel: &str, grid: [i64; 3]) -> Result<[u32; 3], GridLimitErr
     Ok(out)
 }
 
-/// Global memory of the GPUs this compiler plans for (A100-SXM4-80GB, H100-SXM5-80GB: 80 GiB at
-/// most), bytes.
-pub const DEVICE_MEMORY_BYTES: u128 = 80 << 30;
+pub use crate::target::DEVICE_MEMORY_BYTES;
 
 /// A graph whose signature inputs and outputs alone, at their concrete sizes, need more global
 /// memory than the GPU has: no template or plan can avoid it (diagnostic `E0405

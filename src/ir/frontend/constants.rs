@@ -21,6 +21,7 @@ use crate::ir::dtype::DType;
 use crate::tensor::{Tensor, TensorData};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// `E0006 InvalidConstant`: a `constants` entry that does not fit its tensor.
@@ -189,7 +190,7 @@ fn resolve_one(
             let path = base.join(&file);
             let bytes = files
                 .entry(path.clone())
-                .or_insert_with(|| crate::budget::read_regular_file(&path));
+                .or_insert_with(|| read_regular_file(&path));
             let bytes = bytes.as_ref().map_err(|e| {
                 diag(
                     UNREADABLE_CONSTANT,
@@ -267,4 +268,25 @@ fn decode(st: safetensors::Dtype, b: &[u8], want: DType) -> Result<TensorData, S
         (S::BOOL, DType::Bool) => TensorData::Bool(b.iter().map(|x| *x != 0).collect()),
         (s, w) => return Err(format!("stored as {s:?}, which does not fit dtype {w}")),
     })
+}
+
+/// Reads a regular file whole (a side file named by the graph, e.g. `constants`), with a
+/// fallible allocation of its size; a device, FIFO or directory is refused, so a graph naming
+/// `/dev/zero` cannot make the loader read forever. Errors are plain text for the caller's
+/// diagnostic.
+fn read_regular_file(path: &Path) -> Result<Vec<u8>, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let len = usize::try_from(meta.len()).map_err(|_| "it is too large".to_string())?;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|_| format!("cannot allocate {len} bytes for it (E1407 AllocationFailed)"))?;
+    file.take(meta.len())
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(bytes)
 }

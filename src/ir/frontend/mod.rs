@@ -176,13 +176,23 @@ pub fn load_str_in(text: &str, file: &str, base: &Path) -> Result<Graph, Diagnos
     Ok(graph)
 }
 
-/// Loads a graph file: `graph.json`, or an ONNX model (`.onnx`, imported by [`crate::onnx`]).
+/// Loads a `graph.json` file. Other formats (ONNX models, the `.graph` DSL) are read by
+/// `crate::pipeline::load_file`, which dispatches on the extension; this layer knows graph.json
+/// only, so a `.onnx` path is refused with a diagnostic that says where to go.
 pub fn load_file(path: &Path) -> Result<Graph, Diagnostics> {
     if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
     {
-        return crate::onnx::load(path);
+        return Err(Diagnostics::one(crate::diag::Diagnostic::error(
+            "E0000",
+            "UnreadableInput",
+            crate::diag::Location::Argument {
+                argument: path.display().to_string(),
+            },
+            "`ir::frontend::load_file` reads graph.json only; this is an ONNX model",
+            "load it with `dlc_egg::pipeline::load_file`, which reads every input format",
+        )));
     }
     let text = std::fs::read_to_string(path).map_err(|e| {
         Diagnostics::one(crate::diag::Diagnostic::error(
