@@ -13,7 +13,7 @@ pub fn gcd(a: i64, b: i64) -> i64 {
 }
 
 /// A coefficient ring: integers, or symbolic sizes (every symbol a size `>= 0`).
-pub trait Coeff: Clone + Debug + Display + Default + Ord + Eq + Hash {
+pub trait Coeff: Clone + Debug + Display + Default + Ord + Eq + Hash + Send + 'static {
     /// The integer `v`.
     fn int(v: i64) -> Self;
     /// The value when constant.

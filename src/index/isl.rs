@@ -87,6 +87,9 @@ pub struct IslError {
     pub pos: usize,
     /// What is wrong.
     pub msg: String,
+    /// The algebra's error when the text reads but its arithmetic fails (overflow, a bad
+    /// divisor, a product of variables).
+    pub cause: Option<IndexError>,
 }
 
 impl Display for IslError {
@@ -123,6 +126,7 @@ pub fn tokenize(s: &str) -> Result<Vec<(usize, Tok)>, IslError> {
             let v = s[i..end].parse().map_err(|_| IslError {
                 pos: i,
                 msg: "integer too large".into(),
+                cause: None,
             })?;
             out.push((i, Tok::Int(v)));
         } else if c.is_alphabetic() || c == '_' {
@@ -144,6 +148,7 @@ pub fn tokenize(s: &str) -> Result<Vec<(usize, Tok)>, IslError> {
             return Err(IslError {
                 pos: i,
                 msg: format!("unexpected character `{c}`"),
+                cause: None,
             });
         }
     }
@@ -181,11 +186,16 @@ impl Cursor {
         Err(IslError {
             pos: self.toks.get(self.pos).map_or(self.end, |t| t.0),
             msg: msg.to_string(),
+            cause: None,
         })
     }
 
     fn lift<T>(&self, r: Result<T, IndexError>) -> IslResult<T> {
-        r.or_else(|e| self.err(&e.to_string()))
+        r.map_err(|e| IslError {
+            pos: self.toks.get(self.pos).map_or(self.end, |t| t.0),
+            msg: e.to_string(),
+            cause: Some(e),
+        })
     }
 
     /// The current token.
@@ -294,7 +304,10 @@ impl Cursor {
                 acc = match (acc.as_int(), f.as_int()) {
                     (Some(k), _) => self.lift(f.try_scale(&k))?,
                     (_, Some(k)) => self.lift(acc.try_scale(&k))?,
-                    _ => return self.err(&format!("product of two variables ({acc}) * ({f})")),
+                    _ => {
+                        let e = IndexError::NonAffine(format!("({acc}) * ({f})"));
+                        return self.lift(Err(e));
+                    }
                 };
             } else {
                 return Ok(acc);
@@ -365,7 +378,7 @@ mod tests {
         assert_eq!(read("2h + h*2 - (1)").to_string(), "4*h - 1");
         let order = ["m".to_string(), "k1".to_string()];
         assert_eq!(read("k1 + 2m - 1").isl(&order), "2*m + k1 - 1");
-        assert!(Cursor::new("(x)/2").and_then(|mut c| c.expr()).is_err());
+        assert!(Cursor::new("(x/2)").and_then(|mut c| c.expr()).is_err());
         assert!(Cursor::new("x * y").and_then(|mut c| c.expr()).is_err());
         assert!(Cursor::new("floor(x/0)")
             .and_then(|mut c| c.expr())

@@ -32,41 +32,79 @@ pub enum IndexError {
     /// A floordiv by a divisor that is not provably positive.
     #[error("floordiv by {0}: the divisor must be positive")]
     BadDivisor(String),
+    /// A product of two non-constant forms.
+    #[error("`{0}` is not affine (a product of variables)")]
+    NonAffine(String),
     /// An opaque atom has no value.
     #[error("the opaque index `{0}` has no value")]
     Opaque(String),
 }
 
-/// A test hook: every expression handed to the simplifier is recorded while a collection is
-/// active (`tests/index_algebra.rs` feeds them to the property test). Off unless started.
+/// A test hook: while a collection is active, every `floor(e / d)` the simplifier answers is
+/// recorded as a [`trace::Sample`] (variables renumbered, their range facts attached), so that
+/// `tests/index_algebra.rs` can check the answers the consumers really produce. Off (one atomic
+/// load per floordiv) unless started.
 pub mod trace {
-    use std::cell::RefCell;
+    use super::{Coeff, Facts, Quasi};
+    use std::any::Any;
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
 
-    thread_local! {
-        static SINK: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+    static ACTIVE: AtomicBool = AtomicBool::new(false);
+    static SINK: Mutex<Vec<Box<dyn Any + Send>>> = Mutex::new(Vec::new());
+
+    /// One simplifier answer: `floor(input / divisor) = output` wherever variable `j` lies in
+    /// `ranges[j]` (unbounded when `None`).
+    #[derive(Clone, Debug)]
+    pub struct Sample<C> {
+        /// The dividend, variables numbered `0..`.
+        pub input: Quasi<C, usize>,
+        /// The divisor.
+        pub divisor: C,
+        /// The range fact of each variable.
+        pub ranges: Vec<Option<(C, C)>>,
+        /// The simplified floor.
+        pub output: Quasi<C, usize>,
     }
 
-    /// Starts recording on this thread (clears earlier records).
+    /// Starts recording (all threads; clears earlier records).
     pub fn start() {
-        SINK.with(|s| *s.borrow_mut() = Some(Vec::new()));
+        if let Ok(mut s) = SINK.lock() {
+            s.clear();
+        }
+        ACTIVE.store(true, Ordering::SeqCst);
     }
 
-    /// Stops recording and returns what was recorded.
-    pub fn take() -> Vec<String> {
-        SINK.with(|s| s.borrow_mut().take().unwrap_or_default())
+    /// Stops recording and returns the samples recorded (downcast them to `Sample<C>`).
+    pub fn take() -> Vec<Box<dyn Any + Send>> {
+        ACTIVE.store(false, Ordering::SeqCst);
+        SINK.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
     }
 
-    /// True while recording.
-    pub fn active() -> bool {
-        SINK.with(|s| s.borrow().is_some())
-    }
-
-    /// Records one entry (no-op unless recording).
-    pub fn record(f: impl FnOnce() -> String) {
-        SINK.with(|s| {
-            if let Some(v) = s.borrow_mut().as_mut() {
-                v.push(f());
-            }
-        });
+    /// Records one answer (no-op unless recording).
+    pub(crate) fn record<C: Coeff + Send + 'static, V: Clone + Ord>(
+        input: &Quasi<C, V>,
+        divisor: &C,
+        facts: &dyn Facts<C, V>,
+        output: &Quasi<C, V>,
+    ) {
+        if !ACTIVE.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut vars = BTreeSet::new();
+        input.vars(&mut vars);
+        output.vars(&mut vars);
+        let vars: Vec<V> = vars.into_iter().collect();
+        let num = |v: &V| vars.iter().position(|x| x == v).unwrap_or(vars.len());
+        let sample = Sample {
+            input: input.map_vars(&num),
+            divisor: divisor.clone(),
+            ranges: vars.iter().map(|v| facts.range(v)).collect(),
+            output: output.map_vars(&num),
+        };
+        if let Ok(mut s) = SINK.lock() {
+            s.push(Box::new(sample));
+        }
     }
 }

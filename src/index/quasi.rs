@@ -161,6 +161,23 @@ impl<C: Coeff, V: Clone + Ord> Quasi<C, V> {
         }
     }
 
+    /// The same form over variables renamed by `f` (`f` must be injective on this form's
+    /// variables, else terms merge).
+    pub fn map_vars<W: Clone + Ord>(&self, f: &dyn Fn(&V) -> W) -> Quasi<C, W> {
+        let mut out = Quasi::<C, W>::constant(self.konst.clone());
+        for (a, c) in &self.terms {
+            let b = match a {
+                Atom::Var(v) => Atom::Var(f(v)),
+                Atom::Floor(e, d) => Atom::Floor(Box::new(e.map_vars(f)), d.clone()),
+                Atom::Min(x, y) => Atom::Min(Box::new(x.map_vars(f)), Box::new(y.map_vars(f))),
+                Atom::Max(x, y) => Atom::Max(Box::new(x.map_vars(f)), Box::new(y.map_vars(f))),
+                Atom::Opaque(n) => Atom::Opaque(n.clone()),
+            };
+            out.terms.insert(b, c.clone());
+        }
+        out
+    }
+
     /// True when some variable satisfies `f` (atoms' insides included).
     pub fn mentions(&self, f: &dyn Fn(&V) -> bool) -> bool {
         let mut vs = BTreeSet::new();

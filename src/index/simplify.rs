@@ -15,7 +15,6 @@
 use super::coeff::{gcd, Coeff};
 use super::quasi::{Atom, Quasi};
 use super::{trace, IndexError};
-use std::fmt::Debug;
 
 /// Range facts: inclusive bounds of variables, valid on the whole domain the expression is
 /// simplified for.
@@ -62,12 +61,21 @@ pub fn range<C: Coeff, V: Clone + Ord>(e: &Quasi<C, V>, facts: &dyn Facts<C, V>)
 
 /// `floor(e / d)` simplified (see the module documentation). A divisor that is not provably
 /// positive is [`IndexError::BadDivisor`]; overflow is [`IndexError::Overflow`].
-pub fn floordiv<C: Coeff, V: Clone + Ord + Debug>(
+pub fn floordiv<C: Coeff, V: Clone + Ord>(
     e: &Quasi<C, V>,
     d: &C,
     facts: &dyn Facts<C, V>,
 ) -> Result<Quasi<C, V>, IndexError> {
-    trace::record(|| format!("{e:?} // {d:?}"));
+    let out = floordiv_rules(e, d, facts)?;
+    trace::record(e, d, facts, &out);
+    Ok(out)
+}
+
+fn floordiv_rules<C: Coeff, V: Clone + Ord>(
+    e: &Quasi<C, V>,
+    d: &C,
+    facts: &dyn Facts<C, V>,
+) -> Result<Quasi<C, V>, IndexError> {
     match d.as_int() {
         Some(k) if k <= 0 => return Err(IndexError::BadDivisor(d.to_string())),
         Some(1) => return Ok(e.clone()),
@@ -125,7 +133,8 @@ pub fn floordiv<C: Coeff, V: Clone + Ord + Debug>(
             if a == b {
                 return q.try_add_const(&a);
             }
-        } else if C::provably_le(&C::int(0), &lo)
+        }
+        if C::provably_le(&C::int(0), &lo)
             && hi
                 .checked_add(&C::int(1))
                 .is_some_and(|h1| C::provably_le(&h1, &d))
@@ -147,7 +156,7 @@ pub fn floordiv<C: Coeff, V: Clone + Ord + Debug>(
 }
 
 /// `e mod d` as `e − d · floor(e / d)`.
-pub fn modulo<C: Coeff, V: Clone + Ord + Debug>(
+pub fn modulo<C: Coeff, V: Clone + Ord>(
     e: &Quasi<C, V>,
     d: &C,
     facts: &dyn Facts<C, V>,
@@ -156,7 +165,7 @@ pub fn modulo<C: Coeff, V: Clone + Ord + Debug>(
 }
 
 /// `ceil(e / d)` as `floor((e + d − 1) / d)`.
-pub fn ceildiv<C: Coeff, V: Clone + Ord + Debug>(
+pub fn ceildiv<C: Coeff, V: Clone + Ord>(
     e: &Quasi<C, V>,
     d: &C,
     facts: &dyn Facts<C, V>,
@@ -167,7 +176,7 @@ pub fn ceildiv<C: Coeff, V: Clone + Ord + Debug>(
 
 /// `e` with every variable `v` for which `f(v)` is `Some(x)` replaced by `x`, floors re-simplified
 /// under `facts` (`min` / `max` atoms substituted inside).
-pub fn substitute<C: Coeff, V: Clone + Ord + Debug>(
+pub fn substitute<C: Coeff, V: Clone + Ord>(
     e: &Quasi<C, V>,
     f: &dyn Fn(&V) -> Option<Quasi<C, V>>,
     facts: &dyn Facts<C, V>,

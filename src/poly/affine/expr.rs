@@ -27,7 +27,7 @@ impl From<IndexError> for AffineError {
         match e {
             IndexError::Overflow => AffineError::Overflow,
             IndexError::BadDivisor(d) => AffineError::BadDivisor(d.parse().unwrap_or(0)),
-            IndexError::Opaque(n) => AffineError::NonAffine(n),
+            IndexError::Opaque(n) | IndexError::NonAffine(n) => AffineError::NonAffine(n),
         }
     }
 }

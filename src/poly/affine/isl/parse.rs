@@ -35,9 +35,12 @@ type PResult<T> = Result<T, AffineError>;
 
 impl From<IslError> for AffineError {
     fn from(e: IslError) -> AffineError {
-        AffineError::Parse {
-            pos: e.pos,
-            msg: e.msg,
+        match e.cause {
+            Some(c) => c.into(),
+            None => AffineError::Parse {
+                pos: e.pos,
+                msg: e.msg,
+            },
         }
     }
 }
