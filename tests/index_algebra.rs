@@ -72,10 +72,9 @@ fn quasi_symbols<C: Value>(q: &Quasi<C, usize>, out: &mut BTreeSet<String>) {
 }
 
 fn value<C: Value>(q: &Quasi<C, usize>, point: &[i64], env: &BTreeMap<String, i64>) -> Option<i64> {
-    q.eval::<Fail>(
-        &|v| point.get(*v).copied().ok_or(Fail),
-        &|c| c.value(env).ok_or(Fail),
-    )
+    q.eval::<Fail>(&|v| point.get(*v).copied().ok_or(Fail), &|c| {
+        c.value(env).ok_or(Fail)
+    })
     .ok()
 }
 
@@ -99,8 +98,11 @@ fn check<C: Value>(s: &Sample<C>, rng: &mut Rng) -> usize {
     }
     let mut checked = 0;
     for _ in 0..if syms.is_empty() { 1 } else { 4 } {
-        let env: BTreeMap<String, i64> = syms.iter().map(|n| (n.clone(), rng.range(0, 9))).collect();
-        let Some(d) = s.divisor.value(&env).filter(|d| *d > 0) else { continue };
+        let env: BTreeMap<String, i64> =
+            syms.iter().map(|n| (n.clone(), rng.range(0, 9))).collect();
+        let Some(d) = s.divisor.value(&env).filter(|d| *d > 0) else {
+            continue;
+        };
         // The box of the facts (unbounded variables over a window around 0).
         let mut bounds = Vec::new();
         for r in &s.ranges {
@@ -115,7 +117,10 @@ fn check<C: Value>(s: &Sample<C>, rng: &mut Rng) -> usize {
         if bounds.iter().any(|(l, h)| l > h) {
             continue; // an empty box: nothing to check
         }
-        let total: i64 = bounds.iter().map(|(l, h)| (h - l + 1).min(1 << 20)).product();
+        let total: i64 = bounds
+            .iter()
+            .map(|(l, h)| (h - l + 1).min(1 << 20))
+            .product();
         let points = total.min(512);
         for p in 0..points {
             let point: Vec<i64> = if total <= 512 {
@@ -130,10 +135,15 @@ fn check<C: Value>(s: &Sample<C>, rng: &mut Rng) -> usize {
                     })
                     .collect()
             } else {
-                bounds.iter().map(|(l, h)| rng.range(*l, (*h).min(l + 4096))).collect()
+                bounds
+                    .iter()
+                    .map(|(l, h)| rng.range(*l, (*h).min(l + 4096)))
+                    .collect()
             };
-            let (Some(x), Some(y)) = (value(&s.input, &point, &env), value(&s.output, &point, &env))
-            else {
+            let (Some(x), Some(y)) = (
+                value(&s.input, &point, &env),
+                value(&s.output, &point, &env),
+            ) else {
                 continue; // opaque atoms have no value
             };
             assert_eq!(
@@ -184,7 +194,8 @@ fn random_quasi(rng: &mut Rng, vars: usize, depth: u32) -> Quasi<Dim, usize> {
         } else {
             Quasi::var(rng.range(0, vars as i64 - 1) as usize)
         };
-        let c = random_dim(rng, rng.range(0, 3) == 0);
+        let symbolic = rng.range(0, 3) == 0;
+        let c = random_dim(rng, symbolic);
         q = q.try_add(&atom.try_scale(&c).expect("dims")).expect("dims");
     }
     q
@@ -199,8 +210,8 @@ fn consumer_samples() -> Vec<Box<dyn std::any::Any + Send>> {
     }
     // The rbssa rules, Poly-View and Poly Core on the examples with strided and padded accesses.
     for name in ["conv3x3_s2_p1_silu", "conv_relu_pool", "matmul_1d_2d"] {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("examples/{name}.json"));
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.json"));
         common::optimized_dump(&path, DumpLayer::PolyCore);
     }
     trace::take()
@@ -220,7 +231,10 @@ fn simplification_preserves_values_on_boxes() {
         }
         from_consumers += 1;
     }
-    assert!(from_consumers > 50, "only {from_consumers} samples from the consumers");
+    assert!(
+        from_consumers > 50,
+        "only {from_consumers} samples from the consumers"
+    );
     // Random expressions with symbolic coefficients over boxes with symbolic sizes.
     trace::start();
     for _ in 0..400 {
@@ -240,7 +254,9 @@ fn simplification_preserves_values_on_boxes() {
         };
         // Non-positive or unprovable divisors are refused, never mis-simplified.
         let _ = simplify::floordiv(&e, &d, &BoxFacts(sizes));
-        let i = Quasi::<i64, usize>::var(0).scale(rng.range(-9, 9)).add(&Quasi::int(rng.range(-20, 20)));
+        let i = Quasi::<i64, usize>::var(0usize)
+            .scale(rng.range(-9, 9))
+            .add(&Quasi::int(rng.range(-20, 20)));
         let _ = simplify::floordiv(&i, &rng.range(1, 9), &BoxFacts(vec![rng.range(1, 30)]));
     }
     let random = trace::take();

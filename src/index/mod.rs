@@ -79,7 +79,9 @@ pub mod trace {
     /// Stops recording and returns the samples recorded (downcast them to `Sample<C>`).
     pub fn take() -> Vec<Box<dyn Any + Send>> {
         ACTIVE.store(false, Ordering::SeqCst);
-        SINK.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
+        SINK.lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
     }
 
     /// Records one answer (no-op unless recording).
