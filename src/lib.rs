@@ -65,6 +65,7 @@ pub mod dump;
 pub mod eval;
 pub mod extract;
 pub mod fuzz_target;
+pub mod index;
 pub mod ir;
 pub mod npy;
 pub mod onnx;

@@ -3,9 +3,12 @@
 //! coefficients and constant are axis-free sizes ([`Dim`], symbols included) and whose atoms are
 //! output axes `i<k>` and `floordiv(normal form, c)` with `c > 0`.
 //!
-//! Simplifications (all exact on integers):
+//! The form and its floordiv simplifier are the index algebra's ([`crate::index`]): this module
+//! only converts [`AxisExpr`]s to and from it and decides guards. Simplifications (all exact on
+//! integers):
 //! - like atoms merge, so `c*(e//c) + (e - c*(e//c)) = e`;
-//! - `(c*q + r)//c = q + r//c` for integer `q` (coefficients divisible by `c` leave the floor);
+//! - `(c*q + r)//c = q + r//c` for integer `q` (the multiples of `c` leave the floor), then the
+//!   rest is reduced by the gcd of its integer coefficients and the divisor;
 //! - `r//c = k` when `floor(lo/c) = floor(hi/c) = k` for provable bounds `lo <= r <= hi` (output
 //!   axis `i<k>` ranges over `[0, size_k - 1]`); `(e//a)//b = e//(a·b)`;
 //! - guard comparisons provably true everywhere on the output domain are dropped (so `0 <= i_k`
@@ -13,61 +16,32 @@
 //!
 //! Output axes of a map of rank `r` are `i0..i{r-1}`; every other name is a size symbol (`>= 0`).
 
+use crate::index::{self, simplify, Facts, Quasi};
 use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
 use crate::ir::dim::{Atom, Dim};
-use std::collections::BTreeMap;
 
-/// An atom of a linear form.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Term {
-    Axis(usize),
-    Div(Box<Lin>, i64),
-}
+/// An atom of a linear form: output axis `i<k>`, or `floor(e / c)`, `c > 0` (the index
+/// algebra's variable and floor atoms).
+type Term = index::Atom<Dim, usize>;
 
-/// `Σ coeff·term + konst`; no zero coefficient is stored.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-struct Lin {
-    terms: BTreeMap<Term, Dim>,
-    konst: Dim,
-}
+/// `Σ coeff·term + konst`: the index algebra's form over output axes.
+type Lin = Quasi<Dim, usize>;
 
-impl Lin {
-    fn konst(d: Dim) -> Lin {
-        Lin {
-            terms: BTreeMap::new(),
-            konst: d,
-        }
-    }
-
-    fn term(t: Term) -> Lin {
-        Lin {
-            terms: [(t, Dim::int(1))].into_iter().collect(),
-            konst: Dim::int(0),
-        }
-    }
-
-    fn add_scaled(&mut self, o: &Lin, s: &Dim) {
-        for (t, c) in &o.terms {
-            let v = self.terms.entry(t.clone()).or_default().add(&c.mul(s));
-            if v.is_int(0) {
-                self.terms.remove(t);
-            } else {
-                self.terms.insert(t.clone(), v);
-            }
-        }
-        self.konst = self.konst.add(&o.konst.mul(s));
-    }
-
-    fn scaled(&self, s: &Dim) -> Lin {
-        let mut out = Lin::default();
-        out.add_scaled(self, s);
-        out
-    }
+/// `a + s·b` (symbolic coefficients do not overflow).
+fn add_scaled(a: &Lin, b: &Lin, s: &Dim) -> Lin {
+    let t = b.try_scale(s).unwrap_or_default();
+    a.try_add(&t).unwrap_or_default()
 }
 
 /// Sizes of the output axes: the domain the simplifier proves facts on.
 struct Ctx<'a> {
     sizes: &'a [Dim],
+}
+
+impl Facts<Dim, usize> for Ctx<'_> {
+    fn range(&self, k: &usize) -> Option<(Dim, Dim)> {
+        Some((Dim::int(0), self.sizes.get(*k)?.add_int(-1)))
+    }
 }
 
 impl Ctx<'_> {
@@ -80,30 +54,32 @@ impl Ctx<'_> {
     /// terms, a non-positive divisor, an out-of-range axis name).
     fn lin(&self, e: &AxisExpr) -> Option<Lin> {
         Some(match e {
-            AxisExpr::Const(c) => Lin::konst(Dim::int(*c)),
+            AxisExpr::Const(c) => Lin::int(*c),
             AxisExpr::Name(n) => match self.axis_of(n) {
-                Some(k) => Lin::term(Term::Axis(k)),
+                Some(k) => Lin::var(k),
                 None if looks_like_axis(n) => return None,
-                None => Lin::konst(Dim::sym(n)),
+                None => Lin::constant(Dim::sym(n)),
             },
             AxisExpr::Add(ts) => {
                 let mut out = Lin::default();
                 for t in ts {
-                    out.add_scaled(&self.lin(t)?, &Dim::int(1));
+                    out = add_scaled(&out, &self.lin(t)?, &Dim::int(1));
                 }
                 out
             }
             AxisExpr::Mul(a, b) => {
                 let (a, b) = (self.lin(a)?, self.lin(b)?);
                 if a.terms.is_empty() {
-                    b.scaled(&a.konst)
+                    add_scaled(&Lin::default(), &b, &a.konst)
                 } else if b.terms.is_empty() {
-                    a.scaled(&b.konst)
+                    add_scaled(&Lin::default(), &a, &b.konst)
                 } else {
                     return None;
                 }
             }
-            AxisExpr::FloorDiv(x, c) if *c > 0 => self.floordiv(self.lin(x)?, *c),
+            AxisExpr::FloorDiv(x, c) if *c > 0 => {
+                simplify::floordiv(&self.lin(x)?, &Dim::int(*c), self).ok()?
+            }
             AxisExpr::FloorDiv(..) => return None,
             // Axis-free only: the min/max of two sizes is a size.
             AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
@@ -111,7 +87,7 @@ impl Ctx<'_> {
                 if !a.terms.is_empty() || !b.terms.is_empty() {
                     return None;
                 }
-                Lin::konst(match e {
+                Lin::constant(match e {
                     AxisExpr::Min(..) => a.konst.min_of(&b.konst),
                     _ => a.konst.max_of(&b.konst),
                 })
@@ -119,82 +95,10 @@ impl Ctx<'_> {
         })
     }
 
-    /// `floor(l / c)`, `c > 0`, simplified.
-    fn floordiv(&self, l: Lin, c: i64) -> Lin {
-        if c == 1 {
-            return l;
-        }
-        if l.terms.is_empty() {
-            return Lin::konst(l.konst.floordiv(c));
-        }
-        // floor((c·q + r)/c) = q + floor(r/c) for integer q.
-        let (mut q, mut r) = (Lin::default(), Lin::default());
-        for (t, coef) in &l.terms {
-            let exact = coef.floordiv(c);
-            let part = Lin::term(t.clone());
-            if exact.mul_int(c) == *coef {
-                q.add_scaled(&part, &exact);
-            } else {
-                r.add_scaled(&part, coef);
-            }
-        }
-        for (atoms, k) in l.konst.monomials() {
-            let m = monomial(atoms);
-            if atoms.is_empty() {
-                q.konst = q.konst.add_int(k.div_euclid(c));
-                r.konst = r.konst.add_int(k.rem_euclid(c));
-            } else if k % c == 0 {
-                q.konst = q.konst.add(&m.mul_int(k / c));
-            } else {
-                r.konst = r.konst.add(&m.mul_int(k));
-            }
-        }
-        if r.terms.is_empty() {
-            q.konst = q.konst.add(&r.konst.floordiv(c));
-            return q;
-        }
-        if let Some((lo, hi)) = self.bounds(&r) {
-            let (a, b) = (lo.floordiv(c), hi.floordiv(c));
-            if a == b {
-                q.konst = q.konst.add(&a);
-                return q;
-            }
-        }
-        // (e//a)//c = e//(a·c).
-        let nested = match (r.terms.len(), r.terms.iter().next()) {
-            (1, Some((Term::Div(e, a), coef))) if coef.is_int(1) && r.konst.is_int(0) => {
-                a.checked_mul(c).map(|ac| Term::Div(e.clone(), ac))
-            }
-            _ => None,
-        };
-        let atom = nested.unwrap_or_else(|| Term::Div(Box::new(r), c));
-        q.add_scaled(&Lin::term(atom), &Dim::int(1));
-        q
-    }
-
     /// Provable `(lo, hi)` with `lo <= l <= hi` on the whole output domain (vacuous when some
     /// size is 0), or `None` when a coefficient's sign is unknown.
     fn bounds(&self, l: &Lin) -> Option<(Dim, Dim)> {
-        let (mut lo, mut hi) = (l.konst.clone(), l.konst.clone());
-        for (t, coef) in &l.terms {
-            let (tl, th) = match t {
-                Term::Axis(k) => (Dim::int(0), self.sizes.get(*k)?.add_int(-1)),
-                Term::Div(e, c) => {
-                    let (a, b) = self.bounds(e)?;
-                    (a.floordiv(*c), b.floordiv(*c))
-                }
-            };
-            let (a, b) = if coef.is_nonneg() {
-                (coef.mul(&tl), coef.mul(&th))
-            } else if coef.neg().is_nonneg() {
-                (coef.mul(&th), coef.mul(&tl))
-            } else {
-                return None;
-            };
-            lo = lo.add(&a);
-            hi = hi.add(&b);
-        }
-        Some((lo, hi))
+        simplify::range(l, self)
     }
 
     /// The comparison `d op 0`: decided when the bounds prove it, else kept.
@@ -227,8 +131,7 @@ impl Ctx<'_> {
     fn pred(&self, p: &Pred) -> Option<Truth> {
         Some(match p {
             Pred::Cmp(op, a, b) => {
-                let mut d = self.lin(a)?;
-                d.add_scaled(&self.lin(b)?, &Dim::int(-1));
+                let d = add_scaled(&self.lin(a)?, &self.lin(b)?, &Dim::int(-1));
                 self.cmp(*op, &d)?
             }
             Pred::And(ps) => {
@@ -277,18 +180,6 @@ fn looks_like_axis(n: &str) -> bool {
         .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The product of a monomial's atoms as a [`Dim`].
-fn monomial(atoms: &[Atom]) -> Dim {
-    atoms.iter().fold(Dim::int(1), |acc, a| {
-        acc.mul(&match a {
-            Atom::Sym(s) => Dim::sym(s),
-            Atom::FloorDiv(e, d) => e.floordiv(*d),
-            Atom::Min(x, y) => x.min_of(y),
-            Atom::Max(x, y) => x.max_of(y),
-        })
-    })
-}
-
 /// A size as an index expression (`min`/`max` atoms as [`AxisExpr::Min`] / [`AxisExpr::Max`]);
 /// `None` for symbols named like axes.
 pub fn dim_to_expr(d: &Dim) -> Option<AxisExpr> {
@@ -332,8 +223,9 @@ fn expr(l: &Lin) -> Option<AxisExpr> {
     let mut parts = Vec::with_capacity(l.terms.len() + 1);
     for (t, coef) in &l.terms {
         let atom = match t {
-            Term::Axis(k) => AxisExpr::Name(axis_name(*k)),
-            Term::Div(e, c) => AxisExpr::FloorDiv(Box::new(expr(e)?), *c),
+            Term::Var(k) => AxisExpr::Name(axis_name(*k)),
+            Term::Floor(e, c) => AxisExpr::FloorDiv(Box::new(expr(e)?), c.as_int()?),
+            Term::Min(..) | Term::Max(..) | Term::Opaque(_) => return None,
         };
         parts.push(if coef.is_int(1) {
             atom

@@ -4,7 +4,7 @@
 //! node's input axes. PAD contributes in-bounds constraints (the piecewise domain), RESHAPE's
 //! `%` contributes guards.
 
-use super::lin::{provably_le, Lin, Ranges, Var};
+use super::lin::{provably_le, Lin, Ranges};
 use super::IndexBookError;
 use crate::ir::dim::Dim;
 use crate::ir::tiny::{Node, NodeId, Program, Src, UOp};
@@ -231,5 +231,5 @@ fn reshape(
 
 /// The data-dependent index variable of a GATHER reading the index value `index_id`.
 pub(crate) fn gather_var(index_id: &str) -> Lin {
-    Lin::var(Var::Gather(index_id.to_string()))
+    Lin::atom(super::lin::Atom::Opaque(index_id.to_string()))
 }

@@ -1,32 +1,32 @@
 //! Index expressions of the IndexBook while movement chains are composed: a sum of axis-free
 //! (possibly symbolic) coefficients times variables, where a variable is a value axis (`i0`, a
 //! reduce axis `k0`), a `floor(e / d)` of another expression, or a data-dependent GATHER index.
-//! Floordivs simplify by exact division, gcd normalization and the value ranges of the axes
-//! (seed 001 §4.3 invariants 6 and 7); `%` is `e − c·floor(e/c)` (invariant 1).
+//! The form is the index algebra's [`Quasi`] over symbolic [`Dim`] coefficients; floordivs
+//! simplify by its one simplifier ([`simplify::floordiv`]: exact division, gcd normalization,
+//! the value ranges of the axes, nested floors; seed 001 §4.3 invariants 6 and 7); `%` is
+//! `e − c·floor(e/c)` (invariant 1). This module keeps the IndexBook's printing (`i0//4`).
 
+use crate::index::{self, simplify, Coeff, Facts, Quasi};
 use crate::ir::dim::Dim;
+#[cfg(test)]
 use std::collections::BTreeMap;
 
-/// A variable of a [`Lin`]. The derived order (`i*` by index, then `k*`, floors, gathers) is the
-/// printing order of terms.
+/// A variable of a [`Lin`]. The derived order (`i*` by index, then `k*`) is the printing order
+/// of terms (floors and GATHER indices, the index algebra's floor and opaque atoms, follow).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Var {
     /// Output axis `i<j>` of the value.
     I(usize),
     /// Reduce axis `k<j>` of a REDUCE value.
     K(usize),
-    /// `floor(e / d)`, `d > 0`; a symbolic `d` makes the map non-SCoP.
-    Floor(Box<Lin>, Dim),
-    /// The data-dependent index a GATHER reads from the named value (non-SCoP).
-    Gather(String),
 }
 
-/// `konst + Σ coeff · var`, coefficients non-zero and free of axes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct Lin {
-    terms: BTreeMap<Var, Dim>,
-    konst: Dim,
-}
+/// An atom of a [`Lin`]: a variable, `floor(e / d)` (`d > 0`; a symbolic `d` makes the map
+/// non-SCoP) or the data-dependent index a GATHER reads from the named value (opaque, non-SCoP).
+pub(crate) type Atom = index::Atom<Dim, Var>;
+
+/// `konst + Σ coeff · atom`, coefficients non-zero and free of axes: the index algebra's form.
+pub(crate) type Lin = Quasi<Dim, Var>;
 
 /// Axis sizes of the value whose maps are being built: the ranges of `I` and `K` variables.
 pub(crate) struct Ranges<'a> {
@@ -34,220 +34,83 @@ pub(crate) struct Ranges<'a> {
     pub reduces: &'a [Dim],
 }
 
+impl Facts<Dim, Var> for Ranges<'_> {
+    fn range(&self, v: &Var) -> Option<(Dim, Dim)> {
+        let size = match v {
+            Var::I(j) => self.iters.get(*j)?,
+            Var::K(j) => self.reduces.get(*j)?,
+        };
+        Some((Dim::int(0), size.add_int(-1)))
+    }
+}
+
 /// `a <= b` provably (every symbol is a size `>= 0`).
 pub(crate) fn provably_le(a: &Dim, b: &Dim) -> bool {
-    b.sub(a).is_nonneg()
+    Dim::provably_le(a, b)
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    i64::try_from(a).unwrap_or(1)
-}
-
-impl Lin {
-    pub fn var(v: Var) -> Lin {
-        let mut terms = BTreeMap::new();
-        terms.insert(v, Dim::int(1));
-        Lin {
-            terms,
-            konst: Dim::int(0),
-        }
-    }
-
-    pub fn constant(c: Dim) -> Lin {
-        Lin {
-            terms: BTreeMap::new(),
-            konst: c,
-        }
-    }
-
-    pub fn is_zero(&self) -> bool {
-        self.terms.is_empty() && self.konst.is_int(0)
-    }
-
-    fn add_term(&mut self, v: Var, c: &Dim) {
-        let e = self.terms.entry(v).or_default();
-        *e = e.add(c);
-        if e.is_int(0) {
-            self.terms.retain(|_, c| !c.is_int(0));
-        }
-    }
-
+impl Quasi<Dim, Var> {
+    /// `self + o`.
     pub fn add(&self, o: &Lin) -> Lin {
-        let mut out = self.clone();
-        for (v, c) in &o.terms {
-            out.add_term(v.clone(), c);
-        }
-        out.konst = out.konst.add(&o.konst);
-        out
+        self.add_scaled(o, &Dim::int(1))
     }
 
+    /// `self + c`.
     pub fn add_dim(&self, c: &Dim) -> Lin {
         self.add(&Lin::constant(c.clone()))
     }
 
+    /// `c · self`.
     pub fn scale(&self, c: &Dim) -> Lin {
-        if c.is_int(0) {
-            return Lin::default();
-        }
-        Lin {
-            terms: self
-                .terms
-                .iter()
-                .map(|(v, k)| (v.clone(), k.mul(c)))
-                .collect(),
-            konst: self.konst.mul(c),
-        }
+        Lin::default().add_scaled(self, c)
     }
 
+    /// `self − o`.
     pub fn sub(&self, o: &Lin) -> Lin {
-        self.add(&o.scale(&Dim::int(-1)))
+        self.add_scaled(o, &Dim::int(-1))
     }
 
-    /// The variable when the expression is exactly one variable with coefficient 1.
-    pub fn as_var(&self) -> Option<&Var> {
-        match self.terms.iter().next() {
-            Some((v, c)) if self.terms.len() == 1 && c.is_int(1) && self.konst.is_int(0) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// True when `v` occurs anywhere, floors included.
-    pub fn mentions(&self, v: &Var) -> bool {
-        self.terms
-            .keys()
-            .any(|t| t == v || matches!(t, Var::Floor(e, _) if e.mentions(v)))
+    /// `self + c · o` (symbolic coefficients do not overflow).
+    fn add_scaled(&self, o: &Lin, c: &Dim) -> Lin {
+        let t = o.try_scale(c).unwrap_or_default();
+        self.try_add(&t).unwrap_or_default()
     }
 
     /// True when a floordiv has a symbolic divisor or a GATHER index occurs.
     pub fn is_non_scop(&self) -> bool {
-        self.terms.keys().any(|t| match t {
-            Var::Floor(e, d) => d.as_int().is_none() || e.is_non_scop(),
-            Var::Gather(_) => true,
-            _ => false,
-        })
-    }
-
-    /// True when a floordiv occurs (its guard goes into the domain).
-    pub fn has_floor(&self) -> bool {
-        self.terms.keys().any(|t| matches!(t, Var::Floor(..)))
+        self.has_opaque_or_symbolic_floor()
     }
 
     /// Inclusive bounds `[lo, hi]`, when every term has a known sign and range.
     pub fn range(&self, r: &Ranges) -> Option<(Dim, Dim)> {
-        let (mut lo, mut hi) = (self.konst.clone(), self.konst.clone());
-        for (v, c) in &self.terms {
-            let (vlo, vhi) = match v {
-                Var::I(j) => (Dim::int(0), r.iters.get(*j)?.add_int(-1)),
-                Var::K(j) => (Dim::int(0), r.reduces.get(*j)?.add_int(-1)),
-                Var::Floor(e, d) => {
-                    let k = d.as_int()?;
-                    let (a, b) = e.range(r)?;
-                    (a.floordiv(k), b.floordiv(k))
-                }
-                Var::Gather(_) => return None,
-            };
-            if c.is_nonneg() {
-                lo = lo.add(&c.mul(&vlo));
-                hi = hi.add(&c.mul(&vhi));
-            } else if c.neg().is_nonneg() {
-                lo = lo.add(&c.mul(&vhi));
-                hi = hi.add(&c.mul(&vlo));
-            } else {
-                return None;
-            }
-        }
-        Some((lo, hi))
+        simplify::range(self, r)
     }
 
-    /// `floor(self / d)` for `d > 0`, simplified: exactly divisible terms leave the floor, the
-    /// rest is reduced by the gcd of its integer coefficients, and a remainder whose range lies
-    /// in one multiple of `d` becomes a constant.
+    /// `floor(self / d)` for `d > 0`, by the index algebra's simplifier under the axis ranges
+    /// (exact division, gcd, range collapse, nested floors).
     pub fn floordiv(&self, d: &Dim, r: &Ranges) -> Lin {
-        if d.is_int(1) {
-            return self.clone();
-        }
-        let (mut q, mut rest) = (Lin::default(), Lin::default());
-        for (v, c) in &self.terms {
-            match c.div_exact(d) {
-                Some(qc) => q.add_term(v.clone(), &qc),
-                None => rest.add_term(v.clone(), c),
-            }
-        }
-        match (self.konst.div_exact(d), self.konst.as_int(), d.as_int()) {
-            (Some(qk), _, _) => q.konst = qk,
-            (None, Some(k), Some(c)) => {
-                q.konst = Dim::int(k.div_euclid(c));
-                rest.konst = Dim::int(k.rem_euclid(c));
-            }
-            _ => rest.konst = self.konst.clone(),
-        }
-        if rest.is_zero() {
-            return q;
-        }
-        let mut d = d.clone();
-        if let Some(c) = d.as_int() {
-            let ints: Option<Vec<i64>> = rest
-                .terms
-                .values()
-                .chain(std::iter::once(&rest.konst))
-                .map(Dim::as_int)
-                .collect();
-            if let Some(ints) = ints {
-                let g = ints.into_iter().fold(c, gcd);
-                if g > 1 {
-                    rest = Lin {
-                        terms: rest
-                            .terms
-                            .iter()
-                            .map(|(v, k)| (v.clone(), k.floordiv(g)))
-                            .collect(),
-                        konst: rest.konst.floordiv(g),
-                    };
-                    d = Dim::int(c / g);
-                }
-            }
-        }
-        if let Some((lo, hi)) = rest.range(r) {
-            if let (Some(l), Some(h), Some(c)) = (lo.as_int(), hi.as_int(), d.as_int()) {
-                if l.div_euclid(c) == h.div_euclid(c) {
-                    return q.add_dim(&Dim::int(l.div_euclid(c)));
-                }
-            } else if provably_le(&Dim::int(0), &lo) && provably_le(&hi.add_int(1), &d) {
-                return q;
-            }
-        }
-        if d.is_int(1) {
-            return q.add(&rest);
-        }
-        q.add(&Lin::var(Var::Floor(Box::new(rest), d)))
+        // Sizes never overflow; a divisor not provably positive keeps the exact floor atom.
+        simplify::floordiv(self, d, r)
+            .unwrap_or_else(|_| Lin::atom(Atom::Floor(Box::new(self.clone()), d.clone())))
     }
 
     /// The value at axis values `iters` / `reduces` with symbols from `syms` (tests check the
     /// composed maps against the reference evaluator with it).
     #[cfg(test)]
-    pub fn eval(
+    pub fn eval_at(
         &self,
         iters: &[i64],
         reduces: &[i64],
         syms: &BTreeMap<String, i64>,
     ) -> Option<i64> {
-        let mut acc = self.konst.eval_with(syms).ok()?;
-        for (v, c) in &self.terms {
-            let x = match v {
-                Var::I(j) => *iters.get(*j)?,
-                Var::K(j) => *reduces.get(*j)?,
-                Var::Floor(e, d) => e
-                    .eval(iters, reduces, syms)?
-                    .div_euclid(d.eval_with(syms).ok()?),
-                Var::Gather(_) => return None,
-            };
-            acc += c.eval_with(syms).ok()? * x;
-        }
-        Some(acc)
+        let var = |v: &Var| match v {
+            Var::I(j) => iters.get(*j).copied().ok_or(()),
+            Var::K(j) => reduces.get(*j).copied().ok_or(()),
+        };
+        self.eval::<Unit>(&|v| var(v).map_err(|_| Unit), &|c| {
+            c.eval_with(syms).map_err(|_| Unit)
+        })
+        .ok()
     }
 
     /// `self mod d` as `self − d·floor(self/d)`.
@@ -256,17 +119,85 @@ impl Lin {
     }
 }
 
+/// No value (test evaluation).
+#[cfg(test)]
+pub(crate) struct Unit;
+
+#[cfg(test)]
+impl From<index::IndexError> for Unit {
+    fn from(_: index::IndexError) -> Unit {
+        Unit
+    }
+}
+
+/// Symbolic sizes as coefficients of the index algebra (every symbol a size `>= 0`).
+impl Coeff for Dim {
+    fn int(v: i64) -> Dim {
+        Dim::int(v)
+    }
+    fn as_int(&self) -> Option<i64> {
+        Dim::as_int(self)
+    }
+    fn checked_add(&self, o: &Dim) -> Option<Dim> {
+        Some(self.add(o))
+    }
+    fn checked_mul(&self, o: &Dim) -> Option<Dim> {
+        Some(self.mul(o))
+    }
+    fn div_exact(&self, d: &Dim) -> Option<Dim> {
+        Dim::div_exact(self, d)
+    }
+    /// Monomial by monomial: the constant by Euclidean division, a symbolic monomial into the
+    /// quotient when `d` divides its coefficient.
+    fn split_int(&self, d: i64) -> (Dim, Dim) {
+        let (mut q, mut r) = (Dim::int(0), Dim::int(0));
+        for (atoms, k) in self.monomials() {
+            if atoms.is_empty() {
+                q = q.add_int(k.div_euclid(d));
+                r = r.add_int(k.rem_euclid(d));
+            } else {
+                let m = monomial(atoms);
+                if k % d == 0 {
+                    q = q.add(&m.mul_int(k / d));
+                } else {
+                    r = r.add(&m.mul_int(k));
+                }
+            }
+        }
+        (q, r)
+    }
+    fn floordiv_int(&self, d: i64) -> Dim {
+        self.floordiv(d)
+    }
+    fn is_nonneg(&self) -> bool {
+        Dim::is_nonneg(self)
+    }
+}
+
+/// The product of the atoms of one monomial.
+pub(crate) fn monomial(atoms: &[crate::ir::dim::Atom]) -> Dim {
+    use crate::ir::dim::Atom as D;
+    atoms.iter().fold(Dim::int(1), |acc, a| {
+        acc.mul(&match a {
+            D::Sym(s) => Dim::sym(s),
+            D::FloorDiv(e, d) => e.floordiv(*d),
+            D::Min(x, y) => x.min_of(y),
+            D::Max(x, y) => x.max_of(y),
+        })
+    })
+}
+
 /// True when a size prints as one factor (`4`, `N`, `M*N`, `H//2`), so it needs no parentheses
 /// as a coefficient or divisor.
 fn is_atomic(s: &str) -> bool {
     !s.trim_start_matches('-').contains(['+', '-'])
 }
 
-fn var_string(v: &Var) -> String {
+fn var_string(v: &Atom) -> String {
     match v {
-        Var::I(j) => format!("i{j}"),
-        Var::K(j) => format!("k{j}"),
-        Var::Floor(e, d) => {
+        Atom::Var(Var::I(j)) => format!("i{j}"),
+        Atom::Var(Var::K(j)) => format!("k{j}"),
+        Atom::Floor(e, d) => {
             let es = e.to_string();
             let es = if e.as_var().is_some() {
                 es
@@ -280,17 +211,19 @@ fn var_string(v: &Var) -> String {
                 format!("{es}//({ds})")
             }
         }
-        Var::Gather(id) => format!("gather({id})"),
+        Atom::Opaque(id) => format!("gather({id})"),
+        Atom::Min(a, b) => format!("min({a}, {b})"),
+        Atom::Max(a, b) => format!("max({a}, {b})"),
     }
 }
 
-impl std::fmt::Display for Lin {
+impl std::fmt::Display for Quasi<Dim, Var> {
     /// `2*i2+i4-1`, `i0-4*(i0//4)`, `N*i0+i1`; constant last, `0` for zero.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = String::new();
         for (v, c) in &self.terms {
             let vs = var_string(v);
-            let vs = if matches!(v, Var::Floor(..)) && !c.is_int(1) {
+            let vs = if matches!(v, Atom::Floor(..)) && !c.is_int(1) {
                 format!("({vs})")
             } else {
                 vs

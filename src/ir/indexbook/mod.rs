@@ -321,7 +321,7 @@ fn value_info(
         let v = Var::I(j);
         let used = composed
             .iter()
-            .any(|r| r.map.iter().any(|e| e.mentions(&v)));
+            .any(|r| r.map.iter().any(|e| e.mentions(&|x| *x == v)));
         let kind = if composed.is_empty() || used || size.is_int(1) {
             AxisKind::Iter
         } else {

@@ -335,13 +335,13 @@ fn check_chain(shape: &[usize], build: impl Fn(&mut Builder, NodeId) -> NodeId) 
             rest /= s;
         }
         let inb = read.pad_bounds.iter().all(|(e, s)| {
-            let v = e.eval(&idx, &[], &syms).unwrap();
+            let v = e.eval_at(&idx, &[], &syms).unwrap();
             0 <= v && v < s.as_int().unwrap()
         });
         let want = if inb {
             let mut lin = 0i64;
             for (e, s) in read.map.iter().zip(shape) {
-                let v = e.eval(&idx, &[], &syms).unwrap();
+                let v = e.eval_at(&idx, &[], &syms).unwrap();
                 assert!((0..*s as i64).contains(&v), "{shown:?} at {idx:?}");
                 lin = lin * *s as i64 + v;
             }

@@ -153,12 +153,12 @@ impl Poly {
         let mut terms: BTreeMap<usize, i64> = BTreeMap::new();
         for (a, c) in aff.terms() {
             let col = match a {
-                Atom::Name(n) => {
+                Atom::Var(n) => {
                     let col = resolve(n).ok_or_else(|| AffineError::UnknownName(n.clone()))?;
                     self.col(col)
                 }
-                Atom::FloorDiv(e, d) => {
-                    let e = self.aff_row(e, resolve)?;
+                Atom::Floor(e, d) => {
+                    let e = self.aff_row(&Aff::from_quasi((**e).clone())?, resolve)?;
                     let q = self.add_exists(1);
                     let qc = self.col(Col::Exist(q));
                     let mut lo = e.clone();
@@ -170,6 +170,7 @@ impl Poly {
                     self.sys.ineqs.push(hi);
                     qc
                 }
+                other => return Err(AffineError::NonAffine(format!("{other:?}"))),
             };
             let e = terms.entry(col).or_insert(0);
             *e = super::expr::ck(e.checked_add(c))?;

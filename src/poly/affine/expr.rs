@@ -1,237 +1,231 @@
-//! [`Aff`]: integer affine expressions over named variables (loop dims and parameters) with
-//! `floor(aff / c)` terms, exact arithmetic (checked `i64`), and the conversion from the
-//! region layer's [`AxisExpr`].
+//! [`Aff`]: the affine engine's integer affine expressions over named variables (loop dims and
+//! parameters) with `floor(aff / c)` terms — a checked façade over the index algebra's
+//! [`Quasi`] (every operation reports overflow as [`AffineError::Overflow`]), and the
+//! conversion from the region layer's [`AxisExpr`].
 
 use super::AffineError;
+use crate::index::{self, simplify, IndexError, NoFacts, Quasi};
 use crate::ir::axis::AxisExpr;
-use std::collections::BTreeMap;
 use std::fmt;
 
-/// A term of an [`Aff`]: a named variable or `floor(aff / c)` with a constant `c >= 2`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Atom {
-    /// A loop dimension or a parameter (which one depends on the space it is used in).
-    Name(String),
-    /// `floor(e / c)`, `c >= 2`; `e` is not a multiple of `c` term-wise (else it is folded).
-    FloorDiv(Box<Aff>, i64),
-}
+/// A term of an [`Aff`]: a named variable or `floor(e / c)` with a constant `c >= 2`
+/// (`min` / `max` and opaque atoms never occur in the engine).
+pub type Atom = index::Atom<i64, String>;
 
 /// `constant + Σ coeff · atom`, canonical (no zero coefficients, atoms sorted), so equal
 /// expressions compare equal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Aff {
-    terms: BTreeMap<Atom, i64>,
-    constant: i64,
-}
+pub struct Aff(Quasi<i64, String>);
 
+/// `v`, or [`AffineError::Overflow`] for a failed checked operation.
 pub(crate) fn ck(v: Option<i64>) -> Result<i64, AffineError> {
     v.ok_or(AffineError::Overflow)
+}
+
+impl From<IndexError> for AffineError {
+    fn from(e: IndexError) -> AffineError {
+        match e {
+            IndexError::Overflow => AffineError::Overflow,
+            IndexError::BadDivisor(d) => AffineError::BadDivisor(d.parse().unwrap_or(0)),
+            IndexError::Opaque(n) | IndexError::NonAffine(n) => AffineError::NonAffine(n),
+        }
+    }
 }
 
 impl Aff {
     /// The integer `c`.
     pub fn constant(c: i64) -> Aff {
-        Aff {
-            terms: BTreeMap::new(),
-            constant: c,
-        }
+        Aff(Quasi::int(c))
     }
 
     /// The variable `name`.
     pub fn var(name: &str) -> Aff {
-        Aff::term(Atom::Name(name.to_string()), 1)
+        Aff(Quasi::var(name.to_string()))
     }
 
-    fn term(a: Atom, c: i64) -> Aff {
-        let mut terms = BTreeMap::new();
-        if c != 0 {
-            terms.insert(a, c);
+    /// The index algebra's form.
+    pub fn quasi(&self) -> &Quasi<i64, String> {
+        &self.0
+    }
+
+    /// The affine form of an index-algebra expression without `min` / `max` / opaque atoms.
+    pub fn from_quasi(q: Quasi<i64, String>) -> Result<Aff, AffineError> {
+        fn plain(q: &Quasi<i64, String>) -> bool {
+            q.terms.keys().all(|a| match a {
+                Atom::Var(_) => true,
+                Atom::Floor(e, d) => *d >= 2 && plain(e),
+                _ => false,
+            })
         }
-        Aff { terms, constant: 0 }
+        if plain(&q) {
+            Ok(Aff(q))
+        } else {
+            Err(AffineError::NonAffine(q.to_string()))
+        }
     }
 
     /// The constant part.
     pub fn constant_term(&self) -> i64 {
-        self.constant
+        self.0.konst
     }
 
     /// The terms, sorted.
     pub fn terms(&self) -> impl Iterator<Item = (&Atom, i64)> {
-        self.terms.iter().map(|(a, c)| (a, *c))
+        self.0.terms.iter().map(|(a, c)| (a, *c))
     }
 
     /// The coefficient of the variable `name` (outside floordivs).
     pub fn coeff(&self, name: &str) -> i64 {
-        self.terms
-            .get(&Atom::Name(name.to_string()))
+        self.0
+            .terms
+            .get(&Atom::Var(name.to_string()))
             .copied()
             .unwrap_or(0)
     }
 
     /// The value when the expression has no terms.
     pub fn as_const(&self) -> Option<i64> {
-        self.terms.is_empty().then_some(self.constant)
+        self.0.as_int()
     }
 
     /// Every variable name, including those inside floordivs (sorted, deduplicated).
     pub fn names(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        self.collect_names(&mut out);
-        out.sort();
-        out.dedup();
-        out
-    }
-
-    fn collect_names(&self, out: &mut Vec<String>) {
-        for a in self.terms.keys() {
-            match a {
-                Atom::Name(n) => out.push(n.clone()),
-                Atom::FloorDiv(e, _) => e.collect_names(out),
-            }
-        }
+        let mut out = std::collections::BTreeSet::new();
+        self.0.vars(&mut out);
+        out.into_iter().collect()
     }
 
     /// True when some floordiv term occurs.
     pub fn has_div(&self) -> bool {
-        self.terms.keys().any(|a| matches!(a, Atom::FloorDiv(..)))
+        self.0.has_floor()
     }
 
     /// `self + o`.
     pub fn add(&self, o: &Aff) -> Result<Aff, AffineError> {
-        let mut r = self.clone();
-        for (a, c) in &o.terms {
-            let e = r.terms.entry(a.clone()).or_insert(0);
-            *e = ck(e.checked_add(*c))?;
-            if *e == 0 {
-                r.terms.remove(a);
-            }
-        }
-        r.constant = ck(r.constant.checked_add(o.constant))?;
-        Ok(r)
+        Ok(Aff(self.0.try_add(&o.0)?))
     }
 
     /// `self - o`.
     pub fn sub(&self, o: &Aff) -> Result<Aff, AffineError> {
-        self.add(&o.scale(-1)?)
+        Ok(Aff(self.0.try_sub(&o.0)?))
     }
 
     /// `self + c`.
     pub fn add_const(&self, c: i64) -> Result<Aff, AffineError> {
-        self.add(&Aff::constant(c))
+        Ok(Aff(self.0.try_add_const(&c)?))
     }
 
     /// `k · self`.
     pub fn scale(&self, k: i64) -> Result<Aff, AffineError> {
-        if k == 0 {
-            return Ok(Aff::constant(0));
-        }
-        let mut terms = BTreeMap::new();
-        for (a, c) in &self.terms {
-            terms.insert(a.clone(), ck(c.checked_mul(k))?);
-        }
-        Ok(Aff {
-            terms,
-            constant: ck(self.constant.checked_mul(k))?,
-        })
+        Ok(Aff(self.0.try_scale(&k)?))
     }
 
-    /// `floor(self / c)` for `c >= 1`: folded when `c` divides every coefficient (then the
-    /// constant is floor-divided), otherwise a [`Atom::FloorDiv`] term (with the multiples of
-    /// `c` pulled out: `floor((4i + j)/4) = i + floor(j/4)`).
+    /// `floor(self / c)` for `c >= 1`, by the index algebra's simplifier
+    /// ([`simplify::floordiv`]; no range facts: multiples of `c` leave the floor, gcd reduction,
+    /// nested floors): `floor((4i + j)/4) = i + floor(j/4)`.
     pub fn floordiv(&self, c: i64) -> Result<Aff, AffineError> {
-        if c <= 0 {
-            return Err(AffineError::BadDivisor(c));
-        }
-        if c == 1 {
-            return Ok(self.clone());
-        }
-        let mut outside = Aff::constant(0);
-        let mut inside = Aff::constant(self.constant.rem_euclid(c));
-        outside.constant = self.constant.div_euclid(c);
-        for (a, k) in &self.terms {
-            let (q, r) = (k.div_euclid(c), k.rem_euclid(c));
-            if q != 0 {
-                outside.terms.insert(a.clone(), q);
-            }
-            if r != 0 {
-                inside.terms.insert(a.clone(), r);
-            }
-        }
-        if inside.terms.is_empty() {
-            // 0 <= inside.constant < c
-            return Ok(outside);
-        }
-        outside.add(&Aff::term(Atom::FloorDiv(Box::new(inside), c), 1))
+        Ok(Aff(simplify::floordiv(&self.0, &c, &NoFacts)?))
     }
 
     /// `ceil(self / c)` for `c >= 1`.
     pub fn ceildiv(&self, c: i64) -> Result<Aff, AffineError> {
-        if c <= 0 {
-            return Err(AffineError::BadDivisor(c));
-        }
-        self.add_const(c - 1)?.floordiv(c)
+        Ok(Aff(simplify::ceildiv(&self.0, &c, &NoFacts)?))
     }
 
     /// The value with variables looked up in `env` (floordiv rounds toward −∞).
     pub fn eval(&self, env: &dyn Fn(&str) -> Option<i64>) -> Result<i64, AffineError> {
-        let mut v = self.constant;
-        for (a, c) in &self.terms {
-            let x = match a {
-                Atom::Name(n) => env(n).ok_or_else(|| AffineError::UnknownName(n.clone()))?,
-                Atom::FloorDiv(e, d) => e.eval(env)?.div_euclid(*d),
-            };
-            v = ck(v.checked_add(ck(x.checked_mul(*c))?))?;
-        }
-        Ok(v)
+        self.0.eval(
+            &|n: &String| env(n).ok_or_else(|| AffineError::UnknownName(n.clone())),
+            &|c: &i64| Ok(*c),
+        )
     }
 
     /// The expression with every variable `n` for which `f(n)` is `Some(e)` replaced by `e`
     /// (floordivs are re-folded).
     pub fn substitute(&self, f: &dyn Fn(&str) -> Option<Aff>) -> Result<Aff, AffineError> {
-        let mut r = Aff::constant(self.constant);
-        for (a, c) in &self.terms {
-            let t = match a {
-                Atom::Name(n) => f(n).unwrap_or_else(|| Aff::var(n)),
-                Atom::FloorDiv(e, d) => e.substitute(f)?.floordiv(*d)?,
-            };
-            r = r.add(&t.scale(*c)?)?;
-        }
-        Ok(r)
+        let g = |n: &String| f(n).map(|a| a.0);
+        Ok(Aff(simplify::substitute(&self.0, &g, &NoFacts)?))
     }
 
     /// Converts a region index expression. Products need one constant side, `min`/`max` must
     /// fold to constants; anything else is [`AffineError::NonAffine`].
     pub fn from_axis_expr(e: &AxisExpr) -> Result<Aff, AffineError> {
-        let non_affine = || AffineError::NonAffine(e.to_string());
-        Ok(match e {
-            AxisExpr::Const(c) => Aff::constant(*c),
-            AxisExpr::Name(n) => Aff::var(n),
-            AxisExpr::Add(ts) => {
-                let mut r = Aff::constant(0);
-                for t in ts {
-                    r = r.add(&Aff::from_axis_expr(t)?)?;
-                }
-                r
+        if let AxisExpr::FloorDiv(_, c) = e {
+            if *c <= 0 {
+                return Err(AffineError::BadDivisor(*c));
             }
-            AxisExpr::Mul(a, b) => {
-                let (a, b) = (Aff::from_axis_expr(a)?, Aff::from_axis_expr(b)?);
-                match (a.as_const(), b.as_const()) {
-                    (Some(k), _) => b.scale(k)?,
-                    (_, Some(k)) => a.scale(k)?,
-                    _ => return Err(non_affine()),
-                }
-            }
-            AxisExpr::FloorDiv(x, c) => Aff::from_axis_expr(x)?.floordiv(*c)?,
-            AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
-                let (a, b) = (Aff::from_axis_expr(a)?, Aff::from_axis_expr(b)?);
-                match (a.as_const(), b.as_const()) {
-                    (Some(x), Some(y)) if matches!(e, AxisExpr::Min(..)) => Aff::constant(x.min(y)),
-                    (Some(x), Some(y)) => Aff::constant(x.max(y)),
-                    _ => return Err(non_affine()),
-                }
-            }
-        })
+        }
+        let q = quasi_of_axis(e).map_err(|_| AffineError::NonAffine(e.to_string()))?;
+        Aff::from_quasi(fold_const_minmax(&q)?).map_err(|_| AffineError::NonAffine(e.to_string()))
     }
+}
+
+/// `min`/`max` of two constants folded (checked); other atoms kept.
+fn fold_const_minmax(q: &Quasi<i64, String>) -> Result<Quasi<i64, String>, AffineError> {
+    let mut out = Quasi::int(q.konst);
+    for (a, c) in &q.terms {
+        let t = match a {
+            Atom::Min(x, y) | Atom::Max(x, y) => {
+                let (x, y) = (fold_const_minmax(x)?, fold_const_minmax(y)?);
+                match (x.as_int(), y.as_int(), matches!(a, Atom::Min(..))) {
+                    (Some(x), Some(y), true) => Quasi::int(x.min(y)),
+                    (Some(x), Some(y), false) => Quasi::int(x.max(y)),
+                    _ => Quasi::atom(a.clone()),
+                }
+            }
+            Atom::Floor(x, d) => simplify::floordiv(&fold_const_minmax(x)?, d, &NoFacts)?,
+            _ => Quasi::atom(a.clone()),
+        };
+        out = out.try_add(&t.try_scale(c)?)?;
+    }
+    Ok(out)
+}
+
+/// Why an index expression has no quasi-affine form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotQuasiAffine(pub String);
+
+/// The quasi-affine form of a region index expression (names as variables, `min` / `max` kept
+/// as atoms): products need one constant side, floordivs a positive divisor.
+pub fn quasi_of_axis(e: &AxisExpr) -> Result<Quasi<i64, String>, NotQuasiAffine> {
+    let lift = |r: Result<Quasi<i64, String>, IndexError>| {
+        r.map_err(|x| NotQuasiAffine(format!("`{e}`: {x}")))
+    };
+    Ok(match e {
+        AxisExpr::Const(c) => Quasi::int(*c),
+        AxisExpr::Name(n) => Quasi::var(n.clone()),
+        AxisExpr::Add(ts) => {
+            let mut out = Quasi::int(0);
+            for t in ts {
+                out = lift(out.try_add(&quasi_of_axis(t)?))?;
+            }
+            out
+        }
+        AxisExpr::Mul(a, b) => {
+            let (x, y) = (quasi_of_axis(a)?, quasi_of_axis(b)?);
+            match (x.as_int(), y.as_int()) {
+                (Some(k), _) => lift(y.try_scale(&k))?,
+                (_, Some(k)) => lift(x.try_scale(&k))?,
+                _ => return Err(NotQuasiAffine(format!("product of two variables `{e}`"))),
+            }
+        }
+        AxisExpr::FloorDiv(x, c) if *c > 0 => {
+            lift(simplify::floordiv(&quasi_of_axis(x)?, c, &NoFacts))?
+        }
+        AxisExpr::FloorDiv(..) => {
+            return Err(NotQuasiAffine(format!(
+                "floordiv by a non-positive constant `{e}`"
+            )))
+        }
+        AxisExpr::Min(a, b) => Quasi::atom(Atom::Min(
+            Box::new(quasi_of_axis(a)?),
+            Box::new(quasi_of_axis(b)?),
+        )),
+        AxisExpr::Max(a, b) => Quasi::atom(Atom::Max(
+            Box::new(quasi_of_axis(a)?),
+            Box::new(quasi_of_axis(b)?),
+        )),
+    })
 }
 
 impl From<i64> for Aff {
@@ -243,38 +237,9 @@ impl From<i64> for Aff {
 impl fmt::Display for Aff {
     /// ISL syntax: `2*h + rh - 1`, `floor((N - 3)/2) + 1`; `0` when empty.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for (a, c) in &self.terms {
-            let atom = match a {
-                Atom::Name(n) => n.clone(),
-                Atom::FloorDiv(e, d) => format!("floor(({e})/{d})"),
-            };
-            let (neg, mag) = (*c < 0, c.unsigned_abs());
-            match (first, neg) {
-                (true, true) => f.write_str("-")?,
-                (true, false) => {}
-                (false, true) => f.write_str(" - ")?,
-                (false, false) => f.write_str(" + ")?,
-            }
-            if mag == 1 {
-                f.write_str(&atom)?;
-            } else {
-                write!(f, "{mag}*{atom}")?;
-            }
-            first = false;
-        }
-        if first {
-            write!(f, "{}", self.constant)
-        } else if self.constant > 0 {
-            write!(f, " + {}", self.constant)
-        } else if self.constant < 0 {
-            write!(f, " - {}", self.constant.unsigned_abs())
-        } else {
-            Ok(())
-        }
+        self.0.fmt(f)
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,7 +148,7 @@ fn footprint(c: &Stmt, reads: &[&Access], rn: &BTreeMap<String, String>) -> Resu
         affs.extend(a.guard.iter().flatten().flatten().map(|k| r(&k.aff)));
     }
     affs.extend(c.bounds.iter().flat_map(|(l, h)| [r(l), r(h)]));
-    affs.extend(rn.values().map(|v| ViewAff::var(v)));
+    affs.extend(rn.values().map(ViewAff::var));
     let params = isl::params_of(affs.iter(), &order);
     let text = isl::wrap(&params, &pieces);
     let map = parse_map(&text).map_err(|e| err("the consumer's read", &e))?;

@@ -25,7 +25,10 @@ fn matmul_tile(axis: &str, stmts: &[&Stmt], plan: Option<&Plan>) -> Option<u64> 
             .is_some_and(|p| p.kind == PatternKind::Matmul)
     })?;
     let p = s.pattern.as_ref()?;
-    let uses = |ix: &[crate::poly::view::aff::Aff]| ix.iter().any(|a| a.as_var() == Some(axis));
+    let uses = |ix: &[crate::poly::view::aff::Aff]| {
+        ix.iter()
+            .any(|a| a.as_var().map(String::as_str) == Some(axis))
+    };
     if p.reduce_idx.iter().any(|r| r == axis) {
         Some(plan.tile[2])
     } else if uses(&p.lhs.1) && !uses(&p.rhs.1) {

@@ -10,139 +10,28 @@
 //! `floor((e)/c)`, constraints with their variable terms on the side where they are positive
 //! (`k1 + m >= 1`, `k1 + m <= 32`, `h = 2*h1 + rh1`), `and` between constraints.
 
+use crate::index::{self, simplify, NoFacts, Quasi};
 use crate::ir::axis::{AxisExpr, CmpOp, Pred};
 use crate::ir::dim::{self, Dim};
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
+use crate::poly::affine::expr::quasi_of_axis;
 
-/// An atom of an affine expression.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Atom {
-    /// A statement dimension or a size parameter.
-    Var(String),
-    /// `floor(e / d)`, `d > 1`.
-    Floor(Box<Aff>, i64),
-    /// `min(a, b)` of parameter-only expressions.
-    Min(Box<Aff>, Box<Aff>),
-    /// `max(a, b)` of parameter-only expressions.
-    Max(Box<Aff>, Box<Aff>),
-}
+/// An atom of an affine expression: a statement dimension or size parameter, `floor(e / d)`
+/// (`d > 1`), or `min` / `max` of parameter-only expressions.
+pub type Atom = index::Atom<i64, String>;
 
-/// `Σ coeff · atom + konst` (zero coefficients are never stored).
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Aff {
-    /// Non-zero coefficients by atom.
-    pub terms: BTreeMap<Atom, i64>,
-    /// The constant term.
-    pub konst: i64,
-}
+/// `Σ coeff · atom + konst` (zero coefficients are never stored): the index algebra's form.
+pub type Aff = Quasi<i64, String>;
 
 /// Why an index, size or predicate has no affine form.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NonAffine(pub String);
 
-impl Aff {
-    /// The constant `c`.
-    pub fn int(c: i64) -> Aff {
-        Aff {
-            terms: BTreeMap::new(),
-            konst: c,
-        }
-    }
-
-    /// The variable `name`.
-    pub fn var(name: &str) -> Aff {
-        Aff::atom(Atom::Var(name.to_string()))
-    }
-
-    fn atom(a: Atom) -> Aff {
-        Aff {
-            terms: [(a, 1)].into_iter().collect(),
-            konst: 0,
-        }
-    }
-
-    /// The value when constant.
-    pub fn as_int(&self) -> Option<i64> {
-        self.terms.is_empty().then_some(self.konst)
-    }
-
-    /// The variable's name when the expression is exactly one variable.
-    pub fn as_var(&self) -> Option<&str> {
-        match self.terms.iter().next() {
-            Some((Atom::Var(v), 1)) if self.terms.len() == 1 && self.konst == 0 => Some(v),
-            _ => None,
-        }
-    }
-
-    /// `self + o`.
-    pub fn add(&self, o: &Aff) -> Aff {
-        let mut out = self.clone();
-        for (a, c) in &o.terms {
-            let e = out.terms.entry(a.clone()).or_insert(0);
-            *e += c;
-            if *e == 0 {
-                out.terms.remove(a);
-            }
-        }
-        out.konst += o.konst;
-        out
-    }
-
-    /// `k · self`.
-    pub fn scale(&self, k: i64) -> Aff {
-        if k == 0 {
-            return Aff::int(0);
-        }
-        Aff {
-            terms: self.terms.iter().map(|(a, c)| (a.clone(), c * k)).collect(),
-            konst: self.konst * k,
-        }
-    }
-
-    /// `self − o`.
-    pub fn sub(&self, o: &Aff) -> Aff {
-        self.add(&o.scale(-1))
-    }
-
-    /// `floor(self / d)`, `d > 0`: exact when every coefficient divides.
+impl Quasi<i64, String> {
+    /// `floor(self / d)`, `d > 0`, by the index algebra's simplifier (no range facts).
     pub fn floor(&self, d: i64) -> Aff {
-        if d == 1 {
-            return self.clone();
-        }
-        if let Some(c) = self.as_int() {
-            return Aff::int(c.div_euclid(d));
-        }
-        if self.konst % d == 0 && self.terms.values().all(|c| c % d == 0) {
-            return Aff {
-                terms: self.terms.iter().map(|(a, c)| (a.clone(), c / d)).collect(),
-                konst: self.konst / d,
-            };
-        }
-        Aff::atom(Atom::Floor(Box::new(self.clone()), d))
-    }
-
-    /// Every variable name, atoms' insides included.
-    pub fn vars(&self, out: &mut BTreeSet<String>) {
-        for a in self.terms.keys() {
-            match a {
-                Atom::Var(v) => {
-                    out.insert(v.clone());
-                }
-                Atom::Floor(e, _) => e.vars(out),
-                Atom::Min(x, y) | Atom::Max(x, y) => {
-                    x.vars(out);
-                    y.vars(out);
-                }
-            }
-        }
-    }
-
-    /// True when some variable satisfies `f`.
-    pub fn mentions(&self, f: &dyn Fn(&str) -> bool) -> bool {
-        let mut vs = BTreeSet::new();
-        self.vars(&mut vs);
-        vs.iter().any(|v| f(v))
+        // Only overflow fails (callers pass d > 0): keep the exact, unsimplified atom then.
+        simplify::floordiv(self, &d, &NoFacts)
+            .unwrap_or_else(|_| Aff::atom(Atom::Floor(Box::new(self.clone()), d)))
     }
 
     /// Every variable `v` with `f(v) = Some(e)` replaced by `e`.
@@ -160,6 +49,7 @@ impl Aff {
                     Box::new(x.substitute(f)),
                     Box::new(y.substitute(f)),
                 )),
+                Atom::Opaque(_) => Aff::atom(a.clone()),
             };
             out = out.add(&t.scale(*c));
         }
@@ -168,44 +58,12 @@ impl Aff {
 
     /// Renames variables (`f` gives the new name or `None` to keep).
     pub fn rename(&self, f: &dyn Fn(&str) -> Option<String>) -> Aff {
-        self.substitute(&|v| f(v).map(|n| Aff::var(&n)))
+        self.substitute(&|v| f(v).map(Aff::var))
     }
 
     /// The affine form of an index expression.
     pub fn from_axis(e: &AxisExpr) -> Result<Aff, NonAffine> {
-        Ok(match e {
-            AxisExpr::Const(c) => Aff::int(*c),
-            AxisExpr::Name(n) => Aff::var(n),
-            AxisExpr::Add(ts) => {
-                let mut out = Aff::int(0);
-                for t in ts {
-                    out = out.add(&Aff::from_axis(t)?);
-                }
-                out
-            }
-            AxisExpr::Mul(a, b) => {
-                let (x, y) = (Aff::from_axis(a)?, Aff::from_axis(b)?);
-                match (x.as_int(), y.as_int()) {
-                    (Some(k), _) => y.scale(k),
-                    (_, Some(k)) => x.scale(k),
-                    _ => return Err(NonAffine(format!("product of two variables `{e}`"))),
-                }
-            }
-            AxisExpr::FloorDiv(x, c) if *c > 0 => Aff::from_axis(x)?.floor(*c),
-            AxisExpr::FloorDiv(..) => {
-                return Err(NonAffine(format!(
-                    "floordiv by a non-positive constant `{e}`"
-                )))
-            }
-            AxisExpr::Min(a, b) => Aff::atom(Atom::Min(
-                Box::new(Aff::from_axis(a)?),
-                Box::new(Aff::from_axis(b)?),
-            )),
-            AxisExpr::Max(a, b) => Aff::atom(Atom::Max(
-                Box::new(Aff::from_axis(a)?),
-                Box::new(Aff::from_axis(b)?),
-            )),
-        })
+        quasi_of_axis(e).map_err(|x| NonAffine(x.0))
     }
 
     /// The affine form of a size (a product of symbols is not affine).
@@ -233,64 +91,16 @@ impl Aff {
         Ok(out)
     }
 
-    /// True when a `min`/`max` atom mentions a variable satisfying `is_dim`, or a product of two
-    /// such variables would be needed (never, by construction): the non-affine forms the view
-    /// must reject for loop variables.
+    /// True when a `min`/`max` atom mentions a variable satisfying `is_dim`: the non-affine
+    /// forms the view must reject for loop variables.
     pub fn minmax_of(&self, is_dim: &dyn Fn(&str) -> bool) -> bool {
         self.terms.keys().any(|a| match a {
-            Atom::Var(_) => false,
+            Atom::Var(_) | Atom::Opaque(_) => false,
             Atom::Floor(e, _) => e.minmax_of(is_dim),
-            Atom::Min(x, y) | Atom::Max(x, y) => x.mentions(is_dim) || y.mentions(is_dim),
-        })
-    }
-
-    /// isl text, terms in the order of `order` (names first, other atoms after), constant last.
-    pub fn isl(&self, order: &[String]) -> String {
-        let mut terms: Vec<(&Atom, i64)> = self.terms.iter().map(|(a, c)| (a, *c)).collect();
-        let rank = |a: &Atom| match a {
-            Atom::Var(v) => order.iter().position(|o| o == v).unwrap_or(order.len()),
-            _ => order.len() + 1,
-        };
-        terms.sort_by(|(a, _), (b, _)| rank(a).cmp(&rank(b)).then_with(|| a.cmp(b)));
-        let mut s = String::new();
-        for (a, c) in terms {
-            let body = atom_isl(a, order);
-            let mag = c.unsigned_abs();
-            let t = if mag == 1 {
-                body
-            } else {
-                format!("{mag}*{body}")
-            };
-            if s.is_empty() {
-                if c < 0 {
-                    s.push('-');
-                }
-                s.push_str(&t);
-            } else {
-                let _ = write!(s, " {} {t}", if c < 0 { '-' } else { '+' });
+            Atom::Min(x, y) | Atom::Max(x, y) => {
+                x.mentions(&|v: &String| is_dim(v)) || y.mentions(&|v: &String| is_dim(v))
             }
-        }
-        if s.is_empty() {
-            return self.konst.to_string();
-        }
-        if self.konst != 0 {
-            let _ = write!(
-                s,
-                " {} {}",
-                if self.konst < 0 { '-' } else { '+' },
-                self.konst.unsigned_abs()
-            );
-        }
-        s
-    }
-}
-
-fn atom_isl(a: &Atom, order: &[String]) -> String {
-    match a {
-        Atom::Var(v) => v.clone(),
-        Atom::Floor(e, d) => format!("floor(({})/{d})", e.isl(order)),
-        Atom::Min(x, y) => format!("min({}, {})", x.isl(order), y.isl(order)),
-        Atom::Max(x, y) => format!("max({}, {})", x.isl(order), y.isl(order)),
+        })
     }
 }
 
@@ -539,9 +349,10 @@ mod tests {
         ]);
         let a = Aff::from_axis(&e).expect("affine");
         assert_eq!(a.isl(&order(&["m", "k1"])), "2*m + k1 - 1");
+        // The multiples of the divisor leave the floor (the index algebra's canonical form).
         assert_eq!(
             a.floor(2).isl(&order(&["m", "k1"])),
-            "floor((2*m + k1 - 1)/2)"
+            "m + floor((k1 + 1)/2) - 1"
         );
         assert_eq!(a.scale(2).floor(2), a);
     }

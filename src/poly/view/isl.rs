@@ -7,6 +7,8 @@
 
 use super::aff::{Aff, Cons};
 use super::stmt::{Access, Stmt};
+use crate::index::gcd;
+use crate::index::isl::{Cursor, Tok};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Parameters (variables that are not in `bound`) in order of first appearance.
@@ -158,168 +160,23 @@ pub fn access_affs(a: &Access) -> Vec<&Aff> {
 // ---------------------------------------------------------------------------------------------
 // Reading.
 
-#[derive(Clone, Debug, PartialEq)]
-enum Tok {
-    Ident(String),
-    Int(i64),
-    Sym(&'static str),
-}
+/// The reader's grammar over the index algebra's token cursor (which reads expressions).
+struct Parser(Cursor);
 
-fn lex(s: &str) -> Result<Vec<Tok>, String> {
-    let cs: Vec<char> = s.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    const SYMS: [&str; 16] = [
-        "->", "<=", ">=", "==", "<", ">", "=", "[", "]", "{", "}", "(", ")", ",", ";", ":",
-    ];
-    const MORE: [&str; 4] = ["+", "-", "*", "/"];
-    'outer: while i < cs.len() {
-        let c = cs[i];
-        if c.is_whitespace() {
-            i += 1;
-            continue;
-        }
-        if c.is_ascii_digit() {
-            let st = i;
-            while i < cs.len() && cs[i].is_ascii_digit() {
-                i += 1;
-            }
-            let t: String = cs[st..i].iter().collect();
-            out.push(Tok::Int(t.parse().map_err(|_| format!("bad integer {t}"))?));
-            continue;
-        }
-        if c.is_alphabetic() || c == '_' {
-            let st = i;
-            while i < cs.len() && (cs[i].is_alphanumeric() || cs[i] == '_' || cs[i] == '\'') {
-                i += 1;
-            }
-            out.push(Tok::Ident(cs[st..i].iter().collect()));
-            continue;
-        }
-        for sym in SYMS.iter().chain(MORE.iter()) {
-            let n = sym.len();
-            if i + n <= cs.len() && cs[i..i + n].iter().collect::<String>() == *sym {
-                out.push(Tok::Sym(sym));
-                i += n;
-                continue 'outer;
-            }
-        }
-        return Err(format!("unexpected character `{c}`"));
+impl std::ops::Deref for Parser {
+    type Target = Cursor;
+    fn deref(&self) -> &Cursor {
+        &self.0
     }
-    Ok(out)
 }
 
-struct Parser {
-    toks: Vec<Tok>,
-    pos: usize,
+impl std::ops::DerefMut for Parser {
+    fn deref_mut(&mut self) -> &mut Cursor {
+        &mut self.0
+    }
 }
 
 impl Parser {
-    fn peek(&self) -> Option<&Tok> {
-        self.toks.get(self.pos)
-    }
-
-    fn is(&self, s: &str) -> bool {
-        matches!(self.peek(), Some(Tok::Sym(x)) if *x == s)
-    }
-
-    fn eat(&mut self, s: &str) -> bool {
-        if self.is(s) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn expect(&mut self, s: &str) -> Result<(), String> {
-        if self.eat(s) {
-            Ok(())
-        } else {
-            Err(format!(
-                "expected `{s}` at token {} ({:?})",
-                self.pos,
-                self.peek()
-            ))
-        }
-    }
-
-    fn ident(&mut self) -> Option<String> {
-        if let Some(Tok::Ident(n)) = self.peek().cloned() {
-            self.pos += 1;
-            Some(n)
-        } else {
-            None
-        }
-    }
-
-    fn expr(&mut self) -> Result<Aff, String> {
-        let mut acc = if self.eat("-") {
-            self.term()?.scale(-1)
-        } else {
-            self.term()?
-        };
-        loop {
-            if self.eat("+") {
-                acc = acc.add(&self.term()?);
-            } else if self.eat("-") {
-                acc = acc.sub(&self.term()?);
-            } else {
-                return Ok(acc);
-            }
-        }
-    }
-
-    fn term(&mut self) -> Result<Aff, String> {
-        let mut acc = self.factor()?;
-        loop {
-            let juxt = matches!(self.peek(), Some(Tok::Ident(n)) if n != "and" && n != "or")
-                || self.is("(");
-            if self.eat("*") || (juxt && acc.as_int().is_some()) {
-                let f = self.factor()?;
-                acc = match (acc.as_int(), f.as_int()) {
-                    (Some(k), _) => f.scale(k),
-                    (_, Some(k)) => acc.scale(k),
-                    _ => return Err("product of two variables".into()),
-                };
-            } else {
-                return Ok(acc);
-            }
-        }
-    }
-
-    fn factor(&mut self) -> Result<Aff, String> {
-        match self.peek().cloned() {
-            Some(Tok::Int(v)) => {
-                self.pos += 1;
-                Ok(Aff::int(v))
-            }
-            Some(Tok::Ident(n)) if n == "floor" => {
-                self.pos += 1;
-                self.expect("(")?;
-                let e = self.expr()?;
-                self.expect("/")?;
-                let Some(Tok::Int(d)) = self.peek().cloned() else {
-                    return Err("floor needs a constant divisor".into());
-                };
-                self.pos += 1;
-                self.expect(")")?;
-                Ok(e.floor(d))
-            }
-            Some(Tok::Ident(n)) => {
-                self.pos += 1;
-                Ok(Aff::var(&n))
-            }
-            Some(Tok::Sym("(")) => {
-                self.pos += 1;
-                let e = self.expr()?;
-                self.expect(")")?;
-                Ok(e)
-            }
-            t => Err(format!("unexpected {t:?}")),
-        }
-    }
-
     fn tuple(&mut self) -> Result<(String, Vec<Aff>), String> {
         let name = self.ident().unwrap_or_default();
         self.expect("[")?;
@@ -360,7 +217,7 @@ impl Parser {
             if !any {
                 return Err("a constraint needs a comparison".into());
             }
-            if !matches!(self.peek(), Some(Tok::Ident(n)) if n == "and") {
+            if !matches!(self.peek(), Some(Tok::Id(n)) if n == "and") {
                 return Ok(out);
             }
             self.pos += 1;
@@ -378,14 +235,6 @@ pub struct CanonPiece {
     pub output: Option<(String, usize)>,
     /// The constraints.
     pub constraints: BTreeSet<Cons>,
-}
-
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 {
-        a.abs()
-    } else {
-        gcd(b, a % b)
-    }
 }
 
 /// Divides by the gcd of the coefficients (rounding the constant of an inequality down) and
@@ -410,13 +259,10 @@ fn canon_cons(c: &Cons) -> Cons {
 
 /// Reads a union set or map and canonicalizes it; tuple names are renamed by `rename`.
 pub fn canonical(text: &str, rename: &[(&str, &str)]) -> Result<BTreeSet<CanonPiece>, String> {
-    let mut p = Parser {
-        toks: lex(text)?,
-        pos: 0,
-    };
+    let mut p = Parser(Cursor::new(text)?);
     let mut params = Vec::new();
     if p.eat("[") {
-        while let Some(n) = p.ident() {
+        while let Ok(n) = p.ident() {
             params.push(n);
             if !p.eat(",") {
                 break;

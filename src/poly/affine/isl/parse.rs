@@ -5,57 +5,7 @@ use super::super::expr::Aff;
 use super::super::map::{BasicMap, Map, MapSpace};
 use super::super::set::{BasicSet, Set, SetSpace, Tuple};
 use super::super::AffineError;
-
-#[derive(Clone, Debug, PartialEq)]
-enum Tok {
-    Id(String),
-    Int(i64),
-    Sym(&'static str),
-}
-
-fn tokenize(s: &str) -> Result<Vec<(usize, Tok)>, AffineError> {
-    const SYMS: [&str; 17] = [
-        "->", "<=", ">=", "[", "]", "{", "}", "(", ")", ",", ":", ";", "+", "-", "*", "/", "<",
-    ];
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c.is_ascii_digit() {
-            let st = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            let v = s[st..i].parse().map_err(|_| AffineError::Parse {
-                pos: st,
-                msg: "integer too large".into(),
-            })?;
-            out.push((st, Tok::Int(v)));
-        } else if c.is_ascii_alphabetic() || c == b'_' {
-            let st = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'\'') {
-                i += 1;
-            }
-            out.push((st, Tok::Id(s[st..i].to_string())));
-        } else if let Some(sym) = SYMS
-            .iter()
-            .chain(&[">", "="])
-            .find(|y| s[i..].starts_with(**y))
-        {
-            out.push((i, Tok::Sym(sym)));
-            i += sym.len();
-        } else {
-            return Err(AffineError::Parse {
-                pos: i,
-                msg: format!("unexpected character `{}`", c as char),
-            });
-        }
-    }
-    Ok(out)
-}
+use crate::index::isl::{Cursor, IslError, Tok};
 
 /// A conjunction of the DNF: its existential names and `(aff, is_eq)` constraints.
 #[derive(Clone, Debug, Default)]
@@ -65,158 +15,43 @@ struct Conj {
     falsum: bool,
 }
 
-struct Parser {
-    toks: Vec<(usize, Tok)>,
-    pos: usize,
-    end: usize,
+/// The set and map grammar over the index algebra's token cursor (which reads expressions).
+struct Parser(Cursor);
+
+impl std::ops::Deref for Parser {
+    type Target = Cursor;
+    fn deref(&self) -> &Cursor {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Parser {
+    fn deref_mut(&mut self) -> &mut Cursor {
+        &mut self.0
+    }
 }
 
 type PResult<T> = Result<T, AffineError>;
 
+impl From<IslError> for AffineError {
+    fn from(e: IslError) -> AffineError {
+        match e.cause {
+            Some(c) => c.into(),
+            None => AffineError::Parse {
+                pos: e.pos,
+                msg: e.msg,
+            },
+        }
+    }
+}
+
 impl Parser {
     fn err<T>(&self, msg: &str) -> PResult<T> {
-        Err(AffineError::Parse {
-            pos: self.toks.get(self.pos).map_or(self.end, |t| t.0),
-            msg: msg.to_string(),
-        })
-    }
-
-    fn peek(&self) -> Option<&Tok> {
-        self.toks.get(self.pos).map(|t| &t.1)
-    }
-
-    fn is_sym(&self, s: &str) -> bool {
-        matches!(self.peek(), Some(Tok::Sym(y)) if *y == s)
-    }
-
-    fn is_id(&self, s: &str) -> bool {
-        matches!(self.peek(), Some(Tok::Id(y)) if y == s)
-    }
-
-    fn eat(&mut self, s: &str) -> bool {
-        if self.is_sym(s) || self.is_id(s) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn expect(&mut self, s: &str) -> PResult<()> {
-        if self.eat(s) {
-            Ok(())
-        } else {
-            self.err(&format!("expected `{s}`"))
-        }
-    }
-
-    fn ident(&mut self) -> PResult<String> {
-        match self.peek() {
-            Some(Tok::Id(n)) => {
-                let n = n.clone();
-                self.pos += 1;
-                Ok(n)
-            }
-            _ => self.err("expected a name"),
-        }
-    }
-
-    fn int(&mut self) -> PResult<i64> {
-        let neg = self.eat("-");
-        match self.peek() {
-            Some(Tok::Int(v)) => {
-                let v = *v;
-                self.pos += 1;
-                Ok(if neg { -v } else { v })
-            }
-            _ => self.err("expected an integer"),
-        }
-    }
-
-    fn names_list(&mut self, close: &str) -> PResult<Vec<String>> {
-        let mut v = Vec::new();
-        if self.eat(close) {
-            return Ok(v);
-        }
-        loop {
-            v.push(self.ident()?);
-            if self.eat(close) {
-                return Ok(v);
-            }
-            self.expect(",")?;
-        }
+        Ok(self.0.err(msg)?)
     }
 
     fn expr(&mut self) -> PResult<Aff> {
-        let mut acc = if self.eat("-") {
-            self.term()?.scale(-1)?
-        } else {
-            self.term()?
-        };
-        loop {
-            if self.eat("+") {
-                acc = acc.add(&self.term()?)?;
-            } else if self.eat("-") {
-                acc = acc.sub(&self.term()?)?;
-            } else {
-                return Ok(acc);
-            }
-        }
-    }
-
-    fn term(&mut self) -> PResult<Aff> {
-        let mut acc = self.factor()?;
-        loop {
-            let juxt = acc.as_const().is_some()
-                && matches!(self.peek(), Some(Tok::Id(n)) if n != "and" && n != "or")
-                || acc.as_const().is_some() && self.is_sym("(");
-            if self.eat("*") || juxt {
-                let f = self.factor()?;
-                acc = match (acc.as_const(), f.as_const()) {
-                    (Some(k), _) => f.scale(k)?,
-                    (_, Some(k)) => acc.scale(k)?,
-                    _ => return Err(AffineError::NonAffine(format!("({acc}) * ({f})"))),
-                };
-            } else {
-                return Ok(acc);
-            }
-        }
-    }
-
-    fn factor(&mut self) -> PResult<Aff> {
-        if self.eat("-") {
-            return self.factor()?.scale(-1);
-        }
-        match self.peek().cloned() {
-            Some(Tok::Int(v)) => {
-                self.pos += 1;
-                Ok(Aff::constant(v))
-            }
-            Some(Tok::Id(n)) if n == "floor" => {
-                self.pos += 1;
-                self.expect("(")?;
-                let e = self.expr()?;
-                self.expect("/")?;
-                let d = self.int()?;
-                self.expect(")")?;
-                e.floordiv(d)
-            }
-            Some(Tok::Id(n)) => {
-                self.pos += 1;
-                Ok(Aff::var(&n))
-            }
-            Some(Tok::Sym("(")) => {
-                self.pos += 1;
-                let e = self.expr()?;
-                if self.eat("/") {
-                    // `(e)/d` outside floor is rejected: isl reads it as a rational.
-                    return self.err("division outside floor()");
-                }
-                self.expect(")")?;
-                Ok(e)
-            }
-            _ => self.err("expected an expression"),
-        }
+        Aff::from_quasi(self.0.expr()?)
     }
 
     fn cmp_op(&mut self) -> Option<&'static str> {
@@ -354,7 +189,7 @@ impl Parser {
                 let plain = e.terms().count() == 1
                     && e.constant_term() == 0
                     && e.terms()
-                        .all(|(a, c)| c == 1 && matches!(a, super::super::expr::Atom::Name(_)));
+                        .all(|(a, c)| c == 1 && matches!(a, super::super::expr::Atom::Var(_)));
                 let n = e.names().pop().unwrap_or_default();
                 if plain && !taken.contains(&n) && !dims.contains(&n) {
                     dims.push(n);
@@ -401,12 +236,7 @@ fn conj_poly(base: Poly, conj: &Conj, resolve: &dyn Fn(&str) -> Option<Col>) -> 
 }
 
 fn start(s: &str) -> PResult<(Parser, Vec<String>)> {
-    let toks = tokenize(s)?;
-    let mut p = Parser {
-        toks,
-        pos: 0,
-        end: s.len(),
-    };
+    let mut p = Parser(Cursor::new(s)?);
     let mut params = Vec::new();
     if p.eat("[") {
         params = p.names_list("]")?;
