@@ -61,11 +61,7 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     // PlanAgrees: emitted template/kernels differ from the plan.
     // TensorCores: plan says mma_sync, no HMMA in the main loop.
     // RegsWithinPlan: more registers than the plan estimates.
-    ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): with block-per-row row plans offered again (the encoder's fused LayerNorm), d = 256 on sm80 splits: QKᵀ with 8 K steps unrolled whole (172 > 114), SIMT P·V (213 > 184)
-    ("attention_full_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): as above
-    ("gemm_fp16_symbolic_bias_relu", "sm90", RegsWithinPlan), // TODO(issue 15): the run-time-checked cp.async plan chosen under the checked-path registers holds 173 > 134
     // Vec128Loads: 16-byte plan without 128-bit loads.
-    ("attention_causal_hd256", "sm80", Vec128Loads), // TODO(issue 15): the split d = 256 path's mask kernel claims 16-byte vectors
     // Vec128Stores: 16-byte plan without 128-bit stores.
 ];
 

@@ -181,7 +181,8 @@ fn choose_plan_as(
     // dependent reduction as a multi-pass row epilogue would.
     let online = attention_first
         && matches!(&work.shape, Shape::Contraction(g) if g.row_extent.is_some())
-        && emits(region, &work, false) == Emits::Pointwise;
+        && emits(region, &work, false) == Emits::Pointwise
+        && crate::codegen::templates::attention::is_first(region);
     let mut work = as_emitted(work, e);
     if let (true, Shape::Contraction(g)) = (online, &mut work.shape) {
         g.row_passes = 1;
