@@ -130,9 +130,9 @@ pub fn mma_sync(fill: [Fill; 2], t: &Tile) -> u32 {
             // the element path holds the tile's pairs as a register-staged operand does
             // (ptxas hoists its loads the same way: the symbolic GEMM's `64×64×32` 3-stage
             // tile over 4 warps takes 173 registers on sm_90a, 63 of them its two fills).
-            Fill::CpAsyncChecked if t.async_ => ((outer * t.bk / 8).div_ceil(threads)
-                + CHECKED_ELEMENT_PATH)
-                .max(staged(pairs)),
+            Fill::CpAsyncChecked if t.async_ => {
+                ((outer * t.bk / 8).div_ceil(threads) + CHECKED_ELEMENT_PATH).max(staged(pairs))
+            }
             Fill::Gather => (1 + GATHER_PER_PAIR) * pairs + GATHER_HOISTED,
             Fill::Registers | Fill::CpAsync | Fill::CpAsyncChecked => staged(pairs),
         }
