@@ -888,7 +888,8 @@ fn row_graph(op: &str, c: usize, norm: bool) -> String {
 /// optimized and emitted, run on the host against the reference: fp16 I/O, fp32 math,
 /// 16-byte chunks where the row allows them, with tails in every dimension — 5 rows over
 /// blocks of 4 warps, rows of 200 (25 chunks of 8 over 32 lanes) and of 100 (4-element chunks)
-/// and 1000 (125 chunks: some lanes walk 4 chunks, some 3).
+/// and 1000 (125 chunks: some lanes walk 4 chunks, some 3); and a block per row of 3000 (375
+/// chunks over 256 threads: the cross-warp step through shared memory).
 #[test]
 fn row_kernels_one_warp_per_row_with_tails() {
     use dlc_egg::codegen::generate;
@@ -898,14 +899,15 @@ fn row_kernels_one_warp_per_row_with_tails() {
     use dlc_egg::optimize::{optimize, OptimizeOptions};
     use dlc_egg::rules::testing::random_inputs;
     use std::collections::BTreeMap;
-    // (op, row length, normalizes, plan the row price chooses). LayerNorm over 1000 columns is
-    // priced cheaper one block per row (TODO(issue 15): the warp-per-row plan is offered beside
-    // the block-per-row ones since it split the encoder's fused LayerNorm); it is emulated all
-    // the same.
+    // (op, row length, normalizes, plan the row price chooses): a warp per row up to
+    // `WARP_ROW_MAX`; 3000 columns (12 chunks per lane of a warp, over the 8 it keeps in flight)
+    // are priced cheaper one block of 256 threads per row (two barriers per reduction, a tail
+    // chunk per thread), emulated the same way.
     for (op, c, norm, algo) in [
         ("LayerNorm", 200, true, "warp_per_row"),
         ("Softmax", 100, false, "warp_per_row"),
-        ("LayerNorm", 1000, true, "block_per_row"),
+        ("LayerNorm", 1000, true, "warp_per_row"),
+        ("LayerNorm", 3000, true, "block_per_row"),
     ] {
         let text = row_graph(op, c, norm);
         let g = frontend::load_str(&text, "row.json").expect("loads");

@@ -187,7 +187,12 @@ fn encoder_layer_covers_with_and_without_substitutions() {
             .filter(|k| k.covers.iter().any(|c| c == ln))
             .filter(|k| !k.covers.iter().any(|c| c.ends_with(".mm")))
             .count();
-        assert_eq!(n, 1, "{ln} spread over {n} kernels: {names:?}");
+        let covers: Vec<(&str, &Vec<String>)> = plain
+            .kernels
+            .iter()
+            .map(|k| (k.name.as_str(), &k.covers))
+            .collect();
+        assert_eq!(n, 1, "{ln} spread over {n} kernels: {covers:?}");
     }
     let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
     let names: Vec<&str> = o.kernels.iter().map(|k| k.name.as_str()).collect();

@@ -19,7 +19,7 @@ use crate::plan::Plan;
 use crate::target::Target;
 use roofline::{estimate, Estimate};
 use serde::Serialize;
-use work::{analyze, KernelWork, WorkError};
+use work::{analyze, KernelWork, Shape, WorkError};
 
 /// A predicted time in picoseconds: a newtype whose sums saturate (like Cranelift's e-graph
 /// `Cost`) at [`Time::MAX_FINITE`] while both terms are finite, and only an unrealizable term
@@ -176,7 +176,17 @@ fn choose_plan_as(
     use crate::codegen::templates::contraction_mma::Staging;
     let work = analyze(region, model)?;
     let e = emits(region, &work, attention_first);
-    let work = as_emitted(work, e);
+    // The scores and softmax of an attention pair, which only the fused kernel emits: it walks
+    // the keys once with an online softmax (running max and sum in registers), not once per
+    // dependent reduction as a multi-pass row epilogue would.
+    let online = attention_first
+        && matches!(&work.shape, Shape::Contraction(g) if g.row_extent.is_some())
+        && emits(region, &work, false) == Emits::Pointwise
+        && crate::codegen::templates::attention::is_first(region);
+    let mut work = as_emitted(work, e);
+    if let (true, Shape::Contraction(g)) = (online, &mut work.shape) {
+        g.row_passes = 1;
+    }
     // When no operand takes `cp.async`, the tensor-core kernel of an asynchronous plan issues
     // none: its loads go through registers one step ahead, whatever the stages, so only the
     // synchronous plans are what it runs (priced one tile ahead, with the held registers).

@@ -25,7 +25,7 @@
 //! - **launch**: [`Target::launch_s`] per kernel.
 
 use super::work::{ComputeAtWork, Gemm, KernelWork, Role, Shape};
-use crate::plan::space::{Algo, Knobs, Resources, RASTER_GROUP, RESIDENT_PER_THREAD};
+use crate::plan::space::{Algo, Knobs, Resources, RASTER_GROUP};
 use crate::target::{Arch, Target};
 use serde::Serialize;
 
@@ -352,6 +352,56 @@ fn staged_penalty(work: &KernelWork) -> f64 {
         .sum()
 }
 
+/// Cycles from a row's first loads to their data from DRAM (≈ 550–700 ns on A100 and H100:
+/// *assumed*, a planning figure): the row template waits it once per round of loads.
+pub const DRAM_LATENCY_CYCLES: f64 = 1000.0;
+/// Cycles of one dependent warp-shuffle step of a row reduction's butterfly.
+pub const SHUFFLE_CYCLES: f64 = 30.0;
+/// Cycles of a shared-memory store or load on a reduction's critical path.
+pub const SMEM_CYCLES: f64 = 30.0;
+/// Cycles of an L1 hit: a pass that re-walks a row still in L1 waits it once.
+pub const L1_HIT_CYCLES: f64 = 40.0;
+/// 16-byte chunks per lane the row template's walk keeps in flight (its loads of one pass,
+/// unrolled: 8 chunks of 2-byte elements are the [`crate::plan::space::WARP_ROW_MAX`] row).
+pub const CHUNKS_IN_FLIGHT: f64 = 8.0;
+/// Bytes per cycle one SM moves to or from L2 (A100 and H100: 64 B/clk per SM, *assumed*
+/// from the whitepapers): few busy SMs cannot pull the whole DRAM bandwidth.
+pub const SM_BYTES_PER_CYCLE: f64 = 64.0;
+
+/// The share of a resource a grid of `ctas` blocks gets when `slots` run at once and `share`
+/// says what `n` resident blocks get: full waves at `share(slots)`, the last, partial wave at
+/// what its own blocks get (a streaming block is short: the last wave's blocks run at the
+/// throughput they have, not at a full wave's time).
+fn tail_share(ctas: f64, slots: f64, share: impl Fn(f64) -> f64) -> f64 {
+    let ctas = ctas.max(1.0);
+    let slots = slots.max(1.0);
+    let full = (ctas / slots).floor();
+    let rest = ctas - full * slots;
+    let time = full / share(slots).max(1e-9)
+        + if rest > 0.0 {
+            (rest / slots) / share(rest).max(1e-9)
+        } else {
+            0.0
+        };
+    (ctas / slots) / time.max(1e-12)
+}
+
+/// The row template (`codegen::templates::row`): `threads_per_row` threads (a warp, or a block
+/// of warps) per row, `rows_per_block` rows per block. Each dependent reduction walks the row
+/// and combines it: a shuffle butterfly within a warp, and for several warps per row a partial
+/// per warp through shared memory between two barriers (warps beyond the row's chunks idle);
+/// the output pass walks the row again. The walks after the first re-read the row from L1 when
+/// the rows resident on an SM fit there (else from L2, and from DRAM what a wave's rows spill).
+///
+/// - Compute: the work's ops, the load issue of every walk ([`LOAD_ISSUE`] per chunk) and the
+///   shuffles, over the lanes that have chunks, at the SMs' share the blocks get.
+/// - Memory (Little's law): a block keeps its rows' loads in flight ([`CHUNKS_IN_FLIGHT`] per
+///   lane) and lives `rounds · L + serial` cycles: [`DRAM_LATENCY_CYCLES`] per round of loads,
+///   then its serial steps (shuffles, and for several warps per row the shared-memory round
+///   trip and two barriers per reduction, L1 re-walks). `n` resident blocks move
+///   `n · bytes per block / lifetime`, at most the DRAM bandwidth and what their SMs can pull.
+/// - Both shares are taken wave by wave ([`tail_share`]): the last wave's blocks run at what
+///   they get, so a grid of short blocks pays no whole wave for a partial one.
 fn reduction(
     work: &KernelWork,
     rows: f64,
@@ -370,28 +420,80 @@ fn reduction(
         unreachable!("reduction knobs")
     };
     let t = threads_per_row as f64;
-    let ctas = (rows / rows_per_block as f64).ceil().max(1.0);
-    let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
-    let resident = len <= t * RESIDENT_PER_THREAD as f64;
-    let passes = if resident { 1.0 } else { passes as f64 };
-    // Threads beyond the row's vectors idle: the useful share of the lanes.
+    let rpb = rows_per_block as f64;
+    let ctas = (rows / rpb).ceil().max(1.0);
+    let sms = target.sms as f64;
+    let per_sm = res.ctas_per_sm.max(1) as f64;
+    let slots = sms * per_sm;
+    let warps_per_cta = res.threads as f64 / 32.0;
+    let clock = target.clock_ghz * 1e9;
     let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4) as f64;
-    let lanes_used = ((len * elem / vec_bytes as f64) / t).min(1.0).max(1.0 / t);
-    // Cross-lane combination: log2(threads) shuffle steps per row and pass.
-    let shuffles = rows * passes * t.log2().max(1.0);
-    let simt = (work.ops.simt * passes + shuffles) / lanes_used;
-    let sfu = work.ops.sfu * passes / lanes_used;
-    let compute_s = unit_time(simt, sfu, target, occ);
     let inputs = work.in_bytes();
-    let l2 = inputs * passes + work.out_bytes;
-    // Rows one wave holds between its passes.
-    let wave_rows =
-        ctas.min(target.sms as f64 * res.ctas_per_sm.max(1) as f64) * rows_per_block as f64;
-    let working_set = inputs / rows.max(1.0) * wave_rows;
-    let dram =
-        inputs + inputs * (passes - 1.0) * l2_spill(working_set, target) + staged_penalty(work);
-    let memory_s = (dram / target.dram_bw).max(l2 / target.l2_bw) / occ.max(1e-9);
-    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
+    let row_bytes = inputs / rows.max(1.0);
+    // Walks over the row: one per dependent reduction, and the output pass.
+    let walks = f64::from(passes.max(1));
+    let reductions = (walks - 1.0).max(1.0);
+    // Chunks of a row, and the share of the lanes that have one.
+    let chunks = (len * elem / vec_bytes as f64).ceil().max(1.0);
+    let lanes_used = (chunks / t).min(1.0);
+    // Re-walks hit L1 when the rows resident on an SM fit in it (the shared-memory carve-out's
+    // size stands for the unified L1 the row template leaves unused).
+    let l1_rows = (target.smem_per_sm as f64 - per_sm * res.smem_bytes as f64).max(0.0);
+    let in_l1 = per_sm * rpb * row_bytes <= l1_rows;
+    let rereads = walks - 1.0;
+    let wave_rows = ctas.min(slots) * rpb;
+    let l2 = if in_l1 {
+        inputs + work.out_bytes
+    } else {
+        inputs * walks + work.out_bytes
+    };
+    let spill = if in_l1 {
+        0.0
+    } else {
+        l2_spill(row_bytes * wave_rows, target)
+    };
+    let dram = inputs + inputs * rereads * spill + staged_penalty(work);
+
+    // Compute.
+    let warps_per_row = (t / 32.0).ceil();
+    let shuffles = rows * reductions * warps_per_row * 32.0 * 5.0;
+    let load_issue = rows * chunks * walks * LOAD_ISSUE;
+    let simt = (work.ops.simt + load_issue + shuffles) / lanes_used.max(1.0 / t);
+    let sfu = work.ops.sfu / lanes_used.max(1.0 / t);
+    let busy = |n: f64| n.min(sms);
+    let compute_share = |n: f64| {
+        let b = busy(n);
+        let warps = (n / b.max(1.0)).ceil() * warps_per_cta;
+        (b / sms) * (warps / WARPS_TO_HIDE).min(1.0)
+    };
+    let compute_occ = tail_share(ctas, slots, compute_share);
+    let compute_s = unit_time(simt, sfu, target, compute_occ);
+
+    // Memory.
+    let cta_bytes = row_bytes * rpb;
+    let in_flight = res.threads as f64 * CHUNKS_IN_FLIGHT * vec_bytes as f64;
+    let rounds = (cta_bytes / in_flight.max(1.0)).ceil().max(1.0);
+    let combine = if warps_per_row > 1.0 {
+        2.0 * BARRIER_CYCLES + 2.0 * SMEM_CYCLES + warps_per_row * SHUFFLE_CYCLES / 5.0
+    } else {
+        0.0
+    };
+    let reread_wait = if in_l1 {
+        L1_HIT_CYCLES
+    } else {
+        LOAD_LATENCY_CYCLES
+    };
+    let serial = reductions * (5.0 * SHUFFLE_CYCLES + combine) + rereads * reread_wait;
+    let lifetime_s = (rounds * DRAM_LATENCY_CYCLES + serial) / clock;
+    let sm_bw = SM_BYTES_PER_CYCLE * clock;
+    let pull = |n: f64| (busy(n) * sm_bw / target.dram_bw).min(1.0);
+    let memory_share = |n: f64| (n * cta_bytes / (lifetime_s * target.dram_bw)).min(pull(n));
+    let memory_occ = tail_share(ctas, slots, memory_share);
+    let memory_s = (dram / target.dram_bw).max(l2 / target.l2_bw) / memory_occ.max(1e-9);
+    // Stores retire without waiting: bounded by what the busy SMs can push.
+    let store_occ = tail_share(ctas, slots, pull);
+    let epilogue_s = work.out_bytes / (target.dram_bw * store_occ.max(1e-9));
+    let waves = (ctas / slots).ceil().max(1.0);
     finish(
         compute_s,
         memory_s,
@@ -400,7 +502,7 @@ fn reduction(
         simt + sfu,
         dram + work.out_bytes,
         l2,
-        occ,
+        memory_occ.min(compute_occ),
         waves,
         1.0,
         ctas,

@@ -387,9 +387,9 @@ pub const WARP_ROW_MAX: f64 = 2048.0;
 
 fn reduction_grid(elem: u64, len: f64) -> Vec<Knobs> {
     let mut out = Vec::new();
-    // TODO(issue 15): rows up to WARP_ROW_MAX were planned one warp per row only, which priced
-    // the encoder's fused LayerNorm above its two-kernel split (`rules_subst`'s encoder cover);
-    // the block-per-row shapes stay offered until the row template's price says why.
+    // Both shapes for every row: the roofline's row price (`cost::roofline`) credits a warp per
+    // row with its loads in flight, no barrier and no idle lane, and a block per row with more
+    // blocks for a few rows (the encoder's 128-row LayerNorm).
     let shapes: &[(u64, u64)] = if len <= WARP_ROW_MAX {
         &[(32, 4), (128, 1), (256, 1)]
     } else {
@@ -465,8 +465,8 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             rows_per_block,
             ..
         } => {
-            // Partial results of each warp for the cross-warp step; the row is kept in
-            // registers when it is resident (up to 32 values per thread).
+            // Partial results of each warp for the cross-warp step; the walk's loads in
+            // flight (up to 8 16-byte chunks: 32 registers per thread).
             let warps = (threads_per_row * rows_per_block).div_ceil(32);
             (BASE_REGS + RESIDENT_PER_THREAD as u32, warps * 4 * 2)
         }
@@ -501,7 +501,8 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
     }
 }
 
-/// Values per thread a reduction keeps in registers when its row is resident.
+/// Registers per thread the row template's walk holds its loads in flight in (8 chunks of
+/// 16 bytes, `cost::roofline::CHUNKS_IN_FLIGHT`).
 pub const RESIDENT_PER_THREAD: u64 = 32;
 
 /// The widest vector (in bytes, ≤ 16) whose elements split `extent` elements of `elem` bytes.

@@ -73,7 +73,7 @@ mod kernel;
 mod pattern;
 mod stage;
 
-pub use pattern::{inline, AttentionPair, Mask, Softmax};
+pub use pattern::{inline, is_first, AttentionPair, Mask, Softmax};
 
 use super::super::gpu::Kernel;
 use super::super::CodegenError;

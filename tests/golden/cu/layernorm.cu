@@ -11,18 +11,17 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// row kernel `k0_add_mul_rsqrt_div` for sm90: grid (max(1, T), 1, 1), block (256, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256, 1) k0_add_mul_rsqrt_div(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
-  __shared__ __align__(16) float partial[1][8];
+// row kernel `k0_add_mul_rsqrt_div` for sm90: grid (max(1, (T+3)//4), 1, 1), block (32, 4, 1), 0 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(128, 1) k0_add_mul_rsqrt_div(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
   if ((s_T) > 0) {
     const int ty = (int)threadIdx.y;
     const int tx = (int)threadIdx.x;
-    const int row_raw = (int)blockIdx.x * 1 + ty;
+    const int row_raw = (int)blockIdx.x * 4 + ty;
     const bool valid = row_raw < (s_T);
     const int row = valid ? row_raw : (s_T) - 1;
     const int i_m_1 = row;
     float acc_2 = 0.0f;
-    for (int e = tx; e < 96; e += 256) {
+    for (int e = tx; e < 96; e += 32) {
       const int r_n_3 = e;
       const int r_n0_4 = r_n_3 * 8;
       __half v_5[8];
@@ -34,20 +33,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_add_mul_rsqrt_div(const 
       }
     }
     acc_2 = dlc_warp_sum(acc_2);
-    if ((tx & 31) == 0) {
-      partial[ty][tx >> 5] = acc_2;
-    }
-    __syncthreads();
-    acc_2 = partial[ty][0];
-    #pragma unroll
-    for (int w = 1; w < 8; w += 1) {
-      acc_2 = acc_2 + partial[ty][w];
-    }
-    __syncthreads();
     const float acc_8 = 0.0f + acc_2;
     float acc_9 = 0.0f;
     const float c1_15 = (acc_8 / ((float)768));
-    for (int e = tx; e < 96; e += 256) {
+    for (int e = tx; e < 96; e += 32) {
       const int r_n_10 = e;
       const int r_n0_11 = r_n_10 * 8;
       __half v_12[8];
@@ -61,21 +50,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_add_mul_rsqrt_div(const 
       }
     }
     acc_9 = dlc_warp_sum(acc_9);
-    if ((tx & 31) == 0) {
-      partial[ty][tx >> 5] = acc_9;
-    }
-    __syncthreads();
-    acc_9 = partial[ty][0];
-    #pragma unroll
-    for (int w = 1; w < 8; w += 1) {
-      acc_9 = acc_9 + partial[ty][w];
-    }
-    __syncthreads();
     const float acc1_18 = 0.0f + acc_9;
     const float c4_29 = (acc1_18 / ((float)768));
     const float c5_30 = (c4_29 + 1e-5f);
     const float c6_31 = dlc_rsqrt(c5_30);
-    for (int e = tx; e < 96; e += 256) {
+    for (int e = tx; e < 96; e += 32) {
       const int r_n_19 = e;
       const int r_n0_20 = r_n_19 * 8;
       __half v_21[8];

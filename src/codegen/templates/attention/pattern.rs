@@ -426,6 +426,12 @@ struct First<'p> {
     deferred: &'p str,
 }
 
+/// Whether `r` is the first region of an attention pair: scores, softmax and the deferred
+/// buffer `P` (what [`pair`] matches on its first side).
+pub fn is_first(r: &Region) -> bool {
+    match_first(r).is_some()
+}
+
 fn match_first(r: &Region) -> Option<First<'_>> {
     let [out] = r.outputs.as_slice() else {
         return None;
