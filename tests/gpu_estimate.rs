@@ -40,7 +40,10 @@ fn the_static_estimate_models_the_gemm_main_loop() {
     assert!(est.is_finite() && est > 0.0, "{r}");
     assert!(ratio.is_finite() && ratio > 0.0, "{r}");
     let k = &r["kernels"][0];
-    assert!(k["loop"]["hmma"].as_u64().unwrap_or(0) > 0, "no HMMA main loop: {r}");
+    assert!(
+        k["loop"]["hmma"].as_u64().unwrap_or(0) > 0,
+        "no HMMA main loop: {r}"
+    );
     assert!(k["occupancy"].as_u64().unwrap_or(0) > 0, "{r}");
     // 2·4096³ FLOP can take no less than the tensor peak allows (312 TFLOP/s: 440 µs).
     assert!(est > 440.0, "faster than the A100's peak: {r}");
