@@ -54,7 +54,10 @@
 //!   conjunct) and that form is positive at the tile's most permissive corner for the block's
 //!   rows — then every score of the tile is `-INF` and contributes exactly 0. The visited tiles
 //!   are a contiguous range (the condition is monotone in the tile), and when later rows keep
-//!   more keys (`dm < 0`, causal) the query blocks run in reverse order, heaviest first;
+//!   more keys (`dm < 0`, causal) the query blocks run in reverse order, heaviest first; a tile
+//!   the mask (one affine comparison) keeps for every element and whose keys are all in range
+//!   computes the kept score alone, without the per-element key bound, comparison and select
+//!   (a block-uniform branch: only the diagonal and tail tiles run the masked code);
 //! - at the end `o / l_i` is provided as `second`'s accumulator and `second`'s yields (epilogue,
 //!   cast) are stored, predicated on the row and column bounds: staged per warp through shared
 //!   memory and stored in 16-byte chunks when [`store_lanes`] allows (one yield, the value

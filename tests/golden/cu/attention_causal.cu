@@ -137,18 +137,32 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
           dlc_mma_m16n8k16_f16(sacc[nj * 2 + 1], qf[ks], &kf[2], sacc[nj * 2 + 1]);
         }
       }
-      #pragma unroll
-      for (int ni = 0; ni < 8; ni += 1) {
+      if (n0 + 64 <= (s_S) && (long long)1 * (n0 + 63) + (long long)-1 * m0 + (long long)0 <= 0LL) {
         #pragma unroll
-        for (int e = 0; e < 4; e += 1) {
-          const int key = n0 + ni * 8 + (lane & 3) * 2 + (e & 1);
-          const int qrow = wrow + (lane >> 2) + (e >> 1) * 8;
-          const int rowc = qrow < (s_S) ? qrow : (s_S) - 1;
-          const float dot = sacc[ni][e];
-          if (key < (s_S)) {
-            sacc[ni][e] = ((key <= rowc) ? (dot * 0.125f) : (-dlc_inf()));
-          } else {
-            sacc[ni][e] = (-dlc_inf());
+        for (int ni = 0; ni < 8; ni += 1) {
+          #pragma unroll
+          for (int e = 0; e < 4; e += 1) {
+            const int key = n0 + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int qrow = wrow + (lane >> 2) + (e >> 1) * 8;
+            const int rowc = qrow < (s_S) ? qrow : (s_S) - 1;
+            const float dot = sacc[ni][e];
+            sacc[ni][e] = (dot * 0.125f);
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int ni = 0; ni < 8; ni += 1) {
+          #pragma unroll
+          for (int e = 0; e < 4; e += 1) {
+            const int key = n0 + ni * 8 + (lane & 3) * 2 + (e & 1);
+            const int qrow = wrow + (lane >> 2) + (e >> 1) * 8;
+            const int rowc = qrow < (s_S) ? qrow : (s_S) - 1;
+            const float dot = sacc[ni][e];
+            if (key < (s_S)) {
+              sacc[ni][e] = ((key <= rowc) ? (dot * 0.125f) : (-dlc_inf()));
+            } else {
+              sacc[ni][e] = (-dlc_inf());
+            }
           }
         }
       }
@@ -163,13 +177,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
       for (int ni = 0; ni < 8; ni += 1) {
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
-          mx[e >> 1] = dlc_max(mx[e >> 1], sacc[ni][e]);
+          mx[e >> 1] = fmaxf(mx[e >> 1], sacc[ni][e]);
         }
       }
       #pragma unroll
       for (int h = 0; h < 2; h += 1) {
-        mx[h] = dlc_max(mx[h], dlc_shfl_xor(mx[h], 1));
-        mx[h] = dlc_max(mx[h], dlc_shfl_xor(mx[h], 2));
+        mx[h] = fmaxf(mx[h], dlc_shfl_xor(mx[h], 1));
+        mx[h] = fmaxf(mx[h], dlc_shfl_xor(mx[h], 2));
         mu[h] = (mx[h] == (-dlc_inf()) ? 0.0f : mx[h]);
         alpha[h] = dlc_exp2((m_i[h] - mu[h]) * 1.442695f);
         m_i[h] = mx[h];

@@ -38,9 +38,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   int ra_g_row[1][2];
   int ra_g_row_ok[1][2];
   int ra_g_rc0[1][2];
-  int ra_g_rc1[1][2];
   int ra_g_rc2[1][2];
-  int ra_g_rc3[1][2];
   #pragma unroll
   for (int l = 0; l < 1; l += 1) {
     const int c = tid + l * 256;
@@ -54,9 +52,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     ra_g_row[l][0] = (((o_b_6 * 64 + 0) * 56 + (0 + (2 * o_m_4) + (-1))) * 56 + (0 + (2 * o_n_2) + (-1)));
     ra_g_row_ok[l][0] = go_1 < (784 * s_N) ? 1 : 0;
     ra_g_rc0[l][0] = ((0 + (2 * o_m_4)) + ((-1) * 1));
-    ra_g_rc1[l][0] = ((0 + (2 * o_m_4)) + ((-1) * 57));
     ra_g_rc2[l][0] = ((0 + (2 * o_n_2)) + ((-1) * 1));
-    ra_g_rc3[l][0] = ((0 + (2 * o_n_2)) + ((-1) * 57));
     const int go_7 = m0 + o + 1;
     const int o_n_8 = (go_7) % 28;
     const int q_9 = (go_7) / 28;
@@ -66,9 +62,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     ra_g_row[l][1] = (((o_b_12 * 64 + 0) * 56 + (0 + (2 * o_m_10) + (-1))) * 56 + (0 + (2 * o_n_8) + (-1)));
     ra_g_row_ok[l][1] = go_7 < (784 * s_N) ? 1 : 0;
     ra_g_rc0[l][1] = ((0 + (2 * o_m_10)) + ((-1) * 1));
-    ra_g_rc1[l][1] = ((0 + (2 * o_m_10)) + ((-1) * 57));
     ra_g_rc2[l][1] = ((0 + (2 * o_n_8)) + ((-1) * 1));
-    ra_g_rc3[l][1] = ((0 + (2 * o_n_8)) + ((-1) * 57));
   }
   if (0 < kt_count) {
     #pragma unroll
@@ -83,12 +77,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int k_k_18 = q_17;
       const int ko_19 = ((k_k_18 * 56 + (k_k1_16 + 0 + 0)) * 56 + (k_k2_14 + 0 + 0));
       const int kc_20 = ((k_k1_16 + 0) + 0);
-      const int kc_21 = ((k_k1_16 + 0) + 0);
-      const int kc_22 = ((k_k2_14 + 0) + 0);
-      const int kc_23 = ((k_k2_14 + 0) + 0);
-      const unsigned x_24 = (gk_13 < 576 && ra_g_row_ok[0][0] != 0 && ra_g_rc0[0][0] + kc_20 >= 0 && ra_g_rc1[0][0] + kc_21 < 0 && ra_g_rc2[0][0] + kc_22 >= 0 && ra_g_rc3[0][0] + kc_23 < 0) ? dlc_bits(in0[ra_g_row[0][0] + ko_19]) : 0u;
-      const unsigned x_25 = (gk_13 < 576 && ra_g_row_ok[0][1] != 0 && ra_g_rc0[0][1] + kc_20 >= 0 && ra_g_rc1[0][1] + kc_21 < 0 && ra_g_rc2[0][1] + kc_22 >= 0 && ra_g_rc3[0][1] + kc_23 < 0) ? dlc_bits(in0[ra_g_row[0][1] + ko_19]) : 0u;
-      ra[l] = x_24 | (x_25 << 16);
+      const int kc_21 = ((k_k2_14 + 0) + 0);
+      const unsigned x_22 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_20) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_21) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_19]) : 0u;
+      const unsigned x_23 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_20) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_21) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_19]) : 0u;
+      ra[l] = x_22 | (x_23 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
@@ -105,13 +97,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int go = n0 + o;
       const int gk = 0 * 32 + kk;
       const bool ok = go < 64 && gk < 576;
-      const int o_h_26 = go;
-      const int k_k2_27 = (gk) % 3;
-      const int q_28 = (gk) / 3;
-      const int k_k1_29 = (q_28) % 3;
-      const int q_30 = (q_28) / 3;
-      const int k_k_31 = q_30;
-      dlc_cp_async_16(&Bs[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_26 * 64 + k_k_31) * 3 + k_k1_29) * 3 + k_k2_27)) : in1), ok ? 16 : 0);  // -> tile
+      const int o_h_24 = go;
+      const int k_k2_25 = (gk) % 3;
+      const int q_26 = (gk) / 3;
+      const int k_k1_27 = (q_26) % 3;
+      const int q_28 = (q_26) / 3;
+      const int k_k_29 = q_28;
+      dlc_cp_async_16(&Bs[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_24 * 64 + k_k_29) * 3 + k_k1_27) * 3 + k_k2_25)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
@@ -120,20 +112,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int kk = c / 32;
-      const int gk_32 = 1 * 32 + kk + 0;
-      const int k_k2_33 = (gk_32) % 3;
-      const int q_34 = (gk_32) / 3;
-      const int k_k1_35 = (q_34) % 3;
-      const int q_36 = (q_34) / 3;
-      const int k_k_37 = q_36;
-      const int ko_38 = ((k_k_37 * 56 + (k_k1_35 + 0 + 0)) * 56 + (k_k2_33 + 0 + 0));
-      const int kc_39 = ((k_k1_35 + 0) + 0);
-      const int kc_40 = ((k_k1_35 + 0) + 0);
-      const int kc_41 = ((k_k2_33 + 0) + 0);
-      const int kc_42 = ((k_k2_33 + 0) + 0);
-      const unsigned x_43 = (gk_32 < 576 && ra_g_row_ok[0][0] != 0 && ra_g_rc0[0][0] + kc_39 >= 0 && ra_g_rc1[0][0] + kc_40 < 0 && ra_g_rc2[0][0] + kc_41 >= 0 && ra_g_rc3[0][0] + kc_42 < 0) ? dlc_bits(in0[ra_g_row[0][0] + ko_38]) : 0u;
-      const unsigned x_44 = (gk_32 < 576 && ra_g_row_ok[0][1] != 0 && ra_g_rc0[0][1] + kc_39 >= 0 && ra_g_rc1[0][1] + kc_40 < 0 && ra_g_rc2[0][1] + kc_41 >= 0 && ra_g_rc3[0][1] + kc_42 < 0) ? dlc_bits(in0[ra_g_row[0][1] + ko_38]) : 0u;
-      ra[l] = x_43 | (x_44 << 16);
+      const int gk_30 = 1 * 32 + kk + 0;
+      const int k_k2_31 = (gk_30) % 3;
+      const int q_32 = (gk_30) / 3;
+      const int k_k1_33 = (q_32) % 3;
+      const int q_34 = (q_32) / 3;
+      const int k_k_35 = q_34;
+      const int ko_36 = ((k_k_35 * 56 + (k_k1_33 + 0 + 0)) * 56 + (k_k2_31 + 0 + 0));
+      const int kc_37 = ((k_k1_33 + 0) + 0);
+      const int kc_38 = ((k_k2_31 + 0) + 0);
+      const unsigned x_39 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_37) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_38) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_36]) : 0u;
+      const unsigned x_40 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_37) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_38) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_36]) : 0u;
+      ra[l] = x_39 | (x_40 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
@@ -150,13 +140,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int go = n0 + o;
       const int gk = 1 * 32 + kk;
       const bool ok = go < 64 && gk < 576;
-      const int o_h_45 = go;
-      const int k_k2_46 = (gk) % 3;
-      const int q_47 = (gk) / 3;
-      const int k_k1_48 = (q_47) % 3;
-      const int q_49 = (q_47) / 3;
-      const int k_k_50 = q_49;
-      dlc_cp_async_16(&Bs[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_45 * 64 + k_k_50) * 3 + k_k1_48) * 3 + k_k2_46)) : in1), ok ? 16 : 0);  // -> tile
+      const int o_h_41 = go;
+      const int k_k2_42 = (gk) % 3;
+      const int q_43 = (gk) / 3;
+      const int k_k1_44 = (q_43) % 3;
+      const int q_45 = (q_43) / 3;
+      const int k_k_46 = q_45;
+      dlc_cp_async_16(&Bs[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_41 * 64 + k_k_46) * 3 + k_k1_44) * 3 + k_k2_42)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
@@ -165,20 +155,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
       const int kk = c / 32;
-      const int gk_51 = 2 * 32 + kk + 0;
-      const int k_k2_52 = (gk_51) % 3;
-      const int q_53 = (gk_51) / 3;
-      const int k_k1_54 = (q_53) % 3;
-      const int q_55 = (q_53) / 3;
-      const int k_k_56 = q_55;
-      const int ko_57 = ((k_k_56 * 56 + (k_k1_54 + 0 + 0)) * 56 + (k_k2_52 + 0 + 0));
-      const int kc_58 = ((k_k1_54 + 0) + 0);
-      const int kc_59 = ((k_k1_54 + 0) + 0);
-      const int kc_60 = ((k_k2_52 + 0) + 0);
-      const int kc_61 = ((k_k2_52 + 0) + 0);
-      const unsigned x_62 = (gk_51 < 576 && ra_g_row_ok[0][0] != 0 && ra_g_rc0[0][0] + kc_58 >= 0 && ra_g_rc1[0][0] + kc_59 < 0 && ra_g_rc2[0][0] + kc_60 >= 0 && ra_g_rc3[0][0] + kc_61 < 0) ? dlc_bits(in0[ra_g_row[0][0] + ko_57]) : 0u;
-      const unsigned x_63 = (gk_51 < 576 && ra_g_row_ok[0][1] != 0 && ra_g_rc0[0][1] + kc_58 >= 0 && ra_g_rc1[0][1] + kc_59 < 0 && ra_g_rc2[0][1] + kc_60 >= 0 && ra_g_rc3[0][1] + kc_61 < 0) ? dlc_bits(in0[ra_g_row[0][1] + ko_57]) : 0u;
-      ra[l] = x_62 | (x_63 << 16);
+      const int gk_47 = 2 * 32 + kk + 0;
+      const int k_k2_48 = (gk_47) % 3;
+      const int q_49 = (gk_47) / 3;
+      const int k_k1_50 = (q_49) % 3;
+      const int q_51 = (q_49) / 3;
+      const int k_k_52 = q_51;
+      const int ko_53 = ((k_k_52 * 56 + (k_k1_50 + 0 + 0)) * 56 + (k_k2_48 + 0 + 0));
+      const int kc_54 = ((k_k1_50 + 0) + 0);
+      const int kc_55 = ((k_k2_48 + 0) + 0);
+      const unsigned x_56 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_54) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_55) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_53]) : 0u;
+      const unsigned x_57 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_54) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_55) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_53]) : 0u;
+      ra[l] = x_56 | (x_57 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
@@ -195,13 +183,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int go = n0 + o;
       const int gk = 2 * 32 + kk;
       const bool ok = go < 64 && gk < 576;
-      const int o_h_64 = go;
-      const int k_k2_65 = (gk) % 3;
-      const int q_66 = (gk) / 3;
-      const int k_k1_67 = (q_66) % 3;
-      const int q_68 = (q_66) / 3;
-      const int k_k_69 = q_68;
-      dlc_cp_async_16(&Bs[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_64 * 64 + k_k_69) * 3 + k_k1_67) * 3 + k_k2_65)) : in1), ok ? 16 : 0);  // -> tile
+      const int o_h_58 = go;
+      const int k_k2_59 = (gk) % 3;
+      const int q_60 = (gk) / 3;
+      const int k_k1_61 = (q_60) % 3;
+      const int q_62 = (q_60) / 3;
+      const int k_k_63 = q_62;
+      dlc_cp_async_16(&Bs[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_58 * 64 + k_k_63) * 3 + k_k1_61) * 3 + k_k2_59)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
@@ -216,20 +204,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
         const int kk = c / 32;
-        const int gk_70 = nt * 32 + kk + 0;
-        const int k_k2_71 = (gk_70) % 3;
-        const int q_72 = (gk_70) / 3;
-        const int k_k1_73 = (q_72) % 3;
-        const int q_74 = (q_72) / 3;
-        const int k_k_75 = q_74;
-        const int ko_76 = ((k_k_75 * 56 + (k_k1_73 + 0 + 0)) * 56 + (k_k2_71 + 0 + 0));
-        const int kc_77 = ((k_k1_73 + 0) + 0);
-        const int kc_78 = ((k_k1_73 + 0) + 0);
-        const int kc_79 = ((k_k2_71 + 0) + 0);
-        const int kc_80 = ((k_k2_71 + 0) + 0);
-        const unsigned x_81 = (gk_70 < 576 && ra_g_row_ok[0][0] != 0 && ra_g_rc0[0][0] + kc_77 >= 0 && ra_g_rc1[0][0] + kc_78 < 0 && ra_g_rc2[0][0] + kc_79 >= 0 && ra_g_rc3[0][0] + kc_80 < 0) ? dlc_bits(in0[ra_g_row[0][0] + ko_76]) : 0u;
-        const unsigned x_82 = (gk_70 < 576 && ra_g_row_ok[0][1] != 0 && ra_g_rc0[0][1] + kc_77 >= 0 && ra_g_rc1[0][1] + kc_78 < 0 && ra_g_rc2[0][1] + kc_79 >= 0 && ra_g_rc3[0][1] + kc_80 < 0) ? dlc_bits(in0[ra_g_row[0][1] + ko_76]) : 0u;
-        ra[l] = x_81 | (x_82 << 16);
+        const int gk_64 = nt * 32 + kk + 0;
+        const int k_k2_65 = (gk_64) % 3;
+        const int q_66 = (gk_64) / 3;
+        const int k_k1_67 = (q_66) % 3;
+        const int q_68 = (q_66) / 3;
+        const int k_k_69 = q_68;
+        const int ko_70 = ((k_k_69 * 56 + (k_k1_67 + 0 + 0)) * 56 + (k_k2_65 + 0 + 0));
+        const int kc_71 = ((k_k1_67 + 0) + 0);
+        const int kc_72 = ((k_k2_65 + 0) + 0);
+        const unsigned x_73 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_71) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_72) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_70]) : 0u;
+        const unsigned x_74 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_71) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_72) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_70]) : 0u;
+        ra[l] = x_73 | (x_74 << 16);
       }
       #pragma unroll
       for (int l = 0; l < 1; l += 1) {
@@ -239,13 +225,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
         const int go = n0 + o;
         const int gk = nt * 32 + kk;
         const bool ok = go < 64 && gk < 576;
-        const int o_h_83 = go;
-        const int k_k2_84 = (gk) % 3;
-        const int q_85 = (gk) / 3;
-        const int k_k1_86 = (q_85) % 3;
-        const int q_87 = (q_85) / 3;
-        const int k_k_88 = q_87;
-        dlc_cp_async_16(&Bs[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_83 * 64 + k_k_88) * 3 + k_k1_86) * 3 + k_k2_84)) : in1), ok ? 16 : 0);  // -> tile_refill
+        const int o_h_75 = go;
+        const int k_k2_76 = (gk) % 3;
+        const int q_77 = (gk) / 3;
+        const int k_k1_78 = (q_77) % 3;
+        const int q_79 = (q_77) / 3;
+        const int k_k_80 = q_79;
+        dlc_cp_async_16(&Bs[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_75 * 64 + k_k_80) * 3 + k_k1_78) * 3 + k_k2_76)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
     dlc_cp_async_commit();  // TokLoad tile_refill
@@ -295,21 +281,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
           const int rl = (lane >> 2) + (e >> 1) * 8;
           const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
           if (m0 + wr + mi * 16 + rl < (784 * s_N) && n0 + wc + cl < 64) {
-            const int m_n_89 = (m0 + wr + mi * 16 + rl) % 28;
-            const int q_90 = (m0 + wr + mi * 16 + rl) / 28;
-            const int m_m_91 = (q_90) % 28;
-            const int q_92 = (q_90) / 28;
-            const int m_b_93 = q_92;
-            const int n_h_94 = n0 + wc + cl;
-            const float c1_95 = (acc[mi][ni][e] + dlc_f32(in2[n_h_94]));
-            const float c2_96 = dlc_round_f16(c1_95);
-            const float c3_97 = (-c2_96);
-            const float c4_98 = (c3_97 * 1.442695f);
-            const float c5_99 = dlc_exp2(c4_98);
-            const float c6_100 = (c5_99 + ((float)1));
-            const float c7_101 = dlc_recip(c6_100);
-            const float c8_102 = (c2_96 * c7_101);
-            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_102);
+            const int m_n_81 = (m0 + wr + mi * 16 + rl) % 28;
+            const int q_82 = (m0 + wr + mi * 16 + rl) / 28;
+            const int m_m_83 = (q_82) % 28;
+            const int q_84 = (q_82) / 28;
+            const int m_b_85 = q_84;
+            const int n_h_86 = n0 + wc + cl;
+            const float c1_87 = (acc[mi][ni][e] + dlc_f32(in2[n_h_86]));
+            const float c2_88 = dlc_round_f16(c1_87);
+            const float c3_89 = (-c2_88);
+            const float c4_90 = (c3_89 * 1.442695f);
+            const float c5_91 = dlc_exp2(c4_90);
+            const float c6_92 = (c5_91 + ((float)1));
+            const float c7_93 = dlc_recip(c6_92);
+            const float c8_94 = (c2_88 * c7_93);
+            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_94);
           }
         }
       }
@@ -324,13 +310,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int gm = m0 + wr + mi * 16 + sc * 8;
       const int gn = n0 + wc + sr;
       if (ch < 64 && gm < (784 * s_N) && gn < 64) {
-        const int m_n_103 = (gm) % 28;
-        const int q_104 = (gm) / 28;
-        const int m_m_105 = (q_104) % 28;
-        const int q_106 = (q_104) / 28;
-        const int m_b_107 = q_106;
-        const int n_h_108 = gn;
-        dlc_st_vec<16>(&out0[(((m_b_107 * 64 + n_h_108) * 28 + m_m_105) * 28 + m_n_103)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
+        const int m_n_95 = (gm) % 28;
+        const int q_96 = (gm) / 28;
+        const int m_m_97 = (q_96) % 28;
+        const int q_98 = (q_96) / 28;
+        const int m_b_99 = q_98;
+        const int n_h_100 = gn;
+        dlc_st_vec<16>(&out0[(((m_b_99 * 64 + n_h_100) * 28 + m_m_97) * 28 + m_n_95)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
       }
     }
     __syncthreads();

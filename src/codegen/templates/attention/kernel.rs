@@ -10,13 +10,14 @@ use super::super::super::CodegenError;
 use super::super::contraction::Side;
 use super::super::contraction_mma::smem::Tile;
 use super::super::{bind_flat, params_of};
+use super::pattern::kept_score;
 use super::stage::{self, Operand, REFILL, TILE};
 use super::{
     heaviest_first, inputs, kernel_symbols, pad16, AttentionPair, AttentionPlan, Mask, Softmax,
 };
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::ir::region::Size;
+use crate::ir::region::{Expr, Size};
 use crate::target::Arch;
 
 /// The compute token of the accumulators.
@@ -514,34 +515,80 @@ fn scores(
     }
     kstep.push(Stmt::unrolled("nj", bn / 16, per_nj));
     out.push(Stmt::unrolled("ks", ks_n, kstep));
-    let score = e1.assign_f32("sacc[ni][e]", &p.score, |e| {
-        e.bind(&p.key, "key");
-        e.bind(&p.query, "rowc");
-        e.provide(&p.acc, "dot");
-    })?;
-    let per = vec![
-        Stmt::int("key", "n0 + ni * 8 + (lane & 3) * 2 + (e & 1)"),
-        Stmt::int("qrow", "wrow + (lane >> 2) + (e >> 1) * 8"),
-        Stmt::int("rowc", format!("qrow < {mc} ? qrow : {mc} - 1")),
-        Stmt::f32("dot", "sacc[ni][e]", false),
-        Stmt::If {
-            cond: format!("key < {sc}"),
-            div: Div::Thread,
-            then: score,
-            otherwise: vec![assign("sacc[ni][e]", "(-dlc_inf())")],
-        },
-    ];
-    out.push(Stmt::unrolled(
-        "ni",
-        bn / 8,
-        vec![Stmt::unrolled("e", 4, per)],
-    ));
+    let mut score_of = |expr: &Expr| {
+        e1.assign_f32("sacc[ni][e]", expr, |e| {
+            e.bind(&p.key, "key");
+            e.bind(&p.query, "rowc");
+            e.provide(&p.acc, "dot");
+        })
+    };
+    let score = score_of(&p.score)?;
+    let coords = || {
+        vec![
+            Stmt::int("key", "n0 + ni * 8 + (lane & 3) * 2 + (e & 1)"),
+            Stmt::int("qrow", "wrow + (lane >> 2) + (e >> 1) * 8"),
+            Stmt::int("rowc", format!("qrow < {mc} ? qrow : {mc} - 1")),
+            Stmt::f32("dot", "sacc[ni][e]", false),
+        ]
+    };
+    let mut per = coords();
+    per.push(Stmt::If {
+        cond: format!("key < {sc}"),
+        div: Div::Thread,
+        then: score,
+        otherwise: vec![assign("sacc[ni][e]", "(-dlc_inf())")],
+    });
+    let masked = Stmt::unrolled("ni", bn / 8, vec![Stmt::unrolled("e", 4, per)]);
+    // A tile whose every key is in range and kept by the mask for every row of the block
+    // (the block-uniform test of `kept_cond`) computes the kept score alone: no key bound, no
+    // mask comparison and select per element (FlashAttention-2's unmasked steady state).
+    match kept_score(&p.score, &p.key, &p.query) {
+        Some((kept, m)) => {
+            let mut fast = coords();
+            fast.extend(score_of(kept)?);
+            out.push(Stmt::If {
+                cond: kept_cond(m, plan.bm, bn, sc),
+                div: Div::Block,
+                then: vec![Stmt::unrolled(
+                    "ni",
+                    bn / 8,
+                    vec![Stmt::unrolled("e", 4, fast)],
+                )],
+                otherwise: vec![masked],
+            });
+        }
+        None => out.push(masked),
+    }
     Ok(out)
+}
+
+/// The C condition under which the mask keeps every key of tile `n0 .. n0 + bn` (all in
+/// range) for every row `m0 .. m0 + bm` of the block: the form `dn·n + dm·m + dc` at the
+/// tile's least permissive corner is `≤ 0` (rows past the end compute on the last row, which
+/// lies inside the range, so the test is conservative for them).
+fn kept_cond(m: Mask, bm: u64, bn: u64, sc: &str) -> String {
+    let n = if m.dn > 0 {
+        format!("(n0 + {})", bn - 1)
+    } else {
+        "n0".to_string()
+    };
+    let q = if m.dm > 0 {
+        format!("(m0 + {})", bm - 1)
+    } else {
+        "m0".to_string()
+    };
+    format!(
+        "n0 + {bn} <= {sc} && (long long){} * {n} + (long long){} * {q} + (long long){} <= 0LL",
+        m.dn, m.dm, m.dc
+    )
 }
 
 /// The online softmax of the tile's scores, per row (two per lane: `lane / 4` and `+ 8`): the
 /// tile max over the quad (shuffles), the running max `m_i`, the rescale `alpha` of `l_i` and
-/// of the output accumulators, and the probabilities in place of the scores.
+/// of the output accumulators, and the probabilities in place of the scores. The maxima are
+/// `fmaxf` (one `FMNMX`) rather than the reference's NaN-propagating `dlc_max` (four
+/// instructions): a NaN score still reaches its row's output, through `exp(NaN − m)` in `l_i`
+/// and in the `P·V` product, so the stored values are the same.
 fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt> {
     let bn = plan.bn;
     let mut out = vec![
@@ -570,7 +617,7 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
             vec![Stmt::unrolled(
                 "e",
                 4,
-                vec![assign("mx[e >> 1]", "dlc_max(mx[e >> 1], sacc[ni][e])")],
+                vec![assign("mx[e >> 1]", "fmaxf(mx[e >> 1], sacc[ni][e])")],
             )],
         ),
     ];
@@ -578,7 +625,7 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
     for off in [1, 2] {
         per_row.push(assign(
             "mx[h]",
-            format!("dlc_max(mx[h], dlc_shfl_xor(mx[h], {off}))"),
+            format!("fmaxf(mx[h], dlc_shfl_xor(mx[h], {off}))"),
         ));
     }
     per_row.push(assign("mu[h]", "(mx[h] == (-dlc_inf()) ? 0.0f : mx[h])"));

@@ -384,6 +384,27 @@ fn mask_of(score: &Expr, key: &str, query: &str) -> Option<Mask> {
     }
 }
 
+/// The score's kept branch and its whole mask, when the score is `where(cond, s, -INF)`,
+/// `where(cond, -INF, s)` or `select(pred, s, -INF)` with `cond` / `pred` ONE affine comparison
+/// of the key and query axes: then a key tile the mask keeps at every element computes `s`
+/// alone (no comparison, no select).
+pub fn kept_score<'e>(score: &'e Expr, key: &str, query: &str) -> Option<(&'e Expr, Mask)> {
+    match score {
+        Expr::Where(c, a, b) if is_neg_inf(b) && !is_neg_inf(a) => {
+            Some((a, cmp_mask(c, false, key, query)?))
+        }
+        Expr::Where(c, a, b) if is_neg_inf(a) && !is_neg_inf(b) => {
+            Some((b, cmp_mask(c, true, key, query)?))
+        }
+        Expr::Select {
+            pred: pred @ Pred::Cmp(..),
+            then,
+            otherwise,
+        } if is_neg_inf(otherwise) => Some((then, pred_mask(pred, key, query)?)),
+        _ => None,
+    }
+}
+
 /// `where(cmpeq(x, bad), good, x)` (either comparison order) → `(x, true)`; else `(e, false)`.
 /// The lowering guards a softmax this way so that a fully masked row gives zeros.
 fn unguard(e: &Expr, bad: f64, good: f64) -> (&Expr, bool) {

@@ -30,12 +30,18 @@
 //! so the loads are 2-byte; a channels-last input makes the last index the channel axis and
 //! the tile run along `K`.
 //!
-//! TODO(issue 15): the per-step cost is now dominated by the `K` decomposition (one constant
-//! division chain per run: 16 per step for a 128×32 tile on 128 threads) and by the four
-//! padding comparisons per element. Left: an incremental `(ci, kh, kw)` walk (or a per-`K`
-//! delta table in shared memory), a `lo ≤ x < hi` pair as one unsigned comparison, wider runs
-//! along `M` (8 rows per thread, one decomposition for 8 loads), and a channels-last (NHWC)
-//! path with 16-byte `cp.async` of the image.
+//! A padding's two bounds of one input coordinate, `outer + k ≥ 0` and `outer' + k < 0` with
+//! `outer − outer'` a positive constant `d` (the input extent), are tested as one unsigned
+//! comparison `(unsigned)(outer + k) < d` (only `outer` is hoisted); the row validity is left
+//! out when the outer extent is a whole number of tiles, and `gk < K` when `K` is a whole
+//! number of steps.
+//!
+//! TODO(issue 15): the per-step cost is still dominated by the `K` decomposition (one
+//! constant division chain per run: 16 per step for a 128×32 tile on 128 threads) and the
+//! per-element address and predicate work: `bench/gpu/estimate.py` puts the 3×3 conv at ~0.3–0.4×
+//! cuDNN, integer-pipe bound. Left: an incremental `(ci, kh, kw)` walk (or a per-`K` delta
+//! table in shared memory), wider runs along `M` (8 rows per thread, one decomposition for 8
+//! loads), and a channels-last (NHWC) path with 16-byte `cp.async` of the image.
 
 use super::super::super::cexpr;
 use super::super::super::gpu::{CType, Stmt};
@@ -206,6 +212,14 @@ fn cmps(p: &Pred, is_k: &dyn Fn(&str) -> bool, out: &mut Vec<Cmp>) -> Option<()>
     }
 }
 
+/// Whether every tile row a block loads lies inside the operand: the outer extent is a known
+/// whole number of `tile` rows (no tail tile).
+fn rows_in_range(axes: &super::super::contraction::Axes, tile: u64) -> bool {
+    axes.extent()
+        .as_int()
+        .is_some_and(|n| n > 0 && (n as u64).is_multiple_of(tile))
+}
+
 /// A conv image operand loaded by the hoisted gather (see the module doc).
 #[derive(Clone, Debug)]
 pub(super) struct Gather<'r> {
@@ -269,6 +283,63 @@ pub(super) fn gather<'r>(
     })
 }
 
+/// How the loads test one comparison of the guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CmpUse {
+    /// On its own: `outer + k op 0`.
+    Single,
+    /// The lower end of a range `0 ≤ x < d` with `x = outer + k` (this `≥ 0` and another
+    /// comparison `outer' + k < 0` whose `outer − outer'` is the constant `d > 0`, the same
+    /// `k`): tested as one unsigned comparison `(unsigned)x < d`.
+    Range(i64),
+    /// The upper end of a [`CmpUse::Range`]: not tested (nor hoisted) on its own.
+    Covered,
+}
+
+/// `e`, when it is a constant: evaluated with every name at 0 and at distinct non-zero values
+/// (an affine expression is constant iff these agree; the guard's parts are affine).
+fn constant(e: &AxisExpr) -> Option<i64> {
+    let mut names = Vec::new();
+    e.for_each_name(&mut |n| names.push(n.to_string()));
+    let at = |f: &dyn Fn(usize) -> i64| e.eval(&|n| names.iter().position(|m| m == n).map(f)).ok();
+    let c = at(&|_| 0)?;
+    for salt in [1i64, 7, 1000] {
+        if at(&|i| salt * (i as i64 + 3) + 11 * i as i64)? != c {
+            return None;
+        }
+    }
+    Some(c)
+}
+
+/// The use of each guard comparison: `lo ≤ x < hi` pairs (padding's two bounds of one input
+/// coordinate) become one unsigned comparison.
+fn cmp_uses(guard: &[Cmp]) -> Vec<CmpUse> {
+    let mut uses = vec![CmpUse::Single; guard.len()];
+    for i in 0..guard.len() {
+        if guard[i].op != CmpOp::Ge || uses[i] != CmpUse::Single {
+            continue;
+        }
+        let partner = (0..guard.len()).find_map(|j| {
+            let (a, b) = (&guard[i], &guard[j]);
+            if j == i || b.op != CmpOp::Lt || uses[j] != CmpUse::Single || a.side.k != b.side.k {
+                return None;
+            }
+            let diff = AxisExpr::sum(vec![
+                a.side.outer.clone(),
+                AxisExpr::product(AxisExpr::Const(-1), b.side.outer.clone()),
+            ]);
+            constant(&diff)
+                .filter(|d| *d > 0 && *d <= i64::from(i32::MAX))
+                .map(|d| (j, d))
+        });
+        if let Some((j, d)) = partner {
+            uses[i] = CmpUse::Range(d);
+            uses[j] = CmpUse::Covered;
+        }
+    }
+    uses
+}
+
 /// Register names of the hoisted row data.
 const ROW_OFF: &str = "g_row";
 const ROW_OK: &str = "g_row_ok";
@@ -311,8 +382,21 @@ impl Gather<'_> {
         let (rows, _) = self.shape();
         let slots = self.slots(s, p);
         let dims = vec![slots, rows];
-        let mut names = vec![ROW_OFF.to_string(), ROW_OK.to_string()];
-        names.extend((0..self.guard.len()).map(row_cmp));
+        let uses = cmp_uses(&self.guard);
+        let axes = match s.side {
+            Side::A => &v.m,
+            Side::B => &v.n,
+        };
+        let rows_ok = rows_in_range(axes, s.outer);
+        let mut names = vec![ROW_OFF.to_string()];
+        if !rows_ok {
+            names.push(ROW_OK.to_string());
+        }
+        names.extend(
+            (0..self.guard.len())
+                .filter(|j| uses[*j] != CmpUse::Covered)
+                .map(row_cmp),
+        );
         for n in &names {
             em.emit(Stmt::Array {
                 ty: CType::I32,
@@ -321,10 +405,6 @@ impl Gather<'_> {
                 zero: false,
             });
         }
-        let axes = match s.side {
-            Side::A => &v.m,
-            Side::B => &v.n,
-        };
         em.open();
         let threads = p.threads();
         em.emit(Stmt::int("c", format!("tid + l * {threads}")));
@@ -342,11 +422,16 @@ impl Gather<'_> {
                 place: at(ROW_OFF),
                 value: off,
             });
-            em.emit(Stmt::Assign {
-                place: at(ROW_OK),
-                value: format!("{go} < {} ? 1 : 0", cexpr::dim(&axes.extent())),
-            });
+            if !rows_ok {
+                em.emit(Stmt::Assign {
+                    place: at(ROW_OK),
+                    value: format!("{go} < {} ? 1 : 0", cexpr::dim(&axes.extent())),
+                });
+            }
             for (j, c) in self.guard.iter().enumerate() {
+                if uses[j] == CmpUse::Covered {
+                    continue;
+                }
                 em.emit(Stmt::Assign {
                     place: at(&row_cmp(j)),
                     value: em.axis(&c.side.outer),
@@ -376,6 +461,17 @@ impl Gather<'_> {
         em.open();
         em.emit(Stmt::int("kk", k));
         let param = em.read_offset(self.tensor, &[])?.0;
+        let uses = cmp_uses(&self.guard);
+        let outer_axes = match s.side {
+            Side::A => &v.m,
+            Side::B => &v.n,
+        };
+        let rows_ok = rows_in_range(outer_axes, s.outer);
+        // `gk < K` holds for every step of the loop when `K` is a whole number of steps.
+        let k_whole =
+            v.k.extent()
+                .as_int()
+                .is_some_and(|k| k > 0 && (k as u64).is_multiple_of(bk));
         let mut k_parts = Vec::new();
         for kx in 0..ks {
             em.push_scope();
@@ -386,9 +482,17 @@ impl Gather<'_> {
             let (_, _, koff) = em.read_offset(self.tensor, &kidx)?;
             let ko = em.fresh("ko");
             em.emit(Stmt::int(&ko, koff));
-            let conds = vec![format!("{gk} < {}", cexpr::dim(&v.k.extent()))];
+            let conds: Vec<String> = if k_whole {
+                vec![]
+            } else {
+                vec![format!("{gk} < {}", cexpr::dim(&v.k.extent()))]
+            };
             let mut cmp_k = Vec::new();
-            for c in &self.guard {
+            for (c, u) in self.guard.iter().zip(&uses) {
+                if *u == CmpUse::Covered {
+                    cmp_k.push(String::new());
+                    continue;
+                }
                 let kc = em.fresh("kc");
                 em.emit(Stmt::int(&kc, em.axis(&c.side.k)));
                 cmp_k.push(kc);
@@ -402,9 +506,20 @@ impl Gather<'_> {
             let (ko, conds, cmp_k) = &k_parts[kx as usize];
             let at = |n: &str| format!("{}_{n}[{slot}][{row}]", s.regs);
             let mut ok = conds.clone();
-            ok.push(format!("{} != 0", at(ROW_OK)));
+            if !rows_ok {
+                ok.push(format!("{} != 0", at(ROW_OK)));
+            }
             for (j, (c, kc)) in self.guard.iter().zip(cmp_k).enumerate() {
-                ok.push(format!("{} + {kc} {} 0", at(&row_cmp(j)), c.op));
+                match uses[j] {
+                    CmpUse::Single => ok.push(format!("{} + {kc} {} 0", at(&row_cmp(j)), c.op)),
+                    CmpUse::Range(d) => {
+                        ok.push(format!("(unsigned)({} + {kc}) < {d}u", at(&row_cmp(j))))
+                    }
+                    CmpUse::Covered => {}
+                }
+            }
+            if ok.is_empty() {
+                ok.push("true".into());
             }
             let x = em.fresh("x");
             em.emit(Stmt::Let {
