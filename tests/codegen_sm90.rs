@@ -628,7 +628,10 @@ fn assert_gathered(c: &Conv, v: Variant) {
     let r = tensor_core_regions(&o)[0];
     let k = render::kernel(&kernel_for(&o, r, v));
     assert!(k.contains("gathered (im2col, M-major) A"), "{c:?}\n{k}");
-    assert!(k.contains("dlc_fence_proxy_async()") && !k.contains("tm_a"), "{k}");
+    assert!(
+        k.contains("dlc_fence_proxy_async()") && !k.contains("tm_a"),
+        "{k}"
+    );
 }
 
 #[test]
@@ -653,7 +656,15 @@ fn conv_bf16_stride2_dilation2_residual_sigmoid() {
         residual: true,
         ..CONV
     };
-    run_variants(&c.graph(), &[], false, &[var(64, 64, 1, 3)], c.rtol(), None, None);
+    run_variants(
+        &c.graph(),
+        &[],
+        false,
+        &[var(64, 64, 1, 3)],
+        c.rtol(),
+        None,
+        None,
+    );
 }
 
 #[test]
@@ -668,7 +679,15 @@ fn conv_fp16_staged_epilogue_along_m_silu() {
         ..CONV
     };
     assert_eq!(c.out(), 8);
-    run_variants(&c.graph(), &[], false, &[var(128, 64, 1, 2)], c.rtol(), None, Some(true));
+    run_variants(
+        &c.graph(),
+        &[],
+        false,
+        &[var(128, 64, 1, 2)],
+        c.rtol(),
+        None,
+        Some(true),
+    );
 }
 
 /// Seeded random convs: sizes with tails in `M`, `N` and `K`, stride, padding and dilation,
@@ -714,8 +733,16 @@ fn conv_random_shapes_every_epilogue_fp16_and_bf16() {
 #[test]
 fn conv_emulation_rejects_a_missing_proxy_fence() {
     let drop: &dyn Fn(&str) -> String = &|s| s.replace("dlc_fence_proxy_async();", "");
-    let e = run_variants(&CONV.graph(), &[], false, &[var(64, 64, 1, 2)], 1e-2, Some(drop), None)
-        .expect("an error");
+    let e = run_variants(
+        &CONV.graph(),
+        &[],
+        false,
+        &[var(64, 64, 1, 2)],
+        1e-2,
+        Some(drop),
+        None,
+    )
+    .expect("an error");
     assert!(e.contains("without fence.proxy.async"), "{e}");
 }
 
@@ -743,7 +770,10 @@ fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
     let o80 = optimize(&lowered(&text), &sm80).expect("optimizes for sm80");
     let g80 = generate(&o80).expect("generates");
     assert!(g80.emitted.source.contains("contraction_mma kernel"));
-    assert!(!g80.emitted.source.contains("dlc_wgmma_m64n"), "sm80 keeps mma.sync");
+    assert!(
+        !g80.emitted.source.contains("dlc_wgmma_m64n"),
+        "sm80 keeps mma.sync"
+    );
     let (_, o, _) = optimized(&text, &[], false);
     let regions = wgmma_regions(&o);
     assert_eq!(regions.len(), 1, "the conv is planned on wgmma");
@@ -776,7 +806,11 @@ fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
         let (source, _) = with_kernel(&o, r, &k);
         let c = compile(&source, Arch::Sm90, &CompileOptions::default())
             .unwrap_or_else(|e| panic!("{:?}: {e}", choice.best.knobs));
-        let ck = c.kernels.iter().find(|x| x.name == k.name).expect("compiled");
+        let ck = c
+            .kernels
+            .iter()
+            .find(|x| x.name == k.name)
+            .expect("compiled");
         eprintln!(
             "{:?}: {} registers (plan {}), {} spill bytes",
             choice.best.knobs, ck.registers, choice.best.resources.regs_per_thread, ck.spill_bytes

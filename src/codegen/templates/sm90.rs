@@ -12,6 +12,12 @@
 //! dimension with the 128-byte swizzle; out-of-bounds elements are zero, so the `M`, `N` and `K`
 //! tails need no predicate until the stores.
 //!
+//! **Convolutions** (an implicit GEMM whose `A` is a conv's guarded NCHW image): `B`, the
+//! filter `W[co, ci, kh, kw]`, is the 2-D K-major TMA operand `[Co, Ci·Kh·Kw]`; `A` is gathered
+//! by the whole producer warpgroup into the same swizzled MN-major stage layout a TMA box
+//! would write, fenced for the async proxy and published on the stage's `full` barrier
+//! (128 arrivals more than a TMA stage's one): [`conv`].
+//!
 //! **Shared memory** (dynamic, aligned to 1024 bytes in the kernel): `stages` stages of `A`
 //! (`BM × 64` elements) and of `B` (`BN × 64`), then `2 · stages` mbarriers (`full[s]`: one
 //! arrival, the producer's, plus the stage's transaction bytes; `empty[s]`: one arrival per

@@ -45,7 +45,7 @@ const BLOCK: u64 = BK * 128;
 /// `M` (an NCHW image); TODO(issue 21): a channels-last image (the gather running along `K`)
 /// and grouped convolutions stay on `mma_sync`.
 pub(super) fn image<'r>(r: &'r Region, v: &View<'r>, dtype: DType) -> Option<Gather<'r>> {
-    gather(r, v, Side::A, dtype).filter(|g| !g.k_fastest && v.batch.names.is_empty())
+    gather(r, v, Side::A, dtype).filter(|g| !g.k_fastest)
 }
 
 /// The gathered `A` tiles of a `BM`-row block tile.
