@@ -20,6 +20,9 @@ References (H100-SXM5-80GB, 989 TFLOP/s dense fp16 peak, 3.35 TB/s HBM3):
   problem pays an input and an output transform (2 x 25.7 MB of traffic, about 17 us at ~3 TB/s),
   and the implicit GEMM itself (M = 100352, N = 64, K = 576: a narrow N) runs at about 450 TFLOP/s
   (16 us), i.e. about 33 us in all. (The earlier 197 us took the FLOPs as 59.2 G, 8x too many.)
+  dlc-egg's conv runs on wgmma (sm90_gemm, the NCHW image gathered by the producer warpgroup,
+  the filter by TMA) since 2026-11-26-2; the model prices its gather like any operand fill
+  (memory-bound at 20.2 us), not the producer's issue rate (see the results file).
 """
 
 import argparse

@@ -9,6 +9,10 @@
 //!   in flight, per operand its fill (one offset per `cp.async` chunk; a register-staged
 //!   operand's packed pairs with their two fp32 values and address; a conv gather's held tile
 //!   and hoisted row data), the stage base addresses, and [`BASE_REGS`].
+//! - `wgmma` contraction ([`wgmma`]): the larger of a consumer thread's (accumulators,
+//!   descriptors, [`BASE_REGS`]) and, for a conv whose image the producer warpgroup gathers,
+//!   a producer thread's (its 8 rows' hoisted data, the packed words of a tile's loads, one
+//!   row's temporaries, [`BASE_REGS`]): one kernel holds both branches.
 //! - SIMT contraction ([`simt`]): accumulators, a micro-tile row and column per k-step
 //!   (double-buffered), the next tile's elements *and their addresses* (loaded one k-step
 //!   ahead), [`SIMT_OVERHEAD`], [`BASE_REGS`].
@@ -141,6 +145,35 @@ pub fn mma_sync(fill: [Fill; 2], t: &Tile) -> u32 {
     // The shared-memory base of each stage of `A` and `B`.
     let stages = 2 * u64::from(t.stages);
     (acc + frags + fills + stages) as u32 + BASE_REGS
+}
+
+/// Registers of a `wgmma` consumer thread beyond its accumulators: the two descriptors, the
+/// stage and barrier addresses.
+pub const WGMMA_CONSUMER: u32 = 8;
+
+/// Registers of the row data a `wgmma` conv gather hoists per producer thread: 8 rows of an
+/// offset, a validity flag and the `M` parts of a padded 2-D window's 4 guard comparisons.
+pub const WGMMA_GATHER_HOISTED: u32 = 8 * 6;
+
+/// Registers of one gathered row in flight (its `K` decomposition, offset and guard parts, the
+/// 8 raw values before they are packed; fitted: the conv 3×3 benchmark's `128×64×64` tile takes
+/// 136–138 registers on sm_90a).
+pub const WGMMA_GATHER_ROW: u32 = 20;
+
+/// Registers per thread of the SM90 template (`codegen::templates::sm90`, module doc) under
+/// `t` (`warps_m / 4` consumer warpgroups), its `A` tile filled as `fill[0]` says (a conv
+/// image is gathered by the producer warpgroup).
+pub fn wgmma(fill: [Fill; 2], t: &Tile) -> u32 {
+    let (wm, wn) = t.warp_tile();
+    let consumer = (wm * wn / 32) as u32 + WGMMA_CONSUMER + BASE_REGS;
+    let producer = match fill[0] {
+        // 128 producer threads, 8 rows each: `BM / 16` rows of 64 per tile, 4 words each.
+        Fill::Gather => {
+            WGMMA_GATHER_HOISTED + 4 * (t.bm / 16) as u32 + WGMMA_GATHER_ROW + BASE_REGS
+        }
+        _ => 0,
+    };
+    consumer.max(producer)
 }
 
 /// Registers per thread of the SIMT template (module doc) under `t`.

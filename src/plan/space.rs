@@ -293,7 +293,14 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
             // for the register double buffer (32 deep spills on sm_90a).
             Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 16]],
             Algo::MmaSync => MMA_SYNC_TILES.to_vec(),
-            Algo::Wgmma => vec![[64, 128, 64], [128, 128, 64], [128, 256, 64], [64, 64, 32]],
+            // `[128, 64, 64]`: narrow `N` (a conv's 64 output channels) without a half-empty tile.
+            Algo::Wgmma => vec![
+                [64, 128, 64],
+                [128, 64, 64],
+                [128, 128, 64],
+                [128, 256, 64],
+                [64, 64, 32],
+            ],
         };
         // The row-resident tile, when no standard tile covers the row and the row is no longer
         // than the block's shared memory in bytes (a longer tile no target can stage, and its
@@ -453,9 +460,9 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             let regs = match algo {
                 Algo::MmaSync => regs::mma_sync(g.fill, &t),
                 Algo::Simt => regs::simt(&t),
-                // wgmma reads its operands from shared memory: the accumulators, the
-                // fragment descriptors and the base.
-                Algo::Wgmma => ((bm / warps_m) * (bn / warps_n) / 32) as u32 + 8 + BASE_REGS,
+                // wgmma reads its operands from shared memory (a conv's image gathered by
+                // the producer warpgroup).
+                Algo::Wgmma => regs::wgmma(g.fill, &t),
             };
             let smem = stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem);
             (regs, smem)

@@ -21,6 +21,9 @@
 //   transposed, MN-major canonical layouts). A TMA landing on shared memory that a queued
 //   wgmma still reads is an error (a stage released before its wgmma completed); a thread that
 //   exits with queued wgmma groups is an error.
+// - Generic-proxy stores to shared memory (dlc_sts128, the conv template's gathered tiles) stay
+//   unpublished to the async proxy until the storing thread's fence.proxy.async: a wgmma issued
+//   while a byte it reads is still unpublished is an error (a missing fence).
 // - bar.sync id, count (named barriers 1..15, the staged epilogue's): a thread blocks until
 //   `count` threads (a multiple of 32, one count per generation) arrived at `id`.
 // "Shared addresses" are offsets into the dynamic buffer (allocated 1024-byte aligned).
@@ -155,6 +158,8 @@ struct Sm90 {
   std::vector<TmaXfer> xfers;
   std::vector<std::vector<WgOp>> ops;  // per thread
   std::vector<unsigned> next_group;
+  // Per thread: shared-memory byte ranges stored through the generic proxy, not yet fenced.
+  std::vector<std::vector<std::pair<size_t, size_t>>> generic;
 };
 static Sm90 g_sm90;
 
@@ -173,6 +178,7 @@ inline void sm90_block_reset() {
   for (NamedBar& b : g_sm90.named) b = NamedBar();
   g_sm90.ops.assign(rt().nthreads, std::vector<WgOp>());
   g_sm90.next_group.assign(rt().nthreads, 1u);
+  g_sm90.generic.assign(rt().nthreads, std::vector<std::pair<size_t, size_t>>());
 }
 
 inline void sm90_thread_exit() {
@@ -342,6 +348,13 @@ inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool ta, bool tb, b
         o.lo[ab] = std::min(o.lo[ab], x);
         o.hi[ab] = std::max(o.hi[ab], x + 2);
       }
+  for (size_t t = 0; t < g_sm90.generic.size(); ++t)
+    for (const auto& w : g_sm90.generic[t])
+      for (int ab = 0; ab < 2; ++ab)
+        if (o.lo[ab] < w.second && w.first < o.hi[ab])
+          fail("wgmma reads shared memory [%zu, %zu) that thread %zu stored through the generic "
+               "proxy without fence.proxy.async",
+               w.first, w.second, t);
   g_sm90.ops[r.cur->linear].push_back(o);
 }
 
@@ -432,6 +445,21 @@ inline void dlc_tma_load_5d(void* dst, const dlc_tmap* map, unsigned long long* 
                             int c1, int c2, int c3, int c4) {
   const int c[] = {c0, c1, c2, c3, c4};
   dlc_emu::detail::tma_load(dst, map, bar, c, 5);
+}
+inline void dlc_sts128(void* dst, unsigned a, unsigned b, unsigned c, unsigned d) {
+  using namespace dlc_emu::detail;
+  const size_t off = smem_off(dst, 16, "st.shared.v4");
+  if (off % 16 != 0) fail("st.shared.v4 to %zu: not 16-byte aligned", off);
+  const unsigned w[4] = {a, b, c, d};
+  std::memcpy(rt().dyn + off, w, 16);
+  auto& mine = g_sm90.generic[rt().cur->linear];
+  if (!mine.empty() && mine.back().second == off)
+    mine.back().second = off + 16;
+  else
+    mine.emplace_back(off, off + 16);
+}
+inline void dlc_fence_proxy_async() {
+  dlc_emu::detail::g_sm90.generic[dlc_emu::detail::rt().cur->linear].clear();
 }
 inline void dlc_wgmma_fence() {}
 inline void dlc_wgmma_commit() {

@@ -63,6 +63,20 @@ __device__ __forceinline__ void dlc_mbar_wait(unsigned long long* bar, unsigned 
 #endif
 }
 
+// A 16-byte store of four packed words to shared memory (the conv template's gathered im2col
+// tiles: a plain store, so the compiler may issue the global loads of later chunks first).
+__device__ __forceinline__ void dlc_sts128(void* dst, unsigned a, unsigned b, unsigned c,
+                                           unsigned d) {
+  *reinterpret_cast<uint4*>(dst) = make_uint4(a, b, c, d);
+}
+// Orders this thread's generic-proxy shared-memory stores before later async-proxy reads
+// (wgmma operands): `fence.proxy.async` before the mbarrier arrival that publishes them.
+__device__ __forceinline__ void dlc_fence_proxy_async() {
+#if DLC_SM90
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 // Named barrier `id` (1..15; 0 is __syncthreads) over `count` threads (a multiple of 32): syncs
 // the consumer warpgroups (or one warp's epilogue staging) without the producer warpgroup.
 __device__ __forceinline__ void dlc_bar_sync(unsigned id, unsigned count) {

@@ -49,7 +49,7 @@
 //! 16-byte chunks (`epilogue`); otherwise each element is stored, predicated on the output's
 //! bounds.
 
-mod conv;
+pub(crate) mod conv;
 mod epilogue;
 pub(super) mod smem;
 

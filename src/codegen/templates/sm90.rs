@@ -12,6 +12,12 @@
 //! dimension with the 128-byte swizzle; out-of-bounds elements are zero, so the `M`, `N` and `K`
 //! tails need no predicate until the stores.
 //!
+//! **Convolutions** (an implicit GEMM whose `A` is a conv's guarded NCHW image): `B`, the
+//! filter `W[co, ci, kh, kw]`, is the 2-D K-major TMA operand `[Co, Ci·Kh·Kw]`; `A` is gathered
+//! by the whole producer warpgroup into the same swizzled MN-major stage layout a TMA box
+//! would write, fenced for the async proxy and published on the stage's `full` barrier
+//! (128 arrivals more than a TMA stage's one): [`conv`].
+//!
 //! **Shared memory** (dynamic, aligned to 1024 bytes in the kernel): `stages` stages of `A`
 //! (`BM × 64` elements) and of `B` (`BN × 64`), then `2 · stages` mbarriers (`full[s]`: one
 //! arrival, the producer's, plus the stage's transaction bytes; `empty[s]`: one arrival per
@@ -55,6 +61,7 @@ use crate::ir::dtype::DType;
 use crate::ir::region::{Expr, Region, Size};
 use crate::target::Arch;
 
+mod conv;
 mod epilogue;
 
 /// `K` elements per stage (one 128-byte swizzle row of 2-byte elements).
@@ -101,8 +108,8 @@ pub struct TmaOperand {
     pub mn_major: bool,
 }
 
-/// The TMA operand of `side`, when the template can load it (see the module doc).
-pub fn tma_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaOperand> {
+/// The operand expression of `side`, through views and lets.
+fn operand_expr<'r>(r: &'r Region, v: &View<'r>, side: Side) -> Option<&'r Expr> {
     let mut e = match side {
         Side::A => v.a,
         Side::B => v.b,
@@ -111,10 +118,60 @@ pub fn tma_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<Tma
         e = match e {
             Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => operand,
             Expr::Let(n) => &r.lets.iter().find(|l| &l.name == n)?.expr,
-            _ => break,
+            _ => return Some(e),
         };
     }
-    let Expr::Read { tensor, map } = e else {
+}
+
+/// The TMA operand of `side`, when the template can load it (see the module doc): a plain
+/// read indexed by one axis per dimension, or ([`flat_k_operand`]) a conv filter read whose
+/// `K` axes run contiguously.
+pub fn tma_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaOperand> {
+    plain_operand(r, v, side, dtype).or_else(|| flat_k_operand(r, v, side, dtype))
+}
+
+/// A read `W[o, k1, …, kj]` of a `dtype` input whose outer index is the single outer axis and
+/// whose other indices are exactly the `K` axes in order over dimensions of their sizes (a
+/// conv filter `W[co, ci, kh, kw]`): the 2-D K-major operand `[outer, K]` (`K` flat, a
+/// multiple of 8 for TMA's 16-byte strides).
+fn flat_k_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaOperand> {
+    let Expr::Read { tensor, map } = operand_expr(r, v, side)? else {
+        return None;
+    };
+    let input = r.inputs.iter().position(|i| &i.name == tensor)?;
+    let decl = &r.inputs[input];
+    let outer = match side {
+        Side::A => &v.m,
+        Side::B => &v.n,
+    };
+    let shape = &decl.memref.shape;
+    if decl.dtype != dtype
+        || outer.names.len() != 1
+        || v.k.names.len() < 2
+        || map.len() != 1 + v.k.names.len()
+        || shape.len() != map.len()
+        || map[0] != AxisExpr::Name(outer.names[0].clone())
+    {
+        return None;
+    }
+    let exact = map[1..]
+        .iter()
+        .zip(v.k.names.iter().zip(&v.k.sizes))
+        .zip(&shape[1..])
+        .all(|((a, (n, size)), d)| *a == AxisExpr::Name(n.clone()) && d.0 == *size);
+    let k = Dim::product(&v.k.sizes);
+    k.div_exact(&Dim::int(8))?;
+    exact.then(|| TmaOperand {
+        input,
+        coords: vec![Coord::K, Coord::Outer],
+        dims: vec![k, shape[0].0.clone()],
+        mn_major: false,
+    })
+}
+
+/// [`tma_operand`]'s first form: a plain read indexed by one axis (or constant) per dimension.
+fn plain_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaOperand> {
+    let Expr::Read { tensor, map } = operand_expr(r, v, side)? else {
         return None;
     };
     let input = r.inputs.iter().position(|i| &i.name == tensor)?;
@@ -167,11 +224,12 @@ pub fn tma_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<Tma
     })
 }
 
-/// Whether the template emits `r` (viewed as `v`): both operands fp16 or both bf16, each a
-/// TMA operand.
+/// Whether the template emits `r` (viewed as `v`): both operands fp16 or both bf16, `B` a
+/// TMA operand, `A` a TMA operand or a convolution's gathered image ([`conv::image`]).
 pub fn accepts(r: &Region, v: &View) -> bool {
     super::contraction_mma::mma_dtype(r, v).is_some_and(|d| {
-        tma_operand(r, v, Side::A, d).is_some() && tma_operand(r, v, Side::B, d).is_some()
+        (tma_operand(r, v, Side::A, d).is_some() || conv::image(r, v, d).is_some())
+            && tma_operand(r, v, Side::B, d).is_some()
     })
 }
 
@@ -320,14 +378,21 @@ pub fn build(
         tma_operand(r, v, side, dtype)
             .ok_or_else(|| bad(format!("operand {side:?} is not a TMA operand")))
     };
-    let (oa, ob) = (operand(Side::A)?, operand(Side::B)?);
+    let ob = operand(Side::B)?;
     let stages = p.stages;
-    let a = Operand {
-        op: oa,
-        outer: bm,
-        base: 0,
-        map: "tm_a".into(),
-        origin: "m0",
+    let a = match tma_operand(r, v, Side::A, dtype) {
+        Some(op) => OperandA::Tma(Operand {
+            op,
+            outer: bm,
+            base: 0,
+            map: "tm_a".into(),
+            origin: "m0",
+        }),
+        None => OperandA::Image(conv::Image {
+            g: conv::image(r, v, dtype)
+                .ok_or_else(|| bad("operand A is neither a TMA operand nor a conv image".into()))?,
+            bm,
+        }),
     };
     let b = Operand {
         op: ob,
@@ -342,9 +407,13 @@ pub fn build(
     let (mi_n, half) = (rows / 64, bn / 2);
     let ty = if dtype == DType::BF16 { "bf16" } else { "f16" };
     em.emit(Stmt::Comment(format!(
-        "SM90: TMA ({}-major A, {}-major B, 128-byte swizzle) into {stages} stages, mbarriers \
+        "SM90: {} A, TMA {}-major B (128-byte swizzle) into {stages} stages, mbarriers \
          full/empty, 1 producer + {} consumer warpgroups of wgmma.m64n{bn}k16",
-        if a.op.mn_major { "M" } else { "K" },
+        match &a {
+            OperandA::Tma(o) if o.op.mn_major => "TMA M-major",
+            OperandA::Tma(_) => "TMA K-major",
+            OperandA::Image(_) => "gathered (im2col, M-major)",
+        },
         if b.op.mn_major { "N" } else { "K" },
         p.consumers
     )));
@@ -365,7 +434,7 @@ pub fn build(
                 "s",
                 stages,
                 vec![
-                    sm90("dlc_mbar_init(&bars[s], 1u)"),
+                    sm90(format!("dlc_mbar_init(&bars[s], {}u)", a.full_count())),
                     sm90(format!(
                         "dlc_mbar_init(&bars[{stages} + s], {consumer_threads}u)"
                     )),
@@ -376,38 +445,8 @@ pub fn build(
         otherwise: vec![],
     });
     em.emit(Stmt::Barrier);
-    let tx = stages_bytes(&a, &b);
-    let mut produce = vec![
-        Stmt::int("s", format!("kt % {stages}")),
-        Stmt::If {
-            cond: format!("kt >= {stages}"),
-            div: Div::Block,
-            then: vec![sm90(format!(
-                "dlc_mbar_wait(&bars[{stages} + s], (unsigned)((kt / {stages} + 1) & 1))"
-            ))],
-            otherwise: vec![],
-        },
-        sm90(format!("dlc_mbar_arrive_expect_tx(&bars[s], {tx}u)")),
-    ];
-    produce.extend(a.loads(em));
-    produce.extend(b.loads(em));
-    let regs = p.consumers == 2;
-    let mut producer = Vec::new();
-    if regs {
-        producer.push(collective("dlc_setmaxnreg_dec<40>()"));
-    }
-    producer.push(Stmt::If {
-        cond: "tid == 0".into(),
-        div: Div::Thread,
-        then: vec![Stmt::range(
-            "kt",
-            ["0".into(), "kt_count".into(), "1".into()],
-            Div::Block,
-            false,
-            produce,
-        )],
-        otherwise: vec![],
-    });
+    let regs = p.consumers == 2 && matches!(a, OperandA::Tma(_));
+    let producer = producer(em, v, &a, &b, stages, regs)?;
     let mut consumer = Vec::new();
     if regs {
         consumer.push(collective("dlc_setmaxnreg_inc<232>()"));
@@ -422,7 +461,7 @@ pub fn build(
     let fence = Stmt::unrolled("mi", mi_n, vec![sm90("dlc_fence_regs(acc[mi])")]);
     consumer.push(fence.clone());
     let tb = u8::from(b.op.mn_major);
-    let ta = u8::from(a.op.mn_major);
+    let ta = u8::from(a.mn_major());
     let step = vec![Stmt::unrolled(
         "mi",
         mi_n,
@@ -464,7 +503,7 @@ pub fn build(
         em.emit(s);
     }
     em.emit(Stmt::int("lane", "tid % 128"));
-    let ring = stages * (bm + bn) * BK * 2;
+    let ring = bars_at;
     let chunk = v
         .store_chunk(r, em)
         .filter(|c| epilogue::staged_bytes(&p, c) <= ring);
@@ -482,7 +521,11 @@ pub fn build(
     em.pop_scope();
     let body = em.close();
     let mut ps = params(r);
-    for (name, o) in [("tm_a", &a), ("tm_b", &b)] {
+    let maps = match &a {
+        OperandA::Tma(o) => vec![("tm_a", o), ("tm_b", &b)],
+        OperandA::Image(_) => vec![("tm_b", &b)],
+    };
+    for (name, o) in maps {
         ps.push(super::super::gpu::Param {
             name: name.into(),
             ty: CType::of(dtype),
@@ -518,7 +561,111 @@ pub fn build(
     Ok(k)
 }
 
-/// The transaction bytes of one stage (every box in full, out-of-bounds elements included).
-fn stages_bytes(a: &Operand, b: &Operand) -> u64 {
-    a.stage_bytes() + b.stage_bytes()
+/// The `A` operand: TMA loads, or a convolution's image gathered by the producer warpgroup.
+enum OperandA<'r> {
+    Tma(Operand),
+    Image(conv::Image<'r>),
+}
+
+impl OperandA<'_> {
+    /// Whether the tile is stored MN-major (`wgmma` transposes it).
+    fn mn_major(&self) -> bool {
+        match self {
+            OperandA::Tma(o) => o.op.mn_major,
+            OperandA::Image(_) => true,
+        }
+    }
+
+    /// The descriptor of k-step `ks` of stage `s`, 64 rows from `row0` (C).
+    fn desc(&self, row0: &str) -> String {
+        match self {
+            OperandA::Tma(o) => o.desc(row0),
+            OperandA::Image(i) => i.desc(row0),
+        }
+    }
+
+    /// Arrivals on a `full` barrier per phase: the arming thread's, and with a gathered image
+    /// every producer thread's after its stores.
+    fn full_count(&self) -> u64 {
+        match self {
+            OperandA::Tma(_) => 1,
+            OperandA::Image(_) => 1 + conv::PRODUCERS,
+        }
+    }
+}
+
+/// The producer warpgroup's statements: thread 0 walks the `K` tiles, waits for the stage's
+/// release, arms its `full` barrier with the TMA bytes and issues the loads; with a gathered
+/// image every producer thread also waits for the release, gathers its part of the tile and
+/// arrives on `full` ([`conv`]). `give`: hand registers to two consumer warpgroups.
+fn producer(
+    em: &mut Emitter,
+    v: &View,
+    a: &OperandA,
+    b: &Operand,
+    stages: u64,
+    give: bool,
+) -> Result<Vec<Stmt>, CodegenError> {
+    // The transaction bytes of one stage (every box in full, out-of-bounds elements included).
+    let tx = b.stage_bytes()
+        + match a {
+            OperandA::Tma(o) => o.stage_bytes(),
+            OperandA::Image(_) => 0,
+        };
+    let wait = Stmt::If {
+        cond: format!("kt >= {stages}"),
+        div: Div::Block,
+        then: vec![sm90(format!(
+            "dlc_mbar_wait(&bars[{stages} + s], (unsigned)((kt / {stages} + 1) & 1))"
+        ))],
+        otherwise: vec![],
+    };
+    let mut arm = vec![sm90(format!("dlc_mbar_arrive_expect_tx(&bars[s], {tx}u)"))];
+    if let OperandA::Tma(o) = a {
+        arm.extend(o.loads(em));
+    }
+    arm.extend(b.loads(em));
+    let kt_loop = |body| {
+        Stmt::range(
+            "kt",
+            ["0".into(), "kt_count".into(), "1".into()],
+            Div::Block,
+            false,
+            body,
+        )
+    };
+    let s = Stmt::int("s", format!("kt % {stages}"));
+    em.open();
+    match a {
+        OperandA::Tma(_) => {
+            if give {
+                em.emit(collective("dlc_setmaxnreg_dec<40>()"));
+            }
+            let mut produce = vec![s, wait];
+            produce.extend(arm);
+            em.emit(Stmt::If {
+                cond: "tid == 0".into(),
+                div: Div::Thread,
+                then: vec![kt_loop(produce)],
+                otherwise: vec![],
+            });
+        }
+        OperandA::Image(image) => {
+            image.hoist(em, v)?;
+            let mut produce = vec![
+                s,
+                wait,
+                Stmt::If {
+                    cond: "tid == 0".into(),
+                    div: Div::Thread,
+                    then: arm,
+                    otherwise: vec![],
+                },
+            ];
+            produce.extend(image.fill(em, v)?);
+            produce.push(sm90("dlc_mbar_arrive(&bars[s])"));
+            em.emit(kt_loop(produce));
+        }
+    }
+    Ok(em.close())
 }

@@ -144,9 +144,11 @@ pub(super) fn contiguous_read<'r>(
 
 /// An affine index split as `outer + k` (see the module doc).
 #[derive(Clone, Debug)]
-struct Split {
-    outer: AxisExpr,
-    k: AxisExpr,
+pub(crate) struct Split {
+    /// The part over the outer axes (and symbols, constants).
+    pub(crate) outer: AxisExpr,
+    /// The part over the `K` axes.
+    pub(crate) k: AxisExpr,
 }
 
 /// Splits `e` into a part free of the `K` axes and a part over them (and constants), or
@@ -189,9 +191,11 @@ fn split(e: &AxisExpr, is_k: &dyn Fn(&str) -> bool) -> Option<Split> {
 
 /// One comparison of the guard as `outer + k op 0`.
 #[derive(Clone, Debug)]
-struct Cmp {
-    op: CmpOp,
-    side: Split,
+pub(crate) struct Cmp {
+    /// The comparison against 0.
+    pub(crate) op: CmpOp,
+    /// Its left side, split.
+    pub(crate) side: Split,
 }
 
 fn cmps(p: &Pred, is_k: &dyn Fn(&str) -> bool, out: &mut Vec<Cmp>) -> Option<()> {
@@ -222,10 +226,13 @@ fn rows_in_range(axes: &super::super::contraction::Axes, tile: u64) -> bool {
 
 /// A conv image operand loaded by the hoisted gather (see the module doc).
 #[derive(Clone, Debug)]
-pub(super) struct Gather<'r> {
-    tensor: &'r str,
-    index: Vec<Split>,
-    guard: Vec<Cmp>,
+pub(crate) struct Gather<'r> {
+    /// The input read.
+    pub(crate) tensor: &'r str,
+    /// Its indices, split.
+    pub(crate) index: Vec<Split>,
+    /// The guard's comparisons (all must hold).
+    pub(crate) guard: Vec<Cmp>,
     /// Whether the operand's tile rows run along `K` (else along the outer axis).
     pub k_fastest: bool,
 }
@@ -234,7 +241,7 @@ pub(super) struct Gather<'r> {
 /// whose indices and guard are separable and which is a window: guarded, or with an index
 /// that mixes `K` with the outer axes or scales an axis (a convolution, a strided 1×1); a
 /// plain matrix read is left to the template's other paths.
-pub(super) fn gather<'r>(
+pub(crate) fn gather<'r>(
     r: &'r Region,
     v: &View<'r>,
     side: Side,
