@@ -32,6 +32,7 @@
 
 #![allow(clippy::result_large_err)]
 
+mod block;
 pub mod build;
 pub mod calibrate;
 pub mod contraction;
