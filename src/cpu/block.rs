@@ -115,7 +115,9 @@ impl Emitter<'_> {
         };
         for (t, i) in rest.iter().enumerate() {
             let v = Self::iter_var(*i);
-            self.line(&format!("const int64_t {v} = cpb[{t} * cN + cs]; (void){v};"));
+            self.line(&format!(
+                "const int64_t {v} = cpb[{t} * cN + cs]; (void){v};"
+            ));
         }
         let z = Self::size_var(*last);
         self.line(&format!(
@@ -193,7 +195,9 @@ impl Emitter<'_> {
         self.indent += 1;
         for (t, i) in c.rows.iter().enumerate() {
             let v = Self::iter_var(*i);
-            self.line(&format!("const int64_t {v} = cpa[{t} * cM + cr]; (void){v};"));
+            self.line(&format!(
+                "const int64_t {v} = cpa[{t} * cM + cr]; (void){v};"
+            ));
         }
         self.open_runs(&c.cols);
         let mut scope = self.base_scope();
