@@ -200,7 +200,7 @@ impl Emitter<'_> {
     /// ([`Emitter::clamp_guards`]): gathers, 1.9 → 0.8 ms per thread for the 3×3 64→64 56² pack
     /// (gcc 12, Zen 4).
     #[allow(clippy::too_many_arguments)]
-    fn emit_pack(
+    pub(super) fn emit_pack(
         &mut self,
         dst: &str,
         width: &str,
@@ -263,10 +263,11 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// One batch point `cb` of a contraction: index arrays, both packs, the GEMM. `ws`: run by
-    /// every thread of a parallel region (the loops are shared, three barriers), else by one.
-    /// `keep[s]`: operand `s` (0: rows, 1: columns) is a kept pack, packed only when
-    /// `c{A,Bp}_kept` is false.
+    /// One batch point `cb` of a contraction: index arrays, the row operand's pack (and a kept
+    /// column operand's), then the work items ([`Self::emit_items`]). `ws`: run by every thread
+    /// of a parallel region (the loops are shared, two barriers), else by one. `keep[s]`:
+    /// operand `s` (0: rows, 1: columns) is a kept pack, packed only when `c{A,Bp}_kept` is
+    /// false; a column operand that is not kept is packed per work item.
     fn emit_batch_point(
         &mut self,
         li: usize,
@@ -289,16 +290,12 @@ impl Emitter<'_> {
         self.emit_pack("cA", "DLC_MR", "cM", &c.rows, "cpa", &c.x, axes, ws)?;
         if keep[1] {
             self.line("if (!cBp_kept)");
+            self.emit_pack("cBp", "DLC_NR", "cN", &c.cols, "cpb", &c.y, axes, ws)?;
         }
-        self.emit_pack("cBp", "DLC_NR", "cN", &c.cols, "cpb", &c.y, axes, ws)?;
         if ws {
             self.line("#pragma omp barrier");
         }
-        self.line(&format!(
-            "dlc_gemm(cM, cN, cK, cA, cBp, L{li}, cro, cco, {});",
-            i32::from(ws)
-        ));
-        Ok(())
+        self.emit_items(li, c, axes, ws, keep[1])
     }
 
     /// Scratch buffers of a contraction (`dlc_scratch`, per thread) and `cok`; a kept operand
@@ -308,6 +305,11 @@ impl Emitter<'_> {
         let sides = [("cA", "DLC_MR", "cM", 0), ("cBp", "DLC_NR", "cN", 1)];
         for ((v, w, n, slot), kept) in sides.into_iter().zip(keep) {
             let bytes = format!("4 * (({n} + {w} - 1) / {w}) * {w} * cK");
+            if !kept && slot == 1 {
+                // packed per work item, in the thread's block buffer (`cBw`)
+                self.line("float *cBp = NULL; (void)cBp;");
+                continue;
+            }
             if !kept {
                 self.line(&format!(
                     "float *{v} = (float *)dlc_scratch({slot}, {bytes});"
@@ -336,8 +338,27 @@ impl Emitter<'_> {
         self.line(&format!(
             "int64_t *cpa = (int64_t *)dlc_scratch(4, 8 * cM * {nrows}), *cpb = (int64_t *)dlc_scratch(5, 8 * cN * {ncols});"
         ));
-        self.line("const int cok = cA && cBp && cro && cco && cpa && cpb;");
+        let bp = if keep[1] { "cBp && " } else { "" };
+        self.line(&format!(
+            "const int cok = cA && {bp}cro && cco && cpa && cpb;"
+        ));
         self.line("if (!cok) dlc_err_flag(&dlc_err, 2);");
+    }
+
+    /// Let `li`'s contraction with its operands oriented: the operand whose iters include the
+    /// buffer's innermost one is the column (vector) side.
+    pub(super) fn oriented(&self, li: usize) -> Option<Contraction> {
+        let mut c = self.lets[li].gemm.clone()?;
+        if self.lets[li]
+            .inner
+            .last()
+            .is_some_and(|i| c.rows.contains(i))
+        {
+            // x·y = y·x exactly in IEEE arithmetic: the swap keeps the reference's rounding.
+            std::mem::swap(&mut c.x, &mut c.y);
+            std::mem::swap(&mut c.rows, &mut c.cols);
+        }
+        Some(c)
     }
 
     /// The contraction of let `li` (recognized by [`recognize`]) into its buffer `L<li>`: per
@@ -348,21 +369,12 @@ impl Emitter<'_> {
     /// each with its own buffers; else all threads share every batch point's loops inside one
     /// parallel region.
     pub(super) fn emit_contraction(&mut self, li: usize) -> Result<(), CpuError> {
-        let Some(mut c) = self.lets[li].gemm.clone() else {
+        let Some(c) = self.oriented(li) else {
             return Ok(());
         };
         let Expr::Reduce(red) = &self.r.lets[li].expr else {
             return Ok(());
         };
-        if self.lets[li]
-            .inner
-            .last()
-            .is_some_and(|i| c.rows.contains(i))
-        {
-            // x·y = y·x exactly in IEEE arithmetic: the swap keeps the reference's rounding.
-            std::mem::swap(&mut c.x, &mut c.y);
-            std::mem::swap(&mut c.rows, &mut c.cols);
-        }
         let red = red.clone();
         let ext = self.extents(&red)?;
         let axes: Vec<(String, String)> =

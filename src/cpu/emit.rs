@@ -75,6 +75,9 @@ pub(super) struct Emitter<'a> {
     /// Region inputs that are constant parameters (weights): a contraction operand that reads
     /// only these is packed once per run of the loaded program and kept ([`super::contraction`]).
     pub(super) params: BTreeSet<String>,
+    /// The region's pointwise lets and stores run on each contraction work item's hot block
+    /// ([`super::block`]), not as loop nests after the contraction.
+    pub(super) fused_epilogue: bool,
 }
 
 pub(super) type Scope = Vec<(String, String)>;
@@ -272,6 +275,7 @@ impl<'a> Emitter<'a> {
             indent: 1,
             clamp_guards: false,
             params: BTreeSet::new(),
+            fused_epilogue: false,
         };
         for (li, gemm) in gemms.into_iter().enumerate() {
             let kind = em.kind_of(&r.lets[li].expr);
@@ -673,8 +677,23 @@ impl<'a> Emitter<'a> {
             ));
             self.line(&format!("if (!L{li}) return 2;"));
         }
+        if let &[li] = &gemms[..] {
+            if self.block_epilogue_ok(li) {
+                self.fused_epilogue = true;
+                for (g, l) in self.lets.iter_mut().enumerate() {
+                    l.local = g != li;
+                }
+            }
+        }
         for li in &gemms {
             self.emit_contraction(*li)?;
+        }
+        if self.fused_epilogue {
+            for li in &gemms {
+                self.line(&format!("free(L{li});"));
+            }
+            self.line("return dlc_err;");
+            return Ok(());
         }
         self.plan_locals();
         let buffered: Vec<usize> = (0..self.lets.len())

@@ -3,11 +3,16 @@
 // zero), B into column panels of DLC_NR columns (Bp[panel][k][DLC_NR], columns past N zero).
 // C's element (i, j) lives at C[rowoff[i] + coloff[j]] (any layout of the let's free iters).
 //
-// Blocking (GotoBLAS/BLIS order, the packed panels being whole-K): C is cut into DLC_MC x DLC_NC
-// blocks, the threads' work items (column-block major, so that a thread's consecutive blocks
-// share their B panels in its L2); inside a block, k goes in DLC_KC slices, then column panels
-// (one B micro-panel, kc x DLC_NR, stays in L1), then row panels (A micro-panels stream from
-// L2), and the micro-kernel keeps the DLC_MR x DLC_NR tile of C in registers over the slice.
+// Blocking (GotoBLAS/BLIS order): the emitter cuts C into work items of one column block
+// (`nc` columns, `dlc_gemm_plan`) by one row group, shared by the threads (`omp for`). An item
+// packs its B block into the thread's scratch (`[K][ldb]`, rows `ldb` floats apart: the block
+// is packed and consumed while it sits in the thread's L2, and an im2col's columns are copied
+// along contiguous image rows) unless B is a kept pack (whole-K column panels); then it runs
+// the row blocks of DLC_MC rows (`dlc_gemm_rows`), and the region's pointwise epilogue on the
+// item's C block while it is hot (the emitter's block epilogue). Inside a row block, k goes in
+// DLC_KC slices, then column panels (one B micro-panel, kc x DLC_NR, stays in L1), then row
+// panels (A micro-panels stream from L2), and the micro-kernel keeps the DLC_MR x DLC_NR tile of
+// C in registers over the slice.
 //
 // The register tile uses 256-bit vectors even where AVX-512 exists: without FMA (products and
 // sums rounded as the reference rounds them, bit-identical results), a 256-bit multiply and a
@@ -16,8 +21,8 @@
 // Zen 4 development VM: 8x16 ymm tile 106-112 GFLOP/s per core, 6x32 zmm 75-81, FMA zmm 109-114).
 // Every element folds its k terms in order (C's partial sums reload between k slices), as the
 // reference's sequential fp32 sum does.
-// TODO(issue 16): the region's epilogue (bias, GELU, residual) on the C tile while it is hot, and
-// prefetch of the next A micro-panel (today the epilogue is the region's next loop nest).
+// TODO(issue 16): prefetch of the next A micro-panel; the A side of an activation x activation
+// GEMM is still packed whole, before the items (a barrier), by gathers down A's columns.
 #if defined(__AVX__)
 #define DLC_GVL 8
 #define DLC_MR 8
@@ -32,10 +37,11 @@ typedef float dlc_gv __attribute__((vector_size(DLC_GVL * 4), aligned(4)));
 #define DLC_MC (DLC_MR * 16)
 #define DLC_NC (DLC_NR * 8)
 
-// tile[r] (r < DLC_MR) is the row at c + ro[r], DLC_NR contiguous floats; `first`: the k slice
-// starts the sum (zero partial sums), else the tile reloads C's.
+// tile[r] (r < DLC_MR) is the row at c + ro[r], DLC_NR contiguous floats; B's row k of the
+// micro-panel is at b + k * ldb; `first`: the k slice starts the sum (zero partial sums), else
+// the tile reloads C's.
 DLC_INLINE void dlc_micro(int64_t kc, const float *restrict a, const float *restrict b,
-        float *restrict c, const int64_t *restrict ro, int first) {
+        int64_t ldb, float *restrict c, const int64_t *restrict ro, int first) {
     dlc_gv acc[DLC_MR][DLC_NV];
     for (int r = 0; r < DLC_MR; r++)
         for (int v = 0; v < DLC_NV; v++) {
@@ -44,7 +50,7 @@ DLC_INLINE void dlc_micro(int64_t kc, const float *restrict a, const float *rest
         }
     for (int64_t k = 0; k < kc; k++) {
         dlc_gv bv[DLC_NV];
-        for (int v = 0; v < DLC_NV; v++) memcpy(&bv[v], b + k * DLC_NR + v * DLC_GVL, sizeof bv[v]);
+        for (int v = 0; v < DLC_NV; v++) memcpy(&bv[v], b + k * ldb + v * DLC_GVL, sizeof bv[v]);
         for (int r = 0; r < DLC_MR; r++) {
             const float av = a[k * DLC_MR + r];
             for (int v = 0; v < DLC_NV; v++) acc[r][v] += av * bv[v];
@@ -54,10 +60,14 @@ DLC_INLINE void dlc_micro(int64_t kc, const float *restrict a, const float *rest
         for (int v = 0; v < DLC_NV; v++) memcpy(c + ro[r] + v * DLC_GVL, &acc[r][v], sizeof acc[r][v]);
 }
 
-// Rows [i0, i1) x columns [j0, j1) of C (i0, j0 multiples of DLC_MR, DLC_NR), all of K.
+// Rows [i0, i1) x columns [j0, j1) of C (i0, j0 multiples of DLC_MR, DLC_NR), all of K. Bb is
+// the B block of column j0: the micro-panel of column j starts at Bb + (j - j0) / DLC_NR * bps,
+// its row k ldb floats after row k - 1 (whole-K panels: bps = K * DLC_NR, ldb = DLC_NR; a
+// block packed `[K][ldb]`: bps = DLC_NR).
 static void dlc_gemm_block(int64_t M, int64_t N, int64_t K, const float *restrict Ap,
-        const float *restrict Bp, float *restrict C, const int64_t *restrict rowoff,
-        const int64_t *restrict coloff, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+        const float *restrict Bb, int64_t bps, int64_t ldb, float *restrict C,
+        const int64_t *restrict rowoff, const int64_t *restrict coloff, int64_t i0, int64_t i1,
+        int64_t j0, int64_t j1) {
     float tile[DLC_MR * DLC_NR] __attribute__((aligned(64)));
     int64_t tro[DLC_MR];
     for (int r = 0; r < DLC_MR; r++) tro[r] = r * DLC_NR;
@@ -68,19 +78,19 @@ static void dlc_gemm_block(int64_t M, int64_t N, int64_t K, const float *restric
             const int64_t nr = N - j < DLC_NR ? N - j : DLC_NR;
             int contig = nr == DLC_NR;
             for (int64_t q = 1; contig && q < DLC_NR; q++) contig = coloff[j + q] == coloff[j] + q;
-            const float *b = Bp + (j / DLC_NR) * K * DLC_NR + pc * DLC_NR;
+            const float *b = Bb + (j - j0) / DLC_NR * bps + pc * ldb;
             for (int64_t i = i0; i < i1; i += DLC_MR) {
                 const int64_t mr = M - i < DLC_MR ? M - i : DLC_MR;
                 const float *a = Ap + (i / DLC_MR) * K * DLC_MR + pc * DLC_MR;
                 if (contig && mr == DLC_MR) {
-                    dlc_micro(kc, a, b, C + coloff[j], rowoff + i, first);
+                    dlc_micro(kc, a, b, ldb, C + coloff[j], rowoff + i, first);
                     continue;
                 }
                 if (!first)
                     for (int64_t r = 0; r < mr; r++)
                         for (int64_t q = 0; q < nr; q++)
                             tile[r * DLC_NR + q] = C[rowoff[i + r] + coloff[j + q]];
-                dlc_micro(kc, a, b, tile, tro, first);
+                dlc_micro(kc, a, b, ldb, tile, tro, first);
                 for (int64_t r = 0; r < mr; r++)
                     for (int64_t q = 0; q < nr; q++)
                         C[rowoff[i + r] + coloff[j + q]] = tile[r * DLC_NR + q];
@@ -90,29 +100,36 @@ static void dlc_gemm_block(int64_t M, int64_t N, int64_t K, const float *restric
     }
 }
 
-/// C = Ap·Bp for an M x N result over K (Ap, Bp packed as above). `ws`: called by every thread
-/// of a parallel region, which share the blocks (an orphaned `omp for`, ending in a barrier);
-/// else by one thread alone.
-static void dlc_gemm(int64_t M, int64_t N, int64_t K, const float *restrict Ap,
-        const float *restrict Bp, float *restrict C, const int64_t *restrict rowoff,
-        const int64_t *restrict coloff, int ws) {
-    const int64_t mb = (M + DLC_MC - 1) / DLC_MC, nb = (N + DLC_NC - 1) / DLC_NC;
-    if (!ws) {
-        for (int64_t jb = 0; jb < nb; jb++)
-            for (int64_t ib = 0; ib < mb; ib++) {
-                const int64_t i0 = ib * DLC_MC, j0 = jb * DLC_NC;
-                dlc_gemm_block(M, N, K, Ap, Bp, C, rowoff, coloff, i0,
-                    M - i0 < DLC_MC ? M : i0 + DLC_MC, j0, N - j0 < DLC_NC ? N : j0 + DLC_NC);
-            }
-        return;
+// Rows [i0, i1) x columns [j0, j1) of C, row block by row block (DLC_MC rows: A's block of a k
+// slice stays in L2 while the column panels go by). Bb, bps, ldb as in dlc_gemm_block.
+static void dlc_gemm_rows(int64_t M, int64_t N, int64_t K, const float *restrict Ap,
+        const float *restrict Bb, int64_t bps, int64_t ldb, float *restrict C,
+        const int64_t *restrict rowoff, const int64_t *restrict coloff, int64_t i0, int64_t i1,
+        int64_t j0, int64_t j1) {
+    for (int64_t ib = i0; ib < i1; ib += DLC_MC)
+        dlc_gemm_block(M, N, K, Ap, Bb, bps, ldb, C, rowoff, coloff, ib,
+            i1 - ib < DLC_MC ? i1 : ib + DLC_MC, j0, j1);
+}
+
+// The work items of an M x N contraction on nt threads: column blocks of *nc columns (DLC_NC/2
+// to DLC_NC, a multiple of DLC_NR: the width whose busiest thread gets the fewest column
+// panels, ties to the widest) times *mg row groups of *rg rows (a multiple of DLC_MR; more than
+// one only when there are fewer column blocks than threads: a split over M as well as N).
+static void dlc_gemm_plan(int64_t M, int64_t N, int nt, int64_t *nc, int64_t *mg, int64_t *rg) {
+    const int64_t np = (N + DLC_NR - 1) / DLC_NR, rp = (M + DLC_MR - 1) / DLC_MR;
+    int64_t bestp = DLC_NC / DLC_NR, bestload = -1;
+    if (nt < 1) nt = 1;
+    for (int64_t p = DLC_NC / DLC_NR; p >= DLC_NC / DLC_NR / 2; p--) {
+        const int64_t nb = (np + p - 1) / p, load = (nb + nt - 1) / nt * p;
+        if (bestload < 0 || load < bestload) { bestload = load; bestp = p; }
     }
-    #pragma omp for schedule(static) collapse(2)
-    for (int64_t jb = 0; jb < nb; jb++)
-        for (int64_t ib = 0; ib < mb; ib++) {
-            const int64_t i0 = ib * DLC_MC, j0 = jb * DLC_NC;
-            dlc_gemm_block(M, N, K, Ap, Bp, C, rowoff, coloff, i0,
-                M - i0 < DLC_MC ? M : i0 + DLC_MC, j0, N - j0 < DLC_NC ? N : j0 + DLC_NC);
-        }
+    const int64_t nb = (np + bestp - 1) / bestp;
+    int64_t g = nb >= nt ? 1 : (nt + nb - 1) / (nb > 0 ? nb : 1);
+    if (g > rp) g = rp;
+    if (g < 1) g = 1;
+    *nc = bestp * DLC_NR;
+    *rg = (rp + g - 1) / g * DLC_MR;
+    *mg = rp > 0 ? (rp + *rg / DLC_MR - 1) / (*rg / DLC_MR) : 1;
 }
 
 // Per-thread scratch for packed panels and index arrays, kept between calls (slot < 8): the

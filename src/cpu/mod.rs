@@ -8,11 +8,18 @@
 //! CPU prices kernels with it ([`pricing`]). Threads wait passively at OpenMP barriers
 //! ([`build::WAIT_POLICY`]).
 //!
-//! Not yet (TODO(issue 16)): a CPU plan space (tile sizes are the fixed ones of `gemm.h`),
-//! streaming attention (an attention region runs through the generic row form), the epilogue of
-//! a contraction on the hot C tile (today the region's next loop nest, a second pass), a
-//! depthwise-conv loop and a direct-conv micro-kernel. Constant weights (`role: param` inputs)
-//! are packed once per [`exec::run_loaded`] call and kept ([`contraction`]).
+//! A contraction runs as work items of one column block by one row group (`src/cpu/block.rs`):
+//! each packs its block of the column operand while it sits in the thread's cache and applies the
+//! region's pointwise epilogue (bias, GELU, ReLU, residual, the output stores) on its block of
+//! the result while it is hot. Constant weights (`role: param` inputs) are packed once per
+//! [`exec::run_loaded`] call and kept ([`contraction`]).
+//!
+//! Not yet (TODO(issue 16)): a CPU plan space priced by the roofline and shown by
+//! `optimize --target cpu --explain` — the block width and the row groups (a split over M as
+//! well as N when there are fewer column blocks than threads) are chosen at run time by
+//! `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and the K slice are fixed;
+//! streaming attention (an attention region runs through the generic row form); a
+//! depthwise-conv loop and a direct-conv micro-kernel.
 //!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!
@@ -32,6 +39,7 @@
 
 #![allow(clippy::result_large_err)]
 
+mod block;
 pub mod build;
 pub mod calibrate;
 pub mod contraction;
