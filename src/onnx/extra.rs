@@ -346,10 +346,14 @@ pub(super) fn modulo(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NRe
         Opnd::T(t) => Some(t.dtype),
         Opnd::S(_) => None,
     });
+    if let Some(d) = dt.filter(|d| d.is_float()) {
+        if attr_i(node, "fmod") != Some(1) {
+            return Err(invalid(node, "Mod of floating-point tensors needs fmod=1"));
+        }
+        return super::fmod::float_fmod(imp, node, &ops, d, out);
+    }
     if dt != Some(crate::ir::dtype::DType::I32) {
-        return Err(unsupported(
-            "Mod of floating-point tensors (graph.json has no fmod)",
-        ));
+        return Err(unsupported("Mod of a tensor that is not float or integer"));
     }
     let q = imp.ew(node, "div", &ops, out)?;
     let bq = imp.ew(node, "mul", &[ops[1].clone(), Opnd::T(q)], out)?;

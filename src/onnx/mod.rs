@@ -25,9 +25,11 @@ pub mod proto {
 }
 
 mod act;
+mod batchnorm;
 mod constfold;
 mod extra;
 mod fold;
+mod fmod;
 mod gather;
 mod gelu;
 mod import;
@@ -35,6 +37,7 @@ mod intpow;
 mod nn;
 mod ops;
 mod pool;
+mod pool_indices;
 mod resize;
 mod symdata;
 mod value;
