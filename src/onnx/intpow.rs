@@ -26,23 +26,22 @@ pub(super) fn int_pow(
             .filter(|c| matches!(c.elem, et::INT32 | et::INT64) && c.numel() == 1),
         _ => None,
     };
-    let (x, e) = match ops {
-        [Opnd::T(x), Opnd::T(e)] if x.dtype == DType::I32 && e.dtype == DType::I32 => {
-            (x.clone(), e.clone())
-        }
-        [Opnd::T(x), Opnd::S(v)] if x.dtype == DType::I32 && int_const.is_some() => {
-            let name = imp.fresh(&format!("{out}_exponent"));
-            let e = imp.materialize(&name, &CTensor::scalar(et::INT32, *v))?;
-            (x.clone(), e)
-        }
-        _ => {
-            return Err(unsupported(
+    let (x, e) =
+        match ops {
+            [Opnd::T(x), Opnd::T(e)] if x.dtype == DType::I32 && e.dtype == DType::I32 => {
+                (x.clone(), e.clone())
+            }
+            [Opnd::T(x), Opnd::S(v)] if x.dtype == DType::I32 && int_const.is_some() => {
+                let name = imp.fresh(&format!("{out}_exponent"));
+                let e = imp.materialize(&name, &CTensor::scalar(et::INT32, *v))?;
+                (x.clone(), e)
+            }
+            _ => return Err(unsupported(
                 "Pow of an integer base by a float exponent: ONNX truncates a double-precision \
                  power (graph.json's float pow is single precision, and an i32 base past 2^24 \
                  is inexact in float32), so no exact form",
-            ))
-        }
-    };
+            )),
+        };
     let mut h = imp.ew(node, "abs", &[Opnd::T(e.clone())], out)?;
     let mut p = x.clone();
     let mut r: Option<TInfo> = None;

@@ -29,7 +29,6 @@ mod batchnorm;
 mod constfold;
 mod extra;
 mod fold;
-mod fmod;
 mod gather;
 mod gelu;
 mod import;

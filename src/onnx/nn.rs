@@ -231,7 +231,10 @@ fn conv(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     let groups = attr_i(node, "group").unwrap_or(1);
     let mut outpad = attr_ints(node, "output_padding").unwrap_or_else(|| vec![0; k]);
     if outpad.len() != k {
-        return Err(invalid(node, "`output_padding` must have one entry per spatial dim"));
+        return Err(invalid(
+            node,
+            "`output_padding` must have one entry per spatial dim",
+        ));
     }
     let pads = if op == "ConvTranspose" {
         let geo = TransposeGeo {

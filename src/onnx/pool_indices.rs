@@ -92,14 +92,22 @@ pub(super) fn max_pool_indices(
         let s = tap_slice(imp, &xp, g, tap, &ms, out);
         let mut cond = imp.ew(node, "eq", &[Opnd::T(s), Opnd::T(y.clone())], out)?;
         if idx.iter().any(Option::is_none) {
-            let mask: Vec<f64> = idx.iter().map(|v| f64::from(u8::from(v.is_some()))).collect();
+            let mask: Vec<f64> = idx
+                .iter()
+                .map(|v| f64::from(u8::from(v.is_some())))
+                .collect();
             let valid = konst(imp, out, et::BOOL, &table_shape, mask)?;
             let ops = [Opnd::T(valid.clone()), Opnd::T(cond), Opnd::T(valid)];
             cond = imp.ew(node, "where", &ops, out)?;
         }
         let data: Vec<f64> = idx.iter().map(|v| v.unwrap_or(0) as f64).collect();
         let table = konst(imp, out, et::INT32, &table_shape, data)?;
-        acc = imp.ew(node, "where", &[Opnd::T(cond), Opnd::T(table), Opnd::T(acc)], out)?;
+        acc = imp.ew(
+            node,
+            "where",
+            &[Opnd::T(cond), Opnd::T(table), Opnd::T(acc)],
+            out,
+        )?;
     }
     let mut base_shape = vec![n as usize, c as usize];
     base_shape.extend(std::iter::repeat_n(1, k));
