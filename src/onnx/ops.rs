@@ -51,7 +51,7 @@ fn alias(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<()> {
         };
         match ratio {
             _ if !training => {}
-            Some(r) if r == 0.0 => {}
+            Some(0.0) => {}
             Some(r) => {
                 return Err(unsupported(format!(
                     "Dropout in training mode with ratio {r}: its output depends on a random mask"
