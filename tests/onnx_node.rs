@@ -5,7 +5,10 @@
 //!
 //! A test whose model uses only mapped ops either passes or is refused at import with a coded
 //! "unsupported" diagnostic (`E0601`/`E0604`: an attribute or dtype graph.json cannot express);
-//! a wrong result, a crash or any other failure fails the test. Counts are printed.
+//! a wrong result, a crash or any other failure fails the test. Counts are printed; with onnx
+//! 1.22.0: 1051 tests of mapped ops, 760 pass (574 as is, 186 with their int64/scalar inputs made
+//! constants), 291 refused (283 for an element type graph.json lacks; 4 training-mode Dropout
+//! with ratio > 0, 2 float `Mod`, 2 `Pow` of an integer base by a float exponent), 0 fail.
 
 use dlc_egg::ir::frontend::{self, Graph};
 use dlc_egg::run::{lower_and_verify, PreparedInputs};

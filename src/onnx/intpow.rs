@@ -2,7 +2,7 @@
 
 use super::import::{unsupported, Importer, NResult, Opnd};
 use super::proto::NodeProto;
-use super::value::TInfo;
+use super::value::{et, CTensor, TInfo};
 use crate::ir::dtype::DType;
 
 /// Value bits of a non-negative i32 exponent.
@@ -19,16 +19,29 @@ pub(super) fn int_pow(
     ops: &[Opnd],
     out: &str,
 ) -> NResult<TInfo> {
-    let (x, e) = match ops {
-        [Opnd::T(x), Opnd::T(e)] if x.dtype == DType::I32 && e.dtype == DType::I32 => {
-            (x.clone(), e.clone())
-        }
-        _ => {
-            return Err(unsupported(
-                "Pow of an integer base by anything but an integer tensor (no exact form)",
-            ))
-        }
+    // An integer constant exponent (a scalar operand) as a one-element i32 tensor.
+    let int_const = match (ops.get(1), node.input.get(1)) {
+        (Some(Opnd::S(_)), Some(name)) => imp
+            .konst(name)?
+            .filter(|c| matches!(c.elem, et::INT32 | et::INT64) && c.numel() == 1),
+        _ => None,
     };
+    let (x, e) =
+        match ops {
+            [Opnd::T(x), Opnd::T(e)] if x.dtype == DType::I32 && e.dtype == DType::I32 => {
+                (x.clone(), e.clone())
+            }
+            [Opnd::T(x), Opnd::S(v)] if x.dtype == DType::I32 && int_const.is_some() => {
+                let name = imp.fresh(&format!("{out}_exponent"));
+                let e = imp.materialize(&name, &CTensor::scalar(et::INT32, *v))?;
+                (x.clone(), e)
+            }
+            _ => return Err(unsupported(
+                "Pow of an integer base by a float exponent: ONNX truncates a double-precision \
+                 power (graph.json's float pow is single precision, and an i32 base past 2^24 \
+                 is inexact in float32), so no exact form",
+            )),
+        };
     let mut h = imp.ew(node, "abs", &[Opnd::T(e.clone())], out)?;
     let mut p = x.clone();
     let mut r: Option<TInfo> = None;

@@ -25,6 +25,7 @@ pub mod proto {
 }
 
 mod act;
+mod batchnorm;
 mod constfold;
 mod extra;
 mod fold;
@@ -35,6 +36,7 @@ mod intpow;
 mod nn;
 mod ops;
 mod pool;
+mod pool_indices;
 mod resize;
 mod symdata;
 mod value;

@@ -229,14 +229,23 @@ fn conv(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     let stride = attr_ints(node, "strides").unwrap_or_else(|| vec![1; k]);
     let dil = attr_ints(node, "dilations").unwrap_or_else(|| vec![1; k]);
     let groups = attr_i(node, "group").unwrap_or(1);
-    if op == "ConvTranspose"
-        && (attr_ints(node, "output_shape").is_some()
-            || attr_s(node, "auto_pad").is_some_and(|m| m != "NOTSET"))
-    {
-        return Err(unsupported("ConvTranspose with output_shape or auto_pad"));
+    let mut outpad = attr_ints(node, "output_padding").unwrap_or_else(|| vec![0; k]);
+    if outpad.len() != k {
+        return Err(invalid(
+            node,
+            "`output_padding` must have one entry per spatial dim",
+        ));
     }
-    let pads = spatial_pads(node, &x.shape, &kernel, &stride, &dil)?;
-    let outpad = attr_ints(node, "output_padding").unwrap_or_else(|| vec![0; k]);
+    let pads = if op == "ConvTranspose" {
+        let geo = TransposeGeo {
+            kernel: &kernel,
+            stride: &stride,
+            dil: &dil,
+        };
+        transpose_pads(node, &x.shape, &geo, &mut outpad)?
+    } else {
+        spatial_pads(node, &x.shape, &kernel, &stride, &dil)?
+    };
     let mut shape = vec![x.shape[0].clone()];
     shape.push(if op == "Conv" {
         w.shape[0].clone()
@@ -268,9 +277,86 @@ fn conv(imp: &mut Importer<'_>, node: &NodeProto, op: &str, out: &str) -> NResul
     Ok(imp.emit(op, ins, attrs, out, x.dtype, shape))
 }
 
+/// Kernel geometry of a `ConvTranspose` (per spatial dim).
+struct TransposeGeo<'a> {
+    kernel: &'a [i64],
+    stride: &'a [i64],
+    dil: &'a [i64],
+}
+
+/// `ConvTranspose`'s `[lo, hi]` pads per spatial dim. With `output_shape` or `auto_pad`
+/// `SAME_UPPER`/`SAME_LOWER` (whose target is `input · stride`), the ONNX formula:
+/// `total = stride·(in − 1) + output_padding + dilation·(kernel − 1) + 1 − out`, SAME_UPPER
+/// `(total/2, total − total/2)`, otherwise `(total − total/2, total/2)` (`pads` are ignored);
+/// `VALID` is no padding. A total of −1 without auto_pad (an output one longer than the full
+/// result) is one more `output_padding` (`outpad`), as onnxruntime and the ONNX reference
+/// compute it; other negative totals are refused (the formula would give negative pads, which
+/// the reference and onnxruntime do not follow).
+fn transpose_pads(
+    node: &NodeProto,
+    x: &[Dim],
+    geo: &TransposeGeo<'_>,
+    outpad: &mut [i64],
+) -> NResult<Vec<(i64, i64)>> {
+    let k = geo.kernel.len();
+    let mode = attr_s(node, "auto_pad").unwrap_or_else(|| "NOTSET".into());
+    let target: Option<Vec<i64>> = match attr_ints(node, "output_shape") {
+        // Spatial sizes, or (as onnxruntime accepts) the full output shape.
+        Some(v) if v.len() == k => Some(v),
+        Some(v) if v.len() == k + 2 => Some(v[2..].to_vec()),
+        Some(_) => return Err(invalid(node, "`output_shape` must list the spatial sizes")),
+        None => None,
+    };
+    let same = matches!(mode.as_str(), "SAME_UPPER" | "SAME_LOWER");
+    if target.is_none() && !same {
+        return match mode.as_str() {
+            "VALID" => Ok(vec![(0, 0); k]),
+            "NOTSET" => spatial_pads(node, x, geo.kernel, geo.stride, geo.dil),
+            other => Err(invalid(node, format!("unknown auto_pad `{other}`"))),
+        };
+    }
+    (0..k)
+        .map(|i| {
+            let n = x[2 + i].as_int().ok_or_else(|| {
+                unsupported("ConvTranspose output_shape / auto_pad on a symbolic size")
+            })?;
+            let out = target.as_ref().map_or(n * geo.stride[i], |t| t[i]);
+            let full = geo.stride[i] * (n - 1) + outpad[i] + geo.dil[i] * (geo.kernel[i] - 1) + 1;
+            let total = full - out;
+            if total == -1 && !same {
+                outpad[i] += 1;
+                return Ok((0, 0));
+            }
+            if total < 0 {
+                return Err(unsupported(format!(
+                    "ConvTranspose output size {out} beyond the full result {full} (negative pads)"
+                )));
+            }
+            let half = total / 2;
+            Ok(if mode == "SAME_UPPER" {
+                (half, total - half)
+            } else {
+                (total - half, half)
+            })
+        })
+        .collect()
+}
+
 fn batchnorm(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<TInfo> {
-    if attr_i(node, "training_mode") == Some(1) || node.output.len() > 1 {
-        return Err(unsupported("BatchNormalization in training mode"));
+    let stats_out = node.output.iter().skip(1).any(|o| !o.is_empty());
+    if imp.opset < 14 && stats_out {
+        return Err(unsupported(
+            "BatchNormalization-9 in training mode (saved mean/variance outputs)",
+        ));
+    }
+    if attr_i(node, "training_mode") == Some(1) {
+        return super::batchnorm::training(imp, node, out);
+    }
+    if stats_out {
+        return Err(invalid(
+            node,
+            "running mean / variance outputs of BatchNormalization in inference mode",
+        ));
     }
     let x = imp.tensor(&node.input[0])?;
     let mut p: Vec<CTensor> = Vec::new();

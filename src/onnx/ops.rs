@@ -43,8 +43,25 @@ pub(super) fn import_node(imp: &mut Importer<'_>, node: &NodeProto) -> NResult<(
 fn alias(imp: &mut Importer<'_>, node: &NodeProto, out: &str) -> NResult<()> {
     if let Some(tm) = node.input.get(2).filter(|s| !s.is_empty()) {
         let training = imp.konst(tm)?.is_none_or(|c| c.data.first() != Some(&0.0));
-        if training {
-            return Err(unsupported("Dropout in training mode"));
+        // Training mode drops with probability `ratio` by a random mask; at ratio 0 nothing is
+        // dropped and the scale 1/(1 − ratio) is 1: the output is the input, the mask all true.
+        let ratio = match node.input.get(1).filter(|s| !s.is_empty()) {
+            Some(r) => imp.konst(r)?.and_then(|c| c.data.first().copied()),
+            None => Some(0.5),
+        };
+        match ratio {
+            _ if !training => {}
+            Some(0.0) => {}
+            Some(r) => {
+                return Err(unsupported(format!(
+                    "Dropout in training mode with ratio {r}: its output depends on a random mask"
+                )))
+            }
+            None => {
+                return Err(unsupported(
+                    "Dropout in training mode with a ratio that is not a constant",
+                ))
+            }
         }
     }
     if let Some(mask) = node.output.get(1).filter(|m| !m.is_empty()) {

@@ -11,24 +11,24 @@ use crate::ir::dtype::DType;
 use serde_json::json;
 
 /// Pooling geometry of one node: per spatial dim kernel, stride, dilation, `[lo, hi]` pads.
-struct Geo {
-    kernel: Vec<i64>,
-    stride: Vec<i64>,
-    dil: Vec<i64>,
-    pads: Vec<(i64, i64)>,
+pub(super) struct Geo {
+    pub kernel: Vec<i64>,
+    pub stride: Vec<i64>,
+    pub dil: Vec<i64>,
+    pub pads: Vec<(i64, i64)>,
     /// `ceil_mode=1`.
-    ceil: bool,
+    pub ceil: bool,
 }
 
 impl Geo {
     /// The window span of spatial dim `i`.
-    fn span(&self, i: usize) -> i64 {
+    pub fn span(&self, i: usize) -> i64 {
         self.dil[i] * (self.kernel[i] - 1) + 1
     }
 
     /// Output length of spatial dim `i` over `n` inputs; `ceil_mode` drops a last window that
     /// would start past the input and its start padding (as the ONNX reference does).
-    fn out_len(&self, i: usize, n: i64) -> i64 {
+    pub fn out_len(&self, i: usize, n: i64) -> i64 {
         let (lo, hi) = self.pads[i];
         let total = n + lo + hi - self.span(i);
         if !self.ceil {
@@ -49,9 +49,6 @@ pub(super) fn pool(
     op: &str,
     out: &str,
 ) -> NResult<TInfo> {
-    if node.output.get(1).is_some_and(|o| !o.is_empty()) {
-        return Err(unsupported("MaxPool indices output"));
-    }
     let ceil = attr_i(node, "ceil_mode") == Some(1);
     let x = imp.tensor(&node.input[0])?;
     let kernel = attr_ints(node, "kernel_shape").ok_or_else(|| invalid(node, "no kernel_shape"))?;
@@ -66,16 +63,39 @@ pub(super) fn pool(
         pads,
         ceil,
     };
-    let oversize = (0..k).any(|i| 2 * g.pads[i].0.max(g.pads[i].1) > g.span(i));
     let avg = op != "MaxPool";
-    let include = attr_i(node, "count_include_pad") == Some(1);
-    if oversize || (ceil && avg) {
-        return explicit_pool(imp, node, &x, &g, avg, include, out);
+    let indices = node.output.get(1).filter(|o| !o.is_empty());
+    if let Some(iname) = indices.filter(|_| !avg) {
+        let y = pool_output(imp, node, &x, &g, avg, out)?;
+        let y = imp.finalize(y, out);
+        let order = attr_i(node, "storage_order").unwrap_or(0);
+        let idx = super::pool_indices::max_pool_indices(imp, node, &x, &g, &y, order == 1, iname)?;
+        let idx = imp.finalize(idx, iname);
+        imp.set(iname, super::value::Val::T(idx));
+        return Ok(y);
     }
-    let x = if ceil {
-        ceil_mode_pad(imp, &x, &g, out)?
+    pool_output(imp, node, &x, &g, avg, out)
+}
+
+/// The pooled output (`Y`) of geometry `g` over `x`.
+fn pool_output(
+    imp: &mut Importer<'_>,
+    node: &NodeProto,
+    x: &TInfo,
+    g: &Geo,
+    avg: bool,
+    out: &str,
+) -> NResult<TInfo> {
+    let k = g.kernel.len();
+    let oversize = (0..k).any(|i| 2 * g.pads[i].0.max(g.pads[i].1) > g.span(i));
+    let include = attr_i(node, "count_include_pad") == Some(1);
+    if oversize || (g.ceil && avg) {
+        return explicit_pool(imp, node, x, g, avg, include, out);
+    }
+    let x = if g.ceil {
+        ceil_mode_pad(imp, x, g, out)?
     } else {
-        x
+        x.clone()
     };
     let mut shape = x.shape[..2].to_vec();
     for i in 0..k {
@@ -95,7 +115,7 @@ pub(super) fn pool(
 }
 
 /// Static spatial sizes of `x`, or unsupported (`what` names the feature needing them).
-fn static_spatial(x: &TInfo, what: &str) -> NResult<Vec<i64>> {
+pub(super) fn static_spatial(x: &TInfo, what: &str) -> NResult<Vec<i64>> {
     x.shape[2..]
         .iter()
         .map(|d| {
