@@ -362,8 +362,7 @@ impl Grow {
             let Some(d) = g.waiting.get(next).copied() else {
                 break;
             };
-            saw_boundary |=
-                eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2);
+            saw_boundary |= eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2);
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes
                 && self.absorb_computing(eg, eclass, &mut g, d)
@@ -383,11 +382,9 @@ impl Grow {
         d: Id,
         free: bool,
     ) -> impl Iterator<Item = (RecExpr<TensorLang>, Vec<Id>)> {
-        eg.op_bodies(d)
-            .into_iter()
-            .filter(move |(p, p_ins)| {
-                !p_ins.contains(&eclass) && p.as_ref().last().is_some_and(is_free) == free
-            })
+        eg.op_bodies(d).into_iter().filter(move |(p, p_ins)| {
+            !p_ins.contains(&eclass) && p.as_ref().last().is_some_and(is_free) == free
+        })
     }
 
     /// Absorbs the first free producer of input `d` within limits (checked for legality only in
@@ -568,7 +565,9 @@ impl Grow {
             return Vec::new();
         }
         let (out, deferred) = if self.limits.replay {
-            let classes: Vec<Id> = std::iter::once(seed.0).chain(seed.2.iter().copied()).collect();
+            let classes: Vec<Id> = std::iter::once(seed.0)
+                .chain(seed.2.iter().copied())
+                .collect();
             self.replays
                 .grow(eg, &seed.1, 0, &classes, |rec| self.grow_seed(rec, seed))
         } else {
@@ -603,11 +602,7 @@ impl Grow {
 
     /// The maximal growths of a seed (largest producers, then contraction-free producers), again
     /// only when its input classes gained kernels since.
-    fn grow_max_if_changed(
-        &self,
-        eg: &Direct,
-        seed: &Seed,
-    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+    fn grow_max_if_changed(&self, eg: &Direct, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
         let (eclass, body, ins) = seed.clone();
         let eclass = eg.eg.find(eclass);
         let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg.eg, *i)).collect();

@@ -193,7 +193,9 @@ impl GrowView for Recorder<'_> {
         let out = self.inner.lookup(node);
         let mut r = self.record.borrow_mut();
         if r.lookups.insert(node.clone()) {
-            let labelled = node.clone().map_children(|c| Id::from(r.labels.label(c) as usize));
+            let labelled = node
+                .clone()
+                .map_children(|c| Id::from(r.labels.label(c) as usize));
             let ans = out.map(|c| r.labels.label(c));
             r.observations.push(Obs::Lookup(labelled, ans));
         }
@@ -335,11 +337,15 @@ fn check(o: &Obs, view: &Direct, labels: &mut Labels) -> Option<bool> {
 /// The most traces kept per seed body and growth kind (the first layer's and the others'
 /// neighbourhoods, and a few boundary variants): more would make failed replays cost more than
 /// growing.
-const MAX_TRACES: usize = 6;
+const MAX_TRACES: usize = 64;
 
-/// Recorded growths by seed body and growth kind.
+/// What recorded growths are filed under: the seed's body, the growth kind and the facts of the
+/// seed's classes (only a candidate: the replay checks everything the growth observed).
+type Key = (RecExpr<TensorLang>, u8, Vec<Option<TensorFacts>>);
+
+/// Recorded growths by seed body, growth kind and seed facts.
 pub(super) struct Replays<R> {
-    traces: Mutex<FxHashMap<(RecExpr<TensorLang>, u8), Vec<Arc<Trace<R>>>>>,
+    traces: Mutex<FxHashMap<Key, Vec<Arc<Trace<R>>>>>,
 }
 
 impl<R> Default for Replays<R> {
@@ -362,7 +368,8 @@ impl<R: Clone> Replays<R> {
         seed: &[Id],
         grow: impl FnOnce(&Recorder) -> (Vec<Grown>, R),
     ) -> (Vec<Grown>, R) {
-        let key = (body.clone(), kind);
+        let facts = seed.iter().map(|c| view.facts(*c).cloned()).collect();
+        let key = (body.clone(), kind, facts);
         let known: Vec<Arc<Trace<R>>> = self
             .lock()
             .get(&key)
@@ -384,9 +391,7 @@ impl<R: Clone> Replays<R> {
         (out, extra)
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, FxHashMap<(RecExpr<TensorLang>, u8), Vec<Arc<Trace<R>>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<Key, Vec<Arc<Trace<R>>>>> {
         // A panic while holding the lock leaves only recorded traces behind, which stay valid.
         self.traces.lock().unwrap_or_else(|e| e.into_inner())
     }
