@@ -38,8 +38,8 @@ fn kernel_texts(eg: &dlc_egg::ir::egraph::TensorGraph) -> Vec<String> {
 }
 
 #[test]
-fn replayed_growth_equals_growing_on_a_three_layer_encoder() {
-    let p = encoder(3);
+fn replayed_growth_equals_growing_on_a_two_layer_encoder() {
+    let p = encoder(2);
     let replayed = optimize(&p, &OptimizeOptions::default()).expect("the encoder optimizes");
     let grown = optimize(
         &p,
@@ -58,8 +58,14 @@ fn replayed_growth_equals_growing_on_a_three_layer_encoder() {
         grown.egraph.total_number_of_nodes()
     );
     assert_eq!(kernel_texts(&replayed.egraph), kernel_texts(&grown.egraph));
-    let json =
-        |o: &dlc_egg::optimize::Optimized| serde_json::to_string(&o.report()).expect("report");
+    // The report, without the phases' wall times (they differ between any two runs).
+    let json = |o: &dlc_egg::optimize::Optimized| {
+        let mut v = serde_json::to_value(o.report()).expect("report");
+        for p in v["phases"].as_array_mut().expect("phases") {
+            p.as_object_mut().expect("a phase").remove("time");
+        }
+        v
+    };
     assert_eq!(json(&replayed), json(&grown));
     assert_eq!(replayed.kernels.len(), grown.kernels.len());
 }
