@@ -64,7 +64,7 @@ pub struct FusionLimits {
     pub max_prefixes: usize,
     /// Replay a seed's recorded growth where the e-graph around it answers every observation
     /// the growth made the same way (identical layers grown once; the result is exactly what
-    /// growing gives, [`replay`]); default on, off only to check that.
+    /// growing gives: `src/rules/fusion/replay.rs`); default on, off only to check that.
     pub replay: bool,
 }
 
