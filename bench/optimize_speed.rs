@@ -4,7 +4,9 @@
 //!
 //! Before timing, prints one untimed run's step times (`Optimized::steps`: wall and process
 //! CPU per step, what `dlc-egg optimize --timings` prints), then criterion measures the whole
-//! `optimize` call. `OPTIMIZE_SPEED_LAYERS=N` changes the layer count (default 12).
+//! `optimize` call. `OPTIMIZE_SPEED_LAYERS=N` changes the layer count (default 12; 3 in
+//! criterion's test mode, which `cargo test --all-targets` runs in CI: the first layer, a
+//! middle one and the last, so recorded growths are replayed as in the full model).
 //! Results: `bench/results/optimize-speed-2026-11-26.md`. The CI smoke is
 //! `tests/optimize_speed.rs` (one layer).
 #[path = "common/bench_graphs.rs"]
@@ -26,7 +28,7 @@ fn bench(c: &mut Criterion) {
     let layers: usize = std::env::var("OPTIMIZE_SPEED_LAYERS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(if timed() { 12 } else { 3 });
     let p = lowered(layers);
     let o = optimize(&p, &OptimizeOptions::default()).expect("the encoder optimizes");
     println!(
@@ -46,6 +48,12 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+}
+
+/// Whether criterion times (`cargo bench` passes `--bench`) rather than runs each benchmark
+/// once (test mode).
+fn timed() -> bool {
+    std::env::args().any(|a| a == "--bench")
 }
 
 criterion_group!(benches, bench);

@@ -290,9 +290,10 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         } else {
             &opts.budget
         };
-        // TODO(issue 23): the kernels phase grows every seed of every layer anew (legality is
-        // memoized per body and facts, fuse/canonical/merge are not): ~5-7 s CPU of the 12-layer
-        // BERT's 8-14 s (bench/results/optimize-speed-2026-11-26.md).
+        // TODO(issue 23): the kernels phase replays recorded growths across identical layers
+        // (`FusionLimits::replay`) but still costs ~3.3-4.4 s CPU of the 12-layer BERT's 8-13 s
+        // (kernel e-node adds and rebuilds, failed replays, the maximal growth's kernel lists;
+        // bench/results/optimize-speed-2026-11-26-2.md).
         let (e, st) = try_run_phase(eg, &name, &rules, budget)?;
         eg = e;
         steps.lap(&format!("phase {name}"));

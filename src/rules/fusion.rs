@@ -26,6 +26,8 @@
 //! Budget: bodies are capped at [`FusionLimits::max_body_ops`] ops; the phase saturates once no
 //! kernel can grow (the examples and the encoder: a few iterations, see the tests).
 
+mod replay;
+
 use super::Rule;
 use crate::ir::egraph::kernel::{body_facts, fuse, kernel_parts, merge_same_class, single_op_body};
 use crate::ir::egraph::{Attr, IndexBook, KernelBody, TensorFacts, TensorGraph, TensorLang};
@@ -33,6 +35,8 @@ use egg::{Applier, Id, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Su
 use rayon::prelude::*;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+
+use replay::{Direct, GrowView, Replays};
 
 /// Decides whether a body (with inputs of the given facts) can be one kernel; `Err` says why not.
 /// An ill-typed body must be rejected (the phase does not type-check candidates separately:
@@ -58,6 +62,10 @@ pub struct FusionLimits {
     /// kept or not); larger fusions are composed from producers' kernels by the maximal growth.
     /// Without it the phase did ~60 checks per op on a transformer layer.
     pub max_prefixes: usize,
+    /// Replay a seed's recorded growth where the e-graph around it answers every observation
+    /// the growth made the same way (identical layers grown once; the result is exactly what
+    /// growing gives: `src/rules/fusion/replay.rs`); default on, off only to check that.
+    pub replay: bool,
 }
 
 impl Default for FusionLimits {
@@ -66,6 +74,7 @@ impl Default for FusionLimits {
             max_body_ops: 64,
             max_reduces: 4,
             max_prefixes: 24,
+            replay: true,
         }
     }
 }
@@ -84,6 +93,8 @@ pub fn rules(legal: Legality, limits: FusionLimits) -> Vec<Rule> {
                 legal,
                 limits,
                 memo: Mutex::default(),
+                replays: Replays::default(),
+                replays_max: Replays::default(),
             },
         )
         .expect("static rule"),
@@ -221,10 +232,14 @@ struct Grow {
     legal: Legality,
     limits: FusionLimits,
     memo: Mutex<GrowMemo>,
+    /// Recorded breadth-first growths (with whether the seed is deferred), by seed body.
+    replays: Replays<bool>,
+    /// Recorded maximal growths, by seed body and policy.
+    replays_max: Replays<()>,
 }
 
-fn input_facts(eg: &TensorGraph, ins: &[Id]) -> Option<Vec<TensorFacts>> {
-    ins.iter().map(|i| eg[*i].data.tensor().cloned()).collect()
+fn input_facts(eg: &impl GrowView, ins: &[Id]) -> Option<Vec<TensorFacts>> {
+    ins.iter().map(|i| eg.facts(*i).cloned()).collect()
 }
 
 fn lock(m: &Mutex<GrowMemo>) -> std::sync::MutexGuard<'_, GrowMemo> {
@@ -238,7 +253,7 @@ impl Grow {
     /// Nodes of one e-class are merged ([`merge_same_class`]).
     fn fuse_within_limits(
         &self,
-        eg: &TensorGraph,
+        eg: &impl GrowView,
         body: &RecExpr<TensorLang>,
         ins: &[Id],
         pos: usize,
@@ -246,7 +261,7 @@ impl Grow {
         p_ins: &[Id],
     ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
         let (b, i) = fuse(body, ins, pos, p, p_ins);
-        let (b, i) = merge_same_class(&b, &i, &|n| eg.lookup(n.clone()));
+        let (b, i) = merge_same_class(&b, &i, &|n| eg.lookup(n));
         let ops = b.as_ref().iter().filter(|n| !n.is_attr()).count();
         let reduces = b
             .as_ref()
@@ -257,7 +272,7 @@ impl Grow {
     }
 
     /// The legality verdict on a body over input classes (memoized by body and input facts).
-    fn is_legal(&self, eg: &TensorGraph, body: &RecExpr<TensorLang>, ins: &[Id]) -> bool {
+    fn is_legal(&self, eg: &impl GrowView, body: &RecExpr<TensorLang>, ins: &[Id]) -> bool {
         let Some(facts) = input_facts(eg, ins) else {
             return false;
         };
@@ -274,7 +289,7 @@ impl Grow {
     /// the body limits and legal.
     fn try_fuse(
         &self,
-        eg: &TensorGraph,
+        eg: &impl GrowView,
         body: &RecExpr<TensorLang>,
         ins: &[Id],
         pos: usize,
@@ -307,15 +322,9 @@ impl Grow {
     /// the whole row-reduction kernel after a GEMM or after another LayerNorm (BERT's second
     /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23). Returns the
     /// bodies and whether a dense-layer GEMM (a contraction with a rank-2 result) was waiting.
-    fn grow(
-        &self,
-        eg: &TensorGraph,
-        seed: &Seed,
-        consumers: &Consumers,
-        defer: bool,
-    ) -> (Vec<Grown>, bool) {
+    fn grow(&self, eg: &impl GrowView, seed: &Seed, defer: bool) -> (Vec<Grown>, bool) {
+        // The seed's class is canonical ([`Grow::seeds`], on the unchanged e-graph).
         let (eclass, body, ins) = seed.clone();
-        let eclass = eg.find(eclass);
         let mut g = Growth::new(eclass, body, ins);
         let mut out = Vec::new();
         let mut last_legal = g.clone();
@@ -344,12 +353,7 @@ impl Grow {
                 out.push((g.body.clone(), g.ins.clone()));
             }
             // One computing op.
-            let boundary = |d: Id| {
-                is_contraction_class(eg, d)
-                    || consumers
-                        .get(&d)
-                        .is_some_and(|cs| cs.iter().any(|c| !g.inside.contains(c)))
-            };
+            let boundary = |d: Id| eg.is_contraction(d) || eg.read_outside(d, &g.inside);
             let next = if defer {
                 g.waiting.iter().position(|d| !boundary(*d)).unwrap_or(0)
             } else {
@@ -358,8 +362,7 @@ impl Grow {
             let Some(d) = g.waiting.get(next).copied() else {
                 break;
             };
-            saw_boundary |= is_contraction_class(eg, d)
-                && eg[d].data.tensor().is_some_and(|f| f.shape.len() == 2);
+            saw_boundary |= eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2);
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes
                 && self.absorb_computing(eg, eclass, &mut g, d)
@@ -374,23 +377,21 @@ impl Grow {
     /// The single-op bodies of input class `d` that growth may absorb: not using the kernel's
     /// own class (the kernel would be its own input), free or computing as asked.
     fn candidates(
-        eg: &TensorGraph,
+        eg: &impl GrowView,
         eclass: Id,
         d: Id,
         free: bool,
     ) -> impl Iterator<Item = (RecExpr<TensorLang>, Vec<Id>)> {
-        single_op_bodies(eg, d)
-            .into_iter()
-            .filter(move |(p, p_ins)| {
-                !p_ins.contains(&eclass) && p.as_ref().last().is_some_and(is_free) == free
-            })
+        eg.op_bodies(d).into_iter().filter(move |(p, p_ins)| {
+            !p_ins.contains(&eclass) && p.as_ref().last().is_some_and(is_free) == free
+        })
     }
 
     /// Absorbs the first free producer of input `d` within limits (checked for legality only in
     /// strict mode; otherwise the batch is checked as a whole).
     fn absorb_free(
         &self,
-        eg: &TensorGraph,
+        eg: &impl GrowView,
         eclass: Id,
         g: &mut Growth,
         d: Id,
@@ -413,7 +414,7 @@ impl Grow {
     }
 
     /// Absorbs the first computing producer of input `d` that keeps the body legal.
-    fn absorb_computing(&self, eg: &TensorGraph, eclass: Id, g: &mut Growth, d: Id) -> bool {
+    fn absorb_computing(&self, eg: &impl GrowView, eclass: Id, g: &mut Growth, d: Id) -> bool {
         let Some(pos) = g.ins.iter().position(|c| *c == d) else {
             return false;
         };
@@ -525,13 +526,13 @@ impl Grow {
     /// three kernels (issue 23).
     fn grow_max(
         &self,
-        eg: &TensorGraph,
+        eg: &impl GrowView,
         eclass: Id,
         body: RecExpr<TensorLang>,
         ins: Vec<Id>,
         no_contractions: bool,
     ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
-        let eclass = eg.find(eclass);
+        // `eclass` is canonical (the caller's `find`).
         let originals = ins.clone();
         let (mut body, mut ins) = (body, ins);
         let mut grew = false;
@@ -539,7 +540,7 @@ impl Grow {
             let Some(pos) = ins.iter().position(|c| *c == d) else {
                 continue;
             };
-            for (p, p_ins) in kernels_largest_first(eg, d) {
+            for (p, p_ins) in eg.kernels(d) {
                 if p_ins.contains(&eclass) || (no_contractions && has_contraction(p.expr())) {
                     continue;
                 }
@@ -558,44 +559,53 @@ impl Grow {
 
 impl Grow {
     /// The breadth-first growth of a seed, once per seed (it reads only op e-nodes, which the
-    /// phase does not change).
-    fn grow_once(
-        &self,
-        eg: &TensorGraph,
-        seed: &Seed,
-        consumers: &Consumers,
-    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+    /// phase does not change); replayed from a recorded growth where one fits ([`replay`]).
+    fn grow_once(&self, eg: &Direct, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
         if lock(&self.memo).grown.contains(seed) {
             return Vec::new();
         }
-        let (mut out, saw_boundary) = self.grow(eg, seed, consumers, false);
-        // A dense layer's GEMM was reachable: also the growth that absorbs it (and shared
-        // values) last. Not for a contraction's own seed, nor around batched contractions:
-        // there the breadth-first growth already gives the attention template's two regions,
-        // and deferring only re-splits the softmax.
-        if saw_boundary && !is_contraction_class(eg, seed.0) {
+        let (out, deferred) = if self.limits.replay {
+            let classes: Vec<Id> = std::iter::once(seed.0)
+                .chain(seed.2.iter().copied())
+                .collect();
+            self.replays
+                .grow(eg, &seed.1, 0, &classes, |rec| self.grow_seed(rec, seed))
+        } else {
+            self.grow_seed(eg, seed)
+        };
+        if deferred {
             lock(&self.memo).deferred.insert(seed.clone());
-            let (deferred, _) = self.grow(eg, seed, consumers, true);
-            out.extend(
-                deferred
-                    .into_iter()
-                    .filter(|k| !out.contains(k))
-                    .collect::<Vec<_>>(),
-            );
         }
         lock(&self.memo).grown.insert(seed.clone());
         out
     }
 
+    /// The breadth-first growths of a seed, and whether it is deferred (it also gets the
+    /// deferred growth and the contraction-free maximal growth).
+    fn grow_seed(&self, eg: &impl GrowView, seed: &Seed) -> (Vec<Grown>, bool) {
+        let (mut out, saw_boundary) = self.grow(eg, seed, false);
+        // A dense layer's GEMM was reachable: also the growth that absorbs it (and shared
+        // values) last. Not for a contraction's own seed, nor around batched contractions:
+        // there the breadth-first growth already gives the attention template's two regions,
+        // and deferring only re-splits the softmax.
+        let deferred = saw_boundary && !eg.is_contraction(seed.0);
+        if deferred {
+            let (more, _) = self.grow(eg, seed, true);
+            out.extend(
+                more.into_iter()
+                    .filter(|k| !out.contains(k))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        (out, deferred)
+    }
+
     /// The maximal growths of a seed (largest producers, then contraction-free producers), again
     /// only when its input classes gained kernels since.
-    fn grow_max_if_changed(
-        &self,
-        eg: &TensorGraph,
-        seed: &Seed,
-    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+    fn grow_max_if_changed(&self, eg: &Direct, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
         let (eclass, body, ins) = seed.clone();
-        let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg, *i)).collect();
+        let eclass = eg.eg.find(eclass);
+        let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg.eg, *i)).collect();
         let mut out = Vec::new();
         let deferred = lock(&self.memo).deferred.contains(seed);
         for no_contractions in [false, true] {
@@ -607,7 +617,18 @@ impl Grow {
                 continue;
             }
             lock(&self.memo).maxed.insert(key, counts.clone());
-            out.extend(self.grow_max(eg, eclass, body.clone(), ins.clone(), no_contractions));
+            let (grown, ()) = if self.limits.replay {
+                let classes: Vec<Id> = std::iter::once(eclass).chain(ins.iter().copied()).collect();
+                let kind = 1 + u8::from(no_contractions);
+                self.replays_max.grow(eg, &body, kind, &classes, |rec| {
+                    let g = self.grow_max(rec, eclass, body.clone(), ins.clone(), no_contractions);
+                    (g.into_iter().collect(), ())
+                })
+            } else {
+                let g = self.grow_max(eg, eclass, body.clone(), ins.clone(), no_contractions);
+                (g.into_iter().collect(), ())
+            };
+            out.extend(grown);
         }
         out.dedup();
         out
@@ -709,9 +730,13 @@ impl Applier<TensorLang, IndexBook> for Grow {
             .collect();
         let shared: &TensorGraph = eg;
         let consumers = consumers(shared);
+        let view = Direct {
+            eg: shared,
+            consumers: &consumers,
+        };
         let grown: Vec<Vec<(RecExpr<TensorLang>, Vec<Id>)>> = seeds
             .par_iter()
-            .map(|seed| self.grow_once(shared, seed, &consumers))
+            .map(|seed| self.grow_once(&view, seed))
             .collect();
         let mut changed = Vec::new();
         for (seed, kernels) in seeds.iter().zip(grown) {
@@ -720,7 +745,11 @@ impl Applier<TensorLang, IndexBook> for Grow {
             }
         }
         for seed in &seeds {
-            for (b, i) in self.grow_max_if_changed(eg, seed) {
+            let view = Direct {
+                eg,
+                consumers: &consumers,
+            };
+            for (b, i) in self.grow_max_if_changed(&view, seed) {
                 changed.extend(add_kernel(eg, seed.0, b, &i, rule));
             }
         }
@@ -737,8 +766,13 @@ impl Applier<TensorLang, IndexBook> for Grow {
     ) -> Vec<Id> {
         let mut changed = Vec::new();
         for seed in Grow::seeds(eg, eclass) {
-            let mut kernels = self.grow_once(eg, &seed, &consumers(eg));
-            kernels.extend(self.grow_max_if_changed(eg, &seed));
+            let consumers = consumers(eg);
+            let view = Direct {
+                eg,
+                consumers: &consumers,
+            };
+            let mut kernels = self.grow_once(&view, &seed);
+            kernels.extend(self.grow_max_if_changed(&view, &seed));
             for (b, i) in kernels {
                 changed.extend(add_kernel(eg, eclass, b, &i, rule));
             }
