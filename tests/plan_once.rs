@@ -55,6 +55,7 @@ fn emitted_template(plan: &Value) -> &'static str {
     match plan["template"].as_str().expect("a template") {
         "attention" => "attention",
         "contraction" if algo.contains("mma_sync") => "contraction_mma",
+        "contraction" if algo.contains("wgmma") => "sm90_gemm",
         "contraction" => "contraction_simt",
         "reduction" => "row",
         "elementwise" | "compute_at" => "pointwise",

@@ -11,8 +11,8 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (M+63)//64)*max(1, (N+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_K, int s_M, int s_N) {
+// contraction_mma kernel `k0_relu_add_reduce_mul` for sm90: grid (max(1, (M+63)//64)*max(1, (N+63)//64), 1, 1), block (128, 1, 1), 32768 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(128, 1) k0_relu_add_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_K, int s_M, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
   __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
   __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
@@ -21,7 +21,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
-  const int wr = warp / 2 * 16;
+  const int wr = warp / 2 * 32;
   const int wc = warp % 2 * 32;
   const int tiles_m = (dlc_floordiv((63 + s_M), 64));
   const int tiles_n = (dlc_floordiv((63 + s_N), 64));
@@ -33,12 +33,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
   const int kt_count = ((s_K) + 31) / 32;
-  float acc[1][4][4] = {};
+  float acc[2][4][4] = {};
   if (0 < kt_count) {
     if ((s_K) % 8 == 0) {
       #pragma unroll
-      for (int l = 0; l < 1; l += 1) {
-        const int c = tid + l * 256;
+      for (int l = 0; l < 2; l += 1) {
+        const int c = tid + l * 128;
         const int o = c / 4;
         const int kk = (c % 4) * 8;
         const int go = m0 + o;
@@ -49,34 +49,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         dlc_cp_async_16(&As[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_1 * (s_K) + k_k_2)) : in0), ok ? 16 : 0);  // -> tile
       }
     } else {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = c / 16;
-        const int kk = (c % 16) * 2;
-        float x0 = 0.0f;
-        if (m0 + o < (s_M) && 0 * 32 + kk < (s_K)) {
-          const int o_m_3 = m0 + o;
-          const int k_k_4 = 0 * 32 + kk;
-          x0 = dlc_f32(in0[(o_m_3 * (s_K) + k_k_4)]);
-        } else {
-          x0 = 0.0f;
+      for (int lb = 0; lb < 2; lb += 1) {
+        #pragma unroll
+        for (int li = 0; li < 4; li += 1) {
+          const int l = lb * 4 + li;
+          const int c = tid + l * 128;
+          const int o = c / 16;
+          const int kk = (c % 16) * 2;
+          float x0 = 0.0f;
+          if (m0 + o < (s_M) && 0 * 32 + kk < (s_K)) {
+            const int o_m_3 = m0 + o;
+            const int k_k_4 = 0 * 32 + kk;
+            x0 = dlc_f32(in0[(o_m_3 * (s_K) + k_k_4)]);
+          } else {
+            x0 = 0.0f;
+          }
+          float x1 = 0.0f;
+          if (m0 + o < (s_M) && 0 * 32 + kk + 1 < (s_K)) {
+            const int o_m_5 = m0 + o;
+            const int k_k_6 = 0 * 32 + kk + 1;
+            x1 = dlc_f32(in0[(o_m_5 * (s_K) + k_k_6)]);
+          } else {
+            x1 = 0.0f;
+          }
+          *reinterpret_cast<unsigned*>(&As[0][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
         }
-        float x1 = 0.0f;
-        if (m0 + o < (s_M) && 0 * 32 + kk + 1 < (s_K)) {
-          const int o_m_5 = m0 + o;
-          const int k_k_6 = 0 * 32 + kk + 1;
-          x1 = dlc_f32(in0[(o_m_5 * (s_K) + k_k_6)]);
-        } else {
-          x1 = 0.0f;
-        }
-        *reinterpret_cast<unsigned*>(&As[0][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
       }
     }
     if ((s_N) % 8 == 0) {
       #pragma unroll
-      for (int l = 0; l < 1; l += 1) {
-        const int c = tid + l * 256;
+      for (int l = 0; l < 2; l += 1) {
+        const int c = tid + l * 128;
         const int o = (c % 8) * 8;
         const int kk = c / 8;
         const int go = n0 + o;
@@ -87,28 +90,31 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         dlc_cp_async_16(&Bs[0][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_8 * (s_N) + o_n_7)) : in1), ok ? 16 : 0);  // -> tile
       }
     } else {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = (c % 32) * 2;
-        const int kk = c / 32;
-        float x0 = 0.0f;
-        if (n0 + o < (s_N) && 0 * 32 + kk < (s_K)) {
-          const int o_n_9 = n0 + o;
-          const int k_k_10 = 0 * 32 + kk;
-          x0 = dlc_f32(in1[(k_k_10 * (s_N) + o_n_9)]);
-        } else {
-          x0 = 0.0f;
+      for (int lb = 0; lb < 2; lb += 1) {
+        #pragma unroll
+        for (int li = 0; li < 4; li += 1) {
+          const int l = lb * 4 + li;
+          const int c = tid + l * 128;
+          const int o = (c % 32) * 2;
+          const int kk = c / 32;
+          float x0 = 0.0f;
+          if (n0 + o < (s_N) && 0 * 32 + kk < (s_K)) {
+            const int o_n_9 = n0 + o;
+            const int k_k_10 = 0 * 32 + kk;
+            x0 = dlc_f32(in1[(k_k_10 * (s_N) + o_n_9)]);
+          } else {
+            x0 = 0.0f;
+          }
+          float x1 = 0.0f;
+          if (n0 + o + 1 < (s_N) && 0 * 32 + kk < (s_K)) {
+            const int o_n_11 = n0 + o + 1;
+            const int k_k_12 = 0 * 32 + kk;
+            x1 = dlc_f32(in1[(k_k_12 * (s_N) + o_n_11)]);
+          } else {
+            x1 = 0.0f;
+          }
+          *reinterpret_cast<unsigned*>(&Bs[0][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
         }
-        float x1 = 0.0f;
-        if (n0 + o + 1 < (s_N) && 0 * 32 + kk < (s_K)) {
-          const int o_n_11 = n0 + o + 1;
-          const int k_k_12 = 0 * 32 + kk;
-          x1 = dlc_f32(in1[(k_k_12 * (s_N) + o_n_11)]);
-        } else {
-          x1 = 0.0f;
-        }
-        *reinterpret_cast<unsigned*>(&Bs[0][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
       }
     }
   }
@@ -116,8 +122,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   if (1 < kt_count) {
     if ((s_K) % 8 == 0) {
       #pragma unroll
-      for (int l = 0; l < 1; l += 1) {
-        const int c = tid + l * 256;
+      for (int l = 0; l < 2; l += 1) {
+        const int c = tid + l * 128;
         const int o = c / 4;
         const int kk = (c % 4) * 8;
         const int go = m0 + o;
@@ -128,34 +134,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         dlc_cp_async_16(&As[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_13 * (s_K) + k_k_14)) : in0), ok ? 16 : 0);  // -> tile
       }
     } else {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = c / 16;
-        const int kk = (c % 16) * 2;
-        float x0 = 0.0f;
-        if (m0 + o < (s_M) && 1 * 32 + kk < (s_K)) {
-          const int o_m_15 = m0 + o;
-          const int k_k_16 = 1 * 32 + kk;
-          x0 = dlc_f32(in0[(o_m_15 * (s_K) + k_k_16)]);
-        } else {
-          x0 = 0.0f;
+      for (int lb = 0; lb < 2; lb += 1) {
+        #pragma unroll
+        for (int li = 0; li < 4; li += 1) {
+          const int l = lb * 4 + li;
+          const int c = tid + l * 128;
+          const int o = c / 16;
+          const int kk = (c % 16) * 2;
+          float x0 = 0.0f;
+          if (m0 + o < (s_M) && 1 * 32 + kk < (s_K)) {
+            const int o_m_15 = m0 + o;
+            const int k_k_16 = 1 * 32 + kk;
+            x0 = dlc_f32(in0[(o_m_15 * (s_K) + k_k_16)]);
+          } else {
+            x0 = 0.0f;
+          }
+          float x1 = 0.0f;
+          if (m0 + o < (s_M) && 1 * 32 + kk + 1 < (s_K)) {
+            const int o_m_17 = m0 + o;
+            const int k_k_18 = 1 * 32 + kk + 1;
+            x1 = dlc_f32(in0[(o_m_17 * (s_K) + k_k_18)]);
+          } else {
+            x1 = 0.0f;
+          }
+          *reinterpret_cast<unsigned*>(&As[1][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
         }
-        float x1 = 0.0f;
-        if (m0 + o < (s_M) && 1 * 32 + kk + 1 < (s_K)) {
-          const int o_m_17 = m0 + o;
-          const int k_k_18 = 1 * 32 + kk + 1;
-          x1 = dlc_f32(in0[(o_m_17 * (s_K) + k_k_18)]);
-        } else {
-          x1 = 0.0f;
-        }
-        *reinterpret_cast<unsigned*>(&As[1][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
       }
     }
     if ((s_N) % 8 == 0) {
       #pragma unroll
-      for (int l = 0; l < 1; l += 1) {
-        const int c = tid + l * 256;
+      for (int l = 0; l < 2; l += 1) {
+        const int c = tid + l * 128;
         const int o = (c % 8) * 8;
         const int kk = c / 8;
         const int go = n0 + o;
@@ -166,28 +175,31 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         dlc_cp_async_16(&Bs[1][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_20 * (s_N) + o_n_19)) : in1), ok ? 16 : 0);  // -> tile
       }
     } else {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = (c % 32) * 2;
-        const int kk = c / 32;
-        float x0 = 0.0f;
-        if (n0 + o < (s_N) && 1 * 32 + kk < (s_K)) {
-          const int o_n_21 = n0 + o;
-          const int k_k_22 = 1 * 32 + kk;
-          x0 = dlc_f32(in1[(k_k_22 * (s_N) + o_n_21)]);
-        } else {
-          x0 = 0.0f;
+      for (int lb = 0; lb < 2; lb += 1) {
+        #pragma unroll
+        for (int li = 0; li < 4; li += 1) {
+          const int l = lb * 4 + li;
+          const int c = tid + l * 128;
+          const int o = (c % 32) * 2;
+          const int kk = c / 32;
+          float x0 = 0.0f;
+          if (n0 + o < (s_N) && 1 * 32 + kk < (s_K)) {
+            const int o_n_21 = n0 + o;
+            const int k_k_22 = 1 * 32 + kk;
+            x0 = dlc_f32(in1[(k_k_22 * (s_N) + o_n_21)]);
+          } else {
+            x0 = 0.0f;
+          }
+          float x1 = 0.0f;
+          if (n0 + o + 1 < (s_N) && 1 * 32 + kk < (s_K)) {
+            const int o_n_23 = n0 + o + 1;
+            const int k_k_24 = 1 * 32 + kk;
+            x1 = dlc_f32(in1[(k_k_24 * (s_N) + o_n_23)]);
+          } else {
+            x1 = 0.0f;
+          }
+          *reinterpret_cast<unsigned*>(&Bs[1][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
         }
-        float x1 = 0.0f;
-        if (n0 + o + 1 < (s_N) && 1 * 32 + kk < (s_K)) {
-          const int o_n_23 = n0 + o + 1;
-          const int k_k_24 = 1 * 32 + kk;
-          x1 = dlc_f32(in1[(k_k_24 * (s_N) + o_n_23)]);
-        } else {
-          x1 = 0.0f;
-        }
-        *reinterpret_cast<unsigned*>(&Bs[1][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
       }
     }
   }
@@ -195,8 +207,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   if (2 < kt_count) {
     if ((s_K) % 8 == 0) {
       #pragma unroll
-      for (int l = 0; l < 1; l += 1) {
-        const int c = tid + l * 256;
+      for (int l = 0; l < 2; l += 1) {
+        const int c = tid + l * 128;
         const int o = c / 4;
         const int kk = (c % 4) * 8;
         const int go = m0 + o;
@@ -207,34 +219,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         dlc_cp_async_16(&As[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_25 * (s_K) + k_k_26)) : in0), ok ? 16 : 0);  // -> tile
       }
     } else {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = c / 16;
-        const int kk = (c % 16) * 2;
-        float x0 = 0.0f;
-        if (m0 + o < (s_M) && 2 * 32 + kk < (s_K)) {
-          const int o_m_27 = m0 + o;
-          const int k_k_28 = 2 * 32 + kk;
-          x0 = dlc_f32(in0[(o_m_27 * (s_K) + k_k_28)]);
-        } else {
-          x0 = 0.0f;
+      for (int lb = 0; lb < 2; lb += 1) {
+        #pragma unroll
+        for (int li = 0; li < 4; li += 1) {
+          const int l = lb * 4 + li;
+          const int c = tid + l * 128;
+          const int o = c / 16;
+          const int kk = (c % 16) * 2;
+          float x0 = 0.0f;
+          if (m0 + o < (s_M) && 2 * 32 + kk < (s_K)) {
+            const int o_m_27 = m0 + o;
+            const int k_k_28 = 2 * 32 + kk;
+            x0 = dlc_f32(in0[(o_m_27 * (s_K) + k_k_28)]);
+          } else {
+            x0 = 0.0f;
+          }
+          float x1 = 0.0f;
+          if (m0 + o < (s_M) && 2 * 32 + kk + 1 < (s_K)) {
+            const int o_m_29 = m0 + o;
+            const int k_k_30 = 2 * 32 + kk + 1;
+            x1 = dlc_f32(in0[(o_m_29 * (s_K) + k_k_30)]);
+          } else {
+            x1 = 0.0f;
+          }
+          *reinterpret_cast<unsigned*>(&As[2][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
         }
-        float x1 = 0.0f;
-        if (m0 + o < (s_M) && 2 * 32 + kk + 1 < (s_K)) {
-          const int o_m_29 = m0 + o;
-          const int k_k_30 = 2 * 32 + kk + 1;
-          x1 = dlc_f32(in0[(o_m_29 * (s_K) + k_k_30)]);
-        } else {
-          x1 = 0.0f;
-        }
-        *reinterpret_cast<unsigned*>(&As[2][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
       }
     }
     if ((s_N) % 8 == 0) {
       #pragma unroll
-      for (int l = 0; l < 1; l += 1) {
-        const int c = tid + l * 256;
+      for (int l = 0; l < 2; l += 1) {
+        const int c = tid + l * 128;
         const int o = (c % 8) * 8;
         const int kk = c / 8;
         const int go = n0 + o;
@@ -245,28 +260,31 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         dlc_cp_async_16(&Bs[2][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_32 * (s_N) + o_n_31)) : in1), ok ? 16 : 0);  // -> tile
       }
     } else {
-      #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
-        const int c = tid + l * 256;
-        const int o = (c % 32) * 2;
-        const int kk = c / 32;
-        float x0 = 0.0f;
-        if (n0 + o < (s_N) && 2 * 32 + kk < (s_K)) {
-          const int o_n_33 = n0 + o;
-          const int k_k_34 = 2 * 32 + kk;
-          x0 = dlc_f32(in1[(k_k_34 * (s_N) + o_n_33)]);
-        } else {
-          x0 = 0.0f;
+      for (int lb = 0; lb < 2; lb += 1) {
+        #pragma unroll
+        for (int li = 0; li < 4; li += 1) {
+          const int l = lb * 4 + li;
+          const int c = tid + l * 128;
+          const int o = (c % 32) * 2;
+          const int kk = c / 32;
+          float x0 = 0.0f;
+          if (n0 + o < (s_N) && 2 * 32 + kk < (s_K)) {
+            const int o_n_33 = n0 + o;
+            const int k_k_34 = 2 * 32 + kk;
+            x0 = dlc_f32(in1[(k_k_34 * (s_N) + o_n_33)]);
+          } else {
+            x0 = 0.0f;
+          }
+          float x1 = 0.0f;
+          if (n0 + o + 1 < (s_N) && 2 * 32 + kk < (s_K)) {
+            const int o_n_35 = n0 + o + 1;
+            const int k_k_36 = 2 * 32 + kk;
+            x1 = dlc_f32(in1[(k_k_36 * (s_N) + o_n_35)]);
+          } else {
+            x1 = 0.0f;
+          }
+          *reinterpret_cast<unsigned*>(&Bs[2][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
         }
-        float x1 = 0.0f;
-        if (n0 + o + 1 < (s_N) && 2 * 32 + kk < (s_K)) {
-          const int o_n_35 = n0 + o + 1;
-          const int k_k_36 = 2 * 32 + kk;
-          x1 = dlc_f32(in1[(k_k_36 * (s_N) + o_n_35)]);
-        } else {
-          x1 = 0.0f;
-        }
-        *reinterpret_cast<unsigned*>(&Bs[2][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
       }
     }
   }
@@ -280,8 +298,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
     if (nt < kt_count) {
       if ((s_K) % 8 == 0) {
         #pragma unroll
-        for (int l = 0; l < 1; l += 1) {
-          const int c = tid + l * 256;
+        for (int l = 0; l < 2; l += 1) {
+          const int c = tid + l * 128;
           const int o = c / 4;
           const int kk = (c % 4) * 8;
           const int go = m0 + o;
@@ -292,34 +310,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
           dlc_cp_async_16(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_37 * (s_K) + k_k_38)) : in0), ok ? 16 : 0);  // -> tile_refill
         }
       } else {
-        #pragma unroll
-        for (int l = 0; l < 4; l += 1) {
-          const int c = tid + l * 256;
-          const int o = c / 16;
-          const int kk = (c % 16) * 2;
-          float x0 = 0.0f;
-          if (m0 + o < (s_M) && nt * 32 + kk < (s_K)) {
-            const int o_m_39 = m0 + o;
-            const int k_k_40 = nt * 32 + kk;
-            x0 = dlc_f32(in0[(o_m_39 * (s_K) + k_k_40)]);
-          } else {
-            x0 = 0.0f;
+        for (int lb = 0; lb < 2; lb += 1) {
+          #pragma unroll
+          for (int li = 0; li < 4; li += 1) {
+            const int l = lb * 4 + li;
+            const int c = tid + l * 128;
+            const int o = c / 16;
+            const int kk = (c % 16) * 2;
+            float x0 = 0.0f;
+            if (m0 + o < (s_M) && nt * 32 + kk < (s_K)) {
+              const int o_m_39 = m0 + o;
+              const int k_k_40 = nt * 32 + kk;
+              x0 = dlc_f32(in0[(o_m_39 * (s_K) + k_k_40)]);
+            } else {
+              x0 = 0.0f;
+            }
+            float x1 = 0.0f;
+            if (m0 + o < (s_M) && nt * 32 + kk + 1 < (s_K)) {
+              const int o_m_41 = m0 + o;
+              const int k_k_42 = nt * 32 + kk + 1;
+              x1 = dlc_f32(in0[(o_m_41 * (s_K) + k_k_42)]);
+            } else {
+              x1 = 0.0f;
+            }
+            *reinterpret_cast<unsigned*>(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
           }
-          float x1 = 0.0f;
-          if (m0 + o < (s_M) && nt * 32 + kk + 1 < (s_K)) {
-            const int o_m_41 = m0 + o;
-            const int k_k_42 = nt * 32 + kk + 1;
-            x1 = dlc_f32(in0[(o_m_41 * (s_K) + k_k_42)]);
-          } else {
-            x1 = 0.0f;
-          }
-          *reinterpret_cast<unsigned*>(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)]) = dlc_pack_half2(x0, x1);
         }
       }
       if ((s_N) % 8 == 0) {
         #pragma unroll
-        for (int l = 0; l < 1; l += 1) {
-          const int c = tid + l * 256;
+        for (int l = 0; l < 2; l += 1) {
+          const int c = tid + l * 128;
           const int o = (c % 8) * 8;
           const int kk = c / 8;
           const int go = n0 + o;
@@ -330,38 +351,41 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
           dlc_cp_async_16(&Bs[ns][kk][o ^ ((kk & 7) << 3)], (ok ? in1 + ((k_k_44 * (s_N) + o_n_43)) : in1), ok ? 16 : 0);  // -> tile_refill
         }
       } else {
-        #pragma unroll
-        for (int l = 0; l < 4; l += 1) {
-          const int c = tid + l * 256;
-          const int o = (c % 32) * 2;
-          const int kk = c / 32;
-          float x0 = 0.0f;
-          if (n0 + o < (s_N) && nt * 32 + kk < (s_K)) {
-            const int o_n_45 = n0 + o;
-            const int k_k_46 = nt * 32 + kk;
-            x0 = dlc_f32(in1[(k_k_46 * (s_N) + o_n_45)]);
-          } else {
-            x0 = 0.0f;
+        for (int lb = 0; lb < 2; lb += 1) {
+          #pragma unroll
+          for (int li = 0; li < 4; li += 1) {
+            const int l = lb * 4 + li;
+            const int c = tid + l * 128;
+            const int o = (c % 32) * 2;
+            const int kk = c / 32;
+            float x0 = 0.0f;
+            if (n0 + o < (s_N) && nt * 32 + kk < (s_K)) {
+              const int o_n_45 = n0 + o;
+              const int k_k_46 = nt * 32 + kk;
+              x0 = dlc_f32(in1[(k_k_46 * (s_N) + o_n_45)]);
+            } else {
+              x0 = 0.0f;
+            }
+            float x1 = 0.0f;
+            if (n0 + o + 1 < (s_N) && nt * 32 + kk < (s_K)) {
+              const int o_n_47 = n0 + o + 1;
+              const int k_k_48 = nt * 32 + kk;
+              x1 = dlc_f32(in1[(k_k_48 * (s_N) + o_n_47)]);
+            } else {
+              x1 = 0.0f;
+            }
+            *reinterpret_cast<unsigned*>(&Bs[ns][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
           }
-          float x1 = 0.0f;
-          if (n0 + o + 1 < (s_N) && nt * 32 + kk < (s_K)) {
-            const int o_n_47 = n0 + o + 1;
-            const int k_k_48 = nt * 32 + kk;
-            x1 = dlc_f32(in1[(k_k_48 * (s_N) + o_n_47)]);
-          } else {
-            x1 = 0.0f;
-          }
-          *reinterpret_cast<unsigned*>(&Bs[ns][kk][o ^ ((kk & 7) << 3)]) = dlc_pack_half2(x0, x1);
         }
       }
     }
     dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
-      unsigned af[1][4];
+      unsigned af[2][4];
       unsigned bfr[2][4];
       #pragma unroll
-      for (int mi = 0; mi < 1; mi += 1) {
+      for (int mi = 0; mi < 2; mi += 1) {
         const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
         const int lk = ks * 16 + ((lane >> 4) * 8);
         dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
@@ -373,7 +397,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
         dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][lk][lo ^ ((lk & 7) << 3)]);
       }
       #pragma unroll
-      for (int mi = 0; mi < 1; mi += 1) {
+      for (int mi = 0; mi < 2; mi += 1) {
         #pragma unroll
         for (int ni = 0; ni < 4; ni += 1) {
           dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
@@ -385,7 +409,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_relu_add_reduce_mul(cons
   const bool aligned = (s_N) % 8 == 0;
   __syncthreads();
   #pragma unroll
-  for (int mi = 0; mi < 1; mi += 1) {
+  for (int mi = 0; mi < 2; mi += 1) {
     /* epilogue: after acc_ready, -> stored */ {
       #pragma unroll
       for (int ni = 0; ni < 4; ni += 1) {
