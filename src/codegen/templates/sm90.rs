@@ -16,7 +16,7 @@
 //! filter `W[co, ci, kh, kw]`, is the 2-D K-major TMA operand `[Co, Ci·Kh·Kw]`; `A` is gathered
 //! by the whole producer warpgroup into the same swizzled MN-major stage layout a TMA box
 //! would write, fenced for the async proxy and published on the stage's `full` barrier
-//! (128 arrivals more than a TMA stage's one): [`conv`].
+//! (128 arrivals more than a TMA stage's one): `conv`.
 //!
 //! **Shared memory** (dynamic, aligned to 1024 bytes in the kernel): `stages` stages of `A`
 //! (`BM × 64` elements) and of `B` (`BN × 64`), then `2 · stages` mbarriers (`full[s]`: one
@@ -124,7 +124,7 @@ fn operand_expr<'r>(r: &'r Region, v: &View<'r>, side: Side) -> Option<&'r Expr>
 }
 
 /// The TMA operand of `side`, when the template can load it (see the module doc): a plain
-/// read indexed by one axis per dimension, or ([`flat_k_operand`]) a conv filter read whose
+/// read indexed by one axis per dimension, or (`flat_k_operand`) a conv filter read whose
 /// `K` axes run contiguously.
 pub fn tma_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaOperand> {
     plain_operand(r, v, side, dtype).or_else(|| flat_k_operand(r, v, side, dtype))
@@ -225,7 +225,7 @@ fn plain_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaOp
 }
 
 /// Whether the template emits `r` (viewed as `v`): both operands fp16 or both bf16, `B` a
-/// TMA operand, `A` a TMA operand or a convolution's gathered image ([`conv::image`]).
+/// TMA operand, `A` a TMA operand or a convolution's gathered image (`conv::image`).
 pub fn accepts(r: &Region, v: &View) -> bool {
     super::contraction_mma::mma_dtype(r, v).is_some_and(|d| {
         (tma_operand(r, v, Side::A, d).is_some() || conv::image(r, v, d).is_some())

@@ -448,7 +448,7 @@ struct First<'p> {
 }
 
 /// Whether `r` is the first region of an attention pair: scores, softmax and the deferred
-/// buffer `P` (what [`pair`] matches on its first side).
+/// buffer `P` (what `pair` matches on its first side).
 pub fn is_first(r: &Region) -> bool {
     match_first(r).is_some()
 }
