@@ -217,6 +217,29 @@ fn repeat_needs_device_cuda() {
 }
 
 #[test]
+fn arch_needs_device_cuda() {
+    let ctx = Ctx::new();
+    let g = ctx.file("g.json", GEMM_BIAS_RELU);
+    for device in ["reference", "cpu"] {
+        let out = ctx.run(&[
+            "run",
+            s(&g),
+            "--random",
+            "1",
+            "--device",
+            device,
+            "--arch",
+            "sm80",
+            "--diagnostics",
+            "json",
+        ]);
+        let diags = json_failure(&out);
+        assert_eq!(codes(&diags), vec!["E0313"], "{device}");
+        assert_eq!(diags[0]["at"]["argument"], "--arch", "{device}");
+    }
+}
+
+#[test]
 fn malformed_command_lines_are_diagnostics() {
     let ctx = Ctx::new();
     for args in [

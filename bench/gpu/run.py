@@ -48,6 +48,7 @@ DEFAULT_DLC = REPO / "target" / "release" / "dlc-egg"
 # graph-json's tolerance for fp16 outputs (spec § Numerics): |out - ref| <= atol + rtol * |ref|.
 FP16_TOL = (1e-2, 1e-2)  # (rtol, atol)
 FP32_TOL = (1e-3, 1e-3)  # graph-json's tolerance for fp32 outputs
+ARCH = None  # --arch: the architecture dlc-egg compiles for (None: the GPU's own)
 TORCH_WARMUP = 3  # PyTorch warm-up calls (cuDNN autotuning, cuBLAS heuristics, lazy loading)
 
 
@@ -123,42 +124,63 @@ def _gemm_bias_relu_baseline(torch, t):
     return lambda: torch.relu(f.linear(t["A"], w, t["bias"]))
 
 
-def _attention_reference(torch, t):
-    q, k, v = t["Q"], t["K"], t["V"]
-    b, h, s, d = q.shape
-    mask = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()  # keep n <= m (top-left)
-    out = torch.empty_like(q)
-    for i in range(b):  # one batch at a time: fp32 scores [H, S, S] = 256 MiB
-        scores = (q[i] @ k[i].transpose(-1, -2)) * (1.0 / math.sqrt(d))
-        scores = scores.masked_fill(~mask, float("-inf"))
-        out[i] = torch.softmax(scores, dim=-1) @ v[i]
-    return out
+def _attention_reference(causal):
+    def reference(torch, t):
+        q, k, v = t["Q"], t["K"], t["V"]
+        b, h, s, d = q.shape
+        mask = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()  # keep n <= m (top-left)
+        out = torch.empty_like(q)
+        for i in range(b):  # one batch at a time: fp32 scores [H, S, S] = 256 MiB
+            scores = (q[i] @ k[i].transpose(-1, -2)) * (1.0 / math.sqrt(d))
+            if causal:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            out[i] = torch.softmax(scores, dim=-1) @ v[i]
+        return out
+    return reference
 
 
-def _attention_baseline(torch, t):
-    f = torch.nn.functional
-    # default scale = 1/sqrt(D), the graph's scale attribute (0.125 at D=64)
-    return lambda: f.scaled_dot_product_attention(t["Q"], t["K"], t["V"], is_causal=True)
+def _attention_baseline(causal):
+    def baseline(torch, t):
+        f = torch.nn.functional
+        # default scale = 1/sqrt(D), the graph's scale attribute (0.125 at D=64)
+        return lambda: f.scaled_dot_product_attention(t["Q"], t["K"], t["V"], is_causal=causal)
+    return baseline
 
 
-def _attention_case(name, graph, d):
+def _attention_case(name, graph, d, causal=True, target=0.7):
+    kind = "causal" if causal else "full (non-causal)"
     return Case(
         name, graph,
-        f"causal attention B=8 H=16 S=2048 D={d}, fp16, scale 1/sqrt({d})",
+        f"{kind} attention B=8 H=16 S=2048 D={d}, fp16, scale 1/sqrt({d})",
         inputs=lambda rng: {n: uniform(rng, (8, 16, 2048, d)) for n in ("Q", "K", "V")},
-        reference=_attention_reference,
-        baseline=_attention_baseline,
-        baseline_name="F.scaled_dot_product_attention(is_causal=True)",
-        target=0.7,
-        target_vs="SDPA (FlashAttention-2)",
-        # QK^T and PV over the causal half (the usual FlashAttention count)
-        flops=4 * 8 * 16 * 2048 * 2048 * d // 2,
+        reference=_attention_reference(causal),
+        baseline=_attention_baseline(causal),
+        baseline_name=f"F.scaled_dot_product_attention(is_causal={causal})",
+        target=target,
+        target_vs="SDPA (FlashAttention-2)" if target else None,
+        # QK^T and PV (over the causal half when causal: the usual FlashAttention count)
+        flops=4 * 8 * 16 * 2048 * 2048 * d // (2 if causal else 1),
     )
 
 
-def _conv_inputs(rng):
+def _conv_inputs(rng, n=32, hw=56):
     # W scaled by 1/sqrt(C*3*3) = 1/24: outputs std ~ 1/3
-    return {"X": uniform(rng, (32, 64, 56, 56)), "W": uniform(rng, (64, 64, 3, 3), scale=1 / 24)}
+    return {"X": uniform(rng, (n, 64, hw, hw)), "W": uniform(rng, (64, 64, 3, 3), scale=1 / 24)}
+
+
+def _conv_case(name, graph, n, hw, target):
+    conv = lambda torch, t: torch.nn.functional.conv2d(t["X"], t["W"], stride=1, padding=1)
+    return Case(
+        name, graph,
+        f"conv 3x3 N={n} C=64->64 {hw}x{hw} stride 1 pad 1, fp16 NCHW, no bias",
+        inputs=lambda rng: _conv_inputs(rng, n, hw),
+        reference=conv,
+        baseline=lambda torch, t: (lambda: conv(torch, t)),
+        baseline_name="cuDNN (F.conv2d, NCHW)",
+        target=target,
+        target_vs="cuDNN" if target else None,
+        flops=2 * n * 64 * hw * hw * 64 * 9,
+    )
 
 
 def _conv_relu_pool_inputs(rng):
@@ -220,18 +242,7 @@ CASES = [
     ),
     _attention_case("attention_causal", "attention_causal.json", 64),
     _attention_case("attention_causal_hd128", "attention_causal_hd128.json", 128),
-    Case(
-        "conv3x3", "conv3x3.json",
-        "conv 3x3 N=32 C=64->64 56x56 stride 1 pad 1, fp16 NCHW, no bias",
-        inputs=_conv_inputs,
-        reference=lambda torch, t: torch.nn.functional.conv2d(t["X"], t["W"], stride=1, padding=1),
-        baseline=lambda torch, t: (
-            lambda: torch.nn.functional.conv2d(t["X"], t["W"], stride=1, padding=1)),
-        baseline_name="cuDNN (F.conv2d, NCHW)",
-        target=0.7,
-        target_vs="cuDNN",
-        flops=2 * 32 * 64 * 56 * 56 * 64 * 9,
-    ),
+    _conv_case("conv3x3", "conv3x3.json", 32, 56, 0.7),
     Case(
         "conv_relu_maxpool", "conv_relu_maxpool.json",
         "maxpool2x2(relu(conv3x3 + bias)), fp32 N=32 C=16->32 64x64: a compute-at candidate "
@@ -247,7 +258,22 @@ CASES = [
     _layernorm_case("layernorm", "layernorm.json", 16384, 1024, None),
     _layernorm_case("layernorm_8192x768", "layernorm_8192x768.json", 8192, 768, 1.0),
 ]
-CASE_BY_NAME = {c.name: c for c in CASES}
+# `--extended`: the rest of issue 15's realistic shapes (head dims, non-causal attention, a
+# symbolic GEMM bound by its inputs' shapes, conv at N=1 and at N=256 224² where the M tiles
+# exceed grid.y's 65535).
+EXTENDED = [
+    _gemm_case("gemm_symbolic_4096", "gemm_symbolic.json", 4096, 4096, 4096, 0.8,
+               "fp16 GEMM with symbolic M, K, N (bound to 4096 by the inputs' shapes)"),
+    _attention_case("attention_full", "attention_full.json", 64, causal=False),
+    _attention_case("attention_causal_hd32", "attention_causal_hd32.json", 32),
+    _attention_case("attention_causal_hd80", "attention_causal_hd80.json", 80),
+    _attention_case("attention_causal_hd96", "attention_causal_hd96.json", 96),
+    _conv_case("conv3x3_n1", "conv3x3_n1.json", 1, 56, None),
+    _conv_case("conv3x3_n256_224", "conv3x3_n256_224.json", 256, 224, 0.7),
+]
+for _c in EXTENDED:
+    _c.symbolic = _c.name == "gemm_symbolic_4096"
+CASE_BY_NAME = {c.name: c for c in CASES + EXTENDED}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,7 +326,10 @@ def check_inputs_against_graph(case, graph, arrays):
         want = {"fp16": np.float16, "fp32": np.float32}.get(decl["dtype"])
         if want is None or arr.dtype != want:
             problems.append(f"{name}: declared {decl['dtype']}, generated {arr.dtype}")
-        if not all(isinstance(d, int) for d in decl["shape"]):
+        if getattr(case, "symbolic", False):
+            if len(decl["shape"]) != arr.ndim:
+                problems.append(f"{name}: declared rank {len(decl['shape'])}, generated {arr.ndim}")
+        elif not all(isinstance(d, int) for d in decl["shape"]):
             problems.append(f"{name}: symbolic shape {decl['shape']} (the cases use concrete sizes)")
         elif list(arr.shape) != decl["shape"]:
             problems.append(f"{name}: declared shape {decl['shape']}, generated {list(arr.shape)}")
@@ -335,6 +364,8 @@ def case_rng(seed, name):
 
 def run_cmd(dlc, case, paths, out_dir, repeat):
     cmd = [str(dlc), "run", str(case.graph), "--device", "cuda"]
+    if ARCH:
+        cmd += ["--arch", ARCH]
     for name, p in paths.items():
         cmd += ["--input", f"{name}={p}"]
     cmd += ["--out-dir", str(out_dir), "--repeat", str(repeat)]
@@ -344,7 +375,8 @@ def run_cmd(dlc, case, paths, out_dir, repeat):
 def optimize(dlc, case, timeout):
     """`dlc-egg optimize GRAPH --explain` -> (ok, kernel lines, kernel count, predicted µs, text)."""
     try:
-        p = subprocess.run([str(dlc), "optimize", str(case.graph), "--explain"],
+        p = subprocess.run([str(dlc), "optimize", str(case.graph), "--explain"]
+                           + (["--arch", ARCH] if ARCH else []),
                            capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, [], None, None, f"timed out after {timeout} s"
@@ -568,9 +600,12 @@ def run_case(args, torch, case, dlc, work):
                 if timing.get("repeat") != args.repeat:
                     log(f"  note: timing.json says repeat={timing.get('repeat')}, asked {args.repeat}")
                 out = np.load(out_path)
-                if list(out.shape) != out_decl["shape"] or out.dtype != np.float16:
+                want_dtype = {"fp16": np.float16, "fp32": np.float32}.get(out_decl["dtype"])
+                shape_ok = out.ndim == len(out_decl["shape"]) and all(
+                    not isinstance(d, int) or d == n for d, n in zip(out_decl["shape"], out.shape))
+                if not shape_ok or out.dtype != want_dtype:
                     res.error = (f"output {out_path.name} is {out.dtype.str} {list(out.shape)}, "
-                                 f"expected <f2 {out_decl['shape']}")
+                                 f"expected {out_decl['dtype']} {out_decl['shape']}")
                     out = None
             if res.error:
                 res.stderr = p.stderr
@@ -606,6 +641,7 @@ def environment(torch, dlc):
     env["device"] = torch.cuda.get_device_name()
     cap = torch.cuda.get_device_capability()
     env["capability"] = f"sm_{cap[0]}{cap[1]}"
+    env["dlc-egg arch"] = ARCH or "the GPU's own"
     env["torch"] = torch.__version__
     env["cuda"] = torch.version.cuda
     try:
@@ -664,7 +700,7 @@ def markdown(results, env, args, command):
     md.append("")
     md.append(f"- device: {env['device']} ({env['capability']})")
     md.append(f"- torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}")
-    md.append(f"- dlc-egg: `{env['dlc']}`, commit {env['commit']}")
+    md.append(f"- dlc-egg: `{env['dlc']}`, commit {env['commit']}, compiled for {env['dlc-egg arch']}")
     md.append(f"- command: `{command}`")
     md.append(f"- times: mean ms per run over {args.repeat} run(s) (dlc-egg: `timing.json` of "
               f"`dlc-egg run --repeat {args.repeat}`, after one warm-up; PyTorch: CUDA events around "
@@ -766,7 +802,14 @@ def main(argv=None):
                     help="seconds allowed per dlc-egg invocation (default 1800)")
     ap.add_argument("--work-dir", default=None,
                     help="keep inputs and outputs here (default: a temporary directory, removed)")
+    ap.add_argument("--extended", action="store_true",
+                    help="also run the extended cases: " + ",".join(c.name for c in EXTENDED))
+    ap.add_argument("--arch", choices=["sm80", "sm90"], default=None,
+                    help="the architecture dlc-egg compiles for (default: the GPU's own; sm80 on "
+                         "an H100 runs the mma.sync kernels as PTX the driver compiles)")
     args = ap.parse_args(argv)
+    global ARCH
+    ARCH = args.arch
 
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
@@ -777,7 +820,7 @@ def main(argv=None):
             ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASE_BY_NAME)}")
         cases = [CASE_BY_NAME[n] for n in names]
     else:
-        cases = CASES
+        cases = CASES + (EXTENDED if args.extended else [])
 
     dlc = Path(args.dlc)
     if not dlc.is_file() or not os.access(dlc, os.X_OK):

@@ -46,6 +46,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub repeat: u32,
 
+    /// With --device cuda: compile for this architecture instead of the GPU's own. An older
+    /// one runs as PTX that the driver compiles at load (`--arch sm80` on an H100 runs the
+    /// mma.sync kernels an A100 would get); a newer one is E0400.
+    #[arg(long, value_enum)]
+    pub arch: Option<dlc_egg::target::Arch>,
+
     /// With --device cpu: threads per kernel (default: the machine's cores).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
@@ -153,6 +159,18 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
             "add --device cpu or --device cuda, or drop --repeat",
         ));
     }
+    if a.arch.is_some() && a.device != DeviceArg::Cuda {
+        diags.push(Diagnostic::error(
+            "E0313",
+            "InvalidArgument",
+            Location::Argument {
+                argument: "--arch".into(),
+            },
+            "--arch picks the GPU architecture the kernels are compiled for; it only applies to \
+             --device cuda",
+            "add --device cuda, or drop --arch",
+        ));
+    }
     if !diags.is_empty() {
         return Err(Failure::user(Diagnostics(diags)));
     }
@@ -171,6 +189,7 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
         optimized: a.optimized,
         repeat: a.repeat,
         plan_cache: a.plan_cache.clone(),
+        arch: a.arch,
         budgets: dlc_egg::budget::RunBudgets {
             max_tensor_bytes: a.max_tensor_bytes,
             max_memory: a.max_memory,

@@ -21,7 +21,9 @@ pub use nvrtc::{
     check_manifest_resources, compile, toolchain, CompileOptions, Compiled, KernelResources,
     NvrtcError, Toolchain,
 };
-pub use runtime::{probe, run_manifest, CudaError, DeviceInfo, RunCudaOptions, Timings};
+pub use runtime::{
+    compile_arch, probe, run_manifest, CudaError, DeviceInfo, RunCudaOptions, Timings,
+};
 pub use sass::{sass_summary, SassError, SassLoop, SassSummary};
 
 use std::path::PathBuf;

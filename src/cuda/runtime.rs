@@ -45,6 +45,16 @@ pub enum CudaError {
         /// Compute capability, minor.
         minor: i32,
     },
+    /// `run --arch` asked for kernels of a newer architecture than the device's.
+    #[error("{device} is {device_arch}; it cannot run {wanted} kernels")]
+    ArchTooNew {
+        /// The device's name.
+        device: String,
+        /// The device's architecture.
+        device_arch: &'static str,
+        /// The architecture asked for.
+        wanted: &'static str,
+    },
     /// Compiling the program, or checking its launches' resources, failed.
     #[error(transparent)]
     Nvrtc(#[from] NvrtcError),
@@ -85,6 +95,10 @@ pub struct RunCudaOptions {
     pub device: u32,
     /// NVRTC options (fast math, line info, headers).
     pub compile: CompileOptions,
+    /// The architecture to compile for instead of the device's (`run --arch`): an older one
+    /// than the device's runs as PTX the driver compiles at load time (sm80 kernels on an H100);
+    /// a newer one is [`CudaError::ArchTooNew`].
+    pub arch: Option<Arch>,
 }
 
 /// Mean times of the timed runs (CUDA events on the default stream).
@@ -562,6 +576,20 @@ pub fn input_bytes(
 
 mod launch;
 
+/// The architecture `run_manifest` compiles for: `wanted` when the device can run it (the same
+/// or an older architecture), else [`CudaError::ArchTooNew`]; the device's own by default.
+pub fn compile_arch(device: &DeviceInfo, wanted: Option<Arch>) -> Result<Arch, CudaError> {
+    match wanted {
+        None => Ok(device.arch),
+        Some(a) if a <= device.arch => Ok(a),
+        Some(a) => Err(CudaError::ArchTooNew {
+            device: device.name.clone(),
+            device_arch: device.arch.name(),
+            wanted: a.name(),
+        }),
+    }
+}
+
 /// Runs `emitted` on the GPU: see the module documentation. Returns the graph outputs by name
 /// and, with `opts.repeat > 0`, the mean times of `repeat` runs after a warm-up (otherwise
 /// [`Timings::default`]).
@@ -586,8 +614,18 @@ pub fn run_manifest(
         })
         .collect::<Result<_, _>>()?;
     let device = probe(opts.device)?;
-    let compiled = nvrtc::compile(&emitted.source, device.arch, &opts.compile)?;
+    let arch = compile_arch(&device, opts.arch)?;
+    let compiled = nvrtc::compile(&emitted.source, arch, &opts.compile)?;
     nvrtc::check_manifest_resources(&compiled, manifest)?;
+    // A cubin runs only on its own major architecture: an older target's kernels load as PTX
+    // (NUL-terminated), which the driver compiles for the device.
+    let image = if arch == device.arch {
+        compiled.cubin.clone()
+    } else {
+        let mut ptx = nvrtc::ptx(&emitted.source, arch, &opts.compile)?.into_bytes();
+        ptx.push(0);
+        ptx
+    };
     if let Some(l) = launches
         .iter()
         .find(|l| i64::from(l.dyn_smem_bytes) > i64::from(device.max_smem_per_block_optin))
@@ -597,7 +635,7 @@ pub fn run_manifest(
             l.kernel, l.dyn_smem_bytes, device.name, device.max_smem_per_block_optin
         )));
     }
-    let session = launch::Session::open(&device, &compiled.cubin, &layout.storage_bytes)?;
+    let session = launch::Session::open(&device, &image, &layout.storage_bytes)?;
     let functions = session.functions(&launches)?;
     for (storage, bytes) in &uploads {
         session.upload(*storage, bytes)?;

@@ -70,6 +70,10 @@ pub fn cuda_failure(e: CudaError) -> Failure {
             e.to_string(),
             "run on an A100/H100-class GPU (sm_80 or sm_90), or use --device cpu".into(),
         ),
+        e @ CudaError::ArchTooNew { .. } => unavailable(
+            e.to_string(),
+            "drop --arch to compile for this GPU, or pass the GPU's own or an older one".into(),
+        ),
         CudaError::Nvrtc(NvrtcError::Unavailable { why, suggestion }) => unavailable(
             format!("NVRTC is not available: {why}"),
             format!(
@@ -120,6 +124,7 @@ pub fn evaluate_cuda_plan(
     let run = RunCudaOptions {
         repeat,
         device: device.ordinal,
+        arch: Some(device.arch),
         ..RunCudaOptions::default()
     };
     cuda::run_manifest(&generated.emitted, &prepared.tensors, &c.bindings, &run)
@@ -156,6 +161,7 @@ pub fn evaluate_cuda(
     let run = RunCudaOptions {
         repeat,
         device: device.ordinal,
+        arch: Some(device.arch),
         ..RunCudaOptions::default()
     };
     cuda::run_manifest(&emitted, &prepared.tensors, &prepared.bindings, &run).map_err(cuda_failure)

@@ -105,6 +105,9 @@ pub struct RunOptions {
     pub threads: Option<usize>,
     /// Memory and input-file budgets (`crate::budget`), checked before any work.
     pub budgets: crate::budget::RunBudgets,
+    /// `--arch` (`cuda` only): compile for this architecture instead of the GPU's own (an older
+    /// one runs as PTX the driver compiles, e.g. the sm80 kernels on an H100).
+    pub arch: Option<crate::target::Arch>,
 }
 
 /// What `run` did.
@@ -147,7 +150,7 @@ pub fn run(opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
 
 /// [`run`], also returning the timings of `--device cuda --repeat N`.
 pub fn run_report(opts: &RunOptions) -> Result<RunReport, Failure> {
-    let device = check_device(opts.device)?;
+    let device = target_device(opts)?;
     let graph = crate::pipeline::load_file(&opts.graph)?;
     // The plan cache keys on the file's bytes (read again: `load_file` keeps no text).
     let hash = match std::fs::read(&opts.graph) {
@@ -164,13 +167,13 @@ pub fn run_report_loaded(
     opts: &RunOptions,
     graph_hash: &str,
 ) -> Result<RunReport, Failure> {
-    let device = check_device(opts.device)?;
+    let device = target_device(opts)?;
     run_graph_on(graph, opts, device.as_ref(), graph_hash)
 }
 
 /// [`run`] on an already loaded graph (`opts.graph` is not read).
 pub fn run_graph(graph: &Graph, opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
-    let device = check_device(opts.device)?;
+    let device = target_device(opts)?;
     let hash = crate::shapes::cache::loaded_graph_hash(graph);
     run_graph_on(graph, opts, device.as_ref(), &hash).map(|r| r.outputs)
 }
@@ -332,6 +335,16 @@ pub fn check_outputs(
         }
     }
     Ok(())
+}
+
+/// [`check_device`] with `opts.arch` as the architecture compiled for (E0400 when the GPU cannot
+/// run it).
+fn target_device(opts: &RunOptions) -> Result<Option<DeviceInfo>, Failure> {
+    let mut device = check_device(opts.device)?;
+    if let (Some(d), Some(wanted)) = (device.as_mut(), opts.arch) {
+        d.arch = crate::cuda::compile_arch(d, Some(wanted)).map_err(cuda_failure)?;
+    }
+    Ok(device)
 }
 
 /// For `cuda`, the GPU the program will run on; `E0400 DeviceUnavailable` (saying whether the

@@ -164,8 +164,9 @@ fn encode_tensor_map(
 }
 
 impl Session {
-    /// Makes the device's primary context current, loads `cubin` and allocates one storage per
-    /// entry of `storage_bytes` (at least one byte each).
+    /// Makes the device's primary context current, loads `cubin` (a cubin for the device, or
+    /// NUL-terminated PTX) and allocates one storage per entry of `storage_bytes` (at least one
+    /// byte each).
     pub(super) fn open(
         device: &DeviceInfo,
         cubin: &[u8],
@@ -185,7 +186,8 @@ impl Session {
         s.ctx = Some(ctx);
         // SAFETY: a retained primary context.
         unsafe { cu::ctx::set_current(ctx) }.map_err(|e| driver("cuCtxSetCurrent", e))?;
-        // SAFETY: `cubin` is a complete cubin image from NVRTC, alive for the call.
+        // SAFETY: `cubin` is a complete cubin image or NUL-terminated PTX from NVRTC, alive for the
+        // call.
         let module =
             unsafe { cu::module::load_data(cubin.as_ptr().cast::<c_void>()) }.map_err(|e| {
                 CudaError::Driver {

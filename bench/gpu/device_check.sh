@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (no Rust there): the GPU tests and the benchmark, each under its
+# own time limit, logs and Markdown tables under $OUT.
+#
+# Prepare here (x86-64 builds carried in the ignored folder .gpu/):
+#   cargo build --release && cargo test --release --test cuda_run --no-run
+#   mkdir -p .gpu && cp target/release/dlc-egg .gpu/ && cp "$(ls -t target/release/deps/cuda_run-* | grep -v '\.d$' | head -1)" .gpu/cuda_run
+# then run `bash bench/gpu/device_check.sh` there with `.gpu` carried. STEPS (default
+# "bench sm80 tests extended") picks the parts.
+set -u
+OUT=${OUT:-/tmp/dlc-gpu-out}
+mkdir -p "$OUT"
+REPO=$(pwd)
+STEPS=${STEPS:-bench sm80 tests extended}
+REPEAT=${REPEAT:-20}
+export PYTHONUNBUFFERED=1
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+  # NVRTC no newer than the driver: the system toolkit's, else the one beside torch.
+  for lib in /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/lib64/libnvrtc.so \
+             $(python3 -c 'import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cu13/lib/libnvrtc.so.13; do
+    if [ -e "$lib" ]; then export DLC_NVRTC_LIB=$lib; break; fi
+  done
+  [ -d /usr/local/cuda/include ] && export DLC_CUDA_INCLUDE=/usr/local/cuda/include
+  echo "DLC_NVRTC_LIB=${DLC_NVRTC_LIB:-unset} DLC_CUDA_INCLUDE=${DLC_CUDA_INCLUDE:-unset}"
+  nvcc --version | tail -2
+  .gpu/dlc-egg --version
+} 2>&1 | tee "$OUT/env.txt"
+export DLC_NVRTC_LIB=$(grep -o 'DLC_NVRTC_LIB=[^ ]*' "$OUT/env.txt" | cut -d= -f2)
+[ "$DLC_NVRTC_LIB" = unset ] && unset DLC_NVRTC_LIB
+[ -d /usr/local/cuda/include ] && export DLC_CUDA_INCLUDE=/usr/local/cuda/include
+
+bench() {  # name, extra args...
+  local name=$1; shift
+  timeout "${BENCH_LIMIT:-240}" python3 bench/gpu/run.py --dlc .gpu/dlc-egg --repeat "$REPEAT" \
+    --timeout 90 --results "$OUT/$name.md" "$@" > "$OUT/$name.log" 2>&1
+  echo "== $name: exit $?"; grep -E '^\| ' "$OUT/$name.md" 2>/dev/null | head -20
+}
+
+for step in $STEPS; do
+  case $step in
+    bench) bench gpu-native ;;
+    sm80) bench gpu-sm80 --arch sm80 ;;
+    extended) bench gpu-extended --extended --cases \
+      gemm_symbolic_4096,attention_full,attention_causal_hd32,attention_causal_hd80,attention_causal_hd96,conv3x3_n1,conv3x3_n256_224 ;;
+    tests)
+      # the test binary looks for examples/ and tests/golden under the path it was built in
+      built=${BUILT_IN:-/work/main}  # CARGO_MANIFEST_DIR where the binary was built
+      [ -n "$built" ] && [ ! -e "$built" ] && mkdir -p "$(dirname "$built")" && ln -s "$REPO" "$built"
+      timeout 300 .gpu/cuda_run --ignored --test-threads 1 > "$OUT/cuda_run.log" 2>&1
+      echo "== tests: exit $?"; grep -E "^test |test result" "$OUT/cuda_run.log" ;;
+  esac
+done
