@@ -35,7 +35,7 @@ export DLC_NVRTC_LIB=$(grep -o 'DLC_NVRTC_LIB=[^ ]*' "$OUT/env.txt" | cut -d= -f
 bench() {  # name, extra args...
   local name=$1; shift
   timeout "${BENCH_LIMIT:-240}" python3 bench/gpu/run.py --dlc .gpu/dlc-egg --repeat "$REPEAT" \
-    --timeout 90 --results "$OUT/$name.md" "$@" > "$OUT/$name.log" 2>&1
+    --timeout "${DLC_LIMIT:-45}" --results "$OUT/$name.md" "$@" > "$OUT/$name.log" 2>&1
   echo "== $name: exit $?"; grep -E '^\| ' "$OUT/$name.md" 2>/dev/null | head -20
 }
 
@@ -49,7 +49,7 @@ for step in $STEPS; do
       # the test binary looks for examples/ and tests/golden under the path it was built in
       built=${BUILT_IN:-/work/main}  # CARGO_MANIFEST_DIR where the binary was built
       [ -n "$built" ] && [ ! -e "$built" ] && mkdir -p "$(dirname "$built")" && ln -s "$REPO" "$built"
-      timeout 300 .gpu/cuda_run --ignored --test-threads 1 > "$OUT/cuda_run.log" 2>&1
+      timeout "${TEST_LIMIT:-90}" .gpu/cuda_run --ignored --test-threads 1 > "$OUT/cuda_run.log" 2>&1
       echo "== tests: exit $?"; grep -E "^test |test result" "$OUT/cuda_run.log" ;;
   esac
 done
