@@ -11,7 +11,7 @@ set -u
 OUT=${OUT:-/tmp/dlc-gpu-out}
 mkdir -p "$OUT"
 REPO=$(pwd)
-STEPS=${STEPS:-bench sm80 tests extended}
+STEPS=${STEPS:-bench sm80 tests extended}  # also: twice ncu big
 REPEAT=${REPEAT:-20}
 export PYTHONUNBUFFERED=1
 
@@ -45,6 +45,25 @@ for step in $STEPS; do
     sm80) bench gpu-sm80 --arch sm80 ;;
     extended) bench gpu-extended --extended --cases \
       gemm_symbolic_4096,attention_full,attention_causal_hd32,attention_causal_hd80,attention_causal_hd96,conv3x3_n1,conv3x3_n256_224 ;;
+    twice)
+      # the same program compiled in two processes (the CUDA cache must not hide ptxas's report)
+      for i in 1 2; do
+        .gpu/dlc-egg run examples/gemm_bias_relu.json --device cuda --random 1 --out-dir /tmp/twice$i > "$OUT/twice.log" 2>&1
+        echo "== twice $i: exit $?"; tail -3 "$OUT/twice.log"
+      done ;;
+    ncu)
+      # one launch of each kernel under Nsight Compute: speed of light, occupancy, stalls
+      for g in ${NCU_GRAPHS:-gemm_4096 conv3x3}; do
+        for a in ${NCU_ARCHS:-sm90 sm80}; do
+          timeout "${NCU_LIMIT:-90}" ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
+            --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
+            --section SchedulerStats --section InstructionStats .gpu/dlc-egg run "bench/gpu/graphs/$g.json" \
+            --device cuda --arch "$a" --random 1 --out-dir "/tmp/ncu-$g-$a" >> "$OUT/ncu.txt" 2>&1
+          echo "== ncu $g $a: exit $?"
+        done
+      done
+      grep -E "^  [a-z_0-9]+|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Block Limit|Stall|Executed Ipc A" "$OUT/ncu.txt" | head -80 ;;
+    big) bench gpu-big --cases conv3x3_n256_224 ;;
     tests)
       # the test binary looks for examples/ and tests/golden under the path it was built in
       built=${BUILT_IN:-/work/main}  # CARGO_MANIFEST_DIR where the binary was built
