@@ -57,7 +57,7 @@ for step in $STEPS; do
         for a in ${NCU_ARCHS:-sm90 sm80}; do
           timeout "${NCU_LIMIT:-90}" ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
             --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
-            --section SchedulerStats --section InstructionStats .gpu/dlc-egg run "bench/gpu/graphs/$g.json" \
+            --section SchedulerStats --section InstructionStats ${NCU_EXTRA:-} .gpu/dlc-egg run "bench/gpu/graphs/$g.json" \
             --device cuda --arch "$a" --random 1 --out-dir "/tmp/ncu-$g-$a" >> "$OUT/ncu.txt" 2>&1
           echo "== ncu $g $a: exit $?"
         done

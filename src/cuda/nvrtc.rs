@@ -20,12 +20,11 @@
 //! `-Xptxas=-v` NVRTC's log keeps ptxas's info lines but drops its error messages, so a failed
 //! compilation whose log has no error is compiled again without `-v` for the message.
 //!
-//! With a driver present, NVRTC 12.9 and later may answer a compilation it has seen before from
-//! the CUDA cache, and then ptxas does not run and its report is empty (seen with NVRTC 13.0 on
-//! an H100: the second compilation of one source in a process logged nothing, and the launch
-//! check found no kernels). Loading NVRTC therefore sets `CUDA_CACHE_DISABLE=1` unless the
-//! environment already sets it, and a successful compilation whose log reports no kernel is
-//! compiled once more with a unique comment appended, which no cache has seen.
+//! With a driver present, NVRTC (seen with 13.0 on an H100) may answer a compilation from the
+//! CUDA cache, across processes too; ptxas then does not run and [`Compiled::kernels`] is empty.
+//! [`crate::cuda::run_manifest`] then reads the launched kernels' registers and static shared
+//! memory from the loaded module (`cuFuncGetAttribute`) before checking the launches; a cached
+//! cubin has no spills, since the compilation that made it passed `-Werror` on spills.
 //!
 //! Dynamic shared memory is only known at launch: [`check_manifest_resources`] adds each
 //! launch's `dyn_smem_bytes` to its kernel's static shared memory and checks the sum against the
@@ -237,12 +236,6 @@ pub fn toolchain() -> Result<&'static Toolchain, NvrtcError> {
     static TOOLCHAIN: OnceLock<Result<Toolchain, NvrtcError>> = OnceLock::new();
     TOOLCHAIN
         .get_or_init(|| {
-            // ptxas's `-v` report is how kernels' registers and shared memory are known; a
-            // compilation answered from the CUDA cache (NVRTC 12.9+ with a driver) has none.
-            // Before NVRTC is loaded, unless the user chose.
-            if std::env::var_os("CUDA_CACHE_DISABLE").is_none() {
-                std::env::set_var("CUDA_CACHE_DISABLE", "1");
-            }
             let env_lib = std::env::var(ENV_NVRTC_LIB).ok();
             let env_include = std::env::var(ENV_CUDA_INCLUDE).ok();
             load_toolchain(env_lib.as_deref(), env_include.as_deref(), &wheel_dir())
@@ -424,20 +417,6 @@ fn cstring(what: &str, s: &str) -> Result<CString, NvrtcError> {
     })
 }
 
-/// A value no other compilation (of this or another process) appends to its source.
-fn uncached_nonce() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{}-{nanos}-{}",
-        std::process::id(),
-        COUNT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 /// Destroys an NVRTC program when dropped.
 struct Program(sys::nvrtcProgram);
 
@@ -457,15 +436,8 @@ pub fn compile(source: &str, arch: Arch, opts: &CompileOptions) -> Result<Compil
     let tc = toolchain()?;
     let target = gpu_architecture(arch).to_string();
     let options = nvrtc_options(arch, opts, &tc.include_dir);
-    let (mut outcome, mut log) = run_nvrtc(source, &opts.headers, &options, false)?;
+    let (outcome, log) = run_nvrtc(source, &opts.headers, &options, false)?;
     let mut kernels = parse_ptxas_log(&log);
-    if outcome.is_some() && kernels.is_empty() && source.contains("__global__") {
-        // Answered from a compilation cache (NVRTC 12.9+ with a driver present): ptxas did not
-        // run and reported nothing. Compile a source no cache has seen for its report.
-        let fresh = format!("{source}\n// dlc-egg: uncached {}\n", uncached_nonce());
-        (outcome, log) = run_nvrtc(&fresh, &opts.headers, &options, false)?;
-        kernels = parse_ptxas_log(&log);
-    }
     kernels.sort_by(|a, b| a.name.cmp(&b.name));
     if let Some(k) = kernels.iter().find(|k| k.spill_bytes > 0) {
         return Err(NvrtcError::RegisterSpill {

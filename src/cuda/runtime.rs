@@ -576,6 +576,24 @@ pub fn input_bytes(
 
 mod launch;
 
+/// A compilation answered from the CUDA cache logs no ptxas report (see [`nvrtc`]): the
+/// launched kernels it lacks are read from the loaded module instead.
+fn fill_cached_resources(
+    compiled: &mut nvrtc::Compiled,
+    launches: &[LaunchPlan],
+    session: &launch::Session,
+) -> Result<(), CudaError> {
+    for l in launches {
+        if compiled.kernel(&l.kernel).is_none() {
+            if let Some(k) = session.kernel_resources(&l.kernel)? {
+                compiled.kernels.push(k);
+            }
+        }
+    }
+    compiled.kernels.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(())
+}
+
 /// The architecture `run_manifest` compiles for: `wanted` when the device can run it (the same
 /// or an older architecture), else [`CudaError::ArchTooNew`]; the device's own by default.
 pub fn compile_arch(device: &DeviceInfo, wanted: Option<Arch>) -> Result<Arch, CudaError> {
@@ -615,8 +633,7 @@ pub fn run_manifest(
         .collect::<Result<_, _>>()?;
     let device = probe(opts.device)?;
     let arch = compile_arch(&device, opts.arch)?;
-    let compiled = nvrtc::compile(&emitted.source, arch, &opts.compile)?;
-    nvrtc::check_manifest_resources(&compiled, manifest)?;
+    let mut compiled = nvrtc::compile(&emitted.source, arch, &opts.compile)?;
     // A cubin runs only on its own major architecture: an older target's kernels load as PTX
     // (NUL-terminated), which the driver compiles for the device.
     let image = if arch == device.arch {
@@ -636,6 +653,8 @@ pub fn run_manifest(
         )));
     }
     let session = launch::Session::open(&device, &image, &layout.storage_bytes)?;
+    fill_cached_resources(&mut compiled, &launches, &session)?;
+    nvrtc::check_manifest_resources(&compiled, manifest)?;
     let functions = session.functions(&launches)?;
     for (storage, bytes) in &uploads {
         session.upload(*storage, bytes)?;

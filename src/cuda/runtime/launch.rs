@@ -210,6 +210,40 @@ impl Session {
         Ok(s)
     }
 
+    /// Registers and static shared memory of kernel `name` as the loaded module reports them
+    /// (`cuFuncGetAttribute`), for a cubin whose compilation logged nothing; `None` when the
+    /// module has no such function.
+    pub(super) fn kernel_resources(
+        &self,
+        name: &str,
+    ) -> Result<Option<super::nvrtc::KernelResources>, CudaError> {
+        let Some(module) = self.module else {
+            return Ok(None);
+        };
+        // SAFETY: a loaded module.
+        let Ok(f) = (unsafe { cu::module::get_function(module, c_name(name)?) }) else {
+            return Ok(None);
+        };
+        let attribute = |a: sys::CUfunction_attribute, what: &str| {
+            // SAFETY: `f` is a function of the loaded module.
+            unsafe { cu::function::get_function_attribute(f, a) }
+                .map(|v| u32::try_from(v).unwrap_or(0))
+                .map_err(|e| driver(&format!("cuFuncGetAttribute({name}, {what})"), e))
+        };
+        Ok(Some(super::nvrtc::KernelResources {
+            name: name.to_string(),
+            registers: attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+                "NUM_REGS",
+            )?,
+            static_smem_bytes: attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                "SHARED_SIZE_BYTES",
+            )?,
+            spill_bytes: 0,
+        }))
+    }
+
     /// One function handle per launch; each kernel asking for more than 48 KiB of dynamic shared
     /// memory gets `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` set to its largest request.
     pub(super) fn functions(
