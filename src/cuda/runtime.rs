@@ -666,7 +666,8 @@ pub fn run_manifest(
     {
         session.fill(b.storage, 0xFF, b.bytes)?;
     }
-    session.run(&launches, &functions)?;
+    let mut prepared = session.prepare(&launches, &functions)?;
+    session.run(&mut prepared)?;
     let mut result = BTreeMap::new();
     for (out, b) in outputs {
         let bytes = session.download(b.storage, b.bytes)?;
@@ -675,7 +676,7 @@ pub fn run_manifest(
         result.insert(out.to_string(), t);
     }
     let timings = if opts.repeat > 0 {
-        session.time(&launches, &functions, opts.repeat)?
+        session.time(&mut prepared, opts.repeat)?
     } else {
         Timings::default()
     };

@@ -92,6 +92,13 @@ impl Drop for Event {
     }
 }
 
+/// A launch ready to enqueue: its plan, function and parameter values.
+pub(super) struct Prepared<'a> {
+    plan: &'a LaunchPlan,
+    function: sys::CUfunction,
+    slots: Vec<Slot>,
+}
+
 /// One kernel parameter's storage for `cuLaunchKernel`.
 enum Slot {
     Ptr(sys::CUdeviceptr),
@@ -326,27 +333,50 @@ impl Session {
             })
     }
 
-    /// Launches `l` on the default stream (nothing when its grid is empty).
-    fn launch(&self, l: &LaunchPlan, f: sys::CUfunction) -> Result<(), CudaError> {
+    /// Each launch with its function and its parameter values, tensor maps encoded once (the
+    /// storages do not move between runs, and encoding on the host between two timed launches
+    /// would be counted as the kernel's time).
+    pub(super) fn prepare<'a>(
+        &self,
+        launches: &'a [LaunchPlan],
+        functions: &[sys::CUfunction],
+    ) -> Result<Vec<Prepared<'a>>, CudaError> {
+        launches
+            .iter()
+            .zip(functions)
+            .map(|(l, f)| {
+                let slots = l
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        ArgValue::Storage(s) => self.storage(*s).map(Slot::Ptr),
+                        ArgValue::Int(v) => Ok(Slot::Int(*v)),
+                        ArgValue::TensorMap {
+                            storage,
+                            dtype,
+                            dims,
+                            box_dims,
+                        } => encode_tensor_map(self.storage(*storage)?, *dtype, dims, box_dims)
+                            .map(|m| Slot::Tmap(Box::new(m))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Prepared {
+                    plan: l,
+                    function: *f,
+                    slots,
+                })
+            })
+            .collect()
+    }
+
+    /// Launches `p` on the default stream (nothing when its grid is empty).
+    fn launch(p: &mut Prepared<'_>) -> Result<(), CudaError> {
+        let l = p.plan;
         if l.is_empty() {
             return Ok(());
         }
-        let mut slots = l
-            .args
-            .iter()
-            .map(|a| match a {
-                ArgValue::Storage(s) => self.storage(*s).map(Slot::Ptr),
-                ArgValue::Int(v) => Ok(Slot::Int(*v)),
-                ArgValue::TensorMap {
-                    storage,
-                    dtype,
-                    dims,
-                    box_dims,
-                } => encode_tensor_map(self.storage(*storage)?, *dtype, dims, box_dims)
-                    .map(|m| Slot::Tmap(Box::new(m))),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut params: Vec<*mut c_void> = slots
+        let mut params: Vec<*mut c_void> = p
+            .slots
             .iter_mut()
             .map(|s| match s {
                 Slot::Ptr(p) => (p as *mut sys::CUdeviceptr).cast::<c_void>(),
@@ -356,12 +386,12 @@ impl Session {
             .collect();
         let [gx, gy, gz] = l.grid;
         let [bx, by, bz] = l.block;
-        // SAFETY: `f` belongs to the loaded module; `params` holds one pointer per kernel
-        // parameter (the manifest's order and types), each to a live slot; the launch copies the
-        // values before returning.
+        // SAFETY: `function` belongs to the loaded module; `params` holds one pointer per
+        // kernel parameter (the manifest's order and types), each to a live slot; the launch
+        // copies the values before returning.
         unsafe {
             cu::launch_kernel(
-                f,
+                p.function,
                 (gx, gy, gz),
                 (bx, by, bz),
                 l.dyn_smem_bytes,
@@ -373,52 +403,53 @@ impl Session {
     }
 
     /// Runs every launch once, synchronizing after each so that a failure names its kernel.
-    pub(super) fn run(
-        &self,
-        launches: &[LaunchPlan],
-        functions: &[sys::CUfunction],
-    ) -> Result<(), CudaError> {
-        for (l, f) in launches.iter().zip(functions) {
-            self.launch(l, *f)?;
-            cu::ctx::synchronize()
-                .map_err(|e| driver(&format!("kernel `{}` (cuCtxSynchronize)", l.kernel), e))?;
+    pub(super) fn run(&self, prepared: &mut [Prepared<'_>]) -> Result<(), CudaError> {
+        for p in prepared {
+            Self::launch(p)?;
+            cu::ctx::synchronize().map_err(|e| {
+                driver(&format!("kernel `{}` (cuCtxSynchronize)", p.plan.kernel), e)
+            })?;
         }
         Ok(())
     }
 
-    /// `repeat` timed runs of the whole program (the caller has run it once: the warm-up), an
-    /// event before the first launch and after each launch of every run.
+    /// `repeat` timed runs of the whole program (the caller has run it once: the warm-up),
+    /// enqueued back to back as a framework runs them: an event before the first launch and
+    /// after every launch, one synchronization at the end. A kernel's time is the gap between
+    /// the events around it, the program's the first to the last over `repeat`.
     pub(super) fn time(
         &self,
-        launches: &[LaunchPlan],
-        functions: &[sys::CUfunction],
+        prepared: &mut [Prepared<'_>],
         repeat: u32,
     ) -> Result<Timings, CudaError> {
-        let events = (0..=launches.len())
+        let per_run = prepared.len();
+        let count = per_run * repeat as usize + 1;
+        let events = (0..count)
             .map(|_| Event::new())
             .collect::<Result<Vec<_>, _>>()?;
-        let mut total = 0.0;
-        let mut per = vec![0.0; launches.len()];
+        events[0].record()?;
+        let mut next = 1;
         for _ in 0..repeat {
-            events[0].record()?;
-            for (i, (l, f)) in launches.iter().zip(functions).enumerate() {
-                self.launch(l, *f)?;
-                events[i + 1].record()?;
+            for p in prepared.iter_mut() {
+                Self::launch(p)?;
+                events[next].record()?;
+                next += 1;
             }
-            let last = &events[launches.len()];
-            last.synchronize()?;
-            total += events[0].elapsed_to(last)?;
-            for (i, t) in per.iter_mut().enumerate() {
-                *t += events[i].elapsed_to(&events[i + 1])?;
-            }
+        }
+        let last = &events[count - 1];
+        last.synchronize()?;
+        let total = events[0].elapsed_to(last)?;
+        let mut per = vec![0.0; per_run];
+        for (k, pair) in events.windows(2).enumerate() {
+            per[k % per_run.max(1)] += pair[0].elapsed_to(&pair[1])?;
         }
         let n = f64::from(repeat.max(1));
         Ok(Timings {
             total_ms: total / n,
-            kernels: launches
+            kernels: prepared
                 .iter()
                 .zip(per)
-                .map(|(l, t)| (l.kernel.clone(), t / n))
+                .map(|(p, t)| (p.plan.kernel.clone(), t / n))
                 .collect(),
         })
     }
