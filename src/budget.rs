@@ -206,15 +206,7 @@ pub fn parse_bytes(raw: &str) -> Result<u64, String> {
 /// are `E0000 UnreadableInput`.
 pub fn read_file_limited(path: &Path, max: u64) -> Result<Vec<u8>, Diagnostic> {
     let unreadable = |e: std::io::Error| {
-        Diagnostic::error(
-            "E0000",
-            "UnreadableInput",
-            Location::Argument {
-                argument: path.display().to_string(),
-            },
-            format!("cannot read the file: {e}"),
-            "check the path and the file's permissions",
-        )
+        Diagnostic::unreadable_input(path, format!("cannot read the file: {e}"))
     };
     let file = std::fs::File::open(path).map_err(unreadable)?;
     let hint = file.metadata().map(|m| m.len()).unwrap_or(0);

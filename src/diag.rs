@@ -164,6 +164,20 @@ impl Diagnostic {
         }
     }
 
+    /// `E0000 UnreadableInput`: the file at `path` cannot be read (`why`: the OS error, or what
+    /// is wrong with its bytes).
+    pub fn unreadable_input(path: &std::path::Path, why: impl Into<String>) -> Diagnostic {
+        Diagnostic::error(
+            "E0000",
+            "UnreadableInput",
+            Location::Argument {
+                argument: path.display().to_string(),
+            },
+            why,
+            "check the path and the file's permissions",
+        )
+    }
+
     /// Adds a `key: value` detail.
     pub fn with(mut self, key: &str, value: impl fmt::Display) -> Diagnostic {
         self.details.insert(

@@ -10,7 +10,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::budget::LoadBudgets;
-use crate::diag::{Diagnostic, Diagnostics, Failure, Location};
+use crate::diag::{Diagnostic, Diagnostics, Failure};
 use crate::ir::frontend::{self, Graph};
 use std::path::Path;
 
@@ -80,14 +80,9 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Graph, Failure> {
         format => {
             let file = path.display().to_string();
             let text = String::from_utf8(bytes).map_err(|e| {
-                Diagnostic::error(
-                    "E0000",
-                    "UnreadableInput",
-                    Location::Argument {
-                        argument: file.clone(),
-                    },
+                Diagnostic::unreadable_input(
+                    path,
                     format!("cannot read the file: it is not UTF-8 text ({e})"),
-                    "check the path and the file's permissions",
                 )
             })?;
             if format == Format::Dsl {

@@ -78,14 +78,9 @@ pub fn load_path(path: &Path, opts: Options) -> Result<Graph, Diagnostics> {
         return frontend::load_file(path);
     }
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Diagnostics::one(Diagnostic::error(
-            "E0000",
-            "UnreadableInput",
-            Location::Argument {
-                argument: path.display().to_string(),
-            },
+        Diagnostics::one(Diagnostic::unreadable_input(
+            path,
             format!("cannot read the file: {e}"),
-            "check the path and the file's permissions",
         ))
     })?;
     load_str(&text, &path.display().to_string(), opts)

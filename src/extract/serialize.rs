@@ -86,14 +86,9 @@ pub fn load(path: &Path) -> Result<SerializedEGraph, Diagnostics> {
     let max = crate::budget::LoadBudgets::default().max_file_bytes;
     let bytes = crate::budget::read_file_limited(path, max)?;
     let text = String::from_utf8(bytes).map_err(|e| -> Diagnostics {
-        Diagnostic::error(
-            "E0000",
-            "UnreadableInput",
-            Location::Argument {
-                argument: path.display().to_string(),
-            },
+        Diagnostic::unreadable_input(
+            path,
             format!("cannot read the e-graph file: it is not UTF-8 text ({e})"),
-            "check the path and the file's permissions",
         )
         .into()
     })?;

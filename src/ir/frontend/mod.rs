@@ -195,14 +195,9 @@ pub fn load_file(path: &Path) -> Result<Graph, Diagnostics> {
         )));
     }
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Diagnostics::one(crate::diag::Diagnostic::error(
-            "E0000",
-            "UnreadableInput",
-            crate::diag::Location::Argument {
-                argument: path.display().to_string(),
-            },
+        Diagnostics::one(crate::diag::Diagnostic::unreadable_input(
+            path,
             format!("cannot read the file: {e}"),
-            "check the path and the file's permissions",
         ))
     })?;
     let base = path.parent().unwrap_or(Path::new(""));
