@@ -19,7 +19,8 @@
 //!   peak (the SM's resident blocks), the algorithm's reachable fraction `a` of the peak
 //!   ([`algo_efficiency`]), the barrier `B` ([`BARRIER_CYCLES`]) and the load latency `L`
 //!   ([`LOAD_LATENCY_CYCLES`]): the first tile waits `L`, then `ahead` tiles are in flight
-//!   (`stages − 1` asynchronous, one for synchronous register prefetch). For `wgmma` the
+//!   (`stages − 1` asynchronous, one for synchronous register prefetch). For a `wgmma` GEMM
+//!   fed by TMA (not a conv's gather) the reachable fraction is [`WGMMA_TMA_EFFICIENCY`], the
 //!   latency is the TMA ring's under load ([`TMA_LATENCY_CYCLES`], measured) and the k-iteration the
 //!   [`soft_max`] of the multiply and the exposed latency (a deeper ring waits less), and the
 //!   body the soft maximum of the compute and memory times.
@@ -27,7 +28,7 @@
 //!   `overlap_gain = min(T_load, T_epilogue)` is subtracted (§11 "非同期の効果").
 //! - **launch**: [`Target::launch_s`] per kernel.
 
-use super::work::{ComputeAtWork, Gemm, KernelWork, Role, Shape};
+use super::work::{ComputeAtWork, Gemm, KernelWork, Pattern, Role, Shape};
 use crate::plan::space::{Algo, Knobs, Resources, RASTER_GROUP};
 use crate::target::{Arch, Target};
 use serde::Serialize;
@@ -52,9 +53,15 @@ pub const TMA_LATENCY_CYCLES: f64 = 2100.0;
 /// The exponent of [`soft_max`]: how sharply a pipeline turns from latency- to throughput-bound.
 pub const SOFT_MAX_P: f64 = 4.0;
 
+/// The fraction of the tensor peak a `wgmma` GEMM whose operands both come by TMA reaches at
+/// best: cuBLAS's fp16 4096³ GEMM runs at 742 of the 989 dense TFLOP/s on an H100 SXM (0.75
+/// with its waves and prologue; bench/results/gpu-h100-2026-11-26/call1-gpu-native.md).
+pub const WGMMA_TMA_EFFICIENCY: f64 = 0.8;
+
 /// The `p`-norm ([`SOFT_MAX_P`]) of two times: the larger, plus what the smaller adds as it
 /// approaches it (a pipeline whose latency cover barely exceeds its latency still waits at
-/// times, the latency varying; a deeper ring waits less). Used for the `wgmma` pipeline only.
+/// times, the latency varying; a deeper ring waits less). Used for the TMA-fed `wgmma` GEMM
+/// only.
 pub fn soft_max(a: f64, b: f64) -> f64 {
     let hi = a.max(b);
     if hi <= 0.0 {
@@ -70,14 +77,13 @@ pub const LAYOUT_VIEW: f64 = 0.02;
 
 /// The fraction of the unit's peak an algorithm reaches at best: `mma.sync` 0.9 of A100's
 /// tensor peak but about 0.62 of H100's (its dense rate needs `wgmma`; CUTLASS's SM80 kernels
-/// on H100 measure about 60–65 %), `wgmma` 0.8 (cuBLAS's fp16 4096³ GEMM runs at 742 of the
-/// 989 dense TFLOP/s on an H100 SXM, 0.75 with its waves and prologue:
-/// bench/results/gpu-h100-2026-11-26/call1-gpu-native.md), SIMT FMA from shared memory 0.75.
+/// on H100 measure about 60–65 %), `wgmma` 0.9 (a TMA-fed GEMM: [`WGMMA_TMA_EFFICIENCY`]),
+/// SIMT FMA from shared memory 0.75.
 pub fn algo_efficiency(algo: Algo, arch: Arch) -> f64 {
     match (algo, arch) {
         (Algo::MmaSync, Arch::Sm80) => 0.9,
         (Algo::MmaSync, Arch::Sm90) => 0.62,
-        (Algo::Wgmma, _) => 0.8,
+        (Algo::Wgmma, _) => 0.9,
         (Algo::Simt, _) => 0.75,
     }
 }
@@ -273,8 +279,15 @@ fn contraction(
     // algorithm's reachable rate, and its barrier) or as the share of the load latency its
     // tiles in flight leave exposed.
     let ahead = if async_ { stages as f64 - 1.0 } else { 1.0 };
-    let busy = iter_cycles / algo_efficiency(algo, target.arch) + BARRIER_CYCLES;
-    let (latency, per_iter) = if algo == Algo::Wgmma {
+    // A GEMM on the TMA ring (a conv's gathered image is priced as the other pipelines).
+    let tma_ring = algo == Algo::Wgmma && g.pattern != Pattern::Conv;
+    let reach = if tma_ring {
+        WGMMA_TMA_EFFICIENCY
+    } else {
+        algo_efficiency(algo, target.arch)
+    };
+    let busy = iter_cycles / reach + BARRIER_CYCLES;
+    let (latency, per_iter) = if tma_ring {
         // The measured latency is that of every SM streaming; an idle GPU's is the plain one.
         let loaded = (ctas / target.sms as f64).min(1.0);
         let l = LOAD_LATENCY_CYCLES + (TMA_LATENCY_CYCLES - LOAD_LATENCY_CYCLES) * loaded;
@@ -331,10 +344,10 @@ fn contraction(
     // add up (the multiply waits on stages the stream has not filled), so the body is the
     // soft maximum of the two, not the larger alone.
     // The larger keeps its name (the bound).
-    let (compute_s, memory_s) = match algo {
-        Algo::Wgmma if compute_s >= memory_s => (soft_max(compute_s, memory_s), memory_s),
-        Algo::Wgmma => (compute_s, soft_max(compute_s, memory_s)),
-        _ => (compute_s, memory_s),
+    let (compute_s, memory_s) = match tma_ring {
+        true if compute_s >= memory_s => (soft_max(compute_s, memory_s), memory_s),
+        true => (compute_s, soft_max(compute_s, memory_s)),
+        false => (compute_s, memory_s),
     };
     finish(
         compute_s,
