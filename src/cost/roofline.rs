@@ -19,12 +19,16 @@
 //!   peak (the SM's resident blocks), the algorithm's reachable fraction `a` of the peak
 //!   ([`algo_efficiency`]), the barrier `B` ([`BARRIER_CYCLES`]) and the load latency `L`
 //!   ([`LOAD_LATENCY_CYCLES`]): the first tile waits `L`, then `ahead` tiles are in flight
-//!   (`stages − 1` asynchronous, one for synchronous register prefetch).
+//!   (`stages − 1` asynchronous, one for synchronous register prefetch). For a `wgmma` GEMM
+//!   fed by TMA (not a conv's gather) the reachable fraction is [`WGMMA_TMA_EFFICIENCY`], the
+//!   latency is the TMA ring's under load ([`TMA_LATENCY_CYCLES`], measured) and the k-iteration the
+//!   [`soft_max`] of the multiply and the exposed latency (a deeper ring waits less), and the
+//!   body the soft maximum of the compute and memory times.
 //! - **T_epilogue**: writing the output; with `async.epilogue_overlap` the
 //!   `overlap_gain = min(T_load, T_epilogue)` is subtracted (§11 "非同期の効果").
 //! - **launch**: [`Target::launch_s`] per kernel.
 
-use super::work::{ComputeAtWork, Gemm, KernelWork, Role, Shape};
+use super::work::{ComputeAtWork, Gemm, KernelWork, Pattern, Role, Shape};
 use crate::plan::space::{Algo, Knobs, Resources, RASTER_GROUP};
 use crate::target::{Arch, Target};
 use serde::Serialize;
@@ -37,6 +41,34 @@ pub const WARPS_TO_HIDE: f64 = 8.0;
 pub const LOAD_LATENCY_CYCLES: f64 = 700.0;
 /// Cycles of a k-iteration's barrier and wait.
 pub const BARRIER_CYCLES: f64 = 40.0;
+/// Cycles from a `wgmma` kernel's producer issuing a stage's TMA loads to the consumers'
+/// `full` barrier completing when every SM streams (an L2 hit queued behind a full GEMM's
+/// traffic, ≈ 1.15 µs at 1.83 GHz; a grid on fewer SMs waits in proportion, down to
+/// [`LOAD_LATENCY_CYCLES`]).
+/// *Measured*: the 2-stage `[128,256,64]` plan of the fp16 4096³ GEMM ran in 0.308 ms on an
+/// H100 SXM (bench/results/gpu-h100-2026-11-26/call1-gpu-native.md): 4 waves of 64 k-tiles,
+/// ≈ 2200 cycles a k-tile against 1024 of multiply at peak, with one stage in flight while the
+/// other is multiplied: the load latency, not the multiply, sets the pace.
+pub const TMA_LATENCY_CYCLES: f64 = 2100.0;
+/// The exponent of [`soft_max`]: how sharply a pipeline turns from latency- to throughput-bound.
+pub const SOFT_MAX_P: f64 = 4.0;
+
+/// The fraction of the tensor peak a `wgmma` GEMM whose operands both come by TMA reaches at
+/// best: cuBLAS's fp16 4096³ GEMM runs at 742 of the 989 dense TFLOP/s on an H100 SXM (0.75
+/// with its waves and prologue; bench/results/gpu-h100-2026-11-26/call1-gpu-native.md).
+pub const WGMMA_TMA_EFFICIENCY: f64 = 0.8;
+
+/// The `p`-norm ([`SOFT_MAX_P`]) of two times: the larger, plus what the smaller adds as it
+/// approaches it (a pipeline whose latency cover barely exceeds its latency still waits at
+/// times, the latency varying; a deeper ring waits less). Used for the TMA-fed `wgmma` GEMM
+/// only.
+pub fn soft_max(a: f64, b: f64) -> f64 {
+    let hi = a.max(b);
+    if hi <= 0.0 {
+        return 0.0;
+    }
+    hi * (1.0 + (a.min(b) / hi).powf(SOFT_MAX_P)).powf(1.0 / SOFT_MAX_P)
+}
 /// Extra cost of reading an input against its layout, as a fraction of its bytes' time:
 /// staged through shared memory (elementwise and reduction kernels)...
 pub const LAYOUT_STAGED: f64 = 0.25;
@@ -45,7 +77,8 @@ pub const LAYOUT_VIEW: f64 = 0.02;
 
 /// The fraction of the unit's peak an algorithm reaches at best: `mma.sync` 0.9 of A100's
 /// tensor peak but about 0.62 of H100's (its dense rate needs `wgmma`; CUTLASS's SM80 kernels
-/// on H100 measure about 60–65 %), `wgmma` 0.9, SIMT FMA from shared memory 0.75.
+/// on H100 measure about 60–65 %), `wgmma` 0.9 (a TMA-fed GEMM: [`WGMMA_TMA_EFFICIENCY`]),
+/// SIMT FMA from shared memory 0.75.
 pub fn algo_efficiency(algo: Algo, arch: Arch) -> f64 {
     match (algo, arch) {
         (Algo::MmaSync, Arch::Sm80) => 0.9,
@@ -246,9 +279,26 @@ fn contraction(
     // algorithm's reachable rate, and its barrier) or as the share of the load latency its
     // tiles in flight leave exposed.
     let ahead = if async_ { stages as f64 - 1.0 } else { 1.0 };
-    let busy = iter_cycles / algo_efficiency(algo, target.arch) + BARRIER_CYCLES;
-    let per_iter = busy.max(LOAD_LATENCY_CYCLES / ahead.max(1.0));
-    let eff = tk * iter_cycles / (LOAD_LATENCY_CYCLES + tk * per_iter);
+    // A GEMM on the TMA ring (a conv's gathered image is priced as the other pipelines).
+    let tma_ring = algo == Algo::Wgmma && g.pattern != Pattern::Conv;
+    let reach = if tma_ring {
+        WGMMA_TMA_EFFICIENCY
+    } else {
+        algo_efficiency(algo, target.arch)
+    };
+    let busy = iter_cycles / reach + BARRIER_CYCLES;
+    let (latency, per_iter) = if tma_ring {
+        // The measured latency is that of every SM streaming; an idle GPU's is the plain one.
+        let loaded = (ctas / target.sms as f64).min(1.0);
+        let l = LOAD_LATENCY_CYCLES + (TMA_LATENCY_CYCLES - LOAD_LATENCY_CYCLES) * loaded;
+        (l, soft_max(busy, l / ahead.max(1.0)))
+    } else {
+        (
+            LOAD_LATENCY_CYCLES,
+            busy.max(LOAD_LATENCY_CYCLES / ahead.max(1.0)),
+        )
+    };
+    let eff = tk * iter_cycles / (latency + tk * per_iter);
     let compute_s = core / (peak * occ.max(1e-9) * eff) + unit_time(simt, sfu, target, occ);
 
     // Traffic.
@@ -290,6 +340,15 @@ fn contraction(
     let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
     let memory_s = load_s;
     let overlap = if async_ { load_s.min(epilogue_s) } else { 0.0 };
+    // A TMA ring feeds the multiply and carries the L2 stream: near either roof its waits
+    // add up (the multiply waits on stages the stream has not filled), so the body is the
+    // soft maximum of the two, not the larger alone.
+    // The larger keeps its name (the bound).
+    let (compute_s, memory_s) = match tma_ring {
+        true if compute_s >= memory_s => (soft_max(compute_s, memory_s), memory_s),
+        true => (compute_s, soft_max(compute_s, memory_s)),
+        false => (compute_s, memory_s),
+    };
     finish(
         compute_s,
         memory_s,
