@@ -290,6 +290,14 @@ fn contraction(
     let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
     let memory_s = load_s;
     let overlap = if async_ { load_s.min(epilogue_s) } else { 0.0 };
+    // The SM90 convolution's gather producer bounds its k-loop (`conv90`).
+    let compute_s = compute_s.max(super::conv90::producer_s(
+        g,
+        knobs,
+        res,
+        target,
+        super::conv90::EMITTED,
+    ));
     finish(
         compute_s,
         memory_s,
