@@ -54,7 +54,7 @@ pub struct GatherCode {
     pub elems_per_request: f64,
 }
 
-/// The gather emitted before 2026-11-26 (measured): each thread owned 8 consecutive `M` rows
+/// The gather emitted until 2026-11-26 (measured on the H100): each thread owned 8 consecutive `M` rows
 /// of one `k` row (16 threads per `k` row, lanes 16 bytes apart: 16 sectors per request for
 /// 64 useful bytes), one 2-byte load per element behind a branch, the `k` decomposition and
 /// guard per row and element: 1 160 instructions per warp and 64-element tile.
@@ -64,8 +64,18 @@ pub const STRIDED: GatherCode = GatherCode {
     elems_per_request: 1.0,
 };
 
-/// The gather `codegen::templates::sm90::conv` emits.
-pub const EMITTED: GatherCode = STRIDED;
+/// The coalesced gather `codegen::templates::sm90::conv` emits: the lanes of a warp walk 32
+/// consecutive `M` rows at one `k` (64 contiguous bytes of an image row: 2 sectors, 3 when the
+/// window start is not 32-byte aligned), the `k` decomposition once per `k` for the thread's
+/// `BM / 32` rows, per element one comparison per guard and the validity test, the address
+/// (the pointer from the constant bank, `LDC`), the predicated load and packing: 977 SASS
+/// instructions per warp and 64-element tile (`BM = 128`, NVRTC 13.4, sm_90a; 120 registers;
+/// `tests/codegen_sm90.rs` checks the loop against this price).
+pub const EMITTED: GatherCode = GatherCode {
+    instrs_per_elem: 980.0 / 64.0,
+    sectors_per_request: 3.0,
+    elems_per_request: 1.0,
+};
 
 /// Whether `knobs` runs `g` as the SM90 convolution with a gathered image (what
 /// `templates::sm90::accepts` takes for a convolution: its `A` filled by the gather).
