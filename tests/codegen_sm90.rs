@@ -627,7 +627,10 @@ fn assert_gathered(c: &Conv, v: Variant) {
     let (_, o, _) = optimized(&c.graph(), &[], false);
     let r = tensor_core_regions(&o)[0];
     let k = render::kernel(&kernel_for(&o, r, v));
-    assert!(k.contains("gathered (im2col, M-major) A"), "{c:?}\n{k}");
+    assert!(
+        k.contains("gathered (im2col, K-major, lanes along M) A"),
+        "{c:?}\n{k}"
+    );
     assert!(
         k.contains("dlc_fence_proxy_async()") && !k.contains("tm_a"),
         "{k}"
@@ -747,10 +750,13 @@ fn conv_emulation_rejects_a_missing_proxy_fence() {
 }
 
 /// The benchmark's conv 3×3 (N=32, 64→64, 56×56, NCHW fp16, `bench/gpu/graphs/conv3x3.json`)
-/// for sm90: planned on wgmma; the planned kernel and every other wgmma point of its plan
-/// space compile for sm_90a without spills within the plan's registers, the PTX issues
+/// for sm90: a tensor-core contraction (`wgmma` or `mma.sync`, whichever the model prices
+/// lower: `cost::conv90` prices the gather producer); every wgmma point of its plan space
+/// compiles for sm_90a without spills within the plan's registers, the PTX issues
 /// `wgmma.mma_async` on the gathered image, the filter by `cp.async.bulk.tensor` and
-/// `mbarrier` phases, the SASS `HGMMA` and no `HMMA`. For sm80 the same conv keeps `mma.sync`.
+/// `mbarrier` phases, the SASS `HGMMA` and no `HMMA`, and the gather producer's loop has no
+/// more instructions than its price counts. For sm80 the same conv keeps `mma.sync`. The
+/// fastest wgmma point's source is left in `CARGO_TARGET_TMPDIR/conv3x3_sm90_wgmma.cu`.
 #[test]
 fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
     if !nvrtc_here() {
@@ -775,15 +781,21 @@ fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
         "sm80 keeps mma.sync"
     );
     let (_, o, _) = optimized(&text, &[], false);
-    let regions = wgmma_regions(&o);
-    assert_eq!(regions.len(), 1, "the conv is planned on wgmma");
+    let regions = tensor_core_regions(&o);
+    assert_eq!(regions.len(), 1, "the conv is planned on tensor cores");
     let r = regions[0];
     let planned = choose_plan(r, &o.model).expect("plan");
     // One point per tile and warpgroup split (the stages and vector widths change neither the
-    // main loop's registers nor the gather).
-    let mut points = vec![planned.clone()];
+    // main loop's registers nor the gather), the fastest first.
+    let mut cands = dlc_egg::plan::space::candidates(&planned.work, &o.model.target);
+    let time = |c: &dlc_egg::plan::space::Candidate| {
+        dlc_egg::cost::roofline::estimate(&planned.work, &c.knobs, &c.resources, &o.model.target)
+            .time_s
+    };
+    cands.sort_by(|a, b| time(a).total_cmp(&time(b)));
+    let mut points = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
-    for c in dlc_egg::plan::space::candidates(&planned.work, &o.model.target) {
+    for c in cands {
         let Knobs::Contraction {
             algo: Algo::Wgmma,
             bm,
@@ -824,6 +836,11 @@ fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
         if i > 0 {
             continue;
         }
+        std::fs::write(
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/conv3x3_sm90_wgmma.cu"),
+            &source,
+        )
+        .expect("writes the source");
         let ptx = dlc_egg::cuda::nvrtc::ptx(&source, Arch::Sm90, &CompileOptions::default())
             .expect("ptx");
         for needle in [
@@ -839,6 +856,24 @@ fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
             eprintln!("SASS {} HGMMA, {} instructions", s.hgmma, s.instructions);
             assert!(s.hgmma > 0);
             assert_eq!(s.hmma, 0, "no mma.sync");
+            // The gather producer's k-loop: the loop without HGMMA, the longest.
+            let producer = s
+                .loops
+                .iter()
+                .filter(|l| l.mma == 0)
+                .map(|l| l.instructions)
+                .max()
+                .expect("the producer's loop");
+            let Knobs::Contraction { bm, bk, .. } = choice.best.knobs else {
+                unreachable!()
+            };
+            let priced = dlc_egg::cost::conv90::EMITTED.instrs_per_elem * (bm * bk) as f64
+                / dlc_egg::cost::conv90::PRODUCERS;
+            eprintln!("producer loop: {producer} SASS instructions, priced {priced}");
+            assert!(
+                f64::from(producer) <= priced * 1.05,
+                "{producer} > {priced}"
+            );
         }
     }
 }

@@ -9,6 +9,7 @@
 //! measurements (`bench/gpu` measures when a GPU is lent).
 
 pub mod attention;
+pub mod conv90;
 pub mod roofline;
 pub mod work;
 

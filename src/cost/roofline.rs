@@ -340,6 +340,14 @@ fn contraction(
     let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
     let memory_s = load_s;
     let overlap = if async_ { load_s.min(epilogue_s) } else { 0.0 };
+    // The SM90 convolution's gather producer bounds its k-loop (`conv90`).
+    let compute_s = compute_s.max(super::conv90::producer_s(
+        g,
+        knobs,
+        res,
+        target,
+        super::conv90::EMITTED,
+    ));
     // A TMA ring feeds the multiply and carries the L2 stream: near either roof its waits
     // add up (the multiply waits on stages the stream has not filled), so the body is the
     // soft maximum of the two, not the larger alone.

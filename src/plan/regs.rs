@@ -157,14 +157,16 @@ pub const WGMMA_CONSUMER: u32 = 8;
 /// warpgroup takes 204 registers on sm_90a, 128 of them accumulators).
 pub const WGMMA_GATHER_CONSUMER: u32 = 28;
 
-/// Registers of the row data a `wgmma` conv gather hoists per producer thread: 8 rows of an
-/// offset, a validity flag and the `M` parts of a padded 2-D window's 4 guard comparisons.
-pub const WGMMA_GATHER_HOISTED: u32 = 8 * 6;
+/// Registers of the row data a `wgmma` conv gather hoists per producer thread and row (one
+/// row per 32 of the tile): an offset, a validity flag and the `M` parts of a padded 2-D
+/// window's 4 guard comparisons.
+pub const WGMMA_GATHER_HOISTED: u32 = 6;
 
-/// Registers of one gathered row in flight (its `K` decomposition, offset and guard parts, the
-/// 8 raw values before they are packed; fitted: the conv 3×3 benchmark's `128×64×64` tile takes
-/// 136–141 registers on sm_90a, 141 with one consumer warpgroup and 2 stages).
-pub const WGMMA_GATHER_ROW: u32 = 21;
+/// Registers of a gathered tile beyond the thread's raw 2-byte values (`BM / 2`, every load of
+/// the tile issued before the stores) and packed words (`BM / 16` chunks of 4): the `K` parts
+/// of the current `k` (fitted: the conv 3×3 benchmark's `128×64×64` tile reaches the 168
+/// registers `__launch_bounds__(384, 1)` allows, without spills, on sm_90a, NVRTC 13.4).
+pub const WGMMA_GATHER_TILE: u32 = 8;
 
 /// Registers per thread of the SM90 template (`codegen::templates::sm90`, module doc) under
 /// `t` (`warps_m / 4` consumer warpgroups), its `A` tile filled as `fill[0]` says (a conv
@@ -177,9 +179,13 @@ pub fn wgmma(fill: [Fill; 2], t: &Tile) -> u32 {
         + if gathered { WGMMA_GATHER_CONSUMER } else { 0 }
         + BASE_REGS;
     let producer = match fill[0] {
-        // 128 producer threads, 8 rows each: `BM / 16` rows of 64 per tile, 4 words each.
+        // 128 producer threads, one row of each 32: `BM / 2` values of a 64-wide tile per
+        // thread, packed into `BM / 16` 16-byte chunks of 4 words.
         Fill::Gather => {
-            WGMMA_GATHER_HOISTED + 4 * (t.bm / 16) as u32 + WGMMA_GATHER_ROW + BASE_REGS
+            WGMMA_GATHER_HOISTED * t.bm.div_ceil(32) as u32
+                + (t.bm / 2 + 4 * (t.bm / 16)) as u32
+                + WGMMA_GATHER_TILE
+                + BASE_REGS
         }
         _ => 0,
     };

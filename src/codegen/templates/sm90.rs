@@ -14,7 +14,7 @@
 //!
 //! **Convolutions** (an implicit GEMM whose `A` is a conv's guarded NCHW image): `B`, the
 //! filter `W[co, ci, kh, kw]`, is the 2-D K-major TMA operand `[Co, Ci·Kh·Kw]`; `A` is gathered
-//! by the whole producer warpgroup into the same swizzled MN-major stage layout a TMA box
+//! by the whole producer warpgroup into the same swizzled K-major stage layout a TMA box
 //! would write, fenced for the async proxy and published on the stage's `full` barrier
 //! (128 arrivals more than a TMA stage's one): `conv`.
 //!
@@ -412,7 +412,7 @@ pub fn build(
         match &a {
             OperandA::Tma(o) if o.op.mn_major => "TMA M-major",
             OperandA::Tma(_) => "TMA K-major",
-            OperandA::Image(_) => "gathered (im2col, M-major)",
+            OperandA::Image(_) => "gathered (im2col, K-major, lanes along M)",
         },
         if b.op.mn_major { "N" } else { "K" },
         p.consumers
@@ -572,7 +572,7 @@ impl OperandA<'_> {
     fn mn_major(&self) -> bool {
         match self {
             OperandA::Tma(o) => o.op.mn_major,
-            OperandA::Image(_) => true,
+            OperandA::Image(_) => false,
         }
     }
 

@@ -11,15 +11,18 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// sm90_gemm kernel `k0_mul_recip_add_exp2` for sm90: grid (max(1, (784*N+63)//64), 1, 1), block (256, 1, 1), 99392 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_N, const __grid_constant__ dlc_tmap tm_b) {
+// contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (max(1, (784*N+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  uint4 (&sm90_smem)[6212] = *reinterpret_cast<uint4 (*)[6212]>(dlc_dyn_smem + 0);
-  // SM90: gathered (im2col, M-major) A, TMA K-major B (128-byte swizzle) into 4 stages, mbarriers full/empty, 1 producer + 1 consumer warpgroups of wgmma.m64n128k16
+  __half (&As)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 0);
+  __half (&Bs)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 16384);
+  // operand A: outer-major tile, loaded through registers by the conv gather (rows hoisted out of the K loop)
+  // operand B: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
-  const int wg = tid / 128;
-  unsigned char* const sm = dlc_align1024(reinterpret_cast<unsigned char*>(sm90_smem));
-  unsigned long long* const bars = reinterpret_cast<unsigned long long*>(sm + 98304);
+  const int lane = (int)dlc_lane();
+  const int warp = (int)dlc_warp();
+  const int wr = warp / 2 * 16;
+  const int wc = warp % 2 * 32;
   const int tiles_m = (dlc_floordiv((63 + 784 * s_N), 64));
   const int tiles_n = 1;
   const int pid = (int)blockIdx.x;
@@ -28,163 +31,295 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   const int group_m = dlc_imin(tiles_m - first_m, 8);
   const int in_group = pid % (8 * tiles_n);
   const int m0 = (first_m + in_group % group_m) * 64;
-  const int n0 = (in_group / group_m) * 128;
-  const int kt_count = (576 + 63) / 64;
-  if (tid == 0) {
-    #pragma unroll
-    for (int s = 0; s < 4; s += 1) {
-      dlc_mbar_init(&bars[s], 129u);
-      dlc_mbar_init(&bars[4 + s], 128u);
-    }
-    dlc_mbar_fence_init();
+  const int n0 = (in_group / group_m) * 64;
+  const int kt_count = (576 + 31) / 32;
+  float acc[1][4][4] = {};
+  unsigned ra[4];
+  int ra_g_row[1][2];
+  int ra_g_row_ok[1][2];
+  int ra_g_rc0[1][2];
+  int ra_g_rc2[1][2];
+  #pragma unroll
+  for (int l = 0; l < 1; l += 1) {
+    const int c = tid + l * 256;
+    const int o = (c % 32) * 2;
+    const int go_1 = m0 + o + 0;
+    const int o_n_2 = (go_1) % 28;
+    const int q_3 = (go_1) / 28;
+    const int o_m_4 = (q_3) % 28;
+    const int q_5 = (q_3) / 28;
+    const int o_b_6 = q_5;
+    ra_g_row[l][0] = (((o_b_6 * 64 + 0) * 56 + (0 + (2 * o_m_4) + (-1))) * 56 + (0 + (2 * o_n_2) + (-1)));
+    ra_g_row_ok[l][0] = go_1 < (784 * s_N) ? 1 : 0;
+    ra_g_rc0[l][0] = ((0 + (2 * o_m_4)) + ((-1) * 1));
+    ra_g_rc2[l][0] = ((0 + (2 * o_n_2)) + ((-1) * 1));
+    const int go_7 = m0 + o + 1;
+    const int o_n_8 = (go_7) % 28;
+    const int q_9 = (go_7) / 28;
+    const int o_m_10 = (q_9) % 28;
+    const int q_11 = (q_9) / 28;
+    const int o_b_12 = q_11;
+    ra_g_row[l][1] = (((o_b_12 * 64 + 0) * 56 + (0 + (2 * o_m_10) + (-1))) * 56 + (0 + (2 * o_n_8) + (-1)));
+    ra_g_row_ok[l][1] = go_7 < (784 * s_N) ? 1 : 0;
+    ra_g_rc0[l][1] = ((0 + (2 * o_m_10)) + ((-1) * 1));
+    ra_g_rc2[l][1] = ((0 + (2 * o_n_8)) + ((-1) * 1));
   }
-  __syncthreads();
-  if (wg == 0) {
-    int ca_off[8];
-    int ca_ok[8];
-    int ca_rc0[8];
-    int ca_rc1[8];
-    int ca_rc2[8];
-    int ca_rc3[8];
-    const int ca_mc = tid % 8;
-    const int ca_kr = tid / 8;
+  if (0 < kt_count) {
     #pragma unroll
-    for (int e = 0; e < 8; e += 1) {
-      const int go_1 = m0 + ca_mc * 8 + e;
-      const int o_n_2 = (go_1) % 28;
-      const int q_3 = (go_1) / 28;
-      const int o_m_4 = (q_3) % 28;
-      const int q_5 = (q_3) / 28;
-      const int o_b_6 = q_5;
-      ca_off[e] = (((o_b_6 * 64 + 0) * 56 + (0 + (2 * o_m_4) + (-1))) * 56 + (0 + (2 * o_n_2) + (-1)));
-      ca_ok[e] = go_1 < (784 * s_N) ? 1 : 0;
-      ca_rc0[e] = ((0 + (2 * o_m_4)) + ((-1) * 1));
-      ca_rc1[e] = ((0 + (2 * o_m_4)) + ((-1) * 57));
-      ca_rc2[e] = ((0 + (2 * o_n_2)) + ((-1) * 1));
-      ca_rc3[e] = ((0 + (2 * o_n_2)) + ((-1) * 57));
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int kk = c / 32;
+      const int gk_13 = 0 * 32 + kk + 0;
+      const int k_k2_14 = (gk_13) % 3;
+      const int q_15 = (gk_13) / 3;
+      const int k_k1_16 = (q_15) % 3;
+      const int q_17 = (q_15) / 3;
+      const int k_k_18 = q_17;
+      const int ko_19 = ((k_k_18 * 56 + (k_k1_16 + 0 + 0)) * 56 + (k_k2_14 + 0 + 0));
+      const int kc_20 = ((k_k1_16 + 0) + 0);
+      const int kc_21 = ((k_k2_14 + 0) + 0);
+      const unsigned x_22 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_20) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_21) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_19]) : 0u;
+      const unsigned x_23 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_20) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_21) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_19]) : 0u;
+      ra[l] = x_22 | (x_23 << 16);
     }
-    for (int kt = 0; kt < kt_count; kt += 1) {
-      const int s = kt % 4;
-      if (kt >= 4) {
-        dlc_mbar_wait(&bars[4 + s], (unsigned)((kt / 4 + 1) & 1));
-      }
-      if (tid == 0) {
-        dlc_mbar_arrive_expect_tx(&bars[s], 16384u);
-        dlc_tma_load_2d(sm + 32768 + s * 16384 + 0, &tm_b, &bars[s], kt * 64, n0);
-      }
-      unsigned ca_x[4][4];
-      #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        const int gk_7 = kt * 64 + ca_kr + i * 16;
-        const int k_k2_8 = (gk_7) % 3;
-        const int q_9 = (gk_7) / 3;
-        const int k_k1_10 = (q_9) % 3;
-        const int q_11 = (q_9) / 3;
-        const int k_k_12 = q_11;
-        const int ko_13 = ((k_k_12 * 56 + (k_k1_10 + 0 + 0)) * 56 + (k_k2_8 + 0 + 0));
-        const int kc_14 = ((k_k1_10 + 0) + 0);
-        const int kc_15 = ((k_k1_10 + 0) + 0);
-        const int kc_16 = ((k_k2_8 + 0) + 0);
-        const int kc_17 = ((k_k2_8 + 0) + 0);
-        const unsigned x_18 = (gk_7 < 576 && ca_ok[0] != 0 && ca_rc0[0] + kc_14 >= 0 && ca_rc1[0] + kc_15 < 0 && ca_rc2[0] + kc_16 >= 0 && ca_rc3[0] + kc_17 < 0) ? dlc_bits(in0[ca_off[0] + ko_13]) : 0u;
-        const unsigned x_19 = (gk_7 < 576 && ca_ok[1] != 0 && ca_rc0[1] + kc_14 >= 0 && ca_rc1[1] + kc_15 < 0 && ca_rc2[1] + kc_16 >= 0 && ca_rc3[1] + kc_17 < 0) ? dlc_bits(in0[ca_off[1] + ko_13]) : 0u;
-        const unsigned x_20 = (gk_7 < 576 && ca_ok[2] != 0 && ca_rc0[2] + kc_14 >= 0 && ca_rc1[2] + kc_15 < 0 && ca_rc2[2] + kc_16 >= 0 && ca_rc3[2] + kc_17 < 0) ? dlc_bits(in0[ca_off[2] + ko_13]) : 0u;
-        const unsigned x_21 = (gk_7 < 576 && ca_ok[3] != 0 && ca_rc0[3] + kc_14 >= 0 && ca_rc1[3] + kc_15 < 0 && ca_rc2[3] + kc_16 >= 0 && ca_rc3[3] + kc_17 < 0) ? dlc_bits(in0[ca_off[3] + ko_13]) : 0u;
-        const unsigned x_22 = (gk_7 < 576 && ca_ok[4] != 0 && ca_rc0[4] + kc_14 >= 0 && ca_rc1[4] + kc_15 < 0 && ca_rc2[4] + kc_16 >= 0 && ca_rc3[4] + kc_17 < 0) ? dlc_bits(in0[ca_off[4] + ko_13]) : 0u;
-        const unsigned x_23 = (gk_7 < 576 && ca_ok[5] != 0 && ca_rc0[5] + kc_14 >= 0 && ca_rc1[5] + kc_15 < 0 && ca_rc2[5] + kc_16 >= 0 && ca_rc3[5] + kc_17 < 0) ? dlc_bits(in0[ca_off[5] + ko_13]) : 0u;
-        const unsigned x_24 = (gk_7 < 576 && ca_ok[6] != 0 && ca_rc0[6] + kc_14 >= 0 && ca_rc1[6] + kc_15 < 0 && ca_rc2[6] + kc_16 >= 0 && ca_rc3[6] + kc_17 < 0) ? dlc_bits(in0[ca_off[6] + ko_13]) : 0u;
-        const unsigned x_25 = (gk_7 < 576 && ca_ok[7] != 0 && ca_rc0[7] + kc_14 >= 0 && ca_rc1[7] + kc_15 < 0 && ca_rc2[7] + kc_16 >= 0 && ca_rc3[7] + kc_17 < 0) ? dlc_bits(in0[ca_off[7] + ko_13]) : 0u;
-        ca_x[i][0] = x_18 | (x_19 << 16);
-        ca_x[i][1] = x_20 | (x_21 << 16);
-        ca_x[i][2] = x_22 | (x_23 << 16);
-        ca_x[i][3] = x_24 | (x_25 << 16);
-      }
-      #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        dlc_sts128(sm + s * 8192 + ca_mc / 8 * 8192 + (ca_kr + i * 16) * 128 + ((ca_mc % 8) ^ ((ca_kr + i * 16) % 8)) * 16, ca_x[i][0], ca_x[i][1], ca_x[i][2], ca_x[i][3]);
-      }
-      dlc_fence_proxy_async();
-      dlc_mbar_arrive(&bars[s]);
-    }
-  } else {
-    const int row0 = (wg - 1) * 64;
-    float acc[1][64] = {};
     #pragma unroll
-    for (int mi = 0; mi < 1; mi += 1) {
-      dlc_fence_regs(acc[mi]);
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 32) * 2;
+      const int kk = c / 32;
+      *reinterpret_cast<unsigned*>(&As[0][kk][o ^ ((kk & 7) << 3)]) = ra[l];
     }
-    for (int kt = 0; kt < kt_count; kt += 1) {
-      const int s = kt % 4;
-      dlc_mbar_wait(&bars[s], (unsigned)((kt / 4) & 1));
-      dlc_wgmma_fence();
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = n0 + o;
+      const int gk = 0 * 32 + kk;
+      const bool ok = go < 64 && gk < 576;
+      const int o_h_24 = go;
+      const int k_k2_25 = (gk) % 3;
+      const int q_26 = (gk) / 3;
+      const int k_k1_27 = (q_26) % 3;
+      const int q_28 = (q_26) / 3;
+      const int k_k_29 = q_28;
+      dlc_cp_async_16(&Bs[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_24 * 64 + k_k_29) * 3 + k_k1_27) * 3 + k_k2_25)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  if (1 < kt_count) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int kk = c / 32;
+      const int gk_30 = 1 * 32 + kk + 0;
+      const int k_k2_31 = (gk_30) % 3;
+      const int q_32 = (gk_30) / 3;
+      const int k_k1_33 = (q_32) % 3;
+      const int q_34 = (q_32) / 3;
+      const int k_k_35 = q_34;
+      const int ko_36 = ((k_k_35 * 56 + (k_k1_33 + 0 + 0)) * 56 + (k_k2_31 + 0 + 0));
+      const int kc_37 = ((k_k1_33 + 0) + 0);
+      const int kc_38 = ((k_k2_31 + 0) + 0);
+      const unsigned x_39 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_37) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_38) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_36]) : 0u;
+      const unsigned x_40 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_37) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_38) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_36]) : 0u;
+      ra[l] = x_39 | (x_40 << 16);
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 32) * 2;
+      const int kk = c / 32;
+      *reinterpret_cast<unsigned*>(&As[1][kk][o ^ ((kk & 7) << 3)]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = n0 + o;
+      const int gk = 1 * 32 + kk;
+      const bool ok = go < 64 && gk < 576;
+      const int o_h_41 = go;
+      const int k_k2_42 = (gk) % 3;
+      const int q_43 = (gk) / 3;
+      const int k_k1_44 = (q_43) % 3;
+      const int q_45 = (q_43) / 3;
+      const int k_k_46 = q_45;
+      dlc_cp_async_16(&Bs[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_41 * 64 + k_k_46) * 3 + k_k1_44) * 3 + k_k2_42)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  if (2 < kt_count) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int kk = c / 32;
+      const int gk_47 = 2 * 32 + kk + 0;
+      const int k_k2_48 = (gk_47) % 3;
+      const int q_49 = (gk_47) / 3;
+      const int k_k1_50 = (q_49) % 3;
+      const int q_51 = (q_49) / 3;
+      const int k_k_52 = q_51;
+      const int ko_53 = ((k_k_52 * 56 + (k_k1_50 + 0 + 0)) * 56 + (k_k2_48 + 0 + 0));
+      const int kc_54 = ((k_k1_50 + 0) + 0);
+      const int kc_55 = ((k_k2_48 + 0) + 0);
+      const unsigned x_56 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_54) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_55) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_53]) : 0u;
+      const unsigned x_57 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_54) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_55) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_53]) : 0u;
+      ra[l] = x_56 | (x_57 << 16);
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int o = (c % 32) * 2;
+      const int kk = c / 32;
+      *reinterpret_cast<unsigned*>(&As[2][kk][o ^ ((kk & 7) << 3)]) = ra[l];
+    }
+    #pragma unroll
+    for (int l = 0; l < 1; l += 1) {
+      const int c = tid + l * 256;
+      const int o = c / 4;
+      const int kk = (c % 4) * 8;
+      const int go = n0 + o;
+      const int gk = 2 * 32 + kk;
+      const bool ok = go < 64 && gk < 576;
+      const int o_h_58 = go;
+      const int k_k2_59 = (gk) % 3;
+      const int q_60 = (gk) / 3;
+      const int k_k1_61 = (q_60) % 3;
+      const int q_62 = (q_60) / 3;
+      const int k_k_63 = q_62;
+      dlc_cp_async_16(&Bs[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_58 * 64 + k_k_63) * 3 + k_k1_61) * 3 + k_k2_59)) : in1), ok ? 16 : 0);  // -> tile
+    }
+  }
+  dlc_cp_async_commit();  // TokLoad tile
+  for (int kt = 0; kt < kt_count; kt += 1) {
+    const int st = kt % 4;
+    const int nt = kt + 3;
+    const int ns = nt % 4;
+    dlc_cp_async_wait<2>();  // ready: tile
+    __syncthreads();
+    if (nt < kt_count) {
       #pragma unroll
-      for (int ks = 0; ks < 4; ks += 1) {
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int kk = c / 32;
+        const int gk_64 = nt * 32 + kk + 0;
+        const int k_k2_65 = (gk_64) % 3;
+        const int q_66 = (gk_64) / 3;
+        const int k_k1_67 = (q_66) % 3;
+        const int q_68 = (q_66) / 3;
+        const int k_k_69 = q_68;
+        const int ko_70 = ((k_k_69 * 56 + (k_k1_67 + 0 + 0)) * 56 + (k_k2_65 + 0 + 0));
+        const int kc_71 = ((k_k1_67 + 0) + 0);
+        const int kc_72 = ((k_k2_65 + 0) + 0);
+        const unsigned x_73 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_71) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_72) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_70]) : 0u;
+        const unsigned x_74 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_71) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_72) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_70]) : 0u;
+        ra[l] = x_73 | (x_74 << 16);
+      }
+      #pragma unroll
+      for (int l = 0; l < 1; l += 1) {
+        const int c = tid + l * 256;
+        const int o = c / 4;
+        const int kk = (c % 4) * 8;
+        const int go = n0 + o;
+        const int gk = nt * 32 + kk;
+        const bool ok = go < 64 && gk < 576;
+        const int o_h_75 = go;
+        const int k_k2_76 = (gk) % 3;
+        const int q_77 = (gk) / 3;
+        const int k_k1_78 = (q_77) % 3;
+        const int q_79 = (q_77) / 3;
+        const int k_k_80 = q_79;
+        dlc_cp_async_16(&Bs[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_75 * 64 + k_k_80) * 3 + k_k1_78) * 3 + k_k2_76)) : in1), ok ? 16 : 0);  // -> tile_refill
+      }
+    }
+    dlc_cp_async_commit();  // TokLoad tile_refill
+    #pragma unroll
+    for (int ks = 0; ks < 2; ks += 1) {
+      unsigned af[1][4];
+      unsigned bfr[2][4];
+      #pragma unroll
+      for (int mi = 0; mi < 1; mi += 1) {
+        const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8);
+        const int lk = ks * 16 + ((lane >> 4) * 8) + (lane & 7);
+        dlc_ldmatrix_x4_trans(af[mi], &As[st][lk][lo ^ ((lk & 7) << 3)]);
+      }
+      #pragma unroll
+      for (int nj = 0; nj < 2; nj += 1) {
+        const int lo = wc + nj * 16 + ((lane >> 4) * 8) + (lane & 7);
+        const int lk = ks * 16 + (((lane >> 3) & 1) * 8);
+        dlc_ldmatrix_x4(bfr[nj], &Bs[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
+      }
+      #pragma unroll
+      for (int mi = 0; mi < 1; mi += 1) {
         #pragma unroll
-        for (int mi = 0; mi < 1; mi += 1) {
-          dlc_wgmma_m64n128k16_f16<1, 0>(acc[mi], dlc_wgmma_desc(sm + s * 8192 + (row0 + mi * 64) / 64 * 8192 + ks * 2048, 8192, 1024), dlc_wgmma_desc(sm + 32768 + s * 16384 + (0) * 128 + ks * 32, 16, 1024));
+        for (int ni = 0; ni < 4; ni += 1) {
+          dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
         }
       }
-      dlc_wgmma_commit();
-      dlc_wgmma_wait<1>();
-      if (kt > 0) {
-        dlc_mbar_arrive(&bars[4 + (kt - 1) % 4]);
+    }
+    if (nt < kt_count) {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int c = tid + l * 256;
+        const int o = (c % 32) * 2;
+        const int kk = c / 32;
+        *reinterpret_cast<unsigned*>(&As[ns][kk][o ^ ((kk & 7) << 3)]) = ra[l];
       }
     }
-    dlc_wgmma_wait<0>();
-    #pragma unroll
-    for (int mi = 0; mi < 1; mi += 1) {
-      dlc_fence_regs(acc[mi]);
-    }
-    const int lane = tid % 128;
-    // the output tile staged per warp through shared memory (the TMA ring), stored in 8-element (16-byte) chunks along M
-    const int cw = tid / 32 - 4;
-    dlc_bar_sync(1, 128);
-    #pragma unroll
-    for (int mi = 0; mi < 1; mi += 1) {
+  }
+  // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along M
+  __syncthreads();
+  #pragma unroll
+  for (int mi = 0; mi < 1; mi += 1) {
+    /* epilogue: after acc_ready, -> stored */ {
       #pragma unroll
-      for (int j = 0; j < 16; j += 1) {
+      for (int ni = 0; ni < 4; ni += 1) {
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
-          const int rl = lane % 32 / 4 + (e >> 1) * 8;
-          const int cl = j * 8 + lane % 4 * 2 + (e & 1);
-          if (m0 + row0 + mi * 64 + lane / 32 * 16 + rl < (784 * s_N) && n0 + cl < 64) {
-            const int m_n_26 = (m0 + row0 + mi * 64 + lane / 32 * 16 + rl) % 28;
-            const int q_27 = (m0 + row0 + mi * 64 + lane / 32 * 16 + rl) / 28;
-            const int m_m_28 = (q_27) % 28;
-            const int q_29 = (q_27) / 28;
-            const int m_b_30 = q_29;
-            const int n_h_31 = n0 + cl;
-            const float c1_32 = (acc[mi][j * 4 + e] + dlc_f32(in2[n_h_31]));
-            const float c2_33 = dlc_round_f16(c1_32);
-            const float c3_34 = (-c2_33);
-            const float c4_35 = (c3_34 * 1.442695f);
-            const float c5_36 = dlc_exp2(c4_35);
-            const float c6_37 = (c5_36 + ((float)1));
-            const float c7_38 = dlc_recip(c6_37);
-            const float c8_39 = (c2_33 * c7_38);
-            reinterpret_cast<__half*>(sm)[(cw * 128 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_39);
+          const int rl = (lane >> 2) + (e >> 1) * 8;
+          const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
+          if (m0 + wr + mi * 16 + rl < (784 * s_N) && n0 + wc + cl < 64) {
+            const int m_n_81 = (m0 + wr + mi * 16 + rl) % 28;
+            const int q_82 = (m0 + wr + mi * 16 + rl) / 28;
+            const int m_m_83 = (q_82) % 28;
+            const int q_84 = (q_82) / 28;
+            const int m_b_85 = q_84;
+            const int n_h_86 = n0 + wc + cl;
+            const float c1_87 = (acc[mi][ni][e] + dlc_f32(in2[n_h_86]));
+            const float c2_88 = dlc_round_f16(c1_87);
+            const float c3_89 = (-c2_88);
+            const float c4_90 = (c3_89 * 1.442695f);
+            const float c5_91 = dlc_exp2(c4_90);
+            const float c6_92 = (c5_91 + ((float)1));
+            const float c7_93 = dlc_recip(c6_92);
+            const float c8_94 = (c2_88 * c7_93);
+            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_94);
           }
         }
       }
-      dlc_bar_sync(2 + cw, 32);
-      #pragma unroll
-      for (int i = 0; i < 8; i += 1) {
-        const int ch = lane % 32 + i * 32;
-        const int sr = ch / 2;
-        const int sc = ch % 2;
-        const int gm = m0 + row0 + mi * 64 + lane / 32 * 16 + sc * 8;
-        const int gn = n0 + sr;
-        if (ch < 256 && gm < (784 * s_N) && gn < 64) {
-          const int m_n_40 = (gm) % 28;
-          const int q_41 = (gm) / 28;
-          const int m_m_42 = (q_41) % 28;
-          const int q_43 = (q_41) / 28;
-          const int m_b_44 = q_43;
-          const int n_h_45 = gn;
-          dlc_st_vec<16>(&out0[(((m_b_44 * 64 + n_h_45) * 28 + m_m_42) * 28 + m_n_40)], &(&reinterpret_cast<__half*>(sm)[(cw * 128 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
-        }
+    }
+    __syncthreads();
+    // reads shared memory staged by barrier
+    #pragma unroll
+    for (int i = 0; i < 2; i += 1) {
+      const int ch = lane + i * 32;
+      const int sr = ch / 2;
+      const int sc = ch % 2;
+      const int gm = m0 + wr + mi * 16 + sc * 8;
+      const int gn = n0 + wc + sr;
+      if (ch < 64 && gm < (784 * s_N) && gn < 64) {
+        const int m_n_95 = (gm) % 28;
+        const int q_96 = (gm) / 28;
+        const int m_m_97 = (q_96) % 28;
+        const int q_98 = (q_96) / 28;
+        const int m_b_99 = q_98;
+        const int n_h_100 = gn;
+        dlc_st_vec<16>(&out0[(((m_b_99 * 64 + n_h_100) * 28 + m_m_97) * 28 + m_n_95)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
       }
     }
+    __syncthreads();
   }
 }
 
