@@ -712,6 +712,12 @@ pub fn build(
     if !stores.is_empty() {
         em.emit(Stmt::uniform_if("nt < kt_count", stores));
     }
+    for s in &sides {
+        if let Some(g) = &s.gather {
+            let next = g.advance(em, v, s, &p)?;
+            em.emit(next);
+        }
+    }
     let main = em.close();
     em.emit(Stmt::For {
         var: "kt".into(),
@@ -733,7 +739,7 @@ pub fn build(
     }
     em.pop_scope();
     let body = em.close();
-    let smem: Vec<Smem> = sides
+    let mut smem: Vec<Smem> = sides
         .iter()
         .map(|s| Smem {
             name: s.smem.into(),
@@ -742,6 +748,11 @@ pub fn build(
             dynamic: true,
         })
         .collect();
+    smem.extend(
+        sides
+            .iter()
+            .filter_map(|s| s.gather.as_ref().map(|g| g.table(s, &p))),
+    );
     let grid = v.grid(bm, bn);
     let mut k = Kernel {
         name: cexpr::ident(&r.name),

@@ -44,7 +44,8 @@
 //! loads), and a channels-last (NHWC) path with 16-byte `cp.async` of the image.
 
 use super::super::super::cexpr;
-use super::super::super::gpu::{CType, Stmt};
+use super::super::super::gpu::verify::BARRIER_TOKEN;
+use super::super::super::gpu::{CType, Div, Smem, Stmt};
 use super::super::super::scalar::Emitter;
 use super::super::super::CodegenError;
 use super::super::bind_flat;
@@ -354,6 +355,11 @@ fn row_cmp(j: usize) -> String {
     format!("g_rc{j}")
 }
 
+/// The shared-memory table of the `K` decomposition of stage `s` (see [`Gather::table`]).
+fn table_name(s: &Stage) -> String {
+    format!("{}_ktab", s.regs)
+}
+
 impl Gather<'_> {
     /// Rows per run (2 when the tile runs along the outer axis) and `K` positions per run.
     fn shape(&self) -> (u64, u64) {
@@ -375,6 +381,92 @@ impl Gather<'_> {
         } else {
             loads
         }
+    }
+
+    /// Values per `K` position in the table: the offset, then the `K` part of each tested
+    /// guard comparison.
+    fn width(&self) -> u64 {
+        1 + cmp_uses(&self.guard)
+            .iter()
+            .filter(|u| **u != CmpUse::Covered)
+            .count() as u64
+    }
+
+    /// The `K` decomposition table of stage `s`: `[stages][BK][width]` ints, slot `t % stages`
+    /// holding, for each position `kk` of tile `t`, the image offset of `k = t·BK + kk` and the
+    /// `K` part of each tested guard comparison. Written by [`Gather::hoist`] (tiles
+    /// `0..stages`) and [`Gather::advance`] (one tile per step), read by [`Gather::loads`]: the
+    /// loads do no division in the `K` loop.
+    pub(super) fn table(&self, s: &Stage, p: &MmaPlan) -> Smem {
+        Smem {
+            name: table_name(s),
+            ty: CType::I32,
+            dims: vec![p.stages, p.tile[2], self.width()],
+            dynamic: false,
+        }
+    }
+
+    /// Writes the table entries of tile `kt` (C) into slot `slot` (C): threads `0..BK` each
+    /// decompose one position (one constant-division chain per step for the block).
+    fn fill(
+        &self,
+        em: &mut Emitter,
+        v: &View,
+        s: &Stage,
+        p: &MmaPlan,
+        kt: &str,
+        slot: &str,
+    ) -> Result<Stmt, CodegenError> {
+        let (bk, threads) = (p.tile[2], p.threads());
+        let uses = cmp_uses(&self.guard);
+        em.open();
+        em.push_scope();
+        let gk = em.fresh("gk");
+        em.emit(Stmt::int(&gk, format!("({kt}) * {bk} + e")));
+        bind_flat(em, &v.k.names, &v.k.c_sizes(), &gk, "k_");
+        let kidx: Vec<AxisExpr> = self.index.iter().map(|x| x.k.clone()).collect();
+        let (_, _, koff) = em.read_offset(self.tensor, &kidx)?;
+        let at = |j: usize| format!("{}[{slot}][e][{j}]", table_name(s));
+        em.emit(Stmt::Assign {
+            place: at(0),
+            value: koff,
+        });
+        let tested = self.guard.iter().zip(&uses).filter(|(_, u)| **u != CmpUse::Covered);
+        for (j, (c, _)) in tested.enumerate() {
+            em.emit(Stmt::Assign {
+                place: at(j + 1),
+                value: em.axis(&c.side.k),
+            });
+        }
+        em.pop_scope();
+        let body = em.close();
+        let mut inner = vec![Stmt::int("e", format!("tid + l * {threads}"))];
+        if bk.is_multiple_of(threads) {
+            inner.extend(body);
+        } else {
+            inner.push(Stmt::If {
+                cond: format!("e < {bk}"),
+                div: Div::Thread,
+                then: body,
+                otherwise: vec![],
+            });
+        }
+        Ok(Stmt::unrolled("l", bk.div_ceil(threads), inner))
+    }
+
+    /// The table entries of tile `nt + 1` (the main loop's step `kt` refills tile `nt =
+    /// kt + stages − 1`), into slot `(nt + 1) % stages = kt % stages`: that slot's tile `kt`
+    /// was loaded `stages − 1` steps ago, before this step's barrier, and the entries are
+    /// published by the next step's barrier, before the loads that read them.
+    pub(super) fn advance(
+        &self,
+        em: &mut Emitter,
+        v: &View,
+        s: &Stage,
+        p: &MmaPlan,
+    ) -> Result<Stmt, CodegenError> {
+        let fill = self.fill(em, v, s, p, "nt + 1", "st")?;
+        Ok(Stmt::uniform_if("nt + 1 < kt_count", vec![fill]))
     }
 
     /// The row data of each (slot, row of the run), computed once per tile (before the `K`
@@ -448,6 +540,12 @@ impl Gather<'_> {
         }
         let body = em.close();
         em.emit(Stmt::unrolled("l", slots, body));
+        // The `K` table of tiles `0..stages` (the prologue's and the first step's loads).
+        for t in 0..p.stages {
+            let fill = self.fill(em, v, s, p, &t.to_string(), &t.to_string())?;
+            em.emit(fill);
+        }
+        em.emit(Stmt::Barrier);
         Ok(())
     }
 
@@ -465,6 +563,19 @@ impl Gather<'_> {
         let (rows, ks) = self.shape();
         let slot = if self.slots(s, p) == 1 { "0" } else { "l" };
         let (_, k) = s.run("c", 2);
+        // Along the outer axis the run's `K` row is `c / (BM/2)`; with `c = tid + l·threads`
+        // and `threads` a multiple of `BM/2` it is `tid / (BM/2) + l·threads/(BM/2)`, which the
+        // compiler folds into the table loads' immediate offsets (`c / …` of a signed `c` it
+        // cannot split).
+        let per = s.outer / 2;
+        let k = if !self.k_fastest && p.threads().is_multiple_of(per) {
+            format!(
+                "(int)((unsigned)tid / {per}u) + l * {}",
+                p.threads() / per
+            )
+        } else {
+            k
+        };
         em.open();
         em.emit(Stmt::int("kk", k));
         let param = em.read_offset(self.tensor, &[])?.0;
@@ -479,32 +590,37 @@ impl Gather<'_> {
             v.k.extent()
                 .as_int()
                 .is_some_and(|k| k > 0 && (k as u64).is_multiple_of(bk));
+        // The `K` decomposition of this tile's positions, from the table `fill` wrote (a
+        // warp's lanes read the same entry: one broadcast shared load per value).
+        let tslot = format!("({kt}) % {}", p.stages);
+        em.emit(Stmt::SmemUse {
+            token: BARRIER_TOKEN.into(),
+        });
         let mut k_parts = Vec::new();
         for kx in 0..ks {
-            em.push_scope();
-            let gk = em.fresh("gk");
-            em.emit(Stmt::int(&gk, format!("{kt} * {bk} + kk + {kx}")));
-            bind_flat(em, &v.k.names, &v.k.c_sizes(), &gk, "k_");
-            let kidx: Vec<AxisExpr> = self.index.iter().map(|x| x.k.clone()).collect();
-            let (_, _, koff) = em.read_offset(self.tensor, &kidx)?;
+            let entry = |j: usize| format!("{}[{tslot}][kk + {kx}][{j}]", table_name(s));
             let ko = em.fresh("ko");
-            em.emit(Stmt::int(&ko, koff));
+            em.emit(Stmt::int(&ko, entry(0)));
             let conds: Vec<String> = if k_whole {
                 vec![]
             } else {
-                vec![format!("{gk} < {}", cexpr::dim(&v.k.extent()))]
+                vec![format!(
+                    "{kt} * {bk} + kk + {kx} < {}",
+                    cexpr::dim(&v.k.extent())
+                )]
             };
             let mut cmp_k = Vec::new();
-            for (c, u) in self.guard.iter().zip(&uses) {
+            let mut j = 1;
+            for u in &uses {
                 if *u == CmpUse::Covered {
                     cmp_k.push(String::new());
                     continue;
                 }
                 let kc = em.fresh("kc");
-                em.emit(Stmt::int(&kc, em.axis(&c.side.k)));
+                em.emit(Stmt::int(&kc, entry(j)));
+                j += 1;
                 cmp_k.push(kc);
             }
-            em.pop_scope();
             k_parts.push((ko, conds, cmp_k));
         }
         let mut xs = Vec::new();
