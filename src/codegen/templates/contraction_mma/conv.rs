@@ -84,6 +84,34 @@ pub(super) fn contiguous_read<'r>(
     side: Side,
     dtype: DType,
 ) -> Option<(&'r str, &'r [AxisExpr])> {
+    contiguous(r, v, side, dtype).map(|(t, m, _)| (t, m))
+}
+
+/// The contiguous run of a [`contiguous_read`]: its last `indices` indices, `len` elements,
+/// `whole` when it spans the whole direction the tile's rows run (all of `K`, say).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Run {
+    /// Trailing indices of the read's map that form the run.
+    pub(super) indices: usize,
+    /// Elements of the run.
+    pub(super) len: i64,
+    /// Whether the run is the whole direction (its flat index is the tile's flat index).
+    pub(super) whole: bool,
+}
+
+/// The [`Run`] of `side`'s [`contiguous_read`]: a copy's offset is then the offset of the
+/// other indices plus the flat index within the run (`gk % len`, or `gk` when whole), with
+/// no decomposition of the flat index into the run's axes.
+pub(super) fn flat_run(r: &Region, v: &View, side: Side, dtype: DType) -> Option<Run> {
+    contiguous(r, v, side, dtype).map(|(_, _, run)| run)
+}
+
+fn contiguous<'r>(
+    r: &'r Region,
+    v: &View<'r>,
+    side: Side,
+    dtype: DType,
+) -> Option<(&'r str, &'r [AxisExpr], Run)> {
     let Expr::Read { tensor, map } = operand(r, v, side)? else {
         return None;
     };
@@ -136,8 +164,16 @@ pub(super) fn contiguous_read<'r>(
             .iter()
             .any(|a| a.mentions(&|x| names.iter().any(|n| n == x)));
         let run = Dim::product(sizes).as_int();
-        if exact && same && !elsewhere && run.is_some_and(|x| x % CHUNK as i64 == 0) {
-            return Some((tensor.as_str(), map));
+        if let (true, true, false, Some(len)) = (exact, same, elsewhere, run) {
+            if len % CHUNK as i64 == 0 {
+                let whole = axes.extent().as_int() == Some(len);
+                let run = Run {
+                    indices: j,
+                    len,
+                    whole,
+                };
+                return Some((tensor.as_str(), map, run));
+            }
         }
     }
     None
@@ -649,7 +685,7 @@ impl Gather<'_> {
                 ty: CType::U32,
                 name: x.clone(),
                 value: format!(
-                    "({}) ? dlc_bits({param}[{} + {ko}]) : 0u",
+                    "({}) ? dlc_bits(({param} + {})[{ko}]) : 0u",
                     ok.join(" && "),
                     at(ROW_OFF)
                 ),
@@ -664,4 +700,28 @@ impl Gather<'_> {
         let body = em.close();
         Ok(vec![runs(s, 2, bk, p.threads(), body)])
     }
+}
+
+/// The offset (C) of a `cp.async` chunk of a [`Run`] read (`tensor`, `map`) of stage `s`: the
+/// offset of the indices outside the run plus the flat index within it (`gk` along `K`, `go`
+/// along the outer axis, reduced modulo the run unless it is the whole direction), with the
+/// read's parameter.
+pub(super) fn run_offset(
+    em: &mut Emitter,
+    s: &Stage,
+    tensor: &str,
+    map: &[AxisExpr],
+    run: Run,
+) -> Result<(String, String), CodegenError> {
+    let (rest, _) = map.split_at(map.len() - run.indices);
+    let mut idx = rest.to_vec();
+    idx.extend(std::iter::repeat_n(AxisExpr::Const(0), run.indices));
+    let (param, _, base) = em.read_offset(tensor, &idx)?;
+    let flat = if s.tile.k_fastest { "gk" } else { "go" };
+    let flat = if run.whole {
+        flat.to_string()
+    } else {
+        format!("{flat} % {}", run.len)
+    };
+    Ok((param, format!("({base}) + ({flat})")))
 }
