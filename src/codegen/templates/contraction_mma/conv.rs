@@ -17,8 +17,10 @@
 //! them once; the kernel then computes, per thread and per row it loads (its tile rows are
 //! fixed across `K` steps when the run layout allows), the row's base offset, the outer part
 //! of each comparison and the row's validity **once per tile, before the `K` loop**; per `K`
-//! step and per run only the `K` decomposition (`(ci, kh, kw)` by constant division, shared by
-//! the run's elements), its offset and comparison parts, and per element an add per
+//! step and per run only the `K` decomposition, read from a shared-memory table (offset and
+//! comparison parts of each `K` position of the tile, [`Gather::table`]: written for the first
+//! `stages` tiles before the prologue and for one tile per step by `BK` threads, one
+//! constant-division chain each, so the loads do no division), and per element an add per
 //! comparison and one predicated 2-byte load of the raw bits (no conversion: they are packed
 //! straight into the register pair that is stored to shared memory).
 //!
@@ -36,12 +38,15 @@
 //! out when the outer extent is a whole number of tiles, and `gk < K` when `K` is a whole
 //! number of steps.
 //!
-//! TODO(issue 15): the per-step cost is still dominated by the `K` decomposition (one
-//! constant division chain per run: 16 per step for a 128×32 tile on 128 threads) and the
-//! per-element address and predicate work: `bench/gpu/estimate.py` puts the 3×3 conv at ~0.3–0.4×
-//! cuDNN, integer-pipe bound. Left: an incremental `(ci, kh, kw)` walk (or a per-`K` delta
-//! table in shared memory), wider runs along `M` (8 rows per thread, one decomposition for 8
-//! loads), and a channels-last (NHWC) path with 16-byte `cp.async` of the image.
+//! The filter's copies take their offset from the flat `K` index (`co·Ci·Kh·Kw + k`,
+//! [`run_offset`]), without decomposing it.
+//!
+//! TODO(issue 15): the per-step cost is still dominated by the per-element address and
+//! predicate work (about 22 issued instructions per gathered element in the conv 3×3
+//! benchmark's SASS, `cost::roofline::GATHER_ISSUE_PER_ELEMENT`): integer-issue bound. Left:
+//! per-row tap masks (one bit test per element instead of two range compares), wider runs along
+//! `M` (8 rows per thread, one table read for 8 loads), and a channels-last (NHWC) path with
+//! 16-byte `cp.async` of the image.
 
 use super::super::super::cexpr;
 use super::super::super::gpu::verify::BARRIER_TOKEN;
@@ -467,7 +472,11 @@ impl Gather<'_> {
             place: at(0),
             value: koff,
         });
-        let tested = self.guard.iter().zip(&uses).filter(|(_, u)| **u != CmpUse::Covered);
+        let tested = self
+            .guard
+            .iter()
+            .zip(&uses)
+            .filter(|(_, u)| **u != CmpUse::Covered);
         for (j, (c, _)) in tested.enumerate() {
             em.emit(Stmt::Assign {
                 place: at(j + 1),
@@ -605,10 +614,7 @@ impl Gather<'_> {
         // cannot split).
         let per = s.outer / 2;
         let k = if !self.k_fastest && p.threads().is_multiple_of(per) {
-            format!(
-                "(int)((unsigned)tid / {per}u) + l * {}",
-                p.threads() / per
-            )
+            format!("(int)((unsigned)tid / {per}u) + l * {}", p.threads() / per)
         } else {
             k
         };
@@ -685,7 +691,7 @@ impl Gather<'_> {
                 ty: CType::U32,
                 name: x.clone(),
                 value: format!(
-                    "({}) ? dlc_bits(({param} + {})[{ko}]) : 0u",
+                    "({}) ? dlc_bits({param}[{} + {ko}]) : 0u",
                     ok.join(" && "),
                     at(ROW_OFF)
                 ),
