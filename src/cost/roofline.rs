@@ -24,7 +24,7 @@
 //!   `overlap_gain = min(T_load, T_epilogue)` is subtracted (§11 "非同期の効果").
 //! - **launch**: [`Target::launch_s`] per kernel.
 
-use super::work::{ComputeAtWork, Fill, Gemm, KernelWork, Role, Shape};
+use super::work::{ComputeAtWork, Gemm, KernelWork, Role, Shape};
 use crate::plan::space::{Algo, Knobs, Resources, RASTER_GROUP};
 use crate::target::{Arch, Target};
 use serde::Serialize;
@@ -249,10 +249,7 @@ fn contraction(
     let busy = iter_cycles / algo_efficiency(algo, target.arch) + BARRIER_CYCLES;
     let per_iter = busy.max(LOAD_LATENCY_CYCLES / ahead.max(1.0));
     let eff = tk * iter_cycles / (LOAD_LATENCY_CYCLES + tk * per_iter);
-    let gathered = [elems_a * reload_a, elems_b * reload_b];
-    let compute_s = core / (peak * occ.max(1e-9) * eff)
-        + unit_time(simt, sfu, target, occ)
-        + gather_issue_s(algo, g, gathered, target) / occ.max(1e-9);
+    let compute_s = core / (peak * occ.max(1e-9) * eff) + unit_time(simt, sfu, target, occ);
 
     // Traffic.
     let bytes_of = |role: Role| -> f64 {
@@ -353,31 +350,6 @@ fn staged_penalty(work: &KernelWork) -> f64 {
         .filter(|i| !i.contiguous)
         .map(|i| i.bytes * LAYOUT_STAGED)
         .sum()
-}
-
-/// Thread instructions the `mma.sync` template issues per element of a conv's im2col gather,
-/// besides the tensor-core ones (`HMMA`, `LDSM`): the `K` table reads, the guard's adds and
-/// compares, the predicated 2-byte load and its address, the packing and shared-memory store,
-/// the filter's `cp.async` and the loop's share. Counted in the SASS of the conv 3×3 benchmark
-/// (`64×64×32`, 3 stages, 4 warps: 16 elements per thread and step; sm_80 and sm_90a alike).
-pub const GATHER_ISSUE_PER_ELEMENT: f64 = 22.0;
-/// Warp instructions an SM issues per cycle in a gather-bound conv (4 schedulers; Nsight
-/// Compute measured 2.5 on the conv 3×3 benchmark's `mma.sync` kernel, sm_80 code on an H100).
-pub const GATHER_IPC: f64 = 2.5;
-
-/// Seconds a `mma.sync` contraction spends issuing the integer work of its conv gathers
-/// (operand `side` gathered `elems · reload` times; [`GATHER_ISSUE_PER_ELEMENT`] at
-/// [`GATHER_IPC`]): the same schedulers issue the tensor-core instructions, so it adds to them.
-fn gather_issue_s(algo: Algo, g: &Gemm, gathered: [f64; 2], target: &Target) -> f64 {
-    if algo != Algo::MmaSync {
-        return 0.0;
-    }
-    let elems: f64 = (0..2)
-        .filter(|i| g.fill[*i] == Fill::Gather)
-        .map(|i| gathered[i])
-        .sum();
-    let per_s = target.sms as f64 * GATHER_IPC * 32.0 * target.clock_ghz * 1e9;
-    elems * GATHER_ISSUE_PER_ELEMENT / per_s
 }
 
 /// Cycles from a row's first loads to their data from DRAM (≈ 550–700 ns on A100 and H100:

@@ -42,11 +42,13 @@
 //! [`run_offset`]), without decomposing it.
 //!
 //! TODO(issue 15): the per-step cost is still dominated by the per-element address and
-//! predicate work (about 22 issued instructions per gathered element in the conv 3×3
-//! benchmark's SASS, `cost::roofline::GATHER_ISSUE_PER_ELEMENT`): integer-issue bound. Left:
-//! per-row tap masks (one bit test per element instead of two range compares), wider runs along
-//! `M` (8 rows per thread, one table read for 8 loads), and a channels-last (NHWC) path with
-//! 16-byte `cp.async` of the image.
+//! predicate work (about 21 issued instructions per gathered element in the conv 3×3
+//! benchmark's SASS, 365 per `K` step of 16 HMMA on sm_80): integer-issue bound. The price
+//! does not count it yet (an added issue term made tiny convs leave the tensor cores, since
+//! the SIMT template's own index work is not priced either). Left: per-row tap masks (one
+//! bit test per element instead of two range compares), wider runs along `M` (8 rows per
+//! thread, one table read for 8 loads), and a channels-last (NHWC) path with 16-byte
+//! `cp.async` of the image.
 
 use super::super::super::cexpr;
 use super::super::super::gpu::verify::BARRIER_TOKEN;
