@@ -224,6 +224,13 @@ fn check(c: &Conv) -> Staged {
             assert_close(&format!("{name} {c:?}"), &g.to_f64(), &w.to_f64(), rtol);
         }
     }
+    if planned.contains("by the conv gather") {
+        // The loads take the `K` decomposition from the shared-memory table: no division.
+        assert!(planned.contains("_ktab["), "{c:?}: the K table\n{planned}");
+        for line in planned.lines().filter(|l| l.contains("dlc_bits(")) {
+            assert!(!line.contains('/') && !line.contains('%'), "{c:?}: {line}");
+        }
+    }
     Staged {
         gather: planned.contains("by the conv gather"),
         w_async: planned.contains("dlc_cp_async_16(&Bs"),

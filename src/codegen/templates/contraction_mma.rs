@@ -243,6 +243,9 @@ struct Stage<'r> {
     /// The run-time test (C) under which `copy` is aligned, when the sizes do not prove it
     /// ([`async_read`]); a launch failing it loads the tile element by element.
     aligned: Option<String>,
+    /// The contiguous run of a conv filter's `copy` (`conv::flat_run`): its offset is taken
+    /// from the flat index, without decomposing it.
+    flat: Option<conv::Run>,
     /// The conv gather that loads it otherwise, when the operand is one.
     gather: Option<conv::Gather<'r>>,
     /// A register-staged tile too large to hold across the fragment steps
@@ -353,9 +356,12 @@ fn copies(
     em.push_scope();
     bind_flat(em, &axes.names, &axes.c_sizes(), "go", "o_");
     bind_flat(em, &v.k.names, &v.k.c_sizes(), "gk", "k_");
-    let off = em.read_offset(tensor, map);
+    let off = match s.flat {
+        Some(run) => conv::run_offset(em, s, tensor, map, run),
+        None => em.read_offset(tensor, map).map(|(p, _, o)| (p, o)),
+    };
     em.pop_scope();
-    let (param, _, off) = off?;
+    let (param, off) = off?;
     em.emit(Stmt::CpAsync {
         dst: format!("&{}", s.at(st, C::atom("o"), C::atom("kk"))),
         src: format!("(ok ? {param} + ({off}) : {param})"),
@@ -376,6 +382,7 @@ fn copies(
         outer: s.outer,
         copy: None,
         aligned: None,
+        flat: None,
         gather: None,
         direct: true,
     };
@@ -541,13 +548,17 @@ pub fn build(
         CType::Half
     };
     let mk = |side: Side| {
-        let (copy, aligned) = if p.async_ {
+        let (copy, aligned, flat) = if p.async_ {
             match async_read(r, v, side, dtype) {
-                Some((copy, test)) => (Some(copy), test),
-                None => (conv::contiguous_read(r, v, side, dtype), None),
+                Some((copy, test)) => (Some(copy), test, None),
+                None => (
+                    conv::contiguous_read(r, v, side, dtype),
+                    None,
+                    conv::flat_run(r, v, side, dtype),
+                ),
             }
         } else {
-            (None, None)
+            (None, None, None)
         };
         let gather = copy
             .is_none()
@@ -566,6 +577,7 @@ pub fn build(
             outer,
             copy,
             aligned,
+            flat,
             gather,
             direct,
         }
@@ -712,6 +724,12 @@ pub fn build(
     if !stores.is_empty() {
         em.emit(Stmt::uniform_if("nt < kt_count", stores));
     }
+    for s in &sides {
+        if let Some(g) = &s.gather {
+            let next = g.advance(em, v, s, &p)?;
+            em.emit(next);
+        }
+    }
     let main = em.close();
     em.emit(Stmt::For {
         var: "kt".into(),
@@ -733,7 +751,7 @@ pub fn build(
     }
     em.pop_scope();
     let body = em.close();
-    let smem: Vec<Smem> = sides
+    let mut smem: Vec<Smem> = sides
         .iter()
         .map(|s| Smem {
             name: s.smem.into(),
@@ -742,6 +760,11 @@ pub fn build(
             dynamic: true,
         })
         .collect();
+    smem.extend(
+        sides
+            .iter()
+            .filter_map(|s| s.gather.as_ref().map(|g| g.table(s, &p))),
+    );
     let grid = v.grid(bm, bn);
     let mut k = Kernel {
         name: cexpr::ident(&r.name),

@@ -17,8 +17,10 @@
 //! them once; the kernel then computes, per thread and per row it loads (its tile rows are
 //! fixed across `K` steps when the run layout allows), the row's base offset, the outer part
 //! of each comparison and the row's validity **once per tile, before the `K` loop**; per `K`
-//! step and per run only the `K` decomposition (`(ci, kh, kw)` by constant division, shared by
-//! the run's elements), its offset and comparison parts, and per element an add per
+//! step and per run only the `K` decomposition, read from a shared-memory table (offset and
+//! comparison parts of each `K` position of the tile, [`Gather::table`]: written for the first
+//! `stages` tiles before the prologue and for one tile per step by `BK` threads, one
+//! constant-division chain each, so the loads do no division), and per element an add per
 //! comparison and one predicated 2-byte load of the raw bits (no conversion: they are packed
 //! straight into the register pair that is stored to shared memory).
 //!
@@ -36,15 +38,21 @@
 //! out when the outer extent is a whole number of tiles, and `gk < K` when `K` is a whole
 //! number of steps.
 //!
-//! TODO(issue 15): the per-step cost is still dominated by the `K` decomposition (one
-//! constant division chain per run: 16 per step for a 128×32 tile on 128 threads) and the
-//! per-element address and predicate work: `bench/gpu/estimate.py` puts the 3×3 conv at ~0.3–0.4×
-//! cuDNN, integer-pipe bound. Left: an incremental `(ci, kh, kw)` walk (or a per-`K` delta
-//! table in shared memory), wider runs along `M` (8 rows per thread, one decomposition for 8
-//! loads), and a channels-last (NHWC) path with 16-byte `cp.async` of the image.
+//! The filter's copies take their offset from the flat `K` index (`co·Ci·Kh·Kw + k`,
+//! [`run_offset`]), without decomposing it.
+//!
+//! TODO(issue 15): the per-step cost is still dominated by the per-element address and
+//! predicate work (about 21 issued instructions per gathered element in the conv 3×3
+//! benchmark's SASS, 365 per `K` step of 16 HMMA on sm_80): integer-issue bound. The price
+//! does not count it yet (an added issue term made tiny convs leave the tensor cores, since
+//! the SIMT template's own index work is not priced either). Left: per-row tap masks (one
+//! bit test per element instead of two range compares), wider runs along `M` (8 rows per
+//! thread, one table read for 8 loads), and a channels-last (NHWC) path with 16-byte
+//! `cp.async` of the image.
 
 use super::super::super::cexpr;
-use super::super::super::gpu::{CType, Stmt};
+use super::super::super::gpu::verify::BARRIER_TOKEN;
+use super::super::super::gpu::{CType, Div, Smem, Stmt};
 use super::super::super::scalar::Emitter;
 use super::super::super::CodegenError;
 use super::super::bind_flat;
@@ -83,6 +91,34 @@ pub(super) fn contiguous_read<'r>(
     side: Side,
     dtype: DType,
 ) -> Option<(&'r str, &'r [AxisExpr])> {
+    contiguous(r, v, side, dtype).map(|(t, m, _)| (t, m))
+}
+
+/// The contiguous run of a [`contiguous_read`]: its last `indices` indices, `len` elements,
+/// `whole` when it spans the whole direction the tile's rows run (all of `K`, say).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Run {
+    /// Trailing indices of the read's map that form the run.
+    pub(super) indices: usize,
+    /// Elements of the run.
+    pub(super) len: i64,
+    /// Whether the run is the whole direction (its flat index is the tile's flat index).
+    pub(super) whole: bool,
+}
+
+/// The [`Run`] of `side`'s [`contiguous_read`]: a copy's offset is then the offset of the
+/// other indices plus the flat index within the run (`gk % len`, or `gk` when whole), with
+/// no decomposition of the flat index into the run's axes.
+pub(super) fn flat_run(r: &Region, v: &View, side: Side, dtype: DType) -> Option<Run> {
+    contiguous(r, v, side, dtype).map(|(_, _, run)| run)
+}
+
+fn contiguous<'r>(
+    r: &'r Region,
+    v: &View<'r>,
+    side: Side,
+    dtype: DType,
+) -> Option<(&'r str, &'r [AxisExpr], Run)> {
     let Expr::Read { tensor, map } = operand(r, v, side)? else {
         return None;
     };
@@ -135,8 +171,16 @@ pub(super) fn contiguous_read<'r>(
             .iter()
             .any(|a| a.mentions(&|x| names.iter().any(|n| n == x)));
         let run = Dim::product(sizes).as_int();
-        if exact && same && !elsewhere && run.is_some_and(|x| x % CHUNK as i64 == 0) {
-            return Some((tensor.as_str(), map));
+        if let (true, true, false, Some(len)) = (exact, same, elsewhere, run) {
+            if len % CHUNK as i64 == 0 {
+                let whole = axes.extent().as_int() == Some(len);
+                let run = Run {
+                    indices: j,
+                    len,
+                    whole,
+                };
+                return Some((tensor.as_str(), map, run));
+            }
         }
     }
     None
@@ -354,6 +398,11 @@ fn row_cmp(j: usize) -> String {
     format!("g_rc{j}")
 }
 
+/// The shared-memory table of the `K` decomposition of stage `s` (see [`Gather::table`]).
+fn table_name(s: &Stage) -> String {
+    format!("{}_ktab", s.regs)
+}
+
 impl Gather<'_> {
     /// Rows per run (2 when the tile runs along the outer axis) and `K` positions per run.
     fn shape(&self) -> (u64, u64) {
@@ -375,6 +424,96 @@ impl Gather<'_> {
         } else {
             loads
         }
+    }
+
+    /// Values per `K` position in the table: the offset, then the `K` part of each tested
+    /// guard comparison.
+    fn width(&self) -> u64 {
+        1 + cmp_uses(&self.guard)
+            .iter()
+            .filter(|u| **u != CmpUse::Covered)
+            .count() as u64
+    }
+
+    /// The `K` decomposition table of stage `s`: `[stages][BK][width]` ints, slot `t % stages`
+    /// holding, for each position `kk` of tile `t`, the image offset of `k = t·BK + kk` and the
+    /// `K` part of each tested guard comparison. Written by [`Gather::hoist`] (tiles
+    /// `0..stages`) and [`Gather::advance`] (one tile per step), read by [`Gather::loads`]: the
+    /// loads do no division in the `K` loop.
+    pub(super) fn table(&self, s: &Stage, p: &MmaPlan) -> Smem {
+        Smem {
+            name: table_name(s),
+            ty: CType::I32,
+            dims: vec![p.stages, p.tile[2], self.width()],
+            dynamic: false,
+        }
+    }
+
+    /// Writes the table entries of tile `kt` (C) into slot `slot` (C): threads `0..BK` each
+    /// decompose one position (one constant-division chain per step for the block).
+    fn fill(
+        &self,
+        em: &mut Emitter,
+        v: &View,
+        s: &Stage,
+        p: &MmaPlan,
+        kt: &str,
+        slot: &str,
+    ) -> Result<Stmt, CodegenError> {
+        let (bk, threads) = (p.tile[2], p.threads());
+        let uses = cmp_uses(&self.guard);
+        em.open();
+        em.push_scope();
+        let gk = em.fresh("gk");
+        em.emit(Stmt::int(&gk, format!("({kt}) * {bk} + e")));
+        bind_flat(em, &v.k.names, &v.k.c_sizes(), &gk, "k_");
+        let kidx: Vec<AxisExpr> = self.index.iter().map(|x| x.k.clone()).collect();
+        let (_, _, koff) = em.read_offset(self.tensor, &kidx)?;
+        let at = |j: usize| format!("{}[{slot}][e][{j}]", table_name(s));
+        em.emit(Stmt::Assign {
+            place: at(0),
+            value: koff,
+        });
+        let tested = self
+            .guard
+            .iter()
+            .zip(&uses)
+            .filter(|(_, u)| **u != CmpUse::Covered);
+        for (j, (c, _)) in tested.enumerate() {
+            em.emit(Stmt::Assign {
+                place: at(j + 1),
+                value: em.axis(&c.side.k),
+            });
+        }
+        em.pop_scope();
+        let body = em.close();
+        let mut inner = vec![Stmt::int("e", format!("tid + l * {threads}"))];
+        if bk.is_multiple_of(threads) {
+            inner.extend(body);
+        } else {
+            inner.push(Stmt::If {
+                cond: format!("e < {bk}"),
+                div: Div::Thread,
+                then: body,
+                otherwise: vec![],
+            });
+        }
+        Ok(Stmt::unrolled("l", bk.div_ceil(threads), inner))
+    }
+
+    /// The table entries of tile `nt + 1` (the main loop's step `kt` refills tile `nt =
+    /// kt + stages − 1`), into slot `(nt + 1) % stages = kt % stages`: that slot's tile `kt`
+    /// was loaded `stages − 1` steps ago, before this step's barrier, and the entries are
+    /// published by the next step's barrier, before the loads that read them.
+    pub(super) fn advance(
+        &self,
+        em: &mut Emitter,
+        v: &View,
+        s: &Stage,
+        p: &MmaPlan,
+    ) -> Result<Stmt, CodegenError> {
+        let fill = self.fill(em, v, s, p, "nt + 1", "st")?;
+        Ok(Stmt::uniform_if("nt + 1 < kt_count", vec![fill]))
     }
 
     /// The row data of each (slot, row of the run), computed once per tile (before the `K`
@@ -448,6 +587,12 @@ impl Gather<'_> {
         }
         let body = em.close();
         em.emit(Stmt::unrolled("l", slots, body));
+        // The `K` table of tiles `0..stages` (the prologue's and the first step's loads).
+        for t in 0..p.stages {
+            let fill = self.fill(em, v, s, p, &t.to_string(), &t.to_string())?;
+            em.emit(fill);
+        }
+        em.emit(Stmt::Barrier);
         Ok(())
     }
 
@@ -465,6 +610,16 @@ impl Gather<'_> {
         let (rows, ks) = self.shape();
         let slot = if self.slots(s, p) == 1 { "0" } else { "l" };
         let (_, k) = s.run("c", 2);
+        // Along the outer axis the run's `K` row is `c / (BM/2)`; with `c = tid + l·threads`
+        // and `threads` a multiple of `BM/2` it is `tid / (BM/2) + l·threads/(BM/2)`, which the
+        // compiler folds into the table loads' immediate offsets (`c / …` of a signed `c` it
+        // cannot split).
+        let per = s.outer / 2;
+        let k = if !self.k_fastest && p.threads().is_multiple_of(per) {
+            format!("(int)((unsigned)tid / {per}u) + l * {}", p.threads() / per)
+        } else {
+            k
+        };
         em.open();
         em.emit(Stmt::int("kk", k));
         let param = em.read_offset(self.tensor, &[])?.0;
@@ -479,32 +634,37 @@ impl Gather<'_> {
             v.k.extent()
                 .as_int()
                 .is_some_and(|k| k > 0 && (k as u64).is_multiple_of(bk));
+        // The `K` decomposition of this tile's positions, from the table `fill` wrote (a
+        // warp's lanes read the same entry: one broadcast shared load per value).
+        let tslot = format!("({kt}) % {}", p.stages);
+        em.emit(Stmt::SmemUse {
+            token: BARRIER_TOKEN.into(),
+        });
         let mut k_parts = Vec::new();
         for kx in 0..ks {
-            em.push_scope();
-            let gk = em.fresh("gk");
-            em.emit(Stmt::int(&gk, format!("{kt} * {bk} + kk + {kx}")));
-            bind_flat(em, &v.k.names, &v.k.c_sizes(), &gk, "k_");
-            let kidx: Vec<AxisExpr> = self.index.iter().map(|x| x.k.clone()).collect();
-            let (_, _, koff) = em.read_offset(self.tensor, &kidx)?;
+            let entry = |j: usize| format!("{}[{tslot}][kk + {kx}][{j}]", table_name(s));
             let ko = em.fresh("ko");
-            em.emit(Stmt::int(&ko, koff));
+            em.emit(Stmt::int(&ko, entry(0)));
             let conds: Vec<String> = if k_whole {
                 vec![]
             } else {
-                vec![format!("{gk} < {}", cexpr::dim(&v.k.extent()))]
+                vec![format!(
+                    "{kt} * {bk} + kk + {kx} < {}",
+                    cexpr::dim(&v.k.extent())
+                )]
             };
             let mut cmp_k = Vec::new();
-            for (c, u) in self.guard.iter().zip(&uses) {
+            let mut j = 1;
+            for u in &uses {
                 if *u == CmpUse::Covered {
                     cmp_k.push(String::new());
                     continue;
                 }
                 let kc = em.fresh("kc");
-                em.emit(Stmt::int(&kc, em.axis(&c.side.k)));
+                em.emit(Stmt::int(&kc, entry(j)));
+                j += 1;
                 cmp_k.push(kc);
             }
-            em.pop_scope();
             k_parts.push((ko, conds, cmp_k));
         }
         let mut xs = Vec::new();
@@ -548,4 +708,28 @@ impl Gather<'_> {
         let body = em.close();
         Ok(vec![runs(s, 2, bk, p.threads(), body)])
     }
+}
+
+/// The offset (C) of a `cp.async` chunk of a [`Run`] read (`tensor`, `map`) of stage `s`: the
+/// offset of the indices outside the run plus the flat index within it (`gk` along `K`, `go`
+/// along the outer axis, reduced modulo the run unless it is the whole direction), with the
+/// read's parameter.
+pub(super) fn run_offset(
+    em: &mut Emitter,
+    s: &Stage,
+    tensor: &str,
+    map: &[AxisExpr],
+    run: Run,
+) -> Result<(String, String), CodegenError> {
+    let (rest, _) = map.split_at(map.len() - run.indices);
+    let mut idx = rest.to_vec();
+    idx.extend(std::iter::repeat_n(AxisExpr::Const(0), run.indices));
+    let (param, _, base) = em.read_offset(tensor, &idx)?;
+    let flat = if s.tile.k_fastest { "gk" } else { "go" };
+    let flat = if run.whole {
+        flat.to_string()
+    } else {
+        format!("{flat} % {}", run.len)
+    };
+    Ok((param, format!("({base}) + ({flat})")))
 }
