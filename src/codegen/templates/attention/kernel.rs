@@ -23,11 +23,23 @@ use crate::target::Arch;
 /// The compute token of the accumulators.
 const ACC: &str = "acc_ready";
 
-fn exp_of(sm: Softmax, x: &str) -> String {
+/// The base-2 factor `c` of the softmax's exponent: `exp(x) = 2^(x·log2 e)`, `exp2(x·c)`.
+fn exp2_factor(sm: Softmax) -> f64 {
     match sm {
-        Softmax::Exp => format!("dlc_exp({x})"),
-        Softmax::Exp2(c) => format!("dlc_exp2(({x}) * {})", cexpr::float(c)),
+        Softmax::Exp => std::f64::consts::LOG2_E,
+        Softmax::Exp2(c) => c,
     }
+}
+
+/// `e^(…)` of `x − m` as the kernel computes it: `2^(x·c − m·c)`, one `FFMA` on `x` and the
+/// row's `m·c` (`mc`, computed once per row and tile), then one `MUFU.EX2`
+/// (`dlc_exp2_approx`, `ex2.approx.ftz`: subnormal probabilities flush to 0; `P` is rounded to
+/// fp16/bf16 for `P·V` anyway).
+fn exp_of(sm: Softmax, x: &str, mc: &str) -> String {
+    format!(
+        "dlc_exp2_approx(fmaf({x}, {}, -{mc}))",
+        cexpr::float(exp2_factor(sm))
+    )
 }
 
 fn assign(place: impl Into<String>, value: impl Into<String>) -> Stmt {
@@ -610,6 +622,12 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
             dims: vec![2],
             zero: false,
         },
+        Stmt::Array {
+            ty: CType::F32,
+            name: "mc".into(),
+            dims: vec![2],
+            zero: false,
+        },
         Stmt::unrolled("h", 2, vec![assign("mx[h]", "m_i[h]")]),
         Stmt::unrolled(
             "ni",
@@ -629,7 +647,11 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
         ));
     }
     per_row.push(assign("mu[h]", "(mx[h] == (-dlc_inf()) ? 0.0f : mx[h])"));
-    per_row.push(assign("alpha[h]", exp_of(p.softmax, "m_i[h] - mu[h]")));
+    per_row.push(assign(
+        "mc[h]",
+        format!("mu[h] * {}", cexpr::float(exp2_factor(p.softmax))),
+    ));
+    per_row.push(assign("alpha[h]", exp_of(p.softmax, "m_i[h]", "mc[h]")));
     per_row.push(assign("m_i[h]", "mx[h]"));
     per_row.push(assign("l_i[h]", "l_i[h] * alpha[h]"));
     out.push(Stmt::unrolled("h", 2, per_row));
@@ -649,7 +671,10 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
             "e",
             4,
             vec![
-                assign("sacc[ni][e]", exp_of(p.softmax, "sacc[ni][e] - mu[e >> 1]")),
+                assign(
+                    "sacc[ni][e]",
+                    exp_of(p.softmax, "sacc[ni][e]", "mc[e >> 1]"),
+                ),
                 assign("l_i[e >> 1]", "l_i[e >> 1] + sacc[ni][e]"),
             ],
         )],
