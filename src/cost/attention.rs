@@ -28,7 +28,8 @@ use super::roofline::{algo_efficiency, Bound, Estimate};
 use super::work::{analyze, KernelWork};
 use super::{PlanChoice, PlanError, Priced, Rejected, Time};
 use crate::codegen::templates::attention::{
-    copies_async, heaviest_first, pad16, store_lanes, AttentionPair, AttentionPlan, Mask,
+    copies_async, fold_scale, heaviest_first, pad16, store_lanes, AttentionPair, AttentionPlan,
+    Mask,
 };
 use crate::extract::kernels::CostModel;
 use crate::ir::dim::Dim;
@@ -52,6 +53,16 @@ pub const REG_SLACK: u64 = 32;
 /// scale `FMUL`, the row max `FMNMX`, the exponent's `FFMA` (`s·c − m·c`), one `MUFU.EX2`
 /// (`ex2.approx.ftz`), the row sum `FADD`, half an `F2FP` pack (SASS of sm_90a, NVRTC 13).
 pub const OPS_PER_SCORE: f64 = 5.5;
+/// Instructions per score element and lane of `p`'s kernel: [`OPS_PER_SCORE`], one fewer when
+/// the score is the dot product times a positive constant (`templates::attention::fold_scale`:
+/// the scale is folded into the exponent's `FFMA`, no scale `FMUL`).
+pub fn ops_per_score(p: &AttentionPair) -> f64 {
+    if fold_scale(&p.score, &p.acc).is_some() {
+        OPS_PER_SCORE - 1.0
+    } else {
+        OPS_PER_SCORE
+    }
+}
 /// [`OPS_PER_SCORE`] of the kernel measured on 2026-11-26 (the exponent as `(s − m)·c` and
 /// `exp2f` with its denormal range fix-up: `FADD`, `FMUL`, `FSETP`, two predicated `FMUL`s
 /// around the `MUFU.EX2`; 592 instructions per kept tile at d = 64 and 521 at d = 128 against 458
@@ -404,7 +415,7 @@ pub fn q_in_regs(plan: &Plan) -> bool {
 }
 
 /// The price of `plan` for `p` on the model's target with `ops_per_score` instructions per
-/// score element and lane (the kernel's [`OPS_PER_SCORE`], or [`MEASURED_OPS_PER_SCORE`] to
+/// score element and lane (the kernel's [`ops_per_score`], or [`MEASURED_OPS_PER_SCORE`] to
 /// price the kernel measured on 2026-11-26), whether or not the plan space stops it.
 pub fn estimate(
     p: &AttentionPair,
@@ -469,7 +480,7 @@ pub fn choose_attention_plan(
             }
             continue;
         }
-        let (est, res) = price(p, &plan, &s, out_bytes, target, OPS_PER_SCORE);
+        let (est, res) = price(p, &plan, &s, out_bytes, target, ops_per_score(p));
         priced.push((Time::from_secs(est.time_s), plan, est, res));
     }
     priced.sort_by_key(|(t, ..)| *t);
