@@ -19,7 +19,7 @@
 //! Resident blocks per SM are counted at the registers ptxas allocates ([`registers`] less
 //! [`REG_SLACK`]). DRAM bytes: `Q` and `O` once; `K` and `V` once per batch point when the
 //! key/value panels of the batch points in flight (one wave of blocks) fit in half of L2, else the
-//! visited tiles' share that misses an L2 holding [`L2_REUSE`] of its size; L2 → SM bytes: every
+//! visited tiles' share that misses the L2 ([`L2_REUSE`]); L2 → SM bytes: every
 //! visited key tile per block. Calibrated against the H100 measurements of 2026-11-26
 //! (`bench/results/gpu-h100-2026-11-26/`: causal B=8 H=16 S=2048, d = 64 0.302 ms, d = 128
 //! 0.635 ms; `the_attention_price_matches_the_h100_measurements` in tests/codegen_attention.rs).
@@ -80,9 +80,11 @@ pub fn tile_fixed(dp: u64, dvp: u64) -> f64 {
 /// `w / (w + ISSUE_LATENCY_WARPS)` of its cycles ([`issue_efficiency`]). Fitted to the H100
 /// measurements: d = 64 (3 warps per scheduler, 0.302 ms) and d = 128 (2 warps, 0.635 ms).
 pub const ISSUE_LATENCY_WARPS: f64 = 2.1;
-/// The fraction of L2 that holds key/value panels re-read by later query blocks when the
-/// panels in flight do not fit (Nsight Compute, d = 64 causal: 494 MB from DRAM, 47 % L2 hits).
-pub const L2_REUSE: f64 = 0.75;
+/// The share of L2 holding key/value panels that later query blocks re-read, when the panels
+/// in flight do not fit: a visited tile hits with probability `L2_REUSE · L2 / panels in flight`
+/// (at most 1). Fitted between the two Nsight Compute reports (causal S = 2048): d = 64 reads
+/// 494 MB from DRAM (model 0.31 GB) and d = 128 1.22 GB (model 1.47 GB).
+pub const L2_REUSE: f64 = 1.0;
 /// Warp schedulers per SM (sm_80 and sm_90).
 const SCHEDULERS: f64 = 4.0;
 
