@@ -6,19 +6,30 @@
 //! memory. A point is *stopped* when its registers ([`registers`]: fragments + a measured
 //! overhead) exceed the thread's 255, or its shared memory the block's opt-in limit.
 //!
-//! **Roofline** (assumptions stated): FLOPs as executed are `4·B·H·M·N·D` padded to whole tiles
+//! **Price** (assumptions stated): FLOPs as executed are `4·B·H·M·N·D` padded to whole tiles
 //! (`D`, `DV` to 16, `M` to `BM`, `N` to `BN`), counting only the key tiles a block visits (a
-//! causal mask skips about half); on tensor cores at [`algo_efficiency`] of the peak, plus one
-//! SFU exponential per score. DRAM bytes: `Q` and `O` once; `K` and `V` once per batch point
-//! when the key/value panels of the batch points in flight (one wave of blocks) fit in half of
-//! L2, else once per query block; L2 → SM bytes: every visited key tile per block. Occupancy:
-//! resident blocks per SM by registers, shared memory, threads; the last wave's fill.
+//! causal mask skips about half). The kernel is bound by its *instruction issue*, not by the
+//! tensor pipe (Nsight Compute on an H100, d = 64 causal: issue slots 62 % busy, IPC 2.52, tensor
+//! pipe 37 %): [`tile_instructions`] counts what one warp issues per visited key tile (the MMAs,
+//! the `ldmatrix`es, [`OPS_PER_SCORE`] per score element, the rescale of the `O` accumulators and a
+//! fixed part, each read off the SASS), and the SM's four schedulers issue them at
+//! [`issue_efficiency`] of one per cycle, which falls with fewer resident warps (the dependent
+//! chain MMA → softmax → MMA of each warp stalls unless another warp is ready). Compute time is
+//! the larger of that issue time and the tensor time at [`algo_efficiency`] of the peak.
+//! Resident blocks per SM are counted at the registers ptxas allocates ([`registers`] less
+//! [`REG_SLACK`]). DRAM bytes: `Q` and `O` once; `K` and `V` once per batch point when the
+//! key/value panels of the batch points in flight (one wave of blocks) fit in half of L2, else the
+//! visited tiles' share that misses the L2 ([`L2_REUSE`]); L2 → SM bytes: every
+//! visited key tile per block. Calibrated against the H100 measurements of 2026-11-26
+//! (`bench/results/gpu-h100-2026-11-26/`: causal B=8 H=16 S=2048, d = 64 0.302 ms, d = 128
+//! 0.635 ms; `the_attention_price_matches_the_h100_measurements` in tests/codegen_attention.rs).
 
-use super::roofline::{algo_efficiency, Bound, Estimate, BARRIER_CYCLES};
+use super::roofline::{algo_efficiency, Bound, Estimate};
 use super::work::{analyze, KernelWork};
 use super::{PlanChoice, PlanError, Priced, Rejected, Time};
 use crate::codegen::templates::attention::{
-    copies_async, heaviest_first, pad16, store_lanes, AttentionPair, AttentionPlan, Mask,
+    copies_async, fold_scale, heaviest_first, pad16, store_lanes, AttentionPair, AttentionPlan,
+    Mask,
 };
 use crate::extract::kernels::CostModel;
 use crate::ir::dim::Dim;
@@ -32,8 +43,69 @@ pub const ALGO: &str = "mma_sync_flash";
 pub const BM: u64 = 64;
 /// Key tile sizes tried.
 pub const BNS: [u64; 3] = [32, 64, 128];
-/// Registers per thread beyond the fragments (addresses, loop state, softmax rows).
-pub const REG_OVERHEAD: u64 = 64;
+/// Registers per thread beyond the fragments (addresses, loop state, softmax rows; 68 since
+/// the exponent's factor and the rows' `m·c` are live across the key loop: d = 256 causal takes
+/// 250 registers on sm_90a against 248 at 64).
+pub const REG_OVERHEAD: u64 = 68;
+/// Registers per thread the [`registers`] bound lies above ptxas on the measured points
+/// (NVRTC 13, sm_90a, S = 2048 causal: d = 64 `BN = 64` 161 vs 196, d = 128 `BN = 32` 190 vs
+/// 228): the occupancy is counted at `registers − REG_SLACK` (the stop at 255 keeps the bound).
+pub const REG_SLACK: u64 = 36;
+/// Instructions per score element and lane of the kernel's kept (unmasked) key tiles: the
+/// scale `FMUL`, the row max `FMNMX`, the exponent's `FFMA` (`s·c − m·c`), one `MUFU.EX2`
+/// (`ex2.approx.ftz`), the row sum `FADD`, half an `F2FP` pack (SASS of sm_90a, NVRTC 13).
+pub const OPS_PER_SCORE: f64 = 5.5;
+/// Instructions per score element and lane of `p`'s kernel: [`OPS_PER_SCORE`], one fewer when
+/// the score is the dot product times a positive constant (`templates::attention::fold_scale`:
+/// the scale is folded into the exponent's `FFMA`, no scale `FMUL`).
+pub fn ops_per_score(p: &AttentionPair) -> f64 {
+    if fold_scale(&p.score, &p.acc).is_some() {
+        OPS_PER_SCORE - 1.0
+    } else {
+        OPS_PER_SCORE
+    }
+}
+/// [`OPS_PER_SCORE`] of the kernel measured on 2026-11-26 (the exponent as `(s − m)·c` and
+/// `exp2f` with its denormal range fix-up: `FADD`, `FMUL`, `FSETP`, two predicated `FMUL`s
+/// around the `MUFU.EX2`; 592 instructions per kept tile at d = 64 and 521 at d = 128 against 458
+/// and 450 now).
+pub const MEASURED_OPS_PER_SCORE: f64 = 9.75;
+/// Fixed instructions per warp and key tile (the wait and barrier, the `cp.async` addresses of
+/// the next tile, the `ldmatrix` addresses, the quad shuffles of the row max): `106 + 3/8 ·
+/// (D + DV)`, fitted to the SASS of d = 64 (`BN = 64`: 154) and d = 128 (`BN = 32`: 202).
+pub fn tile_fixed(dp: u64, dvp: u64) -> f64 {
+    106.0 + 0.375 * (dp + dvp) as f64
+}
+/// Latency of the issue, in warps per scheduler: a scheduler with `w` resident warps issues on
+/// `w / (w + ISSUE_LATENCY_WARPS)` of its cycles ([`issue_efficiency`]). Fitted to the H100
+/// measurements: d = 64 (3 warps per scheduler, 0.302 ms) and d = 128 (2 warps, 0.635 ms).
+pub const ISSUE_LATENCY_WARPS: f64 = 2.1;
+/// The share of L2 holding key/value panels that later query blocks re-read, when the panels
+/// in flight do not fit: a visited tile hits with probability `L2_REUSE · L2 / panels in flight`
+/// (at most 1). Fitted between the two Nsight Compute reports (causal S = 2048): d = 64 reads
+/// 494 MB from DRAM (model 0.31 GB) and d = 128 1.22 GB (model 1.47 GB).
+pub const L2_REUSE: f64 = 1.0;
+/// Warp schedulers per SM (sm_80 and sm_90).
+const SCHEDULERS: f64 = 4.0;
+
+/// Instructions one warp issues per visited key tile of `plan` at head/value dims `d`, `dv`,
+/// with `ops_per_score` instructions per score element and lane (module doc): the `QKᵀ` and
+/// `P·V` MMAs, their `ldmatrix`es (and `Q`'s when it is re-read from shared memory), the
+/// softmax of the warp's `16 × BN` scores (`BN / 2` per lane), the rescale of its `DV / 2`
+/// accumulators per lane, and [`tile_fixed`].
+pub fn tile_instructions(plan: &AttentionPlan, d: u64, dv: u64, ops_per_score: f64) -> f64 {
+    let (dp, dvp, bn) = (pad16(d), pad16(dv), plan.bn);
+    let hmma = bn / 8 * (dp / 16) + dvp / 8 * (bn / 16);
+    let q_ldsm = if plan.q_in_regs { 0 } else { dp / 16 };
+    let ldsm = bn / 16 * (dp / 16) + dvp / 16 * (bn / 16) + q_ldsm;
+    (hmma + ldsm) as f64 + ops_per_score * (bn / 2) as f64 + (dvp / 2) as f64 + tile_fixed(dp, dvp)
+}
+
+/// The fraction of a scheduler's cycles that issue with `warps` resident warps per scheduler
+/// (module doc).
+pub fn issue_efficiency(warps: f64) -> f64 {
+    warps / (warps + ISSUE_LATENCY_WARPS)
+}
 
 /// Registers per thread of `plan` at head/value dims `d`, `dv`: a formula over the knobs,
 /// term by term what the kernel keeps live in its key loop, calibrated against ptxas (sm_80 and
@@ -168,12 +240,15 @@ fn visited_tiles(mask: Option<Mask>, s: &Sizes, bm: u64, bn: u64) -> u64 {
 }
 
 /// Threads, registers (the [`registers`] bound), shared memory and resident blocks per SM of
-/// `plan` (by registers, shared memory, threads, blocks).
+/// `plan` (by the registers ptxas allocates, [`REG_SLACK`] below the bound; by shared memory,
+/// threads, blocks).
 fn resources(p: &AttentionPair, plan: &AttentionPlan, target: &Target) -> Resources {
     let threads = plan.threads();
-    let regs = registers(plan, p.head_dim, p.value_dim).min(255) as u32;
+    let bound = registers(plan, p.head_dim, p.value_dim);
+    let regs = bound.min(255) as u32;
+    let allocated = bound.saturating_sub(REG_SLACK).min(255) as u32;
     let smem = plan.smem_bytes(p.head_dim, p.value_dim) as u32;
-    let by_regs = target.regs_per_sm / (regs.div_ceil(8) * 8 * threads as u32).max(1);
+    let by_regs = target.regs_per_sm / (allocated.div_ceil(8) * 8 * threads as u32).max(1);
     let by_smem = target.smem_per_sm / smem.max(1);
     let by_threads = target.threads_per_sm / threads as u32;
     let ctas_per_sm = by_regs
@@ -206,6 +281,7 @@ fn price(
     s: &Sizes,
     out_bytes: u64,
     target: &Target,
+    ops_per_score: f64,
 ) -> (Estimate, Resources) {
     let (dp, dvp) = (pad16(p.head_dim) as f64, pad16(p.value_dim) as f64);
     let res = resources(p, plan, target);
@@ -215,7 +291,6 @@ fn price(
     let tiles = visited_tiles(p.mask, s, plan.bm, plan.bn) as f64 * s.nb as f64;
     let tile_flops = (plan.bm * plan.bn) as f64 * 2.0 * (dp + dvp);
     let flops = tiles * tile_flops;
-    let exps = tiles * (plan.bm * plan.bn) as f64;
     let slots = (ctas_per_sm * target.sms) as f64;
     let waves = (ctas / slots).ceil().max(1.0);
     let fill = ctas / (waves * slots);
@@ -223,19 +298,16 @@ fn price(
     let hide = (warps_per_sm / super::roofline::WARPS_TO_HIDE).min(1.0);
     let occupancy = fill * hide;
     let eff = algo_efficiency(Algo::MmaSync, target.arch);
-    let sfu = (target.sfu_per_clock_per_sm * target.sms) as f64 * target.clock_ghz * 1e9;
-    // Per visited tile on CUDA cores: the rescale of the output accumulators (`BM·DV`) and
-    // about six operations per score (max, shuffle share, subtract, scale, sum, pack); and the
-    // step's barrier, overlapped across the blocks resident on an SM.
-    let cuda_ops = tiles * (plan.bm as f64 * dvp + 6.0 * (plan.bm * plan.bn) as f64);
-    let barrier_s = tiles * BARRIER_CYCLES
-        / (target.clock_ghz * 1e9 * (target.sms * ctas_per_sm) as f64 * fill);
-    let compute_s = flops / (target.tensor_flops * occupancy * eff)
-        + exps / (sfu * occupancy)
-        + cuda_ops / (target.fp32_flops / 2.0 * occupancy)
-        + barrier_s;
+    let tensor_s = flops / (target.tensor_flops * occupancy * eff);
+    // Issue: every visited tile's instructions, per warp, on the SM's schedulers (module doc).
+    let per_warp = tile_instructions(plan, p.head_dim, p.value_dim, ops_per_score);
+    let instructions = tiles * (plan.bm / 16) as f64 * per_warp;
+    let issue_rate = SCHEDULERS * target.sms as f64 * target.clock_ghz * 1e9 * fill;
+    let issue_s = instructions / (issue_rate * issue_efficiency(warps_per_sm / SCHEDULERS));
+    let compute_s = tensor_s.max(issue_s);
     // DRAM: Q and O once; K and V once per batch point when the panels in flight fit in half
-    // of L2 (the batch points of one wave of blocks), else once per visited tile.
+    // of L2 (the batch points of one wave of blocks), else the visited tiles' share that misses
+    // the L2 (`L2_REUSE` of it holding panels for later blocks).
     let elem = 2.0;
     let (m, n, nb) = (s.m as f64, s.n as f64, s.nb as f64);
     let q_bytes = nb * m * p.head_dim as f64 * elem;
@@ -251,7 +323,8 @@ fn price(
     let kv_bytes = if in_flight * kv_panel <= target.l2_bytes as f64 / 2.0 {
         nb * kv_panel
     } else {
-        l2_bytes - q_bytes
+        let hit = (L2_REUSE * target.l2_bytes as f64 / (in_flight * kv_panel)).min(1.0);
+        (nb * kv_panel).max((l2_bytes - q_bytes) * (1.0 - hit))
     };
     let bytes = q_bytes + o_bytes + kv_bytes;
     let memory_s = (bytes / (target.dram_bw * fill)).max(l2_bytes / (target.l2_bw * fill));
@@ -345,6 +418,29 @@ pub fn q_in_regs(plan: &Plan) -> bool {
         .any(|c| c.tensor == "Q" && c.where_ == "reg")
 }
 
+/// The price of `plan` for `p` on the model's target with `ops_per_score` instructions per
+/// score element and lane (the kernel's [`ops_per_score`], or [`MEASURED_OPS_PER_SCORE`] to
+/// price the kernel measured on 2026-11-26), whether or not the plan space stops it.
+pub fn estimate(
+    p: &AttentionPair,
+    plan: &AttentionPlan,
+    model: &CostModel,
+    ops_per_score: f64,
+) -> Result<Estimate, PlanError> {
+    let s = sizes(p, model)?;
+    let out_bytes = out_bytes(p);
+    Ok(price(p, plan, &s, out_bytes, &model.target, ops_per_score).0)
+}
+
+/// Bytes per element of `p`'s output (2 when it has none).
+fn out_bytes(p: &AttentionPair) -> u64 {
+    p.second
+        .outputs
+        .first()
+        .map(|o| o.dtype.size_bytes())
+        .unwrap_or(2)
+}
+
 /// The fastest attention plan of `p` on the model's target (module doc).
 pub fn choose_attention_plan(
     p: &AttentionPair,
@@ -353,12 +449,7 @@ pub fn choose_attention_plan(
     let target = &model.target;
     let s = sizes(p, model)?;
     let work = analyze(p.first, model)?;
-    let out_bytes = p
-        .second
-        .outputs
-        .first()
-        .map(|o| o.dtype.size_bytes())
-        .unwrap_or(2);
+    let out_bytes = out_bytes(p);
     let all = space(copies_async(p));
     let n_space = all.len();
     let mut priced: Vec<(Time, AttentionPlan, Estimate, Resources)> = Vec::new();
@@ -393,7 +484,7 @@ pub fn choose_attention_plan(
             }
             continue;
         }
-        let (est, res) = price(p, &plan, &s, out_bytes, target);
+        let (est, res) = price(p, &plan, &s, out_bytes, target, ops_per_score(p));
         priced.push((Time::from_secs(est.time_s), plan, est, res));
     }
     priced.sort_by_key(|(t, ..)| *t);

@@ -8,7 +8,7 @@ __device__ __forceinline__ float api_scalar(float x, float y) {
   s += dlc_f32(dlc_cvt<__half>(x)) + dlc_f32(dlc_cvt<__nv_bfloat16>(x)) + dlc_f32(dlc_cvt<float>(x));
   s += dlc_f32(dlc_cvt<int>(x)) + dlc_f32(dlc_cvt<bool>(x));
   s += dlc_round_f16(x) + dlc_round_bf16(x);
-  s += dlc_exp(x) + dlc_exp2(x) + dlc_log(dlc_abs(x) + 1.0f) + dlc_log2(dlc_abs(x) + 1.0f);
+  s += dlc_exp(x) + dlc_exp2(x) + dlc_exp2_approx(x) + dlc_log(dlc_abs(x) + 1.0f) + dlc_log2(dlc_abs(x) + 1.0f);
   s += dlc_sqrt(dlc_abs(x)) + dlc_rsqrt(dlc_abs(x) + 1.0f) + dlc_recip(x + 100.0f);
   s += dlc_erf(x) + dlc_tanh(x) + dlc_sigmoid(x) + dlc_pow(dlc_abs(x), y);
   s += dlc_max(x, y) + dlc_min(x, y) + dlc_relu(x);

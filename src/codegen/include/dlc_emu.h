@@ -226,6 +226,11 @@ inline unsigned dlc_pack_bf162(float lo, float hi) {
 // ---------------------------------------------------------------------------------------------
 inline float dlc_exp(float x) { return std::exp(x); }
 inline float dlc_exp2(float x) { return std::exp2(x); }
+// The device's `ex2.approx.ftz.f32`: 2^x with subnormal results flushed to 0 (NaN stays NaN).
+inline float dlc_exp2_approx(float x) {
+  const float y = std::exp2(x);
+  return y < 1.17549435e-38f ? 0.0f : y;
+}
 inline float dlc_log(float x) { return std::log(x); }
 inline float dlc_log2(float x) { return std::log2(x); }
 inline float dlc_sqrt(float x) { return std::sqrt(x); }

@@ -76,6 +76,13 @@ __device__ __forceinline__ unsigned dlc_pack_bf162(float lo, float hi) {
 // ---- math on float ---------------------------------------------------------------------------
 __device__ __forceinline__ float dlc_exp(float x) { return expf(x); }
 __device__ __forceinline__ float dlc_exp2(float x) { return exp2f(x); }
+// 2^x on the SFU alone (`ex2.approx.ftz.f32`, one MUFU.EX2; about 2 ulp, subnormal results
+// flushed to 0): the attention probabilities, rounded to fp16/bf16 for P*V anyway.
+__device__ __forceinline__ float dlc_exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float dlc_log(float x) { return logf(x); }
 __device__ __forceinline__ float dlc_log2(float x) { return log2f(x); }
 __device__ __forceinline__ float dlc_sqrt(float x) { return sqrtf(x); }

@@ -146,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
             const int qrow = wrow + (lane >> 2) + (e >> 1) * 8;
             const int rowc = qrow < (s_S) ? qrow : (s_S) - 1;
             const float dot = sacc[ni][e];
-            sacc[ni][e] = (dot * 0.125f);
+            sacc[ni][e] = dot;
           }
         }
       } else {
@@ -159,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
             const int rowc = qrow < (s_S) ? qrow : (s_S) - 1;
             const float dot = sacc[ni][e];
             if (key < (s_S)) {
-              sacc[ni][e] = ((key <= rowc) ? (dot * 0.125f) : (-dlc_inf()));
+              sacc[ni][e] = ((key <= rowc) ? dot : (-dlc_inf()));
             } else {
               sacc[ni][e] = (-dlc_inf());
             }
@@ -169,6 +169,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
       float mx[2];
       float mu[2];
       float alpha[2];
+      float mc[2];
       #pragma unroll
       for (int h = 0; h < 2; h += 1) {
         mx[h] = m_i[h];
@@ -185,7 +186,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
         mx[h] = fmaxf(mx[h], dlc_shfl_xor(mx[h], 1));
         mx[h] = fmaxf(mx[h], dlc_shfl_xor(mx[h], 2));
         mu[h] = (mx[h] == (-dlc_inf()) ? 0.0f : mx[h]);
-        alpha[h] = dlc_exp2((m_i[h] - mu[h]) * 1.442695f);
+        mc[h] = mu[h] * 0.18033688f;
+        alpha[h] = dlc_exp2_approx(fmaf(m_i[h], 0.18033688f, -mc[h]));
         m_i[h] = mx[h];
         l_i[h] = l_i[h] * alpha[h];
       }
@@ -200,7 +202,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
       for (int ni = 0; ni < 8; ni += 1) {
         #pragma unroll
         for (int e = 0; e < 4; e += 1) {
-          sacc[ni][e] = dlc_exp2((sacc[ni][e] - mu[e >> 1]) * 1.442695f);
+          sacc[ni][e] = dlc_exp2_approx(fmaf(sacc[ni][e], 0.18033688f, -mc[e >> 1]));
           l_i[e >> 1] = l_i[e >> 1] + sacc[ni][e];
         }
       }

@@ -10,7 +10,7 @@ use super::super::super::CodegenError;
 use super::super::contraction::Side;
 use super::super::contraction_mma::smem::Tile;
 use super::super::{bind_flat, params_of};
-use super::pattern::kept_score;
+use super::pattern::{fold_scale, kept_score};
 use super::stage::{self, Operand, REFILL, TILE};
 use super::{
     heaviest_first, inputs, kernel_symbols, pad16, AttentionPair, AttentionPlan, Mask, Softmax,
@@ -23,11 +23,23 @@ use crate::target::Arch;
 /// The compute token of the accumulators.
 const ACC: &str = "acc_ready";
 
-fn exp_of(sm: Softmax, x: &str) -> String {
+/// The base-2 factor `c` of the softmax's exponent: `exp(x) = 2^(x·log2 e)`, `exp2(x·c)`.
+fn exp2_factor(sm: Softmax) -> f64 {
     match sm {
-        Softmax::Exp => format!("dlc_exp({x})"),
-        Softmax::Exp2(c) => format!("dlc_exp2(({x}) * {})", cexpr::float(c)),
+        Softmax::Exp => std::f64::consts::LOG2_E,
+        Softmax::Exp2(c) => c,
     }
+}
+
+/// `e^(…)` of `x − m` as the kernel computes it: `2^(x·c − m·c)` (`c` the exponent's
+/// `factor`), one `FFMA` on `x` and the row's `m·c` (`mc`, computed once per row and tile), then
+/// one `MUFU.EX2` (`dlc_exp2_approx`, `ex2.approx.ftz`: subnormal probabilities flush to 0; `P`
+/// is rounded to fp16/bf16 for `P·V` anyway).
+fn exp_of(factor: f64, x: &str, mc: &str) -> String {
+    format!(
+        "dlc_exp2_approx(fmaf({x}, {}, -{mc}))",
+        cexpr::float(factor)
+    )
 }
 
 fn assign(place: impl Into<String>, value: impl Into<String>) -> Stmt {
@@ -72,6 +84,10 @@ struct Cx<'r> {
     k: Operand<'r>,
     v: Operand<'r>,
     any_async: bool,
+    /// The score the kernel computes per element (`p.score`, or with its scale folded out,
+    /// [`fold_scale`]) and the factor `c` of the exponent `2^(s·c − m·c)` (the scale folded in).
+    score: Expr,
+    factor: f64,
 }
 
 /// `p.second` seen with the kernel's inputs, so that its input `i` is parameter `in{i}` too;
@@ -188,7 +204,13 @@ pub fn build(
             .ok_or_else(|| bad(format!("iter `{a}` has no partner")))
     };
     let [q, k, v] = operands(p, &second, plan, dtype, [&mc, &sc]);
+    let (score, factor) = match fold_scale(&p.score, &p.acc) {
+        Some((raw, k)) => (raw, exp2_factor(p.softmax) * k),
+        None => (p.score.clone(), exp2_factor(p.softmax)),
+    };
     let cx = Cx {
+        score,
+        factor,
         p,
         plan: *plan,
         dtype,
@@ -403,12 +425,13 @@ fn key_step(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<Vec<Stmt>, Co
     step.extend(scores(
         e1,
         cx.p,
+        &cx.score,
         &cx.plan,
         [&cx.q, &cx.k],
         dtype,
         [&cx.mc, &cx.sc],
     )?);
-    step.extend(online_softmax(cx.p, &cx.plan, dvp));
+    step.extend(online_softmax(cx.factor, &cx.plan, dvp));
     step.extend(pv(&cx.plan, &cx.v, dvp, dtype));
     Ok(step)
 }
@@ -469,6 +492,7 @@ fn assemble(
 fn scores(
     e1: &mut Emitter,
     p: &AttentionPair,
+    score_expr: &Expr,
     plan: &AttentionPlan,
     [q_op, k_op]: [&Operand; 2],
     dtype: DType,
@@ -522,7 +546,7 @@ fn scores(
             e.provide(&p.acc, "dot");
         })
     };
-    let score = score_of(&p.score)?;
+    let score = score_of(score_expr)?;
     let coords = || {
         vec![
             Stmt::int("key", "n0 + ni * 8 + (lane & 3) * 2 + (e & 1)"),
@@ -542,7 +566,7 @@ fn scores(
     // A tile whose every key is in range and kept by the mask for every row of the block
     // (the block-uniform test of `kept_cond`) computes the kept score alone: no key bound, no
     // mask comparison and select per element (FlashAttention-2's unmasked steady state).
-    match kept_score(&p.score, &p.key, &p.query) {
+    match kept_score(score_expr, &p.key, &p.query) {
         Some((kept, m)) => {
             let mut fast = coords();
             fast.extend(score_of(kept)?);
@@ -589,7 +613,7 @@ fn kept_cond(m: Mask, bm: u64, bn: u64, sc: &str) -> String {
 /// `fmaxf` (one `FMNMX`) rather than the reference's NaN-propagating `dlc_max` (four
 /// instructions): a NaN score still reaches its row's output, through `exp(NaN − m)` in `l_i`
 /// and in the `P·V` product, so the stored values are the same.
-fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt> {
+fn online_softmax(factor: f64, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt> {
     let bn = plan.bn;
     let mut out = vec![
         Stmt::Array {
@@ -607,6 +631,12 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
         Stmt::Array {
             ty: CType::F32,
             name: "alpha".into(),
+            dims: vec![2],
+            zero: false,
+        },
+        Stmt::Array {
+            ty: CType::F32,
+            name: "mc".into(),
             dims: vec![2],
             zero: false,
         },
@@ -629,7 +659,8 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
         ));
     }
     per_row.push(assign("mu[h]", "(mx[h] == (-dlc_inf()) ? 0.0f : mx[h])"));
-    per_row.push(assign("alpha[h]", exp_of(p.softmax, "m_i[h] - mu[h]")));
+    per_row.push(assign("mc[h]", format!("mu[h] * {}", cexpr::float(factor))));
+    per_row.push(assign("alpha[h]", exp_of(factor, "m_i[h]", "mc[h]")));
     per_row.push(assign("m_i[h]", "mx[h]"));
     per_row.push(assign("l_i[h]", "l_i[h] * alpha[h]"));
     out.push(Stmt::unrolled("h", 2, per_row));
@@ -649,7 +680,7 @@ fn online_softmax(p: &AttentionPair, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt
             "e",
             4,
             vec![
-                assign("sacc[ni][e]", exp_of(p.softmax, "sacc[ni][e] - mu[e >> 1]")),
+                assign("sacc[ni][e]", exp_of(factor, "sacc[ni][e]", "mc[e >> 1]")),
                 assign("l_i[e >> 1]", "l_i[e >> 1] + sacc[ni][e]"),
             ],
         )],

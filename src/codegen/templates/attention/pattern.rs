@@ -405,6 +405,59 @@ pub fn kept_score<'e>(score: &'e Expr, key: &str, query: &str) -> Option<(&'e Ex
     }
 }
 
+/// `k` when `e` is `acc · k` or `k · acc` with `k` a positive finite constant (its fp32 value,
+/// as the reference computes it).
+fn scale_of(e: &Expr, acc: &str) -> Option<f64> {
+    let Expr::Binary(BinaryFn::Mul, a, b) = e else {
+        return None;
+    };
+    let k = match (a.as_ref(), b.as_ref()) {
+        (Expr::Let(x), Expr::Const(k)) | (Expr::Const(k), Expr::Let(x)) if x == acc => *k,
+        _ => return None,
+    };
+    let k = f64::from(k as f32);
+    (k > 0.0 && k.is_finite()).then_some(k)
+}
+
+/// The score with its scale folded out: when the score is `acc · k` (`k > 0` a constant),
+/// alone or as the kept branch of the skippable mask (`where(cond, acc·k, -INF)`,
+/// `where(cond, -INF, acc·k)`, `select(pred, acc·k, -INF)`), the same score on the raw dot
+/// product `acc`, and `k`. The softmax of `k·s` is the softmax of `s` with `k` folded into the
+/// exponent's factor (`max(k·s) = k·max(s)` as `k > 0`, and `-INF` stays `-INF`), so the kernel
+/// computes no scaled score.
+pub fn fold_scale(score: &Expr, acc: &str) -> Option<(Expr, f64)> {
+    let raw = || Box::new(Expr::Let(acc.to_string()));
+    if let Some(k) = scale_of(score, acc) {
+        return Some((*raw(), k));
+    }
+    match score {
+        Expr::Where(c, a, b) if is_neg_inf(b) => {
+            let k = scale_of(a, acc)?;
+            Some((Expr::Where(c.clone(), raw(), b.clone()), k))
+        }
+        Expr::Where(c, a, b) if is_neg_inf(a) => {
+            let k = scale_of(b, acc)?;
+            Some((Expr::Where(c.clone(), a.clone(), raw()), k))
+        }
+        Expr::Select {
+            pred,
+            then,
+            otherwise,
+        } if is_neg_inf(otherwise) => {
+            let k = scale_of(then, acc)?;
+            Some((
+                Expr::Select {
+                    pred: pred.clone(),
+                    then: raw(),
+                    otherwise: otherwise.clone(),
+                },
+                k,
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// `where(cmpeq(x, bad), good, x)` (either comparison order) → `(x, true)`; else `(e, false)`.
 /// The lowering guards a softmax this way so that a fully masked row gives zeros.
 fn unguard(e: &Expr, bad: f64, good: f64) -> (&Expr, bool) {
