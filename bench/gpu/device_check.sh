@@ -5,7 +5,8 @@
 # Prepare here (x86-64 builds carried in the ignored folder .gpu/):
 #   cargo build --release && cargo test --release --test cuda_run --no-run
 #   mkdir -p .gpu && cp target/release/dlc-egg .gpu/ && cp "$(ls -t target/release/deps/cuda_run-* | grep -v '\.d$' | head -1)" .gpu/cuda_run
-# then run `bash bench/gpu/device_check.sh` there with `.gpu` carried. STEPS (default
+# then run `bash bench/gpu/device_check.sh` there with `.gpu` carried (at most 8 files come back:
+# env.txt, cuda_run.log, extra.log (twice + ncu) and a .md/.log pair per bench step). STEPS (default
 # "bench sm80 tests extended") picks the parts.
 set -u
 OUT=${OUT:-/tmp/dlc-gpu-out}
@@ -48,8 +49,9 @@ for step in $STEPS; do
     twice)
       # the same program compiled in two processes (the CUDA cache must not hide ptxas's report)
       for i in 1 2; do
-        .gpu/dlc-egg run examples/gemm_bias_relu.json --device cuda --random 1 --out-dir /tmp/twice$i > "$OUT/twice.log" 2>&1
-        echo "== twice $i: exit $?"; tail -3 "$OUT/twice.log"
+        .gpu/dlc-egg run examples/gemm_bias_relu.json --device cuda --random 1 --out-dir /tmp/twice$i > /tmp/twice$i.log 2>&1
+        rc=$?; cat /tmp/twice$i.log >> "$OUT/extra.log"
+        echo "== twice $i: exit $rc"; tail -3 /tmp/twice$i.log
       done ;;
     ncu)
       # one launch of each kernel under Nsight Compute: speed of light, occupancy, stalls
@@ -58,11 +60,11 @@ for step in $STEPS; do
           timeout "${NCU_LIMIT:-90}" ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
             --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
             --section SchedulerStats --section InstructionStats ${NCU_EXTRA:-} .gpu/dlc-egg run "bench/gpu/graphs/$g.json" \
-            --device cuda --arch "$a" --random 1 --out-dir "/tmp/ncu-$g-$a" >> "$OUT/ncu.txt" 2>&1
+            --device cuda --arch "$a" --random 1 --out-dir "/tmp/ncu-$g-$a" >> "$OUT/extra.log" 2>&1
           echo "== ncu $g $a: exit $?"
         done
       done
-      grep -E "^  [a-z_0-9]+|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Block Limit|Stall|Executed Ipc A" "$OUT/ncu.txt" | head -80 ;;
+      grep -E "^  [a-z_0-9]+|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Block Limit|Stall|Executed Ipc A" "$OUT/extra.log" | head -80 ;;
     big) bench gpu-big --cases conv3x3_n256_224 ;;
     tests)
       # the test binary looks for examples/ and tests/golden under the path it was built in
