@@ -1,6 +1,6 @@
 //! The GPU cost model against kernels timed on a real GPU.
 //!
-//! `tests/data/gpu_measured.json` holds kernels of `bench/gpu/graphs/` measured by
+//! `tests/data/measured/gpu_h100.json` holds kernels of `bench/gpu/graphs/` measured by
 //! `bench/gpu/run.py` on a lent GPU (the source report is named per entry;
 //! `bench/gpu/calibration.py` writes the file from the reports). For every entry whose plan the
 //! optimizer still chooses for that graph and arch, the emitted kernel's `predicted_us` must be
@@ -67,7 +67,7 @@ struct Entry {
 }
 
 fn entries() -> Vec<Entry> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gpu_measured.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/measured/gpu_h100.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
 }

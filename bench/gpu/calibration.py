@@ -2,7 +2,7 @@
 """Turn `run.py` reports measured on a GPU into the calibration points `tests/gpu_measured.rs` checks.
 
     python3 bench/gpu/calibration.py --dlc target/release/dlc-egg --device "NVIDIA H100 80GB HBM3" \
-        bench/results/gpu-h100-2026-11-26/call4-gpu-native.md:sm90 ... > tests/data/gpu_measured.json
+        bench/results/gpu-h100-2026-11-26/call4-gpu-native.md:sm90 ... > tests/data/measured/gpu_h100.json
 
 Each report's "Kernels of `CASE` (mean ms): `k` 0.3076, …" lines give the measured time of every kernel;
 `dlc-egg optimize GRAPH --arch ARCH --explain` (run with the binary that was measured) gives the plan each

@@ -16,6 +16,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   DLC_DYN_SMEM(dlc_dyn_smem);
   __half (&As)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 0);
   __half (&Bs)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 16384);
+  __shared__ __align__(16) int ra_ktab[4][32][3];
   // operand A: outer-major tile, loaded through registers by the conv gather (rows hoisted out of the K loop)
   // operand B: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
@@ -64,23 +65,79 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     ra_g_rc0[l][1] = ((0 + (2 * o_m_10)) + ((-1) * 1));
     ra_g_rc2[l][1] = ((0 + (2 * o_n_8)) + ((-1) * 1));
   }
-  if (0 < kt_count) {
-    #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
-      const int c = tid + l * 256;
-      const int kk = c / 32;
-      const int gk_13 = 0 * 32 + kk + 0;
+  #pragma unroll
+  for (int l = 0; l < 1; l += 1) {
+    const int e = tid + l * 256;
+    if (e < 32) {
+      const int gk_13 = (0) * 32 + e;
       const int k_k2_14 = (gk_13) % 3;
       const int q_15 = (gk_13) / 3;
       const int k_k1_16 = (q_15) % 3;
       const int q_17 = (q_15) / 3;
       const int k_k_18 = q_17;
-      const int ko_19 = ((k_k_18 * 56 + (k_k1_16 + 0 + 0)) * 56 + (k_k2_14 + 0 + 0));
-      const int kc_20 = ((k_k1_16 + 0) + 0);
-      const int kc_21 = ((k_k2_14 + 0) + 0);
-      const unsigned x_22 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_20) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_21) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_19]) : 0u;
-      const unsigned x_23 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_20) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_21) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_19]) : 0u;
-      ra[l] = x_22 | (x_23 << 16);
+      ra_ktab[0][e][0] = ((k_k_18 * 56 + (k_k1_16 + 0 + 0)) * 56 + (k_k2_14 + 0 + 0));
+      ra_ktab[0][e][1] = ((k_k1_16 + 0) + 0);
+      ra_ktab[0][e][2] = ((k_k2_14 + 0) + 0);
+    }
+  }
+  #pragma unroll
+  for (int l = 0; l < 1; l += 1) {
+    const int e = tid + l * 256;
+    if (e < 32) {
+      const int gk_19 = (1) * 32 + e;
+      const int k_k2_20 = (gk_19) % 3;
+      const int q_21 = (gk_19) / 3;
+      const int k_k1_22 = (q_21) % 3;
+      const int q_23 = (q_21) / 3;
+      const int k_k_24 = q_23;
+      ra_ktab[1][e][0] = ((k_k_24 * 56 + (k_k1_22 + 0 + 0)) * 56 + (k_k2_20 + 0 + 0));
+      ra_ktab[1][e][1] = ((k_k1_22 + 0) + 0);
+      ra_ktab[1][e][2] = ((k_k2_20 + 0) + 0);
+    }
+  }
+  #pragma unroll
+  for (int l = 0; l < 1; l += 1) {
+    const int e = tid + l * 256;
+    if (e < 32) {
+      const int gk_25 = (2) * 32 + e;
+      const int k_k2_26 = (gk_25) % 3;
+      const int q_27 = (gk_25) / 3;
+      const int k_k1_28 = (q_27) % 3;
+      const int q_29 = (q_27) / 3;
+      const int k_k_30 = q_29;
+      ra_ktab[2][e][0] = ((k_k_30 * 56 + (k_k1_28 + 0 + 0)) * 56 + (k_k2_26 + 0 + 0));
+      ra_ktab[2][e][1] = ((k_k1_28 + 0) + 0);
+      ra_ktab[2][e][2] = ((k_k2_26 + 0) + 0);
+    }
+  }
+  #pragma unroll
+  for (int l = 0; l < 1; l += 1) {
+    const int e = tid + l * 256;
+    if (e < 32) {
+      const int gk_31 = (3) * 32 + e;
+      const int k_k2_32 = (gk_31) % 3;
+      const int q_33 = (gk_31) / 3;
+      const int k_k1_34 = (q_33) % 3;
+      const int q_35 = (q_33) / 3;
+      const int k_k_36 = q_35;
+      ra_ktab[3][e][0] = ((k_k_36 * 56 + (k_k1_34 + 0 + 0)) * 56 + (k_k2_32 + 0 + 0));
+      ra_ktab[3][e][1] = ((k_k1_34 + 0) + 0);
+      ra_ktab[3][e][2] = ((k_k2_32 + 0) + 0);
+    }
+  }
+  __syncthreads();
+  if (0 < kt_count) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int c = tid + l * 256;
+      const int kk = (int)((unsigned)tid / 32u) + l * 8;
+      // reads shared memory staged by barrier
+      const int ko_37 = ra_ktab[(0) % 4][kk + 0][0];
+      const int kc_38 = ra_ktab[(0) % 4][kk + 0][1];
+      const int kc_39 = ra_ktab[(0) % 4][kk + 0][2];
+      const unsigned x_40 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_38) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_39) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_37]) : 0u;
+      const unsigned x_41 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_38) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_39) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_37]) : 0u;
+      ra[l] = x_40 | (x_41 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
@@ -97,13 +154,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int go = n0 + o;
       const int gk = 0 * 32 + kk;
       const bool ok = go < 64 && gk < 576;
-      const int o_h_24 = go;
-      const int k_k2_25 = (gk) % 3;
-      const int q_26 = (gk) / 3;
-      const int k_k1_27 = (q_26) % 3;
-      const int q_28 = (q_26) / 3;
-      const int k_k_29 = q_28;
-      dlc_cp_async_16(&Bs[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_24 * 64 + k_k_29) * 3 + k_k1_27) * 3 + k_k2_25)) : in1), ok ? 16 : 0);  // -> tile
+      const int o_h_42 = go;
+      const int k_k2_43 = (gk) % 3;
+      const int q_44 = (gk) / 3;
+      const int k_k1_45 = (q_44) % 3;
+      const int q_46 = (q_44) / 3;
+      const int k_k_47 = q_46;
+      dlc_cp_async_16(&Bs[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + (((((o_h_42 * 64 + 0) * 3 + 0) * 3 + 0)) + (gk)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
@@ -111,19 +168,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int kk = c / 32;
-      const int gk_30 = 1 * 32 + kk + 0;
-      const int k_k2_31 = (gk_30) % 3;
-      const int q_32 = (gk_30) / 3;
-      const int k_k1_33 = (q_32) % 3;
-      const int q_34 = (q_32) / 3;
-      const int k_k_35 = q_34;
-      const int ko_36 = ((k_k_35 * 56 + (k_k1_33 + 0 + 0)) * 56 + (k_k2_31 + 0 + 0));
-      const int kc_37 = ((k_k1_33 + 0) + 0);
-      const int kc_38 = ((k_k2_31 + 0) + 0);
-      const unsigned x_39 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_37) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_38) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_36]) : 0u;
-      const unsigned x_40 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_37) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_38) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_36]) : 0u;
-      ra[l] = x_39 | (x_40 << 16);
+      const int kk = (int)((unsigned)tid / 32u) + l * 8;
+      // reads shared memory staged by barrier
+      const int ko_48 = ra_ktab[(1) % 4][kk + 0][0];
+      const int kc_49 = ra_ktab[(1) % 4][kk + 0][1];
+      const int kc_50 = ra_ktab[(1) % 4][kk + 0][2];
+      const unsigned x_51 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_49) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_50) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_48]) : 0u;
+      const unsigned x_52 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_49) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_50) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_48]) : 0u;
+      ra[l] = x_51 | (x_52 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
@@ -140,13 +192,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int go = n0 + o;
       const int gk = 1 * 32 + kk;
       const bool ok = go < 64 && gk < 576;
-      const int o_h_41 = go;
-      const int k_k2_42 = (gk) % 3;
-      const int q_43 = (gk) / 3;
-      const int k_k1_44 = (q_43) % 3;
-      const int q_45 = (q_43) / 3;
-      const int k_k_46 = q_45;
-      dlc_cp_async_16(&Bs[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_41 * 64 + k_k_46) * 3 + k_k1_44) * 3 + k_k2_42)) : in1), ok ? 16 : 0);  // -> tile
+      const int o_h_53 = go;
+      const int k_k2_54 = (gk) % 3;
+      const int q_55 = (gk) / 3;
+      const int k_k1_56 = (q_55) % 3;
+      const int q_57 = (q_55) / 3;
+      const int k_k_58 = q_57;
+      dlc_cp_async_16(&Bs[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + (((((o_h_53 * 64 + 0) * 3 + 0) * 3 + 0)) + (gk)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
@@ -154,19 +206,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
       const int c = tid + l * 256;
-      const int kk = c / 32;
-      const int gk_47 = 2 * 32 + kk + 0;
-      const int k_k2_48 = (gk_47) % 3;
-      const int q_49 = (gk_47) / 3;
-      const int k_k1_50 = (q_49) % 3;
-      const int q_51 = (q_49) / 3;
-      const int k_k_52 = q_51;
-      const int ko_53 = ((k_k_52 * 56 + (k_k1_50 + 0 + 0)) * 56 + (k_k2_48 + 0 + 0));
-      const int kc_54 = ((k_k1_50 + 0) + 0);
-      const int kc_55 = ((k_k2_48 + 0) + 0);
-      const unsigned x_56 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_54) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_55) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_53]) : 0u;
-      const unsigned x_57 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_54) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_55) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_53]) : 0u;
-      ra[l] = x_56 | (x_57 << 16);
+      const int kk = (int)((unsigned)tid / 32u) + l * 8;
+      // reads shared memory staged by barrier
+      const int ko_59 = ra_ktab[(2) % 4][kk + 0][0];
+      const int kc_60 = ra_ktab[(2) % 4][kk + 0][1];
+      const int kc_61 = ra_ktab[(2) % 4][kk + 0][2];
+      const unsigned x_62 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_60) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_61) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_59]) : 0u;
+      const unsigned x_63 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_60) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_61) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_59]) : 0u;
+      ra[l] = x_62 | (x_63 << 16);
     }
     #pragma unroll
     for (int l = 0; l < 4; l += 1) {
@@ -183,13 +230,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int go = n0 + o;
       const int gk = 2 * 32 + kk;
       const bool ok = go < 64 && gk < 576;
-      const int o_h_58 = go;
-      const int k_k2_59 = (gk) % 3;
-      const int q_60 = (gk) / 3;
-      const int k_k1_61 = (q_60) % 3;
-      const int q_62 = (q_60) / 3;
-      const int k_k_63 = q_62;
-      dlc_cp_async_16(&Bs[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_58 * 64 + k_k_63) * 3 + k_k1_61) * 3 + k_k2_59)) : in1), ok ? 16 : 0);  // -> tile
+      const int o_h_64 = go;
+      const int k_k2_65 = (gk) % 3;
+      const int q_66 = (gk) / 3;
+      const int k_k1_67 = (q_66) % 3;
+      const int q_68 = (q_66) / 3;
+      const int k_k_69 = q_68;
+      dlc_cp_async_16(&Bs[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + (((((o_h_64 * 64 + 0) * 3 + 0) * 3 + 0)) + (gk)) : in1), ok ? 16 : 0);  // -> tile
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
@@ -203,16 +250,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       #pragma unroll
       for (int l = 0; l < 4; l += 1) {
         const int c = tid + l * 256;
-        const int kk = c / 32;
-        const int gk_64 = nt * 32 + kk + 0;
-        const int k_k2_65 = (gk_64) % 3;
-        const int q_66 = (gk_64) / 3;
-        const int k_k1_67 = (q_66) % 3;
-        const int q_68 = (q_66) / 3;
-        const int k_k_69 = q_68;
-        const int ko_70 = ((k_k_69 * 56 + (k_k1_67 + 0 + 0)) * 56 + (k_k2_65 + 0 + 0));
-        const int kc_71 = ((k_k1_67 + 0) + 0);
-        const int kc_72 = ((k_k2_65 + 0) + 0);
+        const int kk = (int)((unsigned)tid / 32u) + l * 8;
+        // reads shared memory staged by barrier
+        const int ko_70 = ra_ktab[(nt) % 4][kk + 0][0];
+        const int kc_71 = ra_ktab[(nt) % 4][kk + 0][1];
+        const int kc_72 = ra_ktab[(nt) % 4][kk + 0][2];
         const unsigned x_73 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_71) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_72) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_70]) : 0u;
         const unsigned x_74 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_71) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_72) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_70]) : 0u;
         ra[l] = x_73 | (x_74 << 16);
@@ -231,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
         const int k_k1_78 = (q_77) % 3;
         const int q_79 = (q_77) / 3;
         const int k_k_80 = q_79;
-        dlc_cp_async_16(&Bs[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + ((((o_h_75 * 64 + k_k_80) * 3 + k_k1_78) * 3 + k_k2_76)) : in1), ok ? 16 : 0);  // -> tile_refill
+        dlc_cp_async_16(&Bs[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in1 + (((((o_h_75 * 64 + 0) * 3 + 0) * 3 + 0)) + (gk)) : in1), ok ? 16 : 0);  // -> tile_refill
       }
     }
     dlc_cp_async_commit();  // TokLoad tile_refill
@@ -268,6 +310,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
         *reinterpret_cast<unsigned*>(&As[ns][kk][o ^ ((kk & 7) << 3)]) = ra[l];
       }
     }
+    if (nt + 1 < kt_count) {
+      #pragma unroll
+      for (int l = 0; l < 1; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 32) {
+          const int gk_81 = (nt + 1) * 32 + e;
+          const int k_k2_82 = (gk_81) % 3;
+          const int q_83 = (gk_81) / 3;
+          const int k_k1_84 = (q_83) % 3;
+          const int q_85 = (q_83) / 3;
+          const int k_k_86 = q_85;
+          ra_ktab[st][e][0] = ((k_k_86 * 56 + (k_k1_84 + 0 + 0)) * 56 + (k_k2_82 + 0 + 0));
+          ra_ktab[st][e][1] = ((k_k1_84 + 0) + 0);
+          ra_ktab[st][e][2] = ((k_k2_82 + 0) + 0);
+        }
+      }
+    }
   }
   // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along M
   __syncthreads();
@@ -281,21 +340,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
           const int rl = (lane >> 2) + (e >> 1) * 8;
           const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
           if (m0 + wr + mi * 16 + rl < (784 * s_N) && n0 + wc + cl < 64) {
-            const int m_n_81 = (m0 + wr + mi * 16 + rl) % 28;
-            const int q_82 = (m0 + wr + mi * 16 + rl) / 28;
-            const int m_m_83 = (q_82) % 28;
-            const int q_84 = (q_82) / 28;
-            const int m_b_85 = q_84;
-            const int n_h_86 = n0 + wc + cl;
-            const float c1_87 = (acc[mi][ni][e] + dlc_f32(in2[n_h_86]));
-            const float c2_88 = dlc_round_f16(c1_87);
-            const float c3_89 = (-c2_88);
-            const float c4_90 = (c3_89 * 1.442695f);
-            const float c5_91 = dlc_exp2(c4_90);
-            const float c6_92 = (c5_91 + ((float)1));
-            const float c7_93 = dlc_recip(c6_92);
-            const float c8_94 = (c2_88 * c7_93);
-            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_94);
+            const int m_n_87 = (m0 + wr + mi * 16 + rl) % 28;
+            const int q_88 = (m0 + wr + mi * 16 + rl) / 28;
+            const int m_m_89 = (q_88) % 28;
+            const int q_90 = (q_88) / 28;
+            const int m_b_91 = q_90;
+            const int n_h_92 = n0 + wc + cl;
+            const float c1_93 = (acc[mi][ni][e] + dlc_f32(in2[n_h_92]));
+            const float c2_94 = dlc_round_f16(c1_93);
+            const float c3_95 = (-c2_94);
+            const float c4_96 = (c3_95 * 1.442695f);
+            const float c5_97 = dlc_exp2(c4_96);
+            const float c6_98 = (c5_97 + ((float)1));
+            const float c7_99 = dlc_recip(c6_98);
+            const float c8_100 = (c2_94 * c7_99);
+            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_100);
           }
         }
       }
@@ -310,13 +369,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int gm = m0 + wr + mi * 16 + sc * 8;
       const int gn = n0 + wc + sr;
       if (ch < 64 && gm < (784 * s_N) && gn < 64) {
-        const int m_n_95 = (gm) % 28;
-        const int q_96 = (gm) / 28;
-        const int m_m_97 = (q_96) % 28;
-        const int q_98 = (q_96) / 28;
-        const int m_b_99 = q_98;
-        const int n_h_100 = gn;
-        dlc_st_vec<16>(&out0[(((m_b_99 * 64 + n_h_100) * 28 + m_m_97) * 28 + m_n_95)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
+        const int m_n_101 = (gm) % 28;
+        const int q_102 = (gm) / 28;
+        const int m_m_103 = (q_102) % 28;
+        const int q_104 = (q_102) / 28;
+        const int m_b_105 = q_104;
+        const int n_h_106 = gn;
+        dlc_st_vec<16>(&out0[(((m_b_105 * 64 + n_h_106) * 28 + m_m_103) * 28 + m_n_101)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
       }
     }
     __syncthreads();
