@@ -636,12 +636,12 @@ pub fn run_manifest(
     let mut compiled = nvrtc::compile(&emitted.source, arch, &opts.compile)?;
     // A cubin runs only on its own major architecture: an older target's kernels load as PTX
     // (NUL-terminated), which the driver compiles for the device.
-    let image = if arch == device.arch {
-        compiled.cubin.clone()
+    let ptx = if arch == device.arch {
+        None
     } else {
         let mut ptx = nvrtc::ptx(&emitted.source, arch, &opts.compile)?.into_bytes();
         ptx.push(0);
-        ptx
+        Some(ptx)
     };
     if let Some(l) = launches
         .iter()
@@ -652,7 +652,8 @@ pub fn run_manifest(
             l.kernel, l.dyn_smem_bytes, device.name, device.max_smem_per_block_optin
         )));
     }
-    let session = launch::Session::open(&device, &image, &layout.storage_bytes)?;
+    let image = ptx.as_deref().unwrap_or(&compiled.cubin);
+    let session = launch::Session::open(&device, image, &layout.storage_bytes)?;
     fill_cached_resources(&mut compiled, &launches, &session)?;
     nvrtc::check_manifest_resources(&compiled, manifest)?;
     let functions = session.functions(&launches)?;

@@ -123,6 +123,38 @@ fn operand_expr<'r>(r: &'r Region, v: &View<'r>, side: Side) -> Option<&'r Expr>
     }
 }
 
+/// What both TMA operand forms start from: `side`'s operand as a read of a `dtype` input, its
+/// index map, the input (index and declaration) and the side's outer axes (exactly one).
+struct OperandRead<'r> {
+    map: &'r [AxisExpr],
+    input: usize,
+    decl: &'r crate::ir::region::Input,
+    outer: &'r super::contraction::Axes,
+}
+
+fn operand_read<'r>(
+    r: &'r Region,
+    v: &'r View<'r>,
+    side: Side,
+    dtype: DType,
+) -> Option<OperandRead<'r>> {
+    let Expr::Read { tensor, map } = operand_expr(r, v, side)? else {
+        return None;
+    };
+    let input = r.inputs.iter().position(|i| &i.name == tensor)?;
+    let decl = &r.inputs[input];
+    let outer = match side {
+        Side::A => &v.m,
+        Side::B => &v.n,
+    };
+    (decl.dtype == dtype && outer.names.len() == 1).then_some(OperandRead {
+        map,
+        input,
+        decl,
+        outer,
+    })
+}
+
 /// The TMA operand of `side`, when the template can load it (see the module doc): a plain
 /// read indexed by one axis per dimension, or (`flat_k_operand`) a conv filter read whose
 /// `K` axes run contiguously.
@@ -135,19 +167,14 @@ pub fn tma_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<Tma
 /// conv filter `W[co, ci, kh, kw]`): the 2-D K-major operand `[outer, K]` (`K` flat, a
 /// multiple of 8 for TMA's 16-byte strides).
 fn flat_k_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaOperand> {
-    let Expr::Read { tensor, map } = operand_expr(r, v, side)? else {
-        return None;
-    };
-    let input = r.inputs.iter().position(|i| &i.name == tensor)?;
-    let decl = &r.inputs[input];
-    let outer = match side {
-        Side::A => &v.m,
-        Side::B => &v.n,
-    };
+    let OperandRead {
+        map,
+        input,
+        decl,
+        outer,
+    } = operand_read(r, v, side, dtype)?;
     let shape = &decl.memref.shape;
-    if decl.dtype != dtype
-        || outer.names.len() != 1
-        || v.k.names.len() < 2
+    if v.k.names.len() < 2
         || map.len() != 1 + v.k.names.len()
         || shape.len() != map.len()
         || map[0] != AxisExpr::Name(outer.names[0].clone())
@@ -171,20 +198,13 @@ fn flat_k_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaO
 
 /// [`tma_operand`]'s first form: a plain read indexed by one axis (or constant) per dimension.
 fn plain_operand(r: &Region, v: &View, side: Side, dtype: DType) -> Option<TmaOperand> {
-    let Expr::Read { tensor, map } = operand_expr(r, v, side)? else {
-        return None;
-    };
-    let input = r.inputs.iter().position(|i| &i.name == tensor)?;
-    let decl = &r.inputs[input];
-    let outer = match side {
-        Side::A => &v.m,
-        Side::B => &v.n,
-    };
-    if decl.dtype != dtype
-        || outer.names.len() != 1
-        || v.k.names.len() != 1
-        || map.len() != decl.memref.shape.len()
-        || !(2..=5).contains(&map.len())
+    let OperandRead {
+        map,
+        input,
+        decl,
+        outer,
+    } = operand_read(r, v, side, dtype)?;
+    if v.k.names.len() != 1 || map.len() != decl.memref.shape.len() || !(2..=5).contains(&map.len())
     {
         return None;
     }
