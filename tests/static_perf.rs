@@ -4,7 +4,9 @@
 //! CLI (`dlc-egg optimize --report --dump plan -o`), NVRTC (sm_80 / sm_90a, ptxas `-v`) and
 //! `cuobjdump -sass`, and is judged by the [`Check`]s below. `cargo test --release --test
 //! static_perf -- --nocapture` prints one table row per kernel; `STATIC_PERF_ONLY=hd256,gemm`
-//! checks only the graphs whose file stem contains one of the comma-separated parts.
+//! checks only the graphs whose file stem contains one of the comma-separated parts;
+//! `STATIC_PERF_DIR=D` checks the graphs of `D` instead (a random sweep:
+//! `python3 scripts/gen-shape-sweep.py --seed 1 --count 60 --out D`).
 //!
 //! Many checks fail today (the kernels are being reworked): [`KNOWN_FAILURES`] lists them, each
 //! with a `TODO(issue 15)`. An unlisted failure fails the test; so does a listed check that now
@@ -97,17 +99,27 @@ fn cuobjdump_here() -> bool {
     }
 }
 
-fn graph_paths() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/realistic");
-    let mut realistic: Vec<PathBuf> = std::fs::read_dir(&dir)
+/// The `*.json` graphs of `dir`, sorted.
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("dir entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
-    realistic.sort();
+    files.sort();
+    files
+}
+
+/// The examples and the realistic set; `STATIC_PERF_DIR=D`: only the graphs of `D` (a sweep
+/// written by `scripts/gen-shape-sweep.py`).
+fn graph_paths() -> Vec<PathBuf> {
+    if let Some(dir) = std::env::var_os("STATIC_PERF_DIR") {
+        return json_files(Path::new(&dir));
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/realistic");
     common::example_paths()
         .into_iter()
-        .chain(realistic)
+        .chain(json_files(&dir))
         .collect()
 }
 

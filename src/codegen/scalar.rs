@@ -14,7 +14,7 @@
 //!   accumulator to their dtype at every step, and `yield` converts to the output's dtype.
 
 use super::cexpr::{self, float};
-use super::gpu::{CType, Div, Stmt};
+use super::gpu::{CType, Div, Stmt, Unroll};
 use super::CodegenError;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -608,7 +608,7 @@ impl<'a> Emitter<'a> {
                 start: "0".into(),
                 end: e.clone(),
                 step: "1".into(),
-                unroll: false,
+                unroll: Unroll::Compiler,
                 div: Div::Block,
                 body,
             }];

@@ -260,8 +260,8 @@ pub enum Stmt {
         end: String,
         /// Increment (a C expression).
         step: String,
-        /// Emit `#pragma unroll`.
-        unroll: bool,
+        /// The unroll pragma emitted before the loop.
+        unroll: Unroll,
         /// How uniform the trip count is across threads (checked around barriers by the verifier).
         div: Div,
         /// The loop body.
@@ -376,6 +376,32 @@ pub enum Stmt {
     },
 }
 
+/// How a `for` loop is unrolled: the pragma [`Stmt::For`] renders before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unroll {
+    /// No pragma: the compiler decides (it fully unrolls short constant trip counts).
+    Compiler,
+    /// `#pragma unroll`: fully unrolled (constant trip counts).
+    Full,
+    /// `#pragma unroll 1`: kept a loop whatever its trip count, so that the body the plan
+    /// prices (registers, issued instructions) is the body that runs — a main loop of a short
+    /// constant trip count fully unrolled holds every stage's loads live at once (a
+    /// 255×256×768 GEMM: 190 registers instead of 68).
+    Never,
+}
+
+impl From<bool> for Unroll {
+    /// `true`: [`Unroll::Full`]; `false`: [`Unroll::Compiler`].
+    fn from(full: bool) -> Unroll {
+        if full {
+            Unroll::Full
+        } else {
+            Unroll::Compiler
+        }
+    }
+}
+
 impl Stmt {
     /// `for (int var = 0; var < end; ++var)`, unrolled, block-uniform.
     pub fn unrolled(var: &str, end: u64, body: Vec<Stmt>) -> Stmt {
@@ -384,7 +410,7 @@ impl Stmt {
             start: "0".into(),
             end: end.to_string(),
             step: "1".into(),
-            unroll: true,
+            unroll: Unroll::Full,
             div: Div::Block,
             body,
         }
@@ -425,7 +451,7 @@ impl Stmt {
         var: &str,
         [start, end, step]: [String; 3],
         div: Div,
-        unroll: bool,
+        unroll: impl Into<Unroll>,
         body: Vec<Stmt>,
     ) -> Stmt {
         Stmt::For {
@@ -433,7 +459,7 @@ impl Stmt {
             start,
             end,
             step,
-            unroll,
+            unroll: unroll.into(),
             div,
             body,
         }

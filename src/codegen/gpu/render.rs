@@ -2,7 +2,7 @@
 //! (`dlc_cvt`, `dlc_cp_async_16`, `dlc_mma_m16n8k16_f16`, …) live in `dlc_kernel.cuh`, which has
 //! a device and a host (emulation) implementation of the same names.
 
-use super::{CType, Kernel, ParamKind, Stmt, WarpOp};
+use super::{CType, Kernel, ParamKind, Stmt, Unroll, WarpOp};
 use std::fmt::Write;
 
 /// The name dynamic shared memory is declared under.
@@ -167,9 +167,16 @@ fn stmt(out: &mut String, s: &Stmt, depth: usize) {
             body,
             ..
         } => {
-            if *unroll {
-                out.push_str("#pragma unroll\n");
-                pad(out, depth);
+            match unroll {
+                Unroll::Compiler => {}
+                Unroll::Full => {
+                    out.push_str("#pragma unroll\n");
+                    pad(out, depth);
+                }
+                Unroll::Never => {
+                    out.push_str("#pragma unroll 1\n");
+                    pad(out, depth);
+                }
             }
             let _ = write!(
                 out,

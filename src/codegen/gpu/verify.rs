@@ -438,7 +438,7 @@ fn join(a: &State, b: &State) -> State {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{CType, Launch, Smem};
+    use super::super::{CType, Launch, Smem, Unroll};
     use super::*;
     use crate::ir::dim::Dim;
     use crate::ir::region::Size;
@@ -559,7 +559,7 @@ mod tests {
             start: "0".into(),
             end: "n".into(),
             step: "1".into(),
-            unroll: false,
+            unroll: Unroll::Compiler,
             div: Div::Block,
             body,
         }
@@ -724,7 +724,7 @@ mod tests {
             start: "threadIdx.x".into(),
             end: "n".into(),
             step: "128".into(),
-            unroll: false,
+            unroll: Unroll::Compiler,
             div: Div::Thread,
             body: vec![Stmt::Barrier],
         }];

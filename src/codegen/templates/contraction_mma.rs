@@ -55,7 +55,7 @@ pub(super) mod smem;
 
 use super::super::cexpr;
 use super::super::gpu::verify::BARRIER_TOKEN;
-use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::contraction::{Side, View};
@@ -307,7 +307,7 @@ fn runs(s: &Stage, w: u64, bk: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
         start: "0".into(),
         end: (count / DIRECT_UNROLL).to_string(),
         step: "1".into(),
-        unroll: false,
+        unroll: Unroll::Compiler,
         div: Div::Block,
         body: vec![Stmt::unrolled("li", DIRECT_UNROLL, batch)],
     }
@@ -736,7 +736,8 @@ pub fn build(
         start: "0".into(),
         end: "kt_count".into(),
         step: "1".into(),
-        unroll: false,
+        // The k-loop stays a loop: what the plan's registers price (`Unroll::Never`).
+        unroll: Unroll::Never,
         div: Div::Block,
         body: main,
     });

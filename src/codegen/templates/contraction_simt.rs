@@ -8,7 +8,7 @@
 //! the accumulators and stores predicated on the output's bounds.
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::contraction::{Side, View};
@@ -229,7 +229,7 @@ pub fn build(
         start: "0".into(),
         end: "kt_count".into(),
         step: "1".into(),
-        unroll: false,
+        unroll: Unroll::Compiler,
         div: Div::Block,
         body: main,
     });

@@ -10,7 +10,7 @@
 //! the innermost iter once per chunk), and each output is one vector store per chunk.
 
 use super::super::cexpr;
-use super::super::gpu::{Div, Kernel, Launch, Stmt};
+use super::super::gpu::{Div, Kernel, Launch, Stmt, Unroll};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::{bind_flat, params, store_yields, vector};
@@ -63,7 +63,7 @@ pub fn build(
         start: "0".into(),
         end: items.to_string(),
         step: "1".into(),
-        unroll: true,
+        unroll: Unroll::Full,
         div: Div::Block,
         body: per_item,
     });

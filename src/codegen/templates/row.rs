@@ -15,7 +15,7 @@
 //! chunk. A fold then visits a thread's elements chunk by chunk, lanes in order.
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, WarpOp};
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll, WarpOp};
 use super::super::scalar::{Emitter, Val};
 use super::super::CodegenError;
 use super::{bind_flat, params, store_yields, vector};
@@ -182,7 +182,7 @@ pub fn build(
             start: "tx".into(),
             end: len_c.clone(),
             step: threads_per_row.to_string(),
-            unroll: false,
+            unroll: Unroll::Compiler,
             div: Div::Thread,
             body,
         });
@@ -211,7 +211,7 @@ pub fn build(
                 start: "1".into(),
                 end: warps.to_string(),
                 step: "1".into(),
-                unroll: true,
+                unroll: Unroll::Full,
                 div: Div::Block,
                 body: vec![Stmt::Assign {
                     place: acc.clone(),
@@ -255,7 +255,7 @@ pub fn build(
         start: "tx".into(),
         end: len_c.clone(),
         step: threads_per_row.to_string(),
-        unroll: false,
+        unroll: Unroll::Compiler,
         div: Div::Thread,
         body: out_loop,
     });

@@ -22,7 +22,7 @@
 //! a few tiles when there are fewer lines than SMs.
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll};
 use super::super::scalar::{ctype, Emitter, Val};
 use super::super::CodegenError;
 use super::{bind_flat, params, store_yields};
@@ -349,7 +349,7 @@ pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, C
         start: "0".into(),
         end: walk.len.clone(),
         step: (block * items).to_string(),
-        unroll: false,
+        unroll: Unroll::Compiler,
         div: Div::Block,
         body: tile,
     });

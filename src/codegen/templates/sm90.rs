@@ -49,7 +49,7 @@
 //!
 //! Blocks: the grouped tile order of [`View::open_tile`], as the SM80 templates.
 
-use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, TensorMapParam};
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, TensorMapParam, Unroll};
 use super::super::manifest::KernelArg;
 use super::super::scalar::Emitter;
 use super::super::{cexpr, CodegenError};
@@ -513,7 +513,7 @@ pub fn build(
         "kt",
         ["0".into(), "kt_count".into(), "1".into()],
         Div::Block,
-        false,
+        Unroll::Never,
         consume,
     ));
     consumer.push(collective("dlc_wgmma_wait<0>()"));
@@ -650,7 +650,7 @@ fn producer(
             "kt",
             ["0".into(), "kt_count".into(), "1".into()],
             Div::Block,
-            false,
+            Unroll::Never,
             body,
         )
     };

@@ -240,6 +240,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
+  #pragma unroll 1
   for (int kt = 0; kt < kt_count; kt += 1) {
     const int st = kt % 4;
     const int nt = kt + 3;

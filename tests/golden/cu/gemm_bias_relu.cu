@@ -289,6 +289,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_relu_add_reduce_mul(cons
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
+  #pragma unroll 1
   for (int kt = 0; kt < kt_count; kt += 1) {
     const int st = kt % 4;
     const int nt = kt + 3;

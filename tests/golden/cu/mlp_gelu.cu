@@ -115,6 +115,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
+  #pragma unroll 1
   for (int kt = 0; kt < kt_count; kt += 1) {
     const int st = kt % 4;
     const int nt = kt + 3;
@@ -377,6 +378,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
     }
   }
   dlc_cp_async_commit();  // TokLoad tile
+  #pragma unroll 1
   for (int kt = 0; kt < kt_count; kt += 1) {
     const int st = kt % 4;
     const int nt = kt + 3;

@@ -4,7 +4,7 @@
 mod epilogue;
 
 use super::super::super::cexpr;
-use super::super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
+use super::super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll};
 use super::super::super::scalar::Emitter;
 use super::super::super::CodegenError;
 use super::super::contraction::Side;
@@ -245,7 +245,7 @@ pub fn build(
         start: "t_lo".into(),
         end: "t_hi".into(),
         step: "1".into(),
-        unroll: false,
+        unroll: Unroll::Compiler,
         div: Div::Block,
         body: step,
     });
@@ -311,7 +311,7 @@ fn visited_tiles(mask: Option<Mask>, plan: &AttentionPlan) -> Vec<Stmt> {
         start: "0".into(),
         end: "nt".into(),
         step: "1".into(),
-        unroll: false,
+        unroll: Unroll::Compiler,
         div: Div::Block,
         body: vec![Stmt::uniform_if(
             format!("!{}", skip_cond(m, plan.bm, plan.bn)),

@@ -5,7 +5,7 @@
 //! registers) and the `ldmatrix` addresses of their fragments.
 
 use super::super::super::gpu::verify::BARRIER_TOKEN;
-use super::super::super::gpu::{CType, Div, Stmt};
+use super::super::super::gpu::{CType, Div, Stmt, Unroll};
 use super::super::super::scalar::Emitter;
 use super::super::super::CodegenError;
 use super::super::contraction::Side;
@@ -166,7 +166,7 @@ fn runs(op: &Operand, w: u64, threads: u64, body: Vec<Stmt>) -> Stmt {
         start: "0".into(),
         end: total.div_ceil(threads).to_string(),
         step: "1".into(),
-        unroll: true,
+        unroll: Unroll::Full,
         div: Div::Block,
         body: inner,
     }
