@@ -189,6 +189,55 @@ fn n1_conv_is_emitted_as_planned() {
     }
 }
 
+/// A fp16 3×3 convolution `[2, 64, hw, hw]` → 64 channels (pad 1) on the tensor cores.
+fn conv_fp16(dir: &Path, hw: u64) -> std::path::PathBuf {
+    let g = serde_json::json!({
+        "signature": {"inputs": [{"tensor": "X", "role": "data"}, {"tensor": "W", "role": "param"}],
+                      "outputs": [{"tensor": "Y"}]},
+        "tensors": {"X": {"dtype": "fp16", "shape": [2, 64, hw, hw]},
+                    "W": {"dtype": "fp16", "shape": [64, 64, 3, 3]},
+                    "Y": {"dtype": "fp16", "shape": [2, 64, hw, hw]}},
+        "graph": [{"op": "Conv", "name": "conv", "inputs": ["X", "W"], "outputs": ["Y"],
+                   "attrs": {"pad": [[1, 1], [1, 1]], "acc_dtype": "fp32"}}]
+    });
+    let p = dir.join(format!("conv_{hw}.json"));
+    std::fs::write(&p, g.to_string()).expect("written");
+    p
+}
+
+/// The plan says how the tensor-core epilogue stores (`layout_hints.C_store`): a 7×7 output
+/// (49 elements per channel, not a multiple of a 16-byte chunk) is stored from the fragments,
+/// element by element, and the plan says so; an 8×8 one is staged through shared memory in
+/// 16-byte chunks (`dlc_st_vec<16>`) and the plan has no `C_store`.
+#[test]
+fn the_plan_says_how_the_epilogue_stores() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (hw, staged) in [(7, false), (8, true)] {
+        for arch in ["sm80", "sm90"] {
+            let v = views(&conv_fp16(dir.path(), hw), arch);
+            check_agree(&format!("conv {hw}x{hw} ({arch})"), &v);
+            let plan = &v.dump["kernels"][0]["plan"];
+            assert!(plan["algo_choice"].to_string().contains("mma"), "{plan}");
+            let hint = plan["layout_hints"]["C_store"].as_str();
+            assert_eq!(
+                hint,
+                (!staged).then_some("fragments"),
+                "{hw} ({arch}): {plan}"
+            );
+        }
+        let out = tempfile::tempdir().expect("a temporary directory");
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_dlc-egg"))
+            .args(["optimize", "--arch", "sm80", "-o"])
+            .arg(out.path())
+            .arg(conv_fp16(dir.path(), hw))
+            .output()
+            .expect("the CLI runs");
+        assert!(st.status.success());
+        let cu = std::fs::read_to_string(out.path().join("kernels.cu")).expect("kernels.cu");
+        assert_eq!(cu.contains("dlc_st_vec<16>"), staged, "{hw}: {cu}");
+    }
+}
+
 fn program(example: &str) -> dlc_egg::ir::tiny::Program {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples")

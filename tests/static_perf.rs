@@ -47,7 +47,8 @@ enum Check {
     /// A plan vectorized by 16 bytes loads with `LDG.E.128` or `LDGSTS.128`, or with TMA
     /// (`UTMALDG`: whole tiles, 16-byte aligned by the tensor map's rules).
     Vec128Loads,
-    /// A plan vectorized by 16 bytes stores with `STG.E.128`.
+    /// A plan vectorized by 16 bytes stores with `STG.E.128` — none when its plan says the
+    /// epilogue stores from the fragments (`layout_hints.C_store`).
     Vec128Stores,
     /// No `LDL` / `STL` (local memory).
     NoLocalMemory,
@@ -351,11 +352,15 @@ fn sass_checks(kernel: &str, plan: &Value, out_bytes: u64, s: &SassSummary, o: &
                 )
             }),
         );
+        // A plan whose epilogue stores from the fragments says so (`C_store`): then no
+        // 16-byte store, else some.
+        let staged = plan["layout_hints"]["C_store"].as_str() != Some("fragments");
         o.judge(
             Vec128Stores,
-            (!s.stg.contains_key(&128)).then(|| {
+            (staged != s.stg.contains_key(&128)).then(|| {
                 format!(
-                    "{kernel}: vectorized by 16 B; STG {}",
+                    "{kernel}: vectorized by 16 B, C_store {}; STG {}",
+                    if staged { "staged" } else { "fragments" },
                     format_widths(&s.stg)
                 )
             }),

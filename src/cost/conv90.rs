@@ -161,6 +161,7 @@ mod tests {
             axes: Default::default(),
             epilogue: vec![],
             fill: [Fill::Gather, Fill::CpAsync],
+            staged_store: true,
         }
     }
 

@@ -337,7 +337,12 @@ fn contraction(
         .sum();
     let load_s = ((dram - work.out_bytes + penalty) / target.dram_bw).max(load_l2 / target.l2_bw)
         / occ.max(1e-9);
-    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
+    // The tensor-core epilogue's stores fill whole sectors only when staged (`store_efficiency`).
+    let store_eff = match algo {
+        Algo::Simt => 1.0,
+        Algo::MmaSync | Algo::Wgmma => g.store_efficiency(work.out_elem_bytes),
+    };
+    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9) * store_eff);
     let memory_s = load_s;
     let overlap = if async_ { load_s.min(epilogue_s) } else { 0.0 };
     // The SM90 convolution's gather producer bounds its k-loop (`conv90`).

@@ -144,6 +144,25 @@ pub struct Gemm {
     /// counts the held registers of.
     #[serde(skip)]
     pub fill: [Fill; 2],
+    /// The tensor-core templates store the output staged through shared memory in 16-byte
+    /// chunks (`codegen::templates::contraction::View::store_chunk`); `false`: element by
+    /// element from the accumulator fragments (the output's contiguous run is not a multiple of
+    /// 16 bytes). Set from code generation's applicability, like `fill`.
+    #[serde(skip)]
+    pub staged_store: bool,
+}
+
+impl Gemm {
+    /// The share of each 32-byte sector the tensor-core epilogue's stores fill: 1 when staged
+    /// ([`Gemm::staged_store`]); from the fragments, 8 consecutive rows (or 4 lanes × 2
+    /// columns) of `elem`-byte values per sector run: `8·elem / 32`.
+    pub fn store_efficiency(&self, elem: u64) -> f64 {
+        if self.staged_store {
+            1.0
+        } else {
+            (8.0 * elem as f64 / 32.0).min(1.0)
+        }
+    }
 }
 
 /// How the tensor-core contraction template fills one operand tile (its registers).
@@ -708,6 +727,7 @@ impl<'a> Cx<'a> {
             axes,
             epilogue,
             fill: [Fill::CpAsync; 2],
+            staged_store: true,
         })
     }
 

@@ -30,7 +30,8 @@ pub struct Plan {
     pub warp_tile: String,
     /// Tensors staged in shared memory.
     pub cache: Vec<Cache>,
-    /// Vector width of global loads and stores.
+    /// Vector width of global loads, and of the stores unless `layout_hints.C_store` is
+    /// `"fragments"`.
     pub vectorize: Vectorize,
     /// Axes whose tails are predicated.
     pub predicate_tail: Vec<String>,
@@ -39,7 +40,8 @@ pub struct Plan {
     /// The architecture the plan is for.
     pub arch: Arch,
     /// Swizzles and output strides (`A_swizzle`, `B_swizzle`: `"xor_128b"` or `"none"`, see
-    /// [`space::swizzle_hint`]; `C_stride`).
+    /// [`space::swizzle_hint`]; `C_stride`; `C_store: "fragments"` when a tensor-core epilogue
+    /// stores element by element instead of staged 16-byte chunks).
     pub layout_hints: BTreeMap<String, serde_json::Value>,
     /// Implementation per pattern (`{"matmul": "mma_sync"}`).
     pub algo_choice: BTreeMap<String, String>,

@@ -708,6 +708,11 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             layout_hints.insert("A_swizzle".into(), serde_json::Value::from(swz));
             layout_hints.insert("B_swizzle".into(), serde_json::Value::from(swz));
             layout_hints.insert("C_stride".into(), serde_json::Value::from("row"));
+            // The tensor-core epilogue stores element by element from the fragments when the
+            // output's contiguous run is not a multiple of 16 bytes (no 16-byte stores).
+            if algo != Algo::Simt && !g.staged_store {
+                layout_hints.insert("C_store".into(), serde_json::Value::from("fragments"));
+            }
             epilogue = g.epilogue.clone();
             if !epilogue.is_empty() {
                 local_edges.push(LocalEdge {

@@ -30,6 +30,9 @@ pub enum Emits {
         staging: [Staging; 2],
         /// The SM90 wgmma template accepts the contraction too.
         wgmma: bool,
+        /// The output is stored staged in 16-byte chunks ([`contraction::View::store_chunk`]),
+        /// else element by element from the fragments.
+        staged_store: bool,
     },
     /// The cooperative row template.
     Row,
@@ -49,6 +52,7 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
                 mma: g.tensor_cores,
                 staging: [Staging::CpAsync; 2],
                 wgmma: false,
+                staged_store: true,
             };
             let fallback = if attention_first && g.row_extent.is_some() {
                 fused
@@ -70,6 +74,7 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
                         mma,
                         staging,
                         wgmma,
+                        staged_store: v.store_chunk(r, &em).is_some(),
                     }
                 }
                 None => fallback,
@@ -85,8 +90,17 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
 /// output points.
 pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
     match (&mut work.shape, e) {
-        (Shape::Contraction(g), Emits::Contraction { mma, staging, .. }) => {
+        (
+            Shape::Contraction(g),
+            Emits::Contraction {
+                mma,
+                staging,
+                staged_store,
+                ..
+            },
+        ) => {
             g.tensor_cores &= mma;
+            g.staged_store = staged_store;
             g.fill = staging.map(|s| match s {
                 Staging::CpAsync => Fill::CpAsync,
                 Staging::CpAsyncChecked => Fill::CpAsyncChecked,
