@@ -174,6 +174,11 @@ pub const WGMMA_GATHER_TILE: u32 = 8;
 pub fn wgmma(fill: [Fill; 2], t: &Tile) -> u32 {
     let (wm, wn) = t.warp_tile();
     let gathered = matches!(fill[0], Fill::Gather);
+    // Two consumer warpgroups on TMA operands move registers with `setmaxnreg`
+    // (`codegen::templates::sm90`): the launch allocates the whole register file to one CTA.
+    if !gathered && (t.warps_m * t.warps_n).div_ceil(4) == 2 {
+        return SETMAXNREG_LAUNCH;
+    }
     let consumer = (wm * wn / 32) as u32
         + WGMMA_CONSUMER
         + if gathered { WGMMA_GATHER_CONSUMER } else { 0 }
@@ -191,6 +196,13 @@ pub fn wgmma(fill: [Fill; 2], t: &Tile) -> u32 {
     };
     consumer.max(producer)
 }
+
+/// Registers per thread at launch of a wgmma kernel whose two consumer warpgroups take
+/// registers from the producer (`setmaxnreg.inc 232` / `.dec 40`): under
+/// `__launch_bounds__(384, 1)` ptxas allocates `65536 / 384` rounded down to 8 (168, reported
+/// for every such kernel: the 4096³ GEMM's `128×256×64` and the `128×64×64` tiles alike), so
+/// one CTA holds the register file.
+pub const SETMAXNREG_LAUNCH: u32 = 168;
 
 /// Registers per thread of the SIMT template (module doc) under `t`.
 pub fn simt(t: &Tile) -> u32 {
