@@ -210,7 +210,8 @@ struct FirstKernel {
     facts: Vec<TensorFacts>,
 }
 
-/// The first-kernel candidates among the e-nodes of `class`, in e-node order.
+/// The first-kernel candidates among the e-nodes of `class`, cheapest first (ties in e-node
+/// order: a stable sort), so that [`attention_second_time`] stops at the first that pairs.
 fn first_kernels(
     eg: &TensorGraph,
     class: Id,
@@ -252,6 +253,7 @@ fn first_kernels(
             facts,
         });
     }
+    out.sort_by_key(|f| f.time);
     out
 }
 
@@ -268,8 +270,12 @@ struct SecondKernel<'a> {
 /// fused kernel's time ([`crate::cost::attention::choose_attention_plan`], the plan code
 /// generation emits for the pair) less the extraction price of that first kernel, so that a
 /// cover choosing both pays exactly the one kernel that runs. Among several first kernels of
-/// the class the cheapest is taken (the one the extractor keeps). `None` when no input is such
-/// a kernel.
+/// the class the cheapest is taken (the one the extractor keeps; ties: the first input, then
+/// e-node order). `None` when no input is such a kernel.
+///
+/// Each list is sorted cheapest first ([`first_kernels`]), so only the first kernel that pairs
+/// is fused and priced per input: the same choice as pricing every pair and keeping the
+/// cheapest first kernel, without the pairs that could not win (on an encoder, most of them).
 fn attention_second_time(
     firsts: &[Arc<Vec<FirstKernel>>],
     second: &SecondKernel,
@@ -280,6 +286,10 @@ fn attention_second_time(
     let mut best: Option<(Time, Time)> = None;
     for (i, list) in firsts.iter().enumerate() {
         for f in list.iter() {
+            if best.is_some_and(|(t, _)| f.time >= t) {
+                // Neither this nor a later (costlier) first kernel could replace `best`.
+                break;
+            }
             let fused = || {
                 let first = match &model.regions {
                     Some(cache) => cache.deferred(&f.body, &f.facts, i)?,
@@ -311,6 +321,8 @@ fn attention_second_time(
             if best.is_none_or(|(t, _)| f.time < t) {
                 best = Some((f.time, Time(fused_time.0.saturating_sub(f.time.0))));
             }
+            // The rest of this list costs at least as much: none of it can replace `best`.
+            break;
         }
     }
     best.map(|(_, t)| t)
