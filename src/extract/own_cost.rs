@@ -208,6 +208,8 @@ struct FirstKernel {
     time: Time,
     body: KernelBody,
     facts: Vec<TensorFacts>,
+    /// [`super::kernels::RegionCache::kernel_id`] of body and facts (with a region cache).
+    id: Option<u32>,
 }
 
 /// The first-kernel candidates among the e-nodes of `class`, cheapest first (ties in e-node
@@ -247,10 +249,15 @@ fn first_kernels(
         let Some((body, facts)) = kernel_inputs(eg, n) else {
             continue;
         };
+        let id = model
+            .regions
+            .as_ref()
+            .map(|cache| cache.kernel_id(&body, facts.clone()));
         out.push(FirstKernel {
             time: first_choice.best.time,
             body,
             facts,
+            id,
         });
     }
     out.sort_by_key(|f| f.time);
@@ -284,6 +291,8 @@ fn attention_second_time(
 ) -> Option<Time> {
     use crate::codegen::templates::attention::pair;
     let mut best: Option<(Time, Time)> = None;
+    // The second kernel's id, given on its first pair lookup (once, not per pair).
+    let mut second_id: Option<u32> = None;
     for (i, list) in firsts.iter().enumerate() {
         for f in list.iter() {
             if best.is_some_and(|(t, _)| f.time >= t) {
@@ -301,19 +310,15 @@ fn attention_second_time(
                 let fused = crate::cost::attention::choose_attention_plan(&p, model).ok()?;
                 Some(fused.best.time)
             };
-            let fused_time = match &model.regions {
-                Some(cache) => {
-                    let key = (
-                        f.body.clone(),
-                        f.facts.clone(),
-                        i,
-                        second.body.clone(),
-                        second.facts.iter().map(|x| (*x).clone()).collect(),
-                        fingerprint,
-                    );
-                    cache.pair_time(key, fused)
+            let fused_time = match (&model.regions, f.id) {
+                (Some(cache), Some(first_id)) => {
+                    let sid = *second_id.get_or_insert_with(|| {
+                        let facts = second.facts.iter().map(|x| (*x).clone()).collect();
+                        cache.kernel_id(second.body, facts)
+                    });
+                    cache.pair_time((first_id, i, sid, fingerprint), fused)
                 }
-                None => fused(),
+                _ => fused(),
             };
             let Some(fused_time) = fused_time else {
                 continue;
