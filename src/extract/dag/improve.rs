@@ -222,8 +222,8 @@ impl<'a> Improver<'a> {
         }
         let after_removal = self.marks();
         let mut best: Option<(f64, u32)> = None;
-        let alternatives = self.red.class_nodes[c as usize].clone();
-        for n in alternatives {
+        let red = self.red;
+        for &n in &red.class_nodes[c as usize] {
             if n == old {
                 continue;
             }
