@@ -80,8 +80,11 @@ impl GrowView for Direct<'_> {
 pub(super) struct Cached<'a> {
     inner: &'a Direct<'a>,
     op_bodies: RefCell<FxHashMap<Id, Rc<Vec<Grown>>>>,
-    kernels: RefCell<FxHashMap<Id, Rc<Vec<(KernelBody, Vec<Id>)>>>>,
+    kernels: RefCell<FxHashMap<Id, Rc<KernelList>>>,
 }
+
+/// A class's kernels as (body, input classes), largest first ([`GrowView::kernels`]).
+type KernelList = Vec<(KernelBody, Vec<Id>)>;
 
 impl<'a> Cached<'a> {
     fn new(inner: &'a Direct<'a>) -> Cached<'a> {
@@ -101,7 +104,7 @@ impl<'a> Cached<'a> {
         v
     }
 
-    fn kernels_rc(&self, d: Id) -> Rc<Vec<(KernelBody, Vec<Id>)>> {
+    fn kernels_rc(&self, d: Id) -> Rc<KernelList> {
         if let Some(v) = self.kernels.borrow().get(&d) {
             return v.clone();
         }
