@@ -110,20 +110,24 @@ pub struct CostModel {
 /// input facts: the kernels phase's legality check fills it, pricing reads it, so each body is
 /// synthesized once.
 #[derive(Default)]
-pub struct RegionCache(Mutex<RegionMap>, Mutex<PairMap>, Mutex<DeferredMap>);
+pub struct RegionCache(
+    Mutex<RegionMap>,
+    Mutex<PairMap>,
+    Mutex<DeferredMap>,
+    Mutex<KernelIds>,
+);
+
+/// Small ids of (body, input facts), given on first use: an attention pair's key is two of
+/// them, so looking a pair up clones and hashes no facts (pricing looks up every first ×
+/// second kernel pair of a class).
+type KernelIds = FxHashMap<(KernelBody, Vec<TensorFacts>), u32>;
 
 type RegionMap = FxHashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), Arc<Region>>;
 
-/// An attention pair's first kernel (body, input facts, the second's input it writes) and
-/// second kernel (body, input facts), with the cost model's fingerprint.
-pub(super) type PairKey = (
-    KernelBody,
-    Vec<TensorFacts>,
-    usize,
-    KernelBody,
-    Vec<TensorFacts>,
-    u64,
-);
+/// An attention pair's first kernel (the [`RegionCache::kernel_id`] of its body and input
+/// facts, the second's input it writes) and second kernel (its id), with the cost model's
+/// fingerprint.
+pub(super) type PairKey = (u32, usize, u32, u64);
 
 /// The fused attention kernel's best time by pair (`None`: not a pair, or no plan).
 type PairMap = FxHashMap<PairKey, Option<Time>>;
@@ -172,6 +176,14 @@ impl RegionCache {
             .map(Arc::new);
         lock().insert(key, r.clone());
         r
+    }
+
+    /// The id of a kernel body over inputs of these facts (equal ids: equal body and facts),
+    /// for [`PairKey`].
+    pub(super) fn kernel_id(&self, body: &KernelBody, inputs: Vec<TensorFacts>) -> u32 {
+        let mut ids = self.3.lock().unwrap_or_else(|e| e.into_inner());
+        let next = ids.len() as u32;
+        *ids.entry((body.clone(), inputs)).or_insert(next)
     }
 
     /// The fused attention time of a pair, computed by `make` on first use (identical layers

@@ -208,9 +208,12 @@ struct FirstKernel {
     time: Time,
     body: KernelBody,
     facts: Vec<TensorFacts>,
+    /// [`super::kernels::RegionCache::kernel_id`] of body and facts (with a region cache).
+    id: Option<u32>,
 }
 
-/// The first-kernel candidates among the e-nodes of `class`, in e-node order.
+/// The first-kernel candidates among the e-nodes of `class`, cheapest first (ties in e-node
+/// order: a stable sort), so that [`attention_second_time`] stops at the first that pairs.
 fn first_kernels(
     eg: &TensorGraph,
     class: Id,
@@ -246,12 +249,18 @@ fn first_kernels(
         let Some((body, facts)) = kernel_inputs(eg, n) else {
             continue;
         };
+        let id = model
+            .regions
+            .as_ref()
+            .map(|cache| cache.kernel_id(&body, facts.clone()));
         out.push(FirstKernel {
             time: first_choice.best.time,
             body,
             facts,
+            id,
         });
     }
+    out.sort_by_key(|f| f.time);
     out
 }
 
@@ -268,8 +277,12 @@ struct SecondKernel<'a> {
 /// fused kernel's time ([`crate::cost::attention::choose_attention_plan`], the plan code
 /// generation emits for the pair) less the extraction price of that first kernel, so that a
 /// cover choosing both pays exactly the one kernel that runs. Among several first kernels of
-/// the class the cheapest is taken (the one the extractor keeps). `None` when no input is such
-/// a kernel.
+/// the class the cheapest is taken (the one the extractor keeps; ties: the first input, then
+/// e-node order). `None` when no input is such a kernel.
+///
+/// Each list is sorted cheapest first ([`first_kernels`]), so only the first kernel that pairs
+/// is fused and priced per input: the same choice as pricing every pair and keeping the
+/// cheapest first kernel, without the pairs that could not win (on an encoder, most of them).
 fn attention_second_time(
     firsts: &[Arc<Vec<FirstKernel>>],
     second: &SecondKernel,
@@ -278,8 +291,14 @@ fn attention_second_time(
 ) -> Option<Time> {
     use crate::codegen::templates::attention::pair;
     let mut best: Option<(Time, Time)> = None;
+    // The second kernel's id, given on its first pair lookup (once, not per pair).
+    let mut second_id: Option<u32> = None;
     for (i, list) in firsts.iter().enumerate() {
         for f in list.iter() {
+            if best.is_some_and(|(t, _)| f.time >= t) {
+                // Neither this nor a later (costlier) first kernel could replace `best`.
+                break;
+            }
             let fused = || {
                 let first = match &model.regions {
                     Some(cache) => cache.deferred(&f.body, &f.facts, i)?,
@@ -291,19 +310,15 @@ fn attention_second_time(
                 let fused = crate::cost::attention::choose_attention_plan(&p, model).ok()?;
                 Some(fused.best.time)
             };
-            let fused_time = match &model.regions {
-                Some(cache) => {
-                    let key = (
-                        f.body.clone(),
-                        f.facts.clone(),
-                        i,
-                        second.body.clone(),
-                        second.facts.iter().map(|x| (*x).clone()).collect(),
-                        fingerprint,
-                    );
-                    cache.pair_time(key, fused)
+            let fused_time = match (&model.regions, f.id) {
+                (Some(cache), Some(first_id)) => {
+                    let sid = *second_id.get_or_insert_with(|| {
+                        let facts = second.facts.iter().map(|x| (*x).clone()).collect();
+                        cache.kernel_id(second.body, facts)
+                    });
+                    cache.pair_time((first_id, i, sid, fingerprint), fused)
                 }
-                None => fused(),
+                _ => fused(),
             };
             let Some(fused_time) = fused_time else {
                 continue;
@@ -311,6 +326,8 @@ fn attention_second_time(
             if best.is_none_or(|(t, _)| f.time < t) {
                 best = Some((f.time, Time(fused_time.0.saturating_sub(f.time.0))));
             }
+            // The rest of this list costs at least as much: none of it can replace `best`.
+            break;
         }
     }
     best.map(|(_, t)| t)

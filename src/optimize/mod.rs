@@ -290,10 +290,10 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         } else {
             &opts.budget
         };
-        // TODO(issue 23): the kernels phase replays recorded growths across identical layers
-        // (`FusionLimits::replay`) but still costs ~3.3-4.4 s CPU of the 12-layer BERT's 8-13 s
-        // (kernel e-node adds and rebuilds, failed replays, the maximal growth's kernel lists;
-        // bench/results/optimize-speed-2026-11-26-2.md).
+        // TODO(issue 23): the kernels phase replays recorded growths per seed across identical
+        // layers (`FusionLimits::replay`) but still costs ~2.6-3.5 s CPU of the 12-layer BERT's
+        // 5.6-8.1 s (one layer grown and recorded, kernel e-node adds, maximal-growth replays);
+        // replaying whole layers is the next step (bench/results/optimize-speed-2026-11-26-3.md).
         let (e, st) = try_run_phase(eg, &name, &rules, budget)?;
         eg = e;
         steps.lap(&format!("phase {name}"));

@@ -495,23 +495,24 @@ fn is_free(n: &TensorLang) -> bool {
 /// The kernels of a class, largest body first (ties: body text), as (body, inputs).
 fn kernels_largest_first(eg: &TensorGraph, class: Id) -> Vec<(KernelBody, Vec<Id>)> {
     let attr = |id: Id| eg[id].data.attr();
-    let mut ks: Vec<(KernelBody, Vec<Id>)> = eg[class]
+    // Op counts computed once, not per comparison (the sort was most of this function).
+    let mut ks: Vec<(usize, KernelBody, Vec<Id>)> = eg[class]
         .nodes
         .iter()
         .filter_map(|n| match n {
-            TensorLang::Kernel(ch) => kernel_parts(ch, &attr)
-                .ok()
-                .map(|(b, ins)| (b.clone(), ins.iter().map(|i| eg.find(*i)).collect())),
+            TensorLang::Kernel(ch) => kernel_parts(ch, &attr).ok().map(|(b, ins)| {
+                let ins = ins.iter().map(|i| eg.find(*i)).collect();
+                (b.op_count(), b.clone(), ins)
+            }),
             _ => None,
         })
         .collect();
     ks.sort_by(|a, b| {
-        b.0.op_count()
-            .cmp(&a.0.op_count())
-            .then_with(|| a.0.cmp(&b.0))
+        b.0.cmp(&a.0)
             .then_with(|| a.1.cmp(&b.1))
+            .then_with(|| a.2.cmp(&b.2))
     });
-    ks
+    ks.into_iter().map(|(_, b, ins)| (b, ins)).collect()
 }
 
 impl Grow {

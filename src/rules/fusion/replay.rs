@@ -16,6 +16,7 @@ use egg::{Id, Language, RecExpr};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 /// Everything growth reads from the e-graph.
@@ -68,6 +69,74 @@ impl GrowView for Direct<'_> {
 
     fn kernels(&self, d: Id) -> Vec<(KernelBody, Vec<Id>)> {
         kernels_largest_first(self.eg, d)
+    }
+}
+
+/// A [`Direct`] view that remembers the class lists it computed (op bodies, kernels) for one
+/// replay attempt: a seed tries up to [`MAX_TRACES`] traces, most of which observe the same
+/// classes first, and the maximal growth's kernel lists (sorted) were most of the failed
+/// replays' cost. Valid while the e-graph does not change, i.e. within one
+/// [`Replays::grow`] call.
+pub(super) struct Cached<'a> {
+    inner: &'a Direct<'a>,
+    op_bodies: RefCell<FxHashMap<Id, Rc<Vec<Grown>>>>,
+    kernels: RefCell<FxHashMap<Id, Rc<KernelList>>>,
+}
+
+/// A class's kernels as (body, input classes), largest first ([`GrowView::kernels`]).
+type KernelList = Vec<(KernelBody, Vec<Id>)>;
+
+impl<'a> Cached<'a> {
+    fn new(inner: &'a Direct<'a>) -> Cached<'a> {
+        Cached {
+            inner,
+            op_bodies: RefCell::default(),
+            kernels: RefCell::default(),
+        }
+    }
+
+    fn op_bodies_rc(&self, d: Id) -> Rc<Vec<Grown>> {
+        if let Some(v) = self.op_bodies.borrow().get(&d) {
+            return v.clone();
+        }
+        let v = Rc::new(self.inner.op_bodies(d));
+        self.op_bodies.borrow_mut().insert(d, v.clone());
+        v
+    }
+
+    fn kernels_rc(&self, d: Id) -> Rc<KernelList> {
+        if let Some(v) = self.kernels.borrow().get(&d) {
+            return v.clone();
+        }
+        let v = Rc::new(self.inner.kernels(d));
+        self.kernels.borrow_mut().insert(d, v.clone());
+        v
+    }
+}
+
+impl GrowView for Cached<'_> {
+    fn op_bodies(&self, d: Id) -> Vec<Grown> {
+        self.op_bodies_rc(d).as_ref().clone()
+    }
+
+    fn lookup(&self, node: &TensorLang) -> Option<Id> {
+        self.inner.lookup(node)
+    }
+
+    fn facts(&self, d: Id) -> Option<&TensorFacts> {
+        self.inner.facts(d)
+    }
+
+    fn is_contraction(&self, d: Id) -> bool {
+        self.inner.is_contraction(d)
+    }
+
+    fn read_outside(&self, d: Id, inside: &BTreeSet<Id>) -> bool {
+        self.inner.read_outside(d, inside)
+    }
+
+    fn kernels(&self, d: Id) -> Vec<(KernelBody, Vec<Id>)> {
+        self.kernels_rc(d).as_ref().clone()
     }
 }
 
@@ -137,13 +206,13 @@ struct Record {
 
 /// A view that answers from the e-graph and records every observation ([`Trace`]).
 pub(super) struct Recorder<'a> {
-    inner: &'a Direct<'a>,
+    inner: &'a Cached<'a>,
     record: RefCell<Record>,
 }
 
 impl<'a> Recorder<'a> {
     /// A recorder over `inner` whose first labels are `seed` (the seed's class and inputs).
-    fn new(inner: &'a Direct<'a>, seed: &[Id]) -> Recorder<'a> {
+    fn new(inner: &'a Cached<'a>, seed: &[Id]) -> Recorder<'a> {
         let mut record = Record::default();
         for c in seed {
             record.labels.label(*c);
@@ -258,7 +327,7 @@ fn bind_all(labels: &mut Labels, ins: &[u32], classes: &[Id]) -> bool {
 impl<R: Clone> Trace<R> {
     /// The recorded result renamed onto `seed`'s classes, when `view` answers every recorded
     /// observation the same way under a one-to-one renaming; `None` otherwise.
-    fn replay(&self, view: &Direct, seed: &[Id]) -> Option<(Vec<Grown>, R)> {
+    fn replay(&self, view: &Cached, seed: &[Id]) -> Option<(Vec<Grown>, R)> {
         let mut labels = Labels::default();
         for c in seed {
             if labels.of.contains_key(c) {
@@ -288,10 +357,10 @@ impl<R: Clone> Trace<R> {
 
 /// Whether `view` answers observation `o` as recorded (binding new labels); `None` when it names
 /// a label not bound yet.
-fn check(o: &Obs, view: &Direct, labels: &mut Labels) -> Option<bool> {
+fn check(o: &Obs, view: &Cached, labels: &mut Labels) -> Option<bool> {
     Some(match o {
         Obs::OpBodies(l, ans) => {
-            let got = view.op_bodies(labels.class(*l)?);
+            let got = view.op_bodies_rc(labels.class(*l)?);
             got.len() == ans.len()
                 && got
                     .iter()
@@ -324,7 +393,7 @@ fn check(o: &Obs, view: &Direct, labels: &mut Labels) -> Option<bool> {
             view.read_outside(labels.class(*l)?, &inside) == *b
         }
         Obs::Kernels(l, ans) => {
-            let got = view.kernels(labels.class(*l)?);
+            let got = view.kernels_rc(labels.class(*l)?);
             got.len() == ans.len()
                 && got
                     .iter()
@@ -375,12 +444,26 @@ impl<R: Clone> Replays<R> {
             .get(&key)
             .map(|v| v.to_vec())
             .unwrap_or_default();
-        for t in &known {
-            if let Some(r) = t.replay(view, seed) {
+        let cached = Cached::new(view);
+        for (k, t) in known.iter().enumerate() {
+            if let Some(r) = t.replay(&cached, seed) {
+                if k > 0 {
+                    // Most recently replayed first: a later seed of the same layer position
+                    // tends to fit the same trace. The order only decides how soon a fitting
+                    // trace is found, never the result (every fitting trace gives exactly what
+                    // growing gives).
+                    let mut traces = self.lock();
+                    if let Some(v) = traces.get_mut(&key) {
+                        if let Some(at) = v.iter().position(|x| Arc::ptr_eq(x, t)) {
+                            let hit = v.remove(at);
+                            v.insert(0, hit);
+                        }
+                    }
+                }
                 return r;
             }
         }
-        let rec = Recorder::new(view, seed);
+        let rec = Recorder::new(&cached, seed);
         let (out, extra) = grow(&rec);
         let trace = Arc::new(rec.finish(&out, extra.clone()));
         let mut traces = self.lock();
