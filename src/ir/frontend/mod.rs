@@ -19,9 +19,11 @@ mod constants;
 mod diagnose;
 mod graph;
 mod infer;
+mod pack;
 mod parse;
 
 pub use bind::resolve_symbols;
+pub use pack::equal_constants;
 /// The closest candidate to a misspelled name (used by the DSL's suggestions too).
 pub(crate) use diagnose::closest as closest_name;
 
