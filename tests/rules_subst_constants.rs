@@ -20,7 +20,13 @@ fn graph() -> Graph {
     let mut constants = serde_json::Map::new();
     let mut nodes = vec![];
     let mut terms = vec![];
-    for (name, value) in [("c1", -3.5), ("c2", -3.5), ("z1", 0.0), ("z2", -0.0), ("w", -3.5)] {
+    for (name, value) in [
+        ("c1", -3.5),
+        ("c2", -3.5),
+        ("z1", 0.0),
+        ("z2", -0.0),
+        ("w", -3.5),
+    ] {
         tensors.insert(name.into(), json!({"dtype": "fp32", "shape": [1]}));
         if name == "w" {
             inputs.push(json!({"tensor": name, "role": "param"}));
@@ -60,7 +66,10 @@ fn equal_small_constants_are_one_value_and_signed_zeros_are_not() {
     let g = graph();
     let alias = equal_constants(&g);
     let want: BTreeMap<String, String> = [("c2".to_string(), "c1".to_string())].into();
-    assert_eq!(alias, want, "only c2 = c1 (z1 = +0 and z2 = -0 differ; w is not a constant)");
+    assert_eq!(
+        alias, want,
+        "only c2 = c1 (z1 = +0 and z2 = -0 differ; w is not a constant)"
+    );
     let p = lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
     // The declared inputs stay (c2 is bound at run time as before, just not read).
     let names: Vec<&str> = p.inputs.iter().map(|i| i.tensor.as_str()).collect();

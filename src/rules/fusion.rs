@@ -321,7 +321,7 @@ impl Grow {
     /// materialized for another kernel anyway) while there is one: the prefixes then include
     /// the whole row-reduction kernel after a GEMM or after another LayerNorm (BERT's second
     /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23). Returns the
-    /// bodies and whether a dense-layer GEMM ([`is_dense_layer`]) was waiting.
+    /// bodies and whether a dense-layer GEMM (a contraction with a rank-2 result) was waiting.
     fn grow(&self, eg: &impl GrowView, seed: &Seed, defer: bool) -> (Vec<Grown>, bool) {
         // The seed's class is canonical ([`Grow::seeds`], on the unchanged e-graph).
         let (eclass, body, ins) = seed.clone();
@@ -362,7 +362,7 @@ impl Grow {
             let Some(d) = g.waiting.get(next).copied() else {
                 break;
             };
-            saw_boundary |= eg.is_contraction(d) && is_dense_layer(eg, d);
+            saw_boundary |= eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2);
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes
                 && self.absorb_computing(eg, eclass, &mut g, d)
@@ -642,50 +642,6 @@ impl Grow {
             .map(|(b, i)| (eclass, b, i))
             .collect()
     }
-}
-
-/// True when contraction class `d` is a dense layer's GEMM: its result has rank 2, or it is a
-/// sum of a product one of whose operands (under casts) is an `expand` of a value of size 1 along
-/// every result axis but the last — a weight shared by all rows, `x[…, K]·W[K, N]` of any rank
-/// (the real exports' Linear layers are `[B, S, K]·[K, N]`), not attention's batched products,
-/// whose operands vary along the batch and head axes. Read through [`GrowView`] only, so growth
-/// replay sees every observation it makes.
-fn is_dense_layer(eg: &impl GrowView, d: Id) -> bool {
-    let Some(rank) = eg.facts(d).map(|f| f.shape.len()) else {
-        return false;
-    };
-    if rank == 2 {
-        return true;
-    }
-    let inputs_of = |c: Id, pick: fn(&TensorLang) -> bool| -> Vec<Id> {
-        eg.op_bodies(c)
-            .into_iter()
-            .filter(|(b, _)| b.as_ref().last().is_some_and(pick))
-            .filter_map(|(_, ins)| ins.first().copied())
-            .collect()
-    };
-    let weight_like = |src: Id| {
-        eg.facts(src).is_some_and(|f| {
-            f.shape.len() == rank + 1 && f.shape[..rank - 1].iter().all(|x| x.is_int(1))
-        })
-    };
-    let reduce = |n: &TensorLang| matches!(n, TensorLang::Reduce(_));
-    let mul = |n: &TensorLang| matches!(n, TensorLang::Mul(_));
-    let cast = |n: &TensorLang| matches!(n, TensorLang::Cast(_));
-    let expand = |n: &TensorLang| matches!(n, TensorLang::Expand(_));
-    inputs_of(d, reduce).into_iter().any(|prod| {
-        eg.op_bodies(prod)
-            .into_iter()
-            .filter(|(b, _)| b.as_ref().last().is_some_and(mul))
-            .any(|(_, operands)| {
-                operands.iter().any(|o| {
-                    std::iter::once(*o)
-                        .chain(inputs_of(*o, cast))
-                        .flat_map(|c| inputs_of(c, expand))
-                        .any(weight_like)
-                })
-            })
-    })
 }
 
 /// True when e-class `d` computes a contraction: a sum-reduction of a product of two different

@@ -23,9 +23,9 @@ mod pack;
 mod parse;
 
 pub use bind::resolve_symbols;
-pub use pack::equal_constants;
 /// The closest candidate to a misspelled name (used by the DSL's suggestions too).
 pub(crate) use diagnose::closest as closest_name;
+pub use pack::equal_constants;
 
 use crate::diag::Diagnostics;
 use crate::ir::dim::Shape;
