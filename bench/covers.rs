@@ -5,8 +5,9 @@
 //!
 //! `cargo bench --bench covers` prints the table (markdown); `COVERS_ONLY=name,...` restricts
 //! it to graphs whose name contains one of the words; `COVERS_LAYERS=1,12` chooses the encoder
-//! sizes (default 1 and 12). Without `--bench` (the `cargo test --all-targets` smoke run) it
-//! covers only `examples/gemm_bias_relu.json`.
+//! sizes (default 1 and 12); `COVERS_ONNX=/path/a.onnx,/path/b.onnx` adds real exports (e.g. the
+//! files of `scripts/export-real-models.py --out DIR`, kept out of the repo). Without `--bench`
+//! (the `cargo test --all-targets` smoke run) it covers only `examples/gemm_bias_relu.json`.
 #[path = "common/bench_graphs.rs"]
 mod bench_graphs;
 use bench_graphs::{transformer_encoder, EncoderConfig};
@@ -75,6 +76,19 @@ fn graphs(smoke: bool) -> Vec<(String, Result<Graph, String>)> {
             format!("onnx/{m}"),
             dlc_egg::onnx::load(&path).map_err(|d| d.to_string()),
         ));
+    }
+    for f in std::env::var("COVERS_ONNX")
+        .ok()
+        .into_iter()
+        .flat_map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>())
+        .filter(|f| !f.trim().is_empty())
+    {
+        let path = Path::new(f.trim());
+        let name = format!(
+            "real/{}",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        );
+        out.push((name, dlc_egg::onnx::load(path).map_err(|d| d.to_string())));
     }
     let layers: Vec<usize> = std::env::var("COVERS_LAYERS")
         .ok()

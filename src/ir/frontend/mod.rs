@@ -19,11 +19,13 @@ mod constants;
 mod diagnose;
 mod graph;
 mod infer;
+mod pack;
 mod parse;
 
 pub use bind::resolve_symbols;
 /// The closest candidate to a misspelled name (used by the DSL's suggestions too).
 pub(crate) use diagnose::closest as closest_name;
+pub use pack::equal_constants;
 
 use crate::diag::Diagnostics;
 use crate::ir::dim::Shape;

@@ -117,6 +117,12 @@ pub fn lower(graph: &Graph) -> Result<Program, Diagnostics> {
                 .map_err(|e| Diagnostics::one(e.to_diagnostic()))?;
         lw.vals.insert(inp.tensor.clone(), id);
     }
+    // Equal small constants are one value (issue 23; declared inputs unchanged).
+    for (dup, rep) in crate::ir::frontend::equal_constants(graph) {
+        if let Some(id) = lw.vals.get(&rep).copied() {
+            lw.vals.insert(dup, id);
+        }
+    }
     for node in &graph.nodes {
         lw.b.tag = Some(node.name.clone());
         let outs = lower_node(&mut lw, node).map_err(|e| Diagnostics::one(at_node(node, e)))?;
