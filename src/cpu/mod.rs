@@ -5,8 +5,8 @@
 //! (program source, ISA) beside the plan cache ([`build`]), and run on tensors ([`exec`]).
 //!
 //! The CPU cost model, its measurement log and `calibrate` are [`calibrate`]; extraction for the
-//! CPU prices kernels with it ([`pricing`]). Threads wait passively at OpenMP barriers
-//! ([`build::WAIT_POLICY`]).
+//! CPU prices kernels with it ([`pricing`]). Threads spin briefly at OpenMP barriers on a machine
+//! with idle cores and sleep at once on a loaded one ([`build::WAIT_POLICY`]).
 //!
 //! A contraction runs as work items of one column block by one row group (`src/cpu/block.rs`):
 //! each packs its block of the column operand while it sits in the thread's cache and applies the
