@@ -166,7 +166,7 @@ fn compile(source: &str, flags: &[String], dir: &Path, so: &Path) -> Result<(), 
 ///   (~0.5 ms; `KMP_BLOCKTIME` 1 ms for LLVM's libomp), then sleep. A thread that sleeps at once
 ///   is woken by a futex, and on an idle VM its vCPU has halted: the wake-up is the fixed
 ///   per-kernel cost seen on the 2-vCPU development VM at load 0.3 (bench/results/
-///   cpu-2026-11-26-5-idle.md: a [128,768] LayerNorm 0.5 ms, wall times 0.3–0.5 ms above the
+///   cpu-2026-11-26-5-idle.md: a `[128,768]` LayerNorm 0.5 ms, wall times 0.3–0.5 ms above the
 ///   kernels' CPU time, the 3×3 conv 3.6 ms alone against 1.7 ms between other kernels) and
 ///   absent from every loaded measurement, where no vCPU halts.
 /// - **loaded** (load ≥ cores): `passive`, sleep at once. libgomp's default spins 300 000
