@@ -47,7 +47,8 @@ impl Emitter<'_> {
     /// The work items of let `li`'s contraction `c` (after its packs): per item, the column
     /// operand's block packed `[K][ldb]` into the thread's `cBw` (unless `keep_b`: the kept
     /// whole-K panels `cBp` are read in place), `dlc_gemm_rows`, and the block epilogue when
-    /// `fused_epilogue` is set. `ws`: the items are a worksharing loop.
+    /// `fused_epilogue` is set. `ws`: the items are a worksharing loop; `last`: the last
+    /// worksharing loop of its parallel region (no barrier of its own).
     pub(super) fn emit_items(
         &mut self,
         li: usize,
@@ -55,6 +56,7 @@ impl Emitter<'_> {
         axes: &[(String, String)],
         ws: bool,
         keep_b: bool,
+        last: bool,
     ) -> Result<(), CpuError> {
         self.line("{");
         self.indent += 1;
@@ -69,7 +71,10 @@ impl Emitter<'_> {
             );
             self.line("if (!cBw) dlc_err_flag(&dlc_err, 2);");
         }
-        if ws {
+        if ws && last {
+            // the parallel region ends right after: its end is the barrier
+            self.line("#pragma omp for schedule(static) nowait");
+        } else if ws {
             self.line("#pragma omp for schedule(static)");
         }
         self.line("for (int64_t cw = 0; cw < cnb * cMG; cw++) {");

@@ -157,27 +157,54 @@ fn compile(source: &str, flags: &[String], dir: &Path, so: &Path) -> Result<(), 
     })
 }
 
-/// The OpenMP wait policy the native programs run with, unless the user's environment sets one
-/// (`OMP_WAIT_POLICY`, `GOMP_SPINCOUNT` or `KMP_BLOCKTIME`): `passive` — a thread that reaches a
-/// barrier (or the end of a parallel region) sleeps at once instead of spinning. libgomp's
-/// default spins 300 000 iterations (~0.1–1 ms) there: with more runnable threads than cores the
-/// spinning thread burns the time slice its partner needs to reach the barrier. Measured on the
-/// shared 2-core VM at load ~16 (bench/results/cpu-2026-11-26-3.md), 2 threads, ms per run:
-/// conv 3×3 144–150 (libgomp default) / 52–59 (spin 10 000) / 18–38 (passive), LayerNorm 58–60 /
-/// 19.5–20 / 14–17.5, GEMM 1024³ 225–254 / 142–151 / 138–142. On an idle machine passive costs a
-/// futex wake per barrier (microseconds; a kernel has at most a few barriers).
+/// How the native programs' threads wait at OpenMP barriers and between parallel regions,
+/// unless the user's environment sets it (`OMP_WAIT_POLICY`, `GOMP_SPINCOUNT` or
+/// `KMP_BLOCKTIME`), chosen once per process from the machine's load when the first generated
+/// library loads (OpenMP runtimes read it once, when they initialize):
+///
+/// - **idle cores** (1-minute load average below the core count): spin [`SPIN_COUNT`] iterations
+///   (~0.5 ms; `KMP_BLOCKTIME` 1 ms for LLVM's libomp), then sleep. A thread that sleeps at once
+///   is woken by a futex, and on an idle VM its vCPU has halted: the wake-up is the fixed
+///   per-kernel cost seen on the 2-vCPU development VM at load 0.3 (bench/results/
+///   cpu-2026-11-26-5-idle.md: a `[128,768]` LayerNorm 0.5 ms, wall times 0.3–0.5 ms above the
+///   kernels' CPU time, the 3×3 conv 3.6 ms alone against 1.7 ms between other kernels) and
+///   absent from every loaded measurement, where no vCPU halts.
+/// - **loaded** (load ≥ cores): `passive`, sleep at once. libgomp's default spins 300 000
+///   iterations (~7 ms here, 25 ns a `pause`): with more runnable threads than cores the
+///   spinning thread burns the time slice its partner needs to reach the barrier. Measured at
+///   load ~16 (bench/results/cpu-2026-11-26-3.md), 2 threads, ms per run: conv 3×3 144–150
+///   (default) / 52–59 (spin 10 000) / 18–38 (passive).
 pub const WAIT_POLICY: &str = "passive";
 
-/// Sets [`WAIT_POLICY`] in the environment before the first generated library loads (OpenMP
-/// runtimes read it once, when they initialize). Nothing when the user set a policy.
+/// libgomp spin iterations before a waiting thread sleeps, on a machine with idle cores.
+pub const SPIN_COUNT: &str = "20000";
+
+/// Whether the machine has idle cores: its 1-minute load average (`/proc/loadavg`) is below its
+/// core count (false where the load cannot be read).
+fn cores_idle() -> bool {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok())
+        .is_some_and(|load| load < cores)
+}
+
+/// Sets the wait policy ([`WAIT_POLICY`], [`SPIN_COUNT`]) in the environment before the first
+/// generated library loads. Nothing when the user set one.
 fn set_wait_policy() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         let set = ["OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"]
             .iter()
             .any(|v| std::env::var_os(v).is_some());
-        if !set {
-            // Read by libgomp (gcc) and LLVM's libomp (clang) alike.
+        if set {
+            return;
+        }
+        // Read by libgomp (gcc) and LLVM's libomp (clang) alike.
+        if cores_idle() {
+            std::env::set_var("GOMP_SPINCOUNT", SPIN_COUNT);
+            std::env::set_var("KMP_BLOCKTIME", "1");
+        } else {
             std::env::set_var("OMP_WAIT_POLICY", WAIT_POLICY);
         }
     });

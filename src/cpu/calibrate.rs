@@ -62,14 +62,19 @@ pub struct CpuCostParams {
 }
 
 impl Default for CpuCostParams {
-    /// Uncalibrated guesses for a recent x86 core: 10 GB/s, 16 GFLOP/s per thread (AVX2 without
-    /// FMA at ~2 GHz, half-used), 1 ns per transcendental, 20 µs per call.
+    /// The fit of `dlc-egg calibrate` to the benchmark set run on the idle 2-vCPU development VM
+    /// (Zen 4, 2 threads, bench/results/cpu-2026-11-26-5-idle.md: 23 kernel rows, median error
+    /// 233 % → 13 %): 21.2 GB/s, 77.3 GFLOP/s per thread, 0.19 ns per transcendental, 350 µs
+    /// per kernel (that run's threads slept at every barrier: the wake-ups of idle vCPUs, see
+    /// [`super::build::WAIT_POLICY`]). The earlier guesses (10 GB/s, 16 GFLOP/s, 1 ns, 20 µs)
+    /// came from runs under load 15–30, 4–6× the idle times, and priced a 4-kernel LayerNorm
+    /// (a quadratic variance) below the fused one at 1 thread.
     fn default() -> Self {
         CpuCostParams {
-            bandwidth_gbs: 10.0,
-            gflops_per_thread: 16.0,
-            transcendental_ns: 1.0,
-            overhead_us: 20.0,
+            bandwidth_gbs: 21.21,
+            gflops_per_thread: 77.28,
+            transcendental_ns: 0.19,
+            overhead_us: 350.0,
         }
     }
 }

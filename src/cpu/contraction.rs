@@ -109,6 +109,12 @@ pub fn recognize(
     Some(c)
 }
 
+/// Whether `c`'s index arrays (its points' iter values and buffer offsets) are kept between
+/// calls: a contraction without batch iters, whose arrays depend only on the sizes.
+fn keep_ix(c: &Contraction) -> bool {
+    c.batch.is_empty()
+}
+
 impl Emitter<'_> {
     /// `Σ var·stride` of `iters` in let `li`'s buffer (loop vars `i<k>`).
     pub(super) fn offset_in(&self, li: usize, iters: &[usize]) -> String {
@@ -267,7 +273,8 @@ impl Emitter<'_> {
     /// column operand's), then the work items ([`Self::emit_items`]). `ws`: run by every thread
     /// of a parallel region (the loops are shared, two barriers), else by one. `keep[s]`:
     /// operand `s` (0: rows, 1: columns) is a kept pack, packed only when `c{A,Bp}_kept` is
-    /// false; a column operand that is not kept is packed per work item.
+    /// false; a column operand that is not kept is packed per work item. `kept_ix`: the index
+    /// arrays are kept ([`keep_ix`]), computed only when `cix_kept` is false.
     fn emit_batch_point(
         &mut self,
         li: usize,
@@ -275,14 +282,26 @@ impl Emitter<'_> {
         axes: &[(String, String)],
         ws: bool,
         keep: [bool; 2],
+        kept_ix: bool,
     ) -> Result<(), CpuError> {
         self.line("int64_t cbq = cb;");
         self.decode("cbq", &c.batch);
         let boff = self.offset_in(li, &c.batch);
+        // Kept index arrays (a contraction without batch iters, see `emit_scratch`) are
+        // computed by the first call of the epoch only; the barriers after them and after the
+        // kept packs are skipped with them (every thread takes the same branch).
+        if kept_ix {
+            self.line("if (!cix_kept) {");
+            self.indent += 1;
+        }
         self.emit_points(li, ["cpa", "cro", "cM"], &c.rows, &boff, ws);
         self.emit_points(li, ["cpb", "cco", "cN"], &c.cols, "0", ws);
         if ws {
             self.line("#pragma omp barrier");
+        }
+        if kept_ix {
+            self.indent -= 1;
+            self.line("}");
         }
         if keep[0] {
             self.line("if (!cA_kept)");
@@ -293,15 +312,38 @@ impl Emitter<'_> {
             self.emit_pack("cBp", "DLC_NR", "cN", &c.cols, "cpb", &c.y, axes, ws)?;
         }
         if ws {
-            self.line("#pragma omp barrier");
+            // A row operand that is not kept is packed on every call (a column operand that is
+            // not kept, per work item: no barrier).
+            let cond = match keep {
+                [true, true] => "if (!cA_kept || !cBp_kept) ",
+                [true, false] => "if (!cA_kept) ",
+                [false, _] => "",
+            };
+            if cond.is_empty() {
+                self.line("#pragma omp barrier");
+            } else {
+                self.line(&format!("{cond}{{"));
+                self.indent += 1;
+                self.line("#pragma omp barrier");
+                self.indent -= 1;
+                self.line("}");
+            }
         }
-        self.emit_items(li, c, axes, ws, keep[1])
+        // One batch point (no batch iters): the end of the parallel region is the items' barrier.
+        self.emit_items(li, c, axes, ws, keep[1], kept_ix)
     }
 
     /// Scratch buffers of a contraction (`dlc_scratch`, per thread) and `cok`; a kept operand
     /// (`keep`, see [`Self::emit_batch_point`]) gets the kernel's static buffer instead, and
     /// `c{A,Bp}_kept` says whether it holds this epoch's pack.
-    fn emit_scratch(&mut self, li: usize, nrows: usize, ncols: usize, keep: [bool; 2]) {
+    fn emit_scratch(
+        &mut self,
+        li: usize,
+        nrows: usize,
+        ncols: usize,
+        keep: [bool; 2],
+        ix_kept: bool,
+    ) {
         let sides = [("cA", "DLC_MR", "cM", 0), ("cBp", "DLC_NR", "cN", 1)];
         for ((v, w, n, slot), kept) in sides.into_iter().zip(keep) {
             let bytes = format!("4 * (({n} + {w} - 1) / {w}) * {w} * cK");
@@ -334,10 +376,37 @@ impl Emitter<'_> {
             self.line("}");
             self.line(&format!("float *{v} = {s};"));
         }
-        self.line("int64_t *cro = (int64_t *)dlc_scratch(2, 8 * cM), *cco = (int64_t *)dlc_scratch(3, 8 * cN);");
-        self.line(&format!(
-            "int64_t *cpa = (int64_t *)dlc_scratch(4, 8 * cM * {nrows}), *cpb = (int64_t *)dlc_scratch(5, 8 * cN * {ncols});"
-        ));
+        if ix_kept {
+            let s = format!("{KEPT_PACK}{li}_ix");
+            self.line(&format!(
+                "static int64_t *{s}; static int64_t {s}_cap, {s}_ep = -1, {s}_m = -1, {s}_n = -1;"
+            ));
+            self.line(&format!(
+                "const int cix_kept = {s} && {s}_ep == dlc_epoch && {s}_m == cM && {s}_n == cN;"
+            ));
+            self.line("if (!cix_kept) {");
+            self.indent += 1;
+            self.line(&format!(
+                "const int64_t cbytes = 8 * (cM * {} + cN * {});",
+                nrows + 1,
+                ncols + 1
+            ));
+            self.line(&format!("{s}_ep = -1;"));
+            self.line(&format!(
+                "if (cbytes > {s}_cap || !{s}) {{ free({s}); {s} = (int64_t *)dlc_alloc(cbytes < 64 ? 64 : cbytes); {s}_cap = {s} ? cbytes : 0; }}"
+            ));
+            self.indent -= 1;
+            self.line("}");
+            self.line(&format!(
+                "int64_t *cro = {s}, *cco = {s} ? {s} + cM : NULL, *cpa = {s} ? {s} + cM + cN : NULL, *cpb = {s} ? {s} + cM * {} + cN : NULL;",
+                nrows + 1
+            ));
+        } else {
+            self.line("int64_t *cro = (int64_t *)dlc_scratch(2, 8 * cM), *cco = (int64_t *)dlc_scratch(3, 8 * cN);");
+            self.line(&format!(
+                "int64_t *cpa = (int64_t *)dlc_scratch(4, 8 * cM * {nrows}), *cpb = (int64_t *)dlc_scratch(5, 8 * cN * {ncols});"
+            ));
+        }
         let bp = if keep[1] { "cBp && " } else { "" };
         self.line(&format!(
             "const int cok = cA && {bp}cro && cco && cpa && cpb;"
@@ -399,12 +468,12 @@ impl Emitter<'_> {
         self.line("#pragma omp parallel num_threads(dlc_nt)");
         self.line("{");
         self.indent += 1;
-        self.emit_scratch(li, c.rows.len(), c.cols.len(), [false; 2]);
+        self.emit_scratch(li, c.rows.len(), c.cols.len(), [false; 2], false);
         self.line("#pragma omp for schedule(static)");
         self.line("for (int64_t cb = 0; cb < cB; cb++) {");
         self.indent += 1;
         self.line("if (!cok) continue;");
-        self.emit_batch_point(li, &c, &axes, false, [false; 2])?;
+        self.emit_batch_point(li, &c, &axes, false, [false; 2], false)?;
         self.close_loops(2);
         self.indent -= 1;
         self.line("} else {");
@@ -413,7 +482,7 @@ impl Emitter<'_> {
             c.batch.is_empty() && self.reads_only_params(&c.x),
             c.batch.is_empty() && self.reads_only_params(&c.y),
         ];
-        self.emit_scratch(li, c.rows.len(), c.cols.len(), keep);
+        self.emit_scratch(li, c.rows.len(), c.cols.len(), keep, keep_ix(&c));
         self.line("if (cok) {");
         self.indent += 1;
         self.line(
@@ -421,8 +490,14 @@ impl Emitter<'_> {
         );
         self.line("for (int64_t cb = 0; cb < cB; cb++) {");
         self.indent += 1;
-        self.emit_batch_point(li, &c, &axes, true, keep)?;
+        self.emit_batch_point(li, &c, &axes, true, keep, keep_ix(&c))?;
         self.close_loops(1);
+        if keep_ix(&c) {
+            let s = format!("{KEPT_PACK}{li}_ix");
+            self.line(&format!(
+                "if (!dlc_err) {{ {s}_ep = dlc_epoch; {s}_m = cM; {s}_n = cN; }}"
+            ));
+        }
         for (slot, n) in [(0, "cM"), (1, "cN")] {
             if keep[slot] {
                 let s = format!("{KEPT_PACK}{li}_{slot}");

@@ -78,6 +78,10 @@ pub(super) struct Emitter<'a> {
     /// The region's pointwise lets and stores run on each contraction work item's hot block
     /// ([`super::block`]), not as loop nests after the contraction.
     pub(super) fused_epilogue: bool,
+    /// Yields (indices into the region's yields) whose rows are staged in a thread buffer `S<y>`
+    /// and written by `dlc_put_row` (non-temporal stores for outputs of at least
+    /// `DLC_STREAM_MIN_BYTES`, decided at run time by `dlc_stream`): see [`Emitter::plan_streams`].
+    pub(super) streamed: Vec<usize>,
 }
 
 pub(super) type Scope = Vec<(String, String)>;
@@ -276,6 +280,7 @@ impl<'a> Emitter<'a> {
             clamp_guards: false,
             params: BTreeSet::new(),
             fused_epilogue: false,
+            streamed: Vec::new(),
         };
         for (li, gemm) in gemms.into_iter().enumerate() {
             let kind = em.kind_of(&r.lets[li].expr);
@@ -599,11 +604,59 @@ impl<'a> Emitter<'a> {
         }
         let x = self.operand(a, k, scope)?;
         let y = self.operand(b, k, scope)?;
+        if f == BinaryFn::Div && k == Kind::Float && self.is_point_scalar(b) {
+            // `1.0f / y` is invariant in the SIMD loop (hoisted by the compiler): a multiply
+            // and two FMAs per element instead of a vector division (prelude.h, `dlc_divr`).
+            return Ok(format!(
+                "dlc_divr({x}, {y}, (1.0f / {y}), dlc_rcp_ok(1.0f / {y}))"
+            ));
+        }
         Ok(if k == Kind::Float {
             binary_float(f, &x, &y)
         } else {
             binary_int(f, k, &x, &y)
         })
+    }
+
+    /// Fills [`Emitter::streamed`]: in rows form whose outer iters are the leading ones (an
+    /// outer point's output elements are one contiguous row), the fp32 outputs of fp32 lets
+    /// that may reach `DLC_STREAM_MIN_BYTES` (every size constant and the output that large, or
+    /// a symbolic size: decided at run time).
+    fn plan_streams(&mut self) {
+        let n_outer = self.outer.len();
+        if n_outer == 0 || self.outer != (0..n_outer).collect::<Vec<_>>() || self.has_gather {
+            return;
+        }
+        let none = std::collections::BTreeMap::new();
+        let elems: Option<i64> = self.checked.iter_sizes.iter().try_fold(1i64, |acc, d| {
+            d.eval_with(&none).ok().map(|v| acc.saturating_mul(v))
+        });
+        if elems.is_some_and(|e| e.saturating_mul(4) < 16 << 20) {
+            return;
+        }
+        for (y, yl) in self.r.yields.iter().enumerate() {
+            let li = self.r.lets.iter().position(|l| l.name == yl.from);
+            let out = self.r.outputs.iter().find(|o| o.name == yl.to);
+            if let (Some(li), Some(o)) = (li, out) {
+                if o.dtype == DType::F32 && self.lets[li].kind == Kind::Float {
+                    self.streamed.push(y);
+                }
+            }
+        }
+    }
+
+    /// Whether `e` is a let computed once per outer point (a scalar C local of the rows form:
+    /// a softmax's row sum), so invariant in the loops over the point's inner iters.
+    fn is_point_scalar(&self, e: &Expr) -> bool {
+        let Expr::Let(n) = e else {
+            return false;
+        };
+        let Some(li) = self.r.lets.iter().position(|l| &l.name == n) else {
+            return false;
+        };
+        self.lets
+            .get(li)
+            .is_some_and(|l| l.inner.is_empty() && l.gemm.is_none() && l.kind == Kind::Float)
     }
 
     pub(super) fn extents(&self, red: &Reduce) -> Result<Vec<String>, CpuError> {
@@ -713,6 +766,14 @@ impl<'a> Emitter<'a> {
         } else {
             let total: Vec<String> = self.outer.iter().map(|i| Self::size_var(*i)).collect();
             self.line(&format!("const int64_t dlc_total = {};", total.join(" * ")));
+            self.plan_streams();
+            if !self.streamed.is_empty() {
+                let inner = self.prod(&self.inner_iters());
+                self.line(&format!("const int64_t dlc_inner = {inner};"));
+                self.line(
+                    "const int dlc_stream = dlc_total * dlc_inner * 4 >= DLC_STREAM_MIN_BYTES;",
+                );
+            }
             self.line("#pragma omp parallel num_threads(dlc_nt) if(dlc_total > 1)");
             self.line("{");
             self.indent += 1;

@@ -24,12 +24,38 @@ impl Emitter<'_> {
             self.line(&line);
             self.line(&format!("if (!L{li}) dlc_ok = 0;"));
         }
+        for y in self.streamed.clone() {
+            self.line(&format!(
+                "float *restrict S{y} = (float *)dlc_alloc(4 * dlc_inner);"
+            ));
+            self.line(&format!("if (!S{y}) dlc_ok = 0;"));
+        }
         self.line("if (!dlc_ok) dlc_err_flag(&dlc_err, 2);");
     }
 
     pub(super) fn free_buffers(&mut self, buffered: &[usize]) {
         for li in buffered {
             self.line(&format!("free(L{li});"));
+        }
+        for y in self.streamed.clone() {
+            self.line(&format!("free(S{y});"));
+        }
+    }
+
+    /// After the loop nest that staged the rows of streamed yields `ys`: their `dlc_put_row`.
+    fn put_rows(&mut self, ys: &[usize]) {
+        let ys: Vec<usize> = ys
+            .iter()
+            .copied()
+            .filter(|y| self.streamed.contains(y))
+            .collect();
+        for y in ys {
+            let to = &self.r.yields[y].to;
+            if let Some(oi) = self.r.outputs.iter().position(|o| &o.name == to) {
+                self.line(&format!(
+                    "dlc_put_row(out{oi} + dlc_o * dlc_inner, S{y}, dlc_inner, dlc_stream);"
+                ));
+            }
         }
     }
 
@@ -108,6 +134,7 @@ impl Emitter<'_> {
                 done_yields[*y] = true;
             }
             self.close_loops(iters.len());
+            self.put_rows(&fused);
             li = nx;
         }
         for (y, done) in done_yields.iter().enumerate() {
@@ -116,6 +143,7 @@ impl Emitter<'_> {
                 self.open_loops(&inner_all, flat, true)?;
                 self.emit_yield_store(y, &scope);
                 self.close_loops(inner_all.len());
+                self.put_rows(&[y]);
             }
         }
         Ok(())
@@ -182,10 +210,16 @@ impl Emitter<'_> {
         let Some(oi) = self.r.outputs.iter().position(|o| o.name == yl.to) else {
             return;
         };
-        let all: Vec<usize> = (0..self.r.iters.len()).collect();
-        let idx = self.flat_index(&all, scope);
         let v = self.let_ref(li, scope);
         let st = store(&v, self.lets[li].kind, self.r.outputs[oi].dtype);
+        if self.streamed.contains(&y) {
+            // staged: the row goes out by `dlc_put_row` after the loop nest
+            let idx = self.flat_index(&self.inner_iters(), scope);
+            self.line(&format!("S{y}[{idx}] = {st};"));
+            return;
+        }
+        let all: Vec<usize> = (0..self.r.iters.len()).collect();
+        let idx = self.flat_index(&all, scope);
         self.line(&format!("out{oi}[{idx}] = {st};"));
     }
 

@@ -5,8 +5,8 @@
 //! (program source, ISA) beside the plan cache ([`build`]), and run on tensors ([`exec`]).
 //!
 //! The CPU cost model, its measurement log and `calibrate` are [`calibrate`]; extraction for the
-//! CPU prices kernels with it ([`pricing`]). Threads wait passively at OpenMP barriers
-//! ([`build::WAIT_POLICY`]).
+//! CPU prices kernels with it ([`pricing`]). Threads spin briefly at OpenMP barriers on a machine
+//! with idle cores and sleep at once on a loaded one ([`build::WAIT_POLICY`]).
 //!
 //! A contraction runs as work items of one column block by one row group (`src/cpu/block.rs`):
 //! each packs its block of the column operand while it sits in the thread's cache and applies the
@@ -14,12 +14,20 @@
 //! the result while it is hot. Constant weights (`role: param` inputs) are packed once per
 //! [`exec::run_loaded`] call and kept ([`contraction`]).
 //!
+//! A contraction without batch iters also keeps its index arrays (its points' iter values and
+//! buffer offsets) per epoch, so that its steady-state call is one fork and one join (no
+//! barriers). Outputs of at least 16 MB in rows form leave through non-temporal stores
+//! (`dlc_put_row`).
+//!
 //! Not yet (TODO(issue 16)): a CPU plan space priced by the roofline and shown by
 //! `optimize --target cpu --explain` — the block width and the row groups (a split over M as
 //! well as N when there are fewer column blocks than threads) are chosen at run time by
 //! `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and the K slice are fixed;
 //! streaming attention (an attention region runs through the generic row form); a
-//! depthwise-conv loop and a direct-conv micro-kernel.
+//! depthwise-conv loop and a direct-conv micro-kernel; exp and its sum in one pass (softmax's
+//! row is read four times from L1). With the previous cost defaults, extraction at
+//! `--threads 1` chose a 4-kernel LayerNorm whose variance kernel ran 165 ms (against one fused
+//! kernel): the work analysis undercounts that region; the idle-calibrated defaults avoid it.
 //!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!
