@@ -723,7 +723,7 @@ fn the_score_scale_is_folded_into_the_exponent() {
     let (folded, src) = source(&graph(64, 64, "fp16", true, None));
     assert!(folded, "causal: the scale folds");
     assert!(
-        src.contains("dlc_exp2_approx(fmaf(sacc[ni][e], 0.1803"),
+        src.contains("dlc_exp2_approx(fmaf(sacc[mf][ni][e], 0.1803"),
         "{src}"
     );
     assert!(!src.contains("* 0.125f"), "no scaled score:\n{src}");
