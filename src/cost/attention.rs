@@ -157,6 +157,8 @@ pub fn frag_ilp(plan: &AttentionPlan) -> f64 {
 }
 
 /// Warps' worth of latency hiding per further `m16` fragment of a warp ([`frag_ilp`]).
+/// TODO(issue 15): an assumption (no GPU this session); fit it, and the 32-row layout's
+/// predicted times, to the H100 measurement of the `warp=32x…` plans.
 pub const FRAG_ILP: f64 = 0.5;
 
 /// The fraction of a scheduler's cycles that issue with `warps` resident warps per scheduler
