@@ -1,9 +1,9 @@
 //! The plan of the fused attention kernel (`codegen::templates::attention`): its knobs chosen
 //! and priced here, so that what is priced is what is emitted.
 //!
-//! **Space.** `BM = 64` query rows per block (4 warps × 16 rows), `BN` ∈ {32, 64, 128} keys per
-//! tile, 2 stages, `cp.async` for plain operands, `Q` in registers or re-read from shared
-//! memory. A point is *stopped* when its registers ([`registers`]: fragments + a measured
+//! **Space.** 4 warps of 16 or 32 query rows ([`ROWS`]: `BM` = 64 or 128), `BN` ∈ {32, 64,
+//! 128} keys per tile, 2 stages, `cp.async` for plain operands, `Q` in registers or re-read
+//! from shared memory. A point is *stopped* when its registers ([`registers`]: fragments + a measured
 //! overhead) exceed the thread's 255, or its shared memory the block's opt-in limit.
 //!
 //! **Price** (assumptions stated): FLOPs as executed are `4·B·H·M·N·D` padded to whole tiles
@@ -39,8 +39,11 @@ use crate::target::Target;
 
 /// The algorithm name of the plan (`algo_choice["attention"]`).
 pub const ALGO: &str = "mma_sync_flash";
-/// Query rows per block.
-pub const BM: u64 = 64;
+/// Warps per block.
+pub const WARPS: u64 = 4;
+/// Query rows per warp tried: 16 (one `m16` fragment, `BM = 64`) or 32 (two, `BM = 128`:
+/// FlashAttention-2's layout, each `K`/`V` fragment read from shared memory feeds two MMAs).
+pub const ROWS: [u64; 2] = [16, 32];
 /// Key tile sizes tried.
 pub const BNS: [u64; 3] = [32, 64, 128];
 /// Registers per thread beyond the fragments (addresses, loop state, softmax rows; 68 since
@@ -89,17 +92,74 @@ pub const L2_REUSE: f64 = 1.0;
 const SCHEDULERS: f64 = 4.0;
 
 /// Instructions one warp issues per visited key tile of `plan` at head/value dims `d`, `dv`,
-/// with `ops_per_score` instructions per score element and lane (module doc): the `QKᵀ` and
-/// `P·V` MMAs, their `ldmatrix`es (and `Q`'s when it is re-read from shared memory), the
-/// softmax of the warp's `16 × BN` scores (`BN / 2` per lane), the rescale of its `DV / 2`
-/// accumulators per lane, and [`tile_fixed`].
-pub fn tile_instructions(plan: &AttentionPlan, d: u64, dv: u64, ops_per_score: f64) -> f64 {
-    let (dp, dvp, bn) = (pad16(d), pad16(dv), plan.bn);
-    let hmma = bn / 8 * (dp / 16) + dvp / 8 * (bn / 16);
-    let q_ldsm = if plan.q_in_regs { 0 } else { dp / 16 };
+/// with `issue`'s instructions per score element and lane (module doc), `F` the warp's
+/// `m16` fragments (`rows / 16`): the `QKᵀ` and `P·V` MMAs of every fragment, the `ldmatrix`es
+/// of `K` and `V` (once per warp: each feeds the `F` fragments' MMAs) and `Q`'s when it is
+/// re-read from shared memory (per fragment), the softmax of the warp's `rows × BN` scores
+/// (`F · BN / 2` per lane), the warp's vote on the rescale ([`RESCALE_VOTE`]; the rescale of
+/// its `F · DV / 2` accumulators per lane runs when a row's max grows by more than `2^8`,
+/// after the first tiles rarely, and is left out), and [`tile_fixed`] plus [`ROW_FIXED`] per
+/// further fragment's rows.
+pub fn tile_instructions(plan: &AttentionPlan, d: u64, dv: u64, issue: Issue) -> f64 {
+    let (dp, dvp, bn, f) = (pad16(d), pad16(dv), plan.bn, plan.frags());
+    let hmma = f * (bn / 8 * (dp / 16) + dvp / 8 * (bn / 16));
+    let q_ldsm = if plan.q_in_regs { 0 } else { f * dp / 16 };
     let ldsm = bn / 16 * (dp / 16) + dvp / 16 * (bn / 16) + q_ldsm;
-    (hmma + ldsm) as f64 + ops_per_score * (bn / 2) as f64 + (dvp / 2) as f64 + tile_fixed(dp, dvp)
+    (hmma + ldsm) as f64
+        + issue.ops_per_score * (f * bn / 2) as f64
+        + if issue.rescale_every_tile {
+            (f * dvp / 2) as f64
+        } else {
+            RESCALE_VOTE
+        }
+        + tile_fixed(dp, dvp)
+        + ROW_FIXED * (f - 1) as f64
 }
+
+/// What a kernel issues per score element and key tile besides its MMAs and loads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Issue {
+    /// Instructions per score element and lane.
+    pub ops_per_score: f64,
+    /// Whether `O` is rescaled on every key tile (the kernel measured on 2026-11-26) rather
+    /// than only when the warp's vote asks for it.
+    pub rescale_every_tile: bool,
+}
+
+/// The kernel measured on 2026-11-26 ([`MEASURED_OPS_PER_SCORE`], a rescale every tile).
+pub const MEASURED: Issue = Issue {
+    ops_per_score: MEASURED_OPS_PER_SCORE,
+    rescale_every_tile: true,
+};
+
+/// What `p`'s kernel issues now ([`ops_per_score`], the voted rescale).
+pub fn issue(p: &AttentionPair) -> Issue {
+    Issue {
+        ops_per_score: ops_per_score(p),
+        rescale_every_tile: false,
+    }
+}
+
+/// Instructions per warp and key tile of the rescale vote (`dlc_warp_max` of the lanes' flags:
+/// five shuffles and NaN-propagating maxima) and the branch around the rescale.
+pub const RESCALE_VOTE: f64 = 24.0;
+
+/// Instructions per warp and key tile for the two rows per lane of each further `m16` fragment
+/// (their quad shuffles of the row max, `alpha`, `m·c`, the `l_i` rescale).
+pub const ROW_FIXED: f64 = 16.0;
+
+/// How many warps' worth of independent work one warp of `plan` offers its scheduler: its `F`
+/// fragments' dependency chains (`QKᵀ` → softmax → `P·V`) are independent and interleave,
+/// except where they share the `K`/`V` fragment loads and the tile's barrier;
+/// [`FRAG_ILP`] of a warp per further fragment. An assumption until a GPU measures it.
+pub fn frag_ilp(plan: &AttentionPlan) -> f64 {
+    1.0 + FRAG_ILP * (plan.frags() - 1) as f64
+}
+
+/// Warps' worth of latency hiding per further `m16` fragment of a warp ([`frag_ilp`]).
+/// TODO(issue 15): an assumption (no GPU this session); fit it, and the 32-row layout's
+/// predicted times, to the H100 measurement of the `warp=32x…` plans.
+pub const FRAG_ILP: f64 = 0.5;
 
 /// The fraction of a scheduler's cycles that issue with `warps` resident warps per scheduler
 /// (module doc).
@@ -112,38 +172,61 @@ pub fn issue_efficiency(warps: f64) -> f64 {
 /// sm_90a, NVRTC 13; `every_unstopped_plan_compiles_without_spills` in
 /// tests/codegen_attention.rs checks every point of [`space`] at D = DV ∈ {32, 64, 80, 96,
 /// 128, 256}, causal or not, and tests/static_perf.rs the chosen ones):
-/// - the `O` accumulators, `DV/2` (16 rows × `DV` fp32 per warp);
-/// - per key: the score accumulators (`BN/2`), their fp16 copy as `P` fragments (`BN/4`) and the
-///   `K` fragments of one k-step (`BN/4`), `BN` in all; when `Q` is re-read from shared memory,
-///   ptxas keeps the `K` fragments of two more k-steps in flight (`BN/2` more);
-/// - `Q`: all its fragments when kept in registers (`D/2`), else the two `Q` fragments of the
-///   k-steps in flight (8);
+/// - the `O` accumulators, `F · DV/2` (`F = rows / 16` fragments of 16 rows × `DV` fp32 per
+///   warp);
+/// - per key: the score accumulators (`F · BN/2`), their fp16 copy as `P` fragments
+///   (`F · BN/4`) and the `K` fragments of one k-step (`BN/4`, shared by the fragments),
+///   `BN` in all at `F = 1`; when `Q` is re-read from shared memory, ptxas keeps the `K`
+///   fragments of two more k-steps in flight (`BN/2` more);
+/// - `Q`: all its fragments when kept in registers (`F · D/2`), else the two `Q` fragments of
+///   the k-steps in flight (`8 F`);
 /// - [`REG_OVERHEAD`]: addresses, the softmax row state, loop state.
 ///
 /// At or above ptxas on every measured point; the points ptxas squeezes near 255 (D = 80 and
 /// 96 with `BN = 128` and `Q` in shared memory) and the ones that spill are over 255, stopped.
 pub fn registers(plan: &AttentionPlan, d: u64, dv: u64) -> u64 {
+    let f = plan.frags();
     let (q, k_in_flight) = if plan.q_in_regs {
-        (pad16(d) / 2, 0)
+        (f * pad16(d) / 2, 0)
     } else {
-        (8, plan.bn / 2)
+        (8 * f, plan.bn / 2)
     };
-    pad16(dv) / 2 + plan.bn + k_in_flight + q + REG_OVERHEAD
+    let per_key = if f == 1 {
+        plan.bn
+    } else {
+        plan.bn * (f + 1) / 2
+    };
+    let overhead = if f == 1 { REG_OVERHEAD } else { REG_OVERHEAD_2 };
+    f * pad16(dv) / 2 + per_key + k_in_flight + q + overhead
 }
+
+/// [`REG_OVERHEAD`] of the 32-row layout, and its score, `P` and `K` fragments `BN · (F + 1) / 2`
+/// (not `F` times the 16-row layout's `BN`: ptxas overlaps the fragments' `P` packing with the
+/// `P·V` MMAs): fitted above ptxas (NVRTC 13, sm_80 and sm_90a, causal and full) at D = 32 and
+/// 64 (`BN` 32 and 64), D = 128 (`BN = 32`, `Q` in shared memory: 247 against 248); the points
+/// that spill (D = 64 `BN = 128`, D ≥ 80 `BN = 64`, D = 128 with `Q` in registers) are over
+/// 255, stopped. TODO(issue 15): D = 80 and 96 with `BN = 32` and `Q` in shared memory take up
+/// to 14 registers more than this bound (ptxas is not linear in D near 255).
+pub const REG_OVERHEAD_2: u64 = 40;
+/// [`REG_SLACK`] of the 32-row layout (its bound lies close to ptxas).
+pub const REG_SLACK_2: u64 = 8;
 
 /// The points of the plan space; `async_` when the kernel can copy an operand with
 /// `cp.async` (`templates::attention::copies_async`), else every point is synchronous.
 pub fn space(async_: bool) -> Vec<AttentionPlan> {
     let mut out = Vec::new();
-    for q_in_regs in [true, false] {
-        for bn in BNS {
-            out.push(AttentionPlan {
-                bm: BM,
-                bn,
-                stages: 2,
-                async_,
-                q_in_regs,
-            });
+    for rows in ROWS {
+        for q_in_regs in [true, false] {
+            for bn in BNS {
+                out.push(AttentionPlan {
+                    bm: WARPS * rows,
+                    rows,
+                    bn,
+                    stages: 2,
+                    async_,
+                    q_in_regs,
+                });
+            }
         }
     }
     out
@@ -246,7 +329,12 @@ fn resources(p: &AttentionPair, plan: &AttentionPlan, target: &Target) -> Resour
     let threads = plan.threads();
     let bound = registers(plan, p.head_dim, p.value_dim);
     let regs = bound.min(255) as u32;
-    let allocated = bound.saturating_sub(REG_SLACK).min(255) as u32;
+    let slack = if plan.frags() == 1 {
+        REG_SLACK
+    } else {
+        REG_SLACK_2
+    };
+    let allocated = bound.saturating_sub(slack).min(255) as u32;
     let smem = plan.smem_bytes(p.head_dim, p.value_dim) as u32;
     let by_regs = target.regs_per_sm / (allocated.div_ceil(8) * 8 * threads as u32).max(1);
     let by_smem = target.smem_per_sm / smem.max(1);
@@ -281,7 +369,7 @@ fn price(
     s: &Sizes,
     out_bytes: u64,
     target: &Target,
-    ops_per_score: f64,
+    issue: Issue,
 ) -> (Estimate, Resources) {
     let (dp, dvp) = (pad16(p.head_dim) as f64, pad16(p.value_dim) as f64);
     let res = resources(p, plan, target);
@@ -294,16 +382,17 @@ fn price(
     let slots = (ctas_per_sm * target.sms) as f64;
     let waves = (ctas / slots).ceil().max(1.0);
     let fill = ctas / (waves * slots);
-    let warps_per_sm = (ctas_per_sm as u64 * plan.bm / 16) as f64;
+    let warps_per_sm = (ctas_per_sm as u64 * plan.warps()) as f64;
     let hide = (warps_per_sm / super::roofline::WARPS_TO_HIDE).min(1.0);
     let occupancy = fill * hide;
     let eff = algo_efficiency(Algo::MmaSync, target.arch);
     let tensor_s = flops / (target.tensor_flops * occupancy * eff);
     // Issue: every visited tile's instructions, per warp, on the SM's schedulers (module doc).
-    let per_warp = tile_instructions(plan, p.head_dim, p.value_dim, ops_per_score);
-    let instructions = tiles * (plan.bm / 16) as f64 * per_warp;
+    let per_warp = tile_instructions(plan, p.head_dim, p.value_dim, issue);
+    let instructions = tiles * plan.warps() as f64 * per_warp;
     let issue_rate = SCHEDULERS * target.sms as f64 * target.clock_ghz * 1e9 * fill;
-    let issue_s = instructions / (issue_rate * issue_efficiency(warps_per_sm / SCHEDULERS));
+    let ready = warps_per_sm / SCHEDULERS * frag_ilp(plan);
+    let issue_s = instructions / (issue_rate * issue_efficiency(ready));
     let compute_s = tensor_s.max(issue_s);
     // DRAM: Q and O once; K and V once per batch point when the panels in flight fit in half
     // of L2 (the batch points of one wave of blocks), else the visited tiles' share that misses
@@ -365,7 +454,7 @@ fn plan_record(
     rec.template = "attention".into();
     rec.tile = vec![plan.bm, plan.bn, pad16(p.head_dim)];
     rec.stages = plan.stages as u32;
-    rec.warp_tile = format!("16x{}", plan.bn);
+    rec.warp_tile = format!("{}x{}", plan.rows, plan.bn);
     rec.bind = [("(m.o, batch)".to_string(), "block.x".to_string())]
         .into_iter()
         .collect();
@@ -418,18 +507,18 @@ pub fn q_in_regs(plan: &Plan) -> bool {
         .any(|c| c.tensor == "Q" && c.where_ == "reg")
 }
 
-/// The price of `plan` for `p` on the model's target with `ops_per_score` instructions per
-/// score element and lane (the kernel's [`ops_per_score`], or [`MEASURED_OPS_PER_SCORE`] to
-/// price the kernel measured on 2026-11-26), whether or not the plan space stops it.
+/// The price of `plan` for `p` on the model's target for a kernel issuing `issue` (the
+/// kernel's [`issue`], or [`MEASURED`] to price the kernel measured on 2026-11-26), whether or
+/// not the plan space stops it.
 pub fn estimate(
     p: &AttentionPair,
     plan: &AttentionPlan,
     model: &CostModel,
-    ops_per_score: f64,
+    issue: Issue,
 ) -> Result<Estimate, PlanError> {
     let s = sizes(p, model)?;
     let out_bytes = out_bytes(p);
-    Ok(price(p, plan, &s, out_bytes, &model.target, ops_per_score).0)
+    Ok(price(p, plan, &s, out_bytes, &model.target, issue).0)
 }
 
 /// Bytes per element of `p`'s output (2 when it has none).
@@ -484,7 +573,7 @@ pub fn choose_attention_plan(
             }
             continue;
         }
-        let (est, res) = price(p, &plan, &s, out_bytes, target, ops_per_score(p));
+        let (est, res) = price(p, &plan, &s, out_bytes, target, issue(p));
         priced.push((Time::from_secs(est.time_s), plan, est, res));
     }
     priced.sort_by_key(|(t, ..)| *t);

@@ -27,9 +27,12 @@
 //!
 //! # The kernel ([`build`], FlashAttention-2 on `mma.sync`)
 //!
-//! One block of `BM / 16` warps per `BM` query rows of one batch point (grid `x` = query
-//! blocks × batch points, flattened, so no grid dimension limit binds); each warp owns 16 query
-//! rows. With `D`/`DV` the head and value dimensions rounded up to 16 (80 = 5 × 16):
+//! One block of `BM / rows` warps per `BM` query rows of one batch point (grid `x` = query
+//! blocks × batch points, flattened, so no grid dimension limit binds); each warp owns `rows`
+//! query rows (the plan's [`AttentionPlan::rows`]): 16, one `m16` fragment, or 32, two — as in
+//! FlashAttention-2 (4 warps × 32 rows), so that every `K` and `V` fragment a warp reads from
+//! shared memory (`ldmatrix`) feeds two MMAs, halving the shared-memory traffic and the fixed
+//! instructions per FLOP. With `D`/`DV` the head and value dimensions rounded up to 16 (80 = 5 × 16):
 //! - `Q` (`BM × D`) is staged once in shared memory and, when the plan keeps it in registers,
 //!   loaded as `D/16` `A` fragments (`ldmatrix.x4`); otherwise it is re-read from shared memory
 //!   per key tile (large head dims, to fit the registers);
@@ -43,9 +46,12 @@
 //!   score epilogue (scale, masks, biases) runs per accumulator element through the
 //!   scalar `Emitter`, the query and key axes bound to the element's row and column (keys past the
 //!   end are `-INF`; rows past the end compute on the last row and store nothing);
-//! - the online softmax per row in fp32 (each lane holds two rows; the row max over the quad
-//!   by shuffles; the running sum `l_i` per lane, summed over the quad at the end): the output
-//!   accumulators are rescaled by `exp((m_old − m_new)…)`, the probabilities replace the scores
+//! - the online softmax per row in fp32 (each lane holds two rows per fragment; the row max
+//!   over the quad by shuffles; the running sum `l_i` per lane, summed over the quad at the
+//!   end): the exponents are taken against a reference max `m_i` that moves (rescaling the
+//!   output accumulators and `l_i` by `exp((m_old − m_new)…)`) only when some row of the warp
+//!   exceeds it by more than `2^8` (a warp vote, FlashAttention-4's conditional rescaling: the
+//!   quotient `O / l` does not depend on the reference), the probabilities replace the scores
 //!   in the accumulator registers, are re-packed in the input precision as the `A` fragments of
 //!   `O += P·V` (`V` fragments by `ldmatrix.trans`), so `P` never leaves the registers;
 //! - a key tile is *skipped* (block-uniform) when the score's top-level mask
@@ -89,7 +95,7 @@ use crate::target::Arch;
 use std::collections::BTreeSet;
 
 /// The largest head and value dimensions (the `O` accumulators of a warp's 16 rows take
-/// `DV / 2` registers per lane).
+/// `DV / 2` registers per lane, of 32 rows `DV`).
 pub const MAX_DIM: u64 = 256;
 
 /// `d` rounded up to a multiple of 16 (the mma `K` step and the `ldmatrix.x4` block).
@@ -100,8 +106,11 @@ pub fn pad16(d: u64) -> u64 {
 /// The knobs of the attention kernel (what `cost::attention::choose_attention_plan` prices).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionPlan {
-    /// Query rows per block (`BM / 16` warps of 16 rows).
+    /// Query rows per block (`BM / rows` warps).
     pub bm: u64,
+    /// Query rows per warp: 16 (one `m16` fragment) or 32 (two, FlashAttention-2's layout:
+    /// every `K` and `V` fragment read from shared memory feeds two MMAs).
+    pub rows: u64,
     /// Keys per tile.
     pub bn: u64,
     /// Shared-memory stages of the key tiles (2: double buffering).
@@ -113,13 +122,23 @@ pub struct AttentionPlan {
 }
 
 impl AttentionPlan {
+    /// Warps per block.
+    pub fn warps(&self) -> u64 {
+        self.bm / self.rows.max(16)
+    }
+
     /// Threads per block.
     pub fn threads(&self) -> u64 {
-        self.bm / 16 * 32
+        self.warps() * 32
+    }
+
+    /// The `m16` fragments of a warp's rows (`rows / 16`).
+    pub fn frags(&self) -> u64 {
+        self.rows / 16
     }
 
     /// The knobs as the plan records them: a contraction-shaped `mma_sync` tile
-    /// `[BM, BN, D]` of `BM / 16 × 1` warps, `vec_bytes` the width of the output stores
+    /// `[BM, BN, D]` of `BM / rows × 1` warps, `vec_bytes` the width of the output stores
     /// ([`store_lanes`] elements of the output).
     pub fn knobs(&self, head_dim: u64, vec_bytes: u64) -> Knobs {
         Knobs::Contraction {
@@ -128,7 +147,7 @@ impl AttentionPlan {
             bn: self.bn,
             bk: pad16(head_dim),
             stages: self.stages as u32,
-            warps_m: self.bm / 16,
+            warps_m: self.warps(),
             warps_n: 1,
             vec_bytes,
             async_: self.async_,
@@ -144,9 +163,11 @@ impl AttentionPlan {
                 bn,
                 stages,
                 async_,
+                warps_m,
                 ..
-            } => Some(AttentionPlan {
+            } if warps_m > 0 && bm.is_multiple_of(warps_m) => Some(AttentionPlan {
                 bm,
+                rows: bm / warps_m,
                 bn,
                 stages: u64::from(stages),
                 async_,
@@ -168,9 +189,10 @@ impl AttentionPlan {
 /// exactly one output, its innermost iter is the value column (so a chunk of columns is
 /// contiguous in the output, row-major over `second`'s iters), the value dimension is a
 /// multiple of the chunk (so every chunk starts 16-byte aligned and lies in one row), and the
-/// block's `BM × DV` output tile fits in the kernel's smallest shared memory (the one of the
-/// smallest key tile, which the staging reuses after the key loop). `None`: the output is
-/// stored element by element from the accumulator registers.
+/// block's `BM × DV` output tile fits in the kernel's smallest shared memory at every block
+/// height of the plan space (the one of the smallest key tile, which the staging reuses after
+/// the key loop). `None`: the output is stored element by element from the accumulator
+/// registers.
 pub fn store_lanes(p: &AttentionPair) -> Option<u64> {
     let [y] = p.second.yields.as_slice() else {
         return None;
@@ -182,15 +204,17 @@ pub fn store_lanes(p: &AttentionPair) -> Option<u64> {
     }
     let lanes = 16 / elem;
     let col_last = p.second.iters.last().is_some_and(|i| i.name == p.col);
-    let smallest = AttentionPlan {
-        bm: crate::cost::attention::BM,
-        bn: crate::cost::attention::BNS.into_iter().min().unwrap_or(16),
-        stages: 2,
-        async_: false,
-        q_in_regs: false,
-    };
-    let fits =
-        smallest.bm * pad16(p.value_dim) * elem <= smallest.smem_bytes(p.head_dim, p.value_dim);
+    let fits = crate::cost::attention::ROWS.into_iter().all(|rows| {
+        let smallest = AttentionPlan {
+            bm: crate::cost::attention::WARPS * rows,
+            rows,
+            bn: crate::cost::attention::BNS.into_iter().min().unwrap_or(16),
+            stages: 2,
+            async_: false,
+            q_in_regs: false,
+        };
+        smallest.bm * pad16(p.value_dim) * elem <= smallest.smem_bytes(p.head_dim, p.value_dim)
+    });
     (col_last && p.value_dim.is_multiple_of(lanes) && fits).then_some(lanes)
 }
 

@@ -4,7 +4,7 @@
 mod epilogue;
 
 use super::super::super::cexpr;
-use super::super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll};
+use super::super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll, WarpOp};
 use super::super::super::scalar::Emitter;
 use super::super::super::CodegenError;
 use super::super::contraction::Side;
@@ -174,10 +174,12 @@ pub fn build(
         kernel: name.clone(),
         why,
     };
-    let (bm, bn) = (plan.bm, plan.bn);
-    if bm == 0 || !bm.is_multiple_of(16) || bn == 0 || !bn.is_multiple_of(16) || plan.stages != 2 {
+    let (bm, bn, rows) = (plan.bm, plan.bn, plan.rows);
+    let rows_ok = matches!(rows, 16 | 32) && bm.is_multiple_of(rows);
+    if !rows_ok || bm == 0 || bn == 0 || !bn.is_multiple_of(16) || plan.stages != 2 {
         return Err(bad(format!(
-            "no flash-attention layout of {bm} query rows x {bn} keys, {} stages",
+            "no flash-attention layout of {bm} query rows ({rows} per warp) x {bn} keys, {} \
+             stages",
             plan.stages
         )));
     }
@@ -287,7 +289,7 @@ fn block_origin(cx: &Cx, e1: &mut Emitter) {
         e1.emit(Stmt::int("bb", format!("bid / {mblocks}")));
     }
     e1.emit(Stmt::int("m0", format!("mb * {bm}")));
-    e1.emit(Stmt::int("wrow", "m0 + warp * 16"));
+    e1.emit(Stmt::int("wrow", format!("m0 + warp * {}", cx.plan.rows)));
     e1.emit(Stmt::int("nt", format!("({} + {}) / {bn}", cx.sc, bn - 1)));
 }
 
@@ -350,6 +352,7 @@ fn prologue(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<(), CodegenEr
         e1.emit(Stmt::Commit { token: TILE.into() });
     }
     let ks_n = pad16(cx.p.head_dim) / 16;
+    let frags = cx.plan.frags();
     if cx.plan.q_in_regs {
         if cx.any_async {
             e1.emit(Stmt::Wait {
@@ -361,29 +364,38 @@ fn prologue(cx: &Cx, e1: &mut Emitter, e2: &mut Emitter) -> Result<(), CodegenEr
         e1.emit(Stmt::Array {
             ty: CType::U32,
             name: "qf".into(),
-            dims: vec![ks_n, 4],
+            dims: vec![frags, ks_n, 4],
             zero: false,
         });
+        let q_row = format!("warp * {} + mf * 16", cx.plan.rows);
         e1.emit(Stmt::unrolled(
-            "ks",
-            ks_n,
-            cx.q.ldmatrix("0", "warp * 16", "ks * 16", "qf[ks]", TILE),
+            "mf",
+            frags,
+            vec![Stmt::unrolled(
+                "ks",
+                ks_n,
+                cx.q.ldmatrix("0", &q_row, "ks * 16", "qf[mf][ks]", TILE),
+            )],
         ));
     }
     e1.emit(Stmt::Array {
         ty: CType::F32,
         name: "oacc".into(),
-        dims: vec![pad16(cx.p.value_dim) / 8, 4],
+        dims: vec![frags, pad16(cx.p.value_dim) / 8, 4],
         zero: true,
     });
-    for (n, v) in [("m_i", "(-dlc_inf())"), ("l_i", "0.0f")] {
+    for (n, v) in [("m_i", "(-dlc_inf())"), ("l_i", "0.0f"), ("mc", "0.0f")] {
         e1.emit(Stmt::Array {
             ty: CType::F32,
             name: n.into(),
-            dims: vec![2],
+            dims: vec![2 * frags],
             zero: false,
         });
-        e1.emit(Stmt::unrolled("h", 2, vec![assign(format!("{n}[h]"), v)]));
+        e1.emit(Stmt::unrolled(
+            "r",
+            2 * frags,
+            vec![assign(format!("{n}[r]"), v)],
+        ));
     }
     Ok(())
 }
@@ -498,27 +510,34 @@ fn scores(
     dtype: DType,
     [mc, sc]: [&str; 2],
 ) -> Result<Vec<Stmt>, CodegenError> {
-    let bn = plan.bn;
+    let (bn, frags) = (plan.bn, plan.frags());
     let ks_n = pad16(p.head_dim) / 16;
     let bf16 = dtype == DType::BF16;
     let mut out = vec![Stmt::Array {
         ty: CType::F32,
         name: "sacc".into(),
-        dims: vec![bn / 8, 4],
+        dims: vec![frags, bn / 8, 4],
         zero: true,
     }];
     let mut kstep = vec![];
+    // Each `K` fragment read from shared memory feeds the MMAs of every `m16` fragment of the
+    // warp's rows.
     let a = if plan.q_in_regs {
-        "qf[ks]".to_string()
+        "qf[mf][ks]".to_string()
     } else {
         kstep.push(Stmt::Array {
             ty: CType::U32,
             name: "qa".into(),
-            dims: vec![4],
+            dims: vec![frags, 4],
             zero: false,
         });
-        kstep.extend(q_op.ldmatrix("0", "warp * 16", "ks * 16", "qa", TILE));
-        "qa".to_string()
+        let q_row = format!("warp * {} + mf * 16", plan.rows);
+        kstep.push(Stmt::unrolled(
+            "mf",
+            frags,
+            q_op.ldmatrix("0", &q_row, "ks * 16", "qa[mf]", TILE),
+        ));
+        "qa[mf]".to_string()
     };
     let mut per_nj = vec![Stmt::Array {
         ty: CType::U32,
@@ -527,20 +546,21 @@ fn scores(
         zero: false,
     }];
     per_nj.extend(k_op.ldmatrix("st", "nj * 16", "ks * 16", "kf", TILE));
-    for h in 0..2 {
-        per_nj.push(Stmt::Mma {
+    let per_mf = (0..2)
+        .map(|h| Stmt::Mma {
             bf16,
-            d: format!("sacc[nj * 2 + {h}]"),
+            d: format!("sacc[mf][nj * 2 + {h}]"),
             a: a.clone(),
             b: format!("&kf[{}]", 2 * h),
-            c: format!("sacc[nj * 2 + {h}]"),
+            c: format!("sacc[mf][nj * 2 + {h}]"),
             token: ACC.into(),
-        });
-    }
+        })
+        .collect();
+    per_nj.push(Stmt::unrolled("mf", frags, per_mf));
     kstep.push(Stmt::unrolled("nj", bn / 16, per_nj));
     out.push(Stmt::unrolled("ks", ks_n, kstep));
     let mut score_of = |expr: &Expr| {
-        e1.assign_f32("sacc[ni][e]", expr, |e| {
+        e1.assign_f32("sacc[mf][ni][e]", expr, |e| {
             e.bind(&p.key, "key");
             e.bind(&p.query, "rowc");
             e.provide(&p.acc, "dot");
@@ -550,19 +570,31 @@ fn scores(
     let coords = || {
         vec![
             Stmt::int("key", "n0 + ni * 8 + (lane & 3) * 2 + (e & 1)"),
-            Stmt::int("qrow", "wrow + (lane >> 2) + (e >> 1) * 8"),
+            Stmt::int("qrow", "wrow + mf * 16 + (lane >> 2) + (e >> 1) * 8"),
             Stmt::int("rowc", format!("qrow < {mc} ? qrow : {mc} - 1")),
-            Stmt::f32("dot", "sacc[ni][e]", false),
+            Stmt::f32("dot", "sacc[mf][ni][e]", false),
         ]
+    };
+    // Every score element of the warp: fragment `mf`, key block `ni`, register `e`.
+    let each = |body: Vec<Stmt>| {
+        Stmt::unrolled(
+            "mf",
+            frags,
+            vec![Stmt::unrolled(
+                "ni",
+                bn / 8,
+                vec![Stmt::unrolled("e", 4, body)],
+            )],
+        )
     };
     let mut per = coords();
     per.push(Stmt::If {
         cond: format!("key < {sc}"),
         div: Div::Thread,
         then: score,
-        otherwise: vec![assign("sacc[ni][e]", "(-dlc_inf())")],
+        otherwise: vec![assign("sacc[mf][ni][e]", "(-dlc_inf())")],
     });
-    let masked = Stmt::unrolled("ni", bn / 8, vec![Stmt::unrolled("e", 4, per)]);
+    let masked = each(per);
     // A tile whose every key is in range and kept by the mask for every row of the block
     // (the block-uniform test of `kept_cond`) computes the kept score alone: no key bound, no
     // mask comparison and select per element (FlashAttention-2's unmasked steady state).
@@ -573,11 +605,7 @@ fn scores(
             out.push(Stmt::If {
                 cond: kept_cond(m, plan.bm, bn, sc),
                 div: Div::Block,
-                then: vec![Stmt::unrolled(
-                    "ni",
-                    bn / 8,
-                    vec![Stmt::unrolled("e", 4, fast)],
-                )],
+                then: vec![each(fast)],
                 otherwise: vec![masked],
             });
         }
@@ -607,92 +635,124 @@ fn kept_cond(m: Mask, bm: u64, bn: u64, sc: &str) -> String {
     )
 }
 
-/// The online softmax of the tile's scores, per row (two per lane: `lane / 4` and `+ 8`): the
-/// tile max over the quad (shuffles), the running max `m_i`, the rescale `alpha` of `l_i` and
-/// of the output accumulators, and the probabilities in place of the scores. The maxima are
+/// The exponent (base 2) by which a row's maximum may exceed the reference maximum `m_i`
+/// before the warp rescales: the probabilities are `2^(s·c − m_i·c) ≤ 2^RESCALE_SLACK` (256:
+/// exact enough in fp16/bf16 and far from fp32's range), and the quotient `O / l` does not
+/// depend on the reference (FlashAttention-4's conditional rescaling).
+pub const RESCALE_SLACK: f64 = 8.0;
+
+/// The online softmax of the tile's scores, per row (two per lane and `m16` fragment: row
+/// `r = 2·mf + h` is `lane / 4 + 8·h` of fragment `mf`): the tile max over the quad
+/// (shuffles) and the running max `mx`; when some row of the warp exceeds its reference max
+/// `m_i` by more than [`RESCALE_SLACK`] (in the exponent, base 2: a warp-uniform vote), the
+/// warp moves every row's reference to its running max — the rescale `alpha` of `l_i` and of
+/// the output accumulators, `mc = m_i·c` — else it skips the rescale (after the first tiles it
+/// rarely runs); then the probabilities `2^(s·c − mc)` in place of the scores. The maxima are
 /// `fmaxf` (one `FMNMX`) rather than the reference's NaN-propagating `dlc_max` (four
 /// instructions): a NaN score still reaches its row's output, through `exp(NaN − m)` in `l_i`
 /// and in the `P·V` product, so the stored values are the same.
 fn online_softmax(factor: f64, plan: &AttentionPlan, dvp: u64) -> Vec<Stmt> {
-    let bn = plan.bn;
-    let mut out = vec![
-        Stmt::Array {
-            ty: CType::F32,
-            name: "mx".into(),
-            dims: vec![2],
-            zero: false,
-        },
-        Stmt::Array {
-            ty: CType::F32,
-            name: "mu".into(),
-            dims: vec![2],
-            zero: false,
-        },
-        Stmt::Array {
-            ty: CType::F32,
-            name: "alpha".into(),
-            dims: vec![2],
-            zero: false,
-        },
-        Stmt::Array {
-            ty: CType::F32,
-            name: "mc".into(),
-            dims: vec![2],
-            zero: false,
-        },
-        Stmt::unrolled("h", 2, vec![assign("mx[h]", "m_i[h]")]),
+    let (bn, frags) = (plan.bn, plan.frags());
+    let rows = 2 * frags;
+    let row_array = |name: &str| Stmt::Array {
+        ty: CType::F32,
+        name: name.into(),
+        dims: vec![rows],
+        zero: false,
+    };
+    // Every element of the warp's fragments: `mf`, block `ni` (or `ci`), register `e`.
+    let each = |blocks: &str, n: u64, body: Vec<Stmt>| {
         Stmt::unrolled(
+            "mf",
+            frags,
+            vec![Stmt::unrolled(
+                blocks,
+                n,
+                vec![Stmt::unrolled("e", 4, body)],
+            )],
+        )
+    };
+    let mut out = vec![
+        row_array("mx"),
+        Stmt::unrolled("r", rows, vec![assign("mx[r]", "m_i[r]")]),
+        each(
             "ni",
             bn / 8,
-            vec![Stmt::unrolled(
-                "e",
-                4,
-                vec![assign("mx[e >> 1]", "fmaxf(mx[e >> 1], sacc[ni][e])")],
+            vec![assign(
+                "mx[mf * 2 + (e >> 1)]",
+                "fmaxf(mx[mf * 2 + (e >> 1)], sacc[mf][ni][e])",
             )],
         ),
+        Stmt::f32("need", "0.0f", true),
     ];
     let mut per_row = vec![];
     for off in [1, 2] {
         per_row.push(assign(
-            "mx[h]",
-            format!("fmaxf(mx[h], dlc_shfl_xor(mx[h], {off}))"),
+            "mx[r]",
+            format!("fmaxf(mx[r], dlc_shfl_xor(mx[r], {off}))"),
         ));
     }
-    per_row.push(assign("mu[h]", "(mx[h] == (-dlc_inf()) ? 0.0f : mx[h])"));
-    per_row.push(assign("mc[h]", format!("mu[h] * {}", cexpr::float(factor))));
-    per_row.push(assign("alpha[h]", exp_of(factor, "m_i[h]", "mc[h]")));
-    per_row.push(assign("m_i[h]", "mx[h]"));
-    per_row.push(assign("l_i[h]", "l_i[h] * alpha[h]"));
-    out.push(Stmt::unrolled("h", 2, per_row));
-    out.push(Stmt::unrolled(
-        "ci",
-        dvp / 8,
-        vec![Stmt::unrolled(
-            "e",
-            4,
-            vec![assign("oacc[ci][e]", "oacc[ci][e] * alpha[e >> 1]")],
-        )],
+    per_row.push(assign(
+        "need",
+        format!(
+            "mx[r] > m_i[r] + {} ? 1.0f : need",
+            cexpr::float(RESCALE_SLACK / factor)
+        ),
     ));
-    out.push(Stmt::unrolled(
+    out.push(Stmt::unrolled("r", rows, per_row));
+    out.push(Stmt::WarpReduce {
+        op: WarpOp::Max,
+        dst: "need".into(),
+        value: "need".into(),
+    });
+    let rescale_row = vec![
+        Stmt::f32("mu", "(mx[r] == (-dlc_inf()) ? 0.0f : mx[r])", false),
+        assign("mc[r]", format!("mu * {}", cexpr::float(factor))),
+        assign("alpha[r]", exp_of(factor, "m_i[r]", "mc[r]")),
+        assign("m_i[r]", "mx[r]"),
+        assign("l_i[r]", "l_i[r] * alpha[r]"),
+    ];
+    out.push(Stmt::If {
+        cond: "need > 0.0f".into(),
+        div: Div::Warp,
+        then: vec![
+            row_array("alpha"),
+            Stmt::unrolled("r", rows, rescale_row),
+            each(
+                "ci",
+                dvp / 8,
+                vec![assign(
+                    "oacc[mf][ci][e]",
+                    "oacc[mf][ci][e] * alpha[mf * 2 + (e >> 1)]",
+                )],
+            ),
+        ],
+        otherwise: vec![],
+    });
+    out.push(each(
         "ni",
         bn / 8,
-        vec![Stmt::unrolled(
-            "e",
-            4,
-            vec![
-                assign("sacc[ni][e]", exp_of(factor, "sacc[ni][e]", "mc[e >> 1]")),
-                assign("l_i[e >> 1]", "l_i[e >> 1] + sacc[ni][e]"),
-            ],
-        )],
+        vec![
+            assign(
+                "sacc[mf][ni][e]",
+                exp_of(factor, "sacc[mf][ni][e]", "mc[mf * 2 + (e >> 1)]"),
+            ),
+            assign(
+                "l_i[mf * 2 + (e >> 1)]",
+                "l_i[mf * 2 + (e >> 1)] + sacc[mf][ni][e]",
+            ),
+        ],
     ));
     out
 }
 
 /// `O += P·V`: the probabilities of each 16-key step re-packed (in the input precision) as the
-/// `A` fragment — accumulator element `e` of block `ni` is row `lane/4 + 8·(e/2)`, key
-/// `8·ni + 2·(lane%4) + e%2`, exactly `A`'s layout for the blocks `2·kk`, `2·kk + 1` — and `V`
-/// from shared memory by `ldmatrix.trans`.
+/// `A` fragments, one per `m16` fragment of the warp — accumulator element `e` of block `ni` is
+/// row `lane/4 + 8·(e/2)`, key `8·ni + 2·(lane%4) + e%2`, exactly `A`'s layout for the blocks
+/// `2·kk`, `2·kk + 1` — and `V` from shared memory by `ldmatrix.trans`, each `V` fragment
+/// feeding the MMAs of every fragment.
 fn pv(plan: &AttentionPlan, v_op: &Operand, dvp: u64, dtype: DType) -> Vec<Stmt> {
+    let frags = plan.frags();
     let pack = if dtype == DType::BF16 {
         "dlc_pack_bf162"
     } else {
@@ -701,21 +761,23 @@ fn pv(plan: &AttentionPlan, v_op: &Operand, dvp: u64, dtype: DType) -> Vec<Stmt>
     let mut per_kk = vec![Stmt::Array {
         ty: CType::U32,
         name: "pa".into(),
-        dims: vec![4],
+        dims: vec![frags, 4],
         zero: false,
     }];
+    let mut packs = vec![];
     for (r, (ni, e)) in [("0", 0), ("0", 2), ("1", 0), ("1", 2)]
         .into_iter()
         .enumerate()
     {
-        per_kk.push(assign(
-            format!("pa[{r}]"),
+        packs.push(assign(
+            format!("pa[mf][{r}]"),
             format!(
-                "{pack}(sacc[kk * 2 + {ni}][{e}], sacc[kk * 2 + {ni}][{}])",
+                "{pack}(sacc[mf][kk * 2 + {ni}][{e}], sacc[mf][kk * 2 + {ni}][{}])",
                 e + 1
             ),
         ));
     }
+    per_kk.push(Stmt::unrolled("mf", frags, packs));
     let mut per_cj = vec![Stmt::Array {
         ty: CType::U32,
         name: "vf".into(),
@@ -723,16 +785,17 @@ fn pv(plan: &AttentionPlan, v_op: &Operand, dvp: u64, dtype: DType) -> Vec<Stmt>
         zero: false,
     }];
     per_cj.extend(v_op.ldmatrix("st", "cj * 16", "kk * 16", "vf", TILE));
-    for h in 0..2 {
-        per_cj.push(Stmt::Mma {
+    let per_mf = (0..2)
+        .map(|h| Stmt::Mma {
             bf16: dtype == DType::BF16,
-            d: format!("oacc[cj * 2 + {h}]"),
-            a: "pa".into(),
+            d: format!("oacc[mf][cj * 2 + {h}]"),
+            a: "pa[mf]".into(),
             b: format!("&vf[{}]", 2 * h),
-            c: format!("oacc[cj * 2 + {h}]"),
+            c: format!("oacc[mf][cj * 2 + {h}]"),
             token: ACC.into(),
-        });
-    }
+        })
+        .collect();
+    per_cj.push(Stmt::unrolled("mf", frags, per_mf));
     per_kk.push(Stmt::unrolled("cj", dvp / 16, per_cj));
     vec![Stmt::unrolled("kk", plan.bn / 16, per_kk)]
 }

@@ -19,11 +19,11 @@ pub(super) fn store_output(
     q2: &str,
 ) -> Result<(), CodegenError> {
     let p = cx.p;
-    for h in 0..2 {
+    for r in 0..2 * cx.plan.frags() {
         for off in [1, 2] {
             e1.emit(assign(
-                format!("l_i[{h}]"),
-                format!("l_i[{h}] + dlc_shfl_xor(l_i[{h}], {off})"),
+                format!("l_i[{r}]"),
+                format!("l_i[{r}] + dlc_shfl_xor(l_i[{r}], {off})"),
             ));
         }
     }
@@ -47,29 +47,32 @@ pub(super) fn store_output(
     Ok(())
 }
 
-/// The walk over the output accumulator fragments shared by both epilogues: per fragment `ci`
-/// and register `e` (the `mma` layout), its `row` (with `rl`, the row within the warp's 16,
-/// when `staged`), `col` and row sum `l`; inside the row and column bounds, `ov = oacc / l`
-/// and then `then`, the per-element statements (which read `ov`).
+/// The walk over the output accumulator fragments shared by both epilogues: per `m16`
+/// fragment `mf`, column block `ci` and register `e` (the `mma` layout), its `row` (with `rl`,
+/// the row within the warp's rows, when `staged`), `col` and row sum `l`; inside the row and
+/// column bounds, `ov = oacc / l` and then `then`, the per-element statements (which read `ov`).
 fn fragment_walk(cx: &Cx, staged: bool, then: Vec<Stmt>) -> Stmt {
     let p = cx.p;
     let mut per = if staged {
         vec![
-            Stmt::int("rl", "(lane >> 2) + (e >> 1) * 8"),
+            Stmt::int("rl", "mf * 16 + (lane >> 2) + (e >> 1) * 8"),
             Stmt::int("row", "wrow + rl"),
         ]
     } else {
-        vec![Stmt::int("row", "wrow + (lane >> 2) + (e >> 1) * 8")]
+        vec![Stmt::int(
+            "row",
+            "wrow + mf * 16 + (lane >> 2) + (e >> 1) * 8",
+        )]
     };
     let l = normalizer(p);
     per.extend([
         Stmt::int("col", "ci * 8 + (lane & 3) * 2 + (e & 1)"),
-        Stmt::f32("l", "l_i[e >> 1]", false),
+        Stmt::f32("l", "l_i[mf * 2 + (e >> 1)]", false),
         Stmt::If {
             cond: format!("row < {} && col < {}", cx.mc, p.value_dim),
             div: Div::Thread,
             then: [
-                vec![Stmt::f32("ov", format!("oacc[ci][e] / {l}"), false)],
+                vec![Stmt::f32("ov", format!("oacc[mf][ci][e] / {l}"), false)],
                 then,
             ]
             .concat(),
@@ -77,9 +80,13 @@ fn fragment_walk(cx: &Cx, staged: bool, then: Vec<Stmt>) -> Stmt {
         },
     ]);
     Stmt::unrolled(
-        "ci",
-        pad16(p.value_dim) / 8,
-        vec![Stmt::unrolled("e", 4, per)],
+        "mf",
+        cx.plan.frags(),
+        vec![Stmt::unrolled(
+            "ci",
+            pad16(p.value_dim) / 8,
+            vec![Stmt::unrolled("e", 4, per)],
+        )],
     )
 }
 
@@ -93,8 +100,8 @@ fn normalizer(p: &AttentionPair) -> &'static str {
 }
 
 /// The staged epilogue ([`store_lanes`]): after a barrier (every warp is past its last key
-/// tile), each warp computes `second`'s yield on its `16 × DV` accumulators and writes the
-/// values, in the output type, to its own `16 × DV` slice of the dynamic shared memory (from
+/// tile), each warp computes `second`'s yield on its `rows × DV` accumulators and writes the
+/// values, in the output type, to its own `rows × DV` slice of the dynamic shared memory (from
 /// `Qs` on, which the key loop no longer reads), 16-byte chunks of a row rotated by the row
 /// index (`(chunk + row) mod chunks`, so the eight rows of a fragment store hit distinct
 /// banks); after a second barrier each lane stores whole 16-byte chunks (`lanes` columns of one
@@ -118,9 +125,10 @@ fn store_staged(
     let ty = CType::of(dt);
     let dvp = pad16(p.value_dim);
     let chunks = dvp / lanes;
+    let rows = cx.plan.rows;
     let stage = |row: &str, col: &str| -> String {
         format!(
-            "reinterpret_cast<{t}*>(&Qs[0][0])[(warp * 16 + {row}) * {dvp} + \
+            "reinterpret_cast<{t}*>(&Qs[0][0])[(warp * {rows} + {row}) * {dvp} + \
              ((({col}) / {lanes} + {row}) % {chunks}) * {lanes} + ({col}) % {lanes}]",
             t = ty.c()
         )
@@ -166,7 +174,7 @@ fn store_staged(
         Stmt::If {
             cond: format!(
                 "c < {} && row < {} && col < {}",
-                16 * chunks,
+                rows * chunks,
                 cx.mc,
                 p.value_dim
             ),
@@ -175,7 +183,7 @@ fn store_staged(
             otherwise: vec![],
         },
     ];
-    stores.push(Stmt::unrolled("i", (16 * chunks).div_ceil(32), per_chunk));
+    stores.push(Stmt::unrolled("i", (rows * chunks).div_ceil(32), per_chunk));
     e1.emit(Stmt::Epilogue {
         after: ACC.into(),
         token: "stored".into(),
