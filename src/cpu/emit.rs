@@ -604,13 +604,10 @@ impl<'a> Emitter<'a> {
         }
         let x = self.operand(a, k, scope)?;
         let y = self.operand(b, k, scope)?;
-        if f == BinaryFn::Div && k == Kind::Float && self.is_point_scalar(b) {
-            // `1.0f / y` is invariant in the SIMD loop (hoisted by the compiler): a multiply
-            // and two FMAs per element instead of a vector division (prelude.h, `dlc_divr`).
-            return Ok(format!(
-                "dlc_divr({x}, {y}, (1.0f / {y}), dlc_rcp_ok(1.0f / {y}))"
-            ));
-        }
+        // TODO(issue 16): a division by a per-row scalar as `x·(1/s)` plus one FMA correction
+        // (cpu16d's `dlc_divr`: softmax 4.92 → 4.18 ms at 1 thread) kept GCC from hoisting a
+        // dividend invariant in the SIMD loop (its conditional IEEE fallback): the BERT layer's
+        // attention kernel went from 2.1 to 59 ms. Emit it only where the dividend varies.
         Ok(if k == Kind::Float {
             binary_float(f, &x, &y)
         } else {
@@ -643,20 +640,6 @@ impl<'a> Emitter<'a> {
                 }
             }
         }
-    }
-
-    /// Whether `e` is a let computed once per outer point (a scalar C local of the rows form:
-    /// a softmax's row sum), so invariant in the loops over the point's inner iters.
-    fn is_point_scalar(&self, e: &Expr) -> bool {
-        let Expr::Let(n) = e else {
-            return false;
-        };
-        let Some(li) = self.r.lets.iter().position(|l| &l.name == n) else {
-            return false;
-        };
-        self.lets
-            .get(li)
-            .is_some_and(|l| l.inner.is_empty() && l.gemm.is_none() && l.kind == Kind::Float)
     }
 
     pub(super) fn extents(&self, red: &Reduce) -> Result<Vec<String>, CpuError> {

@@ -64,24 +64,6 @@ DLC_INLINE int32_t dlc_smin(int32_t a, int32_t b) { return a < b ? a : b; }
 DLC_INLINE float dlc_relu(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
 DLC_INLINE float dlc_rsqrt(float x) { return 1.0f / sqrtf(x); }
 
-// x / s given r = 1.0f / s (correctly rounded, loop-invariant: hoisted) where `ok`
-// (`dlc_rcp_ok(r)`, invariant too: the loop is unswitched) says r is a normal number: q = x·r is
-// within one ulp of x / s, and one Markstein correction (the residual x − q·s exact by FMA) makes
-// it the correctly rounded quotient, the reference's — except where it is subnormal (then within
-// one subnormal ulp, 2^-149) or within an ulp of overflow. Where the correction is NaN (x = ±inf
-// or NaN, overflow) q itself is IEEE's x / s. A multiply and two FMAs instead of a vector
-// division (vdivps zmm: one per 5 cycles on Zen 4).
-DLC_INLINE int dlc_rcp_ok(float r) {
-    float a = fabsf(r);
-    return a >= 1.17549435e-38f && a <= 3.40282347e38f;
-}
-DLC_INLINE float dlc_divr(float x, float s, float r, int ok) {
-    float q = x * r;
-    float e = __builtin_fmaf(-q, s, x);
-    float q2 = __builtin_fmaf(e, r, q);
-    return ok ? (q2 == q2 ? q2 : q) : x / s;
-}
-
 // fp32 transcendental functions (docs/numerics.md, "The native CPU backend"): branch-free so
 // that `omp simd` loops vectorize them, with explicit FMAs (one instruction with -march=native;
 // not subject to -ffp-contract). Max errors against the correctly rounded value, measured over
