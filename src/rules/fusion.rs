@@ -365,7 +365,7 @@ impl Grow {
             saw_boundary |= eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2);
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes
-                && self.absorb_computing(eg, eclass, &mut g, d)
+                && self.absorb_computing(eg, eclass, &mut g, d, defer)
             {
                 out.push((g.body.clone(), g.ins.clone()));
             }
@@ -413,12 +413,34 @@ impl Grow {
         Absorbed::No
     }
 
-    /// Absorbs the first computing producer of input `d` that keeps the body legal.
-    fn absorb_computing(&self, eg: &impl GrowView, eclass: Id, g: &mut Growth, d: Id) -> bool {
+    /// Absorbs the first computing producer of input `d` that keeps the body legal. With
+    /// `reuse`, producers that read only classes the body already reads or computes come
+    /// first: a class with several spellings (SRNF's `Σ(a + b) = Σa + Σb`) is then absorbed in
+    /// the spelling over the body's own values — a LayerNorm's mean as the row sum of the `x`
+    /// it normalizes, not as partial sums over `x`'s producers, which left the one-kernel
+    /// LayerNorm over a materialized `x` out of the e-graph (issue 23).
+    fn absorb_computing(
+        &self,
+        eg: &impl GrowView,
+        eclass: Id,
+        g: &mut Growth,
+        d: Id,
+        reuse: bool,
+    ) -> bool {
         let Some(pos) = g.ins.iter().position(|c| *c == d) else {
             return false;
         };
-        for (p, p_ins) in Self::candidates(eg, eclass, d, false) {
+        let mut candidates: Vec<Grown> = Self::candidates(eg, eclass, d, false).collect();
+        if reuse {
+            // Stable: the e-graph's order among equally reusing spellings.
+            candidates.sort_by_key(|(_, p_ins)| {
+                p_ins
+                    .iter()
+                    .filter(|c| !g.ins.contains(c) && !g.inside.contains(c))
+                    .count()
+            });
+        }
+        for (p, p_ins) in candidates {
             if let Some((b, i)) = self.try_fuse(eg, &g.body, &g.ins, pos, &p, &p_ins) {
                 g.absorb(d, b, i, &p_ins);
                 g.computing += 1;
