@@ -354,8 +354,16 @@ impl Grow {
             }
             // One computing op.
             let boundary = |d: Id| eg.is_contraction(d) || eg.read_outside(d, &g.inside);
+            // Deferred growth takes shared values after the rest and stops where only
+            // contractions wait: absorbing them is what the breadth-first growth does, and the
+            // bodies past that point (a GEMM under a whole LayerNorm) were a third of BERT's
+            // pricing and never chosen.
             let next = if defer {
-                g.waiting.iter().position(|d| !boundary(*d)).unwrap_or(0)
+                let first = g.waiting.iter().position(|d| !boundary(*d));
+                match first.or_else(|| g.waiting.iter().position(|d| !eg.is_contraction(*d))) {
+                    Some(i) => i,
+                    None => break,
+                }
             } else {
                 0
             };
