@@ -320,8 +320,12 @@ impl Grow {
     /// contraction ([`is_contraction_class`]) nor read by a consumer outside the body (a value
     /// materialized for another kernel anyway) while there is one: the prefixes then include
     /// the whole row-reduction kernel after a GEMM or after another LayerNorm (BERT's second
-    /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23). Returns the
-    /// bodies and whether a dense-layer GEMM (a contraction with a rank-2 result) was waiting.
+    /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23); then the
+    /// shared values, and it stops where only contractions wait. Deferred growth also absorbs
+    /// each class in the spelling that reads the fewest new classes (`absorb_computing`'s
+    /// `reuse`): the LayerNorm's mean as `Σx` over its own `x`, so the one-kernel LayerNorm over
+    /// a materialized `x` is among the prefixes. Returns the bodies and whether a dense-layer
+    /// GEMM (a contraction with a rank-2 result) was waiting.
     fn grow(&self, eg: &impl GrowView, seed: &Seed, defer: bool) -> (Vec<Grown>, bool) {
         // The seed's class is canonical ([`Grow::seeds`], on the unchanged e-graph).
         let (eclass, body, ins) = seed.clone();
