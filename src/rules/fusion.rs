@@ -320,8 +320,12 @@ impl Grow {
     /// contraction ([`is_contraction_class`]) nor read by a consumer outside the body (a value
     /// materialized for another kernel anyway) while there is one: the prefixes then include
     /// the whole row-reduction kernel after a GEMM or after another LayerNorm (BERT's second
-    /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23). Returns the
-    /// bodies and whether a dense-layer GEMM (a contraction with a rank-2 result) was waiting.
+    /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23); then the
+    /// shared values, and it stops where only contractions wait. Deferred growth also absorbs
+    /// each class in the spelling that reads the fewest new classes (`absorb_computing`'s
+    /// `reuse`): the LayerNorm's mean as `Σx` over its own `x`, so the one-kernel LayerNorm over
+    /// a materialized `x` is among the prefixes. Returns the bodies and whether a dense-layer
+    /// GEMM (a contraction with a rank-2 result) was waiting.
     fn grow(&self, eg: &impl GrowView, seed: &Seed, defer: bool) -> (Vec<Grown>, bool) {
         // The seed's class is canonical ([`Grow::seeds`], on the unchanged e-graph).
         let (eclass, body, ins) = seed.clone();
@@ -354,8 +358,16 @@ impl Grow {
             }
             // One computing op.
             let boundary = |d: Id| eg.is_contraction(d) || eg.read_outside(d, &g.inside);
+            // Deferred growth takes shared values after the rest and stops where only
+            // contractions wait: absorbing them is what the breadth-first growth does, and the
+            // bodies past that point (a GEMM under a whole LayerNorm) were a third of BERT's
+            // pricing and never chosen.
             let next = if defer {
-                g.waiting.iter().position(|d| !boundary(*d)).unwrap_or(0)
+                let first = g.waiting.iter().position(|d| !boundary(*d));
+                match first.or_else(|| g.waiting.iter().position(|d| !eg.is_contraction(*d))) {
+                    Some(i) => i,
+                    None => break,
+                }
             } else {
                 0
             };
@@ -365,7 +377,7 @@ impl Grow {
             saw_boundary |= eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2);
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes
-                && self.absorb_computing(eg, eclass, &mut g, d)
+                && self.absorb_computing(eg, eclass, &mut g, d, defer)
             {
                 out.push((g.body.clone(), g.ins.clone()));
             }
@@ -413,12 +425,34 @@ impl Grow {
         Absorbed::No
     }
 
-    /// Absorbs the first computing producer of input `d` that keeps the body legal.
-    fn absorb_computing(&self, eg: &impl GrowView, eclass: Id, g: &mut Growth, d: Id) -> bool {
+    /// Absorbs the first computing producer of input `d` that keeps the body legal. With
+    /// `reuse`, producers that read only classes the body already reads or computes come
+    /// first: a class with several spellings (SRNF's `Σ(a + b) = Σa + Σb`) is then absorbed in
+    /// the spelling over the body's own values — a LayerNorm's mean as the row sum of the `x`
+    /// it normalizes, not as partial sums over `x`'s producers, which left the one-kernel
+    /// LayerNorm over a materialized `x` out of the e-graph (issue 23).
+    fn absorb_computing(
+        &self,
+        eg: &impl GrowView,
+        eclass: Id,
+        g: &mut Growth,
+        d: Id,
+        reuse: bool,
+    ) -> bool {
         let Some(pos) = g.ins.iter().position(|c| *c == d) else {
             return false;
         };
-        for (p, p_ins) in Self::candidates(eg, eclass, d, false) {
+        let mut candidates: Vec<Grown> = Self::candidates(eg, eclass, d, false).collect();
+        if reuse {
+            // Stable: the e-graph's order among equally reusing spellings.
+            candidates.sort_by_key(|(_, p_ins)| {
+                p_ins
+                    .iter()
+                    .filter(|c| !g.ins.contains(c) && !g.inside.contains(c))
+                    .count()
+            });
+        }
+        for (p, p_ins) in candidates {
             if let Some((b, i)) = self.try_fuse(eg, &g.body, &g.ins, pos, &p, &p_ins) {
                 g.absorb(d, b, i, &p_ins);
                 g.computing += 1;
