@@ -391,17 +391,6 @@ pub enum Unroll {
     Never,
 }
 
-impl From<bool> for Unroll {
-    /// `true`: [`Unroll::Full`]; `false`: [`Unroll::Compiler`].
-    fn from(full: bool) -> Unroll {
-        if full {
-            Unroll::Full
-        } else {
-            Unroll::Compiler
-        }
-    }
-}
-
 impl Stmt {
     /// `for (int var = 0; var < end; ++var)`, unrolled, block-uniform.
     pub fn unrolled(var: &str, end: u64, body: Vec<Stmt>) -> Stmt {
@@ -451,7 +440,7 @@ impl Stmt {
         var: &str,
         [start, end, step]: [String; 3],
         div: Div,
-        unroll: impl Into<Unroll>,
+        unroll: Unroll,
         body: Vec<Stmt>,
     ) -> Stmt {
         Stmt::For {
@@ -459,7 +448,7 @@ impl Stmt {
             start,
             end,
             step,
-            unroll: unroll.into(),
+            unroll,
             div,
             body,
         }

@@ -34,16 +34,6 @@ fn tile_index(k_fastest: bool, rows: u64, bk: u64) -> (String, String) {
     }
 }
 
-fn loop_(var: &str, end: u64, unroll: bool, body: Vec<Stmt>) -> Stmt {
-    Stmt::range(
-        var,
-        ["0".into(), end.to_string(), "1".into()],
-        Div::Block,
-        unroll,
-        body,
-    )
-}
-
 /// The SIMT kernel of `r` with tile `bm×bn×bk` and `threads` threads.
 pub fn build(
     r: &Region,
@@ -116,7 +106,7 @@ pub fn build(
                 otherwise: vec![],
             });
             let per = em.close();
-            em.emit(loop_("l", count, true, per));
+            em.emit(Stmt::unrolled("l", count, per));
         }
         Ok(em.close())
     };
@@ -128,10 +118,9 @@ pub fn build(
             .enumerate()
         {
             let (outer, k) = tile_index(fastest[side], rows, bk);
-            out.push(loop_(
+            out.push(Stmt::unrolled(
                 "l",
                 count,
-                true,
                 vec![
                     Stmt::int("e", format!("tid + l * {threads}")),
                     Stmt::If {
@@ -174,32 +163,28 @@ pub fn build(
             dims: vec![tn],
             zero: false,
         },
-        loop_(
+        Stmt::unrolled(
             "i",
             tm,
-            true,
             vec![Stmt::Assign {
                 place: "a_frag[i]".into(),
                 value: format!("As[kk][tr + i * {tm_threads}]"),
             }],
         ),
-        loop_(
+        Stmt::unrolled(
             "j",
             tn,
-            true,
             vec![Stmt::Assign {
                 place: "b_frag[j]".into(),
                 value: format!("Bs[kk][tc + j * {tn_threads}]"),
             }],
         ),
-        loop_(
+        Stmt::unrolled(
             "i",
             tm,
-            true,
-            vec![loop_(
+            vec![Stmt::unrolled(
                 "j",
                 tn,
-                true,
                 vec![Stmt::Assign {
                     place: "acc[i][j]".into(),
                     value: "acc[i][j] + a_frag[i] * b_frag[j]".into(),
@@ -214,7 +199,7 @@ pub fn build(
             then: next,
             otherwise: vec![],
         },
-        loop_("kk", bk, true, micro),
+        Stmt::unrolled("kk", bk, micro),
         Stmt::Barrier,
     ];
     main.push(Stmt::If {
@@ -244,9 +229,9 @@ pub fn build(
         "acc[i][j]",
     )?;
     let inner = em.close();
-    em.emit(loop_("j", tn, true, inner));
+    em.emit(Stmt::unrolled("j", tn, inner));
     let rows = em.close();
-    em.emit(loop_("i", tm, true, rows));
+    em.emit(Stmt::unrolled("i", tm, rows));
     let epi = em.close();
     em.emit(Stmt::Block(epi));
     em.pop_scope();

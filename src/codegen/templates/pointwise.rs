@@ -143,7 +143,7 @@ fn build_vector(
         "it",
         ["0".into(), items.to_string(), "1".into()],
         Div::Block,
-        true,
+        Unroll::Full,
         per_item,
     ));
     let body = em.close();

@@ -19,7 +19,7 @@
 //! padded reads, reduction windows).
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Div, Stmt};
+use super::super::gpu::{CType, Div, Stmt, Unroll};
 use super::super::scalar::{store_value, Emitter, Val};
 use super::super::CodegenError;
 use crate::ir::axis::AxisExpr;
@@ -144,7 +144,7 @@ pub fn lane_loop<T>(
         lane,
         ["0".into(), lanes.to_string(), "1".into()],
         Div::Block,
-        true,
+        Unroll::Full,
         block,
     ));
     Ok(result)
