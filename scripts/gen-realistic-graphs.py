@@ -8,25 +8,12 @@ its launch grids at S=2048 and M=N=K=4096.
 """
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from graph_json import data, graph, param  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "realistic")
-
-
-def data(name):
-    return {"tensor": name, "role": "data"}
-
-
-def param(name):
-    return {"tensor": name, "role": "param", "storage": "const_pool"}
-
-
-def graph(inputs, outputs, symbols, tensors, nodes):
-    g = {"signature": {"inputs": inputs, "outputs": [{"tensor": o} for o in outputs]}}
-    if symbols:
-        g["symbols"] = symbols
-    g["tensors"] = {k: {"dtype": d, "shape": s} for k, (d, s) in tensors.items()}
-    g["graph"] = nodes
-    return g
 
 
 def gemm(dtype, m, k, n, bias_relu):

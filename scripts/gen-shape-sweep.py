@@ -15,29 +15,12 @@ import argparse
 import json
 import os
 import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from graph_json import data, ew, graph, param  # noqa: E402
 
 DTYPES = ["fp16", "bf16"]
-
-
-def data(name):
-    return {"tensor": name, "role": "data"}
-
-
-def param(name):
-    return {"tensor": name, "role": "param", "storage": "const_pool"}
-
-
-def graph(inputs, outputs, symbols, tensors, nodes):
-    g = {"signature": {"inputs": inputs, "outputs": [{"tensor": o} for o in outputs]}}
-    if symbols:
-        g["symbols"] = symbols
-    g["tensors"] = {k: {"dtype": d, "shape": s} for k, (d, s) in tensors.items()}
-    g["graph"] = nodes
-    return g
-
-
-def ew(name, fn, ins, out):
-    return {"op": "Elementwise", "name": name, "inputs": ins, "outputs": [out], "attrs": {"fn": fn}}
 
 
 def gemm(r):
