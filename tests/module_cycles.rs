@@ -14,25 +14,10 @@ use std::path::Path;
 /// Edges `(from, to)` inside a dependency cycle today. TODO(issue 20): empty this list.
 const KNOWN_CYCLE_EDGES: &[(&str, &str)] = &[
     ("codegen", "cost"),
-    ("codegen", "extract"),
-    ("codegen", "optimize"),
     ("codegen", "plan"),
     ("cost", "codegen"),
-    ("cost", "extract"),
     ("cost", "plan"),
-    ("eval", "ir"),
-    ("extract", "codegen"),
-    ("extract", "cost"),
-    ("ir", "eval"),
-    ("optimize", "codegen"),
-    ("optimize", "cost"),
-    ("optimize", "extract"),
-    ("optimize", "poly"),
-    ("optimize", "rules"),
     ("plan", "cost"),
-    ("poly", "optimize"),
-    ("poly", "plan"),
-    ("rules", "optimize"),
 ];
 
 /// Removes `//` comments (doc comments included) and string-free noise well enough for paths.

@@ -32,7 +32,7 @@ fn optimized(rel: &str, arch: Arch) -> Optimized {
 }
 
 fn report(rel: &str) -> PolyCore {
-    core::from_optimized(&optimized(rel, Arch::Sm90))
+    optimized(rel, Arch::Sm90).poly_core()
 }
 
 /// The one pair whose consumer statement reads `tensor` from another region.
@@ -145,7 +145,7 @@ fn gather_consumer_is_not_compute_at_legal() {
 #[test]
 fn barrier_hints_follow_the_arch() {
     for (arch, model) in [(Arch::Sm80, "cp_async_group"), (Arch::Sm90, "mbarrier")] {
-        let c = core::from_optimized(&optimized("examples/conv_relu_pool.json", arch));
+        let c = optimized("examples/conv_relu_pool.json", arch).poly_core();
         let conv = c
             .regions
             .iter()
@@ -190,7 +190,7 @@ fn conv_pool_raw_agrees_with_islpy() {
     }
     let o = optimized("examples/conv_relu_pool.json", Arch::Sm90);
     let v = dlc_egg::poly::view::build(&o.program);
-    let c = core::from_optimized(&o);
+    let c = o.poly_core();
     let pair = only_pair(&c);
     let mut qs = Vec::new();
     for d in pair

@@ -8,7 +8,8 @@ pub mod manifest;
 pub mod scalar;
 pub mod templates;
 
-use crate::optimize::Optimized;
+use crate::cost::CostModel;
+use crate::ir::region::program::RegionProgram;
 use manifest::Manifest;
 
 /// The name every emitted `kernels.cu` includes its helpers by.
@@ -62,9 +63,20 @@ pub enum CodegenError {
     },
 }
 
+/// What code generation reads of an optimized program (`crate::optimize::Optimized`): its
+/// region program, every kernel's plan, and the cost model the plans were chosen under.
+pub trait PlannedProgram {
+    /// The extracted region program.
+    fn program(&self) -> &RegionProgram;
+    /// Every kernel of [`PlannedProgram::program`] with its plan, in launch order.
+    fn planned(&self) -> &[emit::PlannedKernel];
+    /// The cost model the plans were chosen under.
+    fn model(&self) -> &CostModel;
+}
+
 /// Emits every kernel of an optimized program exactly as planned (`emit::emit_planned` on its
 /// program, its plans and its cost model).
-pub fn emit_program(opt: &Optimized) -> Result<Emitted, CodegenError> {
+pub fn emit_program(opt: &impl PlannedProgram) -> Result<Emitted, CodegenError> {
     generate(opt).map(|g| g.emitted)
 }
 
@@ -80,8 +92,8 @@ pub struct Generated {
 }
 
 /// Generates the kernels of an optimized program.
-pub fn generate(opt: &Optimized) -> Result<Generated, CodegenError> {
-    emit::emit_planned(&opt.program, &opt.planned, &opt.model)
+pub fn generate(opt: &impl PlannedProgram) -> Result<Generated, CodegenError> {
+    emit::emit_planned(opt.program(), opt.planned(), opt.model())
 }
 
 impl Generated {

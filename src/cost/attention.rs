@@ -26,12 +26,12 @@
 
 use super::roofline::{algo_efficiency, Bound, Estimate};
 use super::work::{analyze, KernelWork};
+use super::CostModel;
 use super::{PlanChoice, PlanError, Priced, Rejected, Time};
 use crate::codegen::templates::attention::{
     copies_async, fold_scale, heaviest_first, pad16, store_lanes, AttentionPair, AttentionPlan,
     Mask,
 };
-use crate::extract::kernels::CostModel;
 use crate::ir::dim::Dim;
 use crate::plan::space::{plan_of, Algo, Resources};
 use crate::plan::{Cache, Plan};

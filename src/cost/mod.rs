@@ -10,14 +10,15 @@
 
 pub mod attention;
 pub mod conv90;
+pub mod model;
 pub mod roofline;
 pub mod work;
 
-use crate::extract::kernels::CostModel;
 use crate::ir::region::Region;
 use crate::plan::space::{candidates, plan_of, Algo, Candidate, Knobs, Stop};
 use crate::plan::Plan;
 use crate::target::Target;
+pub use model::{CostModel, RegionCache};
 use roofline::{estimate, Estimate};
 use serde::Serialize;
 use work::{analyze, KernelWork, Shape, WorkError};

@@ -36,7 +36,7 @@ mod exprs;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
 
-use crate::extract::kernels::CostModel;
+use super::CostModel;
 use crate::ir::dim::Dim;
 use crate::ir::region::verify::{children, reduce_extents, verify};
 use crate::ir::region::{AxisExpr, Expr, Reduce, Region};

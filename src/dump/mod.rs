@@ -157,7 +157,7 @@ pub fn dump_document(
             .map(|o| crate::poly::view::build(&o.program).to_json())
             .unwrap_or(Value::Null),
         (DumpLayer::PolyCore, _) => optimized
-            .map(|o| crate::poly::core::from_optimized(o).to_json())
+            .map(|o| o.poly_core().to_json())
             .unwrap_or(Value::Null),
         (DumpLayer::Plan, _) => optimized.map(plan_json).unwrap_or(Value::Null),
         (DumpLayer::Gpu, _) => code.map(|c| c.gpu_ir_json()).unwrap_or(Value::Null),

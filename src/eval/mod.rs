@@ -18,6 +18,8 @@ pub mod bench_programs;
 mod bind;
 mod error;
 mod gather;
+#[cfg(test)]
+mod indexbook_oracle;
 mod kernel;
 mod nodes;
 mod ops;

@@ -13,12 +13,11 @@ use super::kernels::{
     body_flops, finite_sum, kernel_inputs, kernel_plan_fp, kernel_plan_of, plan_key, CostModel,
     KernelCost,
 };
+use crate::cost::model::synthesize_deferred;
 use crate::cost::Time;
 use crate::ir::dtype::DType;
 use crate::ir::egraph::kernel::{kernel_parts, KernelBody};
 use crate::ir::egraph::{Facts, TensorFacts, TensorGraph, TensorLang};
-use crate::ir::region::synth::{synthesize, SynthArg};
-use crate::ir::region::Materialize;
 use crate::ir::region::{Expr, Region};
 use egg::Id;
 use rayon::prelude::*;
@@ -331,30 +330,4 @@ fn attention_second_time(
         }
     }
     best.map(|(_, t)| t)
-}
-
-/// The region of a kernel body whose output `out_name` is deferred (the first region of an
-/// attention pair); its inputs are `f0`, `f1`, … (apart from the reader's `in*`).
-pub(super) fn synthesize_deferred(
-    body: &KernelBody,
-    inputs: &[TensorFacts],
-    out_name: &str,
-) -> Result<Region, String> {
-    let args: Vec<SynthArg> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, f)| SynthArg {
-            name: format!("f{i}"),
-            dtype: f.dtype,
-            shape: f.shape.clone(),
-        })
-        .collect();
-    synthesize(
-        "kernel",
-        body.expr(),
-        &args,
-        out_name,
-        Materialize::Deferred,
-    )
-    .map_err(|e| e.to_string())
 }

@@ -580,6 +580,42 @@ impl Optimized {
             steps: Vec::new(),
         }
     }
+
+    /// The Poly Core report of the program under its planned kernels' plans (both regions of a
+    /// fused attention pair under the fused kernel's plan), for its target architecture.
+    pub fn poly_core(&self) -> crate::poly::core::PolyCore {
+        let mut plans: BTreeMap<String, crate::plan::Plan> = BTreeMap::new();
+        for pk in &self.planned {
+            let Ok(c) = &pk.choice else { continue };
+            for step in pk.fused_first.into_iter().chain([pk.step]) {
+                if let Some(crate::ir::region::program::Step::Region(r)) =
+                    self.program.steps.get(step)
+                {
+                    plans.insert(r.name.clone(), c.best.plan.clone());
+                }
+            }
+        }
+        crate::poly::core::build(&self.program, &plans, self.model.target.arch)
+    }
+}
+
+impl AsRef<RegionProgram> for Optimized {
+    /// The extracted program.
+    fn as_ref(&self) -> &RegionProgram {
+        &self.program
+    }
+}
+
+impl crate::codegen::PlannedProgram for Optimized {
+    fn program(&self) -> &RegionProgram {
+        &self.program
+    }
+    fn planned(&self) -> &[crate::codegen::emit::PlannedKernel] {
+        &self.planned
+    }
+    fn model(&self) -> &CostModel {
+        &self.model
+    }
 }
 
 impl std::fmt::Debug for Optimized {

@@ -35,6 +35,7 @@
 use super::{run_phase, Budget, PhaseStats, Rule};
 use crate::eval::evaluate;
 use crate::ir::egraph::{add_program, extract_program, TensorGraph};
+use crate::ir::region::program::RegionProgram;
 use crate::ir::tiny::Program;
 use crate::tensor::Tensor;
 use egg::{AstSize, Extractor};
@@ -383,7 +384,8 @@ pub fn proves(prog: &Program, expected: &Program, rules: &[Rule]) -> bool {
     })
 }
 
-/// Plays `optimized`'s region program back on inputs from every seed ([`random_inputs`]) and
+/// Plays `optimized`'s region program (an optimizer result, `crate::optimize::Optimized`, or
+/// the region program itself) back on inputs from every seed ([`random_inputs`]) and
 /// compares every output with the reference evaluator's value of `prog` under the numerics
 /// contract of fusion ([`Compare::Fused`]).
 ///
@@ -401,7 +403,7 @@ pub fn proves(prog: &Program, expected: &Program, rules: &[Rule]) -> bool {
 /// ```
 pub fn check_optimized(
     prog: &Program,
-    optimized: &crate::optimize::Optimized,
+    optimized: &impl AsRef<RegionProgram>,
     bindings: &BTreeMap<String, i64>,
     seeds: &[u64],
 ) -> Result<(), String> {
@@ -412,7 +414,7 @@ pub fn check_optimized(
     for seed in seeds {
         let inputs = random_inputs(prog, &syms, *seed)?;
         let want = evaluate(prog, &syms, &inputs).map_err(|d| format!("reference: {d}"))?;
-        let got = crate::ir::region::program::evaluate_program(&optimized.program, &syms, &inputs)
+        let got = crate::ir::region::program::evaluate_program(optimized.as_ref(), &syms, &inputs)
             .map_err(|d| format!("optimized program: {d}"))?;
         for (name, w) in &want {
             let g = got

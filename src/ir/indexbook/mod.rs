@@ -24,10 +24,12 @@ mod chain;
 mod lin;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+pub(crate) use chain::compose as compose_chain;
+pub(crate) use lin::{Lin, Ranges, Var};
 
 use crate::ir::dim::Dim;
 use crate::ir::tiny::{self, scalar_json, NodeId, Program, Src, TinyError, UOp};
-use lin::{Lin, Ranges, Var};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -43,7 +43,7 @@ mod tests;
 
 pub use compute_at::{compute_at, ComputeAt};
 pub use relation::{DepKind, Dependence};
-pub use report::{build, from_optimized, PairReport, PolyCore, RegionReport};
+pub use report::{build, PairReport, PolyCore, RegionReport};
 
 use crate::poly::affine::AffineError;
 

@@ -72,21 +72,6 @@ pub struct PolyCore {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// The report of an optimizer result: its program, its planned kernels' plans (both regions of
-/// a fused attention pair under the fused kernel's plan), its target architecture.
-pub fn from_optimized(o: &crate::optimize::Optimized) -> PolyCore {
-    let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
-    for pk in &o.planned {
-        let Ok(c) = &pk.choice else { continue };
-        for step in pk.fused_first.into_iter().chain([pk.step]) {
-            if let Some(Step::Region(r)) = o.program.steps.get(step) {
-                plans.insert(r.name.clone(), c.best.plan.clone());
-            }
-        }
-    }
-    build(&o.program, &plans, o.model.target.arch)
-}
-
 /// The report of `p`, with the plans of its regions (by name; possibly none) for `arch`.
 pub fn build(p: &RegionProgram, plans: &BTreeMap<String, Plan>, arch: Arch) -> PolyCore {
     let v = view::build(p);

@@ -526,6 +526,3 @@ impl Cx<'_> {
             .ok_or_else(|| SynthError::Typing(format!("node {id} is not a tensor")))
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,14 +1,15 @@
 //! Unit tests of synthesis details: value kinds (a CAST to fp32 of an i32 value stays, integral
 //! fp32 constants compute in fp32) and slices whose start is clamped against a symbolic size.
-//! Each region is played back against the Tiny reference evaluator.
+//! Each region is played back against the Tiny reference evaluator (an integration test, so
+//! that `ir` does not depend on `eval`: no module cycle, issue 20).
 
-use super::{body_from_program, synthesize, SynthArg};
-use crate::eval::evaluate;
-use crate::ir::dim::Dim;
-use crate::ir::dtype::DType;
-use crate::ir::region::{evaluate_region, Materialize, Region};
-use crate::ir::tiny::{BinaryOp, Builder, NodeId, Program, Src, TinyError};
-use crate::tensor::Tensor;
+use dlc_egg::eval::evaluate;
+use dlc_egg::ir::dim::Dim;
+use dlc_egg::ir::dtype::DType;
+use dlc_egg::ir::region::synth::{body_from_program, synthesize, SynthArg};
+use dlc_egg::ir::region::{evaluate_region, Materialize, Region};
+use dlc_egg::ir::tiny::{BinaryOp, Builder, NodeId, Program, Src, TinyError};
+use dlc_egg::tensor::Tensor;
 use std::collections::BTreeMap;
 
 /// The whole program (one output) as one region, inputs named as the program's.
