@@ -9,12 +9,12 @@ use super::manifest::{BufferDecl, BufferRole, KernelArg, KernelLaunch, Manifest,
 use super::scalar::Emitter;
 use super::templates;
 use super::{CodegenError, Emitted, Generated, HEADER_NAME};
-use crate::cost::work::Shape;
 use crate::cost::CostModel;
 use crate::cost::{choose_plan, PlanChoice};
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::{Region, Size};
 use crate::plan::space::{Algo, Knobs};
+use crate::plan::work::Shape;
 use std::collections::BTreeSet;
 
 /// One emitted kernel: its GPU IR, the plan it implements, the program step it launches at and

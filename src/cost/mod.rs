@@ -12,10 +12,10 @@ pub mod attention;
 pub mod conv90;
 pub mod model;
 pub mod roofline;
-pub mod work;
 
 use crate::ir::region::Region;
 use crate::plan::space::{candidates, plan_of, Algo, Candidate, Knobs, Stop};
+pub use crate::plan::work;
 use crate::plan::Plan;
 use crate::target::Target;
 pub use model::{CostModel, RegionCache};

@@ -156,6 +156,12 @@ pub fn synthesize_kernel(
     synthesize("kernel", body, &args, "out", Materialize::Gmem).map_err(|e| e.to_string())
 }
 
+impl crate::plan::work::Sizes for CostModel {
+    fn numel(&self, shape: &[Dim]) -> u64 {
+        CostModel::numel(self, shape)
+    }
+}
+
 impl CostModel {
     /// Number of elements of `shape` (saturating; unbound symbols take `default_size`).
     pub fn numel(&self, shape: &[Dim]) -> u64 {

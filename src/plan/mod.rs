@@ -4,10 +4,12 @@
 //! prints, field for field the seed's §8.1 dump.
 //!
 //! [`space`] enumerates the candidate plans of a kernel template and applies the STOP
-//! conditions of §11; `crate::cost` prices the survivors and keeps the fastest.
+//! conditions of §11; `crate::cost` prices the survivors and keeps the fastest. [`work`] says
+//! what a kernel computes (template, sizes, arithmetic, traffic), which both read.
 
 pub mod regs;
 pub mod space;
+pub mod work;
 
 use crate::target::Arch;
 use serde::{Deserialize, Serialize};

@@ -19,7 +19,7 @@
 //! - compute-at nest ([`compute_at`]): one accumulator per window point, the producer fold's
 //!   loop state ([`FOLD_REGS`]).
 
-use crate::cost::work::{ComputeAtWork, Fill};
+use crate::plan::work::{ComputeAtWork, Fill};
 
 /// Registers for addresses, indices and loop state, per thread.
 pub const BASE_REGS: u32 = 40;

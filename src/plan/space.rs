@@ -37,7 +37,7 @@
 
 use super::regs;
 pub use super::regs::{held_regs, BASE_REGS, REG_HELD_MAX, SIMT_OVERHEAD};
-use crate::cost::work::{Gemm, KernelWork, Shape};
+use crate::plan::work::{Gemm, KernelWork, Shape};
 use crate::plan::{AsyncPlan, Cache, LocalEdge, Plan, Vectorize};
 use crate::target::{Arch, Target};
 use serde::Serialize;
@@ -682,12 +682,12 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
                 }
             }
             let pattern = match g.pattern {
-                crate::cost::work::Pattern::Conv => "conv",
+                crate::plan::work::Pattern::Conv => "conv",
                 _ if g.row_extent.is_some() => "attention",
                 _ => "matmul",
             };
             let impl_name = match (g.pattern, g.row_extent.is_some()) {
-                (crate::cost::work::Pattern::Conv, _) => format!("implicit_gemm_{}", algo.name()),
+                (crate::plan::work::Pattern::Conv, _) => format!("implicit_gemm_{}", algo.name()),
                 (_, true) if !row_resident => format!("{}_rows_{}pass", algo.name(), g.row_passes),
                 _ => algo.name().to_string(),
             };
@@ -695,7 +695,7 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             for t in work
                 .inputs
                 .iter()
-                .filter(|i| i.role != crate::cost::work::Role::Other)
+                .filter(|i| i.role != crate::plan::work::Role::Other)
             {
                 cache.push(Cache {
                     tensor: t.name.clone(),

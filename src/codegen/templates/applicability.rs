@@ -14,8 +14,8 @@ use super::contraction_mma::{self, Staging};
 use super::row;
 use crate::codegen::scalar::Emitter;
 use crate::cost::roofline::LOAD_ISSUE;
-use crate::cost::work::{Fill, KernelWork, Shape};
 use crate::ir::region::Region;
+use crate::plan::work::{Fill, KernelWork, Shape};
 
 /// What code generation can emit for one region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,13 +14,13 @@ use super::super::gpu::Stmt;
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::{bind_flat, store_yields, yield_output};
-use crate::cost::work::{KernelWork, Shape};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::verify::children;
 use crate::ir::region::{BinaryFn, Expr, Reduce, Region};
 use crate::ir::tiny::ReduceOp;
 use crate::plan::space::RASTER_GROUP;
+use crate::plan::work::{KernelWork, Shape};
 
 /// The `grid.y` and `grid.z` limit.
 const GRID_YZ_LIMIT: i64 = 65535;

@@ -19,6 +19,7 @@
 
 use super::expr::ck;
 use super::AffineError;
+use crate::index::gcd;
 use std::collections::BTreeMap;
 
 /// `row[0]` is the constant; `row[1 + j]` the coefficient of variable `j`.
@@ -50,14 +51,6 @@ pub enum Emptiness {
     /// The procedure could not tell (an inexact elimination with unbounded variables, or the
     /// work budget ran out).
     Unknown,
-}
-
-pub(crate) fn gcd(a: i64, b: i64) -> i64 {
-    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    i64::try_from(a).unwrap_or(i64::MAX)
 }
 
 fn coeff_gcd(r: &[i64]) -> i64 {

@@ -36,7 +36,13 @@ mod exprs;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
 
-use super::CostModel;
+/// The sizes a work analysis reads: the number of elements of a shape under the symbol values
+/// the kernel is priced for (`crate::cost::CostModel`).
+pub trait Sizes {
+    /// Number of elements of `shape` (saturating).
+    fn numel(&self, shape: &[Dim]) -> u64;
+}
+
 use crate::ir::dim::Dim;
 use crate::ir::region::verify::{children, reduce_extents, verify};
 use crate::ir::region::{AxisExpr, Expr, Reduce, Region};
@@ -284,7 +290,7 @@ pub enum WorkError {
 }
 
 /// Reads the work of `region`, sizing symbols with `sizes`.
-pub fn analyze(region: &Region, sizes: &CostModel) -> Result<KernelWork, WorkError> {
+pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkError> {
     let checked = verify(region).map_err(|e| WorkError::Invalid(e.to_string()))?;
     let size = |d: &Dim| sizes.numel(std::slice::from_ref(d)) as f64;
     let iters: Vec<(String, f64)> = region
@@ -414,7 +420,7 @@ struct MainContraction<'a> {
 struct Cx<'a> {
     r: &'a Region,
     iter_sizes: &'a [Dim],
-    sizes: &'a CostModel,
+    sizes: &'a dyn Sizes,
     lets: BTreeMap<String, LetInfo<'a>>,
 }
 
