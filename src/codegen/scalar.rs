@@ -326,10 +326,17 @@ impl<'a> Emitter<'a> {
             .ok_or_else(|| self.err(format!("unknown let `{name}`")))?;
         // Hoisted: computed in the innermost scope that binds one of its free axes (a let is
         // defined at every point of its free axes, so computing it outside a branch or a
-        // loop that does not move them is exact), and memoized there.
+        // loop that does not move them is exact), and memoized there — but not above a scope
+        // that holds a let it reads: a template's provided value (a row's cooperative sum, a
+        // tile's accumulator) would be folded again, serially, where it is not visible.
+        let mut deps = BTreeSet::new();
+        self.let_deps(e, &mut deps);
         let t = (0..self.scopes.len())
             .rev()
-            .find(|&i| self.scopes[i].axes.keys().any(|a| free.contains(a)))
+            .find(|&i| {
+                let s = &self.scopes[i];
+                s.axes.keys().any(|a| free.contains(a)) || s.memo.keys().any(|m| deps.contains(m))
+            })
             .unwrap_or(0);
         let inner_scopes = self.scopes.split_off(t + 1);
         let inner_blocks = self.blocks.split_off(self.scopes[t].block + 1);
@@ -340,6 +347,22 @@ impl<'a> Emitter<'a> {
         self.scopes.extend(inner_scopes);
         self.blocks.extend(inner_blocks);
         v
+    }
+
+    /// The lets `e` reads, transitively through the definitions of those not memoized (a
+    /// memoized let is read as its value, whatever it was computed from).
+    fn let_deps(&self, e: &Expr, out: &mut BTreeSet<String>) {
+        if let Expr::Let(n) = e {
+            let memoized = self.scopes.iter().any(|s| s.memo.contains_key(n));
+            if out.insert(n.clone()) && !memoized {
+                if let Some(d) = self.lets.get(n.as_str()) {
+                    self.let_deps(d, out);
+                }
+            }
+        }
+        for c in crate::ir::region::verify::children(e) {
+            self.let_deps(c, out);
+        }
     }
 
     /// Binds `v` to a fresh `const` variable unless it is a name or a literal already.
