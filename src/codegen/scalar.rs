@@ -625,13 +625,14 @@ impl<'a> Emitter<'a> {
             value: Self::fold(r, &acc, &v),
         });
         let mut body = self.close();
-        for (v, e) in vars.iter().zip(&extents).rev() {
+        let unrolls = fold_unrolls(&extents);
+        for ((v, e), unroll) in vars.iter().zip(&extents).zip(unrolls).rev() {
             body = vec![Stmt::For {
                 var: v.clone(),
                 start: "0".into(),
                 end: e.clone(),
                 step: "1".into(),
-                unroll: Unroll::Compiler,
+                unroll,
                 div: Div::Block,
                 body,
             }];
@@ -641,6 +642,37 @@ impl<'a> Emitter<'a> {
         }
         Ok(Val { code: acc, kind: k })
     }
+}
+
+/// Iterations of a serial fold nest whose loads are in flight together: the innermost loops
+/// of constant trip count are unrolled fully while their product stays within it, the next
+/// one by what is left, the outer ones not at all. The compiler left alone unrolls a long
+/// constant loop deeply (a 1×1 convolution's 256-step fold: 96 registers, 40 at 8) and fully
+/// a window of taps (5×5: 64 registers, 29 with the outer loop kept), past the registers the
+/// plan prices ([`crate::plan::space::BASE_REGS`] per thread for a pointwise kernel).
+pub const FOLD_UNROLL: u64 = 8;
+
+/// The unroll of each loop of a fold nest over `extents` (C trip counts, outermost first).
+fn fold_unrolls(extents: &[String]) -> Vec<Unroll> {
+    let mut left = FOLD_UNROLL;
+    let mut out: Vec<Unroll> = extents
+        .iter()
+        .rev()
+        .map(|e| match e.trim().parse::<u64>() {
+            Ok(t) if t <= left => {
+                left /= t.max(1);
+                Unroll::Full
+            }
+            _ if left >= 2 => {
+                let by = left as u32;
+                left = 1;
+                Unroll::By(by)
+            }
+            _ => Unroll::Never,
+        })
+        .collect();
+    out.reverse();
+    out
 }
 
 /// The neutral element of `op` in `dt`.
@@ -821,4 +853,29 @@ fn binary(f: BinaryFn, k: Kind, a: &Val, b: &Val) -> Val {
         },
     };
     Val { code, kind: k }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unrolls(extents: &[&str]) -> Vec<Unroll> {
+        fold_unrolls(&extents.iter().map(|e| e.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_fold_nest_unrolls_a_bounded_number_of_iterations() {
+        // A long channel fold: unrolled by the whole budget.
+        assert_eq!(unrolls(&["256"]), [Unroll::By(8)]);
+        // A 5×5 window: the inner taps fully, the rows kept a loop.
+        assert_eq!(unrolls(&["5", "5"]), [Unroll::Never, Unroll::Full]);
+        // A 3×3 convolution over 64 channels: taps 3, then rows by what is left (8 / 3 = 2).
+        assert_eq!(
+            unrolls(&["64", "3", "3"]),
+            [Unroll::Never, Unroll::By(2), Unroll::Full]
+        );
+        // A 2×2 window and a symbolic extent.
+        assert_eq!(unrolls(&["2", "2"]), [Unroll::Full, Unroll::Full]);
+        assert_eq!(unrolls(&["K", "2"]), [Unroll::By(4), Unroll::Full]);
+    }
 }
