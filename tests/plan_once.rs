@@ -352,3 +352,67 @@ fn attention_is_priced_planned_and_reported_as_one_kernel() {
         assert_eq!(launches, vec!["attention"], "d = {d}");
     }
 }
+
+/// A `[rows, width]` fp16 normalization graph (`op` LayerNorm or RMSNorm over the last axis).
+fn norm_fp16(dir: &Path, op: &str, rows: u64, width: u64) -> std::path::PathBuf {
+    let mut inputs = vec![serde_json::json!({"tensor": "X", "role": "data"})];
+    let mut tensors = serde_json::json!({
+        "X": {"dtype": "fp16", "shape": [rows, width]},
+        "Y": {"dtype": "fp16", "shape": [rows, width]},
+        "gamma": {"dtype": "fp16", "shape": [width]},
+    });
+    let mut names = vec!["X", "gamma"];
+    inputs.push(serde_json::json!({"tensor": "gamma", "role": "param"}));
+    if op == "LayerNorm" {
+        inputs.push(serde_json::json!({"tensor": "beta", "role": "param"}));
+        tensors["beta"] = serde_json::json!({"dtype": "fp16", "shape": [width]});
+        names.push("beta");
+    }
+    let g = serde_json::json!({
+        "signature": {"inputs": inputs, "outputs": [{"tensor": "Y"}]},
+        "tensors": tensors,
+        "graph": [{"op": op, "name": "norm", "inputs": names, "outputs": ["Y"],
+                   "attrs": {"axis": -1, "eps": 1e-5}}]
+    });
+    let p = dir.join(format!("{op}_{rows}x{width}.json"));
+    std::fs::write(&p, g.to_string()).expect("written");
+    p
+}
+
+/// A normalization is one row kernel that folds each row once, cooperatively, and is planned
+/// as one: RMSNorm's `Σ x·x` is a dot product per row (no M and no N axis), not a matrix
+/// product whose pointwise fallback folds the whole row again at every element; and with a
+/// single row (the outer axis of size 1 leaves the sums without a free axis) the output pass
+/// uses the cooperative sums instead of a serial fold of the row per thread.
+#[test]
+fn a_normalization_folds_each_row_once() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (op, rows, width) in [
+        ("RMSNorm", 8192, 4096),
+        ("LayerNorm", 1, 100),
+        ("RMSNorm", 1, 100),
+    ] {
+        let path = norm_fp16(dir.path(), op, rows, width);
+        for arch in ["sm80", "sm90"] {
+            let v = views(&path, arch);
+            let ks = check_agree(&format!("{op} {rows}x{width} ({arch})"), &v);
+            assert_eq!(ks.len(), 1, "{op} {rows}x{width} ({arch}): {ks:?}");
+            assert_eq!(ks[0].1, "row", "{op} {rows}x{width} ({arch}): {ks:?}");
+        }
+        let out = tempfile::tempdir().expect("a temporary directory");
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_dlc-egg"))
+            .args(["optimize", "--arch", "sm80", "-o"])
+            .arg(out.path())
+            .arg(&path)
+            .output()
+            .expect("the CLI runs");
+        assert!(st.status.success());
+        let cu = std::fs::read_to_string(out.path().join("kernels.cu")).expect("kernels.cu");
+        let serial = format!("< {width}; ");
+        assert!(
+            !cu.lines()
+                .any(|l| l.contains("for (") && l.contains(&serial)),
+            "{op} {rows}x{width}: a loop walks a whole row serially:\n{cu}"
+        );
+    }
+}

@@ -326,10 +326,17 @@ impl<'a> Emitter<'a> {
             .ok_or_else(|| self.err(format!("unknown let `{name}`")))?;
         // Hoisted: computed in the innermost scope that binds one of its free axes (a let is
         // defined at every point of its free axes, so computing it outside a branch or a
-        // loop that does not move them is exact), and memoized there.
+        // loop that does not move them is exact), and memoized there — but not above a scope
+        // that holds a let it reads: a template's provided value (a row's cooperative sum, a
+        // tile's accumulator) would be folded again, serially, where it is not visible.
+        let mut deps = BTreeSet::new();
+        self.let_deps(e, &mut deps);
         let t = (0..self.scopes.len())
             .rev()
-            .find(|&i| self.scopes[i].axes.keys().any(|a| free.contains(a)))
+            .find(|&i| {
+                let s = &self.scopes[i];
+                s.axes.keys().any(|a| free.contains(a)) || s.memo.keys().any(|m| deps.contains(m))
+            })
             .unwrap_or(0);
         let inner_scopes = self.scopes.split_off(t + 1);
         let inner_blocks = self.blocks.split_off(self.scopes[t].block + 1);
@@ -340,6 +347,22 @@ impl<'a> Emitter<'a> {
         self.scopes.extend(inner_scopes);
         self.blocks.extend(inner_blocks);
         v
+    }
+
+    /// The lets `e` reads, transitively through the definitions of those not memoized (a
+    /// memoized let is read as its value, whatever it was computed from).
+    fn let_deps(&self, e: &Expr, out: &mut BTreeSet<String>) {
+        if let Expr::Let(n) = e {
+            let memoized = self.scopes.iter().any(|s| s.memo.contains_key(n));
+            if out.insert(n.clone()) && !memoized {
+                if let Some(d) = self.lets.get(n.as_str()) {
+                    self.let_deps(d, out);
+                }
+            }
+        }
+        for c in crate::ir::region::verify::children(e) {
+            self.let_deps(c, out);
+        }
     }
 
     /// Binds `v` to a fresh `const` variable unless it is a name or a literal already.
@@ -602,13 +625,14 @@ impl<'a> Emitter<'a> {
             value: Self::fold(r, &acc, &v),
         });
         let mut body = self.close();
-        for (v, e) in vars.iter().zip(&extents).rev() {
+        let unrolls = fold_unrolls(&extents);
+        for ((v, e), unroll) in vars.iter().zip(&extents).zip(unrolls).rev() {
             body = vec![Stmt::For {
                 var: v.clone(),
                 start: "0".into(),
                 end: e.clone(),
                 step: "1".into(),
-                unroll: Unroll::Compiler,
+                unroll,
                 div: Div::Block,
                 body,
             }];
@@ -618,6 +642,37 @@ impl<'a> Emitter<'a> {
         }
         Ok(Val { code: acc, kind: k })
     }
+}
+
+/// Iterations of a serial fold nest whose loads are in flight together: the innermost loops
+/// of constant trip count are unrolled fully while their product stays within it, the next
+/// one by what is left, the outer ones not at all. The compiler left alone unrolls a long
+/// constant loop deeply (a 1×1 convolution's 256-step fold: 96 registers, 40 at 8) and fully
+/// a window of taps (5×5: 64 registers, 29 with the outer loop kept), past the registers the
+/// plan prices ([`crate::plan::space::BASE_REGS`] per thread for a pointwise kernel).
+pub const FOLD_UNROLL: u64 = 8;
+
+/// The unroll of each loop of a fold nest over `extents` (C trip counts, outermost first).
+fn fold_unrolls(extents: &[String]) -> Vec<Unroll> {
+    let mut left = FOLD_UNROLL;
+    let mut out: Vec<Unroll> = extents
+        .iter()
+        .rev()
+        .map(|e| match e.trim().parse::<u64>() {
+            Ok(t) if t <= left => {
+                left /= t.max(1);
+                Unroll::Full
+            }
+            _ if left >= 2 => {
+                let by = left as u32;
+                left = 1;
+                Unroll::By(by)
+            }
+            _ => Unroll::Never,
+        })
+        .collect();
+    out.reverse();
+    out
 }
 
 /// The neutral element of `op` in `dt`.
@@ -798,4 +853,29 @@ fn binary(f: BinaryFn, k: Kind, a: &Val, b: &Val) -> Val {
         },
     };
     Val { code, kind: k }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unrolls(extents: &[&str]) -> Vec<Unroll> {
+        fold_unrolls(&extents.iter().map(|e| e.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_fold_nest_unrolls_a_bounded_number_of_iterations() {
+        // A long channel fold: unrolled by the whole budget.
+        assert_eq!(unrolls(&["256"]), [Unroll::By(8)]);
+        // A 5×5 window: the inner taps fully, the rows kept a loop.
+        assert_eq!(unrolls(&["5", "5"]), [Unroll::Never, Unroll::Full]);
+        // A 3×3 convolution over 64 channels: taps 3, then rows by what is left (8 / 3 = 2).
+        assert_eq!(
+            unrolls(&["64", "3", "3"]),
+            [Unroll::Never, Unroll::By(2), Unroll::Full]
+        );
+        // A 2×2 window and a symbolic extent.
+        assert_eq!(unrolls(&["2", "2"]), [Unroll::Full, Unroll::Full]);
+        assert_eq!(unrolls(&["K", "2"]), [Unroll::By(4), Unroll::Full]);
+    }
 }

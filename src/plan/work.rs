@@ -493,7 +493,7 @@ impl<'a> Cx<'a> {
             let Some((a, b)) = product_operands(red) else {
                 continue;
             };
-            if !self.reads_input(a) || !self.reads_input(b) {
+            if !self.reads_input(a) || !self.reads_input(b) || self.is_batched_dot(red, a, b) {
                 continue;
             }
             let work =
@@ -518,6 +518,22 @@ impl<'a> Cx<'a> {
             }
         }
         Ok(best.map(|(_, mc)| mc))
+    }
+
+    /// Whether `Σ a·b` has no M and no N axis: every free iter either operand walks, both
+    /// walk (RMSNorm's `Σ_n x[m,n]·x[m,n]`, a dot product per batch point). That is a row
+    /// reduction, not a matrix product: no tile of a contraction template has two sides.
+    fn is_batched_dot(&self, red: &Reduce, a: &Expr, b: &Expr) -> bool {
+        let (mut a_ax, mut b_ax) = (BTreeSet::new(), BTreeSet::new());
+        self.axes_of(a, &red.axes, &mut a_ax);
+        self.axes_of(b, &red.axes, &mut b_ax);
+        let free = |s: &BTreeSet<String>| {
+            s.iter()
+                .filter(|n| !red.axes.contains(n))
+                .cloned()
+                .collect::<BTreeSet<_>>()
+        };
+        free(&a_ax) == free(&b_ax)
     }
 
     fn reads_input(&self, e: &Expr) -> bool {

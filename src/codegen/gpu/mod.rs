@@ -389,6 +389,9 @@ pub enum Unroll {
     /// constant trip count fully unrolled holds every stage's loads live at once (a
     /// 255×256×768 GEMM: 190 registers instead of 68).
     Never,
+    /// `#pragma unroll N`: unrolled by `N` (a serial fold's loop: [`crate::codegen::scalar`]
+    /// keeps a bounded number of its iterations' loads in flight).
+    By(u32),
 }
 
 impl Stmt {

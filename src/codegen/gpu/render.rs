@@ -177,6 +177,10 @@ fn stmt(out: &mut String, s: &Stmt, depth: usize) {
                     out.push_str("#pragma unroll 1\n");
                     pad(out, depth);
                 }
+                Unroll::By(n) => {
+                    let _ = writeln!(out, "#pragma unroll {n}");
+                    pad(out, depth);
+                }
             }
             let _ = write!(
                 out,

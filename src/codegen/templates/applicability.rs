@@ -110,15 +110,22 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
         }
         (Shape::Contraction(_) | Shape::Reduction { .. }, Emits::Pointwise) => {
             // One thread per output point folds serially: every multiply-accumulate runs on
-            // CUDA cores and every folded element is a load (mostly an L1 hit).
-            let loads = match &work.shape {
-                Shape::Contraction(g) => 2.0 * g.batch * g.m * g.n * g.k,
+            // CUDA cores and every folded element is a load (mostly an L1 hit). A reduction
+            // whose result is broadcast to more output points than it has (a normalization's
+            // row sum under every element of the row) is folded again at each of them: the
+            // analysis priced it once per point of its free iters.
+            let (folded, ops_once) = match &work.shape {
+                Shape::Contraction(g) => (2.0 * g.batch * g.m * g.n * g.k, g.batch * g.m * g.n),
                 Shape::Reduction {
                     rows, len, passes, ..
-                } => rows * len * f64::from(*passes),
-                _ => 0.0,
+                } => (rows * len * f64::from(*passes), *rows),
+                _ => (0.0, work.out_elems),
             };
-            work.ops.simt += work.ops.tensor + loads * LOAD_ISSUE;
+            let again = (work.out_elems / ops_once.max(1.0)).max(1.0);
+            let loads = folded * again;
+            // The folds repeated at the other points: a multiply-add (or an add) per element.
+            let refolds = folded * (again - 1.0);
+            work.ops.simt += work.ops.tensor + refolds + loads * LOAD_ISSUE;
             work.ops.tensor = 0.0;
             work.shape = Shape::Elementwise {
                 elems: work.out_elems,

@@ -27,11 +27,16 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_reduce_relu_add_mul(cons
       const int i_b_7 = q_6;
       const int off_8 = (((i_b_7 * 32 + i_h_5) * 16 + i_m_3) * 16 + i_n_1);
       float acc_9 = (-dlc_inf());
+      #pragma unroll
       for (int k_10 = 0; k_10 < 2; k_10 += 1) {
+        #pragma unroll
         for (int k1_11 = 0; k1_11 < 2; k1_11 += 1) {
           float acc_12 = 0.0f;
+          #pragma unroll 1
           for (int k2_13 = 0; k2_13 < 16; k2_13 += 1) {
+            #pragma unroll 2
             for (int k3_14 = 0; k3_14 < 3; k3_14 += 1) {
+              #pragma unroll
               for (int k4_15 = 0; k4_15 < 3; k4_15 += 1) {
                 acc_12 = acc_12 + (((((k_10 + k3_14 + (2 * i_m_3)) >= 1) && ((k_10 + k3_14 + (2 * i_m_3)) < 33) && ((k1_11 + k4_15 + (2 * i_n_1)) >= 1) && ((k1_11 + k4_15 + (2 * i_n_1)) < 33)) ? dlc_f32(in0[(((i_b_7 * 16 + k2_13) * 32 + (k_10 + k3_14 + (2 * i_m_3) + (-1))) * 32 + (k1_11 + k4_15 + (2 * i_n_1) + (-1)))]) : ((float)0)) * dlc_f32(in1[(((i_h_5 * 16 + k2_13) * 3 + k3_14) * 3 + k4_15)]));
               }
