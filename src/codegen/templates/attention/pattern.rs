@@ -580,9 +580,8 @@ fn match_first(r: &Region) -> Option<First<'_>> {
         .copied()
         .filter(|n| !mk.contains(*n))
         .collect();
-    let [query] = query.as_slice() else {
-        return None;
-    };
+    let query = one_query(r, &query)?;
+    let query = &query;
     let batch: Vec<String> = others
         .iter()
         .filter(|n| *n != query)
@@ -616,6 +615,68 @@ fn match_first(r: &Region) -> Option<First<'_>> {
         safe_sum,
         deferred: &out.name,
     })
+}
+
+/// `second`'s output column among `rest` (its iters the read of `P` does not name), the
+/// others matched in order to `first`'s unit iters read as index 0 (`unit_firsts`, into
+/// `corr`): all of extent 1, one more of them than `unit_firsts`; the column is the last one of
+/// extent ≠ 1, else the last.
+fn unit_corr(
+    second: &Region,
+    s2: &[crate::ir::dim::Dim],
+    rest: &[&str],
+    unit_firsts: &[String],
+    corr: &mut BTreeMap<String, String>,
+) -> Option<String> {
+    if rest.len() != unit_firsts.len() + 1 {
+        return None;
+    }
+    let col = rest
+        .iter()
+        .rposition(|n| !unit_iter(second, s2, n))
+        .unwrap_or(rest.len() - 1);
+    let units = rest
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != col)
+        .map(|(_, n)| *n);
+    for (f, x) in unit_firsts.iter().zip(units) {
+        if !unit_iter(second, s2, x) {
+            return None;
+        }
+        corr.insert(f.clone(), x.to_string());
+    }
+    Some(rest[col].to_string())
+}
+
+/// Whether iter `name` of `r` has extent 1 (a size-1 batch, head or query axis, whose reads
+/// the optimizer may write as index 0 rather than the iter).
+fn unit_iter(r: &Region, sizes: &[crate::ir::dim::Dim], name: &str) -> bool {
+    r.iters
+        .iter()
+        .position(|i| i.name == name)
+        .is_some_and(|i| sizes[i].as_int() == Some(1))
+}
+
+/// The query axis among `candidates` (the iters the key side does not mention): the only one,
+/// else the only one of extent ≠ 1 (an iter of extent 1 read as index 0 is mentioned by
+/// neither side: a batch axis), else, all of extent 1, the last (any choice is the same
+/// single point).
+fn one_query<'a>(r: &Region, candidates: &[&'a str]) -> Option<&'a str> {
+    if let [q] = candidates {
+        return Some(q);
+    }
+    let sizes = crate::ir::region::verify::verify(r).ok()?.iter_sizes;
+    let wide: Vec<&str> = candidates
+        .iter()
+        .copied()
+        .filter(|n| !unit_iter(r, &sizes, n))
+        .collect();
+    match wide.as_slice() {
+        [q] => Some(q),
+        [] => candidates.last().copied(),
+        _ => None,
+    }
 }
 
 /// The two regions as one attention, when they are (see the parent module doc).
@@ -663,10 +724,22 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
         return None;
     }
     // The read's map names one axis of `second` per iter of `first`: the key ↦ key2.
+    // An iter of extent 1 may be read as index 0: it corresponds to an iter of extent 1 of
+    // `second` that the map does not name (matched below, in order).
+    let s1 = crate::ir::region::verify::verify(first).ok()?.iter_sizes;
+    let s2 = crate::ir::region::verify::verify(second).ok()?.iter_sizes;
     let mut corr = BTreeMap::new();
     let mut image = BTreeSet::new();
+    let mut unit_firsts = Vec::new();
     for (it, a) in first.iters.iter().zip(map) {
-        let AxisExpr::Name(x) = a else { return None };
+        let x = match a {
+            AxisExpr::Name(x) => x,
+            AxisExpr::Const(0) if it.name != f.key && unit_iter(first, &s1, &it.name) => {
+                unit_firsts.push(it.name.clone());
+                continue;
+            }
+            _ => return None,
+        };
         if (it.name == f.key) != (x == key2) || !image.insert(x.clone()) {
             return None;
         }
@@ -674,8 +747,6 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
             corr.insert(it.name.clone(), x.clone());
         }
     }
-    let s1 = crate::ir::region::verify::verify(first).ok()?.iter_sizes;
-    let s2 = crate::ir::region::verify::verify(second).ok()?.iter_sizes;
     let size2 = |n: &str| {
         second
             .iters
@@ -703,8 +774,8 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
         .map(|i| i.name.as_str())
         .filter(|n| !image.contains(*n))
         .collect();
-    let [col] = cols.as_slice() else { return None };
-    let value_dim = size2(col)?.as_int().and_then(|v| u64::try_from(v).ok())?;
+    let col = unit_corr(second, &s2, &cols, &unit_firsts, &mut corr)?;
+    let value_dim = size2(&col)?.as_int().and_then(|v| u64::try_from(v).ok())?;
     let q2 = corr.get(&f.query)?;
     let mv = mentions(&v_side);
     if mv.contains(q2.as_str()) || second.iters.iter().any(|i| i.name == key2) {
@@ -728,7 +799,7 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
         safe_sum: f.safe_sum,
         acc2,
         key2: key2.to_string(),
-        col: col.to_string(),
+        col,
         value_dim,
         v_side,
         corr,
