@@ -197,7 +197,12 @@ pub fn registers(plan: &AttentionPlan, d: u64, dv: u64) -> u64 {
         plan.bn * (f + 1) / 2
     };
     let overhead = if f == 1 { REG_OVERHEAD } else { REG_OVERHEAD_2 };
-    f * pad16(dv) / 2 + per_key + k_in_flight + q + overhead
+    let mid = if f > 1 && !plan.q_in_regs && (65..128).contains(&d.max(dv)) {
+        REG_MID_D_2
+    } else {
+        0
+    };
+    f * pad16(dv) / 2 + per_key + k_in_flight + q + overhead + mid
 }
 
 /// Registers per thread a score epilogue that reads a tensor (a bool or additive mask, a bias)
@@ -269,9 +274,12 @@ pub fn has_plan(p: &AttentionPair, target: &Target) -> bool {
 /// `P·V` MMAs): fitted above ptxas (NVRTC 13, sm_80 and sm_90a, causal and full) at D = 32 and
 /// 64 (`BN` 32 and 64), D = 128 (`BN = 32`, `Q` in shared memory: 247 against 248); the points
 /// that spill (D = 64 `BN = 128`, D ≥ 80 `BN = 64`, D = 128 with `Q` in registers) are over
-/// 255, stopped. TODO(issue 15): D = 80 and 96 with `BN = 32` and `Q` in shared memory take up
-/// to 14 registers more than this bound (ptxas is not linear in D near 255).
+/// 255, stopped. D = 80 and 96 with `Q` in shared memory take up to [`REG_MID_D_2`] more.
 pub const REG_OVERHEAD_2: u64 = 40;
+/// Registers the 32-row layout with `Q` in shared memory takes beyond [`REG_OVERHEAD_2`]'s
+/// bound at head or value dims strictly between 64 and 128 (D = 80, 96: ptxas is not linear in
+/// D near 255; sm_80, NVRTC 13, D = 96 `BN = 32` with a bool mask: 242 against 216 + [`MASK_REGS`]).
+pub const REG_MID_D_2: u64 = 14;
 /// [`REG_SLACK`] of the 32-row layout (its bound lies close to ptxas).
 pub const REG_SLACK_2: u64 = 8;
 
