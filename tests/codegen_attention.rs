@@ -825,3 +825,22 @@ fn every_warp_layout_matches_the_reference() {
         run_and_compare(&forced, &ins, &b, &want);
     }
 }
+
+/// An attention graph with a size-1 batch (and head, `h1`) written as the literal 1 (the
+/// optimizer reads those axes as index 0), `S` symbolic, and a `[1, 1, 1, S]` mask of `mask`
+/// type broadcast over the heads and query rows (the sweep's and the exports' form).
+fn unit_graph(d: u64, h1: bool, causal: bool, mask: &str) -> String {
+    let h = if h1 { "1".to_string() } else { "2".to_string() };
+    graph(d, d, "fp16", causal, Some(mask))
+        .replace("\"B\", \"H\"", &format!("1, {h}"))
+        .replace("\"shape\": [\"S\", \"S\"]", "\"shape\": [1, 1, 1, \"S\"]")
+        .replace("\"S\": 64", "\"S\": 2048")
+}
+
+#[test]
+fn unit_batch_and_head_axes_with_broadcast_masks_are_fused() {
+    // Issue 15: at B = 1 (and H = 1) the scores' reduction was reached at `[b, …]` and at
+    // `[0, …]`, and the pattern saw two query axes: three kernels instead of one.
+    check_fused(&unit_graph(64, true, false, "bool"), &[(1, 1, 77)], 401);
+    check_fused(&unit_graph(96, false, true, "fp16"), &[(1, 2, 45)], 402);
+}

@@ -81,7 +81,7 @@ pub struct PlannedKernel {
 /// Plans every kernel of `program` once: a region its own fastest emittable plan
 /// ([`choose_plan`]), an attention pair one plan at its second step.
 pub fn plan_program(program: &RegionProgram, model: &CostModel) -> Vec<PlannedKernel> {
-    let pairs = templates::attention::find_pairs(program);
+    let pairs = templates::attention::find_pairs(program, &model.target);
     let mut out = Vec::new();
     for (i, s) in program.steps.iter().enumerate() {
         let Step::Region(r) = s else { continue };

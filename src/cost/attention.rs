@@ -197,7 +197,76 @@ pub fn registers(plan: &AttentionPlan, d: u64, dv: u64) -> u64 {
         plan.bn * (f + 1) / 2
     };
     let overhead = if f == 1 { REG_OVERHEAD } else { REG_OVERHEAD_2 };
-    f * pad16(dv) / 2 + per_key + k_in_flight + q + overhead
+    let mid = if f > 1 && !plan.q_in_regs && (65..128).contains(&d.max(dv)) {
+        REG_MID_D_2
+    } else {
+        0
+    };
+    f * pad16(dv) / 2 + per_key + k_in_flight + q + overhead + mid
+}
+
+/// Registers per thread a score epilogue that reads a tensor (a bool or additive mask, a bias)
+/// keeps beyond [`registers`]: the tensor's row base and the key offsets of the tile's elements
+/// across the QKᵀ MMAs. ptxas (NVRTC 13, sm_80): d = 256 with a `[B,1,1,N]` bool mask, `BN =
+/// 32`, `Q` in shared memory, spills 24 B at a bound of 252; this term stops that point.
+pub const MASK_REGS: u64 = 12;
+
+/// Whether `p`'s score epilogue reads a tensor (a mask or bias: [`MASK_REGS`] more registers).
+pub fn score_reads(p: &AttentionPair) -> bool {
+    let mut found = false;
+    fn walk(e: &crate::ir::region::Expr, found: &mut bool) {
+        use crate::ir::region::Expr;
+        if matches!(e, Expr::Read { .. } | Expr::Gather { .. }) {
+            *found = true;
+            return;
+        }
+        for c in crate::ir::region::verify::children(e) {
+            walk(c, found);
+        }
+    }
+    walk(&p.score, &mut found);
+    found
+}
+
+/// Registers per thread of `plan` for the pair `p`: [`registers`] at its head and value dims,
+/// plus [`MASK_REGS`] when its score epilogue reads a tensor ([`score_reads`]).
+pub fn pair_registers(plan: &AttentionPlan, p: &AttentionPair) -> u64 {
+    registers(plan, p.head_dim, p.value_dim) + if score_reads(p) { MASK_REGS } else { 0 }
+}
+
+/// Why `plan` is stopped for `p` on `target` (a plan-space key and a sentence), or `None`: its
+/// registers ([`pair_registers`]) over the thread's limit, or its shared memory over the
+/// block's. The one test of whether an attention plan exists, for the extractor's pair pricing
+/// ([`choose_attention_plan`]) and code generation's pairing ([`has_plan`]).
+pub fn stop(
+    plan: &AttentionPlan,
+    p: &AttentionPair,
+    target: &Target,
+) -> Option<(&'static str, String)> {
+    let regs = pair_registers(plan, p);
+    let smem = plan.smem_bytes(p.head_dim, p.value_dim);
+    if regs > u64::from(target.regs_per_thread) {
+        Some((
+            "register_spill",
+            format!("{regs} registers per thread > {}", target.regs_per_thread),
+        ))
+    } else if smem > u64::from(target.smem_per_block) {
+        Some((
+            "smem_over",
+            format!("{smem} B of shared memory > {}", target.smem_per_block),
+        ))
+    } else {
+        None
+    }
+}
+
+/// Whether some point of `p`'s plan space is not stopped on `target` ([`stop`]): the fused
+/// kernel exists. Code generation fuses a pair only then (`templates::attention::find_pairs`),
+/// and the extractor prices it only then ([`choose_attention_plan`] fails otherwise).
+pub fn has_plan(p: &AttentionPair, target: &Target) -> bool {
+    space(copies_async(p))
+        .iter()
+        .any(|plan| stop(plan, p, target).is_none())
 }
 
 /// [`REG_OVERHEAD`] of the 32-row layout, and its score, `P` and `K` fragments `BN · (F + 1) / 2`
@@ -205,9 +274,12 @@ pub fn registers(plan: &AttentionPlan, d: u64, dv: u64) -> u64 {
 /// `P·V` MMAs): fitted above ptxas (NVRTC 13, sm_80 and sm_90a, causal and full) at D = 32 and
 /// 64 (`BN` 32 and 64), D = 128 (`BN = 32`, `Q` in shared memory: 247 against 248); the points
 /// that spill (D = 64 `BN = 128`, D ≥ 80 `BN = 64`, D = 128 with `Q` in registers) are over
-/// 255, stopped. TODO(issue 15): D = 80 and 96 with `BN = 32` and `Q` in shared memory take up
-/// to 14 registers more than this bound (ptxas is not linear in D near 255).
+/// 255, stopped. D = 80 and 96 with `Q` in shared memory take up to [`REG_MID_D_2`] more.
 pub const REG_OVERHEAD_2: u64 = 40;
+/// Registers the 32-row layout with `Q` in shared memory takes beyond [`REG_OVERHEAD_2`]'s
+/// bound at head or value dims strictly between 64 and 128 (D = 80, 96: ptxas is not linear in
+/// D near 255; sm_80, NVRTC 13, D = 96 `BN = 32` with a bool mask: 242 against 216 + [`MASK_REGS`]).
+pub const REG_MID_D_2: u64 = 14;
 /// [`REG_SLACK`] of the 32-row layout (its bound lies close to ptxas).
 pub const REG_SLACK_2: u64 = 8;
 
@@ -327,7 +399,7 @@ fn visited_tiles(mask: Option<Mask>, s: &Sizes, bm: u64, bn: u64) -> u64 {
 /// threads, blocks).
 fn resources(p: &AttentionPair, plan: &AttentionPlan, target: &Target) -> Resources {
     let threads = plan.threads();
-    let bound = registers(plan, p.head_dim, p.value_dim);
+    let bound = pair_registers(plan, p);
     let regs = bound.min(255) as u32;
     let slack = if plan.frags() == 1 {
         REG_SLACK
@@ -545,22 +617,7 @@ pub fn choose_attention_plan(
     let mut stopped: Vec<(String, usize)> = Vec::new();
     let mut stop_examples = Vec::new();
     for plan in all {
-        let regs = registers(&plan, p.head_dim, p.value_dim);
-        let smem = plan.smem_bytes(p.head_dim, p.value_dim);
-        let stop = if regs > u64::from(target.regs_per_thread) {
-            Some((
-                "register_spill",
-                format!("{regs} registers per thread > {}", target.regs_per_thread),
-            ))
-        } else if smem > u64::from(target.smem_per_block) {
-            Some((
-                "smem_over",
-                format!("{smem} B of shared memory > {}", target.smem_per_block),
-            ))
-        } else {
-            None
-        };
-        if let Some((key, why)) = stop {
+        if let Some((key, why)) = stop(&plan, p, target) {
             match stopped.iter_mut().find(|(k, _)| k == key) {
                 Some((_, n)) => *n += 1,
                 None => {

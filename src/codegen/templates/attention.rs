@@ -91,7 +91,7 @@ use crate::ir::dtype::DType;
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::{Input, Region};
 use crate::plan::space::Knobs;
-use crate::target::Arch;
+use crate::target::{Arch, Target};
 use std::collections::BTreeSet;
 
 /// The largest head and value dimensions (the `O` accumulators of a warp's 16 rows take
@@ -255,8 +255,10 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
 
 /// The attention pairs of `program` as `(first step, second step)` indices: a region yielding a
 /// deferred buffer that exactly one later region reads, [`pair`] accepting the two, the buffer
-/// read by no other step (region or alias) and no graph output.
-pub fn find_pairs(program: &RegionProgram) -> Vec<(usize, usize)> {
+/// read by no other step (region or alias) and no graph output, and the fused kernel having a
+/// plan on `target` (`cost::attention::has_plan`, the test the extractor's pair pricing makes:
+/// a pair without one runs as the two kernels the extractor priced).
+pub fn find_pairs(program: &RegionProgram, target: &Target) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut used = BTreeSet::new();
     for (i, s) in program.steps.iter().enumerate() {
@@ -281,7 +283,9 @@ pub fn find_pairs(program: &RegionProgram) -> Vec<(usize, usize)> {
         let Some(Step::Region(second)) = program.steps.get(*j) else {
             continue;
         };
-        if *j > i && !used.contains(j) && pair(first, second).is_some() {
+        let fused =
+            pair(first, second).is_some_and(|p| crate::cost::attention::has_plan(&p, target));
+        if *j > i && !used.contains(j) && fused {
             used.insert(i);
             used.insert(*j);
             out.push((i, *j));

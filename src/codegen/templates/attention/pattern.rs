@@ -10,6 +10,9 @@ use crate::ir::dtype::DType;
 use crate::ir::region::{BinaryFn, Expr, Materialize, Reduce, Region, UnaryFn};
 use crate::ir::tiny::ReduceOp;
 use std::collections::{BTreeMap, BTreeSet};
+use unit::{one_query, unit_corr, unit_iter};
+
+mod unit;
 
 /// Inlining stops past this many expression nodes (a shared DAG could blow up).
 const INLINE_BUDGET: usize = 20_000;
@@ -580,9 +583,8 @@ fn match_first(r: &Region) -> Option<First<'_>> {
         .copied()
         .filter(|n| !mk.contains(*n))
         .collect();
-    let [query] = query.as_slice() else {
-        return None;
-    };
+    let query = one_query(r, &query)?;
+    let query = &query;
     let batch: Vec<String> = others
         .iter()
         .filter(|n| *n != query)
@@ -663,10 +665,22 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
         return None;
     }
     // The read's map names one axis of `second` per iter of `first`: the key ↦ key2.
+    // An iter of extent 1 may be read as index 0: it corresponds to an iter of extent 1 of
+    // `second` that the map does not name (matched below, in order).
+    let s1 = crate::ir::region::verify::verify(first).ok()?.iter_sizes;
+    let s2 = crate::ir::region::verify::verify(second).ok()?.iter_sizes;
     let mut corr = BTreeMap::new();
     let mut image = BTreeSet::new();
+    let mut unit_firsts = Vec::new();
     for (it, a) in first.iters.iter().zip(map) {
-        let AxisExpr::Name(x) = a else { return None };
+        let x = match a {
+            AxisExpr::Name(x) => x,
+            AxisExpr::Const(0) if it.name != f.key && unit_iter(first, &s1, &it.name) => {
+                unit_firsts.push(it.name.clone());
+                continue;
+            }
+            _ => return None,
+        };
         if (it.name == f.key) != (x == key2) || !image.insert(x.clone()) {
             return None;
         }
@@ -674,8 +688,6 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
             corr.insert(it.name.clone(), x.clone());
         }
     }
-    let s1 = crate::ir::region::verify::verify(first).ok()?.iter_sizes;
-    let s2 = crate::ir::region::verify::verify(second).ok()?.iter_sizes;
     let size2 = |n: &str| {
         second
             .iters
@@ -703,8 +715,8 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
         .map(|i| i.name.as_str())
         .filter(|n| !image.contains(*n))
         .collect();
-    let [col] = cols.as_slice() else { return None };
-    let value_dim = size2(col)?.as_int().and_then(|v| u64::try_from(v).ok())?;
+    let col = unit_corr(second, &s2, &cols, &unit_firsts, &mut corr)?;
+    let value_dim = size2(&col)?.as_int().and_then(|v| u64::try_from(v).ok())?;
     let q2 = corr.get(&f.query)?;
     let mv = mentions(&v_side);
     if mv.contains(q2.as_str()) || second.iters.iter().any(|i| i.name == key2) {
@@ -728,7 +740,7 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
         safe_sum: f.safe_sum,
         acc2,
         key2: key2.to_string(),
-        col: col.to_string(),
+        col,
         value_dim,
         v_side,
         corr,

@@ -475,6 +475,36 @@ impl Cx<'_> {
         }
     }
 
+    /// `env` (a reduction's environment over its input's kept axes) with every index into an
+    /// axis of extent 1 replaced by 0, its only value: a reduction reached as `[b, …]` and as
+    /// `[0, …]` over a unit axis `b` (a size-1 batch or head folded to 0 by one path of the
+    /// graph, issue 15) is one environment, computed once.
+    fn unit_axes_zero(
+        &self,
+        id: usize,
+        parts: &TinyParts,
+        env: &[Ix],
+        axes: &[usize],
+    ) -> R<Vec<Ix>> {
+        let x = self.operand(id, parts, 0)?;
+        let shape = &self.tensor(x)?.shape;
+        let mut rest = env.iter();
+        let mut out = Vec::with_capacity(env.len());
+        for (d, ext) in shape.iter().enumerate() {
+            if axes.contains(&d) {
+                continue;
+            }
+            let Some(e) = rest.next() else { break };
+            out.push(if ext.as_int() == Some(1) {
+                Ix::int(0)
+            } else {
+                e.clone()
+            });
+        }
+        out.extend(rest.cloned());
+        Ok(out)
+    }
+
     fn reduce(
         &mut self,
         id: usize,
@@ -484,6 +514,7 @@ impl Cx<'_> {
         axes: &[usize],
         acc: DType,
     ) -> R<Val> {
+        let env = &self.unit_axes_zero(id, parts, env, axes)?;
         // Not at one point per iteration: embedded in the enclosing window reduction
         // (compute-at) or illegal.
         let embed = !self.aligned(env);
