@@ -449,6 +449,15 @@ impl Grow {
     ) -> Option<Vec<Grown>> {
         let pos = g.ins.iter().position(|c| *c == d)?;
         let mut candidates: Vec<Grown> = Self::candidates(eg, eclass, d, false).collect();
+        let contraction = eg.is_contraction(d);
+        if contraction {
+            // The reduction itself first (stable), its other spellings as alternatives: the
+            // epilogue over the GEMM as lowered is grown on, an epilogue over a
+            // substitution's form (`(Σ …) / c`) is a prefix, and the maximal growth absorbs
+            // that form's whole kernel.
+            candidates
+                .sort_by_key(|(p, _)| !matches!(p.as_ref().last(), Some(TensorLang::Reduce(_))));
+        }
         if reuse {
             // Stable: the e-graph's order among equally reusing spellings.
             candidates.sort_by_key(|(_, p_ins)| {
@@ -461,7 +470,7 @@ impl Grow {
         let mut rest = candidates.into_iter();
         for (p, p_ins) in rest.by_ref() {
             if let Some((b, i)) = self.try_fuse(eg, &g.body, &g.ins, pos, &p, &p_ins) {
-                let alternatives = if eg.is_contraction(d) {
+                let alternatives = if contraction {
                     rest.filter_map(|(q, q_ins)| {
                         self.try_fuse(eg, &g.body, &g.ins, pos, &q, &q_ins)
                     })
