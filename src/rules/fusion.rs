@@ -376,10 +376,11 @@ impl Grow {
             };
             saw_boundary |= eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2);
             g.waiting.remove(next);
-            if g.computing < self.limits.max_prefixes
-                && self.absorb_computing(eg, eclass, &mut g, d, defer)
-            {
-                out.push((g.body.clone(), g.ins.clone()));
+            if g.computing < self.limits.max_prefixes {
+                if let Some(alternatives) = self.absorb_computing(eg, eclass, &mut g, d, defer) {
+                    out.push((g.body.clone(), g.ins.clone()));
+                    out.extend(alternatives);
+                }
             }
             last_legal = g.clone();
         }
@@ -431,6 +432,13 @@ impl Grow {
     /// the spelling over the body's own values — a LayerNorm's mean as the row sum of the `x`
     /// it normalizes, not as partial sums over `x`'s producers, which left the one-kernel
     /// LayerNorm over a materialized `x` out of the e-graph (issue 23).
+    ///
+    /// Returns `None` when nothing was absorbed, else the *alternative* bodies: when `d` is a
+    /// contraction with several spellings (a substitution's merged GEMM next to the original),
+    /// the body with each other legal spelling of `d` absorbed — kernels the growth does not
+    /// continue from, so the epilogue over every spelling is in the e-graph (without them a
+    /// bias add after `matmul-absorb-sum-pool`'s merged form lost its fused GEMM + bias kernel
+    /// and was priced as a kernel of its own).
     fn absorb_computing(
         &self,
         eg: &impl GrowView,
@@ -438,11 +446,18 @@ impl Grow {
         g: &mut Growth,
         d: Id,
         reuse: bool,
-    ) -> bool {
-        let Some(pos) = g.ins.iter().position(|c| *c == d) else {
-            return false;
-        };
+    ) -> Option<Vec<Grown>> {
+        let pos = g.ins.iter().position(|c| *c == d)?;
         let mut candidates: Vec<Grown> = Self::candidates(eg, eclass, d, false).collect();
+        let contraction = eg.is_contraction(d);
+        if contraction {
+            // The reduction itself first (stable), its other spellings as alternatives: the
+            // epilogue over the GEMM as lowered is grown on, an epilogue over a
+            // substitution's form (`(Σ …) / c`) is a prefix, and the maximal growth absorbs
+            // that form's whole kernel.
+            candidates
+                .sort_by_key(|(p, _)| !matches!(p.as_ref().last(), Some(TensorLang::Reduce(_))));
+        }
         if reuse {
             // Stable: the e-graph's order among equally reusing spellings.
             candidates.sort_by_key(|(_, p_ins)| {
@@ -452,14 +467,23 @@ impl Grow {
                     .count()
             });
         }
-        for (p, p_ins) in candidates {
+        let mut rest = candidates.into_iter();
+        for (p, p_ins) in rest.by_ref() {
             if let Some((b, i)) = self.try_fuse(eg, &g.body, &g.ins, pos, &p, &p_ins) {
+                let alternatives = if contraction {
+                    rest.filter_map(|(q, q_ins)| {
+                        self.try_fuse(eg, &g.body, &g.ins, pos, &q, &q_ins)
+                    })
+                    .collect()
+                } else {
+                    Vec::new()
+                };
                 g.absorb(d, b, i, &p_ins);
                 g.computing += 1;
-                return true;
+                return Some(alternatives);
             }
         }
-        false
+        None
     }
 }
 

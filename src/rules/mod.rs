@@ -244,7 +244,7 @@ pub fn all_phases() -> Vec<(&'static str, Vec<Rule>)> {
 /// ([`srnf::FAST_MATH_RULES`], exact for finite values only: `dlc-egg optimize --fast-math`).
 pub fn all_phases_with(fast_math: bool) -> Vec<(&'static str, Vec<Rule>)> {
     vec![
-        ("subst", subst::rules()),
+        ("subst", subst::rules_with(fast_math)),
         ("movement", movement::rules()),
         ("rbssa", rbssa::rules()),
         (

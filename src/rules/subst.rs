@@ -9,6 +9,11 @@
 //!   where `W₁‖W₂ = pad(W₁, N₂ right) + pad(W₂, N₁ left)` (Concat's own lowering). The merged
 //!   MatMul is merged again with a third sibling (Q, K and V: one GEMM with N = 3·hidden; the
 //!   FFN's gate and up projections likewise).
+//! - `matmul-absorb-sum-pool` (fast-math only, `subst_pool.rs`): a MatMul over a sum or mean
+//!   pool is one contraction over the channels and the pooled axes (global average pool +
+//!   classifier: `Σ_c W[c,o]·(1/HW)·Σ_hw x[c,hw] = (Σ_(c,hw) W[c,o]·x[c,hw])/HW`).
+//!
+//! The assumptions below are `matmul-merge-shared-lhs`'s; `subst_pool.rs` states its own.
 //!
 //! Assumptions (every rule below relies on these, and on nothing else):
 //! - A lowered MatMul is `reduce(sum, [2], acc, mul(A, B))` with
@@ -41,18 +46,41 @@ use crate::ir::tiny::ReduceOp;
 use egg::{Applier, Id, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
 use std::collections::{BTreeMap, BTreeSet};
 
+#[path = "subst_pool.rs"]
+mod pool;
+
 /// Names of the substitution rules, in [`rules`] order.
-pub const RULE_NAMES: [&str; 1] = ["matmul-merge-shared-lhs"];
+pub const RULE_NAMES: [&str; 2] = ["matmul-merge-shared-lhs", "matmul-absorb-sum-pool"];
+
+/// The substitutions that reassociate floating-point arithmetic (exact for real numbers, not
+/// bit for bit): run only under `--fast-math` ([`rules_with`]), like srnf's hoists.
+pub const FAST_MATH_RULES: [&str; 1] = ["matmul-absorb-sum-pool"];
 
 /// Most weights one merged MatMul concatenates (Q, K, V and one more).
 pub const MAX_MERGED: usize = 4;
 
-/// The substitution rule set (phase "subst", first in `crate::rules::all_phases`).
+/// The substitution rule set, [`FAST_MATH_RULES`] included (phase "subst" under `--fast-math`).
 pub fn rules() -> Vec<Rule> {
     vec![
         // X·W₁, X·W₂ ⇒ shrink(X·(W₁‖W₂), columns of each): MatMuls sharing X merged along N.
         Rewrite::new("matmul-merge-shared-lhs", Matmuls, MergeShared).expect("static rule"),
+        // (Σ_r Y[m,k,r] / c)·W ⇒ (Σ_(k,r) Y[m,k,r]·W[k,n]) / c: a pool's sum joins the MatMul's.
+        Rewrite::new(
+            "matmul-absorb-sum-pool",
+            pool::PooledMatmuls,
+            pool::AbsorbPool,
+        )
+        .expect("static rule"),
     ]
+}
+
+/// The substitutions of phase "subst" (first in `crate::rules::all_phases_with`): without
+/// `fast_math`, [`rules`] less [`FAST_MATH_RULES`].
+pub fn rules_with(fast_math: bool) -> Vec<Rule> {
+    rules()
+        .into_iter()
+        .filter(|r| fast_math || !FAST_MATH_RULES.contains(&r.name.as_str()))
+        .collect()
 }
 
 /// A lowered MatMul found in the e-graph.
