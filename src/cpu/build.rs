@@ -21,6 +21,13 @@ pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i32) -> i32
 /// no longer rounded like the reference's (each product rounded, then each sum).
 pub const ENV_FMA: &str = "DLC_CPU_FMA";
 
+/// Overrides `DLC_STREAM_MIN_BYTES` of the prelude (outputs of at least this many bytes are
+/// staged per row and written with non-temporal stores): a byte count; a huge one turns
+/// streaming off. A value that is not a number fails the C compile (the compiler names it).
+/// For A/B measurements of the streaming policy (issue 16: softmax 1 thread under load, 7.2 ms
+/// streamed against 6.0 ms stored directly, bench/cpu/README.md).
+pub const ENV_STREAM_MIN_BYTES: &str = "DLC_CPU_STREAM_MIN_BYTES";
+
 /// The flags every compile uses (before the optional `libmvec` ones). Without `DLC_CPU_FMA=1`,
 /// `-ffp-contract=off`: every op rounds as the reference rounds it, so a contraction whose
 /// k order is the reference's is bit-identical to it.
@@ -44,6 +51,9 @@ pub fn base_flags(isa: Isa) -> Vec<String> {
     .map(|s| s.to_string())
     .collect();
     f.extend(isa.flags().iter().map(|s| s.to_string()));
+    if let Ok(v) = std::env::var(ENV_STREAM_MIN_BYTES) {
+        f.push(format!("-DDLC_STREAM_MIN_BYTES=({v}ll)"));
+    }
     f
 }
 

@@ -185,7 +185,10 @@ DLC_INLINE void *dlc_alloc(int64_t bytes) {
 // Outputs larger than this many bytes (half the development VM's 32 MB L3) are written with
 // non-temporal stores: they go to memory anyway, and a streaming store does not first read the
 // line it overwrites (one third less memory traffic for a read-once, write-once kernel).
+// `DLC_CPU_STREAM_MIN_BYTES=N` overrides it (build.rs, for A/B runs).
+#ifndef DLC_STREAM_MIN_BYTES
 #define DLC_STREAM_MIN_BYTES (16ll << 20)
+#endif
 // Copies n floats of a row staged in the thread's (L1-hot) buffer src to dst: non-temporal
 // vector stores from the first aligned address when `stream`, then a store fence (the stores are
 // visible before the barrier that ends the loop); else memcpy.
