@@ -23,7 +23,7 @@ pub const ENV_FMA: &str = "DLC_CPU_FMA";
 
 /// Overrides `DLC_STREAM_MIN_BYTES` of the prelude (outputs of at least this many bytes are
 /// staged per row and written with non-temporal stores): a byte count; a huge one turns
-/// streaming off. A value that is not a number fails the C compile (the compiler names it).
+/// streaming off (`0..=i64::MAX`). A value that is not a byte count is reported and ignored.
 /// For A/B measurements of the streaming policy (issue 16: softmax 1 thread under load, 7.2 ms
 /// streamed against 6.0 ms stored directly, bench/cpu/README.md).
 pub const ENV_STREAM_MIN_BYTES: &str = "DLC_CPU_STREAM_MIN_BYTES";
@@ -52,7 +52,12 @@ pub fn base_flags(isa: Isa) -> Vec<String> {
     .collect();
     f.extend(isa.flags().iter().map(|s| s.to_string()));
     if let Ok(v) = std::env::var(ENV_STREAM_MIN_BYTES) {
-        f.push(format!("-DDLC_STREAM_MIN_BYTES=({v}ll)"));
+        match v.trim().parse::<i64>() {
+            Ok(n) if n >= 0 => f.push(format!("-DDLC_STREAM_MIN_BYTES=({n}ll)")),
+            _ => eprintln!(
+                "warning: {ENV_STREAM_MIN_BYTES}=`{v}` is not a byte count; the default threshold is used"
+            ),
+        }
     }
     f
 }
