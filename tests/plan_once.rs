@@ -416,3 +416,31 @@ fn a_normalization_folds_each_row_once() {
         );
     }
 }
+
+/// A depthwise 3×3 convolution at batch 8 (`[8, 16, 56, 56]`, 16 groups): the tensor-core
+/// template accepts it (N = 1, K = 9: a 64×64×32 tile filled to 1/64 and 9/32), so the planner
+/// prices the pointwise fold too and runs the faster, one kernel (no product tensor of every
+/// tap written and summed by a second kernel), emitted as planned.
+#[test]
+fn a_depthwise_conv_is_priced_as_the_pointwise_fold_too() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let g = serde_json::json!({
+        "signature": {"inputs": [{"tensor": "X", "role": "data"}, {"tensor": "W", "role": "param"},
+                                 {"tensor": "bias", "role": "param"}],
+                      "outputs": [{"tensor": "C"}]},
+        "tensors": {"X": {"dtype": "bf16", "shape": [8, 16, 56, 56]},
+                    "W": {"dtype": "bf16", "shape": [16, 1, 3, 3]},
+                    "bias": {"dtype": "bf16", "shape": [16]},
+                    "C": {"dtype": "bf16", "shape": [8, 16, 56, 56]}},
+        "graph": [{"op": "Conv", "name": "conv", "inputs": ["X", "W", "bias"], "outputs": ["C"],
+                   "attrs": {"pad": 1, "groups": 16, "acc_dtype": "fp32"}}]
+    });
+    let p = dir.path().join("dwconv.json");
+    std::fs::write(&p, g.to_string()).expect("written");
+    for arch in ["sm80", "sm90"] {
+        let v = views(&p, arch);
+        let ks = check_agree(&format!("depthwise conv ({arch})"), &v);
+        assert_eq!(ks.len(), 1, "{arch}: {ks:?}");
+        assert_eq!(ks[0].1, "pointwise", "{arch}: {ks:?}");
+    }
+}

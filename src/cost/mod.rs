@@ -169,6 +169,10 @@ pub fn choose_plan_for_extraction(
     choose_plan_as(region, model, true)
 }
 
+/// GEMM sides below this many elements (one `mma` fragment's 16) leave most of a tile empty:
+/// a contraction with such a K and such an M or N is priced as the pointwise fold too.
+pub const THIN_SIDE: f64 = 16.0;
+
 fn choose_plan_as(
     region: &Region,
     model: &CostModel,
@@ -176,8 +180,9 @@ fn choose_plan_as(
 ) -> Result<PlanChoice, PlanError> {
     use crate::codegen::templates::applicability::{as_emitted, emits, Emits};
     use crate::codegen::templates::contraction_mma::Staging;
-    let work = analyze(region, model)?;
-    let e = emits(region, &work, attention_first);
+    let raw = analyze(region, model)?;
+    let e = emits(region, &raw, attention_first);
+    let work = raw.clone();
     // The scores and softmax of an attention pair, which only the fused kernel emits: it walks
     // the keys once with an online softmax (running max and sum in registers), not once per
     // dependent reduction as a multi-pass row epilogue would.
@@ -208,7 +213,23 @@ fn choose_plan_as(
             _ => true,
         })
         .collect();
-    choose_among(work, all, &model.target)
+    let tiled = choose_among(work, all, &model.target);
+    // A contraction whose K and one of M, N are under one MMA fragment ([`THIN_SIDE`]) fills
+    // little of any tile — a depthwise convolution (N = 1, K = 9) a 64×64×32 one to 1/64 and
+    // 9/32 — and may run faster as the pointwise fold (one thread per output, the taps in
+    // registers). Both are priced; the faster is the plan (its knobs select the template
+    // codegen emits).
+    let thin = matches!(&raw.shape, Shape::Contraction(g)
+        if g.row_extent.is_none() && g.k < THIN_SIDE && g.m.min(g.n) < THIN_SIDE);
+    if !(thin && !online && matches!(e, Emits::Contraction { .. })) {
+        return tiled;
+    }
+    let folded = choose_plan_for(as_emitted(raw, Emits::Pointwise), &model.target);
+    match (tiled, folded) {
+        (Ok(t), Ok(f)) if f.best.time < t.best.time => Ok(f),
+        (Err(_), Ok(f)) => Ok(f),
+        (t, _) => t,
+    }
 }
 
 /// The fastest plan of `work` on `target` over its whole plan space (no region: no
