@@ -156,7 +156,7 @@ pub enum PlanError {
 /// it runs as; a tensor-core contraction none of whose operands takes `cp.async` gets only the
 /// synchronous plans (what its kernel runs).
 pub fn choose_plan(region: &Region, model: &CostModel) -> Result<PlanChoice, PlanError> {
-    choose_plan_as(region, model, false)
+    choose_plan_as(region, model, false, true)
 }
 
 /// [`choose_plan`] for the extractor, which prices kernels one by one and does not see
@@ -166,17 +166,25 @@ pub fn choose_plan_for_extraction(
     region: &Region,
     model: &CostModel,
 ) -> Result<PlanChoice, PlanError> {
-    choose_plan_as(region, model, true)
+    choose_plan_as(region, model, true, true)
 }
 
 /// GEMM sides below this many elements (one `mma` fragment's 16) leave most of a tile empty:
 /// a contraction with such a K and such an M or N is priced as the pointwise fold too.
 pub const THIN_SIDE: f64 = 16.0;
 
+/// [`choose_plan`] among the tiled templates' plans only, for a contraction they accept: what
+/// the plan is without the pointwise fold a thin contraction is also priced as (for tests
+/// of the tiled templates on such shapes, e.g. the tensor-core depthwise convolution).
+pub fn choose_tiled_plan(region: &Region, model: &CostModel) -> Result<PlanChoice, PlanError> {
+    choose_plan_as(region, model, false, false)
+}
+
 fn choose_plan_as(
     region: &Region,
     model: &CostModel,
     attention_first: bool,
+    fold_too: bool,
 ) -> Result<PlanChoice, PlanError> {
     use crate::codegen::templates::applicability::{as_emitted, emits, Emits};
     use crate::codegen::templates::contraction_mma::Staging;
@@ -221,7 +229,7 @@ fn choose_plan_as(
     // codegen emits).
     let thin = matches!(&raw.shape, Shape::Contraction(g)
         if g.row_extent.is_none() && g.k < THIN_SIDE && g.m.min(g.n) < THIN_SIDE);
-    if !(thin && !online && matches!(e, Emits::Contraction { .. })) {
+    if !(fold_too && thin && !online && matches!(e, Emits::Contraction { .. })) {
         return tiled;
     }
     let folded = choose_plan_for(as_emitted(raw, Emits::Pointwise), &model.target);
