@@ -97,7 +97,11 @@ struct Matmul {
 }
 
 /// The first node of `class` that `f` accepts.
-fn find<T>(eg: &TensorGraph, class: Id, f: impl Fn(&TensorLang) -> Option<T>) -> Option<T> {
+pub(super) fn find<T>(
+    eg: &TensorGraph,
+    class: Id,
+    f: impl Fn(&TensorLang) -> Option<T>,
+) -> Option<T> {
     eg[eg.find(class)].nodes.iter().find_map(f)
 }
 
@@ -123,7 +127,7 @@ fn shape_attr(eg: &TensorGraph, id: Id) -> Option<Vec<Dim>> {
 }
 
 /// The `X: [M, K]` of the A operand `expand(reshape(X, [M, 1, K]), [M, N, K])`.
-fn lhs(eg: &TensorGraph, a: Id) -> Option<Id> {
+pub(super) fn lhs(eg: &TensorGraph, a: Id) -> Option<Id> {
     let r = find(eg, a, |n| match n {
         TensorLang::Expand([r, _]) => Some(*r),
         _ => None,
@@ -163,6 +167,31 @@ fn rhs(eg: &TensorGraph, b: Id) -> Option<Id> {
 /// The lowered MatMul computed by `class`, if it holds one with a constant N.
 fn matmul(eg: &TensorGraph, class: Id) -> Option<Matmul> {
     let class = eg.find(class);
+    lowered_products(eg, class, |acc, a, b| {
+        let x = lhs(eg, uncast(eg, a, acc)?)?;
+        let w = rhs(eg, uncast(eg, b, acc)?)?;
+        let xs = &tensor(eg, x)?.shape;
+        let ws = &tensor(eg, w)?.shape;
+        (xs[1] == ws[0]).then_some(())?;
+        Some(Matmul {
+            class,
+            x: eg.find(x),
+            w: eg.find(w),
+            m: xs[0].clone(),
+            k: xs[1].clone(),
+            n: ws[1].as_int()?,
+            acc,
+        })
+    })
+}
+
+/// The first `f(acc, a, b)` accepted over the lowered MatMuls of `class`:
+/// `reduce(sum, [2], acc, a · b)` with `a: [M, N, K]` and `b: [M, N, K]`.
+pub(super) fn lowered_products<T>(
+    eg: &TensorGraph,
+    class: Id,
+    f: impl Fn(DType, Id, Id) -> Option<T>,
+) -> Option<T> {
     find(eg, class, |n| {
         let TensorLang::Reduce([op, axes, acc, body]) = n else {
             return None;
@@ -171,24 +200,9 @@ fn matmul(eg: &TensorGraph, class: Id) -> Option<Matmul> {
             return None;
         }
         let acc = dtype_attr(eg, *acc)?;
-        find(eg, *body, |p| {
-            let TensorLang::Mul([a, b]) = p else {
-                return None;
-            };
-            let x = lhs(eg, uncast(eg, *a, acc)?)?;
-            let w = rhs(eg, uncast(eg, *b, acc)?)?;
-            let xs = &tensor(eg, x)?.shape;
-            let ws = &tensor(eg, w)?.shape;
-            (xs[1] == ws[0]).then_some(())?;
-            Some(Matmul {
-                class,
-                x: eg.find(x),
-                w: eg.find(w),
-                m: xs[0].clone(),
-                k: xs[1].clone(),
-                n: ws[1].as_int()?,
-                acc,
-            })
+        find(eg, *body, |p| match p {
+            TensorLang::Mul([a, b]) => f(acc, *a, *b),
+            _ => None,
         })
     })
 }

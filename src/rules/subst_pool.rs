@@ -37,6 +37,7 @@ use crate::ir::dtype::DType;
 use crate::ir::egraph::{Attr, IndexBook, TensorGraph, TensorLang};
 use crate::ir::tiny::ReduceOp;
 use crate::rules::helpers::{dtype_attr, ints, leaf, num, try_add, union_same_facts};
+use crate::rules::subst::{find, lhs, lowered_products};
 use crate::rules::{attr, tensor};
 use egg::{Applier, Id, PatternAst, SearchMatches, Searcher, Subst, Symbol, Var};
 
@@ -67,10 +68,6 @@ struct PooledMatmul {
     /// The pooled extents `R…`.
     r: Vec<Dim>,
     acc: DType,
-}
-
-fn find<T>(eg: &TensorGraph, class: Id, f: impl Fn(&TensorLang) -> Option<T>) -> Option<T> {
-    eg[eg.find(class)].nodes.iter().find_map(f)
 }
 
 fn dtype(eg: &TensorGraph, c: Id) -> Option<DType> {
@@ -144,56 +141,27 @@ fn pooled(
     })
 }
 
-/// The `X` of the A operand `expand(reshape(X, [M, 1, K]), [M, N, K])`.
-fn lhs(eg: &TensorGraph, a: Id) -> Option<Id> {
-    let r = find(eg, a, |n| match n {
-        TensorLang::Expand([r, _]) => Some(*r),
-        _ => None,
-    })?;
-    find(eg, r, |n| match n {
-        TensorLang::Reshape([x, _]) => {
-            let xs = &tensor(eg, *x)?.shape;
-            let rs = &tensor(eg, r)?.shape;
-            (xs.len() == 2 && rs.len() == 3 && rs[1].is_int(1) && rs[0] == xs[0] && rs[2] == xs[1])
-                .then_some(*x)
-        }
-        _ => None,
-    })
-}
-
 /// The pooled MatMul computed by `class`, if any.
 fn pooled_matmul(eg: &TensorGraph, class: Id) -> Option<PooledMatmul> {
     let class = eg.find(class);
-    find(eg, class, |n| {
-        let TensorLang::Reduce([op, axes, acc, body]) = n else {
-            return None;
-        };
-        if attr(eg, *op) != Some(&Attr::Op(ReduceOp::Sum)) || ints(eg, *axes) != Some(vec![2]) {
+    lowered_products(eg, class, |acc, a, b| {
+        let bs = &tensor(eg, b)?.shape;
+        if bs.len() != 3 || dtype(eg, a)? != acc || dtype(eg, b)? != acc {
             return None;
         }
-        let acc = dtype_attr(eg, *acc)?;
-        find(eg, *body, |p| {
-            let TensorLang::Mul([a, b]) = p else {
-                return None;
-            };
-            let bs = &tensor(eg, *b)?.shape;
-            if bs.len() != 3 || dtype(eg, *a)? != acc || dtype(eg, *b)? != acc {
-                return None;
-            }
-            let x = lhs(eg, *a)?;
-            let xs = tensor(eg, x)?.shape.clone();
-            let (y, r, scale) = pooled(eg, x, &xs, acc, 4)?;
-            Some(PooledMatmul {
-                class,
-                y: eg.find(y),
-                b: eg.find(*b),
-                scale,
-                m: bs[0].clone(),
-                n: bs[1].clone(),
-                k: bs[2].clone(),
-                r,
-                acc,
-            })
+        let x = lhs(eg, a)?;
+        let xs = tensor(eg, x)?.shape.clone();
+        let (y, r, scale) = pooled(eg, x, &xs, acc, 4)?;
+        Some(PooledMatmul {
+            class,
+            y: eg.find(y),
+            b: eg.find(b),
+            scale,
+            m: bs[0].clone(),
+            n: bs[1].clone(),
+            k: bs[2].clone(),
+            r,
+            acc,
         })
     })
 }
