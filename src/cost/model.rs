@@ -139,20 +139,25 @@ impl std::fmt::Debug for RegionCache {
     }
 }
 
+/// Synthesis arguments `{prefix}0`, `{prefix}1`, … with the facts of `inputs`.
+fn synth_args(inputs: &[TensorFacts], prefix: &str) -> Vec<SynthArg> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| SynthArg {
+            name: format!("{prefix}{i}"),
+            dtype: f.dtype,
+            shape: f.shape.clone(),
+        })
+        .collect()
+}
+
 /// The region of a kernel body: inputs `in0`, `in1`, … with the given facts, output `out`.
 pub fn synthesize_kernel(
     body: &RecExpr<TensorLang>,
     inputs: &[TensorFacts],
 ) -> Result<Region, String> {
-    let args: Vec<SynthArg> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, f)| SynthArg {
-            name: format!("in{i}"),
-            dtype: f.dtype,
-            shape: f.shape.clone(),
-        })
-        .collect();
+    let args = synth_args(inputs, "in");
     synthesize("kernel", body, &args, "out", Materialize::Gmem).map_err(|e| e.to_string())
 }
 
@@ -197,15 +202,7 @@ pub(crate) fn synthesize_deferred(
     inputs: &[TensorFacts],
     out_name: &str,
 ) -> Result<Region, String> {
-    let args: Vec<SynthArg> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, f)| SynthArg {
-            name: format!("f{i}"),
-            dtype: f.dtype,
-            shape: f.shape.clone(),
-        })
-        .collect();
+    let args = synth_args(inputs, "f");
     synthesize(
         "kernel",
         body.expr(),
