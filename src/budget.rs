@@ -23,6 +23,7 @@
 // returned only on cold failure paths, so boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -33,25 +34,6 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// `E1400`: a graph or `.npy` file larger than `--max-file-bytes`.
-pub const E_FILE_TOO_LARGE: (&str, &str) = ("E1400", "InputFileTooLarge");
-/// `E1401`: more frontend nodes than `--max-nodes`.
-pub const E_TOO_MANY_NODES: (&str, &str) = ("E1401", "TooManyNodes");
-/// `E1402`: a `Concat` with more inputs than `--max-concat-inputs`.
-pub const E_TOO_MANY_CONCAT_INPUTS: (&str, &str) = ("E1402", "TooManyConcatInputs");
-/// `E1403`: a tensor of rank above `--max-rank`.
-pub const E_RANK_TOO_LARGE: (&str, &str) = ("E1403", "RankTooLarge");
-/// `E1404`: one tensor of `run` over `--max-tensor-bytes`.
-pub const E_TENSOR_OVER_BUDGET: (&str, &str) = ("E1404", "TensorOverBudget");
-/// `E1405`: `run`'s peak memory or `optimize`'s e-graph estimate over `--max-memory`.
-pub const E_MEMORY_OVER_BUDGET: (&str, &str) = ("E1405", "MemoryOverBudget");
-/// `E1406`: a `.npy` header longer than [`NPY_HEADER_CAP`].
-pub const E_NPY_HEADER_TOO_LONG: (&str, &str) = ("E1406", "NpyHeaderTooLong");
-/// `E1407`: an allocation sized by the input failed.
-pub const E_ALLOCATION_FAILED: (&str, &str) = ("E1407", "AllocationFailed");
-/// `E1408`: a size no target can hold (or whose byte count overflows).
-pub const E_SIZE_BEYOND_TARGET: (&str, &str) = ("E1408", "SizeBeyondTarget");
-
 /// Longest `.npy` header accepted, bytes (numpy itself refuses headers over 10,000 bytes unless
 /// told otherwise; a header announcing 4 GiB would otherwise be allocated before it is read).
 pub const NPY_HEADER_CAP: u64 = 1 << 16;
@@ -59,8 +41,6 @@ pub const NPY_HEADER_CAP: u64 = 1 << 16;
 /// Estimated bytes `optimize` holds per Tiny IR node (e-graph, explanations, region and plan
 /// caches), measured on elementwise chains (`bench/peak_memory.sh`).
 pub const OPTIMIZE_BYTES_PER_NODE: u64 = 256 << 10;
-/// `E1409`: one tensor's ONNX external data over the file budget.
-pub const E_EXTERNAL_DATA_OVER_BUDGET: (&str, &str) = ("E1409", "ExternalDataOverBudget");
 
 /// The file budget applied to ONNX external data (set from `--max-file-bytes` when a model is
 /// loaded; the default budget otherwise).
@@ -97,7 +77,8 @@ pub fn read_file_range(path: &Path, offset: u64, len: Option<u64>) -> Result<Vec
         return Err(format!(
             "{} {}: the external data of this tensor is {len} bytes, over the file budget of \
              {max} bytes; raise it with --max-file-bytes",
-            E_EXTERNAL_DATA_OVER_BUDGET.0, E_EXTERNAL_DATA_OVER_BUDGET.1
+            codes::EXTERNAL_DATA_OVER_BUDGET.0,
+            codes::EXTERNAL_DATA_OVER_BUDGET.1
         ));
     }
     let n = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
@@ -105,7 +86,8 @@ pub fn read_file_range(path: &Path, offset: u64, len: Option<u64>) -> Result<Vec
     bytes.try_reserve_exact(n).map_err(|_| {
         format!(
             "{} {}: cannot allocate {len} bytes for `{shown}`",
-            E_ALLOCATION_FAILED.0, E_ALLOCATION_FAILED.1
+            codes::ALLOCATION_FAILED.0,
+            codes::ALLOCATION_FAILED.1
         )
     })?;
     file.seek(SeekFrom::Start(offset))
@@ -228,8 +210,7 @@ pub fn read_file_limited(path: &Path, max: u64) -> Result<Vec<u8>, Diagnostic> {
 
 fn file_too_large(path: &Path, bytes: u64, max: u64) -> Diagnostic {
     Diagnostic::error(
-        E_FILE_TOO_LARGE.0,
-        E_FILE_TOO_LARGE.1,
+        codes::INPUT_FILE_TOO_LARGE,
         Location::Argument {
             argument: path.display().to_string(),
         },
@@ -243,8 +224,7 @@ fn file_too_large(path: &Path, bytes: u64, max: u64) -> Diagnostic {
 /// `E1407` for a buffer of `bytes` bytes that could not be allocated while producing `what`.
 pub fn allocation_failed(what: &str, bytes: u128) -> Diagnostic {
     Diagnostic::error(
-        E_ALLOCATION_FAILED.0,
-        E_ALLOCATION_FAILED.1,
+        codes::ALLOCATION_FAILED,
         Location::Argument {
             argument: what.to_string(),
         },
@@ -278,8 +258,7 @@ pub fn check_load(graph: &Graph, b: &LoadBudgets) -> Result<(), Vec<Diagnostic>>
     if graph.nodes.len() > b.max_nodes {
         diags.push(
             Diagnostic::error(
-                E_TOO_MANY_NODES.0,
-                E_TOO_MANY_NODES.1,
+                codes::TOO_MANY_NODES,
                 Location::Document,
                 format!(
                     "the graph has {} nodes, over the node budget of {}",
@@ -297,8 +276,7 @@ pub fn check_load(graph: &Graph, b: &LoadBudgets) -> Result<(), Vec<Diagnostic>>
         if matches!(n.op, Op::Concat { .. }) && n.inputs.len() > b.max_concat_inputs {
             diags.push(
                 Diagnostic::error(
-                    E_TOO_MANY_CONCAT_INPUTS.0,
-                    E_TOO_MANY_CONCAT_INPUTS.1,
+                    codes::TOO_MANY_CONCAT_INPUTS,
                     Location::Node {
                         node: n.name.clone(),
                         op: "Concat".into(),
@@ -319,8 +297,7 @@ pub fn check_load(graph: &Graph, b: &LoadBudgets) -> Result<(), Vec<Diagnostic>>
         if t.shape.len() > b.max_rank {
             diags.push(
                 Diagnostic::error(
-                    E_RANK_TOO_LARGE.0,
-                    E_RANK_TOO_LARGE.1,
+                    codes::RANK_TOO_LARGE,
                     Location::Tensor {
                         tensor: name.clone(),
                     },
@@ -410,8 +387,7 @@ pub fn check_run(
             let b_i = elems.saturating_mul(stored_bytes(node.dtype));
             if b_i > u128::from(b.max_tensor_bytes) {
                 return Err(Diagnostic::error(
-                    E_TENSOR_OVER_BUDGET.0,
-                    E_TENSOR_OVER_BUDGET.1,
+                    codes::TENSOR_OVER_BUDGET,
                     Location::TinyNode {
                         tiny_node: format!("n{i}"),
                     },
@@ -439,8 +415,7 @@ pub fn check_run(
     }
     if peak > u128::from(b.max_memory) {
         return Err(Diagnostic::error(
-            E_MEMORY_OVER_BUDGET.0,
-            E_MEMORY_OVER_BUDGET.1,
+            codes::MEMORY_OVER_BUDGET,
             Location::Document,
             format!(
                 "running this binding holds about {peak} bytes at once, over the memory budget \
@@ -475,8 +450,7 @@ pub fn check_optimize(graph: &Graph, prog: &Program, max_memory: u64) -> Result<
     let est = optimize_estimate(graph, prog);
     if est > u128::from(max_memory) {
         return Err(Diagnostic::error(
-            E_MEMORY_OVER_BUDGET.0,
-            E_MEMORY_OVER_BUDGET.1,
+            codes::MEMORY_OVER_BUDGET,
             Location::Document,
             format!(
                 "optimizing this graph ({} Tiny IR nodes) needs about {est} bytes, over the \
@@ -501,8 +475,7 @@ pub fn check_target_sizes(
 ) -> Result<(), Diagnostic> {
     let beyond = |name: &str, why: String| {
         Diagnostic::error(
-            E_SIZE_BEYOND_TARGET.0,
-            E_SIZE_BEYOND_TARGET.1,
+            codes::SIZE_BEYOND_TARGET,
             Location::Tensor {
                 tensor: name.to_string(),
             },
@@ -567,8 +540,7 @@ pub fn check_axis_extents(
             };
             if v > MAX_TARGET_AXIS {
                 return Err(Diagnostic::error(
-                    E_SIZE_BEYOND_TARGET.0,
-                    E_SIZE_BEYOND_TARGET.1,
+                    codes::SIZE_BEYOND_TARGET,
                     Location::Tensor {
                         tensor: name.clone(),
                     },

@@ -22,6 +22,7 @@ pub use optimize::OptimizeArgs;
 pub use run::RunArgs;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use dlc_egg::diag::codes;
 use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::dump::{dump_document, parse_dump, plain_text, DumpLayer};
 use dlc_egg::run::Failure;
@@ -212,8 +213,7 @@ fn handle_clap_error(e: clap::Error, format: DiagFormat) -> i32 {
         .map(|u| format!("{}; ", u.trim()))
         .unwrap_or_default();
     let d = Diagnostic::error(
-        "E0313",
-        "InvalidArgument",
+        codes::INVALID_ARGUMENT,
         Location::Argument {
             argument: "command line".into(),
         },
@@ -244,8 +244,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 fn internal_error(msg: &str) -> Diagnostic {
     Diagnostic::error(
-        "E9000",
-        "InternalError",
+        codes::INTERNAL_ERROR,
         Location::Document,
         format!("the compiler panicked: {msg}"),
         "this is a compiler bug; please report it with the command line and the graph.json",

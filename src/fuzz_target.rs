@@ -18,7 +18,7 @@
 //! e-graphs over [`FUZZ_MAX_ENODES`] e-nodes.
 
 use crate::budget::{self, LoadBudgets, RunBudgets};
-use crate::diag::Diagnostics;
+use crate::diag::{codes, Diagnostics};
 use crate::extract::dag::{self, DagExtractor, ExtractOptions, Problem};
 use crate::ir::dtype::DType;
 use crate::ir::frontend;
@@ -148,7 +148,14 @@ fn graph_input(bytes: &[u8]) -> Result<Reached, String> {
 
 /// Reference-evaluator codes that are the input's fault.
 fn is_user_eval_code(code: &str) -> bool {
-    matches!(code, "E0304" | "E0208" | "E0209" | "E1407")
+    [
+        codes::GATHER_INDEX_OUT_OF_RANGE,
+        codes::TENSOR_TOO_LARGE,
+        codes::READ_OUT_OF_BOUNDS,
+        codes::ALLOCATION_FAILED,
+    ]
+    .iter()
+    .any(|c| c.0 == code)
 }
 
 fn npy_input(bytes: &[u8]) -> Result<Reached, String> {

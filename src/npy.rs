@@ -20,6 +20,7 @@
 // returned only on cold failure paths, so boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::dtype::DType;
 use crate::tensor::{Tensor, TensorData};
@@ -27,13 +28,6 @@ use half::f16;
 use npyz::WriterBuilder;
 use std::io;
 use std::path::Path;
-
-/// Code and kind of an unreadable or corrupt `.npy` file.
-pub const E_NPY_UNREADABLE: (&str, &str) = ("E0300", "NpyUnreadable");
-/// Code and kind of an array whose element type does not fit the tensor's dtype.
-pub const E_NPY_DTYPE: (&str, &str) = ("E0301", "NpyDtypeMismatch");
-/// Code and kind of an output file that cannot be written.
-pub const E_NPY_WRITE: (&str, &str) = ("E0312", "OutputWriteFailed");
 
 /// Elements of a decoded array, in C (row-major) order.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,7 +67,7 @@ pub fn read_array(path: &Path) -> Result<NpyArray, Diagnostic> {
 pub fn read_array_limited(path: &Path, max_file_bytes: u64) -> Result<NpyArray, Diagnostic> {
     let source = path.display().to_string();
     let bytes = crate::budget::read_file_limited(path, max_file_bytes).map_err(|d| {
-        if d.code == "E0000" {
+        if d.code == codes::UNREADABLE_INPUT.0 {
             unreadable(&source, d.why)
         } else {
             d
@@ -127,8 +121,7 @@ fn narrow_i64(tensor: &str, v: &[i64]) -> Result<Vec<i32>, Diagnostic> {
         .map(|&x| {
             i32::try_from(x).map_err(|_| {
                 Diagnostic::error(
-                    E_NPY_DTYPE.0,
-                    E_NPY_DTYPE.1,
+                    codes::NPY_DTYPE_MISMATCH,
                     Location::Tensor {
                         tensor: tensor.to_string(),
                     },
@@ -262,10 +255,8 @@ fn check_header_length(bytes: &[u8], source: &str) -> Result<(), Diagnostic> {
     };
     let cap = crate::budget::NPY_HEADER_CAP;
     if len > cap {
-        let (code, kind) = crate::budget::E_NPY_HEADER_TOO_LONG;
         return Err(Diagnostic::error(
-            code,
-            kind,
+            codes::NPY_HEADER_TOO_LONG,
             Location::Argument {
                 argument: source.to_string(),
             },
@@ -389,8 +380,7 @@ fn permute_fortran<T: Copy>(src: &[T], shape: &[usize]) -> Vec<T> {
 
 fn unreadable(source: &str, why: String) -> Diagnostic {
     Diagnostic::error(
-        E_NPY_UNREADABLE.0,
-        E_NPY_UNREADABLE.1,
+        codes::NPY_UNREADABLE,
         Location::Argument {
             argument: source.to_string(),
         },
@@ -401,8 +391,7 @@ fn unreadable(source: &str, why: String) -> Diagnostic {
 
 fn write_failed(source: &str, why: String) -> Diagnostic {
     Diagnostic::error(
-        E_NPY_WRITE.0,
-        E_NPY_WRITE.1,
+        codes::OUTPUT_WRITE_FAILED,
         Location::Argument {
             argument: source.to_string(),
         },
@@ -423,8 +412,7 @@ fn accepted(dtype: DType) -> (&'static str, &'static str) {
 fn dtype_mismatch(tensor: &str, dtype: DType, found: &str) -> Diagnostic {
     let (want, conversion) = accepted(dtype);
     Diagnostic::error(
-        E_NPY_DTYPE.0,
-        E_NPY_DTYPE.1,
+        codes::NPY_DTYPE_MISMATCH,
         Location::Tensor {
             tensor: tensor.to_string(),
         },
@@ -474,7 +462,7 @@ mod tests {
     fn f8_is_a_dtype_mismatch_with_a_numpy_suggestion() {
         let arr = parse_array(&npy(&[1], vec![1.0f64]), "a.npy").expect("read");
         let d = to_tensor(arr, "A", DType::F32).expect_err("f8");
-        assert_eq!((d.code, d.kind), E_NPY_DTYPE);
+        assert_eq!((d.code, d.kind), codes::NPY_DTYPE_MISMATCH);
         assert!(d.why.contains("<f8"), "{}", d.why);
         assert!(d.suggestion.contains("astype"), "{}", d.suggestion);
         assert_eq!(d.at, Location::Tensor { tensor: "A".into() });
@@ -503,7 +491,7 @@ mod tests {
     #[test]
     fn garbage_and_truncated_files_are_unreadable() {
         let d = parse_array(b"not an npy file", "x.npy").expect_err("garbage");
-        assert_eq!((d.code, d.kind), E_NPY_UNREADABLE);
+        assert_eq!((d.code, d.kind), codes::NPY_UNREADABLE);
         let mut bytes = npy(&[4], vec![1.0f32; 4]);
         bytes.truncate(bytes.len() - 3);
         assert_eq!(

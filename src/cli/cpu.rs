@@ -3,6 +3,7 @@
 //! `DIR/manifest.json` (ISA, compile flags, symbol table, steps and kernels).
 
 use clap::ValueEnum;
+use dlc_egg::diag::codes;
 use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::ir::region::program::RegionProgram;
 use dlc_egg::run::Failure;
@@ -30,8 +31,7 @@ pub fn write_native(
     let manifest = serde_json::to_string_pretty(&prog.manifest(p, isa)).unwrap_or_default();
     let failed = |e: std::io::Error| {
         Failure::user(Diagnostic::error(
-            "E0312",
-            "OutputWriteFailed",
+            codes::OUTPUT_WRITE_FAILED,
             Location::Argument {
                 argument: format!("-o {}", dir.display()),
             },

@@ -5,6 +5,7 @@
 
 use super::internal_error;
 use clap::ValueEnum;
+use dlc_egg::diag::codes;
 use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::extract::dag::{
     self, dag_cost, tree_cost, ExtractError, ExtractOptions, Extraction, Problem, ProblemError,
@@ -53,8 +54,7 @@ pub fn cmd_extract(a: &ExtractArgs) -> Result<(), Failure> {
     let started = Instant::now();
     if !a.timeout.is_finite() || a.timeout <= 0.0 || a.timeout > 1e9 {
         return Err(Failure::user(Diagnostic::error(
-            "E0313",
-            "InvalidArgument",
+            codes::INVALID_ARGUMENT,
             Location::Argument {
                 argument: format!("--timeout {}", a.timeout),
             },
@@ -193,8 +193,7 @@ fn problem_diagnostic(file: &str, e: &ProblemError) -> Failure {
     };
     Failure::user(
         Diagnostic::error(
-            "E1300",
-            "InvalidEGraph",
+            codes::INVALID_EGRAPH,
             Location::Field { path: at },
             e.to_string(),
             suggestion,
@@ -208,8 +207,7 @@ fn extract_diagnostic(file: &str, timeout: f64, e: &ExtractError) -> Failure {
     match e {
         ExtractError::NoFiniteSolution { .. } => Failure::user(
             Diagnostic::error(
-                "E1301",
-                "NoFiniteExtraction",
+                codes::NO_FINITE_EXTRACTION,
                 Location::Field {
                     path: "root_eclasses".into(),
                 },
@@ -220,8 +218,7 @@ fn extract_diagnostic(file: &str, timeout: f64, e: &ExtractError) -> Failure {
         ),
         ExtractError::Timeout { .. } => Failure::user(
             Diagnostic::error(
-                "E1302",
-                "ExtractionTimeout",
+                codes::EXTRACTION_TIMEOUT,
                 Location::Argument {
                     argument: format!("--timeout {timeout}"),
                 },
@@ -232,8 +229,7 @@ fn extract_diagnostic(file: &str, timeout: f64, e: &ExtractError) -> Failure {
         ),
         ExtractError::Solver(_) => Failure::internal(
             Diagnostic::error(
-                "E1303",
-                "SolverFailed",
+                codes::SOLVER_FAILED,
                 Location::Argument {
                     argument: file.to_string(),
                 },

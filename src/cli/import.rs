@@ -2,6 +2,7 @@
 //! graph.json with its `constants` section, plus the weights sidecar `<stem>.safetensors` beside
 //! it when some initializer has more than `dlc_egg::onnx::INLINE_MAX` elements.
 
+use dlc_egg::diag::codes;
 use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::run::Failure;
 use std::path::{Path, PathBuf};
@@ -19,8 +20,7 @@ pub struct ImportArgs {
 
 fn write_failed(path: &Path, why: impl std::fmt::Display) -> Diagnostic {
     Diagnostic::error(
-        "E0312",
-        "OutputWriteFailed",
+        codes::OUTPUT_WRITE_FAILED,
         Location::Argument {
             argument: path.display().to_string(),
         },

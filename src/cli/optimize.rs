@@ -4,6 +4,7 @@
 use super::extract::ExtractorArg;
 use super::internal_error;
 use dlc_egg::codegen::{generate, Generated};
+use dlc_egg::diag::codes;
 use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::dump::{dump_document, parse_dump, plain_text, DumpLayer};
 use dlc_egg::ir::frontend;
@@ -202,8 +203,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
 fn optimize_options(a: &OptimizeArgs) -> Result<OptimizeOptions, Failure> {
     if !a.extract_timeout.is_finite() || a.extract_timeout <= 0.0 || a.extract_timeout > 1e9 {
         return Err(Failure::user(Diagnostic::error(
-            "E0313",
-            "InvalidArgument",
+            codes::INVALID_ARGUMENT,
             Location::Argument {
                 argument: format!("--extract-timeout {}", a.extract_timeout),
             },
@@ -233,8 +233,7 @@ fn write_report(path: &std::path::Path, report: &Report) -> Result<(), Failure> 
         .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
     std::fs::write(path, text + "\n").map_err(|e| {
         Failure::user(Diagnostic::error(
-            "E0312",
-            "OutputWriteFailed",
+            codes::OUTPUT_WRITE_FAILED,
             Location::Argument {
                 argument: format!("--report {}", path.display()),
             },
@@ -370,8 +369,7 @@ fn shape_sets(
 fn write_code(dir: &std::path::Path, c: &Generated) -> Result<(), Failure> {
     let written = c.write_dir(dir).map_err(|e| {
         Failure::user(Diagnostic::error(
-            "E0312",
-            "OutputWriteFailed",
+            codes::OUTPUT_WRITE_FAILED,
             Location::Argument {
                 argument: format!("-o {}", dir.display()),
             },

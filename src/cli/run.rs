@@ -4,6 +4,7 @@
 
 use super::GraphInputArgs;
 use clap::ValueEnum;
+use dlc_egg::diag::codes;
 use dlc_egg::diag::{Diagnostic, Diagnostics, Location};
 use dlc_egg::run::{self, Device, Failure, RunOptions, WrittenOutput};
 use std::collections::BTreeMap;
@@ -150,8 +151,7 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
     };
     if a.repeat > 0 && a.device == DeviceArg::Reference {
         diags.push(Diagnostic::error(
-            "E0313",
-            "InvalidArgument",
+            codes::INVALID_ARGUMENT,
             Location::Argument {
                 argument: format!("--repeat {}", a.repeat),
             },
@@ -161,8 +161,7 @@ pub fn run_options(a: &RunArgs) -> Result<RunOptions, Failure> {
     }
     if a.arch.is_some() && a.device != DeviceArg::Cuda {
         diags.push(Diagnostic::error(
-            "E0313",
-            "InvalidArgument",
+            codes::INVALID_ARGUMENT,
             Location::Argument {
                 argument: "--arch".into(),
             },
@@ -205,8 +204,7 @@ pub fn parse_input_arg(raw: &str) -> Result<(String, PathBuf), Diagnostic> {
             Ok((t.trim().to_string(), PathBuf::from(f)))
         }
         _ => Err(Diagnostic::error(
-            "E0310",
-            "InvalidInputArgument",
+            codes::INVALID_INPUT_ARGUMENT,
             Location::Argument {
                 argument: format!("--input {raw}"),
             },
@@ -220,8 +218,7 @@ pub fn parse_input_arg(raw: &str) -> Result<(String, PathBuf), Diagnostic> {
 pub fn parse_bind_arg(raw: &str) -> Result<(String, i64), Diagnostic> {
     let bad = |why: String| {
         Diagnostic::error(
-            "E0311",
-            "InvalidBindArgument",
+            codes::INVALID_BIND_ARGUMENT,
             Location::Argument {
                 argument: format!("--bind {raw}"),
             },
@@ -259,8 +256,7 @@ pub fn parse_binds(raw: &[String]) -> Result<BTreeMap<String, i64>, Vec<Diagnost
         match parse_bind_arg(r) {
             Ok((s, v)) => match binds.insert(s.clone(), v) {
                 Some(old) if old != v => diags.push(Diagnostic::error(
-                    "E0311",
-                    "InvalidBindArgument",
+                    codes::INVALID_BIND_ARGUMENT,
                     Location::Argument {
                         argument: format!("--bind {r}"),
                     },

@@ -58,6 +58,7 @@ pub mod exec;
 pub mod pricing;
 pub mod program;
 
+use crate::diag::codes;
 use crate::diag::Failure;
 use crate::diag::{Diagnostic, Location};
 
@@ -207,63 +208,56 @@ impl CpuError {
         };
         let bug = "this is a compiler bug; use --device reference for the reference result, and \
                    report the graph.json";
-        let (code, kind, user, hint): (&str, &str, bool, String) = match self {
+        let (code, user, hint): (codes::Code, bool, String) = match self {
             CpuError::CompilerMissing { .. } => (
-                "E0800",
-                "CCompilerMissing",
+                codes::C_COMPILER_MISSING,
                 true,
                 "install a C compiler (Debian/Ubuntu: `apt-get install gcc`; or clang) or point \
                  DLC_CC at one; or use --device reference"
                     .into(),
             ),
-            CpuError::Compile { .. } => ("E0801", "CCompileFailed", false, bug.into()),
-            CpuError::Load { .. } => ("E0802", "SharedObjectLoadFailed", false, bug.into()),
+            CpuError::Compile { .. } => (codes::C_COMPILE_FAILED, false, bug.into()),
+            CpuError::Load { .. } => (codes::SHARED_OBJECT_LOAD_FAILED, false, bug.into()),
             CpuError::GatherOutOfRange { .. } => (
-                "E0803",
-                "NativeGatherOutOfRange",
+                codes::NATIVE_GATHER_OUT_OF_RANGE,
                 true,
                 "keep every Gather index within [0, size of the gathered axis)".into(),
             ),
             CpuError::OutOfMemory { .. } => (
-                "E0804",
-                "NativeOutOfMemory",
+                codes::NATIVE_OUT_OF_MEMORY,
                 true,
                 "bind smaller sizes, or use fewer --threads".into(),
             ),
-            CpuError::Codegen { .. } => ("E0805", "NativeCodegenFailed", false, bug.into()),
-            CpuError::UnboundSymbol(_) => ("E0806", "NativeUnboundSymbol", false, bug.into()),
+            CpuError::Codegen { .. } => (codes::NATIVE_CODEGEN_FAILED, false, bug.into()),
+            CpuError::UnboundSymbol(_) => (codes::NATIVE_UNBOUND_SYMBOL, false, bug.into()),
             CpuError::Cache { .. } => (
-                "E0807",
-                "NativeCacheFailed",
+                codes::NATIVE_CACHE_FAILED,
                 true,
                 "make the --plan-cache directory (or the temporary directory) writable".into(),
             ),
             CpuError::CostFile { .. } => (
-                "E0808",
-                "CpuCostFileInvalid",
+                codes::CPU_COST_FILE_INVALID,
                 true,
                 "write it with `dlc-egg calibrate LOG`, or remove it (or unset DLC_CPU_COST) to \
                  use the default parameters"
                     .into(),
             ),
             CpuError::PerfLog { .. } => (
-                "E0809",
-                "PerfLogInvalid",
+                codes::PERF_LOG_INVALID,
                 true,
                 "point DLC_CPU_LOG at a writable file; a log is what `run --device cpu --repeat N` \
                  appends (kernel,form,threads,flops,transcendentals,bytes,estimate_ms,actual_ms)"
                     .into(),
             ),
             CpuError::Calibration(_) => (
-                "E0810",
-                "CalibrationTooFewRows",
+                codes::CALIBRATION_TOO_FEW_ROWS,
                 true,
                 "time more kernels first: `dlc-egg run G --device cpu --repeat 10` appends to the \
                  log"
                 .into(),
             ),
         };
-        let d = Diagnostic::error(code, kind, arg, self.to_string(), hint);
+        let d = Diagnostic::error(code, arg, self.to_string(), hint);
         if user {
             Failure::user(d)
         } else {

@@ -6,8 +6,8 @@
 //! shape rule).
 
 use super::builtins::dsl_name;
-use super::codes;
 use super::parse::{dtype_name, RESERVED};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -38,8 +38,7 @@ struct Decompiler<'g> {
 
 fn undecompilable(what: String) -> Diagnostic {
     Diagnostic::error(
-        codes::UNDECOMPILABLE.0,
-        codes::UNDECOMPILABLE.1,
+        codes::UNDECOMPILABLE,
         Location::Document,
         what,
         "keep this graph in graph.json form",

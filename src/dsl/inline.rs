@@ -5,8 +5,9 @@
 
 use super::ast::*;
 use super::builtins::{builtin, Builtin};
-use super::codes::{self, dsl_diag, Code};
 use super::lex::Pos;
+use super::located::{self, dsl_diag};
+use crate::diag::codes::{self, Code};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -174,7 +175,7 @@ impl<'p> Builder<'p> {
         for o in &main.outputs {
             if let Some(q) = o.quals.first() {
                 return err(
-                    codes::INVALID_ARGUMENT,
+                    codes::INVALID_KEYWORD_ARGUMENT,
                     self.file,
                     q.pos,
                     format!("`{}` qualifies inputs, not outputs", q.name),
@@ -333,7 +334,7 @@ impl<'p> Builder<'p> {
         match e {
             Expr::Num { value, .. } => Ok(Val::Scalar(*value)),
             Expr::Bool { pos, .. } => err(
-                codes::SCALAR_ONLY,
+                codes::SCALAR_ONLY_EXPRESSION,
                 self.file,
                 *pos,
                 "`true`/`false` are attribute values, not tensor operands".into(),
@@ -407,7 +408,7 @@ impl<'p> Builder<'p> {
             Some(Builtin::Elementwise(f)) => {
                 if let Some(k) = kwargs.first() {
                     return err(
-                        codes::INVALID_ARGUMENT,
+                        codes::INVALID_KEYWORD_ARGUMENT,
                         self.file,
                         k.name.pos,
                         format!("`{}` takes no attributes", func.name),
@@ -513,7 +514,7 @@ impl<'p> Builder<'p> {
     ) -> R<Val> {
         if vals.iter().any(|v| matches!(v, Val::Scalar(_))) || vals.is_empty() {
             return err(
-                codes::SCALAR_ONLY,
+                codes::SCALAR_ONLY_EXPRESSION,
                 self.file,
                 func.pos,
                 format!("`{}` takes tensor operands only", func.name),
@@ -524,7 +525,7 @@ impl<'p> Builder<'p> {
         for k in kwargs {
             if attrs.contains_key(&k.name.name) {
                 return err(
-                    codes::INVALID_ARGUMENT,
+                    codes::INVALID_KEYWORD_ARGUMENT,
                     self.file,
                     k.name.pos,
                     format!("attribute `{}` is given twice", k.name.name),
@@ -606,7 +607,7 @@ impl<'p> Builder<'p> {
         };
         let old = d.at.to_string();
         let mut d = d
-            .at(codes::source(self.file, o.pos))
+            .at(located::source(self.file, o.pos))
             .with("graph_element", old);
         if !o.stack.is_empty() {
             d = d.with("inlined_through", o.stack.join(" -> "));
@@ -657,7 +658,7 @@ fn check_distinct_names(def: &GraphDef, file: &str) -> R<()> {
     for p in def.params.iter().filter(|_| def.name.name != "main") {
         if let Some(q) = p.quals.first() {
             return err(
-                codes::INVALID_ARGUMENT,
+                codes::INVALID_KEYWORD_ARGUMENT,
                 file,
                 q.pos,
                 format!("`{}` qualifies inputs of `main` only", q.name),

@@ -1,7 +1,8 @@
 //! The lexer of the `.graph` DSL: text → tokens with 1-based line and column. Newlines are tokens
 //! (they end statements) except inside parentheses and brackets; `//` starts a comment.
 
-use super::codes::{self, dsl_diag};
+use super::located::dsl_diag;
+use crate::diag::codes;
 use crate::diag::Diagnostic;
 
 /// A position in the source (1-based line and column, columns counted in characters).
@@ -129,7 +130,7 @@ pub fn lex(text: &str, file: &str) -> Result<Vec<Token>, Diagnostic> {
             .or_else(|| PUNCT1.iter().find(|p| p.starts_with(c)));
         let Some(p) = p else {
             return Err(dsl_diag(
-                codes::SYNTAX,
+                codes::DSL_SYNTAX,
                 file,
                 pos,
                 format!("unexpected character `{c}`"),
@@ -176,7 +177,7 @@ fn number(chars: &[char], start: usize, pos: Pos, file: &str) -> Result<(Tok, us
     let s: String = chars[start..i].iter().collect();
     let bad = || {
         dsl_diag(
-            codes::SYNTAX,
+            codes::DSL_SYNTAX,
             file,
             pos,
             format!("`{s}` is not a number"),

@@ -19,14 +19,15 @@
 
 pub mod ast;
 pub mod builtins;
-pub mod codes;
 mod decompile;
 mod inline;
 pub mod lex;
+pub mod located;
 pub mod parse;
 
 pub use decompile::decompile;
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::fmt_shape;
 use crate::ir::frontend::{self, Graph, Op, Operand};
@@ -93,7 +94,7 @@ fn check_expectations(b: &inline::Builder, g: &Graph, errs: &mut Vec<Diagnostic>
             continue;
         };
         if t.dtype != e.dtype || t.shape != e.shape {
-            let mut d = codes::dsl_diag(
+            let mut d = located::dsl_diag(
                 codes::TYPE_MISMATCH,
                 b.file,
                 e.origin.pos,
@@ -135,8 +136,7 @@ fn check_shape_rule(b: &inline::Builder, g: &Graph, errs: &mut Vec<Diagnostic>) 
         };
         if let Some((other, s1)) = shapes.iter().find(|(_, s)| s != s0) {
             let d = Diagnostic::error(
-                codes::IMPLICIT_BROADCAST.0,
-                codes::IMPLICIT_BROADCAST.1,
+                codes::IMPLICIT_BROADCAST,
                 Location::Node {
                     node: n.name.clone(),
                     op: n.op.name().into(),

@@ -15,8 +15,9 @@
 //! ```
 
 use super::ast::*;
-use super::codes::{self, dsl_diag};
 use super::lex::{lex, Pos, Tok, Token};
+use super::located::dsl_diag;
+use crate::diag::codes;
 use crate::diag::Diagnostic;
 use crate::ir::dtype::DType;
 
@@ -127,7 +128,7 @@ impl Parser<'_> {
 
     fn unexpected(&self, wanted: &str) -> Diagnostic {
         dsl_diag(
-            codes::SYNTAX,
+            codes::DSL_SYNTAX,
             self.file,
             self.pos(),
             format!("expected {wanted}, found {}", self.peek().describe()),
@@ -230,7 +231,7 @@ impl Parser<'_> {
             let dt = self.word("a dtype (f16, bf16, f32, i32, bool)")?;
             let Some(dtype) = dtype_of(&dt.name) else {
                 return Err(dsl_diag(
-                    codes::SYNTAX,
+                    codes::DSL_SYNTAX,
                     self.file,
                     dt.pos,
                     format!("`{}` is not a dtype", dt.name),
@@ -437,7 +438,7 @@ impl Parser<'_> {
             } else {
                 if let Some(k) = kwargs.first() {
                     return Err(dsl_diag(
-                        codes::INVALID_ARGUMENT,
+                        codes::INVALID_KEYWORD_ARGUMENT,
                         self.file,
                         self.pos(),
                         format!(

@@ -13,6 +13,7 @@ mod frontend_json;
 
 pub use frontend_json::graph_to_json;
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::frontend::Graph;
 use crate::ir::tiny::{self, Program};
@@ -106,8 +107,7 @@ pub fn parse_dump(raw: &str, allowed: &[DumpLayer]) -> Result<Vec<DumpLayer>, Di
         let Some(layer) = layer else {
             let names: Vec<&str> = allowed.iter().map(|l| l.name()).collect();
             return Err(Diagnostic::error(
-                "E0313",
-                "InvalidArgument",
+                codes::INVALID_ARGUMENT,
                 Location::Argument {
                     argument: format!("--dump {raw}"),
                 },

@@ -6,6 +6,7 @@
 //! `E0308` InputDtypeMismatch, `E0304` GatherIndexOutOfRange, `E0305` DivisionByZero, `E0306`
 //! EvaluatorInternal.
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::DimError;
 use crate::ir::tiny::NodeId;
@@ -24,8 +25,7 @@ pub fn at_node(node: NodeId) -> Location {
 pub fn dim_error(node: NodeId, err: &DimError) -> Diagnostics {
     match err {
         DimError::Unbound(sym) => Diagnostic::error(
-            "E0201",
-            "UnboundSymbol",
+            codes::UNBOUND_SYMBOL,
             Location::Symbol {
                 symbol: sym.clone(),
             },
@@ -40,8 +40,7 @@ pub fn dim_error(node: NodeId, err: &DimError) -> Diagnostics {
 /// Size or index arithmetic overflows `i64`.
 pub fn overflow(node: NodeId) -> Diagnostics {
     Diagnostic::error(
-        "E0203",
-        "ShapeOverflow",
+        codes::SHAPE_OVERFLOW,
         at_node(node),
         format!("size or index arithmetic of Tiny IR node {node} overflows"),
         "use smaller symbol values",
@@ -52,8 +51,7 @@ pub fn overflow(node: NodeId) -> Diagnostics {
 /// A rule that can only be checked once sizes are bound is broken.
 pub fn bad_shape(node: NodeId, why: impl Into<String>) -> Diagnostics {
     Diagnostic::error(
-        "E0206",
-        "InvalidBoundShape",
+        codes::INVALID_BOUND_SHAPE,
         at_node(node),
         why,
         "check the symbol values: with them the program's sizes are inconsistent",
@@ -64,8 +62,7 @@ pub fn bad_shape(node: NodeId, why: impl Into<String>) -> Diagnostics {
 /// A VIEW maps some output index outside its input.
 pub fn view_out_of_bounds(node: NodeId, why: impl Into<String>) -> Diagnostics {
     Diagnostic::error(
-        "E0207",
-        "ViewOutOfBounds",
+        codes::VIEW_OUT_OF_BOUNDS,
         at_node(node),
         why,
         "with these symbol values the VIEW's index map leaves its input; check the sizes",
@@ -82,8 +79,7 @@ pub fn read_out_of_bounds(
     size: usize,
 ) -> Diagnostics {
     Diagnostic::error(
-        "E0209",
-        "ReadOutOfBounds",
+        codes::READ_OUT_OF_BOUNDS,
         at_node(node),
         format!(
             "READ at output position {position:?} reads index {value} on operand axis {axis}, \
@@ -99,8 +95,7 @@ pub fn read_out_of_bounds(
 /// A buffer could not be allocated.
 pub fn too_large(node: NodeId, numel: usize) -> Diagnostics {
     Diagnostic::error(
-        "E0208",
-        "TensorTooLarge",
+        codes::TENSOR_TOO_LARGE,
         at_node(node),
         format!("cannot allocate {numel} elements for Tiny IR node {node}"),
         "use smaller symbol values or inputs",
@@ -111,8 +106,7 @@ pub fn too_large(node: NodeId, numel: usize) -> Diagnostics {
 /// A signature input has no tensor.
 pub fn missing_input(tensor: &str) -> Diagnostics {
     Diagnostic::error(
-        "E0303",
-        "MissingInput",
+        codes::MISSING_INPUT,
         Location::Tensor {
             tensor: tensor.to_string(),
         },
@@ -125,8 +119,7 @@ pub fn missing_input(tensor: &str) -> Diagnostics {
 /// An input tensor's shape (or element count) does not match its INPUT node.
 pub fn input_shape(tensor: &str, expected: &[usize], found: &[usize], len: usize) -> Diagnostics {
     Diagnostic::error(
-        "E0307",
-        "InputShapeMismatch",
+        codes::INPUT_SHAPE_MISMATCH,
         Location::Tensor {
             tensor: tensor.to_string(),
         },
@@ -141,8 +134,7 @@ pub fn input_shape(tensor: &str, expected: &[usize], found: &[usize], len: usize
 /// An input tensor's dtype (or storage) does not match its INPUT node.
 pub fn input_dtype(tensor: &str, expected: &str, found: &str) -> Diagnostics {
     Diagnostic::error(
-        "E0308",
-        "InputDtypeMismatch",
+        codes::INPUT_DTYPE_MISMATCH,
         Location::Tensor {
             tensor: tensor.to_string(),
         },
@@ -155,8 +147,7 @@ pub fn input_dtype(tensor: &str, expected: &str, found: &str) -> Diagnostics {
 /// A GATHER index value lies outside the gathered axis.
 pub fn gather_oob(node: NodeId, value: f64, size: usize, position: &[usize]) -> Diagnostics {
     Diagnostic::error(
-        "E0304",
-        "GatherIndexOutOfRange",
+        codes::GATHER_INDEX_OUT_OF_RANGE,
         at_node(node),
         format!(
             "GATHER index {value} at position {position:?} is outside [0, {size}) (Tiny IR node {node})"
@@ -171,8 +162,7 @@ pub fn gather_oob(node: NodeId, value: f64, size: usize, position: &[usize]) -> 
 /// IDIV by zero.
 pub fn div_by_zero(node: NodeId) -> Diagnostics {
     Diagnostic::error(
-        "E0305",
-        "DivisionByZero",
+        codes::DIVISION_BY_ZERO,
         at_node(node),
         format!("integer division by zero in Tiny IR node {node}"),
         "guard the divisor so that it is never zero",
@@ -183,8 +173,7 @@ pub fn div_by_zero(node: NodeId) -> Diagnostics {
 /// An evaluator invariant failed (a bug, reported instead of panicking).
 pub fn internal(node: NodeId, why: impl Into<String>) -> Diagnostics {
     Diagnostic::error(
-        "E0306",
-        "EvaluatorInternal",
+        codes::EVALUATOR_INTERNAL,
         at_node(node),
         why,
         "this is an evaluator bug; please report it with the program",

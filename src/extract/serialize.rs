@@ -6,6 +6,7 @@
 //! format lets an extractor pick any node of that class). `class_data[c].typ` is the IndexBook fact
 //! (`fp16[M,K]` or `attr`). The same e-graph always exports to the same bytes.
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::egraph::{Facts, TensorGraph, TensorLang};
 use egg::{Id, Language};
@@ -94,8 +95,7 @@ pub fn load(path: &Path) -> Result<SerializedEGraph, Diagnostics> {
     })?;
     serde_json::from_str(&text).map_err(|e| -> Diagnostics {
         Diagnostic::error(
-            "E0001",
-            "MalformedJson",
+            codes::MALFORMED_JSON,
             Location::Source { file: path.display().to_string(), line: e.line(), column: e.column() },
             format!("not an egraph-serialize document: {e}"),
             "the file must be egraph-serialize JSON: {\"nodes\": {id: {op, children, eclass, cost}}, \"root_eclasses\": [...]}",

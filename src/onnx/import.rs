@@ -4,7 +4,8 @@
 
 use super::proto::{self, ModelProto, NodeProto};
 use super::value::{decode_tensor, graph_dtype, to_graph_tensor, CTensor, TInfo, Val};
-use super::{Imported, E_DTYPE, E_INVALID, E_OUT_OF_RANGE, E_UNSUPPORTED_OPS};
+use super::Imported;
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -53,8 +54,7 @@ pub(super) type NResult<T> = Result<T, NodeError>;
 /// `E0602` at a node.
 pub(super) fn invalid(node: &NodeProto, why: impl Into<String>) -> NodeError {
     NodeError::Diag(Diagnostic::error(
-        E_INVALID.0,
-        E_INVALID.1,
+        codes::ONNX_INVALID,
         node_loc(node),
         why,
         "check the model with onnx.checker; see docs/onnx.md for what each op supports",
@@ -124,8 +124,7 @@ impl<'m> Importer<'m> {
                 let t = &self.graph().initializer[*i];
                 decode_tensor(t, self.dir).map(Some).map_err(|why| {
                     NodeError::Diag(Diagnostic::error(
-                        super::E_UNREADABLE.0,
-                        super::E_UNREADABLE.1,
+                        codes::ONNX_UNREADABLE,
                         Location::Tensor {
                             tensor: name.to_string(),
                         },
@@ -184,14 +183,13 @@ impl<'m> Importer<'m> {
     /// Adds a constant as a `param` signature input named `name` (or a fresh name if taken).
     pub fn materialize(&mut self, name: &str, c: &CTensor) -> NResult<TInfo> {
         let tensor = to_graph_tensor(c).map_err(|why| {
-            let (code, kind) = if why.contains("fit") {
-                E_OUT_OF_RANGE
+            let code = if why.contains("fit") {
+                codes::ONNX_VALUE_OUT_OF_RANGE
             } else {
-                E_DTYPE
+                codes::ONNX_UNSUPPORTED_DTYPE
             };
             NodeError::Diag(Diagnostic::error(
                 code,
-                kind,
                 Location::Tensor {
                     tensor: name.to_string(),
                 },
@@ -357,8 +355,7 @@ fn value_info_type(
     let name = vi.name.clone().unwrap_or_default();
     let bad = |why: String| {
         Diagnostic::error(
-            E_DTYPE.0,
-            E_DTYPE.1,
+            codes::ONNX_UNSUPPORTED_DTYPE,
             Location::Tensor {
                 tensor: name.clone(),
             },
@@ -412,8 +409,7 @@ fn model_opset(model: &ModelProto) -> i64 {
 pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnostics> {
     let doc_err = |why: String| {
         Diagnostics::one(Diagnostic::error(
-            E_INVALID.0,
-            E_INVALID.1,
+            codes::ONNX_INVALID,
             Location::Document,
             why,
             "export the model with opset 13 or later (torch.onnx.export(..., opset_version=17))",
@@ -493,8 +489,7 @@ fn bind_inputs(imp: &mut Importer<'_>, g: &proto::GraphProto, errs: &mut Vec<Dia
 /// The one `E0601` listing every unsupported node.
 fn unsupported_diag(unsupported_ops: &[String]) -> Diagnostic {
     Diagnostic::error(
-        E_UNSUPPORTED_OPS.0,
-        E_UNSUPPORTED_OPS.1,
+        codes::ONNX_UNSUPPORTED_OPS,
         Location::Document,
         format!(
             "{} node(s) use ops that dlc-egg cannot import: {}",

@@ -41,6 +41,7 @@ mod resize;
 mod symdata;
 mod value;
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::frontend::{self, Graph};
 use crate::tensor::Tensor;
@@ -49,17 +50,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use import::import_model;
-
-/// `E0600`.
-pub const E_UNREADABLE: (&str, &str) = ("E0600", "OnnxUnreadable");
-/// `E0601`.
-pub const E_UNSUPPORTED_OPS: (&str, &str) = ("E0601", "OnnxUnsupportedOps");
-/// `E0602`.
-pub const E_INVALID: (&str, &str) = ("E0602", "OnnxInvalid");
-/// `E0603`.
-pub const E_OUT_OF_RANGE: (&str, &str) = ("E0603", "OnnxValueOutOfRange");
-/// `E0604`.
-pub const E_DTYPE: (&str, &str) = ("E0604", "OnnxUnsupportedDtype");
 
 /// Constants at most this many elements, all finite, are written inline in graph.json; the others go to the
 /// `.safetensors` sidecar.
@@ -77,8 +67,7 @@ pub struct Imported {
 
 fn unreadable(path: &Path, why: String) -> Diagnostic {
     Diagnostic::error(
-        E_UNREADABLE.0,
-        E_UNREADABLE.1,
+        codes::ONNX_UNREADABLE,
         Location::Argument {
             argument: path.display().to_string(),
         },

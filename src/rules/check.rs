@@ -17,6 +17,7 @@
 //! | E1503 | DuplicatePhase | an added phase has the name of an existing phase |
 
 use super::{run_phase_with, Budget, PhaseStats, Rule};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::egraph::book::{
     fact_error_count, fact_errors, record_fact_errors, take_fact_errors, FactError,
@@ -74,14 +75,19 @@ pub enum RuleError {
 }
 
 impl RuleError {
+    /// The diagnostic code and kind (`E1500` …).
+    pub fn code_kind(&self) -> codes::Code {
+        match self {
+            RuleError::IllTyped { .. } => codes::ILL_TYPED_RULE,
+            RuleError::Unsound { .. } => codes::UNSOUND_RULE,
+            RuleError::UnknownPhase { .. } => codes::UNKNOWN_PHASE,
+            RuleError::DuplicatePhase { .. } => codes::DUPLICATE_PHASE,
+        }
+    }
+
     /// The diagnostic code (`E1500` …).
     pub fn code(&self) -> &'static str {
-        match self {
-            RuleError::IllTyped { .. } => "E1500",
-            RuleError::Unsound { .. } => "E1501",
-            RuleError::UnknownPhase { .. } => "E1502",
-            RuleError::DuplicatePhase { .. } => "E1503",
-        }
+        self.code_kind().0
     }
 
     /// The error as a [`Diagnostic`] (a user error: the rule set is the user's input).
@@ -93,33 +99,26 @@ impl RuleError {
     /// assert_eq!((d.code, d.kind), ("E1503", "DuplicatePhase"));
     /// ```
     pub fn to_diagnostic(&self) -> Diagnostic {
-        let (kind, at, help) = match self {
+        let (at, help) = match self {
             RuleError::IllTyped { rule, .. } => (
-                "IllTypedRule",
                 rule.clone(),
                 "build only nodes Tiny IR accepts (see the pattern vocabulary of `TensorLang`), \
                  or guard the rule with a condition (`rules::cond`)",
             ),
             RuleError::Unsound { rule, .. } => (
-                "UnsoundRule",
                 rule.clone(),
                 "both sides of a rule must have the same dtype and shape; add a condition \
                  (`rules::cond::shape_is`, `dtype_is`) or a cast",
             ),
-            RuleError::UnknownPhase { phase, .. } => (
-                "UnknownPhase",
-                phase.clone(),
-                "name one of the listed phases",
-            ),
-            RuleError::DuplicatePhase { phase } => (
-                "DuplicatePhase",
-                phase.clone(),
-                "give the added phase a new name",
-            ),
+            RuleError::UnknownPhase { phase, .. } => {
+                (phase.clone(), "name one of the listed phases")
+            }
+            RuleError::DuplicatePhase { phase } => {
+                (phase.clone(), "give the added phase a new name")
+            }
         };
         Diagnostic::error(
-            self.code(),
-            kind,
+            self.code_kind(),
             Location::Field {
                 path: format!("rule set: {at}"),
             },

@@ -14,6 +14,7 @@
 
 use super::{optimizer_bug, Failure, PreparedInputs};
 use crate::cuda::{self, CudaError, DeviceInfo, NvrtcError, RunCudaOptions, Timings};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::tiny::Program;
 use crate::optimize::{optimize, OptimizeOptions};
@@ -33,8 +34,7 @@ fn device_argument() -> Location {
 pub fn check_device_memory(graph: &crate::ir::frontend::Graph) -> Result<(), Failure> {
     crate::codegen::gpu::verify::check_device_memory(graph).map_err(|e| {
         Failure::user(Diagnostic::error(
-            "E0405",
-            "DeviceMemoryExceeded",
+            codes::DEVICE_MEMORY_EXCEEDED,
             Location::Tensor {
                 tensor: e.largest.clone(),
             },
@@ -57,8 +57,7 @@ pub fn check_cuda() -> Result<DeviceInfo, Failure> {
 pub fn cuda_failure(e: CudaError) -> Failure {
     let unavailable = |why: String, suggestion: String| {
         Failure::user(Diagnostic::error(
-            "E0400",
-            "DeviceUnavailable",
+            codes::DEVICE_UNAVAILABLE,
             device_argument(),
             why,
             suggestion,
@@ -84,24 +83,21 @@ pub fn cuda_failure(e: CudaError) -> Failure {
             ),
         ),
         CudaError::GridLimit(e) => Failure::user(Diagnostic::error(
-            "E0404",
-            "GridLimitExceeded",
+            codes::GRID_LIMIT_EXCEEDED,
             device_argument(),
             format!("the sizes bound are too large for the generated launch geometry: {e}"),
             "run smaller sizes (split the batch), or use --device cpu; TODO(issue 15): \
              templates put the largest tile count on grid.x",
         )),
         CudaError::Nvrtc(e) => Failure::internal(Diagnostic::error(
-            "E0402",
-            "CudaCompileFailed",
+            codes::CUDA_COMPILE_FAILED,
             device_argument(),
             format!("the generated CUDA does not compile or does not fit the GPU: {e}"),
             "this is a compiler bug; use --device reference for the reference result, and report the \
              graph.json",
         )),
         e => Failure::internal(Diagnostic::error(
-            "E0403",
-            "CudaRunFailed",
+            codes::CUDA_RUN_FAILED,
             device_argument(),
             format!("running the generated kernels failed: {e}"),
             "this is a compiler bug (or a GPU fault); use --device reference for the reference result, \
@@ -133,8 +129,7 @@ pub fn evaluate_cuda_plan(
 
 fn codegen_failed(why: &str) -> Failure {
     Failure::internal(Diagnostic::error(
-        "E0401",
-        "CodegenFailed",
+        codes::CODEGEN_FAILED,
         device_argument(),
         format!("the optimized program cannot be emitted as CUDA: {why}"),
         "this is a compiler bug; use --device reference for the reference result, and report the \
@@ -189,8 +184,7 @@ pub fn write_timing(out_dir: &Path, repeat: u32, t: &Timings) -> Result<PathBuf,
 
 fn write_failed(path: &Path, why: &str) -> Diagnostic {
     Diagnostic::error(
-        crate::npy::E_NPY_WRITE.0,
-        crate::npy::E_NPY_WRITE.1,
+        codes::OUTPUT_WRITE_FAILED,
         Location::Argument {
             argument: format!("--out-dir {}", path.parent().unwrap_or(path).display()),
         },

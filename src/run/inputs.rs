@@ -3,6 +3,7 @@
 //! values.
 
 use super::*;
+use crate::diag::codes;
 
 /// Checks the `--input` names, reads and converts the given arrays, reports missing inputs
 /// (unless `random` is given), resolves symbols, checks the arrays' shapes and fills the missing
@@ -72,8 +73,7 @@ pub fn check_input_names(graph: &Graph, inputs: &[(String, PathBuf)]) -> Result<
         } else if !seen.insert(name.as_str()) {
             diags.push(
                 Diagnostic::error(
-                    "E0310",
-                    "InvalidInputArgument",
+                    codes::INVALID_INPUT_ARGUMENT,
                     Location::Argument {
                         argument: format!("--input {name}={}", path.display()),
                     },
@@ -94,8 +94,7 @@ fn unknown_input(name: &str, known: &[&str], graph: &Graph) -> Diagnostic {
         format!("`{name}` is not a signature input of the graph")
     };
     Diagnostic::error(
-        "E0309",
-        "UnknownInput",
+        codes::UNKNOWN_INPUT,
         Location::Argument {
             argument: format!("--input {name}"),
         },
@@ -146,8 +145,7 @@ fn read_input(
 pub(super) fn tensor_info<'g>(graph: &'g Graph, name: &str) -> Result<&'g TensorInfo, Diagnostic> {
     graph.tensor(name).ok_or_else(|| {
         Diagnostic::error(
-            "E0314",
-            "UnresolvedSize",
+            codes::UNRESOLVED_SIZE,
             Location::Tensor {
                 tensor: name.to_string(),
             },
@@ -170,8 +168,7 @@ pub fn missing_inputs(graph: &Graph, given: &BTreeMap<String, Tensor>) -> Vec<St
 
 fn missing_input(tensor: &str) -> Diagnostic {
     Diagnostic::error(
-        "E0303",
-        "MissingInput",
+        codes::MISSING_INPUT,
         Location::Tensor {
             tensor: tensor.to_string(),
         },
@@ -191,8 +188,7 @@ pub fn concrete_shape(
 ) -> Result<Vec<usize>, Diagnostic> {
     let fail = |why: String| {
         Diagnostic::error(
-            "E0314",
-            "UnresolvedSize",
+            codes::UNRESOLVED_SIZE,
             Location::Tensor {
                 tensor: name.to_string(),
             },
@@ -271,8 +267,7 @@ pub fn check_static_shapes(
 
 fn static_shape_mismatch(name: &str, declared: &[Dim], found: &[usize]) -> Diagnostic {
     Diagnostic::error(
-        "E0302",
-        "NpyShapeMismatch",
+        codes::NPY_SHAPE_MISMATCH,
         Location::Tensor {
             tensor: name.to_string(),
         },
@@ -291,8 +286,7 @@ fn static_shape_mismatch(name: &str, declared: &[Dim], found: &[usize]) -> Diagn
 
 fn shape_mismatch(name: &str, declared: &[Dim], want: &[usize], found: &[usize]) -> Diagnostic {
     Diagnostic::error(
-        "E0302",
-        "NpyShapeMismatch",
+        codes::NPY_SHAPE_MISMATCH,
         Location::Tensor {
             tensor: name.to_string(),
         },

@@ -31,6 +31,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::cuda::{DeviceInfo, Timings};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::eval;
 use crate::ir::dim::{fmt_shape, Dim};
@@ -298,10 +299,16 @@ fn classify_optimized_failure(
 
 /// Whether a reference-evaluator code is about the user's input rather than a compiler bug.
 fn is_user_code(code: &str) -> bool {
-    matches!(
-        code,
-        "E0304" | "E0208" | "E0209" | "E0303" | "E0307" | "E1407"
-    )
+    [
+        codes::GATHER_INDEX_OUT_OF_RANGE,
+        codes::TENSOR_TOO_LARGE,
+        codes::READ_OUT_OF_BOUNDS,
+        codes::MISSING_INPUT,
+        codes::INPUT_SHAPE_MISMATCH,
+        codes::ALLOCATION_FAILED,
+    ]
+    .iter()
+    .any(|c| c.0 == code)
 }
 
 /// Every signature output must come back from the evaluator with its declared dtype and
@@ -320,8 +327,7 @@ pub fn check_outputs(
         if t.dtype != info.dtype || t.shape != shape {
             return Err(Failure::internal(
                 Diagnostic::error(
-                    "E0316",
-                    "OutputMismatch",
+                    codes::OUTPUT_MISMATCH,
                     Location::Tensor {
                         tensor: o.tensor.clone(),
                     },

@@ -2,6 +2,7 @@
 //! escape the output directory.
 
 use super::*;
+use crate::diag::codes;
 
 /// Writes every signature output to `<out_dir>/<file name>.npy` (see [`output_file_name`]),
 /// creating the directory. An output missing from `outputs` is a compiler bug.
@@ -13,8 +14,7 @@ pub fn write_outputs(
     std::fs::create_dir_all(out_dir).map_err(|e| {
         Failure::user(
             Diagnostic::error(
-                npy::E_NPY_WRITE.0,
-                npy::E_NPY_WRITE.1,
+                codes::OUTPUT_WRITE_FAILED,
                 Location::Argument {
                     argument: format!("--out-dir {}", out_dir.display()),
                 },
@@ -62,8 +62,7 @@ pub fn output_file_name(tensor: &str) -> String {
 
 pub(super) fn missing_output(tensor: &str) -> Diagnostic {
     Diagnostic::error(
-        "E0315",
-        "OutputNotComputed",
+        codes::OUTPUT_NOT_COMPUTED,
         Location::Tensor {
             tensor: tensor.to_string(),
         },

@@ -39,6 +39,7 @@ pub use cache::{CacheOutcome, CachedPlan, Compiled, PlanCache};
 pub use cluster::{parse_shape_set, ShapeCluster, SymbolClass};
 pub use specialize::Specialization;
 
+use crate::diag::codes;
 use crate::diag::Failure;
 use crate::diag::{Diagnostic, Location};
 
@@ -110,8 +111,7 @@ impl ShapeError {
         let why = self.to_string();
         match self {
             ShapeError::ShapeSetSyntax { raw, .. } => Diagnostic::error(
-                "E0500",
-                "InvalidShapeSet",
+                codes::INVALID_SHAPE_SET,
                 Location::Argument {
                     argument: format!("--shape-set {raw}"),
                 },
@@ -119,8 +119,7 @@ impl ShapeError {
                 "write it like --shape-set T=48,56,64 (a symbol name, `=`, sizes separated by commas)",
             ),
             ShapeError::UnknownSymbol { symbol, known } => Diagnostic::error(
-                "E0500",
-                "InvalidShapeSet",
+                codes::INVALID_SHAPE_SET,
                 Location::Argument {
                     argument: format!("--shape-set {symbol}=..."),
                 },
@@ -132,8 +131,7 @@ impl ShapeError {
                 },
             ),
             ShapeError::NegativeSize { symbol, .. } => Diagnostic::error(
-                "E0205",
-                "NegativeSize",
+                codes::NEGATIVE_SIZE,
                 Location::Symbol {
                     symbol: symbol.clone(),
                 },
@@ -143,8 +141,7 @@ impl ShapeError {
             ShapeError::NotMultiple {
                 symbol, divisor, ..
             } => Diagnostic::error(
-                "E0501",
-                "BindingOutsideCluster",
+                codes::BINDING_OUTSIDE_CLUSTER,
                 Location::Symbol {
                     symbol: symbol.clone(),
                 },
@@ -155,8 +152,7 @@ impl ShapeError {
                 ),
             ),
             ShapeError::CacheWrite { path, .. } => Diagnostic::error(
-                "E0502",
-                "PlanCacheUnwritable",
+                codes::PLAN_CACHE_UNWRITABLE,
                 Location::Argument {
                     argument: format!("--plan-cache {path}"),
                 },

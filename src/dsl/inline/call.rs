@@ -4,10 +4,11 @@
 //! frame whose node names carry the call's prefix; its outputs must then have the declared types.
 
 use super::{check_distinct_names, declare_vars, err, Builder, Expect, Frame, Val, R};
+use crate::diag::codes;
 use crate::diag::Diagnostics;
 use crate::dsl::ast::*;
-use crate::dsl::codes::{self, dsl_diag};
 use crate::dsl::lex::Pos;
+use crate::dsl::located::dsl_diag;
 use crate::dsl::parse::dtype_name;
 use crate::ir::dim::{fmt_shape, Dim};
 use crate::ir::frontend::TensorInfo;
@@ -73,7 +74,7 @@ impl<'p> Builder<'p> {
     ) -> R<()> {
         if let Some(k) = kwargs.first() {
             return err(
-                codes::INVALID_ARGUMENT,
+                codes::INVALID_KEYWORD_ARGUMENT,
                 self.file,
                 k.name.pos,
                 format!("graph `{}` takes no keyword arguments", func.name),
@@ -137,7 +138,7 @@ impl<'p> Builder<'p> {
                 Val::Tensor(t) => names.push(t.clone()),
                 Val::Scalar(_) => {
                     return err(
-                        codes::SCALAR_ONLY,
+                        codes::SCALAR_ONLY_EXPRESSION,
                         self.file,
                         a.pos(),
                         format!(
@@ -159,7 +160,7 @@ impl<'p> Builder<'p> {
             let shape = self.param_shape(sub, o)?;
             let Val::Tensor(t) = v else {
                 return err(
-                    codes::SCALAR_ONLY,
+                    codes::SCALAR_ONLY_EXPRESSION,
                     self.file,
                     o.name.pos,
                     format!(

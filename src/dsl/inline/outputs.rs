@@ -4,7 +4,7 @@
 //! `Reshape` to its own shape).
 
 use super::{err, Builder, Expect, Frame, Val, R};
-use crate::dsl::codes;
+use crate::diag::codes;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
@@ -17,7 +17,7 @@ impl<'p> Builder<'p> {
             let shape = self.param_shape(frame, o)?;
             let Val::Tensor(t) = v else {
                 return err(
-                    codes::SCALAR_ONLY,
+                    codes::SCALAR_ONLY_EXPRESSION,
                     self.file,
                     o.name.pos,
                     format!("output `{}` of `main` is a scalar literal", o.name.name),

@@ -2,8 +2,9 @@
 //! attribute values the parser produces. Normalization (per-spatial lists, axes) needs the input
 //! ranks and happens in inference.
 
-use super::diagnose::{code, diag, did_you_mean, node_loc};
+use super::diagnose::{diag, did_you_mean, node_loc};
 use super::ops::EwFn;
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::dtype::DType;
 use serde_json::Value;
@@ -194,7 +195,7 @@ pub(super) fn unknown_dtype(name: &str, at: Location, what: &str) -> Diagnostic 
         None => did_you_mean(name, names.iter().copied(), "dtypes"),
     };
     diag(
-        code::UNKNOWN_DTYPE,
+        codes::UNKNOWN_DTYPE,
         at,
         format!("{what}: `{name}` is not a dtype (fp16, bf16, fp32, i32, bool)"),
         sugg,
@@ -245,7 +246,7 @@ pub(super) fn parse_value(
     let at = || node_loc(node, op);
     let bad = || {
         diag(
-            code::INVALID_FIELD,
+            codes::INVALID_FIELD,
             at(),
             format!(
                 "attribute `{name}` of {op} must be {}, found {v}",
@@ -325,7 +326,7 @@ pub(super) fn parse_value(
                 None => {
                     let names = EwFn::ALL.map(|(_, n)| n);
                     return Err(diag(
-                        code::INVALID_FIELD,
+                        codes::INVALID_FIELD,
                         at(),
                         format!("`{s}` is not an elementwise function"),
                         did_you_mean(s, names.iter().copied(), "functions"),
@@ -340,7 +341,7 @@ pub(super) fn parse_value(
                 Some(n) => AttrVal::Name(n),
                 None => {
                     return Err(diag(
-                        code::INVALID_FIELD,
+                        codes::INVALID_FIELD,
                         at(),
                         format!("`{s}` is not a valid `{name}` of {op}"),
                         did_you_mean(s, names.iter().copied(), "values"),
@@ -354,7 +355,7 @@ pub(super) fn parse_value(
     let clamped = op == "Slice" && (name == "starts" || name == "ends");
     if !clamped && !ints_in_range(&out) {
         return Err(diag(
-            code::INVALID_FIELD,
+            codes::INVALID_FIELD,
             at(),
             format!("attribute `{name}` of {op} holds an integer beyond ±2^53: {v}"),
             "use sizes, strides and pads of a realistic magnitude",
@@ -401,7 +402,7 @@ pub(super) fn parse_attrs(
                 let names = table.iter().map(|(n, _, _)| *n);
                 errs.push(
                     diag(
-                        code::UNKNOWN_ATTRIBUTE,
+                        codes::UNKNOWN_ATTRIBUTE,
                         node_loc(node, op),
                         format!("{op} has no attribute `{k}`"),
                         did_you_mean(k, names, "attributes"),
@@ -424,7 +425,7 @@ pub(super) fn parse_attrs(
         for (n, _, required) in table {
             if *required && !obj.contains_key(*n) {
                 errs.push(diag(
-                    code::INVALID_FIELD,
+                    codes::INVALID_FIELD,
                     node_loc(node, op),
                     format!("{op} needs the attribute `{n}`"),
                     format!("add `\"{n}\"` to the node's attrs"),

@@ -1,8 +1,9 @@
 //! Symbol binding for `run`: a symbol's value comes from the command line, then from the shapes of
 //! the input arrays, then from the document's `symbols`.
 
-use super::diagnose::{closest, code, diag, tensor_loc};
+use super::diagnose::{closest, diag, tensor_loc};
 use super::Graph;
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::{fmt_shape, Dim, DimError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,7 +69,7 @@ pub fn resolve_symbols(
                 ),
             };
             errs.push(diag(
-                code::UNKNOWN_SYMBOL,
+                codes::UNKNOWN_SYMBOL,
                 at,
                 format!("--bind names `{s}`, which no tensor of the graph uses"),
                 sugg,
@@ -77,7 +78,7 @@ pub fn resolve_symbols(
         }
         if *v < 0 {
             errs.push(diag(
-                code::NEGATIVE_SIZE,
+                codes::NEGATIVE_SIZE,
                 at,
                 format!("symbol `{s}` is a size and cannot be {v}"),
                 "bind a non-negative integer",
@@ -93,7 +94,7 @@ pub fn resolve_symbols(
         };
         let mismatch = |why: String| {
             diag(
-                code::NPY_SHAPE_MISMATCH,
+                codes::NPY_SHAPE_MISMATCH,
                 tensor_loc(&input.tensor),
                 why,
                 format!(
@@ -140,7 +141,7 @@ pub fn resolve_symbols(
             match bound.get(s) {
                 Some((v, prev)) if *v != n => errs.push(
                     diag(
-                        code::CONFLICTING_BINDING,
+                        codes::CONFLICTING_SYMBOL_BINDING,
                         sym_loc(s),
                         format!(
                             "symbol `{s}` is {v} from {} but {n} from {}",
@@ -172,7 +173,7 @@ pub fn resolve_symbols(
             let names: Vec<&str> = tensors.iter().copied().collect();
             errs.push(
                 diag(
-                    code::UNBOUND_SYMBOL,
+                    codes::UNBOUND_SYMBOL,
                     sym_loc(s),
                     format!(
                         "symbol `{s}` (used by {}) has no value",
@@ -212,7 +213,7 @@ fn check_sizes(
 ) -> Result<(), Diagnostic> {
     let overflow = || {
         diag(
-            code::SHAPE_OVERFLOW,
+            codes::SHAPE_OVERFLOW,
             tensor_loc(name),
             format!(
                 "with the bound symbols, tensor `{name}` of shape {} has more elements than fit in i64",
@@ -228,7 +229,7 @@ fn check_sizes(
         match d.eval_with(values) {
             Ok(v) if v < 0 => {
                 return Err(diag(
-                    code::NEGATIVE_SIZE,
+                    codes::NEGATIVE_SIZE,
                     tensor_loc(name),
                     format!(
                         "with the bound symbols, axis {axis} of tensor `{name}` ({d}) has the negative size {v}"
@@ -241,7 +242,7 @@ fn check_sizes(
             Err(DimError::Overflow) => return Err(overflow()),
             Err(DimError::Unbound(s)) => {
                 return Err(diag(
-                    code::UNBOUND_SYMBOL,
+                    codes::UNBOUND_SYMBOL,
                     sym_loc(&s),
                     format!("symbol `{s}` (used by `{name}`) has no value"),
                     format!("pass `--bind {s}=<size>`"),

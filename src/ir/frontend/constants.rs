@@ -16,6 +16,7 @@
 
 use super::diagnose::{diag, field, tensor_loc};
 use super::Graph;
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::dtype::DType;
 use crate::tensor::{Tensor, TensorData};
@@ -23,11 +24,6 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-
-/// `E0006 InvalidConstant`: a `constants` entry that does not fit its tensor.
-pub(crate) const INVALID_CONSTANT: (&str, &str) = ("E0006", "InvalidConstant");
-/// `E0007 UnreadableConstant`: a constants file that cannot be read or decoded.
-pub(crate) const UNREADABLE_CONSTANT: (&str, &str) = ("E0007", "UnreadableConstant");
 
 /// One entry of `constants`, as written.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,7 +38,7 @@ pub(super) enum ConstSpec {
 pub(super) fn parse(v: &Value, errs: &mut Vec<Diagnostic>) -> Vec<(String, ConstSpec)> {
     let bad = |at: String, why: String| {
         diag(
-            INVALID_CONSTANT,
+            codes::INVALID_CONSTANT,
             field(at),
             why,
             "write {\"values\": [..]} or {\"file\": \"x.safetensors\", \"key\": \"..\"}",
@@ -134,7 +130,7 @@ pub(super) fn resolve(
 }
 
 fn invalid(name: &str, why: String, sugg: &str) -> Diagnostic {
-    diag(INVALID_CONSTANT, tensor_loc(name), why, sugg)
+    diag(codes::INVALID_CONSTANT, tensor_loc(name), why, sugg)
 }
 
 fn resolve_one(
@@ -193,7 +189,7 @@ fn resolve_one(
                 .or_insert_with(|| read_regular_file(&path));
             let bytes = bytes.as_ref().map_err(|e| {
                 diag(
-                    UNREADABLE_CONSTANT,
+                    codes::UNREADABLE_CONSTANT,
                     tensor_loc(name),
                     format!("cannot read constants file `{}`: {e}", path.display()),
                     "the file is named relative to the graph file's folder; keep them together",
@@ -201,7 +197,7 @@ fn resolve_one(
             })?;
             let unreadable = |why: String| {
                 diag(
-                    UNREADABLE_CONSTANT,
+                    codes::UNREADABLE_CONSTANT,
                     tensor_loc(name),
                     format!("constants file `{}`: {why}", path.display()),
                     "regenerate the file (dlc-egg import writes it beside graph.json)",

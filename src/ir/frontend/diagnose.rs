@@ -1,48 +1,17 @@
-//! Diagnostic codes of the front end (`docs/diagnostics.md`) and small helpers to build them.
+//! Small helpers that build the front end's diagnostics (its codes are in the registry,
+//! `crate::diag::codes`; `docs/diagnostics.md`).
 
+use crate::diag::codes::Code;
 use crate::diag::{Diagnostic, Location};
-
-/// `(code, kind)` pairs of the front end. `E1001`–`E1007` are shared with Tiny IR's
-/// `TinyError::code_kind`.
-pub(crate) mod code {
-    pub type Code = (&'static str, &'static str);
-    pub const MALFORMED_JSON: Code = ("E0001", "MalformedJson");
-    pub const UNKNOWN_OP: Code = ("E0002", "UnknownOp");
-    pub const UNKNOWN_ATTRIBUTE: Code = ("E0003", "UnknownAttribute");
-    pub const UNKNOWN_DTYPE: Code = ("E0004", "UnknownDtype");
-    pub const INVALID_FIELD: Code = ("E0005", "InvalidField");
-    pub const UNDECLARED_TENSOR: Code = ("E0101", "UndeclaredTensor");
-    pub const DOUBLY_PRODUCED: Code = ("E0102", "DoublyProducedTensor");
-    pub const DANGLING_REFERENCE: Code = ("E0103", "DanglingReference");
-    pub const CYCLE: Code = ("E0104", "Cycle");
-    pub const DUPLICATE_NODE_NAME: Code = ("E0105", "DuplicateNodeName");
-    pub const UNPRODUCED_TENSOR: Code = ("E0106", "UnproducedTensor");
-    pub const UNBOUND_SYMBOL: Code = ("E0201", "UnboundSymbol");
-    pub const CONFLICTING_BINDING: Code = ("E0202", "ConflictingSymbolBinding");
-    pub const SHAPE_OVERFLOW: Code = ("E0203", "ShapeOverflow");
-    pub const UNKNOWN_SYMBOL: Code = ("E0204", "UnknownSymbol");
-    pub const NEGATIVE_SIZE: Code = ("E0205", "NegativeSize");
-    pub const NPY_SHAPE_MISMATCH: Code = ("E0302", "NpyShapeMismatch");
-    pub const BROADCAST_MISMATCH: Code = ("E1001", "BroadcastMismatch");
-    pub const AXIS_SIZE_MISMATCH: Code = ("E1002", "AxisSizeMismatch");
-    pub const INVALID_PERMUTATION: Code = ("E1003", "InvalidPermutation");
-    pub const AXIS_OUT_OF_RANGE: Code = ("E1004", "AxisOutOfRange");
-    pub const WRONG_INPUT_COUNT: Code = ("E1005", "WrongInputCount");
-    pub const DTYPE_MISMATCH: Code = ("E1006", "DtypeMismatch");
-    pub const INVALID_EXPAND: Code = ("E1007", "InvalidExpand");
-    pub const RANK_MISMATCH: Code = ("E1011", "RankMismatch");
-    pub const SYMBOLIC_HEAD_DIM: Code = ("E1012", "SymbolicHeadDim");
-    pub const UNSUPPORTED_DTYPE: Code = ("E1013", "UnsupportedDtype");
-}
 
 /// Builds an error diagnostic from a `(code, kind)` pair.
 pub(crate) fn diag(
-    c: code::Code,
+    c: Code,
     at: Location,
     why: impl Into<String>,
     suggestion: impl Into<String>,
 ) -> Diagnostic {
-    Diagnostic::error(c.0, c.1, at, why, suggestion)
+    Diagnostic::error(c, at, why, suggestion)
 }
 
 /// `Location::Field`.

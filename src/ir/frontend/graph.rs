@@ -2,9 +2,10 @@
 //! tensor is declared, node names are unique, every tensor has exactly one producer (a node or the
 //! signature), every consumed tensor is produced, and the nodes form a DAG.
 
-use super::diagnose::{code, diag, field, tensor_loc};
+use super::diagnose::{diag, field, tensor_loc};
 use super::parse::{RawDoc, RawNode};
 use super::Operand;
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
@@ -43,7 +44,7 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
         for t in names {
             if !declared.contains(t) {
                 errs.push(diag(
-                    code::UNDECLARED_TENSOR,
+                    codes::UNDECLARED_TENSOR,
                     tensor_loc(t),
                     format!("signature {kind} `{t}` is not declared in `tensors`"),
                     format!(
@@ -60,7 +61,7 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
         if let Some(first) = names.insert(n.name.as_str(), i) {
             errs.push(
                 diag(
-                    code::DUPLICATE_NODE_NAME,
+                    codes::DUPLICATE_NODE_NAME,
                     n.loc(),
                     format!(
                         "two nodes are named `{}` (graph[{first}] and graph[{i}])",
@@ -80,7 +81,7 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
     for i in &doc.signature.inputs {
         if producer.insert(&i.tensor, Producer::Signature).is_some() {
             errs.push(diag(
-                code::DOUBLY_PRODUCED,
+                codes::DOUBLY_PRODUCED_TENSOR,
                 tensor_loc(&i.tensor),
                 format!(
                     "tensor `{}` is listed twice in `signature.inputs`",
@@ -104,7 +105,7 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
                     };
                     errs.push(
                         diag(
-                            code::DOUBLY_PRODUCED,
+                            codes::DOUBLY_PRODUCED_TENSOR,
                             n.loc(),
                             format!(
                                 "tensor `{o}` is produced by node `{}` and also by {first}",
@@ -133,7 +134,7 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
                 let known = producer.keys().copied();
                 errs.push(
                     diag(
-                        code::DANGLING_REFERENCE,
+                        codes::DANGLING_REFERENCE,
                         n.loc(),
                         format!(
                             "node `{}` reads tensor `{t}`, which no node produces and which is not a signature input",
@@ -154,7 +155,7 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
     for o in &doc.signature.outputs {
         if !producer.contains_key(o.tensor.as_str()) {
             errs.push(diag(
-                code::UNPRODUCED_TENSOR,
+                codes::UNPRODUCED_TENSOR,
                 tensor_loc(&o.tensor),
                 format!("signature output `{}` is produced by no node", o.tensor),
                 format!("add a node with `\"outputs\": [\"{}\"]`", o.tensor),
@@ -183,7 +184,7 @@ pub(super) fn check_structure(mut doc: RawDoc) -> Result<RawDoc, Diagnostics> {
             && !consumed.contains(t.as_str())
         {
             errs.push(diag(
-                code::UNPRODUCED_TENSOR,
+                codes::UNPRODUCED_TENSOR,
                 tensor_loc(t),
                 format!("tensor `{t}` is declared but no node produces it and it is not a signature input"),
                 format!("list `{t}` in `signature.inputs`, produce it with a node, or remove its declaration"),
@@ -280,7 +281,7 @@ fn topo_order(
     let flow: Vec<&RawNode> = cycle.iter().rev().filter_map(|i| nodes.get(*i)).collect();
     let Some(at_node) = flow.first().copied() else {
         return Err(Diagnostics::one(diag(
-            code::CYCLE,
+            codes::CYCLE,
             field("graph"),
             "the graph has a cycle",
             "break the cycle",
@@ -290,7 +291,7 @@ fn topo_order(
     names.push(at_node.name.as_str());
     Err(Diagnostics::one(
         diag(
-            code::CYCLE,
+            codes::CYCLE,
             at_node.loc(),
             format!(
                 "the graph has a cycle through node `{}`: {}",

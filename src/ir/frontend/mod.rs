@@ -27,6 +27,7 @@ pub use bind::resolve_symbols;
 pub(crate) use diagnose::closest as closest_name;
 pub use pack::equal_constants;
 
+use crate::diag::codes;
 use crate::diag::Diagnostics;
 use crate::ir::dim::Shape;
 use crate::ir::dtype::DType;
@@ -187,8 +188,7 @@ pub fn load_file(path: &Path) -> Result<Graph, Diagnostics> {
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
     {
         return Err(Diagnostics::one(crate::diag::Diagnostic::error(
-            "E0000",
-            "UnreadableInput",
+            codes::UNREADABLE_INPUT,
             crate::diag::Location::Argument {
                 argument: path.display().to_string(),
             },

@@ -3,9 +3,10 @@
 //! only in inference, where the input ranks are known.
 
 use super::attrs::{is_symbol_name, parse_attrs, unknown_dtype, Attrs};
-use super::diagnose::{code, diag, did_you_mean, field, node_loc, tensor_loc};
+use super::diagnose::{diag, did_you_mean, field, node_loc, tensor_loc};
 use super::ops::Op;
 use super::{Mutability, Operand, Role, SigInput, SigOutput, Signature, Storage, TensorInfo};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -50,7 +51,7 @@ const TENSOR_KEYS: [&str; 2] = ["dtype", "shape"];
 const NODE_KEYS: [&str; 6] = ["op", "name", "inputs", "outputs", "attrs", "fn"];
 
 fn invalid(at: Location, why: impl Into<String>, sugg: impl Into<String>) -> Diagnostic {
-    diag(code::INVALID_FIELD, at, why, sugg)
+    diag(codes::INVALID_FIELD, at, why, sugg)
 }
 
 /// Reports keys of `obj` that are not in `known`.
@@ -82,7 +83,7 @@ pub(super) fn parse_document(text: &str, file: &str) -> Result<RawDoc, Diagnosti
     let value: Value = serde_json::from_str(text).map_err(|e| {
         Diagnostics::one(
             diag(
-                code::MALFORMED_JSON,
+                codes::MALFORMED_JSON,
                 Location::Source {
                     file: file.to_string(),
                     line: e.line(),
@@ -520,7 +521,7 @@ fn parse_node(i: usize, n: &Value, errs: &mut Vec<Diagnostic>) -> Option<RawNode
             None => {
                 errs.push(
                     diag(
-                        code::UNKNOWN_OP,
+                        codes::UNKNOWN_OP,
                         node_loc(&shown, s),
                         format!("node `{shown}` has the unknown op `{s}`"),
                         did_you_mean(s, Op::NAMES.iter().copied(), "ops"),

@@ -23,6 +23,7 @@ pub use reduction::cumulative_window;
 #[cfg(test)]
 mod tests;
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::frontend::{Graph, Node, Op, Operand, TensorInfo};
 use crate::ir::tiny::{verify, Builder, NodeId, Program, TinyError};
@@ -180,8 +181,7 @@ fn at_node(node: &Node, e: LowerError) -> Diagnostic {
     match e {
         LowerError::Tiny(t) => t.to_diagnostic().at(at),
         LowerError::Unsupported(why) => Diagnostic::error(
-            "E1100",
-            "UnsupportedLowering",
+            codes::UNSUPPORTED_LOWERING,
             at,
             why,
             "this combination is not supported yet; make the size concrete with `symbols` or --bind, or split the op",
@@ -192,8 +192,7 @@ fn at_node(node: &Node, e: LowerError) -> Diagnostic {
 
 fn internal(why: &str) -> Diagnostic {
     Diagnostic::error(
-        "E9000",
-        "InternalError",
+        codes::INTERNAL_ERROR,
         Location::Document,
         why,
         "this is a compiler bug; please report it with the graph.json",

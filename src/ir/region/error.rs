@@ -1,5 +1,6 @@
 //! Region errors (`E12xx`) and their diagnostics (seed 001 §6.10).
 
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 
 /// Why a region is malformed or cannot be evaluated (codes `E12xx`, [`RegionError::code`]).
@@ -191,30 +192,30 @@ pub enum RegionError {
 
 impl RegionError {
     /// `(code, kind)`.
-    pub fn code(&self) -> (&'static str, &'static str) {
+    pub fn code(&self) -> codes::Code {
         use RegionError as E;
         match self {
-            E::Json(_) => ("E1200", "InvalidRegion"),
-            E::DuplicateName { .. } => ("E1201", "DuplicateName"),
-            E::UndefinedLet { .. } => ("E1202", "UndefinedLet"),
-            E::UnknownTensor { .. } => ("E1217", "UnknownTensor"),
-            E::ReadRankMismatch { .. } => ("E1204", "AxisAlignmentMismatch"),
-            E::UnboundName { .. } => ("E1205", "UnboundAxis"),
-            E::NonAffineMap { .. } => ("E1206", "NonAffineMap"),
-            E::ReduceExtentUnknown { .. } => ("E1207", "ReduceExtentUnknown"),
-            E::AccDtypeMissing { .. } => ("E1208", "AccDtypeMissing"),
-            E::UnguardedAccess { .. } => ("E1209", "UnguardedAccess"),
-            E::BroadcastMismatch { .. } => ("E1210", "BroadcastMismatch"),
-            E::AxisAlignmentMismatch { .. } => ("E1211", "AxisAlignmentMismatch"),
-            E::NeutralInvalid { .. } => ("E1212", "NeutralInvalid"),
-            E::BadYield { .. } => ("E1213", "BadYield"),
-            E::OutputShapeMismatch { .. } => ("E1214", "OutputShapeMismatch"),
-            E::YieldDtypeMismatch { .. } => ("E1215", "YieldDtypeMismatch"),
-            E::IterSizeMissing { .. } => ("E1216", "IterSizeMissing"),
-            E::OutOfBounds { .. } => ("E1220", "UnguardedAccess"),
-            E::UnboundSymbol(_) => ("E1221", "UnboundSymbol"),
-            E::InputMismatch { .. } => ("E1222", "InputMismatch"),
-            E::BadSize { .. } => ("E1223", "BadSize"),
+            E::Json(_) => codes::REGION_INVALID_REGION,
+            E::DuplicateName { .. } => codes::REGION_DUPLICATE_NAME,
+            E::UndefinedLet { .. } => codes::REGION_UNDEFINED_LET,
+            E::UnknownTensor { .. } => codes::REGION_UNKNOWN_TENSOR,
+            E::ReadRankMismatch { .. } => codes::REGION_READ_RANK_MISMATCH,
+            E::UnboundName { .. } => codes::REGION_UNBOUND_AXIS,
+            E::NonAffineMap { .. } => codes::REGION_NON_AFFINE_MAP,
+            E::ReduceExtentUnknown { .. } => codes::REGION_REDUCE_EXTENT_UNKNOWN,
+            E::AccDtypeMissing { .. } => codes::REGION_ACC_DTYPE_MISSING,
+            E::UnguardedAccess { .. } => codes::REGION_UNGUARDED_ACCESS,
+            E::BroadcastMismatch { .. } => codes::REGION_BROADCAST_MISMATCH,
+            E::AxisAlignmentMismatch { .. } => codes::REGION_AXIS_ALIGNMENT_MISMATCH,
+            E::NeutralInvalid { .. } => codes::REGION_NEUTRAL_INVALID,
+            E::BadYield { .. } => codes::REGION_BAD_YIELD,
+            E::OutputShapeMismatch { .. } => codes::REGION_OUTPUT_SHAPE_MISMATCH,
+            E::YieldDtypeMismatch { .. } => codes::REGION_YIELD_DTYPE_MISMATCH,
+            E::IterSizeMissing { .. } => codes::REGION_ITER_SIZE_MISSING,
+            E::OutOfBounds { .. } => codes::REGION_OUT_OF_BOUNDS,
+            E::UnboundSymbol(_) => codes::REGION_UNBOUND_SYMBOL,
+            E::InputMismatch { .. } => codes::REGION_INPUT_MISMATCH,
+            E::BadSize { .. } => codes::REGION_BAD_SIZE,
         }
     }
 
@@ -249,7 +250,6 @@ impl RegionError {
 
     /// The user-facing diagnostic.
     pub fn to_diagnostic(&self) -> Diagnostic {
-        let (code, kind) = self.code();
         let at = match self {
             RegionError::UnknownTensor { tensor, .. }
             | RegionError::UnguardedAccess { tensor, .. }
@@ -267,7 +267,7 @@ impl RegionError {
             RegionError::UnboundSymbol(s) => Location::Symbol { symbol: s.clone() },
             _ => Location::Document,
         };
-        Diagnostic::error(code, kind, at, self.to_string(), self.suggestion())
+        Diagnostic::error(self.code(), at, self.to_string(), self.suggestion())
     }
 }
 

@@ -13,6 +13,7 @@
 
 use super::eval::evaluate_region;
 use super::{Region, RegionError, Size};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::{fmt_shape, numel, Dim};
 use crate::ir::dtype::DType;
@@ -142,28 +143,24 @@ pub enum ProgramError {
 impl ProgramError {
     /// The user-facing diagnostic.
     pub fn to_diagnostic(&self) -> Diagnostic {
-        let (code, kind, hint, name) = match self {
+        let (code, hint, name) = match self {
             ProgramError::UndefinedBuffer { name, .. } => (
-                "E1230",
-                "UndefinedBuffer",
+                codes::UNDEFINED_BUFFER,
                 "define the buffer (an input, an earlier region's output or alias) first",
                 name,
             ),
             ProgramError::BufferRedefined { name, .. } => (
-                "E1231",
-                "BufferRedefined",
+                codes::BUFFER_REDEFINED,
                 "give every buffer one definition",
                 name,
             ),
             ProgramError::BufferMismatch { name, .. } => (
-                "E1232",
-                "BufferMismatch",
+                codes::BUFFER_MISMATCH,
                 "declare region inputs and aliases with the buffer's dtype and shape",
                 name,
             ),
             ProgramError::AliasSizeMismatch { name, .. } => (
-                "E1233",
-                "AliasSizeMismatch",
+                codes::ALIAS_SIZE_MISMATCH,
                 "an alias keeps the element count of the buffer it reshapes",
                 name,
             ),
@@ -175,7 +172,6 @@ impl ProgramError {
         };
         Diagnostic::error(
             code,
-            kind,
             Location::Tensor {
                 tensor: name.clone(),
             },

@@ -3,6 +3,7 @@
 //! [`verify`] re-checks a whole program after every pass.
 
 use super::{BinaryOp, Node, NodeId, Program, Src, UOp, UnaryOp};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::dim::{fmt_shape, numel, Dim, Shape};
 use crate::ir::dtype::DType;
@@ -128,25 +129,23 @@ impl TinyError {
     /// `(code, kind)` shared with the frontend's checks of the same rules.
     pub fn code_kind(&self) -> (&'static str, &'static str) {
         match self {
-            TinyError::BroadcastMismatch { .. } => ("E1001", "BroadcastMismatch"),
-            TinyError::AxisSizeMismatch { .. } => ("E1002", "AxisSizeMismatch"),
-            TinyError::InvalidPermutation { .. } => ("E1003", "InvalidPermutation"),
-            TinyError::AxisOutOfRange { .. } => ("E1004", "AxisOutOfRange"),
-            TinyError::BadArity { .. } => ("E1005", "WrongInputCount"),
-            TinyError::DtypeMismatch { .. } => ("E1006", "DtypeMismatch"),
-            TinyError::InvalidExpand { .. } => ("E1007", "InvalidExpand"),
-            TinyError::OutOfBounds { .. } => ("E1008", "IndexOutOfBounds"),
-            TinyError::AccDtypeMismatch { .. } => ("E1009", "AccDtypeMissing"),
-            TinyError::Malformed { .. } => ("E1010", "MalformedTiny"),
+            TinyError::BroadcastMismatch { .. } => codes::BROADCAST_MISMATCH,
+            TinyError::AxisSizeMismatch { .. } => codes::AXIS_SIZE_MISMATCH,
+            TinyError::InvalidPermutation { .. } => codes::INVALID_PERMUTATION,
+            TinyError::AxisOutOfRange { .. } => codes::AXIS_OUT_OF_RANGE,
+            TinyError::BadArity { .. } => codes::WRONG_INPUT_COUNT,
+            TinyError::DtypeMismatch { .. } => codes::DTYPE_MISMATCH,
+            TinyError::InvalidExpand { .. } => codes::INVALID_EXPAND,
+            TinyError::OutOfBounds { .. } => codes::INDEX_OUT_OF_BOUNDS,
+            TinyError::AccDtypeMismatch { .. } => codes::ACC_DTYPE_MISSING,
+            TinyError::Malformed { .. } => codes::MALFORMED_TINY,
         }
     }
 
     /// A diagnostic located at the Tiny node (callers may re-locate it at a frontend node).
     pub fn to_diagnostic(&self) -> Diagnostic {
-        let (code, kind) = self.code_kind();
         Diagnostic::error(
-            code,
-            kind,
+            self.code_kind(),
             Location::TinyNode {
                 tiny_node: self.node().to_string(),
             },

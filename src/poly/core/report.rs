@@ -4,7 +4,7 @@
 use super::compute_at::{compute_at, ComputeAt};
 use super::hints;
 use super::relation::{dependences, DepKind, Dependence};
-use crate::diag::Diagnostic;
+use crate::diag::{codes, Diagnostic};
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::Region;
 use crate::plan::Plan;
@@ -78,7 +78,7 @@ pub fn build(p: &RegionProgram, plans: &BTreeMap<String, Plan>, arch: Arch) -> P
     let mut diagnostics: Vec<Diagnostic> = v
         .diagnostics
         .iter()
-        .filter(|d| d.code == "W2101")
+        .filter(|d| d.code == codes::EXCESSIVE_PIECEWISE.0)
         .cloned()
         .collect();
     let regions: Vec<&Region> = p

@@ -10,6 +10,7 @@
 
 use super::aff::{Aff, Atom};
 use super::stmt::{has_idiv, Stmt};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::region::verify::children;
 use crate::ir::region::{Expr, Region};
@@ -51,8 +52,7 @@ pub fn region_diagnostics(r: &Region, stmts: &[Stmt]) -> Vec<Diagnostic> {
 /// grew past the budget.
 pub fn excessive_piecewise(region: &str, at_value: &str, why: &str) -> Diagnostic {
     Diagnostic::warning(
-        "W2101",
-        "ExcessivePiecewise",
+        codes::EXCESSIVE_PIECEWISE,
         at(region, at_value),
         format!(
             "the piecewise union is too large: {why} (budget: {} pieces, \
@@ -85,8 +85,7 @@ fn missing_div_guards(r: &Region, out: &mut Vec<Diagnostic>) {
         if let Expr::Gather { tensor, index, .. } = e {
             if let Some(why) = gather_index_mod(index) {
                 out.push(Diagnostic::error(
-                    "E1203",
-                    "MissingDivGuard",
+                    codes::REGION_MISSING_DIV_GUARD,
                     at(&r.name, let_name),
                     format!("the gather of `{tensor}` in let `{let_name}`: {why}"),
                     "lower the reshape/view index: linearize, then decompose it with floordiv \
@@ -112,8 +111,7 @@ fn iter_alignment(r: &Region, out: &mut Vec<Diagnostic>) {
             if let Some(size) = &it.size {
                 if size.0 != s.0 {
                     out.push(Diagnostic::error(
-                        "E1304",
-                        "AxisAlignmentMismatch",
+                        codes::AXIS_ALIGNMENT_MISMATCH,
                         at(&r.name, &it.name),
                         format!(
                             "iter `{}` has size {} but dimension {k} of output `{}` is {}",
@@ -165,8 +163,7 @@ fn access_alignment(s: &Stmt, out: &mut Vec<Diagnostic>) {
                 let order = s.dims.clone();
                 out.push(
                     Diagnostic::error(
-                        "E1304",
-                        "AxisAlignmentMismatch",
+                        codes::AXIS_ALIGNMENT_MISMATCH,
                         at(&s.region, s.let_name.as_deref().unwrap_or(&s.name)),
                         format!(
                             "{} `{}` index {j} `{}` ranges over [{}, {}] in {}, outside \

@@ -1,14 +1,14 @@
 //! Contractions: `MatMul`, `GEMM`, `Attention`.
 
 use super::{broadcast, same_size, Ctx, Inferred};
+use crate::diag::codes;
 use crate::diag::Diagnostic;
 use crate::ir::dim::{fmt_shape, Dim};
 use crate::ir::dtype::DType;
-use crate::ir::frontend::diagnose::code;
 use crate::ir::frontend::{Op, TensorInfo};
 
 fn rank_err(cx: &Ctx, why: String, sugg: &str, shape: &[Dim]) -> Diagnostic {
-    cx.err(code::RANK_MISMATCH, why, sugg)
+    cx.err(codes::RANK_MISMATCH, why, sugg)
         .with("shape", fmt_shape(shape))
 }
 
@@ -133,7 +133,7 @@ pub(super) fn gemm(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         if b != shape {
             return Err(cx
                 .err(
-                    code::BROADCAST_MISMATCH,
+                    codes::BROADCAST_MISMATCH,
                     format!(
                         "GEMM C `{cn}` {} must broadcast to [M, N] = {} without growing it",
                         fmt_shape(&tc.shape),
@@ -214,7 +214,7 @@ pub(super) fn attention(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         if mask.dtype != DType::Bool && mask.dtype != dtype {
             return Err(cx
                 .err(
-                    code::DTYPE_MISMATCH,
+                    codes::DTYPE_MISMATCH,
                     format!(
                         "Attention mask `{mn}` is {}; it must be bool (true keeps) or {dtype} (added)",
                         mask.dtype
@@ -230,7 +230,7 @@ pub(super) fn attention(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         if b != scores {
             return Err(cx
                 .err(
-                    code::BROADCAST_MISMATCH,
+                    codes::BROADCAST_MISMATCH,
                     format!(
                         "Attention mask `{mn}` {} must broadcast to the scores' shape {}",
                         fmt_shape(&mask.shape),
@@ -249,7 +249,7 @@ pub(super) fn attention(cx: &Ctx) -> Result<Inferred, Diagnostic> {
             _ => {
                 return Err(cx
                     .err(
-                        code::SYMBOLIC_HEAD_DIM,
+                        codes::SYMBOLIC_HEAD_DIM,
                         format!(
                             "the default Attention scale is 1/sqrt(D), but D = {d} is not a positive constant"
                         ),

@@ -1,10 +1,10 @@
 //! Windowed ops: `Conv`, `ConvTranspose`, `Pool` (PyTorch output-size formulas, N-d).
 
 use super::{same_size, Ctx, Inferred};
+use crate::diag::codes;
 use crate::diag::Diagnostic;
 use crate::ir::dim::{fmt_shape, Dim};
 use crate::ir::dtype::DType;
-use crate::ir::frontend::diagnose::code;
 use crate::ir::frontend::{ConvAttrs, Op, PoolAttrs, PoolMode, TensorInfo};
 
 /// Checks X is `[N, C, *spatial]` with at least one spatial dim; returns the spatial rank.
@@ -12,7 +12,7 @@ fn spatial_rank(cx: &Ctx, name: &str, x: &TensorInfo) -> Result<usize, Diagnosti
     if x.shape.len() < 3 {
         return Err(cx
             .err(
-                code::RANK_MISMATCH,
+                codes::RANK_MISMATCH,
                 format!(
                     "{} input `{name}` has rank {}; it must be [N, C, *spatial] with at least one spatial dim",
                     cx.node.op,
@@ -30,7 +30,7 @@ fn check_out(cx: &Ctx, i: usize, out: &Dim, input: &Dim, min: i64) -> Result<(),
     match out.as_int() {
         Some(v) if v < min => Err(cx
             .err(
-                code::AXIS_SIZE_MISMATCH,
+                codes::AXIS_SIZE_MISMATCH,
                 format!(
                     "{}: spatial dim {i} of size {input} gives an output size of {v}; the (dilated) kernel is larger than the padded input",
                     cx.node.op
@@ -50,7 +50,7 @@ fn check_weights_bias(cx: &Ctx, cout: &Dim) -> Result<(), Diagnostic> {
         if b.shape.len() != 1 || b.shape.first() != Some(cout) {
             return Err(cx
                 .err(
-                    code::AXIS_SIZE_MISMATCH,
+                    codes::AXIS_SIZE_MISMATCH,
                     format!(
                         "{} bias `{bn}` has shape {} but must be [Cout] = [{cout}]",
                         cx.node.op,
@@ -70,7 +70,7 @@ fn weights<'a>(cx: &Ctx<'a>, rank: usize) -> Result<(&'a str, &'a TensorInfo), D
     if w.shape.len() != rank {
         return Err(cx
             .err(
-                code::RANK_MISMATCH,
+                codes::RANK_MISMATCH,
                 format!(
                     "{} weights `{wn}` have rank {} but the input has rank {rank}",
                     cx.node.op,
@@ -91,7 +91,7 @@ fn groups(cx: &Ctx) -> Result<i64, Diagnostic> {
     let g = cx.node.attrs.int("groups").unwrap_or(1);
     if g < 1 {
         return Err(cx.err(
-            code::INVALID_FIELD,
+            codes::INVALID_FIELD,
             format!("`groups` must be >= 1, found {g}"),
             "use groups = 1 for a dense convolution",
         ));
@@ -113,7 +113,7 @@ fn divisible(cx: &Ctx, c: &Dim, g: i64, what: &str) -> Result<(), Diagnostic> {
     }
     Err(cx
         .err(
-            code::AXIS_SIZE_MISMATCH,
+            codes::AXIS_SIZE_MISMATCH,
             format!("{what} = {c} is not divisible by groups = {g}"),
             "choose groups dividing both the input and output channel counts",
         )
@@ -241,7 +241,7 @@ pub(super) fn conv_transpose(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     for i in 0..nsp {
         if output_padding[i] >= stride[i].max(dilation[i]) {
             return Err(cx.err(
-                code::INVALID_FIELD,
+                codes::INVALID_FIELD,
                 format!(
                     "`output_padding` {} on spatial dim {i} must be smaller than stride ({}) or dilation ({})",
                     output_padding[i], stride[i], dilation[i]
@@ -325,7 +325,7 @@ pub(super) fn pool(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         let (lo, hi) = pad[i];
         if lo > eff / 2 || hi > eff / 2 {
             return Err(cx.err(
-                code::INVALID_FIELD,
+                codes::INVALID_FIELD,
                 format!(
                     "Pool pad [{lo}, {hi}] on spatial dim {i} exceeds half the (dilated) kernel size {eff}"
                 ),

@@ -1,10 +1,10 @@
 //! `Elementwise`: unary, binary and `where`, with numpy broadcasting and scalar constants.
 
 use super::{broadcast, Ctx, In, Inferred};
+use crate::diag::codes;
 use crate::diag::Diagnostic;
 use crate::ir::dim::Shape;
 use crate::ir::dtype::DType;
-use crate::ir::frontend::diagnose::code;
 use crate::ir::frontend::{EwFn, Op, TensorInfo};
 
 /// Functions only defined on floating-point values. `pow` is among them: Tiny IR's POW is
@@ -40,7 +40,7 @@ fn operand_dtype(cx: &Ctx, idx: &[usize]) -> Result<Option<DType>, Diagnostic> {
 pub(super) fn elementwise(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let Some(func) = cx.node.attrs.ew_fn() else {
         return Err(cx.err(
-            code::INVALID_FIELD,
+            codes::INVALID_FIELD,
             "Elementwise needs the attribute `fn`",
             "add `\"fn\"` (e.g. \"add\", \"relu\")",
         ));
@@ -57,7 +57,7 @@ pub(super) fn elementwise(cx: &Ctx) -> Result<Inferred, Diagnostic> {
             if t.dtype != DType::Bool {
                 return Err(cx
                     .err(
-                        code::DTYPE_MISMATCH,
+                        codes::DTYPE_MISMATCH,
                         format!(
                             "the condition `{name}` of `where` must be bool, found {}",
                             t.dtype
@@ -78,7 +78,7 @@ pub(super) fn elementwise(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     if dtype == DType::Bool && not_bool(func) {
         return Err(cx
             .err(
-                code::UNSUPPORTED_DTYPE,
+                codes::UNSUPPORTED_DTYPE,
                 format!("`{}` is not defined on bool tensors", func.name()),
                 "Cast the operands to i32 or a float type first (max/min act as or/and)",
             )

@@ -12,9 +12,10 @@ mod movement;
 mod norm;
 
 use super::attrs::PadSpec;
-use super::diagnose::{code, diag, tensor_loc};
+use super::diagnose::{diag, tensor_loc};
 use super::parse::{RawDoc, RawNode};
 use super::{Graph, Node, Op, Operand, TensorInfo};
+use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::dim::{fmt_shape, Dim, Shape};
 use crate::ir::dtype::DType;
@@ -40,7 +41,7 @@ impl<'a> Ctx<'a> {
     /// An error located at the node.
     pub fn err(
         &self,
-        c: code::Code,
+        c: codes::Code,
         why: impl Into<String>,
         sugg: impl Into<String>,
     ) -> Diagnostic {
@@ -60,7 +61,7 @@ impl<'a> Ctx<'a> {
             };
             return Err(self
                 .err(
-                    code::WRONG_INPUT_COUNT,
+                    codes::WRONG_INPUT_COUNT,
                     format!(
                         "{} takes {expected} inputs ({what}), node `{}` has {n}",
                         self.node.op, self.node.name
@@ -78,7 +79,7 @@ impl<'a> Ctx<'a> {
         match self.ins.get(i) {
             Some(In::Tensor(n, t)) => Ok((n, t)),
             _ => Err(self.err(
-                code::WRONG_INPUT_COUNT,
+                codes::WRONG_INPUT_COUNT,
                 format!("input {i} of {} must be a tensor", self.node.op),
                 "give a tensor name",
             )),
@@ -96,7 +97,7 @@ impl<'a> Ctx<'a> {
         if a < 0 || a >= r {
             return Err(self
                 .err(
-                    code::AXIS_OUT_OF_RANGE,
+                    codes::AXIS_OUT_OF_RANGE,
                     format!(
                         "{what} {axis} is out of range for a rank-{rank} tensor (valid: {} to {})",
                         -r,
@@ -121,7 +122,7 @@ impl<'a> Ctx<'a> {
             let n = self.axis(*a, rank, what)?;
             if !out.insert(n) {
                 return Err(self.err(
-                    code::INVALID_FIELD,
+                    codes::INVALID_FIELD,
                     format!("axis {n} appears twice in `{what}`"),
                     "list each axis once",
                 ));
@@ -140,7 +141,7 @@ impl<'a> Ctx<'a> {
                 Some((fname, d)) if d != t.dtype => {
                     return Err(self
                         .err(
-                            code::DTYPE_MISMATCH,
+                            codes::DTYPE_MISMATCH,
                             format!(
                                 "operands `{fname}` ({d}) and `{name}` ({}) of {} have different dtypes; there is no implicit promotion",
                                 t.dtype, self.node.op
@@ -155,7 +156,7 @@ impl<'a> Ctx<'a> {
         }
         first.map(|(_, d)| d).ok_or_else(|| {
             self.err(
-                code::WRONG_INPUT_COUNT,
+                codes::WRONG_INPUT_COUNT,
                 format!("{} needs a tensor operand", self.node.op),
                 "give a tensor input",
             )
@@ -169,7 +170,7 @@ impl<'a> Ctx<'a> {
         }
         Err(self
             .err(
-                code::UNSUPPORTED_DTYPE,
+                codes::UNSUPPORTED_DTYPE,
                 format!("{what} is defined on floating-point tensors, not {d}"),
                 "Cast the input to fp32 (or fp16/bf16) first",
             )
@@ -181,7 +182,7 @@ impl<'a> Ctx<'a> {
         let acc = self.node.attrs.dtype("acc_dtype").unwrap_or(DType::F32);
         if d.is_float() && !acc.is_float() {
             return Err(self.err(
-                code::INVALID_FIELD,
+                codes::INVALID_FIELD,
                 format!("`acc_dtype` {acc} is not a floating-point type"),
                 "use fp32 (the default) or fp16",
             ));
@@ -203,7 +204,7 @@ impl<'a> Ctx<'a> {
             (Some((v, false)), _) => {
                 if v.len() != nsp {
                     return Err(self.err(
-                        code::INVALID_FIELD,
+                        codes::INVALID_FIELD,
                         format!(
                             "`{name}` has {} entries but the input has {nsp} spatial dims",
                             v.len()
@@ -216,7 +217,7 @@ impl<'a> Ctx<'a> {
             (None, Some(d)) => vec![d; nsp],
             (None, None) => {
                 return Err(self.err(
-                    code::INVALID_FIELD,
+                    codes::INVALID_FIELD,
                     format!("{} needs the attribute `{name}`", self.node.op),
                     format!("add `\"{name}\"`"),
                 ))
@@ -224,7 +225,7 @@ impl<'a> Ctx<'a> {
         };
         if let Some(bad) = v.iter().find(|x| **x < min) {
             return Err(self.err(
-                code::INVALID_FIELD,
+                codes::INVALID_FIELD,
                 format!("`{name}` must be >= {min}, found {bad}"),
                 format!("use values >= {min}"),
             ));
@@ -246,7 +247,7 @@ impl<'a> Ctx<'a> {
                     PadSpec::All(_) => 1,
                 };
                 return Err(self.err(
-                    code::INVALID_FIELD,
+                    codes::INVALID_FIELD,
                     format!("`pad` has {n} entries but the input has {nsp} spatial dims"),
                     format!("give one integer, {nsp} integers, or {nsp} [lo, hi] pairs"),
                 ));
@@ -254,7 +255,7 @@ impl<'a> Ctx<'a> {
         };
         if let Some((lo, hi)) = pads.iter().find(|(lo, hi)| *lo < 0 || *hi < 0) {
             return Err(self.err(
-                code::INVALID_FIELD,
+                codes::INVALID_FIELD,
                 format!("`pad` must be non-negative, found [{lo}, {hi}]"),
                 "use non-negative pads (crop with Slice or Pad instead)",
             ));
@@ -275,7 +276,7 @@ pub(super) fn same_size(
         return Ok(());
     }
     Err(cx
-        .err(code::AXIS_SIZE_MISMATCH, why(), sugg)
+        .err(codes::AXIS_SIZE_MISMATCH, why(), sugg)
         .with("lhs", a)
         .with("rhs", b))
 }
@@ -284,7 +285,7 @@ pub(super) fn same_size(
 pub(super) fn broadcast(cx: &Ctx, a: &[Dim], b: &[Dim], what: &str) -> Result<Shape, Diagnostic> {
     crate::ir::dim::broadcast_shapes(a, b).map_err(|(x, y)| {
         cx.err(
-            code::BROADCAST_MISMATCH,
+            codes::BROADCAST_MISMATCH,
             format!(
                 "{what}: shapes {} and {} do not broadcast (right-aligned, sizes {x} and {y} differ and neither is 1)",
                 fmt_shape(a),
@@ -316,7 +317,7 @@ pub(super) fn constant_numel_overflows(shape: &[Dim]) -> bool {
 
 fn overflow_diag(name: &str, shape: &[Dim]) -> Diagnostic {
     diag(
-        code::SHAPE_OVERFLOW,
+        codes::SHAPE_OVERFLOW,
         tensor_loc(name),
         format!(
             "tensor `{name}` of shape {} has more elements than fit in i64",
@@ -354,7 +355,7 @@ fn infer_node(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         "Unfold" => movement::unfold(cx),
         "Gather" => movement::gather(cx),
         other => Err(cx.err(
-            code::UNKNOWN_OP,
+            codes::UNKNOWN_OP,
             format!("unknown op `{other}`"),
             "this is a front-end bug: the parser accepted an op inference does not know",
         )),
@@ -374,7 +375,7 @@ fn check_declared(
 ) -> Result<(), Diagnostic> {
     let mismatch = |why: String| {
         diag(
-            code::AXIS_SIZE_MISMATCH,
+            codes::AXIS_SIZE_MISMATCH,
             node.loc(),
             why,
             format!(
@@ -387,7 +388,7 @@ fn check_declared(
     };
     if declared.dtype != inferred.dtype {
         return Err(diag(
-            code::DTYPE_MISMATCH,
+            codes::DTYPE_MISMATCH,
             node.loc(),
             format!(
                 "tensor `{name}` is declared {} but node `{}` produces {}",

@@ -2,11 +2,11 @@
 //! `Repeat`, `Unfold`, `Gather`.
 
 use super::{Ctx, Inferred};
+use crate::diag::codes;
 use crate::diag::Diagnostic;
 use crate::ir::dim::{fmt_shape, numel, Dim, Shape};
 use crate::ir::dtype::DType;
 use crate::ir::frontend::attrs::{DimSpec, PadSpec};
-use crate::ir::frontend::diagnose::code;
 use crate::ir::frontend::{Op, TensorInfo};
 
 fn out(x: &TensorInfo, shape: Shape) -> TensorInfo {
@@ -17,7 +17,7 @@ fn out(x: &TensorInfo, shape: Shape) -> TensorInfo {
 }
 
 fn invalid(cx: &Ctx, why: String, sugg: &str) -> Diagnostic {
-    cx.err(code::INVALID_FIELD, why, sugg)
+    cx.err(codes::INVALID_FIELD, why, sugg)
 }
 
 fn spec_dim(s: &DimSpec) -> Option<Dim> {
@@ -82,7 +82,7 @@ pub(super) fn reshape(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let others: Vec<Dim> = specs.iter().filter_map(spec_dim).collect();
     let mismatch = |why: String| {
         cx.err(
-            code::AXIS_SIZE_MISMATCH,
+            codes::AXIS_SIZE_MISMATCH,
             why,
             "the target must have as many elements as the input: check the sizes",
         )
@@ -136,7 +136,7 @@ pub(super) fn permute(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let r = i64::try_from(rank).unwrap_or(i64::MAX);
     let bad = || {
         cx.err(
-            code::INVALID_PERMUTATION,
+            codes::INVALID_PERMUTATION,
             format!(
                 "perm {given:?} is not a permutation of 0..{rank} (the axes of `{xn}` {})",
                 fmt_shape(&x.shape)
@@ -176,7 +176,7 @@ pub(super) fn expand(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let specs = cx.node.attrs.dims("shape").unwrap_or(&[]);
     let bad = |why: String| {
         cx.err(
-            code::INVALID_EXPAND,
+            codes::INVALID_EXPAND,
             why,
             "only size-1 axes may grow; new axes go in front; -1 keeps an existing axis",
         )
@@ -246,7 +246,7 @@ pub(super) fn pad(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         if o.as_int().is_some_and(|v| v < 0) {
             return Err(cx
                 .err(
-                    code::AXIS_SIZE_MISMATCH,
+                    codes::AXIS_SIZE_MISMATCH,
                     format!("Pad crops axis {i} of size {d} by more than its size ([{lo}, {hi}])"),
                     "crop at most the axis' size",
                 )
@@ -320,7 +320,7 @@ pub(super) fn slice(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     if n > rank {
         return Err(cx
             .err(
-                code::AXIS_OUT_OF_RANGE,
+                codes::AXIS_OUT_OF_RANGE,
                 format!("Slice lists {n} axes but `{xn}` has rank {rank}"),
                 "give at most one start/end per axis",
             )
@@ -389,7 +389,7 @@ pub(super) fn concat(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         if x.shape.len() != rank {
             return Err(cx
                 .err(
-                    code::RANK_MISMATCH,
+                    codes::RANK_MISMATCH,
                     format!(
                         "Concat operands `{x0n}` {} and `{xn}` {} have different ranks",
                         fmt_shape(&x0.shape),
@@ -406,7 +406,7 @@ pub(super) fn concat(cx: &Ctx) -> Result<Inferred, Diagnostic> {
             } else if a != b {
                 return Err(cx
                     .err(
-                        code::AXIS_SIZE_MISMATCH,
+                        codes::AXIS_SIZE_MISMATCH,
                         format!(
                             "Concat along axis {axis}: `{x0n}` {} and `{xn}` {} differ on axis {j}",
                             fmt_shape(&x0.shape),
@@ -484,7 +484,7 @@ pub(super) fn unfold(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     if dim.as_int().is_some_and(|d| d < size) {
         return Err(cx
             .err(
-                code::AXIS_SIZE_MISMATCH,
+                codes::AXIS_SIZE_MISMATCH,
                 format!("Unfold window size {size} exceeds axis {axis} of `{xn}` (size {dim})"),
                 "use a window no larger than the axis",
             )
@@ -504,7 +504,7 @@ pub(super) fn gather(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     if ix.dtype != DType::I32 {
         return Err(cx
             .err(
-                code::DTYPE_MISMATCH,
+                codes::DTYPE_MISMATCH,
                 format!("Gather index `{iname}` must be i32, found {}", ix.dtype),
                 format!("Cast `{iname}` to i32"),
             )
@@ -513,7 +513,7 @@ pub(super) fn gather(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     if ix.shape.len() != x.shape.len() {
         return Err(cx
             .err(
-                code::RANK_MISMATCH,
+                codes::RANK_MISMATCH,
                 format!(
                     "Gather index `{iname}` {} must have the rank of `{xn}` {}",
                     fmt_shape(&ix.shape),
@@ -541,7 +541,7 @@ pub(super) fn gather(cx: &Ctx) -> Result<Inferred, Diagnostic> {
         if !fits {
             return Err(cx
                 .err(
-                    code::AXIS_SIZE_MISMATCH,
+                    codes::AXIS_SIZE_MISMATCH,
                     format!(
                         "Gather index `{iname}` {} is larger than `{xn}` {} on axis {j} (or cannot be shown not to be)",
                         fmt_shape(&ix.shape),

@@ -2,17 +2,17 @@
 //! `Cumulative`, `Cast`.
 
 use super::{Ctx, Inferred};
+use crate::diag::codes;
 use crate::diag::Diagnostic;
 use crate::ir::dim::fmt_shape;
 use crate::ir::dtype::DType;
-use crate::ir::frontend::diagnose::code;
 use crate::ir::frontend::{CumFn, Op, ReduceFn, TensorInfo};
 
 fn eps(cx: &Ctx, default: f64) -> Result<f64, Diagnostic> {
     let e = cx.node.attrs.num_or("eps", default);
     if e < 0.0 {
         return Err(cx.err(
-            code::INVALID_FIELD,
+            codes::INVALID_FIELD,
             format!("`eps` must be non-negative, found {e}"),
             format!("use a small positive value such as {default}"),
         ));
@@ -46,7 +46,7 @@ fn check_params(cx: &Ctx, x: &TensorInfo, axis: usize, names: &[&str]) -> Result
         if p.shape != normalized {
             return Err(cx
                 .err(
-                    code::AXIS_SIZE_MISMATCH,
+                    codes::AXIS_SIZE_MISMATCH,
                     format!(
                         "{} {what} `{pn}` has shape {} but the normalized axes of X are {}",
                         cx.node.op,
@@ -141,7 +141,7 @@ pub(super) fn reduce(cx: &Ctx) -> Result<Inferred, Diagnostic> {
                 None | Some(DType::I32) => DType::I32,
                 Some(d) => {
                     return Err(cx.err(
-                        code::INVALID_FIELD,
+                        codes::INVALID_FIELD,
                         format!("an i32 Reduce accumulates in i32, not {d}"),
                         "remove `acc_dtype`, or Cast the input to a float type first",
                     ))
@@ -158,7 +158,7 @@ pub(super) fn reduce(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let (given, _) = cx.node.attrs.ints("axes").unwrap_or((&[], false));
     if given.is_empty() {
         return Err(cx.err(
-            code::INVALID_FIELD,
+            codes::INVALID_FIELD,
             "`axes` of Reduce is empty",
             "list the axes to reduce (all axes: [0, 1, …, rank-1])",
         ));
@@ -224,7 +224,7 @@ pub(super) fn cast(cx: &Ctx) -> Result<Inferred, Diagnostic> {
     let (_, x) = cx.t(0)?;
     let Some(to) = cx.node.attrs.dtype("to") else {
         return Err(cx.err(
-            code::INVALID_FIELD,
+            codes::INVALID_FIELD,
             "Cast needs the attribute `to`",
             "add `\"to\": \"fp32\"` (or fp16, bf16, i32, bool)",
         ));

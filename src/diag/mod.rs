@@ -11,6 +11,10 @@
 use serde::Serialize;
 use std::fmt;
 
+pub mod codes;
+
+pub use codes::Code;
+
 /// Where a diagnostic points. Serialized flat, as seed 001 §14 shows it: `{"node": "mm", "op":
 /// "MatMul"}`, `{"tensor": "A"}`, `{"file": …, "line": 3, "column": 5}`, `{"document": true}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,10 +135,9 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    /// An error with the given code and kind.
+    /// An error with the given code (one of the registry's, [`codes`]).
     pub fn error(
-        code: &'static str,
-        kind: &'static str,
+        (code, kind): Code,
         at: Location,
         why: impl Into<String>,
         suggestion: impl Into<String>,
@@ -150,17 +153,16 @@ impl Diagnostic {
         }
     }
 
-    /// A warning with the given code and kind.
+    /// A warning with the given code (one of the registry's, [`codes`]).
     pub fn warning(
-        code: &'static str,
-        kind: &'static str,
+        code: Code,
         at: Location,
         why: impl Into<String>,
         suggestion: impl Into<String>,
     ) -> Diagnostic {
         Diagnostic {
             severity: Severity::Warning,
-            ..Diagnostic::error(code, kind, at, why, suggestion)
+            ..Diagnostic::error(code, at, why, suggestion)
         }
     }
 
@@ -168,8 +170,7 @@ impl Diagnostic {
     /// is wrong with its bytes).
     pub fn unreadable_input(path: &std::path::Path, why: impl Into<String>) -> Diagnostic {
         Diagnostic::error(
-            "E0000",
-            "UnreadableInput",
+            codes::UNREADABLE_INPUT,
             Location::Argument {
                 argument: path.display().to_string(),
             },
@@ -277,8 +278,7 @@ mod tests {
     #[test]
     fn locations_serialize_flat() {
         let d = Diagnostic::error(
-            "E1001",
-            "BroadcastMismatch",
+            codes::BROADCAST_MISMATCH,
             Location::Node {
                 node: "add".into(),
                 op: "Elementwise".into(),
@@ -300,8 +300,7 @@ mod tests {
     #[test]
     fn text_form_has_code_kind_location_and_help() {
         let d = Diagnostic::error(
-            "E0303",
-            "MissingInput",
+            codes::MISSING_INPUT,
             Location::Tensor { tensor: "W".into() },
             "no value",
             "pass it",
@@ -368,8 +367,7 @@ impl From<Diagnostic> for Failure {
 /// `E0317`: the optimizer could not compile a graph the front end accepted (a compiler bug).
 pub(crate) fn optimizer_bug(why: &str) -> Diagnostic {
     Diagnostic::error(
-        "E0317",
-        "OptimizerFailed",
+        codes::OPTIMIZER_FAILED,
         Location::Document,
         format!("the optimizer could not compile this graph: {why}"),
         "this is a compiler bug; run without --optimized to get the reference result, and \
