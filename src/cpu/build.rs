@@ -34,8 +34,8 @@ pub fn fma_enabled() -> bool {
 fn amd_cores() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: `cpuid` leaf 0 exists on every x86-64 processor.
-        let r = unsafe { std::arch::x86_64::__cpuid(0) };
+        // `cpuid` leaf 0: the vendor string, on every x86-64 processor.
+        let r = std::arch::x86_64::__cpuid(0);
         let vendor: Vec<u8> = [r.ebx, r.edx, r.ecx]
             .iter()
             .flat_map(|w| w.to_le_bytes())
