@@ -194,6 +194,47 @@ fn softmax_over_either_axis_with_tails() {
     }
 }
 
+/// Row reductions to a scalar (sum, max, min, mean, prod over the last axis, and sum over both
+/// axes: a global one), each fp32 row folded in 64 lane accumulators, then 16, then a scalar
+/// tail, the lanes folded pairwise (`emit_loops.rs`): lengths that stop in every stage, a
+/// divide of each row by its sum (`DLC_DIV_INV`) beside them.
+const ROW_REDUCES: &str = r#"{
+  "signature": {"inputs": [{"tensor": "X"}],
+                "outputs": [{"tensor": "S"}, {"tensor": "M"}, {"tensor": "N"}, {"tensor": "A"},
+                            {"tensor": "P"}, {"tensor": "G"}, {"tensor": "D"}]},
+  "symbols": {"R": 3, "C": 37},
+  "tensors": {
+    "X": {"dtype": "fp32", "shape": ["R", "C"]},
+    "S": {"dtype": "fp32", "shape": ["R"]}, "M": {"dtype": "fp32", "shape": ["R"]},
+    "N": {"dtype": "fp32", "shape": ["R"]}, "A": {"dtype": "fp32", "shape": ["R"]},
+    "P": {"dtype": "fp32", "shape": ["R"]}, "G": {"dtype": "fp32", "shape": []},
+    "S2": {"dtype": "fp32", "shape": ["R", 1]}, "D": {"dtype": "fp32", "shape": ["R", "C"]}
+  },
+  "graph": [
+    {"op": "Reduce", "name": "s", "inputs": ["X"], "outputs": ["S"], "attrs": {"fn": "sum", "axes": [1]}},
+    {"op": "Reduce", "name": "m", "inputs": ["X"], "outputs": ["M"], "attrs": {"fn": "max", "axes": [1]}},
+    {"op": "Reduce", "name": "n", "inputs": ["X"], "outputs": ["N"], "attrs": {"fn": "min", "axes": [1]}},
+    {"op": "Reduce", "name": "a", "inputs": ["X"], "outputs": ["A"], "attrs": {"fn": "mean", "axes": [1]}},
+    {"op": "Reduce", "name": "p", "inputs": ["X"], "outputs": ["P"], "attrs": {"fn": "prod", "axes": [1]}},
+    {"op": "Reduce", "name": "g", "inputs": ["X"], "outputs": ["G"], "attrs": {"fn": "sum", "axes": [0, 1]}},
+    {"op": "Reduce", "name": "s2", "inputs": ["X"], "outputs": ["S2"],
+     "attrs": {"fn": "sum", "axes": [1], "keepdim": true}},
+    {"op": "Elementwise", "name": "d", "inputs": ["X", "S2"], "outputs": ["D"], "attrs": {"fn": "div"}}
+  ]
+}"#;
+
+#[test]
+fn row_reductions_stop_in_every_lane_stage() {
+    let mut failures = Vec::new();
+    for c in [1, 15, 16, 17, 63, 64, 65, 79, 80, 81, 143, 1000] {
+        let what = format!("row reductions R=3 C={c}");
+        if let Err(e) = check_graph(ROW_REDUCES, &[("R", 3), ("C", c)], &what) {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// Contractions whose sizes leave tails in every tile dimension of the packed GEMM (`gemm.h`:
 /// MR 8 or 4, NR 16, KC 256, MC 8·MR, NC 8·NR): convolutions 3×3 stride 1 and 2 with padding,
 /// 1×1, depthwise (groups = channels), a batch of two images (output columns not contiguous

@@ -19,6 +19,28 @@ pub enum TargetArg {
     Cpu,
 }
 
+/// The native backend's `--explain` account of `p` (`optimize --target cpu --explain`): the
+/// program emitted as `run --device cpu` emits it, at the default thread count, priced by the
+/// cost parameters in effect, sizes bound by the graph's symbols.
+pub fn explain_native(
+    graph: &dlc_egg::ir::frontend::Graph,
+    p: &RegionProgram,
+    plan_cache: Option<&Path>,
+) -> Result<dlc_egg::optimize::explain::TargetExplain, Failure> {
+    use dlc_egg::cpu;
+    let prog = cpu::program::emit_program_with_params(p, &cpu::exec::param_inputs(graph))?;
+    let params = cpu::calibrate::CpuCostParams::load(&cpu::build::cache_dir(plan_cache))?;
+    let bindings = graph.symbols.clone();
+    Ok(cpu::explain::explain(
+        &prog,
+        p,
+        cpu::Isa::detect(),
+        &params,
+        cpu::default_threads(),
+        &bindings,
+    ))
+}
+
 /// Writes `kernels.c` and `manifest.json` for `p` into `dir`: the C `run --device cpu` compiles,
 /// contractions over the `params` inputs keeping their packed weights between runs.
 pub fn write_native(

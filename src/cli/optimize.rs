@@ -196,7 +196,22 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     if let (Some(dir), Some(c), false) = (&a.out_dir, &code, native) {
         write_code(dir, c)?;
     }
-    print_outputs(a, &layers, (&graph, &prog, &o), code.as_ref(), &report)
+    let cpu_explain = if native && a.explain {
+        Some(super::cpu::explain_native(
+            &graph,
+            &o.program,
+            a.plan_cache.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    print_outputs(
+        a,
+        &layers,
+        (&graph, &prog, &o),
+        code.as_ref(),
+        (&report, cpu_explain.as_ref()),
+    )
 }
 
 /// The optimizer's options from the flags (`E0313` for a bad `--extract-timeout`).
@@ -245,14 +260,15 @@ fn write_report(path: &std::path::Path, report: &Report) -> Result<(), Failure> 
 }
 
 /// What `optimize` prints: the `--dump` layers (JSON, or plain CUDA / DOT text for a lone `cu`
-/// / `dot` layer), then the `--explain` report (on stderr when layers are dumped), or else the
-/// one-line-per-kernel summary.
+/// / `dot` layer), then the `--explain` report (on stderr when layers are dumped; with
+/// `--target cpu`, the native backend's account of each kernel in place of the GPU plans), or
+/// else the one-line-per-kernel summary.
 fn print_outputs(
     a: &OptimizeArgs,
     layers: &[DumpLayer],
     (graph, prog, o): (&frontend::Graph, &Program, &Optimized),
     code: Option<&Generated>,
-    report: &Report,
+    (report, target): (&Report, Option<&explain::TargetExplain>),
 ) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     if let ([DumpLayer::Cu], Some(c)) = (layers, code) {
@@ -268,7 +284,7 @@ fn print_outputs(
         }
     }
     if a.explain {
-        let text = explain::render(report, a.timings);
+        let text = explain::render_for(report, a.timings, target);
         if layers.is_empty() {
             let _ = write!(stdout, "{text}");
         } else {

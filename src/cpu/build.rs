@@ -65,8 +65,8 @@ pub fn wide_gemm(isa: Isa, fma: bool) -> bool {
 pub const ENV_STREAM_MIN_BYTES: &str = "DLC_CPU_STREAM_MIN_BYTES";
 
 /// The flags every compile uses (before the optional `libmvec` ones): `-ffp-contract=fast`, or
-/// with `DLC_CPU_FMA=0` `-ffp-contract=off` (every op rounds as the reference rounds it); the
-/// GEMM tile width ([`wide_gemm`]).
+/// with `DLC_CPU_FMA=0` `-ffp-contract=off` and `-DDLC_EXACT_DIV` (every op rounds as the
+/// reference rounds it, divisions by a row's scalar included); the GEMM tile width ([`wide_gemm`]).
 pub fn base_flags(isa: Isa) -> Vec<String> {
     let fma = fma_enabled();
     let contract = if fma {
@@ -89,6 +89,9 @@ pub fn base_flags(isa: Isa) -> Vec<String> {
     f.extend(isa.flags().iter().map(|s| s.to_string()));
     if wide_gemm(isa, fma) {
         f.push("-DDLC_GEMM_WIDE".into());
+    }
+    if !fma {
+        f.push("-DDLC_EXACT_DIV".into());
     }
     if let Ok(v) = std::env::var(ENV_STREAM_MIN_BYTES) {
         match v.trim().parse::<i64>() {

@@ -437,6 +437,30 @@ impl Emitter<'_> {
     /// as many batch points as threads, the threads take whole batch points (attention's heads),
     /// each with its own buffers; else all threads share every batch point's loops inside one
     /// parallel region.
+    /// The notes of a contraction: its GEMM view, which operands are kept packs, whether the
+    /// region's epilogue runs on its hot blocks.
+    fn note_contraction(&mut self, c: &Contraction, keep: [bool; 2]) {
+        let batch = if c.batch.is_empty() {
+            String::new()
+        } else {
+            " per batch point (threads over the batch when it has at least as many points)"
+                .to_string()
+        };
+        self.note(format!(
+            "packed GEMM{batch}: A packed in row panels, B packed per column block, the gemm.h register tile"
+        ));
+        for (slot, what) in [(0, "row"), (1, "column")] {
+            if keep[slot] {
+                self.note(format!(
+                    "the {what} operand (weights) packed once per loaded program and kept"
+                ));
+            }
+        }
+        if self.fused_epilogue {
+            self.note("the pointwise epilogue applied to each work item's block while it is hot");
+        }
+    }
+
     pub(super) fn emit_contraction(&mut self, li: usize) -> Result<(), CpuError> {
         let Some(c) = self.oriented(li) else {
             return Ok(());
@@ -482,6 +506,7 @@ impl Emitter<'_> {
             c.batch.is_empty() && self.reads_only_params(&c.x),
             c.batch.is_empty() && self.reads_only_params(&c.y),
         ];
+        self.note_contraction(&c, keep);
         self.emit_scratch(li, c.rows.len(), c.cols.len(), keep, keep_ix(&c));
         self.line("if (cok) {");
         self.indent += 1;

@@ -8,8 +8,8 @@
 //! loop whose innermost axis is an `omp simd` loop (vectors plus the compiler's scalar tail), a
 //! top-level reduce over remaining iters is interchanged (reduce axes outside, the vector loop
 //! over the free iters inside: every element still folds its axes in row-major order, so the
-//! result is the reference's bit for bit), and a reduce to a scalar is a vectorized horizontal
-//! reduction (`omp simd reduction`, fp32 sums). In *flat* form (`O` empty: 1-D regions, global
+//! result is the reference's bit for bit), and an fp32 reduce to a scalar is a vectorized
+//! horizontal reduction (64 lane accumulators, [`super::emit_loops`]). In *flat* form (`O` empty: 1-D regions, global
 //! reductions) each let is a whole array and its loop nest is `omp parallel for` over its
 //! outermost iter. Values compute in their kind ([`crate::ir::region::kind`]): fp32 as `float`
 //! (fp16/bf16 storage converted on load and store), i32 and bool as `int32_t`, i32/bool ops
@@ -17,18 +17,14 @@
 
 use super::contraction::{recognize, Contraction};
 pub use super::cvalue::storage_type;
-use super::cvalue::{
-    acc_type, binary_float, binary_int, constant, fold, init_lit, load, to_dtype, unary_double,
-    unary_float, widen,
-};
 use super::CpuError;
 use crate::codegen::cexpr;
 use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::kind::{Kind, Kinds};
-use crate::ir::region::verify::{reduce_extents, verify, Checked};
-use crate::ir::region::{BinaryFn, Expr, Pred, Reduce, Region};
+use crate::ir::region::verify::{verify, Checked};
+use crate::ir::region::{Expr, Pred, Region};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -38,8 +34,13 @@ use std::fmt::Write as _;
 pub struct EmittedRegion {
     /// The C function.
     pub code: String,
-    /// How its loops are organized: `rows(m)` (parallel over the named outer iters) or `flat`.
+    /// How its loops are organized: `rows(m)` (parallel over the named outer iters), `flat`, or
+    /// `gemm` (a contraction's work items with the region's epilogue on their blocks).
     pub form: String,
+    /// What the emitter chose inside that form, one phrase each in emission order (packed GEMM,
+    /// kept weight packs, a fused block epilogue, lane reductions, ...): `--explain` and the
+    /// manifest print them.
+    pub notes: Vec<String>,
 }
 
 /// Per let: its kind, its free iters that are not outer, its buffer.
@@ -82,6 +83,8 @@ pub(super) struct Emitter<'a> {
     /// and written by `dlc_put_row` (non-temporal stores for outputs of at least
     /// `DLC_STREAM_MIN_BYTES`, decided at run time by `dlc_stream`): see [`Emitter::plan_streams`].
     pub(super) streamed: Vec<usize>,
+    /// [`EmittedRegion::notes`].
+    pub(super) notes: Vec<String>,
 }
 
 pub(super) type Scope = Vec<(String, String)>;
@@ -196,13 +199,19 @@ pub fn emit_region(
     );
     code.push_str(&em.body);
     code.push_str("}\n");
-    let form = if em.outer.is_empty() {
+    let form = if em.fused_epilogue {
+        "gemm".to_string()
+    } else if em.outer.is_empty() {
         "flat".to_string()
     } else {
         let names: Vec<&str> = em.outer.iter().map(|i| r.iters[*i].name.as_str()).collect();
         format!("rows({})", names.join(","))
     };
-    Ok(EmittedRegion { code, form })
+    Ok(EmittedRegion {
+        code,
+        form,
+        notes: em.notes,
+    })
 }
 
 impl<'a> Emitter<'a> {
@@ -281,6 +290,7 @@ impl<'a> Emitter<'a> {
             params: BTreeSet::new(),
             fused_epilogue: false,
             streamed: Vec::new(),
+            notes: Vec::new(),
         };
         for (li, gemm) in gemms.into_iter().enumerate() {
             let kind = em.kind_of(&r.lets[li].expr);
@@ -298,6 +308,14 @@ impl<'a> Emitter<'a> {
             });
         }
         em
+    }
+
+    /// Records a choice for [`EmittedRegion::notes`] (once).
+    pub(super) fn note(&mut self, what: impl Into<String>) {
+        let what = what.into();
+        if !self.notes.contains(&what) {
+            self.notes.push(what);
+        }
     }
 
     pub(super) fn kind_of(&self, e: &Expr) -> Kind {
@@ -436,185 +454,6 @@ impl<'a> Emitter<'a> {
         Ok((format!("in{ii}[{idx}]"), inp.dtype))
     }
 
-    /// `e` as a C expression of kind `self.kind_of(e)`.
-    pub(super) fn expr(&mut self, e: &Expr, scope: &mut Scope) -> Result<String, CpuError> {
-        Ok(match e {
-            Expr::Scan(_) => {
-                return Err(CpuError::Codegen {
-                    region: self.r.name.clone(),
-                    why: "a scan inside an expression (a scan is a let's whole expression)".into(),
-                })
-            }
-            Expr::Const(c) => constant(*c, crate::ir::region::kind::const_kind(*c)),
-            Expr::Let(n) => {
-                let li = self
-                    .r
-                    .lets
-                    .iter()
-                    .position(|l| &l.name == n)
-                    .ok_or_else(|| CpuError::Codegen {
-                        region: self.r.name.clone(),
-                        why: format!("undefined let `{n}`"),
-                    })?;
-                self.let_ref(li, scope)
-            }
-            Expr::Read { tensor, map } => {
-                let (x, dt) = self.read(tensor, map, scope, None)?;
-                load(x, dt)
-            }
-            Expr::Unary(f, x) => {
-                let k = self.kind_of(x);
-                let xs = self.expr(x, scope)?;
-                match k {
-                    Kind::Float => unary_float(*f, &xs),
-                    Kind::I32 => format!(
-                        "dlc_wrap_i32({})",
-                        unary_double(*f, &format!("((double){xs})"))
-                    ),
-                    Kind::Bool => {
-                        format!("dlc_bool({})", unary_double(*f, &format!("((double){xs})")))
-                    }
-                }
-            }
-            Expr::Binary(f, a, b) => self.binary(*f, a, b, scope)?,
-            Expr::Select {
-                pred,
-                then,
-                otherwise,
-            } => {
-                let k = self.operands_kind(&[then, otherwise]);
-                let p = self.pred(pred, scope);
-                if let (true, Expr::Read { tensor, map }, Expr::Const(_)) =
-                    (self.clamp_guards, &**then, &**otherwise)
-                {
-                    let o = self.operand(otherwise, k, scope)?;
-                    let (x, dt) = self.read(tensor, map, scope, None)?;
-                    // `in<k>[idx]` → `in<k>[(p) ? (idx) : 0]`
-                    if let (Some(b), true) = (x.find('['), x.ends_with(']')) {
-                        let clamped =
-                            format!("{}[({p}) ? ({}) : 0]", &x[..b], &x[b + 1..x.len() - 1]);
-                        let t = load(clamped, dt);
-                        if k == Kind::Float && self.kind_of(then) == k {
-                            return Ok(format!("({p} ? {t} : {o})"));
-                        }
-                    }
-                }
-                let t = self.operand(then, k, scope)?;
-                let o = self.operand(otherwise, k, scope)?;
-                format!("({p} ? {t} : {o})")
-            }
-            Expr::Where(c, a, b) => {
-                let k = self.operands_kind(&[a, b]);
-                let cs = self.expr(c, scope)?;
-                let t = self.operand(a, k, scope)?;
-                let o = self.operand(b, k, scope)?;
-                format!("(({cs}) != 0 ? {t} : {o})")
-            }
-            Expr::Reduce(red) => self.reduce_expr(red, scope)?,
-            Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
-                self.expr(operand, scope)?
-            }
-            Expr::Cast { to, x } => {
-                let k = self.kind_of(x);
-                let xs = self.expr(x, scope)?;
-                to_dtype(&xs, k, *to)
-            }
-            Expr::Index(m) => format!("((int32_t)({}))", self.axis(m, scope)),
-            Expr::Gather {
-                tensor,
-                map,
-                axis,
-                index,
-            } => self.gather(tensor, map, *axis, index, scope)?,
-        })
-    }
-
-    /// A gather: the data index checked against the gathered axis (error flag 1 and index 0
-    /// outside it), then the load.
-    pub(super) fn gather(
-        &mut self,
-        tensor: &str,
-        map: &[AxisExpr],
-        axis: usize,
-        index: &Expr,
-        scope: &mut Scope,
-    ) -> Result<String, CpuError> {
-        let k = self.kind_of(index);
-        let iv = self.expr(index, scope)?;
-        let iv = match k {
-            Kind::Float => format!("dlc_trunc_i64((double)({iv}))"),
-            _ => format!("(int64_t)({iv})"),
-        };
-        let inp = self.r.input(tensor).ok_or_else(|| CpuError::Codegen {
-            region: self.r.name.clone(),
-            why: format!("gather from unknown tensor `{tensor}`"),
-        })?;
-        let size = inp
-            .memref
-            .shape
-            .get(axis)
-            .map(|d| self.dim(&d.0))
-            .ok_or_else(|| CpuError::Codegen {
-                region: self.r.name.clone(),
-                why: format!("gather axis {axis} beyond `{tensor}`'s rank"),
-            })?;
-        let base = map
-            .get(axis)
-            .map(|m| self.axis(m, scope))
-            .unwrap_or_default();
-        let var = self.fresh("g");
-        let (x, dt) = self.read(tensor, map, scope, Some((axis, &var)))?;
-        Ok(format!(
-            "({{ int64_t {var} = dlc_sat_add({base}, {iv}); if ({var} < 0 || {var} >= {size}) {{ dlc_err_flag(&dlc_err, 1); {var} = 0; }} {}; }})",
-            load(x, dt)
-        ))
-    }
-
-    /// `e` as a value of kind `k` (`Float`: a `float`; i32/bool: a `double`, see [`binary_int`]).
-    pub(super) fn operand(
-        &mut self,
-        e: &Expr,
-        k: Kind,
-        scope: &mut Scope,
-    ) -> Result<String, CpuError> {
-        if let Expr::Const(c) = e {
-            return Ok(constant(*c, k));
-        }
-        let ek = self.kind_of(e);
-        let x = self.expr(e, scope)?;
-        Ok(match k {
-            Kind::Float => widen(&x, ek, Kind::Float),
-            _ => format!("((double)({x}))"),
-        })
-    }
-
-    pub(super) fn binary(
-        &mut self,
-        f: BinaryFn,
-        a: &Expr,
-        b: &Expr,
-        scope: &mut Scope,
-    ) -> Result<String, CpuError> {
-        let mut k = self.operands_kind(&[a, b]);
-        let strong_int = |e: &Expr| !matches!(e, Expr::Const(_)) && self.kind_of(e) != Kind::Float;
-        if f.is_comparison() && k == Kind::Float && (strong_int(a) || strong_int(b)) {
-            // The reference compares the raw values: an i32 beyond 2^24 against a float
-            // compares exactly, in double.
-            k = Kind::I32;
-        }
-        let x = self.operand(a, k, scope)?;
-        let y = self.operand(b, k, scope)?;
-        // TODO(issue 16): a division by a per-row scalar as `x·(1/s)` plus one FMA correction
-        // (cpu16d's `dlc_divr`: softmax 4.92 → 4.18 ms at 1 thread) kept GCC from hoisting a
-        // dividend invariant in the SIMD loop (its conditional IEEE fallback): the BERT layer's
-        // attention kernel went from 2.1 to 59 ms. Emit it only where the dividend varies.
-        Ok(if k == Kind::Float {
-            binary_float(f, &x, &y)
-        } else {
-            binary_int(f, k, &x, &y)
-        })
-    }
-
     /// Fills [`Emitter::streamed`]: in rows form whose outer iters are the leading ones (an
     /// outer point's output elements are one contiguous row), the fp32 outputs of fp32 lets
     /// that may reach `DLC_STREAM_MIN_BYTES` (every size constant and the output that large, or
@@ -640,51 +479,6 @@ impl<'a> Emitter<'a> {
                 }
             }
         }
-    }
-
-    pub(super) fn extents(&self, red: &Reduce) -> Result<Vec<String>, CpuError> {
-        let ext = reduce_extents(self.r, red, &self.checked.iter_sizes, "").map_err(|e| {
-            CpuError::Codegen {
-                region: self.r.name.clone(),
-                why: e.to_string(),
-            }
-        })?;
-        Ok(ext.iter().map(|d| self.dim(d)).collect())
-    }
-
-    /// A nested reduce as a statement expression.
-    pub(super) fn reduce_expr(
-        &mut self,
-        red: &Reduce,
-        scope: &mut Scope,
-    ) -> Result<String, CpuError> {
-        let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
-            region: self.r.name.clone(),
-            why: "reduce without an accumulation dtype".into(),
-        })?;
-        let ext = self.extents(red)?;
-        let acc = self.fresh("acc");
-        let base = scope.len();
-        let mut s = format!(
-            "({{ {} {acc} = {}; ",
-            acc_type(dtype),
-            init_lit(red.op, red.init, dtype)
-        );
-        for (a, e) in red.axes.iter().zip(&ext) {
-            let v = self.fresh("r");
-            let _ = write!(s, "for (int64_t {v} = 0; {v} < {e}; {v}++) ");
-            scope.push((a.clone(), v));
-        }
-        let k = self.kind_of(&red.body);
-        let body = self.expr(&red.body, scope);
-        scope.truncate(base);
-        let v = to_dtype(&body?, k, dtype);
-        let _ = write!(
-            s,
-            "{{ {acc} = {}; }} {acc}; }})",
-            fold(red.op, dtype, &acc, &v)
-        );
-        Ok(s)
     }
 
     pub(super) fn emit_body(&mut self) -> Result<(), CpuError> {
@@ -751,6 +545,7 @@ impl<'a> Emitter<'a> {
             self.line(&format!("const int64_t dlc_total = {};", total.join(" * ")));
             self.plan_streams();
             if !self.streamed.is_empty() {
+                self.note("fp32 output rows staged per thread and written with non-temporal stores once the output reaches DLC_STREAM_MIN_BYTES (16 MiB)");
                 let inner = self.prod(&self.inner_iters());
                 self.line(&format!("const int64_t dlc_inner = {inner};"));
                 self.line(

@@ -7,8 +7,13 @@ use crate::ir::dtype::DType;
 use crate::ir::region::Expr;
 use crate::ir::tiny::ReduceOp;
 
-/// Lane accumulators of a vectorized fp32 max/min reduction (one AVX-512 vector, two AVX2).
-const MINMAX_LANES: usize = 16;
+/// Lane accumulators of a vectorized fp32 reduction to a scalar: four AVX-512 vectors (eight
+/// AVX2), so that four independent fold chains hide the latency of a vector add or of a
+/// compare-and-blend (one chain ran softmax's row max and sum at a third of the load rate).
+const REDUCE_LANES: usize = 64;
+/// The second stage's lanes (one AVX-512 vector): the part of a row under [`REDUCE_LANES`] is
+/// still folded in vectors, only the last `< 16` elements are scalar.
+const REDUCE_LANES_TAIL: usize = 16;
 
 impl Emitter<'_> {
     pub(super) fn alloc_buffers(&mut self, buffered: &[usize]) {
@@ -296,27 +301,12 @@ impl Emitter<'_> {
                 ));
                 let ext = self.extents(red)?;
                 let na = red.axes.len();
-                let lanes = dtype == DType::F32
-                    && !self.has_gather
-                    && na > 0
-                    && matches!(red.op, ReduceOp::Max | ReduceOp::Min);
-                if lanes {
-                    self.emit_lane_minmax(li, red, &ext, &acc, &mut scope)?;
+                if dtype == DType::F32 && !self.has_gather && na > 0 {
+                    self.emit_lane_reduce(li, red, &ext, &acc, &mut scope)?;
                     return Ok(());
                 }
-                for (j, (a, e)) in red.axes.iter().zip(&ext).enumerate() {
+                for (a, e) in red.axes.iter().zip(&ext) {
                     let v = self.fresh("r");
-                    if j + 1 == na && dtype == DType::F32 && !self.has_gather {
-                        match red.op {
-                            ReduceOp::Sum => {
-                                self.line(&format!("#pragma omp simd reduction(+:{acc})"))
-                            }
-                            ReduceOp::Prod => {
-                                self.line(&format!("#pragma omp simd reduction(*:{acc})"))
-                            }
-                            _ => {}
-                        }
-                    }
                     self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
                     self.indent += 1;
                     scope.push((a.clone(), v));
@@ -342,12 +332,14 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// An fp32 max/min reduce to a scalar (its accumulator `acc` declared and initialized):
-    /// [`MINMAX_LANES`] lane accumulators over the innermost axis in an `omp simd` loop (the
-    /// NaN-propagating fold is a compare and a blend per vector), a scalar tail, then the lanes
-    /// folded into `acc`. Max and min are order-free (up to the sign of a zero result and which
-    /// NaN propagates), so this is the reference's value.
-    fn emit_lane_minmax(
+    /// An fp32 reduce to a scalar (its accumulator `acc` declared and initialized):
+    /// [`REDUCE_LANES`] lane accumulators over the innermost axis in an `omp simd` loop, then
+    /// [`REDUCE_LANES_TAIL`] of them over what is left, a scalar tail, then the lanes folded into
+    /// `acc` by a tree of halving steps. Lanes start at the op's identity (`acc` keeps the reduce's init). The
+    /// order is fixed, so the result is deterministic whatever the thread count; max and min are
+    /// order-free (up to the sign of a zero result and which NaN propagates), sums and products
+    /// are reassociated like any vectorized reduction (graph-json's fp32 tolerance).
+    fn emit_lane_reduce(
         &mut self,
         li: usize,
         red: &crate::ir::region::Reduce,
@@ -355,13 +347,22 @@ impl Emitter<'_> {
         acc: &str,
         scope: &mut Scope,
     ) -> Result<(), CpuError> {
-        let lanes = MINMAX_LANES;
+        self.note(format!(
+            "fp32 {} to a scalar in {REDUCE_LANES} lane accumulators",
+            crate::ir::region::json::reduce_op_name(red.op)
+        ));
         let accv = self.fresh("accv");
         let ln = self.fresh("l");
-        self.line(&format!("float {accv}[{lanes}];"));
+        let lane_init = match red.op {
+            ReduceOp::Max | ReduceOp::Min => acc.to_string(),
+            op => init_lit(op, None, DType::F32),
+        };
+        self.line(&format!(
+            "float {accv}[{REDUCE_LANES}] __attribute__((aligned(64)));"
+        ));
         self.line("#pragma omp simd");
         self.line(&format!(
-            "for (int {ln} = 0; {ln} < {lanes}; {ln}++) {accv}[{ln}] = {acc};"
+            "for (int {ln} = 0; {ln} < {REDUCE_LANES}; {ln}++) {accv}[{ln}] = {lane_init};"
         ));
         let na = red.axes.len();
         for (a, e) in red.axes.iter().zip(ext).take(na - 1) {
@@ -373,26 +374,25 @@ impl Emitter<'_> {
         let (a, e) = (&red.axes[na - 1], &ext[na - 1]);
         let v = self.fresh("r");
         self.line(&format!("int64_t {v} = 0;"));
-        self.line(&format!("for (; {v} + {lanes} <= {e}; {v} += {lanes}) {{"));
-        self.indent += 1;
-        self.line("#pragma omp simd");
-        self.line(&format!("for (int {ln} = 0; {ln} < {lanes}; {ln}++) {{"));
-        self.indent += 1;
-        let k = self.kind_of(&red.body);
-        scope.push((a.clone(), format!("({v} + {ln})")));
-        let body = self.expr(&red.body, scope)?;
-        scope.pop();
-        let x = to_dtype(&body, k, DType::F32);
-        let slot = format!("{accv}[{ln}]");
-        let f = fold(red.op, DType::F32, &slot, &x);
-        self.line(&format!("{slot} = {f};"));
-        self.close_loops(2);
+        for lanes in [REDUCE_LANES, REDUCE_LANES_TAIL] {
+            self.line(&format!("for (; {v} + {lanes} <= {e}; {v} += {lanes}) {{"));
+            self.indent += 1;
+            self.line("#pragma omp simd");
+            self.line(&format!("for (int {ln} = 0; {ln} < {lanes}; {ln}++) {{"));
+            self.indent += 1;
+            scope.push((a.clone(), format!("({v} + {ln})")));
+            let x = self.reduce_body_f32(red, scope)?;
+            scope.pop();
+            let slot = format!("{accv}[{ln}]");
+            let f = fold(red.op, DType::F32, &slot, &x);
+            self.line(&format!("{slot} = {f};"));
+            self.close_loops(2);
+        }
         self.line(&format!("for (; {v} < {e}; {v}++) {{"));
         self.indent += 1;
         scope.push((a.clone(), v.clone()));
-        let body = self.expr(&red.body, scope)?;
+        let x = self.reduce_body_f32(red, scope)?;
         scope.pop();
-        let x = to_dtype(&body, k, DType::F32);
         let f = fold(red.op, DType::F32, acc, &x);
         self.line(&format!("{acc} = {f};"));
         self.close_loops(1);
@@ -400,13 +400,31 @@ impl Emitter<'_> {
             scope.pop();
         }
         self.close_loops(na - 1);
-        let slot = format!("{accv}[{ln}]");
-        let f = fold(red.op, DType::F32, acc, &slot);
-        self.line(&format!(
-            "for (int {ln} = 0; {ln} < {lanes}; {ln}++) {acc} = {f};"
-        ));
+        // The lanes folded pairwise (a tree of halving vector steps, not a serial chain).
+        let mut w = REDUCE_LANES / 2;
+        while w >= 1 {
+            let hi = format!("{accv}[{ln} + {w}]");
+            let f = fold(red.op, DType::F32, &format!("{accv}[{ln}]"), &hi);
+            self.line(&format!(
+                "for (int {ln} = 0; {ln} < {w}; {ln}++) {accv}[{ln}] = {f};"
+            ));
+            w /= 2;
+        }
+        let f = fold(red.op, DType::F32, acc, &format!("{accv}[0]"));
+        self.line(&format!("{acc} = {f};"));
         self.line(&format!("L{li} = {acc};"));
         Ok(())
+    }
+
+    /// A reduce's body at the point bound in `scope`, as an fp32 value.
+    fn reduce_body_f32(
+        &mut self,
+        red: &crate::ir::region::Reduce,
+        scope: &mut Scope,
+    ) -> Result<String, CpuError> {
+        let k = self.kind_of(&red.body);
+        let body = self.expr(&red.body, scope)?;
+        Ok(to_dtype(&body, k, DType::F32))
     }
 
     /// A reduce over the let's free iters in rows form, interchanged: reduce axes outside, the
@@ -467,6 +485,13 @@ impl Emitter<'_> {
             });
         };
         let lines: Vec<usize> = inner.iter().copied().filter(|i| *i != ax).collect();
+        // TODO(issue 16): one long line (a 1-D cumsum) runs on one thread; a chunked two-pass
+        // scan would use them all.
+        self.note(format!(
+            "a sequential {} scan along `{}` per line (linear work; the lines in parallel)",
+            crate::ir::region::json::reduce_op_name(sc.op),
+            sc.axis
+        ));
         let mut scope = self.base_scope();
         self.open_loops(&lines, flat, false)?;
         let acc = self.fresh("acc");

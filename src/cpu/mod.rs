@@ -19,13 +19,17 @@
 //! barriers). Outputs of at least 16 MB in rows form leave through non-temporal stores
 //! (`dlc_put_row`).
 //!
-//! Not yet (TODO(issue 16)): a CPU plan space priced by the roofline and shown by
-//! `optimize --target cpu --explain` — the block width and the row groups (a split over M as
-//! well as N when there are fewer column blocks than threads) are chosen at run time by
-//! `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and the K slice are fixed;
-//! streaming attention (an attention region runs through the generic row form); a
-//! depthwise-conv loop and a direct-conv micro-kernel; exp and its sum in one pass (softmax's
-//! row is read four times from L1). With the previous cost defaults, extraction at
+//! `optimize --target cpu --explain` prints each kernel's loop form, what the emitter chose
+//! inside it (packed GEMM and its register tile, kept weight packs, the fused block epilogue,
+//! lane reductions, streamed rows, ...) and the CPU roofline's time with what bounds it
+//! ([`explain`]).
+//!
+//! Not yet (TODO(issue 16)): a CPU plan space priced by the roofline — the block width and the
+//! row groups (a split over M as well as N when there are fewer column blocks than threads) are
+//! chosen at run time by `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and
+//! the K slice are fixed; streaming attention (an attention region runs through the generic row
+//! form); a depthwise-conv loop and a direct-conv micro-kernel; exp and its sum in one pass
+//! (softmax's row is read three times from L1); a parallel scan of one long line. With the previous cost defaults, extraction at
 //! `--threads 1` chose a 4-kernel LayerNorm whose variance kernel ran 165 ms (against one fused
 //! kernel): the work analysis undercounts that region; the idle-calibrated defaults avoid it.
 //!
@@ -53,8 +57,10 @@ pub mod calibrate;
 pub mod contraction;
 mod cvalue;
 pub mod emit;
+mod emit_expr;
 mod emit_loops;
 pub mod exec;
+pub mod explain;
 pub mod pricing;
 pub mod program;
 

@@ -18,8 +18,10 @@ pub struct NativeKernel {
     pub inputs: Vec<String>,
     /// Output buffers.
     pub outputs: Vec<String>,
-    /// Loop organization (`rows(m)` or `flat`).
+    /// Loop organization (`rows(m)`, `flat` or `gemm`).
     pub form: String,
+    /// What the emitter chose inside that form ([`super::emit::EmittedRegion::notes`]).
+    pub notes: Vec<String>,
 }
 
 /// The generated C program.
@@ -78,6 +80,7 @@ pub fn emit_program_with_params(
                 inputs: r.inputs.iter().map(|x| x.name.clone()).collect(),
                 outputs: r.outputs.iter().map(|x| x.name.clone()).collect(),
                 form: e.form,
+                notes: e.notes,
             });
         }
     }
@@ -116,7 +119,7 @@ impl NativeProgram {
                     .map(|f| params.predict_ms(&f, threads));
                 serde_json::json!({
                     "region": k.region, "function": k.function, "inputs": k.inputs,
-                    "outputs": k.outputs, "form": k.form, "estimate_ms": est,
+                    "outputs": k.outputs, "form": k.form, "notes": k.notes, "estimate_ms": est,
                 })
             })
             .collect();

@@ -154,17 +154,41 @@ fn render_plan(s: &mut String, plan: &Result<crate::cost::PlanReport, String>) {
 
 /// The `--explain` text of a report (`timings`: with phase times).
 pub fn render(report: &Report, timings: bool) -> String {
+    render_for(report, timings, None)
+}
+
+/// A target's own account of the program for `--explain` (the native CPU backend's: its ISA,
+/// loop forms, what it emits and the CPU model's times), in place of the GPU header and of each
+/// kernel's GPU plan lines; the cover, fusion reasons, rewrite chains and e-graph phases are
+/// the target-independent part of the report and stay.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TargetExplain {
+    /// The first line.
+    pub header: String,
+    /// Per kernel name: the lines printed after its `cost:` line.
+    pub kernels: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// [`render`], with `target`'s header and kernel lines instead of the GPU's when given.
+pub fn render_for(report: &Report, timings: bool, target: Option<&TargetExplain>) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{} kernel(s) on {} ({}); predicted {}, {} bytes to/from global memory, {} launch(es)",
-        report.kernels.len(),
-        report.target.name,
-        report.target.arch.name(),
-        report.cost.time,
-        report.cost.bytes,
-        report.cost.kernels
-    );
+    match target {
+        Some(t) => {
+            let _ = writeln!(s, "{}", t.header);
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "{} kernel(s) on {} ({}); predicted {}, {} bytes to/from global memory, {} launch(es)",
+                report.kernels.len(),
+                report.target.name,
+                report.target.arch.name(),
+                report.cost.time,
+                report.cost.bytes,
+                report.cost.kernels
+            );
+        }
+    }
     for k in &report.kernels {
         let _ = writeln!(
             s,
@@ -187,7 +211,14 @@ pub fn render(report: &Report, timings: bool) -> String {
             "  cost: {} bytes, {} element op(s), {} body op(s), {} narrow rounding(s)",
             k.cost.bytes, k.cost.flops, k.cost.ops, k.cost.roundings
         );
-        render_plan(&mut s, &k.plan);
+        match target {
+            Some(t) => {
+                for line in t.kernels.get(&k.name).into_iter().flatten() {
+                    let _ = writeln!(s, "  {line}");
+                }
+            }
+            None => render_plan(&mut s, &k.plan),
+        }
     }
     if !report.rewrites.is_empty() {
         let _ = writeln!(s, "\nrewrite chains (rules that mattered, in order):");
