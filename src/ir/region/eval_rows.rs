@@ -18,6 +18,8 @@
 //! output row, 14–56 lanes, and every reduce point re-walks the body): fuse the reduce loop
 //! over rows into compiled per-read strides, or make a row span several iters.
 
+use super::super::kind::Kind;
+use super::super::BinaryFn;
 use super::ops::{binary, fold, unary};
 use super::{advance, axis, pred, set_slots, CAxis, CExpr, CPred, Class, Cls, Ctx, EResult};
 use crate::ir::dtype::DType;
@@ -456,29 +458,7 @@ impl Rows<'_> {
     fn eval(&self, e: &CExpr, lanes: &Lanes) -> EResult<V> {
         Ok(match e {
             CExpr::Const(c) => V::U(*c),
-            CExpr::Let(li, addr) => {
-                let env = self.env.borrow();
-                let (mut base, mut step) = (0usize, 0usize);
-                for (s, st) in addr {
-                    if *s == self.row {
-                        step += st;
-                    } else {
-                        base += env[*s] as usize * st;
-                    }
-                }
-                let src = self.cx.lets.get(*li).map_or(&[][..], |v| &v[..]);
-                let get = |i: usize| src.get(i).copied().unwrap_or(f64::NAN);
-                if step == 0 {
-                    V::U(get(base))
-                } else {
-                    let mut b = self.buf();
-                    let (lo, hi) = lanes.range();
-                    for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
-                        *x = get(base + l * step);
-                    }
-                    V::R(b)
-                }
-            }
+            CExpr::Let(li, addr) => self.let_row(*li, addr, lanes),
             CExpr::Read {
                 input,
                 map,
@@ -511,29 +491,7 @@ impl Rows<'_> {
             CExpr::Binary(f, k, a, b) => {
                 let a = self.eval(a, lanes)?;
                 let b = self.eval(b, lanes)?;
-                let (lo, hi) = lanes.range();
-                match (a, b) {
-                    (V::U(x), V::U(y)) => V::U(binary(*f, *k, x, y)),
-                    (V::R(mut v), V::U(y)) => {
-                        for x in &mut v[lo..hi] {
-                            *x = binary(*f, *k, *x, y);
-                        }
-                        V::R(v)
-                    }
-                    (V::U(x), V::R(mut v)) => {
-                        for y in &mut v[lo..hi] {
-                            *y = binary(*f, *k, x, *y);
-                        }
-                        V::R(v)
-                    }
-                    (V::R(mut v), V::R(w)) => {
-                        for (x, y) in v[lo..hi].iter_mut().zip(&w[lo..hi]) {
-                            *x = binary(*f, *k, *x, *y);
-                        }
-                        self.give(w);
-                        V::R(v)
-                    }
-                }
+                self.binary_row(*f, *k, a, b, lanes)
             }
             CExpr::Select(p, t, f) => {
                 let taken = self.restrict(p, lanes.clone());
@@ -555,31 +513,87 @@ impl Rows<'_> {
                 dtype,
                 body,
             } => self.reduce(lanes, (*op, *dtype, *init), slots, extents, body)?,
-            CExpr::Index(m, c) => {
-                let (lo, hi) = lanes.range();
-                match self.linear(m, c, lo, hi) {
-                    Some((a, 0)) if c.class == Class::Uniform => V::U(a as f64),
-                    Some((a, s)) => {
-                        let mut b = self.buf();
-                        for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
-                            *x = (a + s * (l - lo) as i64) as f64;
-                        }
-                        V::R(b)
-                    }
-                    None => {
-                        let mut b = self.buf();
-                        for l in lanes.iter() {
-                            b[l] = self.axis_at(m, l) as f64;
-                        }
-                        V::R(b)
-                    }
-                }
-            }
+            CExpr::Index(m, c) => self.index_row(m, c, lanes),
             CExpr::Cast(to, x) => {
                 let x = self.eval(x, lanes)?;
                 self.map(x, lanes, |v| to.round(v))
             }
         })
+    }
+
+    /// Index expression `m` (class `c`) at the row's lanes: stepped where it is affine.
+    fn index_row(&self, m: &CAxis, c: &Cls, lanes: &Lanes) -> V {
+        let (lo, hi) = lanes.range();
+        match self.linear(m, c, lo, hi) {
+            Some((a, 0)) if c.class == Class::Uniform => V::U(a as f64),
+            Some((a, s)) => {
+                let mut b = self.buf();
+                for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
+                    *x = (a + s * (l - lo) as i64) as f64;
+                }
+                V::R(b)
+            }
+            None => {
+                let mut b = self.buf();
+                for l in lanes.iter() {
+                    b[l] = self.axis_at(m, l) as f64;
+                }
+                V::R(b)
+            }
+        }
+    }
+
+    /// Let `li`'s array at the row's lanes (`addr`: `(env slot, stride)` pairs; the row's slot
+    /// steps along the lanes).
+    fn let_row(&self, li: usize, addr: &[(usize, usize)], lanes: &Lanes) -> V {
+        let env = self.env.borrow();
+        let (mut base, mut step) = (0usize, 0usize);
+        for (s, st) in addr {
+            if *s == self.row {
+                step += st;
+            } else {
+                base += env[*s] as usize * st;
+            }
+        }
+        let src = self.cx.lets.get(li).map_or(&[][..], |v| &v[..]);
+        let get = |i: usize| src.get(i).copied().unwrap_or(f64::NAN);
+        if step == 0 {
+            V::U(get(base))
+        } else {
+            let mut b = self.buf();
+            let (lo, hi) = lanes.range();
+            for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
+                *x = get(base + l * step);
+            }
+            V::R(b)
+        }
+    }
+
+    /// `f` in kind `k` over two row values, lane by lane where either varies.
+    fn binary_row(&self, f: BinaryFn, k: Kind, a: V, b: V, lanes: &Lanes) -> V {
+        let (lo, hi) = lanes.range();
+        match (a, b) {
+            (V::U(x), V::U(y)) => V::U(binary(f, k, x, y)),
+            (V::R(mut v), V::U(y)) => {
+                for x in &mut v[lo..hi] {
+                    *x = binary(f, k, *x, y);
+                }
+                V::R(v)
+            }
+            (V::U(x), V::R(mut v)) => {
+                for y in &mut v[lo..hi] {
+                    *y = binary(f, k, x, *y);
+                }
+                V::R(v)
+            }
+            (V::R(mut v), V::R(w)) => {
+                for (x, y) in v[lo..hi].iter_mut().zip(&w[lo..hi]) {
+                    *x = binary(f, k, *x, *y);
+                }
+                self.give(w);
+                V::R(v)
+            }
+        }
     }
 
     fn recycle(&self, v: V) {
