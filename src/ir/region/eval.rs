@@ -13,6 +13,8 @@ use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 
+#[path = "eval_affine.rs"]
+mod affine;
 #[path = "eval_compile.rs"]
 mod compile;
 #[path = "eval_ops.rs"]
@@ -381,7 +383,7 @@ fn let_strides(free: &[usize], sizes: &[usize]) -> Vec<usize> {
 #[derive(Clone, Debug)]
 struct Cls {
     class: Class,
-    aff: Option<rows::Affine>,
+    aff: Option<affine::Affine>,
 }
 
 /// How an index expression varies along the row iter of a row evaluation.

@@ -5,7 +5,7 @@
 use super::super::kind::{const_value, Kind, Kinds};
 use super::super::verify::{reduce_extents, RegionError};
 use super::super::{AxisExpr, Expr, Pred, Reduce};
-use super::rows::{self, class};
+use super::affine::{self, class};
 use super::{bind, let_strides, CAxis, CExpr, CPred, Class, Cls, Compiler, EResult};
 
 fn lookup(scope: &[(String, usize)], n: &str) -> Option<usize> {
@@ -214,7 +214,7 @@ impl Compiler<'_> {
         match self.row {
             Some(row) => Cls {
                 class: class(e, row),
-                aff: rows::affine(e, &self.slot_max),
+                aff: affine::affine(e, &self.slot_max),
             },
             None => Cls {
                 class: Class::Uniform,
