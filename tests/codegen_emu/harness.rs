@@ -9,27 +9,7 @@ fn harness_aliases_cache_and_reports_input_errors() {
         cache_dir: Some(cache.path().to_path_buf()),
         ..HostOptions::default()
     };
-    let prog = Prog::new(&["n"])
-        .input("X", DType::F32, &[sym("n")])
-        .buffer("Y", DType::F32, &[sym("n")], BufferRole::Kernel)
-        .buffer(
-            "Yr",
-            DType::F32,
-            &[int(8), sym("n").floordiv(8)],
-            BufferRole::Alias { of: "Y".into() },
-        )
-        .then(
-            launch("scale2", grid_x(sym("n").ceildiv(64)), [64, 1, 1])
-                .ins(&["X"])
-                .outs(&["Y"])
-                .syms(&["n"]),
-        );
-    let mut prog = prog;
-    prog.0.steps.push(ManifestStep::Alias {
-        name: "Yr".into(),
-        of: "Y".into(),
-    });
-    prog.0.outputs.push(("y".into(), "Yr".into()));
+    let prog = aliased_scale();
     let xs = data(12, 72);
     let out = run_with(
         SCALE,
@@ -101,6 +81,32 @@ fn harness_aliases_cache_and_reports_input_errors() {
         matches!(&r, Err(HostError::Compile { log }) if log.contains("undefined_name")),
         "{r:?}"
     );
+}
+
+/// `scale2` writing `Y[n]`, read back through `Yr[8, n / 8]`, an alias of `Y`, as output `y`.
+fn aliased_scale() -> Prog {
+    let prog = Prog::new(&["n"])
+        .input("X", DType::F32, &[sym("n")])
+        .buffer("Y", DType::F32, &[sym("n")], BufferRole::Kernel)
+        .buffer(
+            "Yr",
+            DType::F32,
+            &[int(8), sym("n").floordiv(8)],
+            BufferRole::Alias { of: "Y".into() },
+        )
+        .then(
+            launch("scale2", grid_x(sym("n").ceildiv(64)), [64, 1, 1])
+                .ins(&["X"])
+                .outs(&["Y"])
+                .syms(&["n"]),
+        );
+    let mut prog = prog;
+    prog.0.steps.push(ManifestStep::Alias {
+        name: "Yr".into(),
+        of: "Y".into(),
+    });
+    prog.0.outputs.push(("y".into(), "Yr".into()));
+    prog
 }
 
 #[test]

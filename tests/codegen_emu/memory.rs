@@ -7,41 +7,7 @@ use super::*;
 #[test]
 fn cp_async_copies_land_only_when_waited_for() {
     let n = 37usize;
-    let prog = Prog::new(&["n"])
-        .input("Xh", DType::F16, &[int(256)])
-        .input("Xf", DType::F32, &[int(256)])
-        .input("Xt", DType::F16, &[sym("n")])
-        .output("early", DType::F16, &[int(256)])
-        .output("late", DType::F16, &[int(256)])
-        .output("groups", DType::F32, &[int(384)])
-        .output("tail", DType::F16, &[int(192)])
-        .output("published", DType::I32, &[int(32)])
-        .then(
-            launch("copy_early", one_block(), [32, 1, 1])
-                .ins(&["Xh"])
-                .outs(&["early"]),
-        )
-        .then(
-            launch("copy_late", one_block(), [32, 1, 1])
-                .ins(&["Xh"])
-                .outs(&["late"]),
-        )
-        .then(
-            launch("copy_groups", one_block(), [32, 1, 1])
-                .ins(&["Xf"])
-                .outs(&["groups"]),
-        )
-        .then(
-            launch("copy_tail", one_block(), [32, 1, 1])
-                .ins(&["Xt"])
-                .outs(&["tail"])
-                .syms(&["n"]),
-        )
-        .then(
-            launch("ldmatrix_published", one_block(), [64, 1, 1])
-                .ins(&["Xh"])
-                .outs(&["published"]),
-        );
+    let prog = cp_async_prog();
     let xh = tensor(DType::F16, &[256], &data(6, 256));
     let xf = tensor(DType::F32, &[256], &data(7, 256));
     let xt = tensor(
@@ -91,6 +57,46 @@ fn cp_async_copies_land_only_when_waited_for() {
             "lane {l}"
         );
     }
+}
+
+/// The launches of `emu/cp_async.cu`: copies read before and after their wait, two commit
+/// groups, partial copies past `n`, and an ldmatrix of published rows.
+fn cp_async_prog() -> Prog {
+    Prog::new(&["n"])
+        .input("Xh", DType::F16, &[int(256)])
+        .input("Xf", DType::F32, &[int(256)])
+        .input("Xt", DType::F16, &[sym("n")])
+        .output("early", DType::F16, &[int(256)])
+        .output("late", DType::F16, &[int(256)])
+        .output("groups", DType::F32, &[int(384)])
+        .output("tail", DType::F16, &[int(192)])
+        .output("published", DType::I32, &[int(32)])
+        .then(
+            launch("copy_early", one_block(), [32, 1, 1])
+                .ins(&["Xh"])
+                .outs(&["early"]),
+        )
+        .then(
+            launch("copy_late", one_block(), [32, 1, 1])
+                .ins(&["Xh"])
+                .outs(&["late"]),
+        )
+        .then(
+            launch("copy_groups", one_block(), [32, 1, 1])
+                .ins(&["Xf"])
+                .outs(&["groups"]),
+        )
+        .then(
+            launch("copy_tail", one_block(), [32, 1, 1])
+                .ins(&["Xt"])
+                .outs(&["tail"])
+                .syms(&["n"]),
+        )
+        .then(
+            launch("ldmatrix_published", one_block(), [64, 1, 1])
+                .ins(&["Xh"])
+                .outs(&["published"]),
+        )
 }
 
 #[test]

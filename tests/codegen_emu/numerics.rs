@@ -6,6 +6,65 @@ use super::*;
 #[test]
 fn conversions_round_to_nearest_even_and_nan_propagates() {
     let p = |e: i32| 2f32.powi(e);
+    let (xs, ys) = conversion_inputs();
+    let n = xs.len();
+    let nf = 25usize;
+    let prog = Prog::new(&["n"])
+        .input("X", DType::F32, &[sym("n")])
+        .input("Y", DType::F32, &[sym("n")])
+        .output("F", DType::F32, &[int(nf as i64), sym("n")])
+        .output("I", DType::I32, &[int(3), sym("n")])
+        .then(
+            launch("scalar_ops", grid_x(sym("n").ceildiv(64)), [64, 1, 1])
+                .ins(&["X", "Y"])
+                .outs(&["F", "I"])
+                .syms(&["n"]),
+        );
+    let to_t = |v: &[f32]| {
+        tensor(
+            DType::F32,
+            &[v.len()],
+            &v.iter().map(|x| *x as f64).collect::<Vec<_>>(),
+        )
+    };
+    let out = run(
+        SCALAR,
+        &prog,
+        vec![("X", to_t(&xs)), ("Y", to_t(&ys))],
+        &[("n", n as i64)],
+    )
+    .expect("runs");
+    let (f, iv) = (floats(&out["F"]), ints(&out["I"]));
+    assert_eq!(out["F"].shape, vec![nf, n]);
+    for i in 0..n {
+        check_scalar_ops(i, n, xs[i], ys[i], f, iv);
+    }
+    // The ties, spelled out.
+    let at = |k: usize, i: usize| f[k * n + i];
+    assert_eq!(
+        (at(0, 0), at(0, 1), at(0, 2), at(0, 3)),
+        (2048.0, 2052.0, 1.0, 1.0 + p(-9))
+    );
+    assert_eq!(
+        (at(0, 4), at(0, 5), at(0, 8), at(0, 9)),
+        (65504.0, f32::INFINITY, 0.0, p(-23))
+    );
+    assert_eq!(
+        (at(1, 13), at(1, 14), at(1, 16)),
+        (1.0, 1.0 + p(-6), f32::INFINITY)
+    );
+    assert!(at(4, 18).is_nan() && at(5, 18).is_nan() && at(4, 19).is_nan() && at(6, 18).is_nan());
+    assert!(at(4, 21).to_bits() == 0 && at(6, 22).to_bits() == (-0.0f32).to_bits());
+    assert_eq!(
+        (iv[25], iv[26], iv[27], iv[28]),
+        (i32::MIN, -1294967296, 1294967296, 0)
+    );
+}
+
+/// The operands of `scalar_ops`: fp16 and bf16 ties, subnormals and overflow, NaN and the
+/// infinities, signed zeros, int conversion edges, then seeded values.
+fn conversion_inputs() -> (Vec<f32>, Vec<f32>) {
+    let p = |e: i32| 2f32.powi(e);
     let mut xs: Vec<f32> = vec![
         2049.0,
         2051.0,
@@ -49,117 +108,71 @@ fn conversions_round_to_nearest_even_and_nan_propagates() {
     let extra = data(10, 32);
     xs.extend(extra.iter().map(|v| (*v * 8.0) as f32));
     ys.extend(extra.iter().rev().map(|v| (*v * 3.0) as f32));
-    let n = xs.len();
-    let nf = 25usize;
-    let prog = Prog::new(&["n"])
-        .input("X", DType::F32, &[sym("n")])
-        .input("Y", DType::F32, &[sym("n")])
-        .output("F", DType::F32, &[int(nf as i64), sym("n")])
-        .output("I", DType::I32, &[int(3), sym("n")])
-        .then(
-            launch("scalar_ops", grid_x(sym("n").ceildiv(64)), [64, 1, 1])
-                .ins(&["X", "Y"])
-                .outs(&["F", "I"])
-                .syms(&["n"]),
+    (xs, ys)
+}
+
+/// Element `i` (`x`, `y`) of every `scalar_ops` output (`f`: the 25 float ops over `n`
+/// elements, `iv`: int conversion and the two packs) against the host's computation.
+fn check_scalar_ops(i: usize, n: usize, x: f32, y: f32, f: &[f32], iv: &[i32]) {
+    let h = half::f16::from_f32(x).to_f32();
+    let b = half::bf16::from_f32(x).to_f32();
+    let exact = [
+        (0, h),
+        (1, b),
+        (2, h),
+        (3, b),
+        (4, ref_max(x, y)),
+        (5, ref_min(x, y)),
+        (6, if x < 0.0 { 0.0 } else { x }),
+        (7, if x != 0.0 { 1.0 } else { 0.0 }),
+        (12, x.sqrt()),
+        (13, 1.0 / x.sqrt()),
+        (14, 1.0 / x),
+        (18, x.abs()),
+        (20, x),
+        (21, wrap_i32(x as f64) as f32),
+        (22, if x > y { 1.0 } else { 0.0 }),
+        (23, f32::INFINITY),
+        (24, f32::NAN),
+    ];
+    for (k, want) in exact {
+        assert!(
+            same(f[k * n + i], want),
+            "op {k} of x = {x:e}, y = {y:e}: {} vs {want}",
+            f[k * n + i]
         );
-    let to_t = |v: &[f32]| {
-        tensor(
-            DType::F32,
-            &[v.len()],
-            &v.iter().map(|x| *x as f64).collect::<Vec<_>>(),
-        )
-    };
-    let out = run(
-        SCALAR,
-        &prog,
-        vec![("X", to_t(&xs)), ("Y", to_t(&ys))],
-        &[("n", n as i64)],
-    )
-    .expect("runs");
-    let (f, iv) = (floats(&out["F"]), ints(&out["I"]));
-    assert_eq!(out["F"].shape, vec![nf, n]);
-    for i in 0..n {
-        let (x, y) = (xs[i], ys[i]);
-        let h = half::f16::from_f32(x).to_f32();
-        let b = half::bf16::from_f32(x).to_f32();
-        let exact = [
-            (0, h),
-            (1, b),
-            (2, h),
-            (3, b),
-            (4, ref_max(x, y)),
-            (5, ref_min(x, y)),
-            (6, if x < 0.0 { 0.0 } else { x }),
-            (7, if x != 0.0 { 1.0 } else { 0.0 }),
-            (12, x.sqrt()),
-            (13, 1.0 / x.sqrt()),
-            (14, 1.0 / x),
-            (18, x.abs()),
-            (20, x),
-            (21, wrap_i32(x as f64) as f32),
-            (22, if x > y { 1.0 } else { 0.0 }),
-            (23, f32::INFINITY),
-            (24, f32::NAN),
-        ];
-        for (k, want) in exact {
-            assert!(
-                same(f[k * n + i], want),
-                "op {k} of x = {x:e}, y = {y:e}: {} vs {want}",
-                f[k * n + i]
-            );
-        }
-        let xd = x as f64;
-        let approx = [
-            (8, xd.exp()),
-            (9, xd.exp2()),
-            (10, xd.ln()),
-            (11, xd.log2()),
-            (15, libm::erf(xd)),
-            (16, xd.tanh()),
-            (17, 1.0 / (1.0 + (-xd).exp())),
-            (19, xd.powf(y as f64)),
-        ];
-        for (k, want) in approx {
-            let want = want as f32;
-            let got = f[k * n + i];
-            let ok = same(got, want) || (got - want).abs() <= 4.0 * f32::EPSILON * want.abs();
-            assert!(ok, "op {k} of x = {x:e}, y = {y:e}: {got} vs {want}");
-        }
-        assert_eq!(iv[i], wrap_i32(x as f64), "cvt<int>({x:e})");
-        let (ph, pb) = (iv[n + i] as u32, iv[2 * n + i] as u32);
-        if !x.is_nan() && !y.is_nan() {
-            assert_eq!(
-                ph,
-                pack16(half_bits(x), half_bits(y)),
-                "pack_half2({x:e}, {y:e})"
-            );
-            assert_eq!(
-                pb,
-                pack16(bf16_bits(x), bf16_bits(y)),
-                "pack_bf162({x:e}, {y:e})"
-            );
-        }
     }
-    // The ties, spelled out.
-    let at = |k: usize, i: usize| f[k * n + i];
-    assert_eq!(
-        (at(0, 0), at(0, 1), at(0, 2), at(0, 3)),
-        (2048.0, 2052.0, 1.0, 1.0 + p(-9))
-    );
-    assert_eq!(
-        (at(0, 4), at(0, 5), at(0, 8), at(0, 9)),
-        (65504.0, f32::INFINITY, 0.0, p(-23))
-    );
-    assert_eq!(
-        (at(1, 13), at(1, 14), at(1, 16)),
-        (1.0, 1.0 + p(-6), f32::INFINITY)
-    );
-    assert!(at(4, 18).is_nan() && at(5, 18).is_nan() && at(4, 19).is_nan() && at(6, 18).is_nan());
-    assert!(at(4, 21).to_bits() == 0 && at(6, 22).to_bits() == (-0.0f32).to_bits());
-    assert_eq!(
-        (iv[25], iv[26], iv[27], iv[28]),
-        (i32::MIN, -1294967296, 1294967296, 0)
-    );
+    let xd = x as f64;
+    let approx = [
+        (8, xd.exp()),
+        (9, xd.exp2()),
+        (10, xd.ln()),
+        (11, xd.log2()),
+        (15, libm::erf(xd)),
+        (16, xd.tanh()),
+        (17, 1.0 / (1.0 + (-xd).exp())),
+        (19, xd.powf(y as f64)),
+    ];
+    for (k, want) in approx {
+        let want = want as f32;
+        let got = f[k * n + i];
+        let ok = same(got, want) || (got - want).abs() <= 4.0 * f32::EPSILON * want.abs();
+        assert!(ok, "op {k} of x = {x:e}, y = {y:e}: {got} vs {want}");
+    }
+    assert_eq!(iv[i], wrap_i32(x as f64), "cvt<int>({x:e})");
+    let (ph, pb) = (iv[n + i] as u32, iv[2 * n + i] as u32);
+    if !x.is_nan() && !y.is_nan() {
+        assert_eq!(
+            ph,
+            pack16(half_bits(x), half_bits(y)),
+            "pack_half2({x:e}, {y:e})"
+        );
+        assert_eq!(
+            pb,
+            pack16(bf16_bits(x), bf16_bits(y)),
+            "pack_bf162({x:e}, {y:e})"
+        );
+    }
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! shapes, a missing proxy fence rejected, and the 3×3 conv through NVRTC.
 
 use super::*;
+use dlc_egg::cost::PlanChoice;
+use dlc_egg::cuda::Compiled;
 
 /// A conv `act(conv(X, W) + bias) [+ R]`: `X[n, c, hw, hw]`, `W[co, c, k, k]`, NCHW, in `dt`.
 #[derive(Clone, Copy, Debug)]
@@ -259,8 +261,37 @@ fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
     assert_eq!(regions.len(), 1, "the conv is planned on tensor cores");
     let r = regions[0];
     let planned = choose_plan(r, &o.model).expect("plan");
-    // One point per tile and warpgroup split (the stages and vector widths change neither the
-    // main loop's registers nor the gather), the fastest first.
+    let points = wgmma_points(&planned, &o);
+    for (i, choice) in points.iter().enumerate() {
+        let k = emit::kernel_of(r, choice, &o.model).expect("the kernel builds");
+        let (source, _) = with_kernel(&o, r, &k);
+        let c = compile(&source, Arch::Sm90, &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{:?}: {e}", choice.best.knobs));
+        let ck = c
+            .kernels
+            .iter()
+            .find(|x| x.name == k.name)
+            .expect("compiled");
+        eprintln!(
+            "{:?}: {} registers (plan {}), {} spill bytes",
+            choice.best.knobs, ck.registers, choice.best.resources.regs_per_thread, ck.spill_bytes
+        );
+        assert_eq!(ck.spill_bytes, 0, "{:?}", choice.best.knobs);
+        assert!(
+            ck.registers <= choice.best.resources.regs_per_thread,
+            "{:?}: the plan's register estimate holds",
+            choice.best.knobs
+        );
+        if i > 0 {
+            continue;
+        }
+        check_fastest_point(&source, &c, &k.name, choice);
+    }
+}
+
+/// One wgmma point of `planned`'s space per tile and warpgroup split (the stages and vector
+/// widths change neither the main loop's registers nor the gather), the fastest first.
+fn wgmma_points(planned: &PlanChoice, o: &Optimized) -> Vec<PlanChoice> {
     let mut cands = dlc_egg::plan::space::candidates(&planned.work, &o.model.target);
     let time = |c: &dlc_egg::plan::space::Candidate| {
         dlc_egg::cost::roofline::estimate(&planned.work, &c.knobs, &c.resources, &o.model.target)
@@ -287,67 +318,52 @@ fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
             points.push(p);
         }
     }
-    for (i, choice) in points.iter().enumerate() {
-        let k = emit::kernel_of(r, choice, &o.model).expect("the kernel builds");
-        let (source, _) = with_kernel(&o, r, &k);
-        let c = compile(&source, Arch::Sm90, &CompileOptions::default())
-            .unwrap_or_else(|e| panic!("{:?}: {e}", choice.best.knobs));
-        let ck = c
-            .kernels
+    points
+}
+
+/// The fastest point's source (left in `CARGO_TARGET_TMPDIR`), its PTX (wgmma, TMA, mbarrier,
+/// the proxy fence) and, where cuobjdump is here, its SASS (`HGMMA`, no `HMMA`, the gather
+/// producer's loop within its price).
+fn check_fastest_point(source: &str, c: &Compiled, kernel: &str, choice: &PlanChoice) {
+    use dlc_egg::cuda::CompileOptions;
+    use dlc_egg::target::Arch;
+    std::fs::write(
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/conv3x3_sm90_wgmma.cu"),
+        source,
+    )
+    .expect("writes the source");
+    let ptx =
+        dlc_egg::cuda::nvrtc::ptx(source, Arch::Sm90, &CompileOptions::default()).expect("ptx");
+    for needle in [
+        "wgmma.mma_async.sync.aligned.m64n",
+        "cp.async.bulk.tensor.2d",
+        "mbarrier.try_wait.parity",
+        "fence.proxy.async",
+    ] {
+        assert!(ptx.contains(needle), "the PTX has no `{needle}`");
+    }
+    if let Ok(sass) = c.sass() {
+        let s = sass.iter().find(|s| s.name == *kernel).expect("its SASS");
+        eprintln!("SASS {} HGMMA, {} instructions", s.hgmma, s.instructions);
+        assert!(s.hgmma > 0);
+        assert_eq!(s.hmma, 0, "no mma.sync");
+        // The gather producer's k-loop: the loop without HGMMA, the longest.
+        let producer = s
+            .loops
             .iter()
-            .find(|x| x.name == k.name)
-            .expect("compiled");
-        eprintln!(
-            "{:?}: {} registers (plan {}), {} spill bytes",
-            choice.best.knobs, ck.registers, choice.best.resources.regs_per_thread, ck.spill_bytes
-        );
-        assert_eq!(ck.spill_bytes, 0, "{:?}", choice.best.knobs);
+            .filter(|l| l.mma == 0)
+            .map(|l| l.instructions)
+            .max()
+            .expect("the producer's loop");
+        let Knobs::Contraction { bm, bk, .. } = choice.best.knobs else {
+            unreachable!()
+        };
+        let priced = dlc_egg::cost::conv90::EMITTED.instrs_per_elem * (bm * bk) as f64
+            / dlc_egg::cost::conv90::PRODUCERS;
+        eprintln!("producer loop: {producer} SASS instructions, priced {priced}");
         assert!(
-            ck.registers <= choice.best.resources.regs_per_thread,
-            "{:?}: the plan's register estimate holds",
-            choice.best.knobs
+            f64::from(producer) <= priced * 1.05,
+            "{producer} > {priced}"
         );
-        if i > 0 {
-            continue;
-        }
-        std::fs::write(
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/conv3x3_sm90_wgmma.cu"),
-            &source,
-        )
-        .expect("writes the source");
-        let ptx = dlc_egg::cuda::nvrtc::ptx(&source, Arch::Sm90, &CompileOptions::default())
-            .expect("ptx");
-        for needle in [
-            "wgmma.mma_async.sync.aligned.m64n",
-            "cp.async.bulk.tensor.2d",
-            "mbarrier.try_wait.parity",
-            "fence.proxy.async",
-        ] {
-            assert!(ptx.contains(needle), "the PTX has no `{needle}`");
-        }
-        if let Ok(sass) = c.sass() {
-            let s = sass.iter().find(|s| s.name == k.name).expect("its SASS");
-            eprintln!("SASS {} HGMMA, {} instructions", s.hgmma, s.instructions);
-            assert!(s.hgmma > 0);
-            assert_eq!(s.hmma, 0, "no mma.sync");
-            // The gather producer's k-loop: the loop without HGMMA, the longest.
-            let producer = s
-                .loops
-                .iter()
-                .filter(|l| l.mma == 0)
-                .map(|l| l.instructions)
-                .max()
-                .expect("the producer's loop");
-            let Knobs::Contraction { bm, bk, .. } = choice.best.knobs else {
-                unreachable!()
-            };
-            let priced = dlc_egg::cost::conv90::EMITTED.instrs_per_elem * (bm * bk) as f64
-                / dlc_egg::cost::conv90::PRODUCERS;
-            eprintln!("producer loop: {producer} SASS instructions, priced {priced}");
-            assert!(
-                f64::from(producer) <= priced * 1.05,
-                "{producer} > {priced}"
-            );
-        }
     }
 }
