@@ -140,22 +140,12 @@ fn graph_input(bytes: &[u8]) -> Result<Reached, String> {
         }
         // A user error of the reference (an index out of range) may show as any error of the
         // optimized program: `run --optimized` reports the reference's.
-        (Err(r), _) if r.0.iter().all(|d| is_user_eval_code(d.code)) => Ok(Reached::Processed),
+        (Err(r), _) if r.0.iter().all(|d| codes::is_eval_user_error(d.code)) => {
+            Ok(Reached::Processed)
+        }
         (Err(r), _) => Err(internal("reference evaluator", &r)),
         (Ok(_), Err(e)) => Err(internal("optimized program", &e)),
     }
-}
-
-/// Reference-evaluator codes that are the input's fault.
-fn is_user_eval_code(code: &str) -> bool {
-    [
-        codes::GATHER_INDEX_OUT_OF_RANGE,
-        codes::TENSOR_TOO_LARGE,
-        codes::READ_OUT_OF_BOUNDS,
-        codes::ALLOCATION_FAILED,
-    ]
-    .iter()
-    .any(|c| c.0 == code)
 }
 
 fn npy_input(bytes: &[u8]) -> Result<Reached, String> {

@@ -7,14 +7,7 @@
 
 mod common;
 
-use common::compare_output;
-use dlc_egg::cpu::exec::evaluate_native;
-use dlc_egg::cpu::exec::NativeOptions;
-use dlc_egg::eval::evaluate;
-use dlc_egg::ir::frontend::load_str;
-use dlc_egg::ir::lower::lower;
-use dlc_egg::optimize::{optimize, OptimizeOptions};
-use std::collections::BTreeMap;
+use common::native::check_graph;
 
 /// Two softmaxes over rows of `C` (fp32, symbolic rows `T` and columns `C`).
 const GRAPH: &str = r#"{
@@ -31,37 +24,15 @@ const GRAPH: &str = r#"{
   ]
 }"#;
 
+/// The graph at row lengths that leave tails for every vector width, natively (the streaming
+/// threshold set to `threshold` bytes) against the reference: the failures.
 fn check(threshold: &str) -> Vec<String> {
     std::env::set_var("DLC_CPU_STREAM_MIN_BYTES", threshold);
-    let g = load_str(GRAPH, "stream.json").expect("load");
-    let prog = lower(&g).expect("lower");
-    let o = optimize(&prog, &OptimizeOptions::default()).expect("optimize");
     let mut fails = Vec::new();
     for (t, c) in [(3, 1), (5, 7), (4, 17), (2, 33), (3, 1000), (1, 4099)] {
-        let binds: BTreeMap<String, i64> = [("T".to_string(), t), ("C".to_string(), c)].into();
-        let p = dlc_egg::run::prepare_inputs(&g, &[], &binds, Some(7)).expect("inputs");
-        let want = evaluate(&prog, &p.bindings, &p.tensors).expect("reference");
-        let opts = NativeOptions {
-            threads: 2,
-            repeat: 0,
-            params: Default::default(),
-        };
-        let got = match evaluate_native(&o.program, &p.bindings, &p.tensors, &opts, None) {
-            Ok((got, _)) => got,
-            Err(e) => {
-                fails.push(format!("threshold {threshold} T={t} C={c}: native: {e}"));
-                continue;
-            }
-        };
-        for (name, w) in &want {
-            let r = match got.get(name) {
-                Some(x) => compare_output(name, x, w, "the reference evaluator"),
-                None => Err(format!("output {name} missing")),
-            };
-            if let Err(e) = r {
-                let e: String = e.chars().take(300).collect();
-                fails.push(format!("threshold {threshold} T={t} C={c}: {e}"));
-            }
+        let what = format!("threshold {threshold} T={t} C={c}");
+        if let Err(e) = check_graph(GRAPH, &[("T", t), ("C", c)], &what) {
+            fails.push(e);
         }
     }
     fails

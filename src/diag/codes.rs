@@ -412,6 +412,25 @@ codes! {
     INTERNAL_ERROR = "E9000" InternalError;
 }
 
+/// Reference-evaluator codes that are the input's fault even on inputs already validated
+/// (`run::prepare_inputs` checks names, dtypes and shapes): a Gather index out of range (a data
+/// value), a READ that leaves its operand under the bound symbol values, a tensor too large to
+/// allocate. Any other evaluator error on validated inputs is a compiler bug, `MISSING_INPUT`
+/// and `INPUT_SHAPE_MISMATCH` included: validation rejects both before the evaluator runs, so
+/// the evaluator raising them means the two disagree. `run --optimized` classifies a failure of
+/// the optimized program by it, and so does the fuzz target.
+pub const EVAL_USER_ERRORS: &[Code] = &[
+    GATHER_INDEX_OUT_OF_RANGE,
+    TENSOR_TOO_LARGE,
+    READ_OUT_OF_BOUNDS,
+    ALLOCATION_FAILED,
+];
+
+/// Whether `code` is one of [`EVAL_USER_ERRORS`].
+pub fn is_eval_user_error(code: &str) -> bool {
+    EVAL_USER_ERRORS.iter().any(|c| c.0 == code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::ALL;
@@ -431,6 +450,23 @@ mod tests {
                 is_code.then(|| (code.to_string(), kind.to_string()))
             })
             .collect()
+    }
+
+    #[test]
+    fn evaluator_user_errors_are_registered_and_exclude_validated_inputs() {
+        use super::{is_eval_user_error, EVAL_USER_ERRORS};
+        for c in EVAL_USER_ERRORS {
+            assert!(ALL.contains(c), "{c:?} is not in the registry");
+            assert!(is_eval_user_error(c.0));
+        }
+        assert!(is_eval_user_error(super::GATHER_INDEX_OUT_OF_RANGE.0));
+        for c in [
+            super::MISSING_INPUT,
+            super::INPUT_SHAPE_MISMATCH,
+            super::INTERNAL_ERROR,
+        ] {
+            assert!(!is_eval_user_error(c.0), "{c:?}");
+        }
     }
 
     #[test]

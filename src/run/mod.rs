@@ -290,25 +290,16 @@ fn classify_optimized_failure(
     d: impl Into<Diagnostics>,
 ) -> Failure {
     match eval::evaluate(prog, &prepared.bindings, &prepared.tensors) {
-        Err(reference) if reference.0.iter().all(|r| is_user_code(r.code)) => {
+        Err(reference)
+            if reference
+                .0
+                .iter()
+                .all(|r| codes::is_eval_user_error(r.code)) =>
+        {
             Failure::user(reference)
         }
         _ => Failure::internal(d),
     }
-}
-
-/// Whether a reference-evaluator code is about the user's input rather than a compiler bug.
-fn is_user_code(code: &str) -> bool {
-    [
-        codes::GATHER_INDEX_OUT_OF_RANGE,
-        codes::TENSOR_TOO_LARGE,
-        codes::READ_OUT_OF_BOUNDS,
-        codes::MISSING_INPUT,
-        codes::INPUT_SHAPE_MISMATCH,
-        codes::ALLOCATION_FAILED,
-    ]
-    .iter()
-    .any(|c| c.0 == code)
 }
 
 /// Every signature output must come back from the evaluator with its declared dtype and

@@ -4,6 +4,7 @@
 pub mod fe;
 pub mod graphgen;
 pub mod movement_chains;
+pub mod native;
 
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::{frontend, lower};

@@ -2,9 +2,9 @@
 //! materialize every let over its free iters in order (parallel over points with rayon) and write
 //! the yields. An out-of-bounds read is an error (`E1220`), never a panic.
 
-use super::kind::{const_value, Kind, Kinds};
-use super::verify::{reduce_extents, verify_with, Checked, RegionError};
-use super::{AxisExpr, BinaryFn, CmpOp, Expr, Pred, Region, UnaryFn};
+use super::kind::Kind;
+use super::verify::{verify_with, Checked, RegionError};
+use super::{BinaryFn, CmpOp, Expr, Region, UnaryFn};
 use crate::diag::Diagnostics;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -13,13 +13,19 @@ use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 
+#[path = "eval_affine.rs"]
+mod affine;
+#[path = "eval_compile.rs"]
+mod compile;
 #[path = "eval_ops.rs"]
 mod ops;
+#[path = "eval_point.rs"]
+mod point;
 #[path = "eval_rows.rs"]
 mod rows;
 
-use ops::{fold, unary};
-use rows::class;
+use ops::fold;
+use point::{axis, pred};
 
 type EResult<T> = Result<T, RegionError>;
 
@@ -88,31 +94,7 @@ fn run(
             what: "iteration space".into(),
             value: i64::MAX,
         })?;
-    let mut ins = Vec::new();
-    for inp in &r.inputs {
-        let t = inputs
-            .get(&inp.name)
-            .ok_or_else(|| RegionError::InputMismatch {
-                name: inp.name.clone(),
-                why: "no value given".into(),
-            })?;
-        let shape: Vec<usize> = inp
-            .memref
-            .shape
-            .iter()
-            .map(|s| bind(&s.0, &inp.name, b))
-            .collect::<EResult<_>>()?;
-        if t.dtype != inp.dtype || t.shape != shape {
-            return Err(RegionError::InputMismatch {
-                name: inp.name.clone(),
-                why: format!(
-                    "declared {} {:?}, given {} {:?}",
-                    inp.dtype, shape, t.dtype, t.shape
-                ),
-            });
-        }
-        ins.push(t);
-    }
+    let ins = bound_inputs(r, b, inputs)?;
     let mut comp = Compiler {
         r,
         b,
@@ -148,65 +130,138 @@ fn run(
             .map(|(i, it)| (it.name.clone(), i))
             .collect();
         if let Expr::Scan(sc) = &l.expr {
-            let code = comp.expr(&sc.body, &mut scope.clone())?;
-            comp.let_kinds.push(comp.kind(&l.expr));
-            let cx = Ctx {
-                inputs: &ins,
-                names: r.inputs.iter().map(|i| i.name.clone()).collect(),
-                lets: &values,
-                at: &l.name,
-            };
-            let axis = r.iters.iter().position(|i| i.name == sc.axis);
-            let axis = axis.ok_or_else(|| RegionError::UnboundName {
-                name: sc.axis.clone(),
-                at: l.name.clone(),
-            })?;
-            let line = ScanLine {
-                sc,
-                free: &let_free[li],
-                axis,
-                sizes: &sizes,
-                nslots: comp.nslots,
-            };
-            let vals = line.run(&cx, &code)?;
+            let vals = scan_let(&mut comp, &ins, &values, li, sc, &scope)?;
             values.push(vals);
             continue;
         }
-        let code = comp.expr(&l.expr, &mut scope.clone())?;
-        let kind = comp.kind(&l.expr);
-        comp.let_kinds.push(kind);
-        let free = &let_free[li];
-        let fsizes: Vec<usize> = free.iter().map(|i| sizes[*i]).collect();
-        let n: usize = fsizes.iter().product();
-        let cx = Ctx {
-            inputs: &ins,
-            names: r.inputs.iter().map(|i| i.name.clone()).collect(),
-            lets: &values,
-            at: &l.name,
-        };
-        let nslots = comp.nslots;
-        if let Some(row) = comp.row {
-            let rl = rows::RowLet {
-                free,
-                sizes: &sizes,
-                row,
-                nslots,
-            };
-            values.push(rl.run(&cx, &code)?);
-            continue;
-        }
-        let vals = (0..n)
-            .into_par_iter()
-            .map_init(
-                || vec![0i64; nslots],
-                |env, flat| {
-                    set_slots(env, free, &fsizes, flat);
-                    cx.eval(&code, env)
-                },
-            )
-            .collect::<EResult<Vec<f64>>>()?;
+        let vals = let_values(&mut comp, &ins, &values, li, &scope)?;
         values.push(vals);
     }
+    Ok(yields(r, &let_free, &sizes, total, &values))
+}
+
+/// The inputs in `r`'s order, each checked against its declared dtype and bound shape.
+fn bound_inputs<'t>(
+    r: &Region,
+    b: &BTreeMap<String, i64>,
+    inputs: &'t BTreeMap<String, Tensor>,
+) -> EResult<Vec<&'t Tensor>> {
+    let mut ins = Vec::new();
+    for inp in &r.inputs {
+        let t = inputs
+            .get(&inp.name)
+            .ok_or_else(|| RegionError::InputMismatch {
+                name: inp.name.clone(),
+                why: "no value given".into(),
+            })?;
+        let shape: Vec<usize> = inp
+            .memref
+            .shape
+            .iter()
+            .map(|s| bind(&s.0, &inp.name, b))
+            .collect::<EResult<_>>()?;
+        if t.dtype != inp.dtype || t.shape != shape {
+            return Err(RegionError::InputMismatch {
+                name: inp.name.clone(),
+                why: format!(
+                    "declared {} {:?}, given {} {:?}",
+                    inp.dtype, shape, t.dtype, t.shape
+                ),
+            });
+        }
+        ins.push(t);
+    }
+    Ok(ins)
+}
+
+/// The values of scan let `li` (`sc`), line by line ([`ScanLine`]).
+fn scan_let(
+    comp: &mut Compiler,
+    ins: &[&Tensor],
+    values: &[Vec<f64>],
+    li: usize,
+    sc: &super::Scan,
+    scope: &[(String, usize)],
+) -> EResult<Vec<f64>> {
+    let r = comp.r;
+    let l = &r.lets[li];
+    let code = comp.expr(&sc.body, &mut scope.to_vec())?;
+    comp.let_kinds.push(comp.kind(&l.expr));
+    let cx = Ctx {
+        inputs: ins,
+        names: r.inputs.iter().map(|i| i.name.clone()).collect(),
+        lets: values,
+        at: &l.name,
+    };
+    let axis = r.iters.iter().position(|i| i.name == sc.axis);
+    let axis = axis.ok_or_else(|| RegionError::UnboundName {
+        name: sc.axis.clone(),
+        at: l.name.clone(),
+    })?;
+    let line = ScanLine {
+        sc,
+        free: &comp.let_free[li],
+        axis,
+        sizes: comp.sizes,
+        nslots: comp.nslots,
+    };
+    line.run(&cx, &code)
+}
+
+/// The values of (non-scan) let `li` over its free iters: row by row when the compiler has a
+/// row iter ([`rows::RowLet`]), else point by point (parallel).
+fn let_values(
+    comp: &mut Compiler,
+    ins: &[&Tensor],
+    values: &[Vec<f64>],
+    li: usize,
+    scope: &[(String, usize)],
+) -> EResult<Vec<f64>> {
+    let r = comp.r;
+    let l = &r.lets[li];
+    let sizes = comp.sizes;
+    let code = comp.expr(&l.expr, &mut scope.to_vec())?;
+    let kind = comp.kind(&l.expr);
+    comp.let_kinds.push(kind);
+    let free = &comp.let_free[li];
+    let fsizes: Vec<usize> = free.iter().map(|i| sizes[*i]).collect();
+    let n: usize = fsizes.iter().product();
+    let cx = Ctx {
+        inputs: ins,
+        names: r.inputs.iter().map(|i| i.name.clone()).collect(),
+        lets: values,
+        at: &l.name,
+    };
+    let nslots = comp.nslots;
+    if let Some(row) = comp.row {
+        let rl = rows::RowLet {
+            free,
+            sizes,
+            row,
+            nslots,
+        };
+        return rl.run(&cx, &code);
+    }
+    (0..n)
+        .into_par_iter()
+        .map_init(
+            || vec![0i64; nslots],
+            |env, flat| {
+                set_slots(env, free, &fsizes, flat);
+                cx.eval(&code, env)
+            },
+        )
+        .collect::<EResult<Vec<f64>>>()
+}
+
+/// The outputs: every yield's let array, broadcast over the iters it does not depend on.
+fn yields(
+    r: &Region,
+    let_free: &[Vec<usize>],
+    sizes: &[usize],
+    total: usize,
+    values: &[Vec<f64>],
+) -> BTreeMap<String, Tensor> {
     let mut out = BTreeMap::new();
     for y in &r.yields {
         let (Some(li), Some(o)) = (
@@ -220,11 +275,11 @@ fn run(
             // The let depends on every iter: its array is the output, row-major.
             out.insert(
                 o.name.clone(),
-                Tensor::from_f64(o.dtype, sizes.clone(), src),
+                Tensor::from_f64(o.dtype, sizes.to_vec(), src),
             );
             continue;
         }
-        let strides = let_strides(&let_free[li], &sizes);
+        let strides = let_strides(&let_free[li], sizes);
         let vals: Vec<f64> = (0..total)
             .into_par_iter()
             .map(|flat| {
@@ -240,10 +295,10 @@ fn run(
             .collect();
         out.insert(
             o.name.clone(),
-            Tensor::from_f64(o.dtype, sizes.clone(), &vals),
+            Tensor::from_f64(o.dtype, sizes.to_vec(), &vals),
         );
     }
-    Ok(out)
+    out
 }
 
 /// A scan let evaluated line by line: every point of its free iters but the scanned one is a
@@ -328,7 +383,7 @@ fn let_strides(free: &[usize], sizes: &[usize]) -> Vec<usize> {
 #[derive(Clone, Debug)]
 struct Cls {
     class: Class,
-    aff: Option<rows::Affine>,
+    aff: Option<affine::Affine>,
 }
 
 /// How an index expression varies along the row iter of a row evaluation.
@@ -413,378 +468,11 @@ struct Compiler<'a> {
     slot_max: Vec<i64>,
 }
 
-fn lookup(scope: &[(String, usize)], n: &str) -> Option<usize> {
-    scope.iter().rev().find(|(m, _)| m == n).map(|(_, s)| *s)
-}
-
-impl Compiler<'_> {
-    /// The kind of `e`'s value.
-    fn kind(&self, e: &Expr) -> Kind {
-        self.with_kinds(&|k| k.of(e))
-    }
-
-    /// The kind the operands `es` of one op compute in.
-    fn kinds_of(&self, es: &[&Expr]) -> Kind {
-        self.with_kinds(&|k| k.operands(es))
-    }
-
-    fn with_kinds(&self, f: &dyn Fn(&Kinds) -> Kind) -> Kind {
-        let input = |n: &str| self.r.input(n).map(|i| i.dtype);
-        let let_kind = |n: &str| {
-            let li = self.r.lets.iter().position(|l| l.name == n)?;
-            self.let_kinds.get(li).copied()
-        };
-        f(&Kinds {
-            input: &input,
-            let_kind: &let_kind,
-        })
-    }
-
-    /// The position of input `tensor` and its bound shape.
-    fn input_slot(&self, tensor: &str) -> EResult<(usize, Vec<usize>)> {
-        let input = self
-            .r
-            .inputs
-            .iter()
-            .position(|i| i.name == tensor)
-            .ok_or_else(|| RegionError::UnknownTensor {
-                tensor: tensor.to_string(),
-                at: self.at.clone(),
-            })?;
-        let shape = self.r.inputs[input]
-            .memref
-            .shape
-            .iter()
-            .map(|s| bind(&s.0, tensor, self.b))
-            .collect::<EResult<_>>()?;
-        Ok((input, shape))
-    }
-
-    fn expr(&mut self, e: &Expr, scope: &mut Vec<(String, usize)>) -> EResult<CExpr> {
-        Ok(match e {
-            Expr::Const(c) => CExpr::Const(const_value(*c)),
-            Expr::Let(n) => {
-                let li = self
-                    .r
-                    .lets
-                    .iter()
-                    .position(|l| &l.name == n)
-                    .ok_or_else(|| RegionError::UndefinedLet {
-                        name: n.clone(),
-                        at: self.at.clone(),
-                    })?;
-                let strides = let_strides(&self.let_free[li], self.sizes);
-                let mut addr = Vec::new();
-                for i in &self.let_free[li] {
-                    let name = &self.r.iters[*i].name;
-                    let slot = lookup(scope, name).ok_or_else(|| RegionError::UnboundName {
-                        name: name.clone(),
-                        at: self.at.clone(),
-                    })?;
-                    addr.push((slot, strides[*i]));
-                }
-                CExpr::Let(li, addr)
-            }
-            Expr::Read { tensor, map } => {
-                let (input, shape) = self.input_slot(tensor)?;
-                let map: Vec<CAxis> = map
-                    .iter()
-                    .map(|m| self.axis(m, scope))
-                    .collect::<EResult<_>>()?;
-                let cls = map.iter().map(|m| self.class(m)).collect();
-                CExpr::Read {
-                    input,
-                    map,
-                    cls,
-                    shape,
-                }
-            }
-            Expr::Unary(f, x) => CExpr::Unary(*f, self.kind(x), Box::new(self.expr(x, scope)?)),
-            Expr::Binary(f, a, b) => CExpr::Binary(
-                *f,
-                self.kinds_of(&[a, b]),
-                Box::new(self.expr(a, scope)?),
-                Box::new(self.expr(b, scope)?),
-            ),
-            Expr::Select {
-                pred,
-                then,
-                otherwise,
-            } => CExpr::Select(
-                self.pred(pred, scope)?,
-                Box::new(self.expr(then, scope)?),
-                Box::new(self.expr(otherwise, scope)?),
-            ),
-            Expr::Reduce(red) => {
-                let ext = reduce_extents(self.r, red, self.iter_sizes, &self.at)?;
-                let extents = ext
-                    .iter()
-                    .zip(&red.axes)
-                    .map(|(d, a)| bind(d, a, self.b).map(|v| v as i64))
-                    .collect::<EResult<Vec<_>>>()?;
-                let dtype = red.dtype.ok_or_else(|| RegionError::AccDtypeMissing {
-                    at: self.at.clone(),
-                })?;
-                let base = scope.len();
-                let mut slots = Vec::new();
-                for a in &red.axes {
-                    slots.push(self.nslots);
-                    scope.push((a.clone(), self.nslots));
-                    self.nslots += 1;
-                    let e = extents.get(slots.len() - 1).copied().unwrap_or(0);
-                    self.slot_max.push(e.saturating_sub(1).max(0));
-                }
-                let body = self.expr(&red.body, scope);
-                scope.truncate(base);
-                CExpr::Reduce {
-                    op: red.op,
-                    slots,
-                    extents,
-                    init: dtype.round(red.init.unwrap_or_else(|| red.op.identity(dtype))),
-                    dtype,
-                    body: Box::new(body?),
-                }
-            }
-            Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
-                self.expr(operand, scope)?
-            }
-            Expr::Cast { to, x } => CExpr::Cast(*to, Box::new(self.expr(x, scope)?)),
-            Expr::Index(m) => {
-                let m = self.axis(m, scope)?;
-                let c = self.class(&m);
-                CExpr::Index(m, c)
-            }
-            Expr::Where(c, a, b) => CExpr::Where(
-                Box::new(self.expr(c, scope)?),
-                Box::new(self.expr(a, scope)?),
-                Box::new(self.expr(b, scope)?),
-            ),
-            Expr::Scan(_) => {
-                return Err(RegionError::AxisAlignmentMismatch {
-                    at: self.at.clone(),
-                    why: "a scan must be a let's whole expression".into(),
-                })
-            }
-            Expr::Gather {
-                tensor,
-                map,
-                axis,
-                index,
-            } => {
-                let (input, shape) = self.input_slot(tensor)?;
-                let map = map
-                    .iter()
-                    .map(|m| self.axis(m, scope))
-                    .collect::<EResult<_>>()?;
-                CExpr::Gather {
-                    input,
-                    map,
-                    shape,
-                    axis: *axis,
-                    index: Box::new(self.expr(index, scope)?),
-                }
-            }
-        })
-    }
-
-    fn pred(&self, p: &Pred, scope: &[(String, usize)]) -> EResult<CPred> {
-        Ok(match p {
-            Pred::And(ps) => CPred::And(
-                ps.iter()
-                    .map(|q| self.pred(q, scope))
-                    .collect::<EResult<_>>()?,
-            ),
-            Pred::Or(ps) => CPred::Or(
-                ps.iter()
-                    .map(|q| self.pred(q, scope))
-                    .collect::<EResult<_>>()?,
-            ),
-            Pred::Cmp(op, a, b) => {
-                let (a, b) = (self.axis(a, scope)?, self.axis(b, scope)?);
-                let (ca, cb) = (self.class(&a), self.class(&b));
-                CPred::Cmp(*op, a, b, ca, cb)
-            }
-        })
-    }
-
-    /// How `e` varies along the row iter (`Uniform` without one).
-    fn class(&self, e: &CAxis) -> Cls {
-        match self.row {
-            Some(row) => Cls {
-                class: class(e, row),
-                aff: rows::affine(e, &self.slot_max),
-            },
-            None => Cls {
-                class: Class::Uniform,
-                aff: None,
-            },
-        }
-    }
-
-    fn axis(&self, e: &AxisExpr, scope: &[(String, usize)]) -> EResult<CAxis> {
-        Ok(match e {
-            AxisExpr::Const(c) => CAxis::Const(*c),
-            AxisExpr::Name(n) => match lookup(scope, n) {
-                Some(s) => CAxis::Slot(s),
-                None => CAxis::Const(
-                    *self
-                        .b
-                        .get(n)
-                        .ok_or_else(|| RegionError::UnboundSymbol(n.clone()))?,
-                ),
-            },
-            AxisExpr::Add(l) => CAxis::Add(
-                l.iter()
-                    .map(|x| self.axis(x, scope))
-                    .collect::<EResult<_>>()?,
-            ),
-            AxisExpr::Mul(a, b) => CAxis::Mul(
-                Box::new(self.axis(a, scope)?),
-                Box::new(self.axis(b, scope)?),
-            ),
-            AxisExpr::FloorDiv(x, c) => CAxis::FloorDiv(Box::new(self.axis(x, scope)?), *c),
-            AxisExpr::Min(a, b) => CAxis::Min(
-                Box::new(self.axis(a, scope)?),
-                Box::new(self.axis(b, scope)?),
-            ),
-            AxisExpr::Max(a, b) => CAxis::Max(
-                Box::new(self.axis(a, scope)?),
-                Box::new(self.axis(b, scope)?),
-            ),
-        })
-    }
-}
-
 struct Ctx<'a> {
     inputs: &'a [&'a Tensor],
     names: Vec<String>,
     lets: &'a [Vec<f64>],
     at: &'a str,
-}
-
-fn axis(e: &CAxis, env: &[i64]) -> i64 {
-    match e {
-        CAxis::Const(c) => *c,
-        CAxis::Slot(s) => env[*s],
-        CAxis::Add(l) => l.iter().fold(0i64, |a, x| a.saturating_add(axis(x, env))),
-        CAxis::Mul(a, b) => axis(a, env).saturating_mul(axis(b, env)),
-        CAxis::FloorDiv(x, c) if *c > 0 => axis(x, env).div_euclid(*c),
-        CAxis::FloorDiv(..) => 0,
-        CAxis::Min(a, b) => axis(a, env).min(axis(b, env)),
-        CAxis::Max(a, b) => axis(a, env).max(axis(b, env)),
-    }
-}
-
-fn pred(p: &CPred, env: &[i64]) -> bool {
-    match p {
-        CPred::And(ps) => ps.iter().all(|q| pred(q, env)),
-        CPred::Or(ps) => ps.iter().any(|q| pred(q, env)),
-        CPred::Cmp(op, a, b, ..) => op.holds(axis(a, env), axis(b, env)),
-    }
-}
-
-impl Ctx<'_> {
-    fn eval(&self, e: &CExpr, env: &mut [i64]) -> EResult<f64> {
-        Ok(match e {
-            CExpr::Const(c) => *c,
-            CExpr::Let(li, addr) => {
-                let idx: usize = addr.iter().map(|(s, st)| env[*s] as usize * st).sum();
-                self.lets
-                    .get(*li)
-                    .and_then(|v| v.get(idx))
-                    .copied()
-                    .unwrap_or(f64::NAN)
-            }
-            CExpr::Read {
-                input, map, shape, ..
-            } => self.load(*input, map, env, shape, None)?,
-            CExpr::Gather {
-                input,
-                map,
-                shape,
-                axis: g,
-                index,
-            } => {
-                // A non-finite or huge index saturates, then fails the bounds check.
-                let v = self.eval(index, env)?.trunc() as i64;
-                self.load(*input, map, env, shape, Some((*g, v)))?
-            }
-            CExpr::Unary(f, k, x) => k.round(unary(*f, self.eval(x, env)?)),
-            CExpr::Binary(f, k, a, b) => {
-                let a = self.eval(a, env)?;
-                ops::binary(*f, *k, a, self.eval(b, env)?)
-            }
-            CExpr::Select(p, t, f) => {
-                if pred(p, env) {
-                    self.eval(t, env)?
-                } else {
-                    self.eval(f, env)?
-                }
-            }
-            CExpr::Reduce {
-                op,
-                slots,
-                extents,
-                init,
-                dtype,
-                body,
-            } => {
-                let mut acc = *init;
-                if extents.iter().all(|e| *e > 0) {
-                    for s in slots {
-                        env[*s] = 0;
-                    }
-                    loop {
-                        let v = dtype.round(self.eval(body, env)?);
-                        acc = dtype.round(fold(*op, *dtype, acc, v));
-                        if !advance(env, slots, extents) {
-                            break;
-                        }
-                    }
-                }
-                acc
-            }
-            CExpr::Index(m, _) => axis(m, env) as f64,
-            CExpr::Where(c, a, b) => {
-                if self.eval(c, env)? != 0.0 {
-                    self.eval(a, env)?
-                } else {
-                    self.eval(b, env)?
-                }
-            }
-            CExpr::Cast(to, x) => to.round(self.eval(x, env)?),
-        })
-    }
-
-    /// Loads input `input` at `map(env)`, dimension `shift.0` moved by `shift.1` (a gather);
-    /// an error outside `shape`.
-    fn load(
-        &self,
-        input: usize,
-        map: &[CAxis],
-        env: &[i64],
-        shape: &[usize],
-        shift: Option<(usize, i64)>,
-    ) -> EResult<f64> {
-        let at = |j: usize, m: &CAxis| match shift {
-            Some((g, v)) if g == j => axis(m, env).saturating_add(v),
-            _ => axis(m, env),
-        };
-        let mut flat = 0usize;
-        for (j, (m, s)) in map.iter().zip(shape).enumerate() {
-            let i = at(j, m);
-            if i < 0 || i as usize >= *s {
-                return Err(RegionError::OutOfBounds {
-                    tensor: self.names.get(input).cloned().unwrap_or_default(),
-                    at: self.at.to_string(),
-                    index: map.iter().enumerate().map(|(j, m)| at(j, m)).collect(),
-                    shape: shape.to_vec(),
-                });
-            }
-            flat = flat * s + i as usize;
-        }
-        Ok(self.inputs[input].get_f64(flat))
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@
 //! output row, 14–56 lanes, and every reduce point re-walks the body): fuse the reduce loop
 //! over rows into compiled per-read strides, or make a row span several iters.
 
+use super::super::kind::Kind;
+use super::super::BinaryFn;
+use super::affine::axis_checked;
 use super::ops::{binary, fold, unary};
 use super::{advance, axis, pred, set_slots, CAxis, CExpr, CPred, Class, Cls, Ctx, EResult};
 use crate::ir::dtype::DType;
@@ -25,188 +28,6 @@ use crate::ir::tiny::ReduceOp;
 use crate::tensor::TensorData;
 use rayon::prelude::*;
 use std::cell::RefCell;
-
-/// The class of `e` along iter slot `row`.
-pub(super) fn class(e: &CAxis, row: usize) -> Class {
-    let join = |cs: &mut dyn Iterator<Item = Class>| {
-        let mut slope = 0i64;
-        for c in cs {
-            match c {
-                Class::Uniform => {}
-                Class::Linear(s) => match slope.checked_add(s) {
-                    Some(v) => slope = v,
-                    None => return Class::General,
-                },
-                Class::General => return Class::General,
-            }
-        }
-        if slope == 0 {
-            // A sum whose slopes cancel still mentions the row iter: keep it checked.
-            Class::Linear(0)
-        } else {
-            Class::Linear(slope)
-        }
-    };
-    let uniform = |e: &CAxis| class(e, row) == Class::Uniform;
-    match e {
-        CAxis::Const(_) => Class::Uniform,
-        CAxis::Slot(s) if *s == row => Class::Linear(1),
-        CAxis::Slot(_) => Class::Uniform,
-        CAxis::Add(l) => {
-            if l.iter().all(uniform) {
-                Class::Uniform
-            } else {
-                join(&mut l.iter().map(|x| class(x, row)))
-            }
-        }
-        CAxis::Mul(a, b) => match (class(a, row), class(b, row), &**a, &**b) {
-            (Class::Uniform, Class::Uniform, ..) => Class::Uniform,
-            (Class::Linear(s), Class::Uniform, _, CAxis::Const(c))
-            | (Class::Uniform, Class::Linear(s), CAxis::Const(c), _) => {
-                s.checked_mul(*c).map_or(Class::General, Class::Linear)
-            }
-            _ => Class::General,
-        },
-        CAxis::FloorDiv(x, _) => {
-            if uniform(x) {
-                Class::Uniform
-            } else {
-                Class::General
-            }
-        }
-        CAxis::Min(a, b) | CAxis::Max(a, b) => {
-            if uniform(a) && uniform(b) {
-                Class::Uniform
-            } else {
-                Class::General
-            }
-        }
-    }
-}
-
-/// An index expression as `c + Σ coef·env[slot]`: one without floordiv, min or max of slots
-/// whose every intermediate value fits `i64` over the whole iteration domain (so the point
-/// evaluator's saturating arithmetic is exact there, and so is this form).
-#[derive(Clone, Debug)]
-pub(super) struct Affine {
-    c: i64,
-    terms: Vec<(usize, i64)>,
-}
-
-/// The range of `e`'s values with every slot `s` in `0..=max[s]`; `None` if an intermediate
-/// value may leave `i64`.
-fn range(e: &CAxis, max: &[i64]) -> Option<(i64, i64)> {
-    Some(match e {
-        CAxis::Const(c) => (*c, *c),
-        CAxis::Slot(s) => (0, *max.get(*s)?),
-        CAxis::Add(l) => l.iter().try_fold((0i64, 0i64), |(a, b), x| {
-            let (c, d) = range(x, max)?;
-            Some((a.checked_add(c)?, b.checked_add(d)?))
-        })?,
-        CAxis::Mul(a, b) => {
-            let ((p, q), (r, t)) = (range(a, max)?, range(b, max)?);
-            let c = [
-                p.checked_mul(r)?,
-                p.checked_mul(t)?,
-                q.checked_mul(r)?,
-                q.checked_mul(t)?,
-            ];
-            (*c.iter().min()?, *c.iter().max()?)
-        }
-        CAxis::FloorDiv(x, c) if *c > 0 => {
-            let (a, b) = range(x, max)?;
-            (a.div_euclid(*c), b.div_euclid(*c))
-        }
-        CAxis::FloorDiv(..) => (0, 0),
-        CAxis::Min(a, b) => {
-            let ((p, q), (r, t)) = (range(a, max)?, range(b, max)?);
-            (p.min(r), q.min(t))
-        }
-        CAxis::Max(a, b) => {
-            let ((p, q), (r, t)) = (range(a, max)?, range(b, max)?);
-            (p.max(r), q.max(t))
-        }
-    })
-}
-
-/// `e`'s affine form when it has one that is exact over slots bounded by `max` (see [`Affine`]).
-pub(super) fn affine(e: &CAxis, max: &[i64]) -> Option<Affine> {
-    range(e, max)?;
-    fn go(e: &CAxis) -> Option<Affine> {
-        let konst = |c: i64| Affine {
-            c,
-            terms: Vec::new(),
-        };
-        Some(match e {
-            CAxis::Const(c) => konst(*c),
-            CAxis::Slot(s) => Affine {
-                c: 0,
-                terms: vec![(*s, 1)],
-            },
-            CAxis::Add(l) => {
-                let mut acc = konst(0);
-                for x in l {
-                    let a = go(x)?;
-                    acc.c = acc.c.checked_add(a.c)?;
-                    for (s, k) in a.terms {
-                        match acc.terms.iter_mut().find(|(t, _)| *t == s) {
-                            Some(t) => t.1 = t.1.checked_add(k)?,
-                            None => acc.terms.push((s, k)),
-                        }
-                    }
-                }
-                acc
-            }
-            CAxis::Mul(a, b) => {
-                let (a, b) = (go(a)?, go(b)?);
-                let (k, mut x) = match (a.terms.is_empty(), b.terms.is_empty()) {
-                    (true, _) => (a.c, b),
-                    (_, true) => (b.c, a),
-                    _ => return None,
-                };
-                x.c = x.c.checked_mul(k)?;
-                for t in &mut x.terms {
-                    t.1 = t.1.checked_mul(k)?;
-                }
-                x
-            }
-            CAxis::FloorDiv(x, c) => {
-                let x = go(x)?;
-                if !x.terms.is_empty() {
-                    return None;
-                }
-                konst(if *c > 0 { x.c.div_euclid(*c) } else { 0 })
-            }
-            CAxis::Min(a, b) | CAxis::Max(a, b) => {
-                let (a, b) = (go(a)?, go(b)?);
-                if !a.terms.is_empty() || !b.terms.is_empty() {
-                    return None;
-                }
-                konst(match e {
-                    CAxis::Min(..) => a.c.min(b.c),
-                    _ => a.c.max(b.c),
-                })
-            }
-        })
-    }
-    go(e)
-}
-
-/// [`axis`] with checked arithmetic: `None` where the saturating evaluation would saturate.
-fn axis_checked(e: &CAxis, env: &[i64]) -> Option<i64> {
-    Some(match e {
-        CAxis::Const(c) => *c,
-        CAxis::Slot(s) => env[*s],
-        CAxis::Add(l) => l
-            .iter()
-            .try_fold(0i64, |a, x| a.checked_add(axis_checked(x, env)?))?,
-        CAxis::Mul(a, b) => axis_checked(a, env)?.checked_mul(axis_checked(b, env)?)?,
-        CAxis::FloorDiv(x, c) if *c > 0 => axis_checked(x, env)?.div_euclid(*c),
-        CAxis::FloorDiv(..) => 0,
-        CAxis::Min(a, b) => axis_checked(a, env)?.min(axis_checked(b, env)?),
-        CAxis::Max(a, b) => axis_checked(a, env)?.max(axis_checked(b, env)?),
-    })
-}
 
 /// The active lanes of a row: a span `lo..hi` or a mask. Never evaluated when empty.
 #[derive(Clone, Debug)]
@@ -456,29 +277,7 @@ impl Rows<'_> {
     fn eval(&self, e: &CExpr, lanes: &Lanes) -> EResult<V> {
         Ok(match e {
             CExpr::Const(c) => V::U(*c),
-            CExpr::Let(li, addr) => {
-                let env = self.env.borrow();
-                let (mut base, mut step) = (0usize, 0usize);
-                for (s, st) in addr {
-                    if *s == self.row {
-                        step += st;
-                    } else {
-                        base += env[*s] as usize * st;
-                    }
-                }
-                let src = self.cx.lets.get(*li).map_or(&[][..], |v| &v[..]);
-                let get = |i: usize| src.get(i).copied().unwrap_or(f64::NAN);
-                if step == 0 {
-                    V::U(get(base))
-                } else {
-                    let mut b = self.buf();
-                    let (lo, hi) = lanes.range();
-                    for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
-                        *x = get(base + l * step);
-                    }
-                    V::R(b)
-                }
-            }
+            CExpr::Let(li, addr) => self.let_row(*li, addr, lanes),
             CExpr::Read {
                 input,
                 map,
@@ -511,29 +310,7 @@ impl Rows<'_> {
             CExpr::Binary(f, k, a, b) => {
                 let a = self.eval(a, lanes)?;
                 let b = self.eval(b, lanes)?;
-                let (lo, hi) = lanes.range();
-                match (a, b) {
-                    (V::U(x), V::U(y)) => V::U(binary(*f, *k, x, y)),
-                    (V::R(mut v), V::U(y)) => {
-                        for x in &mut v[lo..hi] {
-                            *x = binary(*f, *k, *x, y);
-                        }
-                        V::R(v)
-                    }
-                    (V::U(x), V::R(mut v)) => {
-                        for y in &mut v[lo..hi] {
-                            *y = binary(*f, *k, x, *y);
-                        }
-                        V::R(v)
-                    }
-                    (V::R(mut v), V::R(w)) => {
-                        for (x, y) in v[lo..hi].iter_mut().zip(&w[lo..hi]) {
-                            *x = binary(*f, *k, *x, *y);
-                        }
-                        self.give(w);
-                        V::R(v)
-                    }
-                }
+                self.binary_row(*f, *k, a, b, lanes)
             }
             CExpr::Select(p, t, f) => {
                 let taken = self.restrict(p, lanes.clone());
@@ -555,31 +332,87 @@ impl Rows<'_> {
                 dtype,
                 body,
             } => self.reduce(lanes, (*op, *dtype, *init), slots, extents, body)?,
-            CExpr::Index(m, c) => {
-                let (lo, hi) = lanes.range();
-                match self.linear(m, c, lo, hi) {
-                    Some((a, 0)) if c.class == Class::Uniform => V::U(a as f64),
-                    Some((a, s)) => {
-                        let mut b = self.buf();
-                        for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
-                            *x = (a + s * (l - lo) as i64) as f64;
-                        }
-                        V::R(b)
-                    }
-                    None => {
-                        let mut b = self.buf();
-                        for l in lanes.iter() {
-                            b[l] = self.axis_at(m, l) as f64;
-                        }
-                        V::R(b)
-                    }
-                }
-            }
+            CExpr::Index(m, c) => self.index_row(m, c, lanes),
             CExpr::Cast(to, x) => {
                 let x = self.eval(x, lanes)?;
                 self.map(x, lanes, |v| to.round(v))
             }
         })
+    }
+
+    /// Index expression `m` (class `c`) at the row's lanes: stepped where it is affine.
+    fn index_row(&self, m: &CAxis, c: &Cls, lanes: &Lanes) -> V {
+        let (lo, hi) = lanes.range();
+        match self.linear(m, c, lo, hi) {
+            Some((a, 0)) if c.class == Class::Uniform => V::U(a as f64),
+            Some((a, s)) => {
+                let mut b = self.buf();
+                for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
+                    *x = (a + s * (l - lo) as i64) as f64;
+                }
+                V::R(b)
+            }
+            None => {
+                let mut b = self.buf();
+                for l in lanes.iter() {
+                    b[l] = self.axis_at(m, l) as f64;
+                }
+                V::R(b)
+            }
+        }
+    }
+
+    /// Let `li`'s array at the row's lanes (`addr`: `(env slot, stride)` pairs; the row's slot
+    /// steps along the lanes).
+    fn let_row(&self, li: usize, addr: &[(usize, usize)], lanes: &Lanes) -> V {
+        let env = self.env.borrow();
+        let (mut base, mut step) = (0usize, 0usize);
+        for (s, st) in addr {
+            if *s == self.row {
+                step += st;
+            } else {
+                base += env[*s] as usize * st;
+            }
+        }
+        let src = self.cx.lets.get(li).map_or(&[][..], |v| &v[..]);
+        let get = |i: usize| src.get(i).copied().unwrap_or(f64::NAN);
+        if step == 0 {
+            V::U(get(base))
+        } else {
+            let mut b = self.buf();
+            let (lo, hi) = lanes.range();
+            for (l, x) in b.iter_mut().enumerate().take(hi).skip(lo) {
+                *x = get(base + l * step);
+            }
+            V::R(b)
+        }
+    }
+
+    /// `f` in kind `k` over two row values, lane by lane where either varies.
+    fn binary_row(&self, f: BinaryFn, k: Kind, a: V, b: V, lanes: &Lanes) -> V {
+        let (lo, hi) = lanes.range();
+        match (a, b) {
+            (V::U(x), V::U(y)) => V::U(binary(f, k, x, y)),
+            (V::R(mut v), V::U(y)) => {
+                for x in &mut v[lo..hi] {
+                    *x = binary(f, k, *x, y);
+                }
+                V::R(v)
+            }
+            (V::U(x), V::R(mut v)) => {
+                for y in &mut v[lo..hi] {
+                    *y = binary(f, k, x, *y);
+                }
+                V::R(v)
+            }
+            (V::R(mut v), V::R(w)) => {
+                for (x, y) in v[lo..hi].iter_mut().zip(&w[lo..hi]) {
+                    *x = binary(f, k, *x, *y);
+                }
+                self.give(w);
+                V::R(v)
+            }
+        }
     }
 
     fn recycle(&self, v: V) {

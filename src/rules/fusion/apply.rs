@@ -1,0 +1,233 @@
+//! The `kernel-fuse` applier: the breadth-first growth of each seed once (replayed where a
+//! recorded growth fits), then the maximal growth by whole producer kernels whenever the input
+//! classes gained kernels.
+
+use super::replay::{Direct, GrowView};
+use super::{add_kernel, consumers, has_contraction, kernel_count, lock, single_op_bodies};
+use super::{Grow, Grown, Seed};
+use crate::ir::egraph::kernel::kernel_parts;
+use crate::ir::egraph::{IndexBook, KernelBody, TensorGraph, TensorLang};
+use egg::{Applier, Id, PatternAst, RecExpr, SearchMatches, Subst, Symbol};
+use rayon::prelude::*;
+
+/// The kernels of a class, largest body first (ties: body text), as (body, inputs).
+pub(super) fn kernels_largest_first(eg: &TensorGraph, class: Id) -> Vec<(KernelBody, Vec<Id>)> {
+    let attr = |id: Id| eg[id].data.attr();
+    // Op counts computed once, not per comparison (the sort was most of this function).
+    let mut ks: Vec<(usize, KernelBody, Vec<Id>)> = eg[class]
+        .nodes
+        .iter()
+        .filter_map(|n| match n {
+            TensorLang::Kernel(ch) => kernel_parts(ch, &attr).ok().map(|(b, ins)| {
+                let ins = ins.iter().map(|i| eg.find(*i)).collect();
+                (b.op_count(), b.clone(), ins)
+            }),
+            _ => None,
+        })
+        .collect();
+    ks.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| a.1.cmp(&b.1))
+            .then_with(|| a.2.cmp(&b.2))
+    });
+    ks.into_iter().map(|(_, b, ins)| (b, ins)).collect()
+}
+
+impl Grow {
+    /// Grows one single-op body by whole producer kernels: for each input in order, absorbs the
+    /// largest kernel of the input's class that keeps the body legal (maximal fusion, built on
+    /// the producers' own growth, so it reaches across alternative spellings the breadth-first
+    /// growth does not take). With `no_contractions`, only producer kernels without a
+    /// contraction ([`has_contraction`]) are absorbed: largest-first alone absorbs a GEMM into
+    /// the row reductions after it (legal: the GEMM's output point is the row reduction's
+    /// shadowed iteration point, but priced far above the two kernels) and never builds the
+    /// contraction-free row-reduction kernel, so a LayerNorm after a projection was cut into
+    /// three kernels (issue 23).
+    fn grow_max(
+        &self,
+        eg: &impl GrowView,
+        eclass: Id,
+        body: RecExpr<TensorLang>,
+        ins: Vec<Id>,
+        no_contractions: bool,
+    ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
+        // `eclass` is canonical (the caller's `find`).
+        let originals = ins.clone();
+        let (mut body, mut ins) = (body, ins);
+        let mut grew = false;
+        for d in originals {
+            let Some(pos) = ins.iter().position(|c| *c == d) else {
+                continue;
+            };
+            for (p, p_ins) in eg.kernels(d) {
+                if p_ins.contains(&eclass) || (no_contractions && has_contraction(p.expr())) {
+                    continue;
+                }
+                let Some((b, i)) = self.try_fuse(eg, &body, &ins, pos, p.expr(), &p_ins) else {
+                    continue;
+                };
+                body = b;
+                ins = i;
+                grew = true;
+                break;
+            }
+        }
+        grew.then_some((body, ins))
+    }
+}
+
+impl Grow {
+    /// The breadth-first growth of a seed, once per seed (it reads only op e-nodes, which the
+    /// phase does not change); replayed from a recorded growth where one fits ([`super::replay`]).
+    fn grow_once(&self, eg: &Direct, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+        if lock(&self.memo).grown.contains(seed) {
+            return Vec::new();
+        }
+        let (out, deferred) = if self.limits.replay {
+            let classes: Vec<Id> = std::iter::once(seed.0)
+                .chain(seed.2.iter().copied())
+                .collect();
+            self.replays
+                .grow(eg, &seed.1, 0, &classes, |rec| self.grow_seed(rec, seed))
+        } else {
+            self.grow_seed(eg, seed)
+        };
+        if deferred {
+            lock(&self.memo).deferred.insert(seed.clone());
+        }
+        lock(&self.memo).grown.insert(seed.clone());
+        out
+    }
+
+    /// The breadth-first growths of a seed, and whether it is deferred (it also gets the
+    /// deferred growth and the contraction-free maximal growth).
+    fn grow_seed(&self, eg: &impl GrowView, seed: &Seed) -> (Vec<Grown>, bool) {
+        let (mut out, saw_boundary) = self.grow(eg, seed, false);
+        // A dense layer's GEMM was reachable: also the growth that absorbs it (and shared
+        // values) last. Not for a contraction's own seed, nor around batched contractions:
+        // there the breadth-first growth already gives the attention template's two regions,
+        // and deferring only re-splits the softmax.
+        let deferred = saw_boundary && !eg.is_contraction(seed.0);
+        if deferred {
+            let (more, _) = self.grow(eg, seed, true);
+            out.extend(
+                more.into_iter()
+                    .filter(|k| !out.contains(k))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        (out, deferred)
+    }
+
+    /// The maximal growths of a seed (largest producers, then contraction-free producers), again
+    /// only when its input classes gained kernels since.
+    fn grow_max_if_changed(&self, eg: &Direct, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+        let (eclass, body, ins) = seed.clone();
+        let eclass = eg.eg.find(eclass);
+        let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg.eg, *i)).collect();
+        let mut out = Vec::new();
+        let deferred = lock(&self.memo).deferred.contains(seed);
+        for no_contractions in [false, true] {
+            if no_contractions && !deferred {
+                continue;
+            }
+            let key = (seed.clone(), no_contractions);
+            if lock(&self.memo).maxed.get(&key) == Some(&counts) {
+                continue;
+            }
+            lock(&self.memo).maxed.insert(key, counts.clone());
+            let (grown, ()) = if self.limits.replay {
+                let classes: Vec<Id> = std::iter::once(eclass).chain(ins.iter().copied()).collect();
+                let kind = 1 + u8::from(no_contractions);
+                self.replays_max.grow(eg, &body, kind, &classes, |rec| {
+                    let g = self.grow_max(rec, eclass, body.clone(), ins.clone(), no_contractions);
+                    (g.into_iter().collect(), ())
+                })
+            } else {
+                let g = self.grow_max(eg, eclass, body.clone(), ins.clone(), no_contractions);
+                (g.into_iter().collect(), ())
+            };
+            out.extend(grown);
+        }
+        out.dedup();
+        out
+    }
+
+    /// The seeds of a class: its single-op bodies.
+    fn seeds(eg: &TensorGraph, eclass: Id) -> Vec<Seed> {
+        let eclass = eg.find(eclass);
+        single_op_bodies(eg, eclass)
+            .into_iter()
+            .map(|(b, i)| (eclass, b, i))
+            .collect()
+    }
+}
+
+impl Applier<TensorLang, IndexBook> for Grow {
+    /// First the breadth-first growth of every matched seed, in parallel on the unchanged
+    /// e-graph (it reads only op e-nodes); its kernels are added in match order. Then the maximal
+    /// growth, sequentially in match order, so a consumer sees the kernels its producers (lower
+    /// class ids, added first) just gained. Deterministic: results do not depend on the thread
+    /// schedule, and the memo only skips work whose result is already in the e-graph.
+    fn apply_matches(
+        &self,
+        eg: &mut TensorGraph,
+        matches: &[SearchMatches<TensorLang>],
+        rule: Symbol,
+    ) -> Vec<Id> {
+        let seeds: Vec<Seed> = matches
+            .iter()
+            .flat_map(|m| Grow::seeds(eg, m.eclass))
+            .collect();
+        let shared: &TensorGraph = eg;
+        let consumers = consumers(shared);
+        let view = Direct {
+            eg: shared,
+            consumers: &consumers,
+        };
+        let grown: Vec<Vec<(RecExpr<TensorLang>, Vec<Id>)>> = seeds
+            .par_iter()
+            .map(|seed| self.grow_once(&view, seed))
+            .collect();
+        let mut changed = Vec::new();
+        for (seed, kernels) in seeds.iter().zip(grown) {
+            for (b, i) in kernels {
+                changed.extend(add_kernel(eg, seed.0, b, &i, rule));
+            }
+        }
+        for seed in &seeds {
+            let view = Direct {
+                eg,
+                consumers: &consumers,
+            };
+            for (b, i) in self.grow_max_if_changed(&view, seed) {
+                changed.extend(add_kernel(eg, seed.0, b, &i, rule));
+            }
+        }
+        changed
+    }
+
+    fn apply_one(
+        &self,
+        eg: &mut TensorGraph,
+        eclass: Id,
+        _subst: &Subst,
+        _ast: Option<&PatternAst<TensorLang>>,
+        rule: Symbol,
+    ) -> Vec<Id> {
+        let mut changed = Vec::new();
+        for seed in Grow::seeds(eg, eclass) {
+            let consumers = consumers(eg);
+            let view = Direct {
+                eg,
+                consumers: &consumers,
+            };
+            let mut kernels = self.grow_once(&view, &seed);
+            kernels.extend(self.grow_max_if_changed(&view, &seed));
+            for (b, i) in kernels {
+                changed.extend(add_kernel(eg, eclass, b, &i, rule));
+            }
+        }
+        changed
+    }
+}
