@@ -220,6 +220,16 @@ pub fn render_for(report: &Report, timings: bool, target: Option<&TargetExplain>
             None => render_plan(&mut s, &k.plan),
         }
     }
+    render_rewrites(&mut s, report);
+    render_phases(&mut s, report, timings);
+    if timings && !report.steps.is_empty() {
+        s.push_str(&render_steps(&report.steps));
+    }
+    s
+}
+
+/// The rewrite chains that mattered, one line per output.
+fn render_rewrites(s: &mut String, report: &Report) {
     if !report.rewrites.is_empty() {
         let _ = writeln!(s, "\nrewrite chains (rules that mattered, in order):");
         for c in &report.rewrites {
@@ -247,6 +257,10 @@ pub fn render_for(report: &Report, timings: bool, target: Option<&TargetExplain>
             );
         }
     }
+}
+
+/// The e-graph phases table, with the rules that fired in each.
+fn render_phases(s: &mut String, report: &Report, timings: bool) {
     let _ = writeln!(s, "\ne-graph phases:");
     let _ = writeln!(
         s,
@@ -273,10 +287,6 @@ pub fn render_for(report: &Report, timings: bool, target: Option<&TargetExplain>
             let _ = writeln!(s, "      rules: {}", fired.join(", "));
         }
     }
-    if timings && !report.steps.is_empty() {
-        s.push_str(&render_steps(&report.steps));
-    }
-    s
 }
 
 /// The `--timings` breakdown: wall (and, where known, process CPU) time of every pipeline
