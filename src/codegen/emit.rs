@@ -222,6 +222,7 @@ pub fn kernel_of(
                         },
                     )?
                 }
+                Algo::Gemv => templates::gemv::build(r, &mut em, &v, arch, [bm, warps_n, warps_m])?,
                 Algo::Simt => templates::contraction_simt::build(
                     r,
                     &mut em,

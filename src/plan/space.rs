@@ -61,6 +61,9 @@ pub enum Algo {
     MmaSync,
     /// Tensor cores through warpgroup `wgmma` (sm_90a).
     Wgmma,
+    /// A warp per output column and `K`-slice, for `M ≤ 8` (`codegen::templates::gemv`):
+    /// `bm` rows, `bn = warps_n` columns per block, `warps_m` slices, `bk = 32 · warps_m`.
+    Gemv,
 }
 
 impl Algo {
@@ -70,6 +73,7 @@ impl Algo {
             Algo::Simt => "simt",
             Algo::MmaSync => "mma_sync",
             Algo::Wgmma => "wgmma",
+            Algo::Gemv => "gemv",
         }
     }
 }
@@ -295,13 +299,14 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
             algos.push(Algo::Wgmma);
         }
     }
-    let mut out = Vec::new();
+    let mut out = gemv_grid(g, elem);
     for algo in algos {
         let mut tiles: Vec<[u64; 3]> = match algo {
             // The 128×128 SIMT tile keeps 64 accumulators per thread: a 16-deep K step leaves room
             // for the register double buffer (32 deep spills on sm_90a).
             Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 16]],
             Algo::MmaSync => MMA_SYNC_TILES.to_vec(),
+            Algo::Gemv => unreachable!("the GEMV points come from gemv_grid"),
             // `[128, 64, 64]`: narrow `N` (a conv's 64 output channels) without a half-empty tile.
             Algo::Wgmma => vec![
                 [64, 128, 64],
@@ -364,6 +369,36 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
         }
     }
     out
+}
+
+/// `(columns, K-slices)` per GEMV block: 4 or 8 warps, one column each, or 4 and 8 warps
+/// splitting `K` over 1 or 2 columns (a long `K` and few columns).
+pub const GEMV_BLOCKS: [(u64, u64); 5] = [(4, 1), (8, 1), (2, 4), (1, 4), (1, 8)];
+
+/// The GEMV points of a contraction with at most
+/// [`GEMV_MAX_ROWS`](crate::codegen::templates::gemv::GEMV_MAX_ROWS) output rows and no row
+/// epilogue: `BM` the rows rounded up to a power of two, [`GEMV_BLOCKS`] for the warps.
+fn gemv_grid(g: &Gemm, elem: u64) -> Vec<Knobs> {
+    let max = crate::codegen::templates::gemv::GEMV_MAX_ROWS;
+    if g.row_extent.is_some() || g.m < 1.0 || g.m > max as f64 || g.m.fract() != 0.0 {
+        return Vec::new();
+    }
+    let bm = (g.m as u64).next_power_of_two();
+    GEMV_BLOCKS
+        .iter()
+        .map(|&(cols, slices)| Knobs::Contraction {
+            algo: Algo::Gemv,
+            bm,
+            bn: cols,
+            bk: 32 * slices,
+            stages: 1,
+            warps_m: slices,
+            warps_n: cols,
+            vec_bytes: elem.max(1),
+            async_: false,
+            row_resident: false,
+        })
+        .collect()
 }
 
 /// The longest tile side planned on `target`: its per-block shared memory in bytes (a tile
@@ -472,8 +507,14 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 // wgmma reads its operands from shared memory (a conv's image gathered by
                 // the producer warpgroup).
                 Algo::Wgmma => regs::wgmma(g.fill, &t),
+                Algo::Gemv => regs::gemv(bm),
             };
-            let smem = stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem);
+            let smem = match algo {
+                // The slices' partial sums (`part[slices][cols][bm]` fp32).
+                Algo::Gemv if warps_m > 1 => warps_m * warps_n * bm * 4,
+                Algo::Gemv => 0,
+                _ => stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem),
+            };
             (regs, smem)
         }
         Knobs::Reduction {
@@ -581,7 +622,8 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
     let (extent, elem) = vector_extent(work);
     let widest = match *k {
         Knobs::Contraction {
-            algo: Algo::Simt, ..
+            algo: Algo::Simt | Algo::Gemv,
+            ..
         } => elem.max(1),
         _ => widest_vector(extent, elem),
     };
@@ -639,7 +681,7 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
 /// narrower variant — or `none` (the SIMT template's tiles).
 pub fn swizzle_hint(algo: Algo) -> &'static str {
     match algo {
-        Algo::Simt => "none",
+        Algo::Simt | Algo::Gemv => "none",
         Algo::MmaSync | Algo::Wgmma => "xor_128b",
     }
 }
@@ -699,7 +741,8 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             {
                 cache.push(Cache {
                     tensor: t.name.clone(),
-                    where_: "smem".into(),
+                    // The GEMV walk loads its operands straight into registers.
+                    where_: if algo == Algo::Gemv { "reg" } else { "smem" }.into(),
                     at: "k.i".into(),
                     pingpong: stages >= 2,
                 });
