@@ -566,10 +566,9 @@ impl<'a> Emitter<'a> {
     }
 
     /// The extents of `r`'s axes as C sizes.
-    pub fn reduce_extents(&self, r: &Reduce) -> Result<Vec<String>, CodegenError> {
-        let ext = reduce_extents(self.region, r, &self.iter_sizes, &self.region.name)
-            .map_err(|e| self.err(e.to_string()))?;
-        Ok(ext.iter().map(cexpr::dim).collect())
+    pub fn reduce_extents(&self, r: &Reduce) -> Result<Vec<Dim>, CodegenError> {
+        reduce_extents(self.region, r, &self.iter_sizes, &self.region.name)
+            .map_err(|e| self.err(e.to_string()))
     }
 
     /// The accumulator's initial value and kind.
@@ -610,7 +609,9 @@ impl<'a> Emitter<'a> {
             value: init,
             mutable: true,
         });
-        let extents = self.reduce_extents(r)?;
+        let dims = self.reduce_extents(r)?;
+        let unrolls = fold_unrolls(&dims);
+        let extents: Vec<String> = dims.iter().map(cexpr::dim).collect();
         let vars: Vec<String> = r.axes.iter().map(|a| self.fresh(a)).collect();
         self.open();
         self.push_scope();
@@ -625,7 +626,6 @@ impl<'a> Emitter<'a> {
             value: Self::fold(r, &acc, &v),
         });
         let mut body = self.close();
-        let unrolls = fold_unrolls(&extents);
         for ((v, e), unroll) in vars.iter().zip(&extents).zip(unrolls).rev() {
             body = vec![Stmt::For {
                 var: v.clone(),
@@ -652,14 +652,15 @@ impl<'a> Emitter<'a> {
 /// plan prices ([`crate::plan::space::BASE_REGS`] per thread for a pointwise kernel).
 pub const FOLD_UNROLL: u64 = 8;
 
-/// The unroll of each loop of a fold nest over `extents` (C trip counts, outermost first).
-fn fold_unrolls(extents: &[String]) -> Vec<Unroll> {
+/// The unroll of each loop of a fold nest over `extents` (trip counts, outermost first; a
+/// symbolic one is not a constant trip count).
+fn fold_unrolls(extents: &[Dim]) -> Vec<Unroll> {
     let mut left = FOLD_UNROLL;
     let mut out: Vec<Unroll> = extents
         .iter()
         .rev()
-        .map(|e| match e.trim().parse::<u64>() {
-            Ok(t) if t <= left => {
+        .map(|e| match e.as_int().and_then(|t| u64::try_from(t).ok()) {
+            Some(t) if t <= left => {
                 left /= t.max(1);
                 Unroll::Full
             }
@@ -860,7 +861,11 @@ mod tests {
     use super::*;
 
     fn unrolls(extents: &[&str]) -> Vec<Unroll> {
-        fold_unrolls(&extents.iter().map(|e| e.to_string()).collect::<Vec<_>>())
+        let dims: Vec<Dim> = extents
+            .iter()
+            .map(|e| e.parse::<i64>().map_or_else(|_| Dim::sym(e), Dim::from))
+            .collect();
+        fold_unrolls(&dims)
     }
 
     #[test]

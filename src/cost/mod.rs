@@ -191,15 +191,23 @@ fn choose_plan_as(
     use crate::codegen::templates::contraction_mma::Staging;
     let raw = analyze(region, model)?;
     let e = emits(region, &raw, attention_first);
-    let work = raw.clone();
     // The scores and softmax of an attention pair, which only the fused kernel emits: it walks
     // the keys once with an online softmax (running max and sum in registers), not once per
     // dependent reduction as a multi-pass row epilogue would.
     let online = attention_first
-        && matches!(&work.shape, Shape::Contraction(g) if g.row_extent.is_some())
-        && emits(region, &work, false) == Emits::Pointwise
+        && matches!(&raw.shape, Shape::Contraction(g) if g.row_extent.is_some())
+        && emits(region, &raw, false) == Emits::Pointwise
         && crate::codegen::templates::attention::is_first(region);
-    let mut work = as_emitted(work, e);
+    // A contraction whose K and one of M, N are under one MMA fragment ([`THIN_SIDE`]) fills
+    // little of any tile — a depthwise convolution (N = 1, K = 9) a 64×64×32 one to 1/64 and
+    // 9/32 — and may run faster as the pointwise fold (one thread per output, the taps in
+    // registers). Both are priced; the faster is the plan (its knobs select the template
+    // codegen emits). Only then is the work analysis kept for the second pricing.
+    let thin = matches!(&raw.shape, Shape::Contraction(g)
+        if g.row_extent.is_none() && g.k < THIN_SIDE && g.m.min(g.n) < THIN_SIDE);
+    let fold_work = (fold_too && thin && !online && matches!(e, Emits::Contraction { .. }))
+        .then(|| raw.clone());
+    let mut work = as_emitted(raw, e);
     if let (true, Shape::Contraction(g)) = (online, &mut work.shape) {
         g.row_passes = 1;
     }
@@ -233,16 +241,9 @@ fn choose_plan_as(
         })
         .collect();
     let tiled = choose_among(work, all, &model.target);
-    // A contraction whose K and one of M, N are under one MMA fragment ([`THIN_SIDE`]) fills
-    // little of any tile — a depthwise convolution (N = 1, K = 9) a 64×64×32 one to 1/64 and
-    // 9/32 — and may run faster as the pointwise fold (one thread per output, the taps in
-    // registers). Both are priced; the faster is the plan (its knobs select the template
-    // codegen emits).
-    let thin = matches!(&raw.shape, Shape::Contraction(g)
-        if g.row_extent.is_none() && g.k < THIN_SIDE && g.m.min(g.n) < THIN_SIDE);
-    if !(fold_too && thin && !online && matches!(e, Emits::Contraction { .. })) {
+    let Some(raw) = fold_work else {
         return tiled;
-    }
+    };
     let folded = choose_plan_for(as_emitted(raw, Emits::Pointwise), &model.target);
     match (tiled, folded) {
         (Ok(t), Ok(f)) if f.best.time < t.best.time => Ok(f),

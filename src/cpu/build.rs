@@ -17,9 +17,45 @@ pub const ENV_CC: &str = "DLC_CC";
 /// A kernel entry point: `int k(void *const *bufs, const int64_t *syms, int threads)`.
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i32) -> i32;
 
-/// Set to `1` to let the C compiler fuse multiplies and adds (FMA): faster contractions, results
-/// no longer rounded like the reference's (each product rounded, then each sum).
+/// Set to `0` to keep the C compiler from fusing multiplies and adds (FMA): every product and sum
+/// then rounds as the reference rounds it (a contraction whose k order is the reference's is
+/// bit-identical to it), at up to half the multiply-add throughput. By default `a·b + c` is
+/// contracted: one rounding instead of two, well inside graph-json's fp32 tolerance
+/// (`rtol = atol = 1e-3`), and what vendor libraries and the CUDA path do.
 pub const ENV_FMA: &str = "DLC_CPU_FMA";
+
+/// Whether generated code may contract `a·b + c` into FMA ([`ENV_FMA`] not `0`).
+pub fn fma_enabled() -> bool {
+    !std::env::var(ENV_FMA).is_ok_and(|v| v.trim() == "0")
+}
+
+/// Whether the cores are AMD's (Zen): there a 512-bit multiply or add issues at half the rate
+/// of two 256-bit ones on separate pipes, so the unfused GEMM tile stays 256 bits wide.
+fn amd_cores() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // `cpuid` leaf 0: the vendor string, on every x86-64 processor.
+        let r = std::arch::x86_64::__cpuid(0);
+        let vendor: Vec<u8> = [r.ebx, r.edx, r.ecx]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        vendor == b"AuthenticAMD"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the GEMM micro-kernel uses 512-bit registers (`-DDLC_GEMM_WIDE`, an 8 × 32 tile of
+/// 16 zmm accumulators): on AVX-512 machines with FMA contraction, and without it except on AMD
+/// cores (measured on an Intel Emerald Rapids core, fp32 1024³, one thread: 8 × 16 ymm 47 GFLOP/s
+/// unfused, 8 × 32 zmm 69 unfused and 120 with FMA; on a Zen 4 core the unfused ymm tile was
+/// the fastest, 106–112 against 75–81 for zmm).
+pub fn wide_gemm(isa: Isa, fma: bool) -> bool {
+    isa == Isa::Avx512 && (fma || !amd_cores())
+}
 
 /// Overrides `DLC_STREAM_MIN_BYTES` of the prelude (outputs of at least this many bytes are
 /// staged per row and written with non-temporal stores): a byte count; a huge one turns
@@ -28,11 +64,11 @@ pub const ENV_FMA: &str = "DLC_CPU_FMA";
 /// streamed against 6.0 ms stored directly, bench/cpu/README.md).
 pub const ENV_STREAM_MIN_BYTES: &str = "DLC_CPU_STREAM_MIN_BYTES";
 
-/// The flags every compile uses (before the optional `libmvec` ones). Without `DLC_CPU_FMA=1`,
-/// `-ffp-contract=off`: every op rounds as the reference rounds it, so a contraction whose
-/// k order is the reference's is bit-identical to it.
+/// The flags every compile uses (before the optional `libmvec` ones): `-ffp-contract=fast`, or
+/// with `DLC_CPU_FMA=0` `-ffp-contract=off` (every op rounds as the reference rounds it); the
+/// GEMM tile width ([`wide_gemm`]).
 pub fn base_flags(isa: Isa) -> Vec<String> {
-    let fma = std::env::var(ENV_FMA).is_ok_and(|v| v == "1");
+    let fma = fma_enabled();
     let contract = if fma {
         "-ffp-contract=fast"
     } else {
@@ -51,6 +87,9 @@ pub fn base_flags(isa: Isa) -> Vec<String> {
     .map(|s| s.to_string())
     .collect();
     f.extend(isa.flags().iter().map(|s| s.to_string()));
+    if wide_gemm(isa, fma) {
+        f.push("-DDLC_GEMM_WIDE".into());
+    }
     if let Ok(v) = std::env::var(ENV_STREAM_MIN_BYTES) {
         match v.trim().parse::<i64>() {
             Ok(n) if n >= 0 => f.push(format!("-DDLC_STREAM_MIN_BYTES=({n}ll)")),

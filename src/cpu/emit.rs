@@ -775,6 +775,7 @@ impl<'a> Emitter<'a> {
                 ));
             }
             self.line("(void)dlc_q;");
+            self.row_targets();
             self.emit_lets(false)?;
             self.indent -= 1;
             self.line("}");

@@ -26,9 +26,9 @@ impl Emitter<'_> {
         }
         for y in self.streamed.clone() {
             self.line(&format!(
-                "float *restrict S{y} = (float *)dlc_alloc(4 * dlc_inner);"
+                "float *restrict S{y} = dlc_stream ? (float *)dlc_alloc(4 * dlc_inner) : NULL;"
             ));
-            self.line(&format!("if (!S{y}) dlc_ok = 0;"));
+            self.line(&format!("if (dlc_stream && !S{y}) dlc_ok = 0;"));
         }
         self.line("if (!dlc_ok) dlc_err_flag(&dlc_err, 2);");
     }
@@ -42,7 +42,22 @@ impl Emitter<'_> {
         }
     }
 
-    /// After the loop nest that staged the rows of streamed yields `ys`: their `dlc_put_row`.
+    /// At the top of an outer point's body: the row pointer `D<y>` each streamed yield `y`
+    /// stores into, its thread buffer `S<y>` when the output is streamed (`dlc_stream`), else
+    /// the output row itself (stored directly: no staging, no copy).
+    pub(super) fn row_targets(&mut self) {
+        for y in self.streamed.clone() {
+            let to = &self.r.yields[y].to;
+            if let Some(oi) = self.r.outputs.iter().position(|o| &o.name == to) {
+                self.line(&format!(
+                    "float *restrict D{y} = dlc_stream ? S{y} : out{oi} + dlc_o * dlc_inner;"
+                ));
+            }
+        }
+    }
+
+    /// After the loop nest that stored the rows of streamed yields `ys`: their `dlc_put_row`
+    /// when they were staged (`dlc_stream`).
     fn put_rows(&mut self, ys: &[usize]) {
         let ys: Vec<usize> = ys
             .iter()
@@ -53,7 +68,7 @@ impl Emitter<'_> {
             let to = &self.r.yields[y].to;
             if let Some(oi) = self.r.outputs.iter().position(|o| &o.name == to) {
                 self.line(&format!(
-                    "dlc_put_row(out{oi} + dlc_o * dlc_inner, S{y}, dlc_inner, dlc_stream);"
+                    "if (dlc_stream) dlc_put_row(out{oi} + dlc_o * dlc_inner, S{y}, dlc_inner, 1);"
                 ));
             }
         }
@@ -213,9 +228,9 @@ impl Emitter<'_> {
         let v = self.let_ref(li, scope);
         let st = store(&v, self.lets[li].kind, self.r.outputs[oi].dtype);
         if self.streamed.contains(&y) {
-            // staged: the row goes out by `dlc_put_row` after the loop nest
+            // `D<y>`: the staged row (out by `dlc_put_row` after the loop nest) or the output row
             let idx = self.flat_index(&self.inner_iters(), scope);
-            self.line(&format!("S{y}[{idx}] = {st};"));
+            self.line(&format!("D{y}[{idx}] = {st};"));
             return;
         }
         let all: Vec<usize> = (0..self.r.iters.len()).collect();

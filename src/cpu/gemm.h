@@ -14,24 +14,32 @@
 // panels (A micro-panels stream from L2), and the micro-kernel keeps the DLC_MR x DLC_NR tile of
 // C in registers over the slice.
 //
-// The register tile uses 256-bit vectors even where AVX-512 exists: without FMA (products and
-// sums rounded as the reference rounds them, bit-identical results), a 256-bit multiply and a
-// 256-bit add issue to separate pipes on current x86 cores (AMD Zen: FMUL on FP0/1, FADD on
-// FP2/3) and reach the FMA peak, where 512-bit ones issue at half that rate (measured on the
-// Zen 4 development VM: 8x16 ymm tile 106-112 GFLOP/s per core, 6x32 zmm 75-81, FMA zmm 109-114).
+// The register tile: DLC_MR rows x DLC_NR columns of DLC_GVL-lane vectors. With DLC_GEMM_WIDE
+// (AVX-512 with FMA contraction, or AVX-512 on Intel cores: src/cpu/build.rs `wide_gemm`) it is
+// 8 x 32 in 16 zmm accumulators (Intel Emerald Rapids, one thread: 120 GFLOP/s with FMA, 69
+// without, against 47 for the 8 x 16 ymm tile). Otherwise 256-bit vectors even where AVX-512
+// exists: without FMA (DLC_CPU_FMA=0: products and sums rounded as the reference rounds them,
+// bit-identical results) a 256-bit multiply and a 256-bit add issue to separate pipes on AMD Zen
+// (FMUL on FP0/1, FADD on FP2/3) and reach the FMA peak, where 512-bit ones issue at half that
+// rate (Zen 4: 8x16 ymm tile 106-112 GFLOP/s per core, 6x32 zmm 75-81, FMA zmm 109-114).
 // Every element folds its k terms in order (C's partial sums reload between k slices), as the
 // reference's sequential fp32 sum does.
 // TODO(issue 16): prefetch of the next A micro-panel; the A side of an activation x activation
 // GEMM is still packed whole, before the items (a barrier), by gathers down A's columns.
-#if defined(__AVX__)
+#if defined(__AVX512F__) && defined(DLC_GEMM_WIDE)
+#define DLC_GVL 16
+#define DLC_MR 8
+#define DLC_NR 32
+#elif defined(__AVX__)
 #define DLC_GVL 8
 #define DLC_MR 8
+#define DLC_NR 16
 #else
 #define DLC_GVL 4
 #define DLC_MR 4
+#define DLC_NR 16
 #endif
 typedef float dlc_gv __attribute__((vector_size(DLC_GVL * 4), aligned(4)));
-#define DLC_NR 16
 #define DLC_NV (DLC_NR / DLC_GVL)
 #define DLC_KC 256
 #define DLC_MC (DLC_MR * 16)
