@@ -19,7 +19,7 @@ use dlc_egg::ir::region::Region;
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
-use dlc_egg::plan::space::{candidates, Algo, Knobs, GEMV_BLOCKS};
+use dlc_egg::plan::space::{candidates, resources, Algo, GemvBlock, Knobs, GEMV_BLOCKS};
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
 use std::collections::BTreeMap;
@@ -107,19 +107,12 @@ fn gemv_region(o: &Optimized) -> (&Region, PlanChoice) {
     found.into_iter().next().expect("one")
 }
 
-/// `choice` with the GEMV block `(cols, slices)`.
-fn with_block(choice: &PlanChoice, (cols, slices): (u64, u64)) -> PlanChoice {
+/// `choice` with the GEMV block `block` (and that block's resources).
+fn with_block(choice: &PlanChoice, block: GemvBlock, arch: Arch) -> PlanChoice {
     let mut c = choice.clone();
-    if let Knobs::Contraction {
-        bn,
-        bk,
-        warps_m,
-        warps_n,
-        ..
-    } = &mut c.best.knobs
-    {
-        (*bn, *bk, *warps_m, *warps_n) = (cols, 32 * slices, slices, cols);
-    }
+    let (bm, _) = GemvBlock::of(&c.best.knobs).expect("a GEMV plan");
+    c.best.knobs = block.knobs(bm, c.best.knobs.vec_bytes());
+    c.best.resources = resources(&c.best.knobs, &c.work, &arch.target());
     c
 }
 
@@ -150,7 +143,7 @@ fn check(dt: &str, mkn: [i64; 3], trans_b: bool, rtol: f64) {
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");
     let old = render::kernel(&planned);
     for block in GEMV_BLOCKS {
-        let k: Kernel = emit::kernel_of(r, &with_block(&choice, block), &o.model)
+        let k: Kernel = emit::kernel_of(r, &with_block(&choice, block, Arch::Sm80), &o.model)
             .unwrap_or_else(|e| panic!("{block:?}: {e}"));
         let mut source = generated.emitted.source.clone();
         assert!(source.contains(&old), "the planned kernel is in kernels.cu");
@@ -194,37 +187,132 @@ fn bf16_five_rows_n_major_weight() {
     check("bf16", [5, 77, 40], false, 2e-2);
 }
 
-/// Wider than [`check`]: the GEMV plan beats every tiled plan on the ResNet-18 FC shape.
+/// Wider than [`check`]: the GEMV plan beats every tiled plan on the ResNet-18 FC shape, with
+/// the weight as `[N, K]` (PyTorch's `Linear`) and as `[K, N]`.
 #[test]
 fn resnet_fc_is_priced_below_the_tile() {
     for arch in [Arch::Sm80, Arch::Sm90] {
-        let (_, o) = optimized(&gemm_graph("fp32", [1, 512, 1000], true), arch);
-        let (_, choice) = gemv_region(&o);
-        // Every tiled point of the plan space, priced by the same roofline.
-        let tiled = candidates(&choice.work, &arch.target())
-            .into_iter()
-            .filter(|c| c.verdict.is_ok())
-            .filter(|c| {
-                !matches!(
-                    c.knobs,
-                    Knobs::Contraction {
-                        algo: Algo::Gemv,
-                        ..
-                    }
+        for trans_b in [true, false] {
+            let (_, o) = optimized(&gemm_graph("fp32", [1, 512, 1000], trans_b), arch);
+            let (_, choice) = gemv_region(&o);
+            // Every tiled point of the plan space, priced by the same roofline.
+            let tiled = candidates(&choice.work, &arch.target())
+                .into_iter()
+                .filter(|c| c.verdict.is_ok())
+                .filter(|c| {
+                    !matches!(
+                        c.knobs,
+                        Knobs::Contraction {
+                            algo: Algo::Gemv,
+                            ..
+                        }
+                    )
+                })
+                .map(|c| {
+                    estimate(&choice.work, &c.knobs, &c.resources, &arch.target()).time_s * 1e6
+                })
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                choice.best.time.micros() < tiled,
+                "{arch:?} trans_b {trans_b}: GEMV {} vs the tile's {tiled} us",
+                choice.best.time
+            );
+            assert!(
+                choice.best.time.micros() < 5.0,
+                "{arch:?}: 2 MB of weights priced {}",
+                choice.best.time
+            );
+        }
+    }
+}
+
+/// Every point of `choice`'s plan space that passes its checks, with its price in µs.
+fn priced(choice: &PlanChoice, arch: Arch) -> Vec<(Knobs, f64)> {
+    candidates(&choice.work, &arch.target())
+        .into_iter()
+        .filter(|c| c.verdict.is_ok())
+        .map(|c| {
+            let t = estimate(&choice.work, &c.knobs, &c.resources, &arch.target()).time_s;
+            (c.knobs, t * 1e6)
+        })
+        .collect()
+}
+
+/// The cheapest of `points` whose GEMV block satisfies `keep`.
+fn cheapest(points: &[(Knobs, f64)], keep: impl Fn(GemvBlock) -> bool) -> f64 {
+    points
+        .iter()
+        .filter(|(k, _)| GemvBlock::of(k).is_some_and(|(_, b)| keep(b)))
+        .map(|(_, t)| *t)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The weight's layout decides the lanes, by the prices: a `[K, N]` weight (`N` contiguous)
+/// read by warps walking `K` costs a sector per lane, so the plan spreads lanes over `N`; a
+/// `[N, K]` weight keeps them on `K`. The chosen plan is the cheapest point of the space, the
+/// other orientation is priced higher, and `kernels.cu` holds exactly the chosen block's kernel
+/// (its lanes' column mapping and its threads).
+#[test]
+fn weight_layout_picks_the_coalesced_lanes() {
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        for dt in ["fp32", "fp16"] {
+            let mut k_walk = [0.0; 2];
+            for trans_b in [false, true] {
+                let what = format!("{arch:?} {dt} trans_b {trans_b}");
+                let (_, o) = optimized(&gemm_graph(dt, [1, 512, 1000], trans_b), arch);
+                let (r, choice) = gemv_region(&o);
+                let (_, block) = GemvBlock::of(&choice.best.knobs).expect("a GEMV block");
+                let all = priced(&choice, arch);
+                let best = all.iter().map(|(_, t)| *t).fold(f64::INFINITY, f64::min);
+                let mine = estimate(
+                    &choice.work,
+                    &choice.best.knobs,
+                    &choice.best.resources,
+                    &arch.target(),
                 )
-            })
-            .map(|c| estimate(&choice.work, &c.knobs, &c.resources, &arch.target()).time_s * 1e6)
-            .fold(f64::INFINITY, f64::min);
-        assert!(
-            choice.best.time.micros() < tiled,
-            "{arch:?}: GEMV {} vs the tile's {tiled} us",
-            choice.best.time
-        );
-        assert!(
-            choice.best.time.micros() < 5.0,
-            "{arch:?}: 2 MB of weights priced {}",
-            choice.best.time
-        );
+                .time_s
+                    * 1e6;
+                assert!(
+                    (mine - best).abs() <= 1e-9 * best,
+                    "{what}: chose {block:?} at {mine} us, the space's cheapest is {best} us"
+                );
+                let along_k = cheapest(&all, |b| b.lanes_n == 1);
+                let along_n = cheapest(&all, |b| b.lanes_n >= 8);
+                k_walk[usize::from(trans_b)] = along_k;
+                if trans_b {
+                    assert_eq!(block.lanes_n, 1, "{what}: {block:?}");
+                    assert!(along_n > along_k, "{what}: {along_n} vs {along_k} us");
+                } else {
+                    assert!(block.lanes_n >= 8, "{what}: {block:?}");
+                    assert!(along_k > along_n, "{what}: {along_k} vs {along_n} us");
+                }
+                let planned = emit::kernel_of(r, &choice, &o.model).expect("builds");
+                let text = render::kernel(&planned);
+                let generated = generate(&o).expect("generates");
+                assert!(
+                    generated.emitted.source.contains(&text),
+                    "{what}: kernels.cu holds the chosen kernel"
+                );
+                assert_eq!(
+                    u64::from(planned.launch.block[0]),
+                    32 * block.warps_n * block.slices,
+                    "{what}"
+                );
+                let col = match block.lanes_n {
+                    1 => format!("col = warp % {};", block.warps_n),
+                    32 => format!("col = warp % {} * 32 + lane;", block.warps_n),
+                    l => format!("col = warp % {} * {l} + lane % {l};", block.warps_n),
+                };
+                assert!(text.contains(&col), "{what}: `{col}` in\n{text}");
+            }
+            // The same warps walking `K` pay for the `[K, N]` weight's strided sectors.
+            assert!(
+                k_walk[0] > 1.5 * k_walk[1],
+                "{arch:?} {dt}: K-walk over [K, N] {} us vs [N, K] {} us",
+                k_walk[0],
+                k_walk[1]
+            );
+        }
     }
 }
 
@@ -242,7 +330,7 @@ fn gemv_kernels_compile_spill_free_within_the_estimate() {
             let (_, o) = optimized(&gemm_graph(dt, [m, 512, 1000], true), arch);
             let (r, choice) = gemv_region(&o);
             for block in GEMV_BLOCKS {
-                let c = with_block(&choice, block);
+                let c = with_block(&choice, block, arch);
                 let k = emit::kernel_of(r, &c, &o.model).expect("builds");
                 let src = format!(
                     "#include \"{HEADER_NAME}\"\n{}\n{}",

@@ -35,11 +35,15 @@
 //! ([`super::regs`]); `wgmma` reads its operands from shared memory (accumulators, descriptors
 //! and [`BASE_REGS`]).
 
+mod gemv;
+
 use super::regs;
 pub use super::regs::{held_regs, BASE_REGS, REG_HELD_MAX, SIMT_OVERHEAD};
 use crate::plan::work::{Gemm, KernelWork, Shape};
 use crate::plan::{AsyncPlan, Cache, LocalEdge, Plan, Vectorize};
 use crate::target::{Arch, Target};
+use gemv::gemv_grid;
+pub use gemv::{GemvBlock, GEMV_BLOCKS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -61,8 +65,9 @@ pub enum Algo {
     MmaSync,
     /// Tensor cores through warpgroup `wgmma` (sm_90a).
     Wgmma,
-    /// A warp per output column and `K`-slice, for `M ≤ 8` (`codegen::templates::gemv`):
-    /// `bm` rows, `bn = warps_n` columns per block, `warps_m` slices, `bk = 32 · warps_m`.
+    /// A block of warps over output columns and `K`-slices, for `M ≤ 8`
+    /// (`codegen::templates::gemv`): `bm` rows, the lanes of a warp over `bn / warps_n`
+    /// columns × the rest along `K`, `warps_m` slices ([`GemvBlock`]).
     Gemv,
 }
 
@@ -371,36 +376,6 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
     out
 }
 
-/// `(columns, K-slices)` per GEMV block: 4 or 8 warps, one column each, or 4 and 8 warps
-/// splitting `K` over 1 or 2 columns (a long `K` and few columns).
-pub const GEMV_BLOCKS: [(u64, u64); 5] = [(4, 1), (8, 1), (2, 4), (1, 4), (1, 8)];
-
-/// The GEMV points of a contraction with at most
-/// [`GEMV_MAX_ROWS`](crate::codegen::templates::gemv::GEMV_MAX_ROWS) output rows and no row
-/// epilogue: `BM` the rows rounded up to a power of two, [`GEMV_BLOCKS`] for the warps.
-fn gemv_grid(g: &Gemm, elem: u64) -> Vec<Knobs> {
-    let max = crate::codegen::templates::gemv::GEMV_MAX_ROWS;
-    if g.row_extent.is_some() || g.m < 1.0 || g.m > max as f64 || g.m.fract() != 0.0 {
-        return Vec::new();
-    }
-    let bm = (g.m as u64).next_power_of_two();
-    GEMV_BLOCKS
-        .iter()
-        .map(|&(cols, slices)| Knobs::Contraction {
-            algo: Algo::Gemv,
-            bm,
-            bn: cols,
-            bk: 32 * slices,
-            stages: 1,
-            warps_m: slices,
-            warps_n: cols,
-            vec_bytes: elem.max(1),
-            async_: false,
-            row_resident: false,
-        })
-        .collect()
-}
-
 /// The longest tile side planned on `target`: its per-block shared memory in bytes (a tile
 /// side longer than that cannot be staged by any pipeline of the target).
 pub fn max_tile_extent(target: &Target) -> u64 {
@@ -510,8 +485,8 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 Algo::Gemv => regs::gemv(bm),
             };
             let smem = match algo {
-                // The slices' partial sums (`part[slices][cols][bm]` fp32).
-                Algo::Gemv if warps_m > 1 => warps_m * warps_n * bm * 4,
+                // The slices' partial sums (`part[slices][bn][bm]` fp32).
+                Algo::Gemv if warps_m > 1 => warps_m * bn * bm * 4,
                 Algo::Gemv => 0,
                 _ => stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem),
             };
@@ -779,7 +754,11 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             (
                 vec![bm, bn, bk],
                 stages,
-                format!("{}x{}", bm / warps_m, bn / warps_n),
+                match GemvBlock::of(k) {
+                    // A GEMV warp's lanes: columns × `K` indices.
+                    Some((_, b)) => format!("{}x{}k", b.lanes_n, b.lanes_k()),
+                    None => format!("{}x{}", bm / warps_m, bn / warps_n),
+                },
                 Vectorize {
                     axis: "k.i.i".into(),
                     width: (vec_bytes / g.a_elem.max(1)) as u32,

@@ -1,17 +1,20 @@
 //! The GEMV template for small-`M` contractions (issue 23): a classifier's FC at batch 1, a
 //! matrix–vector product, a global average pool absorbed into the FC. A block of
-//! `warps_n × warps_m` warps owns `BN = warps_n` output columns and all `BM ≤ 8` output rows:
-//! warp `w` takes column `n0 + w % BN` and K-slice `w / BN` (split-K across the block's warps,
-//! `warps_m` of them per column). Each lane strides `K` by `BK = 32 · warps_m` (consecutive
-//! lanes read consecutive `K` elements: coalesced when `K` is the operands' fastest axis, one
-//! broadcast address when the weight repeats along `K`), keeps `BM` fp32 accumulators, and the
-//! warp folds them with a shuffle butterfly. With one slice per column lane 0 applies the
-//! epilogue (bias, activation, cast) once per output; with several, each warp's partial goes to
-//! shared memory and the column's first warp sums the slices in a fixed order (deterministic)
+//! `warps_n × slices` warps owns `BN = lanes_n · warps_n` output columns and all `BM ≤ 8`
+//! output rows ([`GemvBlock`]): each warp spreads its lanes over `lanes_n` consecutive columns
+//! × `lanes_k = 32 / lanes_n` consecutive `K` indices and walks `K` in steps of
+//! `BK = lanes_k · slices` (split-K across the block's `slices` warps per column). With
+//! `lanes_n = 1` a warp reads 32 consecutive `K` of one column (coalesced when `K` is the
+//! weight's contiguous axis, `[N, K]`); with `lanes_n ≥ 8` it reads whole 32-byte sectors of
+//! consecutive columns (coalesced when `N` is contiguous, `[K, N]`); `A` is then one broadcast
+//! address per `K` row. Each lane keeps `BM` fp32 accumulators, the lanes of a column fold
+//! them with shuffle butterflies. With one slice per column the column's first lane applies
+//! the epilogue (bias, activation, cast) once per output; with several, each warp's partials
+//! go to shared memory and the first slice sums the slices in a fixed order (deterministic)
 //! before the epilogue. Operand prologues are computed at the loads; tails load 0.
 //!
 //! The plan space (`plan::space`, `Algo::Gemv`) offers it for `M ≤ 8`; `cost::gemv` prices
-//! exactly this walk.
+//! exactly this walk, with the sectors each warp request touches from the operands' strides.
 //! TODO(issue 23): 16-byte vector loads of aligned plain weights and split-K across CTAs with a
 //! deterministic second pass (a workspace buffer and a second launch) are not emitted yet.
 
@@ -23,28 +26,33 @@ use super::contraction::{Side, View};
 use super::params;
 use crate::ir::dim::Dim;
 use crate::ir::region::{Region, Size};
+use crate::plan::space::GemvBlock;
 use crate::target::Arch;
 
 /// The most output rows one GEMV block keeps accumulators for.
 pub const GEMV_MAX_ROWS: u64 = 8;
 
-/// The GEMV kernel of `r`: `bm` rows (at least `M`), `cols` columns per block, `slices` warps
-/// splitting `K` per column.
+/// The GEMV kernel of `r`: `bm` rows (at least `M`), the block shape `block`.
 pub fn build(
     r: &Region,
     em: &mut Emitter,
     v: &View,
     arch: Arch,
-    [bm, cols, slices]: [u64; 3],
+    bm: u64,
+    block: GemvBlock,
 ) -> Result<Kernel, CodegenError> {
     let bad = |why: String| CodegenError::Unsupported {
         kernel: r.name.clone(),
         why,
     };
-    if bm == 0 || bm > GEMV_MAX_ROWS || cols == 0 || slices == 0 {
-        return Err(bad(format!(
-            "no GEMV block of {bm} rows, {cols} columns and {slices} K-slices"
-        )));
+    let GemvBlock {
+        lanes_n: ln,
+        warps_n,
+        slices,
+    } = block;
+    if bm == 0 || bm > GEMV_MAX_ROWS || ![1, 8, 16, 32].contains(&ln) || warps_n == 0 || slices == 0
+    {
+        return Err(bad(format!("no GEMV block of {bm} rows and {block:?}")));
     }
     // The rows must all fit one block: a symbolic or larger `M` runs on a tiled template.
     match v.m.extent().as_int() {
@@ -56,14 +64,24 @@ pub fn build(
             )))
         }
     }
-    let step = 32 * slices;
-    let threads = step * cols;
+    let lk = block.lanes_k();
+    let (cols, step) = (ln * warps_n, lk * slices);
+    let threads = 32 * warps_n * slices;
     let k_total = cexpr::dim(&v.k.extent());
     em.emit(Stmt::int("tid", "(int)threadIdx.x"));
     em.emit(Stmt::int("lane", "tid & 31"));
     em.emit(Stmt::int("warp", "tid >> 5"));
-    em.emit(Stmt::int("col", format!("warp % {cols}")));
-    em.emit(Stmt::int("slice", format!("warp / {cols}")));
+    // This lane's column in the block and its first `K` index within a step.
+    let (col, kl) = match ln {
+        1 => (format!("warp % {warps_n}"), "lane".to_string()),
+        32 => (format!("warp % {warps_n} * 32 + lane"), "0".to_string()),
+        _ => (
+            format!("warp % {warps_n} * {ln} + lane % {ln}"),
+            format!("lane / {ln}"),
+        ),
+    };
+    em.emit(Stmt::int("col", col));
+    em.emit(Stmt::int("slice", format!("warp / {warps_n}")));
     // Column tiles on `grid.x`, the batch folded in above them.
     let tiles_n = v.n.extent().ceildiv(cols as i64).max_of(&Dim::int(1));
     em.emit(Stmt::int("tiles_n", cexpr::dim(&tiles_n)));
@@ -105,23 +123,24 @@ pub fn build(
     let walk = em.close();
     em.emit(Stmt::For {
         var: "k".into(),
-        start: "slice * 32 + lane".into(),
+        start: if lk == 1 {
+            "slice".into()
+        } else {
+            format!("slice * {lk} + {kl}")
+        },
         end: k_total,
         step: step.to_string(),
         unroll: Unroll::By(GEMV_UNROLL as u32),
         div: Div::Thread,
         body: walk,
     });
-    // The warp's butterfly: every lane holds the warp's sums.
-    em.emit(Stmt::unrolled(
-        "i",
-        bm,
-        vec![Stmt::WarpReduce {
-            op: WarpOp::Sum,
-            dst: "acc[i]".into(),
-            value: "acc[i]".into(),
-        }],
-    ));
+    fold_lanes(em, bm, ln);
+    // The column's lanes that hold its sums (every lane of the butterfly's group does).
+    let first = match ln {
+        32 => "slice == 0".to_string(),
+        1 => "lane == 0 && slice == 0".to_string(),
+        _ => format!("lane < {ln} && slice == 0"),
+    };
     let mut smem = Vec::new();
     if slices > 1 {
         smem.push(Smem {
@@ -130,45 +149,9 @@ pub fn build(
             dims: vec![slices, cols, bm],
             dynamic: false,
         });
-        em.emit(Stmt::If {
-            cond: "lane == 0".into(),
-            div: Div::Thread,
-            then: vec![Stmt::unrolled(
-                "i",
-                bm,
-                vec![Stmt::Assign {
-                    place: "part[slice][col][i]".into(),
-                    value: "acc[i]".into(),
-                }],
-            )],
-            otherwise: vec![],
-        });
-        em.emit(Stmt::Barrier);
-        // The slices in a fixed order: the same sum on every run.
-        em.emit(Stmt::unrolled(
-            "i",
-            bm,
-            vec![
-                Stmt::Assign {
-                    place: "acc[i]".into(),
-                    value: "part[0][col][i]".into(),
-                },
-                Stmt::For {
-                    var: "s".into(),
-                    start: "1".into(),
-                    end: slices.to_string(),
-                    step: "1".into(),
-                    unroll: Unroll::Full,
-                    div: Div::Block,
-                    body: vec![Stmt::Assign {
-                        place: "acc[i]".into(),
-                        value: "acc[i] + part[s][col][i]".into(),
-                    }],
-                },
-            ],
-        ));
+        sum_slices(em, bm, ln, slices);
     }
-    // The epilogue, once per output: lane 0 of the column's first slice.
+    // The epilogue, once per output: the column's first lane of the first slice.
     em.open();
     em.open();
     v.epilogue(em, "i", "n", "acc[i]")?;
@@ -176,7 +159,7 @@ pub fn build(
     em.emit(Stmt::unrolled("i", bm, one));
     let epi = em.close();
     em.emit(Stmt::If {
-        cond: "lane == 0 && slice == 0".into(),
+        cond: first,
         div: Div::Thread,
         then: epi,
         otherwise: vec![],
@@ -199,6 +182,77 @@ pub fn build(
         smem,
         body,
     })
+}
+
+/// Folds the `K` lanes of each column (`32 / ln` of them, lanes `ln` apart): a full warp sum
+/// for `ln = 1`, a butterfly over the lane bits above `ln` otherwise, none for `ln = 32`.
+fn fold_lanes(em: &mut Emitter, bm: u64, ln: u64) {
+    let body = if ln == 1 {
+        vec![Stmt::WarpReduce {
+            op: WarpOp::Sum,
+            dst: "acc[i]".into(),
+            value: "acc[i]".into(),
+        }]
+    } else {
+        // Offsets 16, 8, … down to `ln`, in that order on every lane: the same sums everywhere.
+        std::iter::successors(Some(16u64), |o| Some(o / 2))
+            .take_while(|o| *o >= ln)
+            .map(|o| Stmt::Assign {
+                place: "acc[i]".into(),
+                value: format!("acc[i] + dlc_shfl_xor(acc[i], {o})"),
+            })
+            .collect()
+    };
+    if !body.is_empty() {
+        em.emit(Stmt::unrolled("i", bm, body));
+    }
+}
+
+/// Sums the `slices` partials of each column through shared memory `part[slice][col][i]`: the
+/// column's first lanes store, a barrier, then every thread adds its column's slices in a fixed
+/// order (the same sum on every run).
+fn sum_slices(em: &mut Emitter, bm: u64, ln: u64, slices: u64) {
+    let store = Stmt::unrolled(
+        "i",
+        bm,
+        vec![Stmt::Assign {
+            place: "part[slice][col][i]".into(),
+            value: "acc[i]".into(),
+        }],
+    );
+    if ln == 32 {
+        em.emit(store);
+    } else {
+        em.emit(Stmt::If {
+            cond: format!("lane < {ln}"),
+            div: Div::Thread,
+            then: vec![store],
+            otherwise: vec![],
+        });
+    }
+    em.emit(Stmt::Barrier);
+    em.emit(Stmt::unrolled(
+        "i",
+        bm,
+        vec![
+            Stmt::Assign {
+                place: "acc[i]".into(),
+                value: "part[0][col][i]".into(),
+            },
+            Stmt::For {
+                var: "s".into(),
+                start: "1".into(),
+                end: slices.to_string(),
+                step: "1".into(),
+                unroll: Unroll::Full,
+                div: Div::Block,
+                body: vec![Stmt::Assign {
+                    place: "acc[i]".into(),
+                    value: "acc[i] + part[s][col][i]".into(),
+                }],
+            },
+        ],
+    ));
 }
 
 /// Iterations of the `K` walk unrolled: each lane's loads of that many steps are in flight at
