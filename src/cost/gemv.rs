@@ -151,7 +151,9 @@ mod tests {
         assert_eq!(sector_waste(8, 1.0, 1000.0, 4), 1.0);
         // 8 fp16 columns fill half a sector per row: 2×; 16 fill it.
         assert_eq!(sector_waste(8, 1.0, 1000.0, 2), 2.0);
-        assert_eq!(sector_waste(16, 1.0, 1000.0, 2), 1.0);
+        assert_eq!(sector_waste(16, 1.0, 1024.0, 2), 1.0);
+        // … unless the rows are not sector-aligned (2000-byte rows): the second straddles two.
+        assert_eq!(sector_waste(16, 1.0, 1000.0, 2), 1.5);
         // A lane per column of `[N, K]`: 8×; a broadcast (no stride) wastes nothing.
         assert_eq!(sector_waste(32, 512.0, 1.0, 4), 8.0);
         assert_eq!(sector_waste(32, 0.0, 1.0, 4), 1.0);
