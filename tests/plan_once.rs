@@ -56,6 +56,7 @@ fn emitted_template(plan: &Value) -> &'static str {
         "attention" => "attention",
         "contraction" if algo.contains("mma_sync") => "contraction_mma",
         "contraction" if algo.contains("wgmma") => "sm90_gemm",
+        "contraction" if algo.contains("\"gemv\"") => "gemv",
         "contraction" => "contraction_simt",
         "reduction" => "row",
         "elementwise" | "compute_at" => "pointwise",

@@ -210,6 +210,13 @@ fn claims_wgmma(plan: &Value) -> bool {
     })
 }
 
+/// Whether the plan's algorithm is `algo`.
+fn claims_algo(plan: &Value, algo: &str) -> bool {
+    plan["algo_choice"]
+        .as_object()
+        .is_some_and(|a| a.values().any(|v| v.as_str() == Some(algo)))
+}
+
 /// The manifest template a plan's template and algorithm are emitted with.
 fn emitted_template(plan: &Value) -> Option<&'static str> {
     let attention = plan["algo_choice"].get("attention").is_some();
@@ -218,6 +225,7 @@ fn emitted_template(plan: &Value) -> Option<&'static str> {
         "contraction" if attention => "attention",
         "contraction" if claims_wgmma(plan) => "sm90_gemm",
         "contraction" if claims_mma(plan) => "contraction_mma",
+        "contraction" if claims_algo(plan, "gemv") => "gemv",
         "contraction" => "contraction_simt",
         "reduction" => "row",
         "elementwise" | "compute_at" => "pointwise",

@@ -13,7 +13,7 @@ use crate::cost::CostModel;
 use crate::cost::{choose_plan, PlanChoice};
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::{Region, Size};
-use crate::plan::space::{Algo, Knobs};
+use crate::plan::space::{Algo, GemvBlock, Knobs};
 use crate::plan::work::Shape;
 use std::collections::BTreeSet;
 
@@ -221,6 +221,12 @@ pub fn kernel_of(
                             async_,
                         },
                     )?
+                }
+                Algo::Gemv => {
+                    let (bm, block) = GemvBlock::of(&choice.best.knobs).ok_or_else(|| {
+                        not_emittable(r, choice, "the GEMV knobs name no block shape")
+                    })?;
+                    templates::gemv::build(r, &mut em, &v, arch, bm, block)?
                 }
                 Algo::Simt => templates::contraction_simt::build(
                     r,

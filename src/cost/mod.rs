@@ -10,6 +10,7 @@
 
 pub mod attention;
 pub mod conv90;
+pub mod gemv;
 pub mod model;
 pub mod roofline;
 
@@ -225,6 +226,16 @@ fn choose_plan_as(
             Knobs::Contraction {
                 algo: Algo::Wgmma, ..
             } => wgmma,
+            // The GEMV template runs a GEMM view whose `M` is known to fit its rows.
+            Knobs::Contraction {
+                algo: Algo::Gemv,
+                bm,
+                ..
+            } => {
+                matches!(e, Emits::Contraction { .. })
+                    && matches!(&work.shape, Shape::Contraction(g)
+                        if crate::codegen::templates::gemv::rows_fit(region, &g.axes.m, bm))
+            }
             Knobs::Contraction { async_, .. } => !(no_copy && async_),
             _ => true,
         })

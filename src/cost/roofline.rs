@@ -85,6 +85,8 @@ pub fn algo_efficiency(algo: Algo, arch: Arch) -> f64 {
         (Algo::MmaSync, Arch::Sm90) => 0.62,
         (Algo::Wgmma, _) => 0.9,
         (Algo::Simt, _) => 0.75,
+        // The GEMV walk issues one FMA per loaded element: bound by its loads, not its pipe.
+        (Algo::Gemv, _) => 1.0,
     }
 }
 
@@ -135,6 +137,12 @@ pub struct Estimate {
 /// Prices `work` under the plan `knobs` with `res` on `target`.
 pub fn estimate(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Target) -> Estimate {
     match (&work.shape, knobs) {
+        (
+            Shape::Contraction(g),
+            Knobs::Contraction {
+                algo: Algo::Gemv, ..
+            },
+        ) => super::gemv::estimate(work, g, knobs, res, target),
         (Shape::Contraction(g), Knobs::Contraction { .. }) => {
             contraction(work, g, knobs, res, target)
         }
@@ -201,7 +209,12 @@ fn scan(
 }
 
 /// `occ`: busy SMs × latency hiding × last-wave fill, and the number of waves.
-fn occupancy(ctas: f64, warps_per_cta: f64, res: &Resources, target: &Target) -> (f64, f64) {
+pub(super) fn occupancy(
+    ctas: f64,
+    warps_per_cta: f64,
+    res: &Resources,
+    target: &Target,
+) -> (f64, f64) {
     let sms = target.sms as f64;
     let per_sm = res.ctas_per_sm.max(1) as f64;
     let slots = sms * per_sm;
@@ -222,7 +235,7 @@ fn l2_spill(ws: f64, target: &Target) -> f64 {
 }
 
 /// CUDA-core and SFU time of `simt` and `sfu` operations at occupancy `occ`.
-fn unit_time(simt: f64, sfu: f64, target: &Target, occ: f64) -> f64 {
+pub(super) fn unit_time(simt: f64, sfu: f64, target: &Target, occ: f64) -> f64 {
     (simt / target.fp32_flops + sfu / target.sfu_ops()) / occ.max(1e-9)
 }
 
@@ -339,7 +352,7 @@ fn contraction(
         / occ.max(1e-9);
     // The tensor-core epilogue's stores fill whole sectors only when staged (`store_efficiency`).
     let store_eff = match algo {
-        Algo::Simt => 1.0,
+        Algo::Simt | Algo::Gemv => 1.0,
         Algo::MmaSync | Algo::Wgmma => g.store_efficiency(work.out_elem_bytes),
     };
     let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9) * store_eff);
@@ -378,8 +391,9 @@ fn contraction(
     )
 }
 
+/// The estimate of a body of `compute_s` and `memory_s` with its epilogue and launch.
 #[allow(clippy::too_many_arguments)]
-fn finish(
+pub(super) fn finish(
     compute_s: f64,
     memory_s: f64,
     epilogue_s: f64,

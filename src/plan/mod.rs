@@ -28,7 +28,8 @@ pub struct Plan {
     pub stages: u32,
     /// Loop axis → hardware index (`m.o → block.y`).
     pub bind: BTreeMap<String, String>,
-    /// Per-warp tile (`"32x32"`), or `"-"` when the template has no warp tile.
+    /// Per-warp tile (`"32x32"`; a GEMV warp's lanes, `"8x4k"`: 8 columns × 4 `K` indices), or
+    /// `"-"` when the template has no warp tile.
     pub warp_tile: String,
     /// Tensors staged in shared memory.
     pub cache: Vec<Cache>,

@@ -35,11 +35,15 @@
 //! ([`super::regs`]); `wgmma` reads its operands from shared memory (accumulators, descriptors
 //! and [`BASE_REGS`]).
 
+mod gemv;
+
 use super::regs;
 pub use super::regs::{held_regs, BASE_REGS, REG_HELD_MAX, SIMT_OVERHEAD};
 use crate::plan::work::{Gemm, KernelWork, Shape};
 use crate::plan::{AsyncPlan, Cache, LocalEdge, Plan, Vectorize};
 use crate::target::{Arch, Target};
+use gemv::gemv_grid;
+pub use gemv::{GemvBlock, GEMV_BLOCKS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -61,6 +65,10 @@ pub enum Algo {
     MmaSync,
     /// Tensor cores through warpgroup `wgmma` (sm_90a).
     Wgmma,
+    /// A block of warps over output columns and `K`-slices, for `M ≤ 8`
+    /// (`codegen::templates::gemv`): `bm` rows, the lanes of a warp over `bn / warps_n`
+    /// columns × the rest along `K`, `warps_m` slices ([`GemvBlock`]).
+    Gemv,
 }
 
 impl Algo {
@@ -70,6 +78,7 @@ impl Algo {
             Algo::Simt => "simt",
             Algo::MmaSync => "mma_sync",
             Algo::Wgmma => "wgmma",
+            Algo::Gemv => "gemv",
         }
     }
 }
@@ -295,13 +304,14 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
             algos.push(Algo::Wgmma);
         }
     }
-    let mut out = Vec::new();
+    let mut out = gemv_grid(g, elem);
     for algo in algos {
         let mut tiles: Vec<[u64; 3]> = match algo {
             // The 128×128 SIMT tile keeps 64 accumulators per thread: a 16-deep K step leaves room
             // for the register double buffer (32 deep spills on sm_90a).
             Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 16]],
             Algo::MmaSync => MMA_SYNC_TILES.to_vec(),
+            Algo::Gemv => unreachable!("the GEMV points come from gemv_grid"),
             // `[128, 64, 64]`: narrow `N` (a conv's 64 output channels) without a half-empty tile.
             Algo::Wgmma => vec![
                 [64, 128, 64],
@@ -472,8 +482,14 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 // wgmma reads its operands from shared memory (a conv's image gathered by
                 // the producer warpgroup).
                 Algo::Wgmma => regs::wgmma(g.fill, &t),
+                Algo::Gemv => regs::gemv(bm),
             };
-            let smem = stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem);
+            let smem = match algo {
+                // The slices' partial sums (`part[slices][bn][bm]` fp32).
+                Algo::Gemv if warps_m > 1 => warps_m * bn * bm * 4,
+                Algo::Gemv => 0,
+                _ => stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem),
+            };
             (regs, smem)
         }
         Knobs::Reduction {
@@ -581,7 +597,8 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
     let (extent, elem) = vector_extent(work);
     let widest = match *k {
         Knobs::Contraction {
-            algo: Algo::Simt, ..
+            algo: Algo::Simt | Algo::Gemv,
+            ..
         } => elem.max(1),
         _ => widest_vector(extent, elem),
     };
@@ -639,7 +656,7 @@ fn check(k: &Knobs, r: &Resources, work: &KernelWork, target: &Target) -> Result
 /// narrower variant — or `none` (the SIMT template's tiles).
 pub fn swizzle_hint(algo: Algo) -> &'static str {
     match algo {
-        Algo::Simt => "none",
+        Algo::Simt | Algo::Gemv => "none",
         Algo::MmaSync | Algo::Wgmma => "xor_128b",
     }
 }
@@ -699,7 +716,8 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             {
                 cache.push(Cache {
                     tensor: t.name.clone(),
-                    where_: "smem".into(),
+                    // The GEMV walk loads its operands straight into registers.
+                    where_: if algo == Algo::Gemv { "reg" } else { "smem" }.into(),
                     at: "k.i".into(),
                     pingpong: stages >= 2,
                 });
@@ -736,7 +754,11 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             (
                 vec![bm, bn, bk],
                 stages,
-                format!("{}x{}", bm / warps_m, bn / warps_n),
+                match GemvBlock::of(k) {
+                    // A GEMV warp's lanes: columns × `K` indices.
+                    Some((_, b)) => format!("{}x{}k", b.lanes_n, b.lanes_k()),
+                    None => format!("{}x{}", bm / warps_m, bn / warps_n),
+                },
                 Vectorize {
                     axis: "k.i.i".into(),
                     width: (vec_bytes / g.a_elem.max(1)) as u32,

@@ -33,8 +33,10 @@
 
 mod compute_at;
 mod exprs;
+mod strides;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
+pub use strides::LaneStrides;
 
 /// The sizes a work analysis reads: the number of elements of a shape under the symbol values
 /// the kernel is priced for (`crate::cost::CostModel`).
@@ -100,6 +102,10 @@ pub struct InputUse {
     /// does not move along it): coalesced. Else the template stages it through shared memory
     /// (the layout penalty).
     pub contiguous: bool,
+    /// Of a contraction's input: the elements between its reads at consecutive indices of the
+    /// innermost `K` and `N` axes (what a GEMV warp's sectors per request follow from).
+    #[serde(skip)]
+    pub strides: LaneStrides,
 }
 
 /// How a contraction is implemented.
@@ -374,6 +380,13 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
         }
         Shape::Elementwise { .. } | Shape::ComputeAt(_) | Shape::Scan { .. } => {}
     }
+    let lanes = match (&shape, &main) {
+        (Shape::Contraction(g), Some(mc)) => {
+            let size_of = |n: &str| iters.iter().find(|(i, _)| i == n).map_or(1.0, |(_, s)| *s);
+            cx.lane_axes(g, &cx.extents(mc.red, &mc.name)?, &size_of)
+        }
+        _ => [None, None],
+    };
     let inputs = region
         .inputs
         .iter()
@@ -384,6 +397,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
                 cx.check_contiguous(&l.expr, &i.name, &fine, &mut contiguous);
             }
             InputUse {
+                strides: cx.lane_strides(&i.name, &shape, &lanes),
                 name: i.name.clone(),
                 bytes: sizes.numel(&shape) as f64 * i.dtype.size_bytes() as f64,
                 elem_bytes: i.dtype.size_bytes(),

@@ -5,6 +5,7 @@
 //! | `attention` | two regions: scores + softmax into a deferred buffer, then its product with `V` (`attention::pair`) | one streaming-softmax kernel: a query row per thread, `K`/`V` tiles in shared memory, online max/sum, fully masked key tiles skipped |
 //! | `contraction_simt` | the plan's algorithm is `simt` and the region is one contraction with an epilogue that reduces nothing | shared-memory tiles of `A` and `B` loaded cooperatively (double-buffered through registers), per-thread micro-tiles, the epilogue on the fp32 accumulators, predicated tails |
 //! | `contraction_mma` | the plan's algorithm is `mma_sync` and both operands are fp16 or both bf16 after their prologue | SM80 tensor cores: a multi-stage shared-memory ring filled by `cp.async` (plain aligned reads) or through registers (computed operands), `ldmatrix` fragments, `mma.sync.m16n8k16` with fp32 accumulators, the epilogue on the accumulator fragments, predicated tails |
+//! | `gemv` | the plan's algorithm is `gemv` (a contraction with `M ≤ 8`) | warps over output columns and `K`-slices, each warp's lanes over 1, 8, 16 or 32 consecutive columns × the rest along `K` (the weight's contiguous axis, by the price), `BM` fp32 accumulators folded by warp shuffles, slices summed through shared memory in a fixed order, the epilogue once per output |
 //! | `row` | a top-level reduction over trailing iters (softmax, norms) | one row per `threads_per_row` threads, strided loops, warp shuffles and a shared-memory combine across warps, then the row's outputs |
 //! | `scan` | a region with a `scan` let (cumulative ops) | one block per line, tiles of `block × items`: per-thread sequential scan, warp shuffle scan, warp totals through shared memory, a running carry; fp32 (or i32) accumulation |
 //! | `pointwise` | anything else (elementwise, movement, pooling windows, small contractions) | one thread per output point (`items` per thread), reductions as loops; with the plan's vector width, chunks of consecutive points with 16-byte vector loads and stores where alignment is proved (`vector`) |
@@ -17,6 +18,7 @@ pub mod attention;
 pub mod contraction;
 pub mod contraction_mma;
 pub mod contraction_simt;
+pub mod gemv;
 pub mod pointwise;
 pub mod row;
 pub mod scan;

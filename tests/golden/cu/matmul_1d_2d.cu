@@ -11,144 +11,48 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_simt kernel `k0_reduce_mul` for sm90: grid (max(1, (N+63)//64), 1, 1), block (256, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256, 1) k0_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
-  __shared__ __align__(16) float As[32][64];
-  __shared__ __align__(16) float Bs[32][64];
+// gemv kernel `k0_reduce_mul` for sm90: grid (max(1, (N+3)//4), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(128, 1) k0_reduce_mul(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out0, int s_K, int s_N) {
   const int tid = (int)threadIdx.x;
-  const int tr = tid / 16;
-  const int tc = tid % 16;
-  const int tiles_m = 1;
-  const int tiles_n = (dlc_floordiv((63 + s_N), 64));
-  const int pid = (int)blockIdx.x;
-  const int group = pid / (8 * tiles_n);
-  const int first_m = group * 8;
-  const int group_m = dlc_imin(tiles_m - first_m, 8);
-  const int in_group = pid % (8 * tiles_n);
-  const int m0 = (first_m + in_group % group_m) * 64;
-  const int n0 = (in_group / group_m) * 64;
-  const int kt_count = ((s_K) + 31) / 32;
-  float acc[4][4] = {};
-  float ra[8];
-  float rb[8];
-  if (kt_count > 0) {
-    #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (m0 + e / 32 < 1 && 0 * 32 + e % 32 < (s_K)) {
-          const int k_k_1 = 0 * 32 + e % 32;
-          ra[l] = dlc_f32(in0[k_k_1]);
-        } else {
-          ra[l] = 0.0f;
-        }
-      }
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int col = warp % 4;
+  const int slice = warp / 4;
+  const int tiles_n = (dlc_imax(1, (dlc_floordiv((3 + s_N), 4))));
+  const int n = (int)blockIdx.x % tiles_n * 4 + col;
+  float acc[1] = {};
+  #pragma unroll 4
+  for (int k = slice * 32 + lane; k < (s_K); k += 32) {
+    float bv = 0.0f;
+    if (n < (s_N) && k < (s_K)) {
+      const int o_i_1 = n;
+      const int k_k_2 = k;
+      bv = dlc_f32(in1[(k_k_2 * (s_N) + o_i_1)]);
+    } else {
+      bv = 0.0f;
     }
     #pragma unroll
-    for (int l = 0; l < 8; l += 1) {
-      const int e = tid + l * 256;
-      if (e < 2048) {
-        if (n0 + e % 64 < (s_N) && 0 * 32 + e / 64 < (s_K)) {
-          const int o_i_2 = n0 + e % 64;
-          const int k_k_3 = 0 * 32 + e / 64;
-          rb[l] = dlc_f32(in1[(k_k_3 * (s_N) + o_i_2)]);
-        } else {
-          rb[l] = 0.0f;
-        }
+    for (int i = 0; i < 1; i += 1) {
+      float av = 0.0f;
+      if (i < 1 && k < (s_K)) {
+        const int k_k_3 = k;
+        av = dlc_f32(in0[k_k_3]);
+      } else {
+        av = 0.0f;
       }
+      acc[i] = acc[i] + av * bv;
     }
   }
   #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      As[e % 32][e / 32] = ra[l];
-    }
+  for (int i = 0; i < 1; i += 1) {
+    acc[i] = dlc_warp_sum(acc[i]);
   }
-  #pragma unroll
-  for (int l = 0; l < 8; l += 1) {
-    const int e = tid + l * 256;
-    if (e < 2048) {
-      Bs[e / 64][e % 64] = rb[l];
-    }
-  }
-  __syncthreads();
-  for (int kt = 0; kt < kt_count; kt += 1) {
-    if (kt + 1 < kt_count) {
-      #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (m0 + e / 32 < 1 && (kt + 1) * 32 + e % 32 < (s_K)) {
-            const int k_k_4 = (kt + 1) * 32 + e % 32;
-            ra[l] = dlc_f32(in0[k_k_4]);
-          } else {
-            ra[l] = 0.0f;
-          }
-        }
-      }
-      #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          if (n0 + e % 64 < (s_N) && (kt + 1) * 32 + e / 64 < (s_K)) {
-            const int o_i_5 = n0 + e % 64;
-            const int k_k_6 = (kt + 1) * 32 + e / 64;
-            rb[l] = dlc_f32(in1[(k_k_6 * (s_N) + o_i_5)]);
-          } else {
-            rb[l] = 0.0f;
-          }
-        }
-      }
-    }
+  if (lane == 0 && slice == 0) {
     #pragma unroll
-    for (int kk = 0; kk < 32; kk += 1) {
-      float a_frag[4];
-      float b_frag[4];
-      #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        a_frag[i] = As[kk][tr + i * 16];
-      }
-      #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        b_frag[j] = Bs[kk][tc + j * 16];
-      }
-      #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
-        #pragma unroll
-        for (int j = 0; j < 4; j += 1) {
-          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
-        }
-      }
-    }
-    __syncthreads();
-    if (kt + 1 < kt_count) {
-      #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          As[e % 32][e / 32] = ra[l];
-        }
-      }
-      #pragma unroll
-      for (int l = 0; l < 8; l += 1) {
-        const int e = tid + l * 256;
-        if (e < 2048) {
-          Bs[e / 64][e % 64] = rb[l];
-        }
-      }
-    }
-    __syncthreads();
-  }
-  {
-    #pragma unroll
-    for (int i = 0; i < 4; i += 1) {
-      #pragma unroll
-      for (int j = 0; j < 4; j += 1) {
-        if (m0 + tr + i * 16 < 1 && n0 + tc + j * 16 < (s_N)) {
-          const int n_i_7 = n0 + tc + j * 16;
-          out0[n_i_7] = acc[i][j];
-        }
+    for (int i = 0; i < 1; i += 1) {
+      if (i < 1 && n < (s_N)) {
+        const int n_i_4 = n;
+        out0[n_i_4] = acc[i];
       }
     }
   }
