@@ -17,7 +17,7 @@ use dlc_egg::cost::{choose_plan, choose_tiled_plan};
 use dlc_egg::cuda::{compile, toolchain, CompileOptions};
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::program::Step;
-use dlc_egg::ir::region::Region;
+use dlc_egg::ir::region::{Expr, Region};
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::plan::space::{Algo, Knobs};
@@ -417,4 +417,50 @@ fn realistic_convs_compile_spill_free() {
             }
         }
     }
+}
+
+/// Depthwise convs at batch 8 (MobileNet's 3×3, padding 1, 28² to 112²) may run as the
+/// pointwise fold; their taps are padded (guarded) reads inside the fold, which the pointwise
+/// template loads element by element. The plan used to claim 8 lanes (16-byte vectors) for
+/// them, which the kernel lacked (`Vec128Loads` of tests/static_perf.rs): every chosen
+/// elementwise plan's width must now be one the template emits with a vector load.
+#[test]
+fn a_pointwise_plan_claims_vector_loads_only_where_the_kernel_issues_them() {
+    use dlc_egg::codegen::templates::vector::loads_vectors;
+    let mut depthwise_regions = 0;
+    for (c, hw) in [(32, 112), (96, 56), (144, 56), (192, 28), (32, 28)] {
+        let depthwise = Conv {
+            n: 8,
+            c,
+            hw,
+            co: c,
+            groups: c,
+            batch_literal: true,
+            ..BASE
+        };
+        for arch in [Arch::Sm80, Arch::Sm90] {
+            let (_, o) = optimized(&depthwise, arch);
+            for s in &o.program.steps {
+                let Step::Region(r) = s else { continue };
+                // The conv's region: its taps are all guarded, so its fold has no vector
+                // width (the plan space drops them all, `cost::choose_plan`).
+                if r.lets.iter().any(|l| matches!(l.expr, Expr::Reduce(_))) {
+                    depthwise_regions += 1;
+                    for lanes in [2, 4, 8] {
+                        assert!(!loads_vectors(r, lanes), "{arch:?} c={c}: {lanes} lanes");
+                    }
+                }
+                let chosen = choose_plan(r, &o.model).expect("a plan");
+                if !matches!(chosen.best.knobs, Knobs::Elementwise { .. }) {
+                    continue;
+                }
+                let width = chosen.best.plan.vectorize.width;
+                assert!(
+                    width == 1 || loads_vectors(r, width),
+                    "{arch:?} c={c} {hw}²: plan width {width} without a vector load"
+                );
+            }
+        }
+    }
+    assert_eq!(depthwise_regions, 10, "one conv region per shape and arch");
 }

@@ -226,18 +226,37 @@ fn choose_plan_as(
                 algo: Algo::Wgmma, ..
             } => wgmma,
             Knobs::Contraction { async_, .. } => !(no_copy && async_),
-            _ => true,
+            _ => pointwise_width_emitted(region, &c.knobs, work.out_elem_bytes),
         })
         .collect();
     let tiled = choose_among(work, all, &model.target);
     let Some(raw) = fold_work else {
         return tiled;
     };
-    let folded = choose_plan_for(as_emitted(raw, Emits::Pointwise), &model.target);
+    let folded = as_emitted(raw, Emits::Pointwise);
+    let all = candidates(&folded, &model.target)
+        .into_iter()
+        .filter(|c| pointwise_width_emitted(region, &c.knobs, folded.out_elem_bytes))
+        .collect();
+    let folded = choose_among(folded, all, &model.target);
     match (tiled, folded) {
         (Ok(t), Ok(f)) if f.best.time < t.best.time => Ok(f),
         (Err(_), Ok(f)) => Ok(f),
         (t, _) => t,
+    }
+}
+
+/// Whether the pointwise template emits the vector width of elementwise knobs `k` for
+/// `region` (outputs of `out_elem` bytes): one element, or a width at which it loads some read
+/// as one vector (`templates::vector::loads_vectors`), so that a plan never claims vector loads
+/// its kernel lacks. Other knobs: true.
+fn pointwise_width_emitted(region: &Region, k: &Knobs, out_elem: u64) -> bool {
+    match *k {
+        Knobs::Elementwise { vec_bytes, .. } if vec_bytes > out_elem.max(1) => {
+            let lanes = u32::try_from(vec_bytes / out_elem.max(1)).unwrap_or(u32::MAX);
+            crate::codegen::templates::vector::loads_vectors(region, lanes)
+        }
+        _ => true,
     }
 }
 
