@@ -17,7 +17,7 @@ use dlc_egg::cost::{choose_plan, choose_tiled_plan};
 use dlc_egg::cuda::{compile, toolchain, CompileOptions};
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::program::Step;
-use dlc_egg::ir::region::Region;
+use dlc_egg::ir::region::{Expr, Region};
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::plan::space::{Algo, Knobs};
@@ -415,6 +415,110 @@ fn realistic_convs_compile_spill_free() {
                 assert_eq!(k.spill_bytes, 0, "{c:?} {arch:?}: {k:?}");
                 eprintln!("{arch:?} N={} {}²: {k:?}", c.n, c.hw);
             }
+        }
+    }
+}
+
+/// Depthwise convs at batch 8 (MobileNet's 3×3, padding 1, 28² to 112²) may run as the
+/// pointwise fold; their taps are padded (guarded) reads inside the fold, which the pointwise
+/// template loads element by element. The plan used to claim 8 lanes (16-byte vectors) for
+/// them, which the kernel lacked (`Vec128Loads` of tests/static_perf.rs): every chosen
+/// elementwise plan's width must now be one the template emits with a vector load.
+#[test]
+fn a_pointwise_plan_claims_vector_loads_only_where_the_kernel_issues_them() {
+    use dlc_egg::codegen::templates::vector::loads_vectors;
+    let mut depthwise_regions = 0;
+    for (c, hw) in [(32, 112), (96, 56), (144, 56), (192, 28), (32, 28)] {
+        let depthwise = Conv {
+            n: 8,
+            c,
+            hw,
+            co: c,
+            groups: c,
+            batch_literal: true,
+            ..BASE
+        };
+        for arch in [Arch::Sm80, Arch::Sm90] {
+            let (_, o) = optimized(&depthwise, arch);
+            for s in &o.program.steps {
+                let Step::Region(r) = s else { continue };
+                // The conv's region: its taps are all guarded, so its fold has no vector
+                // width (the plan space drops them all, `cost::choose_plan`).
+                if r.lets.iter().any(|l| matches!(l.expr, Expr::Reduce(_))) {
+                    depthwise_regions += 1;
+                    for lanes in [2, 4, 8] {
+                        assert!(!loads_vectors(r, lanes), "{arch:?} c={c}: {lanes} lanes");
+                    }
+                }
+                let chosen = choose_plan(r, &o.model).expect("a plan");
+                if !matches!(chosen.best.knobs, Knobs::Elementwise { .. }) {
+                    continue;
+                }
+                let width = chosen.best.plan.vectorize.width;
+                assert!(
+                    width == 1 || loads_vectors(r, width),
+                    "{arch:?} c={c} {hw}²: plan width {width} without a vector load"
+                );
+            }
+        }
+    }
+    assert_eq!(depthwise_regions, 10, "one conv region per shape and arch");
+}
+
+/// Sweep seed 5's depthwise conv (bf16, N = 1, 256 channels, 14² → 12², 3×3, no padding): its
+/// fold's taps sit in a reduce body, so the pointwise template loads none of them as a vector,
+/// and its rows of 12 make 4 lanes the plan space's only vector width. Dropping that width left
+/// the fold no plan at all (the scalar one stops at `VectorShrinks`) and extraction failed with
+/// E9000 "no finite-cost cover": the space is now built for the widths the template emits, so
+/// the scalar plan stays. The program runs on the host emulation against the reference.
+#[test]
+fn a_pointwise_kernel_without_vector_reads_keeps_its_scalar_plan() {
+    use dlc_egg::codegen::templates::vector::loads_vectors;
+    let c = Conv {
+        dt: "bf16",
+        n: 1,
+        c: 256,
+        hw: 14,
+        co: 256,
+        pad: 0,
+        groups: 256,
+        batch_literal: true,
+        ..BASE
+    };
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let (p, o) = optimized(&c, arch);
+        let mut pointwise = 0;
+        for s in &o.program.steps {
+            let Step::Region(r) = s else { continue };
+            let chosen = choose_plan(r, &o.model).expect("a plan");
+            if let Knobs::Elementwise { vec_bytes, .. } = chosen.best.knobs {
+                pointwise += 1;
+                let width = chosen.best.plan.vectorize.width;
+                assert_eq!(u64::from(width) * 2, vec_bytes, "{arch:?}: bf16 lanes");
+                assert!(
+                    width == 1 || loads_vectors(r, width),
+                    "{arch:?}: plan width {width} without a vector load"
+                );
+            }
+        }
+        assert!(
+            pointwise > 0,
+            "{arch:?}: the depthwise conv runs as the fold"
+        );
+        let generated = generate(&o).expect("generates");
+        let ins = random_inputs(&p, &BTreeMap::new(), 5).expect("inputs");
+        let want = evaluate(&p, &BTreeMap::new(), &ins).expect("reference evaluates");
+        let got = run_on_host(
+            &generated.emitted.source,
+            &generated.emitted.manifest,
+            &ins,
+            &BTreeMap::new(),
+            &HostOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{arch:?}: the host run fails: {e}"));
+        for (name, w) in &want {
+            let g = got.get(name).expect("output");
+            assert_close(&format!("{name} {arch:?}"), &g.to_f64(), &w.to_f64(), 2e-2);
         }
     }
 }

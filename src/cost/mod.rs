@@ -207,6 +207,16 @@ fn choose_plan_as(
         if g.row_extent.is_none() && g.k < THIN_SIDE && g.m.min(g.n) < THIN_SIDE);
     let fold_work = (fold_too && thin && !online && matches!(e, Emits::Contraction { .. }))
         .then(|| raw.clone());
+    // A single contraction (one reduce, no row epilogue) that no tiled template accepts runs as
+    // the pointwise fold too (a convolution at batch 1): its space has the widths it emits.
+    let folds = e == Emits::Pointwise
+        && matches!(&raw.shape, Shape::Contraction(g) if g.row_extent.is_none())
+        && region
+            .lets
+            .iter()
+            .filter(|l| matches!(l.expr, crate::ir::region::Expr::Reduce(_)))
+            .count()
+            == 1;
     let mut work = as_emitted(raw, e);
     if let (true, Shape::Contraction(g)) = (online, &mut work.shape) {
         g.row_passes = 1;
@@ -220,7 +230,12 @@ fn choose_plan_as(
     let no_copy = matches!(e, Emits::Contraction { mma: true, staging, .. } if !staging.iter().any(|s| matches!(s, Staging::CpAsync | Staging::CpAsyncChecked)));
     // The SM90 template (`wgmma`) emits only the GEMMs it accepts (`templates::sm90`).
     let wgmma = matches!(e, Emits::Contraction { wgmma: true, .. });
-    let all = candidates(&work, &model.target)
+    let space = if folds {
+        emitted_candidates(region, &work, &model.target)
+    } else {
+        candidates(&work, &model.target)
+    };
+    let all = space
         .into_iter()
         .filter(|c| match c.knobs {
             Knobs::Contraction {
@@ -244,12 +259,54 @@ fn choose_plan_as(
     let Some(raw) = fold_work else {
         return tiled;
     };
-    let folded = choose_plan_for(as_emitted(raw, Emits::Pointwise), &model.target);
+    let folded = as_emitted(raw, Emits::Pointwise);
+    let all = emitted_candidates(region, &folded, &model.target);
+    let folded = choose_among(folded, all, &model.target);
     match (tiled, folded) {
         (Ok(t), Ok(f)) if f.best.time < t.best.time => Ok(f),
         (Err(_), Ok(f)) => Ok(f),
         (t, _) => t,
     }
+}
+
+/// The plan space of `work` (the analysis of `region` as the pointwise fold of a contraction:
+/// one thread per output, the taps in registers) whose vector widths are the ones its template
+/// emits. The space offers a
+/// pointwise kernel one width, the widest whose lanes split the innermost extent (narrower ones
+/// stop at `Stop::VectorShrinks`), while the pointwise template loads a read as one vector only
+/// at some widths (`templates::vector::loads_vectors`; never for the taps of a fold, which sit
+/// in a reduce body). The space is built for the widest lane count, at most the space's own, at
+/// which some read is vector-loaded, or for one lane: the kernel always keeps its scalar plan
+/// (dropping the unemitted widths alone left none, E9000 on a depthwise conv), and its plan
+/// never claims vector loads the kernel lacks. Other templates: the space as it is.
+///
+/// TODO(issue 15): the other pointwise kernels (an unfused attention's softmax-and-P·V fold,
+/// which recomputes the row max and sum at each output, its mask and softmax kernels, a symbolic extent not provably
+/// divisible) still get the widest width without a vector load. Building their space here too prices them up to 3x cheaper (one point per
+/// thread, more CTAs) and the two-kernel attention then beats the fused kernel at the examples'
+/// sizes (S = 64: 3.960 vs 4.082 µs on sm90, 4.680 vs 4.971 µs on sm80), which the fused
+/// kernel's price at 2 CTAs (its memory roof divided by the 2/132 of SMs it fills) decides;
+/// that needs measured numbers first.
+fn emitted_candidates(region: &Region, work: &KernelWork, target: &Target) -> Vec<Candidate> {
+    if !matches!(work.shape, Shape::Elementwise { .. }) {
+        return candidates(work, target);
+    }
+    let elem = work.out_elem_bytes.max(1);
+    let widest = crate::plan::space::widest_vector(work.inner_extent, elem) / elem;
+    let mut lanes = u32::try_from(widest).unwrap_or(1);
+    while lanes > 1 && !crate::codegen::templates::vector::loads_vectors(region, lanes) {
+        lanes /= 2;
+    }
+    if u64::from(lanes) == widest {
+        return candidates(work, target);
+    }
+    // The innermost extent is read only for vector widths (`plan::space`): `lanes` elements
+    // make `lanes` the widest.
+    let space = KernelWork {
+        inner_extent: f64::from(lanes),
+        ..work.clone()
+    };
+    candidates(&space, target)
 }
 
 /// The fastest plan of `work` on `target` over its whole plan space (no region: no

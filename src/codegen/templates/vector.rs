@@ -45,6 +45,23 @@ pub fn lanes(iter_sizes: &[Dim], want: u32) -> u32 {
     l
 }
 
+/// Whether the pointwise kernel of `r` under a plan of `lanes` lanes per thread emits what
+/// the plan claims: the template keeps all `lanes` ([`lanes`] of `r`'s iteration sizes) and
+/// loads at least one read of `r` as one vector per chunk ([`vector_reads`]). The plan space
+/// offers a pointwise vector width above one element only then (`cost::choose_plan`), so a
+/// plan never claims vector loads whose reads are all scalar (a depthwise convolution's padded
+/// taps, a transpose's strided reads).
+pub fn loads_vectors(r: &Region, want: u32) -> bool {
+    let Some(inner) = r.iters.last() else {
+        return false;
+    };
+    let Ok(em) = Emitter::new(r, "") else {
+        return false;
+    };
+    let l = lanes(&em.iter_sizes, want);
+    l > 1 && l == want && !vector_reads(r, &inner.name, l).is_empty()
+}
+
 /// A read: input name and index map.
 pub type ReadKey = (String, Vec<AxisExpr>);
 
@@ -380,6 +397,36 @@ mod tests {
         );
         assert!(reads(&r, 8).is_empty());
         assert_eq!(reads(&r, 4), ["x"]);
+    }
+
+    #[test]
+    fn a_vector_width_is_offered_only_where_a_read_is_vector_loaded() {
+        let plain = region(
+            r#"[{"let": "y0", "expr": {"read": {"tensor": "x", "map": ["m", "n"]}}}]"#,
+            "[4, 16]",
+            "16",
+        );
+        assert!(loads_vectors(&plain, 8));
+        assert!(loads_vectors(&plain, 4));
+        // One lane is no vector; 32 lanes are more than the innermost size allows.
+        assert!(!loads_vectors(&plain, 1));
+        assert!(!loads_vectors(&plain, 32));
+        // Rows of 12: 8 lanes are cut to 4 by the template, so a plan of 8 is not emitted.
+        let rows12 = region(
+            r#"[{"let": "y0", "expr": {"read": {"tensor": "x", "map": ["m", "n"]}}}]"#,
+            "[4, 12]",
+            "12",
+        );
+        assert!(!loads_vectors(&rows12, 8));
+        assert!(loads_vectors(&rows12, 4));
+        // Only padded (guarded) reads, as in a depthwise convolution's taps: no vector load.
+        let padded = region(
+            r#"[{"let": "y0", "expr": {"select": {"pred": {"lt": ["n", 8]},
+                 "then": {"read": {"tensor": "x", "map": ["m", "n"]}}, "else": 0.0}}}]"#,
+            "[4, 8]",
+            "16",
+        );
+        assert!(!loads_vectors(&padded, 8));
     }
 
     #[test]
