@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 import numpy as np
 import onnx
@@ -286,6 +287,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--only", default="")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternating rounds of (onnxruntime, PyTorch, dlc-egg) per case; medians reported")
     ap.add_argument("--results", type=Path)
     ap.add_argument("--case-timeout", type=float, default=300,
                     help="seconds one dlc-egg run may take (cumsum is O(n^2) until Cumulative is a scan)")
@@ -311,18 +314,27 @@ def main():
             work = Path(d)
             mp = work / "model.onnx"
             onnx.save(m, str(mp))
-            ort_ms, ref = time_ort(m, feeds, a.threads, a.repeat)
-            torch_ms = time_torch(tfn, feeds, inits, a.threads, a.repeat)
-            try:
-                timing, got = run_dlc(mp, feeds, a.threads, a.repeat, work, a.case_timeout)
-                dlc_ms = timing["total_ms"]
-                ok = got is not None and got.shape == ref.shape and bool(
-                    np.all(np.abs(got.astype(np.float64) - ref) <= 1e-3 + 1e-3 * np.abs(ref)))
-                err = None
-            except RuntimeError as e:
-                dlc_ms, ok, err = None, False, str(e)
+            dlcs, orts, torches, ok, err = [], [], [], True, None
+            # Rounds alternate the three, so that a slow spell of the (shared, noisy) machine
+            # hits all of them; the medians and the spread of the per-round ratios are reported.
+            for _ in range(a.rounds):
+                ort_ms, ref = time_ort(m, feeds, a.threads, a.repeat)
+                orts.append(ort_ms)
+                torches.append(time_torch(tfn, feeds, inits, a.threads, a.repeat))
+                try:
+                    timing, got = run_dlc(mp, feeds, a.threads, a.repeat, work, a.case_timeout)
+                    dlcs.append(timing["total_ms"])
+                    ok = ok and got is not None and got.shape == ref.shape and bool(
+                        np.all(np.abs(got.astype(np.float64) - ref) <= 1e-3 + 1e-3 * np.abs(ref)))
+                except RuntimeError as e:
+                    ok, err = False, str(e)
+                    break
+            dlc_ms = median(dlcs) if dlcs and err is None else None
+            ort_ms = median(orts)
+            torch_ms = median(torches) if all(t is not None for t in torches) else None
+            spread = [o / t for o, t in zip(orts, dlcs)] if dlc_ms else []
         row = dict(name=name, desc=desc, dlc=dlc_ms, ort=ort_ms, torch=torch_ms, ok=ok, target=target,
-                   flops=flops, err=err, load=os.getloadavg()[0])
+                   flops=flops, err=err, load=os.getloadavg()[0], spread=spread)
         rows.append(row)
         print_row(row)
     table = render(rows, a)
@@ -342,17 +354,19 @@ def print_row(r):
 
 
 def render(rows, a):
-    lines = [f"threads {a.threads}, mean of {a.repeat} runs after a warm-up; ratio = other time / dlc-egg time "
+    lines = [f"threads {a.threads}, median over {a.rounds} alternating rounds of the mean of {a.repeat} runs after a "
+             "warm-up; ratio = other time / dlc-egg time "
              "(>= 1: dlc-egg faster); load: the 1-minute load average after the case; onnxruntime threads "
              + ("spin (its default)" if ORT_SPIN else "do not spin (allow_spinning=0)"), "",
-             "| case | dlc-egg ms | onnxruntime ms | PyTorch ms | ort/dlc | torch/dlc | target (ort/dlc) | dlc GFLOP/s | output | load |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+             "| case | dlc-egg ms | onnxruntime ms | PyTorch ms | ort/dlc | ort/dlc per round | torch/dlc | target (ort/dlc) | dlc GFLOP/s | output | load |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: |"]
     for r in rows:
         ro = r["ort"] / r["dlc"] if r["dlc"] else None
         rt = r["torch"] / r["dlc"] if (r["dlc"] and r["torch"]) else None
         gf = r["flops"] / r["dlc"] / 1e6 if (r["flops"] and r["dlc"]) else None
         out = "ok" if r["ok"] else ("error" if r["err"] else "mismatch")
-        lines.append(f"| {r['desc']} | {fmt(r['dlc'])} | {fmt(r['ort'])} | {fmt(r['torch'])} | {fmt(ro, '.2f')} | "
+        per = ", ".join(f"{x:.2f}" for x in r.get("spread", []))
+        lines.append(f"| {r['desc']} | {fmt(r['dlc'])} | {fmt(r['ort'])} | {fmt(r['torch'])} | {fmt(ro, '.2f')} | {per} | "
                      f"{fmt(rt, '.2f')} | {'>= ' + str(r['target']) if r['target'] else 'report'} | {fmt(gf, '.1f')} | {out} | "
                      f"{r['load']:.1f} |")
     return "\n".join(lines)
