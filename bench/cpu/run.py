@@ -333,8 +333,9 @@ def main():
             ort_ms = median(orts)
             torch_ms = median(torches) if all(t is not None for t in torches) else None
             spread = [o / t for o, t in zip(orts, dlcs)] if dlc_ms else []
+            tspread = [o / t for o, t in zip(torches, dlcs)] if (dlc_ms and torch_ms) else []
         row = dict(name=name, desc=desc, dlc=dlc_ms, ort=ort_ms, torch=torch_ms, ok=ok, target=target,
-                   flops=flops, err=err, load=os.getloadavg()[0], spread=spread)
+                   flops=flops, err=err, load=os.getloadavg()[0], spread=spread, tspread=tspread)
         rows.append(row)
         print_row(row)
     table = render(rows, a)
@@ -348,21 +349,22 @@ def fmt(x, spec=".3f"):
 
 
 def print_row(r):
-    ratio = r["ort"] / r["dlc"] if r["dlc"] else None
+    ratio = median(r["spread"]) if r.get("spread") else None
     print(f"{r['name']:>20}: dlc-egg {fmt(r['dlc'])} ms  ort {fmt(r['ort'])} ms  torch {fmt(r['torch'])} ms"
           f"  ort/dlc {fmt(ratio, '.2f')}  {'ok' if r['ok'] else 'MISMATCH ' + (r['err'] or '')}", flush=True)
 
 
 def render(rows, a):
     lines = [f"threads {a.threads}, median over {a.rounds} alternating rounds of the mean of {a.repeat} runs after a "
-             "warm-up; ratio = other time / dlc-egg time "
+             "warm-up; ratio = the median over the rounds of other time / dlc-egg time "
              "(>= 1: dlc-egg faster); load: the 1-minute load average after the case; onnxruntime threads "
              + ("spin (its default)" if ORT_SPIN else "do not spin (allow_spinning=0)"), "",
              "| case | dlc-egg ms | onnxruntime ms | PyTorch ms | ort/dlc | ort/dlc per round | torch/dlc | target (ort/dlc) | dlc GFLOP/s | output | load |",
              "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: |"]
     for r in rows:
-        ro = r["ort"] / r["dlc"] if r["dlc"] else None
-        rt = r["torch"] / r["dlc"] if (r["dlc"] and r["torch"]) else None
+        # the median of the per-round ratios (each round's three timings are side by side)
+        ro = median(r["spread"]) if r.get("spread") else None
+        rt = median(r["tspread"]) if r.get("tspread") else None
         gf = r["flops"] / r["dlc"] / 1e6 if (r["flops"] and r["dlc"]) else None
         out = "ok" if r["ok"] else ("error" if r["err"] else "mismatch")
         per = ", ".join(f"{x:.2f}" for x in r.get("spread", []))
