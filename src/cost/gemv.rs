@@ -20,8 +20,7 @@ use super::roofline::{
     SMEM_CYCLES,
 };
 use super::work::{Gemm, InputUse, KernelWork, Role};
-use crate::codegen::templates::gemv::GEMV_UNROLL;
-use crate::plan::space::{GemvBlock, Knobs, Resources};
+use crate::plan::space::{GemvBlock, Knobs, Resources, GEMV_UNROLL};
 use crate::target::Target;
 use std::collections::BTreeSet;
 

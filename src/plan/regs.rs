@@ -226,7 +226,7 @@ pub fn compute_at(c: &ComputeAtWork, lanes: u64) -> u32 {
 /// accumulators, and per unrolled step of the walk its weight and row values in flight,
 /// over [`BASE_REGS`] (ptxas: 20–24 registers at `bm = 1`, 48–60 at `bm = 8`).
 pub fn gemv(bm: u64) -> u32 {
-    let unroll = crate::codegen::templates::gemv::GEMV_UNROLL;
+    let unroll = super::space::GEMV_UNROLL;
     (bm + unroll * (1 + bm)) as u32 + BASE_REGS
 }
 

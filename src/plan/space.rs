@@ -46,7 +46,7 @@ use crate::target::{Arch, Target};
 use fit::{check, vector_extent};
 pub use fit::{resources, widest_vector, RESIDENT_PER_THREAD};
 use gemv::gemv_grid;
-pub use gemv::{GemvBlock, GEMV_BLOCKS};
+pub use gemv::{GemvBlock, GEMV_BLOCKS, GEMV_MAX_ROWS, GEMV_UNROLL};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

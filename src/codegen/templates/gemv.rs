@@ -29,8 +29,7 @@ use crate::ir::region::{Region, Size};
 use crate::plan::space::GemvBlock;
 use crate::target::Arch;
 
-/// The most output rows one GEMV block keeps accumulators for.
-pub const GEMV_MAX_ROWS: u64 = 8;
+pub use crate::plan::space::{GEMV_MAX_ROWS, GEMV_UNROLL};
 
 /// The GEMV kernel of `r`: `bm` rows (at least `M`), the block shape `block`.
 pub fn build(
@@ -254,10 +253,6 @@ fn sum_slices(em: &mut Emitter, bm: u64, ln: u64, slices: u64) {
         ],
     ));
 }
-
-/// Iterations of the `K` walk unrolled: each lane's loads of that many steps are in flight at
-/// once (what `cost::gemv` counts as one round of latency).
-pub const GEMV_UNROLL: u64 = 4;
 
 /// Whether the template can run `r` with `bm` rows: the product of its `M` axes (`m_axes`) is
 /// a known number of at most `bm` (a symbolic `M` runs on a tiled template).

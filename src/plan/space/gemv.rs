@@ -99,11 +99,19 @@ pub const GEMV_BLOCKS: [GemvBlock; 15] = [
     gemv_block(32, 2, 4),
 ];
 
-/// The GEMV points of a contraction with at most
-/// [`GEMV_MAX_ROWS`](crate::codegen::templates::gemv::GEMV_MAX_ROWS) output rows and no row
+/// The most output rows one GEMV block keeps accumulators for (the template's limit, here so
+/// that the plan space does not depend on code generation).
+pub const GEMV_MAX_ROWS: u64 = 8;
+
+/// Iterations of the `K` walk the GEMV template unrolls: each lane's loads of that many steps
+/// are in flight at once (what `cost::gemv` counts as one round of latency, and the registers
+/// `plan::regs` reserves).
+pub const GEMV_UNROLL: u64 = 4;
+
+/// The GEMV points of a contraction with at most [`GEMV_MAX_ROWS`] output rows and no row
 /// epilogue: `BM` the rows rounded up to a power of two, [`GEMV_BLOCKS`] for the warps.
 pub(super) fn gemv_grid(g: &Gemm, elem: u64) -> Vec<Knobs> {
-    let max = crate::codegen::templates::gemv::GEMV_MAX_ROWS;
+    let max = GEMV_MAX_ROWS;
     if g.row_extent.is_some() || g.m < 1.0 || g.m > max as f64 || g.m.fract() != 0.0 {
         return Vec::new();
     }
