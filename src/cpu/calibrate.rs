@@ -121,11 +121,19 @@ impl KernelFeatures {
 impl CpuCostParams {
     /// The predicted time of a kernel with `f` on `threads` threads, ms.
     pub fn predict_ms(&self, f: &KernelFeatures, threads: usize) -> f64 {
+        let (compute, memory, overhead) = self.terms_ms(f, threads);
+        overhead + compute.max(memory)
+    }
+
+    /// The roofline's terms in ms at `threads` threads: compute (arithmetic and
+    /// transcendentals), memory, per-kernel overhead; [`Self::predict_ms`] is the overhead plus
+    /// the larger of the other two.
+    pub fn terms_ms(&self, f: &KernelFeatures, threads: usize) -> (f64, f64, f64) {
         let t = threads.max(1) as f64;
         let compute = f.flops / (t * self.gflops_per_thread * 1e9)
             + f.transcendentals * self.transcendental_ns * 1e-9 / t;
         let memory = f.bytes / (self.bandwidth_gbs * 1e9);
-        (self.overhead_us * 1e-6 + compute.max(memory)) * 1e3
+        (compute * 1e3, memory * 1e3, self.overhead_us * 1e-3)
     }
 
     /// The parameter file in effect: `$DLC_CPU_COST`, else `cpu-cost.json` in `cache_dir`.

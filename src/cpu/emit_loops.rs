@@ -335,8 +335,8 @@ impl Emitter<'_> {
     /// An fp32 reduce to a scalar (its accumulator `acc` declared and initialized):
     /// [`REDUCE_LANES`] lane accumulators over the innermost axis in an `omp simd` loop, then
     /// [`REDUCE_LANES_TAIL`] of them over what is left, a scalar tail, then the lanes folded into
-    /// `acc` by a tree of halving steps. Lanes start at the op's identity (`acc` keeps the reduce's init). The
-    /// order is fixed, so the result is deterministic whatever the thread count; max and min are
+    /// `acc` by a tree of halving steps. Lanes start at the op's identity (`acc` keeps the
+    /// reduce's init). The order is fixed, so the result is deterministic whatever the thread count; max and min are
     /// order-free (up to the sign of a zero result and which NaN propagates), sums and products
     /// are reassociated like any vectorized reduction (graph-json's fp32 tolerance).
     fn emit_lane_reduce(

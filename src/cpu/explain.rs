@@ -111,11 +111,7 @@ fn gemm_tile(isa: Isa) -> &'static str {
 
 /// `predicted: T ms, <bound>-bound: …` from the roofline's terms.
 fn predicted(f: &KernelFeatures, params: &CpuCostParams, threads: usize) -> String {
-    let t = threads.max(1) as f64;
-    let compute_ms = (f.flops / (t * params.gflops_per_thread * 1e9)
-        + f.transcendentals * params.transcendental_ns * 1e-9 / t)
-        * 1e3;
-    let memory_ms = f.bytes / (params.bandwidth_gbs * 1e9) * 1e3;
+    let (compute_ms, memory_ms, overhead_ms) = params.terms_ms(f, threads);
     let bound = if compute_ms >= memory_ms {
         "compute"
     } else {
@@ -123,10 +119,9 @@ fn predicted(f: &KernelFeatures, params: &CpuCostParams, threads: usize) -> Stri
     };
     format!(
         "predicted: {:.3} ms on {threads} thread(s), {bound}-bound (compute {compute_ms:.3} ms, \
-         memory {memory_ms:.3} ms, overhead {:.3} ms); {:.4e} FLOP, {:.4e} transcendental(s), \
-         {:.4e} B",
+         memory {memory_ms:.3} ms, overhead {overhead_ms:.3} ms); {:.4e} FLOP, {:.4e} \
+         transcendental(s), {:.4e} B",
         params.predict_ms(f, threads),
-        params.overhead_us * 1e-3,
         f.flops,
         f.transcendentals,
         f.bytes
