@@ -78,10 +78,12 @@ DLC_INLINE float dlc_rsqrt(float x) { return 1.0f / sqrtf(x); }
 // not subject to -ffp-contract). Max errors against the correctly rounded value, measured over
 // every 97th fp32 bit pattern: see docs/numerics.md. Infinities and NaN behave as libm's.
 DLC_INLINE float dlc_f_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
-// p·2^n for integer-valued n in [-151, 129]: two normal factors applied one after the other
-// (gradual underflow, overflow to inf, no intermediate overflow for p in [0.5, 2]).
-DLC_INLINE float dlc_ldexpf(float p, float n) {
-    int32_t a = (int32_t)n, h = a >> 1, l = a - h;
+DLC_INLINE uint32_t dlc_bits_f(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+// p·2^a for an integer a in [-151, 129]: two normal factors applied one after the other
+// (gradual underflow, overflow to inf, no intermediate overflow for p in [0.5, 2]). Any other a
+// (the bits of a NaN's shifter sum) gives some finite factor: a NaN p stays NaN.
+DLC_INLINE float dlc_ldexpf(float p, int32_t a) {
+    int32_t h = a >> 1, l = a - h;
     return p * dlc_f_bits((uint32_t)(h + 127) << 23) * dlc_f_bits((uint32_t)(l + 127) << 23);
 }
 // e^r for r in [-ln2/2, ln2/2] (Cephes expf polynomial).
@@ -94,19 +96,33 @@ DLC_INLINE float dlc_exp_poly(float r) {
     p = __builtin_fmaf(p, r, 5.0000001201e-1f);
     return __builtin_fmaf(p, r * r, r) + 1.0f;
 }
+// x clamped to [lo, hi] (lo < 0 < hi) as two integer minima of its bits (vpminud, vpminsd):
+// a float's bits order negative values by unsigned magnitude and non-negative ones as signed
+// integers. GCC turns a float select into compares and blends (and specializes the code after
+// it per branch); an integer minimum stays one instruction. A NaN x comes out as a bound.
+DLC_INLINE float dlc_clampf(float x, float lo, float hi) {
+    uint32_t b = dlc_bits_f(x), l = dlc_bits_f(lo);
+    b = b > l ? l : b;
+    int32_t sb = (int32_t)b, h = (int32_t)dlc_bits_f(hi);
+    return dlc_f_bits((uint32_t)(sb > h ? h : sb));
+}
+// n = rint(v) for |v| < 2^22 by the 1.5·2^23 shifter t = v + 1.5·2^23 (ties to even, as rintf):
+// n = t - 1.5·2^23, and t's low mantissa bits hold n as an integer (no float-to-int conversion).
+#define DLC_SHIFTER 12582912.0f
+#define DLC_SHIFTER_BITS 0x4B400000u
 DLC_INLINE float dlc_expf(float x) {
-    float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-    float n = __builtin_rintf(c * 1.44269504088896341f);
+    float c = dlc_clampf(x, -104.0f, 89.0f);
+    float t = __builtin_fmaf(c, 1.44269504088896341f, DLC_SHIFTER), n = t - DLC_SHIFTER;
     float r = __builtin_fmaf(n, -0.693359375f, c);
     r = __builtin_fmaf(n, 2.12194440e-4f, r);
-    float y = dlc_ldexpf(dlc_exp_poly(r), n);
+    float y = dlc_ldexpf(dlc_exp_poly(r), (int32_t)(dlc_bits_f(t) - DLC_SHIFTER_BITS));
     return x != x ? x : y;
 }
 DLC_INLINE float dlc_exp2f(float x) {
-    float c = x < -151.0f ? -151.0f : (x > 129.0f ? 129.0f : x);
-    float n = __builtin_rintf(c);
+    float c = dlc_clampf(x, -151.0f, 129.0f);
+    float t = c + DLC_SHIFTER, n = t - DLC_SHIFTER;
     float r = (c - n) * 0.693147180559945309f;
-    float y = dlc_ldexpf(dlc_exp_poly(r), n);
+    float y = dlc_ldexpf(dlc_exp_poly(r), (int32_t)(dlc_bits_f(t) - DLC_SHIFTER_BITS));
     return x != x ? x : y;
 }
 DLC_INLINE float dlc_erff(float a) {
