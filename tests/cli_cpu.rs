@@ -92,3 +92,67 @@ fn out_dir_writes_the_c_and_a_manifest_with_forms_notes_and_estimates() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--explain`, `--dump plan` and `-o`'s manifest print one native plan (`cpu::plan`): per
+/// kernel the same form, notes and predicted time, sizes bound by the graph's symbols (the
+/// examples' `T = 64`, `M/K/N`), not each view its own (the manifest once priced symbolic sizes
+/// at 1024 where `--explain` used the symbols' values).
+#[test]
+fn explain_dump_plan_and_manifest_agree_kernel_by_kernel() {
+    for ex in ["layernorm.json", "gemm_bias_relu.json", "mlp_gelu.json"] {
+        let dir =
+            std::env::temp_dir().join(format!("dlc-egg-cli-plan-{}-{ex}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = dir.to_string_lossy().to_string();
+        let out = optimize_cpu(&[&example(ex), "--explain", "--dump", "plan", "-o", &d]);
+        let plan: Value = serde_json::from_slice(&out.stdout).expect("--dump plan is JSON");
+        assert_eq!(plan["target"], "cpu", "{plan}");
+        let explain = String::from_utf8_lossy(&out.stderr).to_string();
+        let m: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("manifest.json")).expect("manifest"),
+        )
+        .expect("JSON");
+        let pk = plan["kernels"].as_array().expect("plan kernels");
+        let mk = m["kernels"].as_array().expect("manifest kernels");
+        assert!(!pk.is_empty());
+        assert_eq!(pk.len(), mk.len(), "{ex}");
+        assert_eq!(plan["threads"], m["threads"], "{ex}");
+        assert_eq!(plan["cost_params"], m["cost_params"], "{ex}");
+        let mut total = 0.0;
+        for (p, k) in pk.iter().zip(mk) {
+            assert_eq!(p["kernel"], k["region"], "{ex}");
+            assert_eq!(p["form"], k["form"], "{ex}");
+            assert_eq!(p["notes"], k["notes"], "{ex}");
+            let ms = p["roofline"]["predicted_ms"].as_f64().expect("priced");
+            assert_eq!(Some(ms), k["estimate_ms"].as_f64(), "{ex}");
+            total += ms;
+            // --explain's block of this kernel prints the same form and time.
+            let name = p["kernel"].as_str().unwrap_or_default();
+            let block: Vec<&str> = explain
+                .lines()
+                .skip_while(|l| !l.starts_with(&format!("kernel {name}:")))
+                .skip(1)
+                .take_while(|l| l.starts_with("  "))
+                .collect();
+            let form = p["form"].as_str().unwrap_or_default();
+            assert!(
+                block
+                    .iter()
+                    .any(|l| l.starts_with(&format!("  form: {form}"))),
+                "{ex}: {name}: {block:?}"
+            );
+            let want = format!("  predicted: {ms:.3} ms");
+            assert!(
+                block.iter().any(|l| l.starts_with(&want)),
+                "{ex}: {name}: `{want}` not in {block:?}"
+            );
+        }
+        assert!((plan["predicted_ms"].as_f64().unwrap_or(-1.0) - total).abs() < 1e-9);
+        let head = explain
+            .lines()
+            .find(|l| l.contains("by the CPU roofline"))
+            .unwrap_or_default();
+        assert!(head.contains(&format!("predicted {total:.3} ms")), "{head}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

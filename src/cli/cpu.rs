@@ -3,6 +3,8 @@
 //! `DIR/manifest.json` (ISA, compile flags, symbol table, steps and kernels).
 
 use clap::ValueEnum;
+use dlc_egg::cpu::plan::NativePlan;
+use dlc_egg::cpu::program::NativeProgram;
 use dlc_egg::diag::codes;
 use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::ir::region::program::RegionProgram;
@@ -19,38 +21,38 @@ pub enum TargetArg {
     Cpu,
 }
 
-/// The native backend's `--explain` account of `p` (`optimize --target cpu --explain`): the
-/// program emitted as `run --device cpu` emits it, at the default thread count, priced by the
-/// cost parameters in effect, sizes bound by the graph's symbols.
-pub fn explain_native(
+/// The native program of `p` and its plan (`optimize --target cpu`): emitted as `run --device
+/// cpu` emits it (contractions over the graph's `param` inputs keeping their packed weights),
+/// at the default thread count, priced by the cost parameters in effect (`--plan-cache`'s
+/// calibration, else the default cache's), sizes bound by the graph's symbols. `-o`'s manifest,
+/// `--explain` and `--dump plan` all print this one plan.
+pub fn native_plan(
     graph: &dlc_egg::ir::frontend::Graph,
     p: &RegionProgram,
     plan_cache: Option<&Path>,
-) -> Result<dlc_egg::optimize::explain::TargetExplain, Failure> {
+) -> Result<(NativeProgram, NativePlan), Failure> {
     use dlc_egg::cpu;
     let prog = cpu::program::emit_program_with_params(p, &cpu::exec::param_inputs(graph))?;
     let params = cpu::calibrate::CpuCostParams::load(&cpu::build::cache_dir(plan_cache))?;
-    let bindings = graph.symbols.clone();
-    Ok(cpu::explain::explain(
+    let plan = NativePlan::of(
         &prog,
         p,
         cpu::Isa::detect(),
         &params,
         cpu::default_threads(),
-        &bindings,
-    ))
+        &graph.symbols,
+    );
+    Ok((prog, plan))
 }
 
-/// Writes `kernels.c` and `manifest.json` for `p` into `dir`: the C `run --device cpu` compiles,
-/// contractions over the `params` inputs keeping their packed weights between runs.
+/// Writes `kernels.c` and `manifest.json` of `prog` (emitted from `p`, planned as `plan`) into
+/// `dir`: the C `run --device cpu` compiles.
 pub fn write_native(
     dir: &Path,
     p: &RegionProgram,
-    params: &std::collections::BTreeSet<String>,
+    (prog, plan): (&NativeProgram, &NativePlan),
 ) -> Result<(), Failure> {
-    let prog = dlc_egg::cpu::program::emit_program_with_params(p, params)?;
-    let isa = dlc_egg::cpu::Isa::detect();
-    let manifest = serde_json::to_string_pretty(&prog.manifest(p, isa)).unwrap_or_default();
+    let manifest = serde_json::to_string_pretty(&prog.manifest(p, plan)).unwrap_or_default();
     let failed = |e: std::io::Error| {
         Failure::user(Diagnostic::error(
             codes::OUTPUT_WRITE_FAILED,
@@ -70,7 +72,7 @@ pub fn write_native(
         std::io::stderr().lock(),
         "wrote {} kernel(s) for cpu ({}): {}, {}",
         prog.kernels.len(),
-        isa.name(),
+        plan.isa,
         c.display(),
         m.display()
     );

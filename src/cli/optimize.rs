@@ -45,7 +45,9 @@ pub struct OptimizeArgs {
     /// 001 §7.1: per region its RAW/WAR/WAW dependences, parallel, reduce and tail axes, barrier
     /// and bank-conflict hints for --arch; per producer → consumer pair compute-at legality with
     /// halo and pre-image, and the minimal buffer `reg`/`smem_ring`/`gmem`), `plan` (each kernel's
-    /// Schedule Plan, seed 001 §8.1 form, with its predicted time). One layer prints its
+    /// Schedule Plan, seed 001 §8.1 form, with its predicted time; with `--target cpu` the native
+    /// plan: per kernel its loop form, what the emitter chose and the CPU roofline's terms, the
+    /// same plan `--explain` and `-o`'s manifest print). One layer prints its
     /// document; several print an object keyed by layer name.
     #[arg(long, value_name = "LAYERS")]
     pub dump: Option<String>,
@@ -181,8 +183,19 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         write_report(path, &report)?;
     }
     let native = a.target == super::cpu::TargetArg::Cpu;
-    if let (true, Some(dir)) = (native, &a.out_dir) {
-        super::cpu::write_native(dir, &o.program, &dlc_egg::cpu::exec::param_inputs(&graph))?;
+    // One native plan for `-o`'s manifest, `--explain` and `--dump plan` (`--target cpu`).
+    let native_plan =
+        if native && (a.out_dir.is_some() || a.explain || layers.contains(&DumpLayer::Plan)) {
+            Some(super::cpu::native_plan(
+                &graph,
+                &o.program,
+                a.plan_cache.as_deref(),
+            )?)
+        } else {
+            None
+        };
+    if let (Some(dir), Some((prog, plan))) = (&a.out_dir, &native_plan) {
+        super::cpu::write_native(dir, &o.program, (prog, plan))?;
     }
     let needs_code = (a.out_dir.is_some() && !native)
         || layers
@@ -196,14 +209,9 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     if let (Some(dir), Some(c), false) = (&a.out_dir, &code, native) {
         write_code(dir, c)?;
     }
-    let cpu_explain = if native && a.explain {
-        Some(super::cpu::explain_native(
-            &graph,
-            &o.program,
-            a.plan_cache.as_deref(),
-        )?)
-    } else {
-        None
+    let cpu_explain = match (&native_plan, a.explain) {
+        (Some((_, plan)), true) => Some(dlc_egg::cpu::explain::explain(plan, &o.program)),
+        _ => None,
     };
     print_outputs(
         a,
@@ -211,6 +219,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         (&graph, &prog, &o),
         code.as_ref(),
         (&report, cpu_explain.as_ref()),
+        native_plan.as_ref().map(|(_, plan)| plan),
     )
 }
 
@@ -260,21 +269,28 @@ fn write_report(path: &std::path::Path, report: &Report) -> Result<(), Failure> 
 }
 
 /// What `optimize` prints: the `--dump` layers (JSON, or plain CUDA / DOT text for a lone `cu`
-/// / `dot` layer), then the `--explain` report (on stderr when layers are dumped; with
-/// `--target cpu`, the native backend's account of each kernel in place of the GPU plans), or
-/// else the one-line-per-kernel summary.
+/// / `dot` layer; with `--target cpu`, `plan` is the native plan), then the `--explain` report
+/// (on stderr when layers are dumped; with `--target cpu`, the native backend's account of each
+/// kernel in place of the GPU plans), or else the one-line-per-kernel summary.
 fn print_outputs(
     a: &OptimizeArgs,
     layers: &[DumpLayer],
     (graph, prog, o): (&frontend::Graph, &Program, &Optimized),
     code: Option<&Generated>,
     (report, target): (&Report, Option<&explain::TargetExplain>),
+    native_plan: Option<&dlc_egg::cpu::plan::NativePlan>,
 ) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     if let ([DumpLayer::Cu], Some(c)) = (layers, code) {
         let _ = write!(stdout, "{}", c.emitted.source);
     } else if !layers.is_empty() {
-        let doc = dump_document(layers, graph, Some(prog), Some(o), code);
+        let mut doc = dump_document(layers, graph, Some(prog), Some(o), code);
+        if let Some(plan) = native_plan.filter(|_| layers.contains(&DumpLayer::Plan)) {
+            match layers {
+                [DumpLayer::Plan] => doc = plan.to_json(),
+                _ => doc[DumpLayer::Plan.name()] = plan.to_json(),
+            }
+        }
         if let Some(text) = plain_text(layers, &doc) {
             let _ = write!(stdout, "{text}");
         } else {

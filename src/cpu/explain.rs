@@ -3,61 +3,42 @@
 //! tile of its GEMM on this ISA, and the CPU roofline's time ([`super::calibrate`]) with what
 //! bounds it — in place of the GPU plan lines of [`crate::optimize::explain::render`].
 
-use super::calibrate::{CpuCostParams, KernelFeatures};
-use super::program::{NativeKernel, NativeProgram};
+use super::plan::{KernelPlan, NativePlan, Roofline};
 use super::Isa;
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::Region;
 use crate::optimize::explain::TargetExplain;
 use std::collections::BTreeMap;
 
-/// The CPU account of `prog` (emitted from `p`) at `threads` threads on `isa`, sizes bound by
-/// `bindings` (unbound symbols sized 1024, as extraction sizes them).
-pub fn explain(
-    prog: &NativeProgram,
-    p: &RegionProgram,
-    isa: Isa,
-    params: &CpuCostParams,
-    threads: usize,
-    bindings: &BTreeMap<String, i64>,
-) -> TargetExplain {
+/// The CPU account of `plan` (the plan of the program emitted from `p`).
+pub fn explain(plan: &NativePlan, p: &RegionProgram) -> TargetExplain {
     let regions = p.steps.iter().filter_map(|s| match s {
         Step::Region(r) => Some(r),
         Step::Alias { .. } => None,
     });
-    let mut total = 0.0;
     let mut kernels = BTreeMap::new();
-    for (k, r) in prog.kernels.iter().zip(regions) {
-        let features = KernelFeatures::of(r, bindings);
-        if let Some(f) = &features {
-            total += params.predict_ms(f, threads);
-        }
-        let lines = kernel_lines(k, r, isa, params, threads, features.as_ref());
-        kernels.insert(k.region.clone(), lines);
+    for (k, r) in plan.kernels.iter().zip(regions) {
+        let lines = kernel_lines(k, r, plan.isa_kind, plan.threads);
+        kernels.insert(k.kernel.clone(), lines);
     }
+    let c = &plan.cost_params;
     let header = format!(
-        "{} kernel(s) for cpu ({}, {threads} thread(s)); predicted {total:.3} ms by the CPU \
-         roofline ({:.1} GB/s, {:.1} GFLOP/s per thread, {:.2} ns per transcendental, {:.0} µs \
-         per kernel)",
-        prog.kernels.len(),
-        isa.name(),
-        params.bandwidth_gbs,
-        params.gflops_per_thread,
-        params.transcendental_ns,
-        params.overhead_us
+        "{} kernel(s) for cpu ({}, {} thread(s)); predicted {:.3} ms by the CPU roofline ({:.1} \
+         GB/s, {:.1} GFLOP/s per thread, {:.2} ns per transcendental, {:.0} µs per kernel)",
+        plan.kernels.len(),
+        plan.isa,
+        plan.threads,
+        plan.total_ms(),
+        c.bandwidth_gbs,
+        c.gflops_per_thread,
+        c.transcendental_ns,
+        c.overhead_us
     );
     TargetExplain { header, kernels }
 }
 
 /// The lines of one kernel: form, emitted choices, predicted time.
-fn kernel_lines(
-    k: &NativeKernel,
-    r: &Region,
-    isa: Isa,
-    params: &CpuCostParams,
-    threads: usize,
-    features: Option<&KernelFeatures>,
-) -> Vec<String> {
+fn kernel_lines(k: &KernelPlan, r: &Region, isa: Isa, threads: usize) -> Vec<String> {
     let mut lines = vec![format!("form: {}", describe_form(&k.form, r))];
     for n in &k.notes {
         if n.starts_with("packed GEMM") {
@@ -66,8 +47,8 @@ fn kernel_lines(
             lines.push(format!("emits: {n}"));
         }
     }
-    lines.push(match features {
-        Some(f) => predicted(f, params, threads),
+    lines.push(match &k.roofline {
+        Some(f) => predicted(f, threads),
         None => "predicted: not priced (the work analysis does not cover this region)".into(),
     });
     lines
@@ -110,18 +91,19 @@ fn gemm_tile(isa: Isa) -> &'static str {
 }
 
 /// `predicted: T ms, <bound>-bound: …` from the roofline's terms.
-fn predicted(f: &KernelFeatures, params: &CpuCostParams, threads: usize) -> String {
-    let (compute_ms, memory_ms, overhead_ms) = params.terms_ms(f, threads);
-    let bound = if compute_ms >= memory_ms {
+fn predicted(f: &Roofline, threads: usize) -> String {
+    let bound = if f.compute_bound() {
         "compute"
     } else {
         "memory"
     };
     format!(
-        "predicted: {:.3} ms on {threads} thread(s), {bound}-bound (compute {compute_ms:.3} ms, \
-         memory {memory_ms:.3} ms, overhead {overhead_ms:.3} ms); {:.4e} FLOP, {:.4e} \
-         transcendental(s), {:.4e} B",
-        params.predict_ms(f, threads),
+        "predicted: {:.3} ms on {threads} thread(s), {bound}-bound (compute {:.3} ms, memory \
+         {:.3} ms, overhead {:.3} ms); {:.4e} FLOP, {:.4e} transcendental(s), {:.4e} B",
+        f.predicted_ms,
+        f.compute_ms,
+        f.memory_ms,
+        f.overhead_ms,
         f.flops,
         f.transcendentals,
         f.bytes
@@ -133,22 +115,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_roofline_terms_add_up_to_the_prediction() {
-        let params = CpuCostParams::default();
-        let f = KernelFeatures {
+    fn the_predicted_line_prints_the_plans_roofline() {
+        let r = Roofline {
+            predicted_ms: 1.25,
+            compute_ms: 0.9,
+            memory_ms: 0.2,
+            overhead_ms: 0.35,
             flops: 2e9,
             transcendentals: 0.0,
             bytes: 1e6,
         };
-        let line = predicted(&f, &params, 2);
-        let want = format!("predicted: {:.3} ms", params.predict_ms(&f, 2));
-        assert!(line.starts_with(&want), "{line}");
-        assert!(line.contains("compute-bound"), "{line}");
-        let g = KernelFeatures {
-            flops: 1.0,
-            transcendentals: 0.0,
-            bytes: 1e9,
+        let line = predicted(&r, 2);
+        assert!(
+            line.starts_with("predicted: 1.250 ms on 2 thread(s), compute-bound"),
+            "{line}"
+        );
+        assert!(
+            line.contains("memory 0.200 ms, overhead 0.350 ms"),
+            "{line}"
+        );
+        let m = Roofline {
+            memory_ms: 1.0,
+            ..r
         };
-        assert!(predicted(&g, &params, 2).contains("memory-bound"));
+        assert!(predicted(&m, 2).contains("memory-bound"));
     }
 }

@@ -61,6 +61,7 @@ mod emit_expr;
 mod emit_loops;
 pub mod exec;
 pub mod explain;
+pub mod plan;
 pub mod pricing;
 pub mod program;
 

@@ -1,9 +1,9 @@
 //! A whole region program as one C translation unit plus its manifest (what
 //! `optimize --target cpu -o DIR` writes: `kernels.c`, `manifest.json`).
 
-use super::calibrate::{CpuCostParams, KernelFeatures};
 use super::emit::emit_region;
-use super::{CpuError, Isa, PRELUDE};
+use super::plan::NativePlan;
+use super::{CpuError, PRELUDE};
 use crate::ir::region::program::{verify_program, RegionProgram, Step};
 use std::collections::BTreeSet;
 
@@ -94,32 +94,20 @@ pub fn emit_program_with_params(
 
 impl NativeProgram {
     /// `manifest.json`: the ISA, the compile flags, the symbol table and every kernel with its
-    /// buffers, loop form and the CPU cost model's estimate (`estimate_ms` at the machine's
-    /// thread count, unbound symbols sized 1024; the parameters of
-    /// [`super::calibrate::CpuCostParams::load`] from the default cache directory, in
-    /// `cost_params`); the program's steps (aliases included) in `steps`.
-    pub fn manifest(&self, p: &RegionProgram, isa: Isa) -> serde_json::Value {
-        let dir = super::build::cache_dir(None);
-        let params = CpuCostParams::load(&dir).unwrap_or_default();
-        let threads = super::default_threads();
-        let regions: Vec<&crate::ir::region::Region> = p
-            .steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Region(r) => Some(r),
-                Step::Alias { .. } => None,
-            })
-            .collect();
+    /// buffers and its entry of `plan` ([`super::plan::NativePlan::of`] of this program: loop
+    /// form, emitted choices, `estimate_ms` and the roofline's terms; the plan's cost parameters
+    /// in `cost_params`, its thread count in `threads`); the program's steps (aliases included)
+    /// in `steps`.
+    pub fn manifest(&self, p: &RegionProgram, plan: &NativePlan) -> serde_json::Value {
         let kernels: Vec<serde_json::Value> = self
             .kernels
             .iter()
-            .zip(regions)
-            .map(|(k, r)| {
-                let est = KernelFeatures::of(r, &Default::default())
-                    .map(|f| params.predict_ms(&f, threads));
+            .zip(&plan.kernels)
+            .map(|(k, kp)| {
                 serde_json::json!({
                     "region": k.region, "function": k.function, "inputs": k.inputs,
-                    "outputs": k.outputs, "form": k.form, "notes": k.notes, "estimate_ms": est,
+                    "outputs": k.outputs, "form": kp.form, "notes": kp.notes,
+                    "estimate_ms": kp.roofline.map(|r| r.predicted_ms), "roofline": kp.roofline,
                 })
             })
             .collect();
@@ -138,15 +126,15 @@ impl NativeProgram {
                 values of `symbols`; dlc_nt = threads; returns 0, 1 (gather index out of range) \
                 or 2 (out of memory)",
             "keeps_packs": self.keeps_packs,
-            "isa": isa.name(),
-            "flags": super::build::base_flags(isa),
+            "isa": plan.isa,
+            "flags": super::build::base_flags(plan.isa_kind),
             "symbols": self.symbols,
             "inputs": p.inputs,
             "outputs": p.outputs,
             "steps": steps,
             "kernels": kernels,
-            "cost_params": params,
-            "threads": threads,
+            "cost_params": plan.cost_params,
+            "threads": plan.threads,
         })
     }
 }
