@@ -1,0 +1,193 @@
+//! The main contraction of a kernel ([`super::analyze`]): which `reduce(sum, K, mul(a, b))` it
+//! is and its GEMM view (`M`/`N`/batch/`K` axes from the operands' index maps, prologue and
+//! epilogue, the fill of a guarded operand, bytes per operand).
+
+use super::exprs::*;
+use super::{Cx, Fill, Gemm, GemmAxes, MainContraction, Ops, Pattern, WorkError};
+use crate::ir::region::{Expr, Reduce};
+use std::collections::{BTreeMap, BTreeSet};
+
+impl<'a> Cx<'a> {
+    /// The largest `reduce(sum, K, mul(a, b))` whose operands both read inputs.
+    pub(super) fn main_contraction(&self) -> Result<Option<MainContraction<'a>>, WorkError> {
+        let mut best: Option<(f64, MainContraction<'a>)> = None;
+        for l in &self.r.lets {
+            let Expr::Reduce(red) = &l.expr else { continue };
+            let Some((a, b)) = product_operands(red) else {
+                continue;
+            };
+            if !self.reads_input(a) || !self.reads_input(b) || self.is_batched_dot(red, a, b) {
+                continue;
+            }
+            let work =
+                self.lets[&l.name].evals * self.extents(red, &l.name)?.iter().product::<f64>();
+            if best.as_ref().is_none_or(|(w, _)| work > *w) {
+                best = Some((
+                    work,
+                    MainContraction {
+                        name: l.name.clone(),
+                        red,
+                        a,
+                        b,
+                    },
+                ));
+            }
+        }
+        if let Some((_, mc)) = &best {
+            for side in [mc.a, mc.b] {
+                if self.contains_contraction(side, &mut BTreeSet::new()) {
+                    return Err(WorkError::NestedContraction);
+                }
+            }
+        }
+        Ok(best.map(|(_, mc)| mc))
+    }
+
+    /// Whether `Σ a·b` has no M and no N axis: every free iter either operand walks, both
+    /// walk (RMSNorm's `Σ_n x[m,n]·x[m,n]`, a dot product per batch point). That is a row
+    /// reduction, not a matrix product: no tile of a contraction template has two sides.
+    fn is_batched_dot(&self, red: &Reduce, a: &Expr, b: &Expr) -> bool {
+        let (mut a_ax, mut b_ax) = (BTreeSet::new(), BTreeSet::new());
+        self.axes_of(a, &red.axes, &mut a_ax);
+        self.axes_of(b, &red.axes, &mut b_ax);
+        let free = |s: &BTreeSet<String>| {
+            s.iter()
+                .filter(|n| !red.axes.contains(n))
+                .cloned()
+                .collect::<BTreeSet<_>>()
+        };
+        free(&a_ax) == free(&b_ax)
+    }
+
+    pub(super) fn gemm(
+        &self,
+        mc: &MainContraction<'a>,
+        iters: &[(String, f64)],
+        ops: &mut Ops,
+    ) -> Result<Gemm, WorkError> {
+        let k_axes = mc.red.axes.clone();
+        let (mut a_ax, mut b_ax) = (BTreeSet::new(), BTreeSet::new());
+        self.axes_of(mc.a, &k_axes, &mut a_ax);
+        self.axes_of(mc.b, &k_axes, &mut b_ax);
+        let size_of = |n: &str| iters.iter().find(|(i, _)| i == n).map(|(_, s)| *s);
+        let mut axes = GemmAxes {
+            k: k_axes.clone(),
+            ..GemmAxes::default()
+        };
+        for (name, _) in iters {
+            if k_axes.contains(name) {
+                continue; // shadowed by the reduction
+            }
+            match (a_ax.contains(name), b_ax.contains(name)) {
+                (true, true) => axes.batch.push(name.clone()),
+                (true, false) => axes.m.push(name.clone()),
+                (false, true) => axes.n.push(name.clone()),
+                (false, false) => {}
+            }
+        }
+        let prod = |v: &[String]| v.iter().filter_map(|n| size_of(n)).product::<f64>();
+        let k: f64 = self.extents(mc.red, &mc.name)?.iter().product();
+        let (batch, m, n) = (prod(&axes.batch), prod(&axes.m), prod(&axes.n));
+        let conv = [mc.a, mc.b]
+            .iter()
+            .any(|side| mixes_axes(side, &k_axes, &self.r.iters));
+        let pattern = if conv {
+            Pattern::Conv
+        } else if batch > 1.0 {
+            Pattern::BatchedMatmul
+        } else {
+            Pattern::Matmul
+        };
+        // Prologue: ops of the operands (inline, and the lets they read that are not the
+        // accumulator's), per operand element.
+        let mut prologue = [Ops::default(), Ops::default()];
+        let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
+        let macs = batch * m * n * k;
+        let mut adjusted = BTreeSet::new();
+        for (i, side) in [mc.a, mc.b].into_iter().enumerate() {
+            let elems = batch * if i == 0 { m } else { n } * k;
+            let inline_ops = self.expr_ops(side, &mc.name)?;
+            // The inline operand ops were counted per multiply-accumulate; a tiled kernel applies
+            // them per loaded element.
+            ops.add(inline_ops, elems - macs);
+            let mut inline = inline_ops;
+            let mut seen = BTreeSet::new();
+            self.let_deps(side, &mut seen);
+            for l in &seen {
+                let let_ops = self.expr_ops(self.lets[l].expr, l)?;
+                let reduce = matches!(self.lets[l].expr, Expr::Reduce(_));
+                let per_elem = if reduce {
+                    self.lets[l].evals / elems.max(1.0)
+                } else {
+                    1.0
+                };
+                inline.add(let_ops, per_elem);
+                // Computed once per operand element, not per output element.
+                if !reduce && adjusted.insert(l.clone()) {
+                    ops.add(let_ops, elems - out_elems);
+                }
+            }
+            prologue[i] = inline;
+        }
+        // The main product itself is the template's (priced per plan), not part of `ops`.
+        let tensor_cores = tensor_cores_of(self, mc);
+        if tensor_cores {
+            ops.tensor -= 2.0 * macs;
+        } else {
+            ops.simt -= 2.0 * macs;
+        }
+        let (a_elem, b_elem) = (
+            operand_dtype(self, mc.a).map_or(4, |d| d.size_bytes()),
+            operand_dtype(self, mc.b).map_or(4, |d| d.size_bytes()),
+        );
+        // Epilogue: lets that read the accumulator, in order; reductions among them over M or N
+        // make a row epilogue.
+        let mut downstream: BTreeSet<String> = [mc.name.clone()].into();
+        let mut depth: BTreeMap<String, u32> = BTreeMap::new();
+        let mut epilogue = Vec::new();
+        let mut row_extent = None;
+        for l in &self.r.lets {
+            if l.name == mc.name {
+                continue;
+            }
+            let mut deps = BTreeSet::new();
+            self.let_deps(&l.expr, &mut deps);
+            if deps.is_disjoint(&downstream) {
+                continue;
+            }
+            downstream.insert(l.name.clone());
+            let mut d = chain_depth(&deps, &depth);
+            if let Expr::Reduce(red) = &l.expr {
+                if red
+                    .axes
+                    .iter()
+                    .any(|a| axes.n.contains(a) || axes.m.contains(a))
+                {
+                    d += 1;
+                    let over_n = red.axes.iter().any(|a| axes.n.contains(a));
+                    row_extent = Some(if over_n { n } else { m });
+                }
+            }
+            depth.insert(l.name.clone(), d);
+            op_names(&l.expr, &mut epilogue);
+        }
+        let row_passes = 1 + depth.values().copied().max().unwrap_or(0);
+        Ok(Gemm {
+            pattern,
+            batch,
+            m,
+            n,
+            k,
+            a_elem,
+            b_elem,
+            tensor_cores,
+            prologue,
+            row_passes,
+            row_extent,
+            axes,
+            epilogue,
+            fill: [Fill::CpAsync; 2],
+            staged_store: true,
+        })
+    }
+}
