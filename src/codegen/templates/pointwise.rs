@@ -117,15 +117,19 @@ fn build_vector(
     em.open();
     em.push_scope();
     let first = vector::bind_chunk(&mut em, &axes, &sizes, "c", "i_", lanes);
-    let loaded = vector::load_chunk(&mut em, &reads, lanes)?;
     let outputs = vector::ChunkStores::declare(&mut em, lanes)?;
+    let reduces = vector::lane_reduces(&mut em, &inner.name, &first, lanes)?;
+    let loaded = vector::load_chunk(&mut em, &reads, lanes)?;
     let lane = em.fresh("l");
     vector::lane_loop(
         &mut em,
         (&inner.name, &first, &lane),
         lanes,
         &loaded,
-        |em| outputs.assign(em, &lane),
+        |em| {
+            vector::LaneReduce::provide(&reduces, em, &lane);
+            outputs.assign(em, &lane)
+        },
     )?;
     for s in outputs.stores(lanes) {
         em.emit(s);

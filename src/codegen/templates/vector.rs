@@ -7,8 +7,10 @@
 //! output store of a chunk is contiguous and aligned to `lanes` elements. A read is loaded as
 //! one vector when
 //! - every point evaluates it: it is reached from a yield through lets without entering a
-//!   `select`/`where` branch or a reduce body (a guarded read may be out of bounds on some
-//!   lanes, and a reduce body rebinds axes);
+//!   reduce body (a reduce body rebinds axes), and outside a `select`/`where` branch unless it
+//!   is in bounds at every point ([`in_bounds`]: each index is an axis whose extent is the
+//!   dimension's size — a mask's `where(m, s[b, h, i, j], -inf)`), as a guarded read may be out
+//!   of bounds on some lanes (a convolution's padded taps);
 //! - the innermost iter indexes the input's last dimension as `axis + c` with `c` a multiple of
 //!   `lanes`, and no other dimension;
 //! - the input's last dimension is a multiple of `lanes`,
@@ -27,7 +29,7 @@ use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::kind::Kind;
 use crate::ir::region::{Expr, Region};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The lanes per thread for `r` (iteration sizes `iter_sizes`): the largest power of two at most
 /// `want` that divides the innermost iter's size (provably, for a symbolic size), else 1.
@@ -74,19 +76,61 @@ pub fn vector_reads(r: &Region, axis: &str, lanes: u32) -> Vec<ReadKey> {
 
 /// [`vector_reads`] of the values `roots` (evaluated at every point of a chunk).
 pub fn vector_reads_of(r: &Region, roots: &[Expr], axis: &str, lanes: u32) -> Vec<ReadKey> {
+    reads_at(r, roots, axis, lanes, &iter_extents(r))
+}
+
+/// The region's iters and their extents (none when the region does not verify).
+fn iter_extents(r: &Region) -> BTreeMap<String, Dim> {
+    let Ok(checked) = crate::ir::region::verify::verify(r) else {
+        return BTreeMap::new();
+    };
+    r.iters
+        .iter()
+        .map(|i| i.name.clone())
+        .zip(checked.iter_sizes)
+        .collect()
+}
+
+/// [`vector_reads_of`] where the axes bound have the `extents` (a guarded read is loaded only
+/// when [`in_bounds`] at them).
+fn reads_at(
+    r: &Region,
+    roots: &[Expr],
+    axis: &str,
+    lanes: u32,
+    extents: &BTreeMap<String, Dim>,
+) -> Vec<ReadKey> {
     let mut out: Vec<ReadKey> = Vec::new();
     let mut seen_lets = BTreeSet::new();
     for root in roots {
-        unconditional(r, root, &mut seen_lets, &mut |e| {
+        unconditional(r, root, false, &mut seen_lets, &mut |e, guarded| {
             if let Expr::Read { tensor, map } = e {
                 let key = (tensor.clone(), map.clone());
-                if !out.contains(&key) && contiguous(r, tensor, map, axis, lanes) {
+                if !out.contains(&key)
+                    && contiguous(r, tensor, map, axis, lanes)
+                    && (!guarded || in_bounds(r, tensor, map, extents))
+                {
                     out.push(key);
                 }
             }
         });
     }
     out
+}
+
+/// Whether the read `map` of input `tensor` is in bounds at every point: each index is an axis
+/// whose extent (`extents`) is the dimension's size, or a constant within it.
+fn in_bounds(r: &Region, tensor: &str, map: &[AxisExpr], extents: &BTreeMap<String, Dim>) -> bool {
+    let Some(input) = r.input(tensor) else {
+        return false;
+    };
+    let shape = &input.memref.shape;
+    map.len() == shape.len()
+        && map.iter().zip(shape).all(|(m, d)| match m {
+            AxisExpr::Name(a) => extents.get(a).is_some_and(|e| *e == d.0),
+            AxisExpr::Const(c) => d.0.as_int().is_some_and(|n| (0..n).contains(c)),
+            _ => false,
+        })
 }
 
 /// The reads of a chunk loaded into registers: read, C parameter, register array.
@@ -165,6 +209,159 @@ pub fn lane_loop<T>(
         block,
     ));
     Ok(result)
+}
+
+/// A reduce let a chunk folds for all its lanes at once ([`lane_reduces`]): its name and the
+/// register array holding each lane's accumulator.
+pub struct LaneReduce {
+    name: String,
+    acc: String,
+}
+
+impl LaneReduce {
+    /// Inside the chunk's [`lane_loop`]: the let is the lane's accumulator.
+    pub fn provide(reduces: &[LaneReduce], em: &mut Emitter, lane: &str) {
+        for r in reduces {
+            em.provide(&r.name, format!("{}[{lane}]", r.acc));
+        }
+    }
+}
+
+/// Emits, where the innermost iter `axis` is bound to the chunk's first lane `first`, the folds
+/// of the reduce lets that every point of a chunk evaluates (reached from a yield as in
+/// [`vector_reads`]), that depend on `axis`, and whose body reads a run of `lanes` elements
+/// contiguous along `axis` ([`vector_reads_of`] at the reduce axes: `V[b, h, j, d]` of an
+/// attention's `P·V` fold, `d` innermost). Such a fold runs once per chunk, the lanes inside
+/// its loop: each step loads the run as one vector and folds it into one accumulator per lane
+/// (the lanes' lane-invariant terms, the scores of `P·V`, are one computation the compiler
+/// shares across the unrolled lanes). Each lane folds its elements in the order the scalar
+/// loop does. The caller provides the accumulators in its lane loop ([`LaneReduce::provide`]).
+pub fn lane_reduces(
+    em: &mut Emitter,
+    axis: &str,
+    first: &str,
+    lanes: u32,
+) -> Result<Vec<LaneReduce>, CodegenError> {
+    let r = em.region;
+    let mut names: Vec<String> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for y in &r.yields {
+        unconditional(
+            r,
+            &Expr::Let(y.from.clone()),
+            false,
+            &mut seen,
+            &mut |e, guarded| {
+                if let (Expr::Let(n), false) = (e, guarded) {
+                    if !names.contains(n) {
+                        names.push(n.clone());
+                    }
+                }
+            },
+        );
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let Some(Expr::Reduce(red)) = r.lets.iter().find(|l| l.name == n).map(|l| &l.expr) else {
+            continue;
+        };
+        let lane_dependent = em.let_free(&n).contains(axis);
+        if lanes < 2 || !lane_dependent || red.axes.iter().any(|a| a == axis) {
+            continue;
+        }
+        let mut extents = iter_extents(r);
+        for (a, e) in red.axes.iter().zip(em.reduce_extents(red)?) {
+            extents.insert(a.clone(), e);
+        }
+        let body = std::slice::from_ref(&red.body);
+        if reads_at(r, body, axis, lanes, &extents).is_empty() {
+            continue;
+        }
+        let acc = lane_reduce(em, red, (axis, first), lanes, &extents)?;
+        out.push(LaneReduce { name: n, acc });
+    }
+    Ok(out)
+}
+
+/// The fold of `red` for the `lanes` lanes of a chunk (see [`lane_reduces`]); returns the
+/// accumulator array.
+fn lane_reduce(
+    em: &mut Emitter,
+    red: &crate::ir::region::Reduce,
+    (axis, first): (&str, &str),
+    lanes: u32,
+    extents: &BTreeMap<String, Dim>,
+) -> Result<String, CodegenError> {
+    let (init, kind) = Emitter::reduce_init(red);
+    let acc = em.fresh("acc");
+    em.emit(Stmt::Array {
+        ty: super::super::scalar::ctype(kind),
+        name: acc.clone(),
+        dims: vec![u64::from(lanes)],
+        zero: false,
+    });
+    let l0 = em.fresh("l");
+    em.emit(Stmt::range(
+        &l0,
+        ["0".into(), lanes.to_string(), "1".into()],
+        Div::Block,
+        Unroll::Full,
+        vec![Stmt::Assign {
+            place: format!("{acc}[{l0}]"),
+            value: init,
+        }],
+    ));
+    let dims = em.reduce_extents(red)?;
+    let vars: Vec<String> = red.axes.iter().map(|a| em.fresh(a)).collect();
+    em.open();
+    em.push_scope();
+    for (a, v) in red.axes.iter().zip(&vars) {
+        em.bind(a, v.clone());
+    }
+    let reads = reads_at(
+        em.region,
+        std::slice::from_ref(&red.body),
+        axis,
+        lanes,
+        extents,
+    );
+    let folded = load_chunk(em, &reads, lanes).and_then(|loaded| {
+        let lane = em.fresh("l");
+        lane_loop(em, (axis, first, &lane), lanes, &loaded, |em| {
+            let v = em.value(&red.body)?;
+            let place = format!("{acc}[{lane}]");
+            em.emit(Stmt::Assign {
+                value: Emitter::fold(red, &place, &v),
+                place,
+            });
+            Ok(())
+        })
+    });
+    em.pop_scope();
+    let mut body = em.close();
+    folded?;
+    // The innermost loop two steps at a time (two vector loads in flight over `lanes`
+    // accumulators), the outer ones as loops.
+    let last = vars.len().saturating_sub(1);
+    for (i, (v, e)) in vars.iter().zip(&dims).enumerate().rev() {
+        body = vec![Stmt::For {
+            var: v.clone(),
+            start: "0".into(),
+            end: cexpr::dim(e),
+            step: "1".into(),
+            unroll: if i == last {
+                Unroll::By(2)
+            } else {
+                Unroll::Never
+            },
+            div: Div::Block,
+            body,
+        }];
+    }
+    for s in body {
+        em.emit(s);
+    }
+    Ok(acc)
 }
 
 /// `sizes` with the last one divided by `lanes` (the chunk counts), when it divides provably.
@@ -261,23 +458,45 @@ impl ChunkStores {
     }
 }
 
-/// Calls `f` on every expression every point evaluates when it evaluates `e`.
-fn unconditional(r: &Region, e: &Expr, seen_lets: &mut BTreeSet<String>, f: &mut dyn FnMut(&Expr)) {
-    f(e);
+/// Calls `f` on every expression of `e` and of the lets it reads, outside reduce bodies, with
+/// whether a `select`/`where` arm guards it (only the taken arm runs at a point).
+fn unconditional(
+    r: &Region,
+    e: &Expr,
+    guarded: bool,
+    seen_lets: &mut BTreeSet<(String, bool)>,
+    f: &mut dyn FnMut(&Expr, bool),
+) {
+    f(e, guarded);
     match e {
         Expr::Let(n) => {
-            if seen_lets.insert(n.clone()) {
+            // A let reached unguarded is visited unguarded even when first reached in a branch.
+            let before = seen_lets.contains(&(n.clone(), false))
+                || guarded && seen_lets.contains(&(n.clone(), true));
+            if !before {
+                seen_lets.insert((n.clone(), guarded));
                 if let Some(l) = r.lets.iter().find(|l| &l.name == n) {
-                    unconditional(r, &l.expr, seen_lets, f);
+                    unconditional(r, &l.expr, guarded, seen_lets, f);
                 }
             }
         }
-        // Only the taken branch runs; a reduce body runs at rebound axes.
-        Expr::Select { .. } | Expr::Reduce(_) => {}
-        Expr::Where(c, _, _) => unconditional(r, c, seen_lets, f),
+        // A reduce body runs at rebound axes.
+        Expr::Reduce(_) => {}
+        // Only the taken branch runs: what its arms read is guarded.
+        Expr::Select {
+            then, otherwise, ..
+        } => {
+            unconditional(r, then, true, seen_lets, f);
+            unconditional(r, otherwise, true, seen_lets, f);
+        }
+        Expr::Where(c, a, b) => {
+            unconditional(r, c, guarded, seen_lets, f);
+            unconditional(r, a, true, seen_lets, f);
+            unconditional(r, b, true, seen_lets, f);
+        }
         _ => {
             for c in crate::ir::region::verify::children(e) {
-                unconditional(r, c, seen_lets, f);
+                unconditional(r, c, guarded, seen_lets, f);
             }
         }
     }
@@ -427,6 +646,20 @@ mod tests {
             "16",
         );
         assert!(!loads_vectors(&padded, 8));
+    }
+
+    #[test]
+    fn a_guarded_read_in_bounds_at_every_point_is_vectorized() {
+        // x[m, n] with n over x's 16 columns: whichever lanes take the arm, the whole chunk is
+        // in x (an attention mask's `where(mask, scores, -inf)`).
+        let r = region(
+            r#"[{"let": "y0", "expr": {"select": {"pred": {"lt": ["n", 8]},
+                 "then": {"read": {"tensor": "x", "map": ["m", "n"]}}, "else": 0.0}}}]"#,
+            "[4, 16]",
+            "16",
+        );
+        assert_eq!(reads(&r, 8), ["x"]);
+        assert!(loads_vectors(&r, 8));
     }
 
     #[test]

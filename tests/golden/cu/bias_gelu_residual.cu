@@ -22,22 +22,22 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_add_mul_erf(const __half
       const int q_2 = (c) / 128;
       const int i_m_3 = q_2;
       const int i_n0_4 = i_n_1 * 8;
-      __half v_5[8];
-      dlc_ld_vec<16>(&v_5[0], &in0[(i_m_3 * 1024 + i_n0_4)]);
-      __half v_6[8];
-      dlc_ld_vec<16>(&v_6[0], &in1[i_n0_4]);
+      const int off_5 = (i_m_3 * 1024 + i_n0_4);
+      __half o_6[8];
       __half v_7[8];
-      dlc_ld_vec<16>(&v_7[0], &in2[(i_m_3 * 1024 + i_n0_4)]);
-      const int off_8 = (i_m_3 * 1024 + i_n0_4);
-      __half o_9[8];
+      dlc_ld_vec<16>(&v_7[0], &in0[(i_m_3 * 1024 + i_n0_4)]);
+      __half v_8[8];
+      dlc_ld_vec<16>(&v_8[0], &in1[i_n0_4]);
+      __half v_9[8];
+      dlc_ld_vec<16>(&v_9[0], &in2[(i_m_3 * 1024 + i_n0_4)]);
       #pragma unroll
       for (int l_10 = 0; l_10 < 8; l_10 += 1) {
         const int i_n_11 = i_n0_4 + l_10;
-        const float c1_12 = dlc_round_f16((dlc_f32(v_5[l_10]) + dlc_f32(v_6[l_10])));
-        const float c2_13 = (((c1_12 * (dlc_erf((c1_12 * 0.70710677f)) + ((float)1))) * 0.5f) + dlc_f32(v_7[l_10]));
-        o_9[l_10] = dlc_cvt<__half>(c2_13);
+        const float c1_12 = dlc_round_f16((dlc_f32(v_7[l_10]) + dlc_f32(v_8[l_10])));
+        const float c2_13 = (((c1_12 * (dlc_erf((c1_12 * 0.70710677f)) + ((float)1))) * 0.5f) + dlc_f32(v_9[l_10]));
+        o_6[l_10] = dlc_cvt<__half>(c2_13);
       }
-      dlc_st_vec<16>(&out0[off_8], &o_9[0]);
+      dlc_st_vec<16>(&out0[off_5], &o_6[0]);
     }
   }
 }
