@@ -23,6 +23,20 @@ use dlc_egg::optimize::{optimize, OptimizeOptions};
 use proptest::prelude::*;
 
 fn run_case(case: &Case) -> Result<(), String> {
+    run_case_with(case, &OptimizeOptions::default())
+}
+
+/// With `--fast-math`: the reassociating rules too (`reduce-hoist-invariant-mul`, the pool
+/// absorbed into a classifier's contraction, …), still within graph-json's tolerances.
+fn run_case_fast_math(case: &Case) -> Result<(), String> {
+    let opts = OptimizeOptions {
+        fast_math: true,
+        ..OptimizeOptions::default()
+    };
+    run_case_with(case, &opts)
+}
+
+fn run_case_with(case: &Case, opts: &OptimizeOptions) -> Result<(), String> {
     let text = case.doc.to_string();
     let g = load_str(&text, "fuzz.json").map_err(|d| format!("load rejects it:\n{d}"))?;
     let bindings = resolve_symbols(&g, &case.cli, &case.arrays)
@@ -31,8 +45,7 @@ fn run_case(case: &Case) -> Result<(), String> {
     let ins = case.input_map();
     let want = evaluate(&prog, &bindings, &ins)
         .map_err(|d| format!("the reference evaluator fails:\n{d}"))?;
-    let o =
-        optimize(&prog, &OptimizeOptions::default()).map_err(|e| format!("optimize fails: {e}"))?;
+    let o = optimize(&prog, opts).map_err(|e| format!("optimize fails: {e}"))?;
     let got = evaluate_program(&o.program, &bindings, &ins)
         .map_err(|d| format!("the optimized program fails to evaluate:\n{d}"))?;
     for (name, w) in &want {
@@ -78,5 +91,12 @@ proptest! {
     fn optimized_programs_match_the_reference(tape in prop::collection::vec(any::<u32>(), 0..400)) {
         let case = gen_case(&tape);
         run_reported(&case, run_case).map_err(TestCaseError::fail)?;
+    }
+
+    /// The same with `fast_math` (every rule of every phase, the substitutions included).
+    #[test]
+    fn fast_math_programs_match_the_reference(tape in prop::collection::vec(any::<u32>(), 0..400)) {
+        let case = gen_case(&tape);
+        run_reported(&case, run_case_fast_math).map_err(TestCaseError::fail)?;
     }
 }
