@@ -4,6 +4,12 @@
 
 mod cli;
 
+/// mimalloc instead of the system allocator: the optimizer allocates and frees millions of
+/// small term, region and plan values (a third of `optimize`'s CPU time went to glibc's
+/// `malloc`/`free` on a BERT export; bench/results/optimize-speed-2026-11-27.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let code = cli::main_with_args(std::env::args().collect());
     std::process::exit(code);
