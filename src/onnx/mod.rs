@@ -82,8 +82,21 @@ fn unreadable(path: &Path, why: String) -> Diagnostic {
 pub fn read_model(path: &Path) -> Result<proto::ModelProto, Diagnostic> {
     let bytes =
         std::fs::read(path).map_err(|e| unreadable(path, format!("cannot read the model: {e}")))?;
+    decode_model(bytes, path)
+}
+
+/// Decodes the bytes of the ONNX model file `path` (already read, e.g. within a file budget).
+pub fn decode_model(bytes: Vec<u8>, path: &Path) -> Result<proto::ModelProto, Diagnostic> {
     proto::ModelProto::decode(prost::bytes::Bytes::from(bytes))
         .map_err(|e| unreadable(path, format!("not a valid ONNX model: {e}")))
+}
+
+/// [`load`] of the model file `path` whose bytes were already read (its external data is still
+/// read from beside it).
+pub fn load_bytes(bytes: Vec<u8>, path: &Path) -> Result<Graph, Diagnostics> {
+    let model = decode_model(bytes, path).map_err(Diagnostics::one)?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    load_model(&model, dir, &path.display().to_string())
 }
 
 /// Reads and imports an ONNX model.
@@ -95,9 +108,9 @@ pub fn import_file(path: &Path) -> Result<Imported, Diagnostics> {
 
 /// Loads an ONNX model as a frontend [`Graph`] whose `constants` hold the initializers.
 pub fn load(path: &Path) -> Result<Graph, Diagnostics> {
-    let model = read_model(path).map_err(Diagnostics::one)?;
-    let dir = path.parent().unwrap_or(Path::new(""));
-    load_model(&model, dir, &path.display().to_string())
+    let bytes = std::fs::read(path)
+        .map_err(|e| Diagnostics::one(unreadable(path, format!("cannot read the model: {e}"))))?;
+    load_bytes(bytes, path)
 }
 
 /// [`load`] of a decoded model; `dir` holds its external data, `file` names it in diagnostics.
