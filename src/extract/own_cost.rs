@@ -211,6 +211,24 @@ struct FirstKernel {
     id: Option<u32>,
 }
 
+/// Distinguishes [`FirstKernel::may_pair`]'s key among a body's derived values.
+const FIRST_SIDE_TAG: u64 = 0x6669_7273_745f_7631;
+
+impl FirstKernel {
+    /// Whether the kernel's deferred region as input `i` of a second kernel (`first` makes it)
+    /// matches the first side of an attention pair
+    /// ([`crate::codegen::templates::attention::is_first`]): when it does not, `pair` fails for
+    /// every second kernel. Cached on the body by its input facts and `i` (the deferred region
+    /// depends on nothing else), so each distinct first kernel is matched once per position, not
+    /// once per second kernel.
+    fn may_pair(&self, i: usize, first: &dyn Fn() -> Option<Arc<Region>>) -> bool {
+        let key = plan_key(FIRST_SIDE_TAG ^ i as u64, &self.facts);
+        *self.body.derived(key, || {
+            first().is_some_and(|r| crate::codegen::templates::attention::is_first(&r))
+        })
+    }
+}
+
 /// The first-kernel candidates among the e-nodes of `class`, cheapest first (ties in e-node
 /// order: a stable sort), so that [`attention_second_time`] stops at the first that pairs.
 fn first_kernels(
@@ -298,13 +316,19 @@ fn attention_second_time(
                 // Neither this nor a later (costlier) first kernel could replace `best`.
                 break;
             }
+            let first = || match &model.regions {
+                Some(cache) => cache.deferred(&f.body, &f.facts, i),
+                None => synthesize_deferred(&f.body, &f.facts, &format!("in{i}"))
+                    .ok()
+                    .map(Arc::new),
+            };
+            if !f.may_pair(i, &first) {
+                // No second kernel pairs with it at input `i` (`pair` would fail on the first
+                // side): skip it as `pair` would, without matching the pair.
+                continue;
+            }
             let fused = || {
-                let first = match &model.regions {
-                    Some(cache) => cache.deferred(&f.body, &f.facts, i)?,
-                    None => {
-                        Arc::new(synthesize_deferred(&f.body, &f.facts, &format!("in{i}")).ok()?)
-                    }
-                };
+                let first = first()?;
                 let p = pair(&first, second.region)?;
                 let fused = crate::cost::attention::choose_attention_plan(&p, model).ok()?;
                 Some(fused.best.time)
