@@ -7,7 +7,12 @@
 //! `optimize` call. `OPTIMIZE_SPEED_LAYERS=N` changes the layer count (default 12; 3 in
 //! criterion's test mode, which `cargo test --all-targets` runs in CI: the first layer, a
 //! middle one and the last, so recorded growths are replayed as in the full model).
-//! Results: `bench/results/optimize-speed-2026-11-26.md`. The CI smoke is
+//!
+//! `OPTIMIZE_SPEED_MODEL=path/to/bert.onnx` (any model file `dlc-egg optimize` reads) adds
+//! that model as a second case, e.g. the real 12-layer BERT-base export
+//! (`scripts/export-real-models.py`; not committed, so the case is optional and CI never runs
+//! it). The benchmark uses the `dlc-egg` binary's allocator (mimalloc), so its times are the
+//! command's. Results: `bench/results/optimize-speed-2026-11-27.md`. The CI smoke is
 //! `tests/optimize_speed.rs` (one layer).
 #[path = "common/bench_graphs.rs"]
 mod bench_graphs;
@@ -18,10 +23,25 @@ use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{explain, optimize, OptimizeOptions};
 use std::hint::black_box;
 
+/// The allocator of the `dlc-egg` binary (src/main.rs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn lowered(layers: usize) -> Program {
     let doc = transformer_encoder(&EncoderConfig::bert_base(layers));
     let g = frontend::load_str(&doc.to_string(), "encoder.json").expect("encoder loads");
     lower::lower(&g).expect("encoder lowers")
+}
+
+/// The model named by `OPTIMIZE_SPEED_MODEL`, loaded and lowered as `dlc-egg optimize` does.
+fn model() -> Option<(String, Program)> {
+    let path = std::env::var("OPTIMIZE_SPEED_MODEL").ok()?;
+    let g = dlc_egg::pipeline::load_file(path.as_ref()).expect("OPTIMIZE_SPEED_MODEL loads");
+    let p = dlc_egg::run::lower_and_verify(&g).expect("OPTIMIZE_SPEED_MODEL lowers");
+    let name = std::path::Path::new(&path)
+        .file_stem()
+        .map_or("model".into(), |s| s.to_string_lossy().replace('.', "_"));
+    Some((name, p))
 }
 
 fn bench(c: &mut Criterion) {
@@ -29,24 +49,27 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if timed() { 12 } else { 3 });
-    let p = lowered(layers);
-    let o = optimize(&p, &OptimizeOptions::default()).expect("the encoder optimizes");
-    println!(
-        "{layers}-layer encoder: {} kernels, {} e-nodes{}",
-        o.kernels.len(),
-        o.egraph.total_number_of_nodes(),
-        explain::render_steps(&o.steps)
-    );
+    let mut cases = vec![(format!("bert_base_{layers}_layers"), lowered(layers))];
+    cases.extend(model());
     let mut g = c.benchmark_group("optimize_speed");
     g.sample_size(10);
-    g.bench_function(format!("bert_base_{layers}_layers"), |b| {
-        b.iter(|| {
-            optimize(black_box(&p), &OptimizeOptions::default())
-                .expect("the encoder optimizes")
-                .kernels
-                .len()
-        })
-    });
+    for (name, p) in &cases {
+        let o = optimize(p, &OptimizeOptions::default()).expect("the model optimizes");
+        println!(
+            "{name}: {} kernels, {} e-nodes{}",
+            o.kernels.len(),
+            o.egraph.total_number_of_nodes(),
+            explain::render_steps(&o.steps)
+        );
+        g.bench_function(name.as_str(), |b| {
+            b.iter(|| {
+                optimize(black_box(p), &OptimizeOptions::default())
+                    .expect("the model optimizes")
+                    .kernels
+                    .len()
+            })
+        });
+    }
     g.finish();
 }
 
