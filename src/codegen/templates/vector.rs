@@ -8,7 +8,7 @@
 //! one vector when
 //! - every point evaluates it: it is reached from a yield through lets without entering a
 //!   reduce body (a reduce body rebinds axes), and outside a `select`/`where` branch unless it
-//!   is in bounds at every point ([`in_bounds`]: each index is an axis whose extent is the
+//!   is in bounds at every point (`in_bounds`: each index is an axis whose extent is the
 //!   dimension's size — a mask's `where(m, s[b, h, i, j], -inf)`), as a guarded read may be out
 //!   of bounds on some lanes (a convolution's padded taps);
 //! - the innermost iter indexes the input's last dimension as `axis + c` with `c` a multiple of
