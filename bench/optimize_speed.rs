@@ -11,8 +11,8 @@
 //! `OPTIMIZE_SPEED_MODEL=path/to/bert.onnx` (any model file `dlc-egg optimize` reads) adds
 //! that model as a second case, e.g. the real 12-layer BERT-base export
 //! (`scripts/export-real-models.py`; not committed, so the case is optional and CI never runs
-//! it). The benchmark uses the `dlc-egg` binary's allocator (mimalloc), so its times are the
-//! command's. Results: `bench/results/optimize-speed-2026-11-27.md`. The CI smoke is
+//! it). The benchmark uses the `dlc-egg` binary's allocator (mimalloc with `--features
+//! mimalloc`, else the system's), so its times are the command's. Results: `bench/results/optimize-speed-2026-11-27.md`. The CI smoke is
 //! `tests/optimize_speed.rs` (one layer).
 #[path = "common/bench_graphs.rs"]
 mod bench_graphs;
@@ -24,6 +24,7 @@ use dlc_egg::optimize::{explain, optimize, OptimizeOptions};
 use std::hint::black_box;
 
 /// The allocator of the `dlc-egg` binary (src/main.rs).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

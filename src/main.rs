@@ -4,9 +4,10 @@
 
 mod cli;
 
-/// mimalloc instead of the system allocator: the optimizer allocates and frees millions of
-/// small term, region and plan values (a third of `optimize`'s CPU time went to glibc's
-/// `malloc`/`free` on a BERT export; bench/results/optimize-speed-2026-11-27.md).
+/// With the `mimalloc` feature (off by default: `run --device cpu`'s timed kernels were slower
+/// under it, see Cargo.toml), mimalloc instead of the system allocator: the optimizer allocates
+/// and frees millions of small term, region and plan values (a third of `optimize`'s CPU time
+/// went to glibc's `malloc`/`free` on a BERT export; bench/results/optimize-speed-2026-11-27.md).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
