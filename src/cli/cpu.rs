@@ -72,7 +72,7 @@ pub fn write_native(
         std::io::stderr().lock(),
         "wrote {} kernel(s) for cpu ({}): {}, {}",
         prog.kernels.len(),
-        plan.isa,
+        plan.isa.name(),
         c.display(),
         m.display()
     );

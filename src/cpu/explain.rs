@@ -18,7 +18,7 @@ pub fn explain(plan: &NativePlan, p: &RegionProgram) -> TargetExplain {
     });
     let mut kernels = BTreeMap::new();
     for (k, r) in plan.kernels.iter().zip(regions) {
-        let lines = kernel_lines(k, r, plan.isa_kind, plan.threads);
+        let lines = kernel_lines(k, r, plan.isa, plan.threads);
         kernels.insert(k.kernel.clone(), lines);
     }
     let c = &plan.cost_params;
@@ -26,7 +26,7 @@ pub fn explain(plan: &NativePlan, p: &RegionProgram) -> TargetExplain {
         "{} kernel(s) for cpu ({}, {} thread(s)); predicted {:.3} ms by the CPU roofline ({:.1} \
          GB/s, {:.1} GFLOP/s per thread, {:.2} ns per transcendental, {:.0} µs per kernel)",
         plan.kernels.len(),
-        plan.isa,
+        plan.isa.name(),
         plan.threads,
         plan.total_ms(),
         c.bandwidth_gbs,

@@ -55,11 +55,9 @@ pub struct KernelPlan {
 /// The plan of a whole native program.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct NativePlan {
-    /// The ISA the C is compiled for (its name).
-    pub isa: &'static str,
-    /// The same ISA.
-    #[serde(skip)]
-    pub isa_kind: Isa,
+    /// The ISA the C is compiled for (serialized as its name).
+    #[serde(serialize_with = "isa_name")]
+    pub isa: Isa,
     /// Threads the prediction assumes.
     pub threads: usize,
     /// The cost model's parameters.
@@ -96,8 +94,7 @@ impl NativePlan {
             })
             .collect();
         NativePlan {
-            isa: isa.name(),
-            isa_kind: isa,
+            isa,
             threads,
             cost_params: *params,
             kernels,
@@ -122,6 +119,10 @@ impl NativePlan {
         }
         v
     }
+}
+
+fn isa_name<S: serde::Serializer>(isa: &Isa, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(isa.name())
 }
 
 fn roofline(f: &KernelFeatures, params: &CpuCostParams, threads: usize) -> Roofline {

@@ -126,8 +126,8 @@ impl NativeProgram {
                 values of `symbols`; dlc_nt = threads; returns 0, 1 (gather index out of range) \
                 or 2 (out of memory)",
             "keeps_packs": self.keeps_packs,
-            "isa": plan.isa,
-            "flags": super::build::base_flags(plan.isa_kind),
+            "isa": plan.isa.name(),
+            "flags": super::build::base_flags(plan.isa),
             "symbols": self.symbols,
             "inputs": p.inputs,
             "outputs": p.outputs,
