@@ -217,6 +217,88 @@ fn contractions_with_tails_in_every_tile_dimension() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Convolutions the emitter reads in place from a zero-padded copy (`src/cpu/direct.rs`): a
+/// batch of two images (one outer column point each), K past one KC slice (30·9 = 270), M and
+/// the virtual columns past one tile and one work item (13 rows of 40 + 2 junk columns), a
+/// dilation, a 1-D convolution, asymmetric padding, a stride-1 transposed convolution (a
+/// reduce axis with coefficient −1) and a fused bias + ReLU + residual epilogue; and a
+/// strided one that must keep the packed im2col.
+const DIRECT_CONVS: &str = r#"{
+  "signature": {
+    "inputs": [{"tensor": "X5"}, {"tensor": "W5", "role": "param"}, {"tensor": "b5", "role": "param"},
+               {"tensor": "R5"}, {"tensor": "X6"}, {"tensor": "W6", "role": "param"},
+               {"tensor": "X7"}, {"tensor": "W7", "role": "param"}, {"tensor": "X8"},
+               {"tensor": "W8", "role": "param"}, {"tensor": "X9"}, {"tensor": "W9", "role": "param"}],
+    "outputs": [{"tensor": "Y5"}, {"tensor": "Y6"}, {"tensor": "Y7"}, {"tensor": "Y8"}, {"tensor": "Y9"}]
+  },
+  "tensors": {
+    "X5": {"dtype": "fp16", "shape": [2, 30, 13, 40]}, "W5": {"dtype": "fp16", "shape": [19, 30, 3, 3]},
+    "b5": {"dtype": "fp16", "shape": [19]}, "R5": {"dtype": "fp16", "shape": [2, 19, 13, 40]},
+    "Y5": {"dtype": "fp16", "shape": [2, 19, 13, 40]},
+    "X6": {"dtype": "fp16", "shape": [1, 4, 12, 12]}, "W6": {"dtype": "fp16", "shape": [5, 4, 3, 3]},
+    "Y6": {"dtype": "fp16", "shape": [1, 5, 12, 12]},
+    "X7": {"dtype": "fp16", "shape": [3, 6, 50]}, "W7": {"dtype": "fp16", "shape": [8, 6, 5]},
+    "Y7": {"dtype": "fp16", "shape": [3, 8, 50]},
+    "X8": {"dtype": "fp16", "shape": [1, 3, 9, 11]}, "W8": {"dtype": "fp16", "shape": [4, 3, 3, 2]},
+    "Y8": {"dtype": "fp16", "shape": [1, 4, 10, 11]},
+    "X9": {"dtype": "fp16", "shape": [1, 3, 8, 8]}, "W9": {"dtype": "fp16", "shape": [3, 5, 3, 3]},
+    "Y9": {"dtype": "fp16", "shape": [1, 5, 10, 10]}
+  },
+  "graph": [
+    {"op": "Conv", "name": "c5", "inputs": ["X5", "W5", "b5"], "outputs": ["C5"],
+     "attrs": {"pad": 1, "acc_dtype": "fp32"}},
+    {"op": "Elementwise", "name": "r5", "inputs": ["C5"], "outputs": ["A5"], "attrs": {"fn": "relu"}},
+    {"op": "Elementwise", "name": "s5", "inputs": ["A5", "R5"], "outputs": ["Y5"], "attrs": {"fn": "add"}},
+    {"op": "Conv", "name": "c6", "inputs": ["X6", "W6"], "outputs": ["Y6"],
+     "attrs": {"pad": 2, "dilation": 2, "acc_dtype": "fp32"}},
+    {"op": "Conv", "name": "c7", "inputs": ["X7", "W7"], "outputs": ["Y7"], "attrs": {"pad": 2, "acc_dtype": "fp32"}},
+    {"op": "Conv", "name": "c8", "inputs": ["X8", "W8"], "outputs": ["Y8"],
+     "attrs": {"pad": [[2, 1], [1, 0]], "acc_dtype": "fp32"}},
+    {"op": "ConvTranspose", "name": "c9", "inputs": ["X9", "W9"], "outputs": ["Y9"], "attrs": {"acc_dtype": "fp32"}}
+  ]
+}"#;
+
+#[test]
+fn direct_convolutions_match_the_reference_in_every_dtype() {
+    let mut failures = Vec::new();
+    for dt in ["fp32", "fp16", "bf16"] {
+        let g = DIRECT_CONVS.replace("\"fp16\"", &format!("\"{dt}\""));
+        if let Err(e) = check_graph(&g, &[], &format!("direct convolutions as {dt}")) {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn windows_read_in_place_and_strided_or_pointwise_convolutions_pack() {
+    let direct = |text: &str| -> Vec<bool> {
+        let g = load_str(text, "direct").expect("load");
+        let prog = lower(&g).expect("lower");
+        let o = optimize(&prog, &OptimizeOptions::default()).expect("optimize");
+        let params = dlc_egg::cpu::exec::param_inputs(&g);
+        let native =
+            dlc_egg::cpu::program::emit_program_with_params(&o.program, &params).expect("emit");
+        native
+            .kernels
+            .iter()
+            .filter(|k| {
+                k.notes
+                    .iter()
+                    .any(|n| n.contains("GEMM") || n.contains("convolution"))
+            })
+            .map(|k| k.notes.iter().any(|n| n.starts_with("direct convolution")))
+            .collect()
+    };
+    // c5..c9: every contraction of DIRECT_CONVS is direct.
+    let got = direct(DIRECT_CONVS);
+    assert_eq!(got, vec![true; 5], "{got:?}");
+    // CONTRACTIONS: only c4 (3x3, stride 1, pad 1) is a window read in place; the strided c1,
+    // the 1x1 c2, the depthwise c3 (batch iters) and the matmuls pack.
+    let got = direct(CONTRACTIONS);
+    assert_eq!(got.iter().filter(|d| **d).count(), 1, "{got:?}");
+}
+
 /// A `Cumulative` over `[R, C]` (symbolic, tails for every vector width) along `axis`.
 fn cumulative_graph(f: &str, dt: &str, axis: i64, exclusive: bool, reverse: bool) -> String {
     format!(

@@ -12,6 +12,7 @@
 
 use super::contraction::Contraction;
 use super::cvalue::{kind_type, widen};
+use super::direct::Direct;
 use super::emit::Emitter;
 use super::CpuError;
 use std::collections::BTreeSet;
@@ -48,7 +49,9 @@ impl Emitter<'_> {
     /// operand's block packed `[K][ldb]` into the thread's `cBw` (unless `keep_b`: the kept
     /// whole-K panels `cBp` are read in place), `dlc_gemm_rows`, and the block epilogue when
     /// `fused_epilogue` is set. `ws`: the items are a worksharing loop; `last`: the last
-    /// worksharing loop of its parallel region (no barrier of its own).
+    /// worksharing loop of its parallel region (no barrier of its own). `direct`: the column
+    /// operand is read in place from a padded copy ([`super::direct`]; only with `ws`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn emit_items(
         &mut self,
         li: usize,
@@ -57,10 +60,14 @@ impl Emitter<'_> {
         ws: bool,
         keep_b: bool,
         last: bool,
+        direct: Option<&Direct>,
     ) -> Result<(), CpuError> {
         self.line("{");
         self.indent += 1;
         let nt = if ws { "omp_get_num_threads()" } else { "1" };
+        if let Some(d) = direct {
+            return self.emit_direct_items(li, c, d, nt, last);
+        }
         self.line(&format!(
             "int64_t cNC, cMG, cRG; dlc_gemm_plan(cM, cN, {nt}, &cNC, &cMG, &cRG);"
         ));
@@ -95,6 +102,44 @@ impl Emitter<'_> {
                 "dlc_gemm_rows(cM, cN, cK, cA, cBw, DLC_NR, cldb, L{li}, cro, cco, ci0, ci1, cj0, cj1);"
             ));
         }
+        if self.fused_epilogue {
+            self.emit_block_epilogue(li, c)?;
+        }
+        self.indent -= 1;
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// [`Self::emit_items`] for a direct convolution: the padded copy, then per item (an outer
+    /// point by a block of its virtual columns by a row group) `dlc_gemm_direct` into the
+    /// thread's `cCv`, the real columns copied into `L<li>`, the block epilogue.
+    fn emit_direct_items(
+        &mut self,
+        li: usize,
+        c: &Contraction,
+        d: &Direct,
+        nt: &str,
+        last: bool,
+    ) -> Result<(), CpuError> {
+        self.emit_direct_fill(d);
+        self.line(&format!(
+            "int64_t cNC, cMG, cRG; dlc_gemm_plan(cM, cdV, {nt}, &cNC, &cMG, &cRG);"
+        ));
+        self.line("const int64_t cnb = (cdV + cNC - 1) / cNC;");
+        self.line("const int64_t cldv = (cNC + DLC_NR - 1) / DLC_NR * DLC_NR + DLC_NR;");
+        self.line("float *cCv = (float *)dlc_scratch(1, 4 * (cRG + DLC_MR) * cldv);");
+        self.line("if (!cCv) dlc_err_flag(&dlc_err, 2);");
+        if last {
+            self.line("#pragma omp for schedule(static) nowait");
+        } else {
+            self.line("#pragma omp for schedule(static)");
+        }
+        self.line("for (int64_t cw = 0; cw < cdG * cnb * cMG; cw++) {");
+        self.indent += 1;
+        self.line("if (!cCv) continue;");
+        self.emit_direct_item(li, d);
         if self.fused_epilogue {
             self.emit_block_epilogue(li, c)?;
         }

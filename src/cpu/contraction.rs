@@ -12,6 +12,7 @@
 //! a convolution's or a linear layer's weights are packed once per loaded program and inputs,
 //! as onnxruntime pre-packs its initializers, not on every run.
 
+use super::direct::Direct;
 use super::emit::Emitter;
 use super::CpuError;
 use crate::ir::axis::AxisExpr;
@@ -274,7 +275,9 @@ impl Emitter<'_> {
     /// of a parallel region (the loops are shared, two barriers), else by one. `keep[s]`:
     /// operand `s` (0: rows, 1: columns) is a kept pack, packed only when `c{A,Bp}_kept` is
     /// false; a column operand that is not kept is packed per work item. `kept_ix`: the index
-    /// arrays are kept ([`keep_ix`]), computed only when `cix_kept` is false.
+    /// arrays are kept ([`keep_ix`]), computed only when `cix_kept` is false. `direct`: the
+    /// column operand is read in place ([`super::direct`]).
+    #[allow(clippy::too_many_arguments)]
     fn emit_batch_point(
         &mut self,
         li: usize,
@@ -283,6 +286,7 @@ impl Emitter<'_> {
         ws: bool,
         keep: [bool; 2],
         kept_ix: bool,
+        direct: Option<&Direct>,
     ) -> Result<(), CpuError> {
         self.line("int64_t cbq = cb;");
         self.decode("cbq", &c.batch);
@@ -330,7 +334,7 @@ impl Emitter<'_> {
             }
         }
         // One batch point (no batch iters): the end of the parallel region is the items' barrier.
-        self.emit_items(li, c, axes, ws, keep[1], kept_ix)
+        self.emit_items(li, c, axes, ws, keep[1], kept_ix, direct)
     }
 
     /// Scratch buffers of a contraction (`dlc_scratch`, per thread) and `cok`; a kept operand
@@ -439,16 +443,20 @@ impl Emitter<'_> {
     /// parallel region.
     /// The notes of a contraction: its GEMM view, which operands are kept packs, whether the
     /// region's epilogue runs on its hot blocks.
-    fn note_contraction(&mut self, c: &Contraction, keep: [bool; 2]) {
+    fn note_contraction(&mut self, c: &Contraction, keep: [bool; 2], direct: bool) {
         let batch = if c.batch.is_empty() {
             String::new()
         } else {
             " per batch point (threads over the batch when it has at least as many points)"
                 .to_string()
         };
-        self.note(format!(
-            "packed GEMM{batch}: A packed in row panels, B packed per column block, the gemm.h register tile"
-        ));
+        if direct {
+            self.note("direct convolution: A packed in row panels, B (the image) read in place from a zero-padded copy (no im2col), the gemm.h register tile");
+        } else {
+            self.note(format!(
+                "packed GEMM{batch}: A packed in row panels, B packed per column block, the gemm.h register tile"
+            ));
+        }
         for (slot, what) in [(0, "row"), (1, "column")] {
             if keep[slot] {
                 self.note(format!(
@@ -497,7 +505,7 @@ impl Emitter<'_> {
         self.line("for (int64_t cb = 0; cb < cB; cb++) {");
         self.indent += 1;
         self.line("if (!cok) continue;");
-        self.emit_batch_point(li, &c, &axes, false, [false; 2], false)?;
+        self.emit_batch_point(li, &c, &axes, false, [false; 2], false, None)?;
         self.close_loops(2);
         self.indent -= 1;
         self.line("} else {");
@@ -506,16 +514,26 @@ impl Emitter<'_> {
             c.batch.is_empty() && self.reads_only_params(&c.x),
             c.batch.is_empty() && self.reads_only_params(&c.y),
         ];
-        self.note_contraction(&c, keep);
+        let direct = if keep[1] {
+            None
+        } else {
+            self.direct_of(&c, &axes)
+        };
+        self.note_contraction(&c, keep, direct.is_some());
         self.emit_scratch(li, c.rows.len(), c.cols.len(), keep, keep_ix(&c));
-        self.line("if (cok) {");
+        if let Some(d) = &direct {
+            self.emit_direct_setup(d, &axes);
+            self.line("if (cok && cdok) {");
+        } else {
+            self.line("if (cok) {");
+        }
         self.indent += 1;
         self.line(
             "#pragma omp parallel num_threads(dlc_nt) if(dlc_nt > 1 && cM * cN * cK >= 65536)",
         );
         self.line("for (int64_t cb = 0; cb < cB; cb++) {");
         self.indent += 1;
-        self.emit_batch_point(li, &c, &axes, true, keep, keep_ix(&c))?;
+        self.emit_batch_point(li, &c, &axes, true, keep, keep_ix(&c), direct.as_ref())?;
         self.close_loops(1);
         if keep_ix(&c) {
             let s = format!("{KEPT_PACK}{li}_ix");

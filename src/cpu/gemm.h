@@ -46,10 +46,12 @@ typedef float dlc_gv __attribute__((vector_size(DLC_GVL * 4), aligned(4)));
 #define DLC_NC (DLC_NR * 8)
 
 // tile[r] (r < DLC_MR) is the row at c + ro[r], DLC_NR contiguous floats; B's row k of the
-// micro-panel is at b + k * ldb; `first`: the k slice starts the sum (zero partial sums), else
-// the tile reloads C's.
+// micro-panel is at b + k * ldb, or at b + koff[k] when koff is given (a direct convolution
+// reads its image in place: src/cpu/direct.rs); `first`: the k slice starts the sum (zero
+// partial sums), else the tile reloads C's. The koff test is loop-invariant (unswitched).
 DLC_INLINE void dlc_micro(int64_t kc, const float *restrict a, const float *restrict b,
-        int64_t ldb, float *restrict c, const int64_t *restrict ro, int first) {
+        const int64_t *restrict koff, int64_t ldb, float *restrict c, const int64_t *restrict ro,
+        int first) {
     dlc_gv acc[DLC_MR][DLC_NV];
     for (int r = 0; r < DLC_MR; r++)
         for (int v = 0; v < DLC_NV; v++) {
@@ -58,7 +60,8 @@ DLC_INLINE void dlc_micro(int64_t kc, const float *restrict a, const float *rest
         }
     for (int64_t k = 0; k < kc; k++) {
         dlc_gv bv[DLC_NV];
-        for (int v = 0; v < DLC_NV; v++) memcpy(&bv[v], b + k * ldb + v * DLC_GVL, sizeof bv[v]);
+        const float *bk = b + (koff ? koff[k] : k * ldb);
+        for (int v = 0; v < DLC_NV; v++) memcpy(&bv[v], bk + v * DLC_GVL, sizeof bv[v]);
         for (int r = 0; r < DLC_MR; r++) {
             const float av = a[k * DLC_MR + r];
             for (int v = 0; v < DLC_NV; v++) acc[r][v] += av * bv[v];
@@ -91,14 +94,14 @@ static void dlc_gemm_block(int64_t M, int64_t N, int64_t K, const float *restric
                 const int64_t mr = M - i < DLC_MR ? M - i : DLC_MR;
                 const float *a = Ap + (i / DLC_MR) * K * DLC_MR + pc * DLC_MR;
                 if (contig && mr == DLC_MR) {
-                    dlc_micro(kc, a, b, ldb, C + coloff[j], rowoff + i, first);
+                    dlc_micro(kc, a, b, NULL, ldb, C + coloff[j], rowoff + i, first);
                     continue;
                 }
                 if (!first)
                     for (int64_t r = 0; r < mr; r++)
                         for (int64_t q = 0; q < nr; q++)
                             tile[r * DLC_NR + q] = C[rowoff[i + r] + coloff[j + q]];
-                dlc_micro(kc, a, b, ldb, tile, tro, first);
+                dlc_micro(kc, a, b, NULL, ldb, tile, tro, first);
                 for (int64_t r = 0; r < mr; r++)
                     for (int64_t q = 0; q < nr; q++)
                         C[rowoff[i + r] + coloff[j + q]] = tile[r * DLC_NR + q];
@@ -117,6 +120,30 @@ static void dlc_gemm_rows(int64_t M, int64_t N, int64_t K, const float *restrict
     for (int64_t ib = i0; ib < i1; ib += DLC_MC)
         dlc_gemm_block(M, N, K, Ap, Bb, bps, ldb, C, rowoff, coloff, ib,
             i1 - ib < DLC_MC ? i1 : ib + DLC_MC, j0, j1);
+}
+
+// A direct convolution's rows [i0, i1) x virtual columns [0, nv) (src/cpu/direct.rs): B's row k
+// of column j at b + koff[k] + j, read in place (virtual columns past the image row are junk:
+// the caller drops them; reads up to DLC_NR - 1 floats past column nv - 1 land in the padded
+// copy's zeroed slack); C's element (i, j) at C[(i - i0) * ldc + j], ldc >= nv rounded up to
+// DLC_NR, rows up to i1 rounded up to DLC_MR (A's zero rows) written too. i0 is a multiple of
+// DLC_MR. Same blocking and k order as dlc_gemm_rows: bit-identical sums.
+static void dlc_gemm_direct(int64_t K, const float *restrict Ap, const float *restrict b,
+        const int64_t *restrict koff, int64_t nv, float *restrict C, int64_t ldc, int64_t i0,
+        int64_t i1) {
+    int64_t ro[DLC_MR];
+    for (int r = 0; r < DLC_MR; r++) ro[r] = r * ldc;
+    for (int64_t ib = i0; ib < i1; ib += DLC_MC) {
+        const int64_t ie = i1 - ib < DLC_MC ? i1 : ib + DLC_MC;
+        for (int64_t pc = 0; pc < K || pc == 0; pc += DLC_KC) {
+            const int64_t kc = K - pc < DLC_KC ? K - pc : DLC_KC;
+            for (int64_t j = 0; j < nv; j += DLC_NR)
+                for (int64_t i = ib; i < ie; i += DLC_MR)
+                    dlc_micro(kc, Ap + (i / DLC_MR) * K * DLC_MR + pc * DLC_MR, b + j, koff + pc, 0,
+                        C + (i - i0) * ldc + j, ro, pc == 0);
+            if (K == 0) break;
+        }
+    }
 }
 
 // The work items of an M x N contraction on nt threads: column blocks of *nc columns (DLC_NC/2

@@ -14,6 +14,9 @@
 //! the result while it is hot. Constant weights (`role: param` inputs) are packed once per
 //! [`exec::run_loaded`] call and kept ([`contraction`]).
 //!
+//! A convolution with a stride-1 window along its innermost axis reads its image in place from
+//! a zero-padded copy instead of packing im2col blocks (`direct.rs`).
+//!
 //! A contraction without batch iters also keeps its index arrays (its points' iter values and
 //! buffer offsets) per epoch, so that its steady-state call is one fork and one join (no
 //! barriers). Outputs of at least 16 MB in rows form leave through non-temporal stores
@@ -28,7 +31,7 @@
 //! row groups (a split over M as well as N when there are fewer column blocks than threads) are
 //! chosen at run time by `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and
 //! the K slice are fixed; streaming attention (an attention region runs through the generic row
-//! form); a depthwise-conv loop and a direct-conv micro-kernel; exp and its sum in one pass
+//! form); a depthwise-conv loop; exp and its sum in one pass
 //! (softmax's row is read three times from L1); a parallel scan of one long line. With the previous cost defaults, extraction at
 //! `--threads 1` chose a 4-kernel LayerNorm whose variance kernel ran 165 ms (against one fused
 //! kernel): the work analysis undercounts that region; the idle-calibrated defaults avoid it.
@@ -56,6 +59,7 @@ pub mod build;
 pub mod calibrate;
 pub mod contraction;
 mod cvalue;
+mod direct;
 pub mod emit;
 mod emit_expr;
 mod emit_loops;

@@ -1,0 +1,413 @@
+//! Direct convolution (im2col-free): a contraction whose column operand is a sliding window
+//! over one region input (`x[..., h + kh − p, w + kw − p]`, a convolution's image) reads that
+//! input in place instead of packing an im2col block per work item.
+//!
+//! The input is copied once per call into a zero-padded fp32 buffer `cxp` (its padding made
+//! explicit, fp16/bf16 converted once), whose every axis is widened by the window's reach
+//! below zero and past the end. In that copy the column operand's element at column point
+//! `(outer…, h, w)` and reduce point `k` lives at `base(outer) + h·P + w + koff[k]`: the
+//! address is affine and separable, `w` moves it by one, and `P` (the padded row pitch times
+//! the row stride) is at least the number of `w` values. So the contraction runs over
+//! *virtual* columns `v = h·P + w'`, `w' < P`, of each outer point: a micro-panel of
+//! `DLC_NR` virtual columns is `DLC_NR` contiguous floats of row `k` at `koff[k]`, and the
+//! micro-kernel reads it in place (`dlc_gemm_direct`, `gemm.h`). Columns with `w' ≥ W` are
+//! junk (about `(P − W) / P` of the work: 2 of 58 for a 3×3 conv on 56²); the work item's
+//! result block goes to a per-thread buffer and only its real columns are copied into the
+//! contraction's buffer, where the region's epilogue reads them as before.
+//!
+//! Taken when (checked here, at emission): the contraction has no batch iters and its column
+//! operand is not a kept pack; the operand is a read of a region input, bare or guarded by
+//! bound checks of its own index (`pred ? x[idx] : 0`, each conjunct `idx_d ≥ 0` or
+//! `idx_d ≤ size_d − 1`); every index is affine in the column iters and reduce axes with
+//! integer coefficients; the innermost column iter appears only in the last axis, with
+//! coefficient 1 (the next one is the row iter `h` when it appears only in the axis before,
+//! with coefficient 1, beside a reduce axis; else it is an outer iter like the batch); and
+//! some axis mixes a column iter with a reduce axis (a window: the im2col would duplicate
+//! data). A plain GEMM or a 1×1 convolution keeps its packed column blocks (their rows are
+//! whole tensor rows apart: in place they would alias in L1). Measured on Intel Emerald
+//! Rapids, one thread, the 3×3 64→64 56² conv + bias + ReLU in a C harness: 2.01–2.06 ms
+//! packed, 1.66–1.70 ms direct (CPU time, min of 150 calls, four interleaved rounds).
+
+use super::contraction::Contraction;
+use super::cvalue::load;
+use super::emit::Emitter;
+use crate::index::{Atom, Quasi};
+use crate::ir::axis::{AxisExpr, CmpOp};
+use crate::ir::axis_simplify::dim_to_expr;
+use crate::ir::region::{Expr, Pred};
+use crate::poly::affine::expr::quasi_of_axis;
+use std::collections::BTreeSet;
+
+/// A column operand read in place (see the module doc).
+#[derive(Clone, Debug)]
+pub(super) struct Direct {
+    /// Index of the read input among the region's inputs.
+    ii: usize,
+    /// Its element type (converted to fp32 by the padded copy).
+    dtype: crate::ir::dtype::DType,
+    /// Per axis of the input: its index, affine over column iter and reduce axis names.
+    maps: Vec<Quasi<i64, String>>,
+    /// Per axis of the input: its size as C.
+    dims: Vec<String>,
+    /// The innermost column iter (`w`).
+    w: usize,
+    /// The column iter before it (`h`), if any.
+    h: Option<usize>,
+    /// The other column iters, outermost first.
+    outer: Vec<usize>,
+}
+
+/// `e` as an affine form over names with integer coefficients (variables only: no floors,
+/// `min`, `max` or opaque atoms).
+fn affine(e: &AxisExpr) -> Option<Quasi<i64, String>> {
+    let q = quasi_of_axis(e).ok()?;
+    q.terms
+        .keys()
+        .all(|a| matches!(a, Atom::Var(_)))
+        .then_some(q)
+}
+
+/// The coefficient of variable `n` in `q` (0 when absent).
+fn coef(q: &Quasi<i64, String>, n: &str) -> i64 {
+    q.terms.get(&Atom::Var(n.to_string())).copied().unwrap_or(0)
+}
+
+/// The conjuncts of `p` (nested `And`s flattened); `None` for a disjunction.
+fn conjuncts<'p>(p: &'p Pred, out: &mut Vec<&'p Pred>) -> Option<()> {
+    match p {
+        Pred::And(ps) => ps.iter().try_for_each(|q| conjuncts(q, out)),
+        Pred::Or(_) => None,
+        Pred::Cmp(..) => {
+            out.push(p);
+            Some(())
+        }
+    }
+}
+
+/// `a op b` as `L ≥ 0` (integers: `a > b` is `a − b − 1 ≥ 0`); `None` for `=` or a
+/// non-affine side.
+fn non_negative(op: CmpOp, a: &AxisExpr, b: &AxisExpr) -> Option<Quasi<i64, String>> {
+    let (a, b) = (quasi_of_axis(a).ok()?, quasi_of_axis(b).ok()?);
+    Some(match op {
+        CmpOp::Ge => a.sub(&b),
+        CmpOp::Gt => a.sub(&b).sub(&Quasi::int(1)),
+        CmpOp::Le => b.sub(&a),
+        CmpOp::Lt => b.sub(&a).sub(&Quasi::int(1)),
+        CmpOp::Eq => return None,
+    })
+}
+
+/// `Σ coefficient · C variable` as C (`0` when empty).
+fn lin_c(terms: &[(i64, String)]) -> String {
+    let parts: Vec<String> = terms
+        .iter()
+        .filter(|(k, _)| *k != 0)
+        .map(|(k, v)| format!("{k} * {v}"))
+        .collect();
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        parts.join(" + ")
+    }
+}
+
+impl Emitter<'_> {
+    /// The direct form of contraction `c`'s column operand, when it has one (see the module
+    /// doc); `axes`: the reduce axes with their extents as C.
+    pub(super) fn direct_of(&self, c: &Contraction, axes: &[(String, String)]) -> Option<Direct> {
+        if !c.batch.is_empty() {
+            return None;
+        }
+        let (read, guard) = match &c.y {
+            Expr::Read { .. } => (&c.y, None),
+            Expr::Select {
+                pred,
+                then,
+                otherwise,
+            } if matches!(**otherwise, Expr::Const(z) if z.to_bits() == 0) => (&**then, Some(pred)),
+            _ => return None,
+        };
+        let Expr::Read { tensor, map } = read else {
+            return None;
+        };
+        if self.params.contains(tensor) {
+            return None;
+        }
+        let ii = self.r.inputs.iter().position(|i| &i.name == tensor)?;
+        let inp = &self.r.inputs[ii];
+        let maps: Vec<Quasi<i64, String>> = map.iter().map(affine).collect::<Option<_>>()?;
+        let names = |is: &[usize]| -> Vec<String> {
+            is.iter().map(|i| self.r.iters[*i].name.clone()).collect()
+        };
+        let cols = names(&c.cols);
+        let reds: BTreeSet<&str> = axes.iter().map(|(a, _)| a.as_str()).collect();
+        let known = |n: &str| cols.iter().any(|x| x == n) || reds.contains(n);
+        let all_known = maps.iter().all(|q| {
+            q.terms
+                .keys()
+                .all(|a| matches!(a, Atom::Var(n) if known(n)))
+        });
+        let (&w, rest) = c.cols.split_last()?;
+        let last = maps.len().checked_sub(1)?;
+        let wn = &self.r.iters[w].name;
+        let w_ok = maps
+            .iter()
+            .enumerate()
+            .all(|(d, q)| coef(q, wn) == if d == last { 1 } else { 0 });
+        let has = |q: &Quasi<i64, String>, f: &dyn Fn(&str) -> bool| {
+            q.terms.keys().any(|a| matches!(a, Atom::Var(n) if f(n)))
+        };
+        let window = |q: &Quasi<i64, String>| {
+            has(q, &|n| cols.iter().any(|x| x == n)) && has(q, &|n| reds.contains(n))
+        };
+        // `h`: the column iter before `w` when it slides with coefficient 1 along the axis
+        // before the last (an image row: virtual rows `P` = the padded width apart); otherwise
+        // it is an outer iter (a batch of images, a 1-D convolution's batch).
+        let h = rest.last().copied().filter(|h| {
+            let hn = &self.r.iters[*h].name;
+            last > 0
+                && window(&maps[last - 1])
+                && maps
+                    .iter()
+                    .enumerate()
+                    .all(|(d, q)| coef(q, hn) == if d + 1 == last { 1 } else { 0 })
+        });
+        if !(all_known && w_ok && maps.iter().any(window)) {
+            return None;
+        }
+        if let Some(p) = guard {
+            let mut cs = Vec::new();
+            conjuncts(p, &mut cs)?;
+            for cj in cs {
+                let Pred::Cmp(op, a, b) = cj else {
+                    return None;
+                };
+                let l = non_negative(*op, a, b)?;
+                let bound = maps.iter().zip(&inp.memref.shape).any(|(m, s)| {
+                    let upper = dim_to_expr(&s.0)
+                        .and_then(|e| quasi_of_axis(&e).ok())
+                        .map(|s| s.sub(&Quasi::int(1)).sub(m));
+                    &l == m || upper.as_ref() == Some(&l)
+                });
+                if !bound {
+                    return None;
+                }
+            }
+        }
+        Some(Direct {
+            ii,
+            dtype: inp.dtype,
+            maps,
+            dims: inp.memref.shape.iter().map(|s| self.dim(&s.0)).collect(),
+            w,
+            h,
+            outer: rest[..rest.len() - usize::from(h.is_some())].to_vec(),
+        })
+    }
+
+    /// The size of name `n` (a column iter or a reduce axis) as C.
+    fn size_of(&self, n: &str, axes: &[(String, String)]) -> String {
+        match self.r.iters.iter().position(|i| i.name == n) {
+            Some(i) => Self::size_var(i),
+            None => axes
+                .iter()
+                .find(|(a, _)| a == n)
+                .map(|(_, e)| format!("({e})"))
+                .unwrap_or_else(|| "1".into()),
+        }
+    }
+
+    /// Before the contraction's parallel region: the padded copy's geometry (per axis `d`: its
+    /// low padding `cdl<d>`, extent `cde<d>`, stride `cdp<d>`; the source strides `cds<d>`),
+    /// the row pitch `cdP`, the virtual columns `cdV` of each of the `cdG` outer points, the
+    /// buffers `cxp` (shared padded copy) and `ckoff` (the reduce points' offsets, filled here in
+    /// the A pack's k order), and `cdok`.
+    pub(super) fn emit_direct_setup(&mut self, d: &Direct, axes: &[(String, String)]) {
+        let n = d.maps.len();
+        self.line(
+            "// direct convolution: the column operand read in place from a zero-padded copy",
+        );
+        for (k, q) in d.maps.iter().enumerate() {
+            let (mut lo, mut hi) = (vec![q.konst.to_string()], vec![q.konst.to_string()]);
+            for (a, c) in &q.terms {
+                let Atom::Var(v) = a else { continue };
+                let s = self.size_of(v, axes);
+                let t = format!("{c} * ({s} - 1)");
+                if *c < 0 {
+                    lo.push(t);
+                } else {
+                    hi.push(t);
+                }
+            }
+            let z = &d.dims[k];
+            self.line(&format!(
+                "const int64_t cdmn{k} = {}, cdmx{k} = {};",
+                lo.join(" + "),
+                hi.join(" + ")
+            ));
+            self.line(&format!(
+                "const int64_t cdl{k} = cdmn{k} < 0 ? -cdmn{k} : 0, cde{k} = ({z}) + cdl{k} + (cdmx{k} > ({z}) - 1 ? cdmx{k} - (({z}) - 1) : 0);"
+            ));
+        }
+        for k in (0..n).rev() {
+            let (p, s) = if k + 1 == n {
+                ("1".to_string(), "1".to_string())
+            } else {
+                (
+                    format!("cdp{} * cde{}", k + 1, k + 1),
+                    format!("cds{} * ({})", k + 1, d.dims[k + 1]),
+                )
+            };
+            self.line(&format!("const int64_t cdp{k} = {p}, cds{k} = {s};"));
+        }
+        let pitch = match d.h {
+            Some(_) => format!("cdp{}", n - 2),
+            None => Self::size_var(d.w),
+        };
+        let hsize = d.h.map_or("1".to_string(), Self::size_var);
+        let base: Vec<String> = (0..n)
+            .map(|k| format!("cdp{k} * ({} + cdl{k})", d.maps[k].konst))
+            .collect();
+        self.line(&format!(
+            "const int64_t cdP = {pitch}, cdW = {}, cdH = {hsize}, cdG = {}, cdV = cdH * cdP, cdb = {};",
+            Self::size_var(d.w),
+            self.prod(&d.outer),
+            base.join(" + ")
+        ));
+        self.line(&format!(
+            "const int64_t cdR = {}, cdT = cdR * cde{};",
+            (0..n - 1)
+                .map(|k| format!("cde{k}"))
+                .chain(std::iter::once("1".to_string()))
+                .collect::<Vec<_>>()
+                .join(" * "),
+            n - 1
+        ));
+        self.line("float *cxp = (float *)dlc_scratch(6, 4 * (cdT + cdP + DLC_NR));");
+        self.line("int64_t *ckoff = (int64_t *)dlc_scratch(7, 8 * (cK > 0 ? cK : 1));");
+        self.line("const int cdok = cxp && ckoff;");
+        self.line("if (!cdok) dlc_err_flag(&dlc_err, 2);");
+        self.line("if (cdok) {");
+        self.indent += 1;
+        self.line("int64_t ck = 0;");
+        let mut vars = Vec::new();
+        for (a, e) in axes {
+            let v = self.fresh("r");
+            self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
+            self.indent += 1;
+            vars.push((a.clone(), v));
+        }
+        let off: Vec<String> = (0..n)
+            .map(|k| {
+                let t: Vec<(i64, String)> = vars
+                    .iter()
+                    .map(|(a, v)| (coef(&d.maps[k], a), v.clone()))
+                    .collect();
+                format!("cdp{k} * ({})", lin_c(&t))
+            })
+            .collect();
+        self.line(&format!("ckoff[ck++] = {};", off.join(" + ")));
+        self.close_loops(axes.len());
+        self.indent -= 1;
+        self.line("}");
+    }
+
+    /// Inside the parallel region: the zero-padded copy `cxp` (a worksharing loop over its rows,
+    /// the slack after its end zeroed too; the loop's barrier ends it).
+    pub(super) fn emit_direct_fill(&mut self, d: &Direct) {
+        let n = d.maps.len();
+        let l = n - 1;
+        self.line("#pragma omp for schedule(static)");
+        self.line("for (int64_t cq = 0; cq <= cdR; cq++) {");
+        self.indent += 1;
+        self.line(&format!("float *restrict cd = cxp + cq * cde{l};"));
+        self.line(
+            "if (cq == cdR) { for (int64_t t = 0; t < cdP + DLC_NR; t++) cd[t] = 0.0f; continue; }",
+        );
+        self.line("int64_t cqq = cq, csrc = 0; int cin = 1;");
+        for k in (0..l).rev() {
+            self.line(&format!(
+                "{{ const int64_t s = cqq % cde{k} - cdl{k}; cqq /= cde{k}; cin &= s >= 0 && s < ({}); csrc += s * cds{k}; }}",
+                d.dims[k]
+            ));
+        }
+        self.line(&format!(
+            "if (!cin) {{ for (int64_t t = 0; t < cde{l}; t++) cd[t] = 0.0f; continue; }}"
+        ));
+        self.line(&format!(
+            "for (int64_t t = 0; t < cdl{l}; t++) cd[t] = 0.0f;"
+        ));
+        let x = load(format!("in{}[csrc + t]", d.ii), d.dtype);
+        self.line("#pragma omp simd");
+        self.line(&format!(
+            "for (int64_t t = 0; t < ({}); t++) cd[cdl{l} + t] = {x};",
+            d.dims[l]
+        ));
+        self.line(&format!(
+            "for (int64_t t = cdl{l} + ({}); t < cde{l}; t++) cd[t] = 0.0f;",
+            d.dims[l]
+        ));
+        self.indent -= 1;
+        self.line("}");
+    }
+
+    /// One work item's contraction in place (inside the item loop, `cw` the item): the item's
+    /// outer point `cg` and virtual columns `[cv0, cv1)`, `dlc_gemm_direct` into the thread's
+    /// `cCv`, its real columns copied into `L<li>`; defines the real columns `[cj0, cj1)` and
+    /// rows `[ci0, ci1)` the block epilogue walks.
+    pub(super) fn emit_direct_item(&mut self, li: usize, d: &Direct) {
+        self.line("const int64_t cg = cw / (cnb * cMG), cwr = cw % (cnb * cMG);");
+        self.line("const int64_t cv0 = cwr / cMG * cNC, cv1 = cdV - cv0 < cNC ? cdV : cv0 + cNC;");
+        self.line("const int64_t ci0 = cwr % cMG * cRG, ci1 = cM - ci0 < cRG ? cM : ci0 + cRG;");
+        self.line("int64_t cgq = cg;");
+        self.decode("cgq", &d.outer);
+        let n = d.maps.len();
+        let gbase: Vec<String> = (0..n)
+            .map(|k| {
+                let t: Vec<(i64, String)> = d
+                    .outer
+                    .iter()
+                    .map(|o| (coef(&d.maps[k], &self.r.iters[*o].name), Self::iter_var(*o)))
+                    .collect();
+                format!("cdp{k} * ({})", lin_c(&t))
+            })
+            .collect();
+        self.line(&format!(
+            "dlc_gemm_direct(cK, cA, cxp + cdb + {} + cv0, ckoff, cv1 - cv0, cCv, cldv, ci0, ci1);",
+            gbase.join(" + ")
+        ));
+        self.line("const int64_t cgr = cg * cdH * cdW;");
+        self.line(
+            "const int64_t cj0 = cgr + cv0 / cdP * cdW + (cv0 % cdP < cdW ? cv0 % cdP : cdW);",
+        );
+        self.line(
+            "const int64_t cj1 = cgr + cv1 / cdP * cdW + (cv1 % cdP < cdW ? cv1 % cdP : cdW);",
+        );
+        self.line("for (int64_t cr = ci0; cr < ci1; cr++) {");
+        self.indent += 1;
+        self.line("const float *restrict cvr = cCv + (cr - ci0) * cldv - cv0;");
+        self.line("for (int64_t cv = cv0; cv < cv1;) {");
+        self.indent += 1;
+        self.line(
+            "const int64_t cwq = cv % cdP, crun = cv1 - cv < cdP - cwq ? cv1 - cv : cdP - cwq;",
+        );
+        self.line("const int64_t cval = cwq >= cdW ? 0 : (crun < cdW - cwq ? crun : cdW - cwq);");
+        self.line("const int64_t cjr = cgr + cv / cdP * cdW + cwq;");
+        self.line("#pragma omp simd");
+        if self.lets[li].inner.last() == Some(&d.w) {
+            // w is the buffer's innermost axis: the run's real columns are contiguous there
+            self.line(&format!(
+                "for (int64_t q = 0; q < cval; q++) L{li}[cro[cr] + cco[cjr] + q] = cvr[cv + q];"
+            ));
+        } else {
+            self.line(&format!(
+                "for (int64_t q = 0; q < cval; q++) L{li}[cro[cr] + cco[cjr + q]] = cvr[cv + q];"
+            ));
+        }
+        self.line("cv += crun;");
+        self.indent -= 1;
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+    }
+}
