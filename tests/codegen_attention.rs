@@ -18,6 +18,8 @@ use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::tensor::Tensor;
 use std::collections::BTreeMap;
 
+#[path = "codegen_attention/cover.rs"]
+mod cover;
 #[path = "codegen_attention/plans.rs"]
 mod plans;
 #[path = "codegen_attention/variants.rs"]

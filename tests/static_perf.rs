@@ -64,24 +64,20 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     // PlanAgrees: emitted template/kernels differ from the plan.
     // TensorCores: plan says mma_sync, no HMMA in the main loop.
     // RegsWithinPlan: more registers than the plan estimates.
-    ("attention_causal_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): fused on gpufix15's branch; after the merge with gpuest15's attention changes d = 256 on sm80 splits again (QKᵀ 172 > 114, SIMT P·V 213 > 184)
-    ("attention_full_hd256", "sm80", RegsWithinPlan), // TODO(issue 15): as above
-    // TODO(issue 15): the random sweep (seeds 1-3, `--count 100`, 97 attention graphs, 194
-    // cases) fails 27 checks, none of them in the fused template; each in the kernels of an
-    // attention that is not fused:
-    // - d = 256 with S >= 512 on sm80 (and d = 256 causal at B = 1, whose mask becomes a
-    //   `range` kernel on both archs): the extractor keeps QKᵀ + softmax + a SIMT P·V although
-    //   `cost::attention::choose_attention_plan` prices the fused kernel ~5x faster (same
-    //   cause as `attention_*_hd256` above, not found yet); the SIMT P·V takes 213 > 184
-    //   registers and the mask/softmax kernels claim 16-byte loads.
-    // - d = 256 with a bool or additive mask: no fused plan (`MASK_REGS`, 264 > 255 at
-    //   `BN = 32`), two or three kernels whose plans claim 16-byte loads.
-    // - query or key length 1 (`1x1`, `1x300`, `1x1024`): softmax over one key / one query row,
-    //   planned as row or pointwise kernels with 16-byte claims.
-    // - `b1h1_128x128_d96_full_bool` on sm80: the three-kernel form is priced cheaper (15.4 µs
-    //   vs the fused kernel's 4-CTA grid); symbolic `SxS` d = 32 on sm90: 205 > 200 registers.
+    // TODO(issue 15): the random sweep (`scripts/gen-shape-sweep.py`, seeds 1-3 `--count 100`,
+    // seeds 4-5 `--count 40`) fails 20 checks (29 before the attention pairs were priced with
+    // the first kernel's share, `extract::own_cost::first_share`: d = 256 at S >= 512 is fused
+    // again), none of them in the fused template but one; each in the kernels of an attention
+    // that is not fused:
+    // - d = 256 with an additive mask (`200x200`, `77x77`): no fused plan (`MASK_REGS`, 264 >
+    //   255 at `BN = 32`); the SIMT P·V takes 162 > 152 registers on sm90, the fold kernels
+    //   claim 16-byte loads (their lanes follow the output, fp32, not the fp16 reads).
+    // - query length 1 (`1x300`, `1x1024`): the score fold is an elementwise kernel over keys
+    //   whose plan claims 16-byte (fp32 output) lanes while its loads run along the head axis,
+    //   and the row kernels take 78-80 > 72 registers (`BASE_REGS + RESIDENT_PER_THREAD`).
+    // - `b1h1_1024x1024_d80_full_none` on sm90: not paired (three kernels); the fold claims
+    //   16-byte loads. Symbolic `SxS` d = 32 on sm90: the fused kernel takes 205 > 200.
     // Vec128Loads: 16-byte plan without 128-bit loads.
-    ("attention_causal_hd256", "sm80", Vec128Loads), // TODO(issue 15): the split d = 256 path's mask kernel claims 16-byte vectors
     // Vec128Stores: 16-byte plan without 128-bit stores.
 ];
 

@@ -4,10 +4,10 @@
 //! A kernel's cost is its best plan's time, bytes, one launch, narrow roundings, flops and ops:
 //! all of it depends only on the body, the input facts and the cost model, so it is cached on
 //! the body ([`KernelBody::derived`]) and the kernels of identical layers (and the many kernel
-//! e-nodes of one body) are priced once. The exception is the second kernel of an attention
-//! pair (`P·V`), whose time depends on the first kernels the e-graph offers for its input
-//! ([`attention_second_time`]); the batched pricing lists those first kernels once per input
-//! class instead of once per reader.
+//! e-nodes of one body) are priced once. The exceptions are the two kernels of an attention
+//! pair (`P·V` and the scores-and-softmax kernel it reads), whose times depend on the e-graph
+//! ([`attention_pair_of`], [`first_share`]); the batched pricing lists the first kernels once
+//! per input class instead of once per reader.
 
 use super::kernels::{
     body_flops, finite_sum, kernel_inputs, kernel_plan_fp, kernel_plan_of, plan_key, CostModel,
@@ -33,8 +33,91 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -
     let Some(own) = Own::of(eg, node, model, fingerprint) else {
         return KernelCost::INFINITY;
     };
-    own.cost(model, fingerprint, |class| {
-        Arc::new(first_kernels(eg, class, model, fingerprint))
+    let firsts = |class| Arc::new(first_kernels(eg, class, model, fingerprint));
+    let Some(cost) = own.standalone() else {
+        return KernelCost::INFINITY;
+    };
+    if let Some(p) = own.pair(model, fingerprint, &firsts) {
+        let share = first_share(p.first_time, pair_readers(eg, &p, model, fingerprint));
+        return KernelCost {
+            time: Time(p.fused.0.saturating_sub(share.0)),
+            ..cost
+        };
+    }
+    // A first kernel of some pair: its share of the fused time (`first_share`).
+    let Some(class) = eg.lookup(node.clone()) else {
+        return cost;
+    };
+    let firsts_here = firsts(class);
+    let Some(f) = firsts_here.iter().find(|f| f.node == *node) else {
+        return cost;
+    };
+    let as_first = Paired {
+        first: f.node.clone(),
+        first_class: eg.find(class),
+        first_time: f.time,
+        fused: Time(0),
+    };
+    KernelCost {
+        time: first_share(cost.time, pair_readers(eg, &as_first, model, fingerprint)),
+        ..cost
+    }
+}
+
+/// `(fused time, standalone time)` of every second kernel e-node of `eg` that pairs with the
+/// first kernel of `p` (a scan of the e-graph's kernels reading its class: the single-node
+/// pricing, [`kernel_own_cost`]; the batched one has them at hand).
+fn pair_readers(
+    eg: &TensorGraph,
+    p: &Paired,
+    model: &CostModel,
+    fingerprint: u64,
+) -> Vec<(Time, Time)> {
+    let firsts = |class| Arc::new(first_kernels(eg, class, model, fingerprint));
+    let mut out = Vec::new();
+    for c in eg.classes() {
+        for n in &c.nodes {
+            let TensorLang::Kernel(ch) = n else { continue };
+            if !ch[1..].iter().any(|i| eg.find(*i) == p.first_class) {
+                continue;
+            }
+            let Some(own) = Own::of(eg, n, model, fingerprint) else {
+                continue;
+            };
+            let (Some(alone), Some(q)) = (own.standalone(), own.pair(model, fingerprint, &firsts))
+            else {
+                continue;
+            };
+            if q.first == p.first {
+                out.push((q.fused, alone.time));
+            }
+        }
+    }
+    out
+}
+
+/// The price of a first kernel (standalone time `first_time`) that the second kernels with
+/// `(fused time, standalone time)` in `readers` pair with: the least of its own time and, per
+/// reader, the fused time less the reader's standalone time (at least 0). Each such second
+/// kernel is then priced at its fused time less this share, so that a cover choosing both
+/// pays exactly the fused kernel, while a cover reading the first kernel's class through another
+/// e-node (the scores materialized by a separate `QKᵀ` kernel, then a row softmax) pays for
+/// the second kernel at least `min(standalone, fused)`, not `fused − first time` (which is
+/// near 0 when the first kernel alone is slower than the fused one, e.g. d = 256 on sm80: a
+/// 3-pass row softmax of 3.9 ms against a 2.5 ms fused kernel; the extractor then kept the
+/// split `QKᵀ` + softmax and ran the `P·V` kernel unpaired, 19 ms, priced at 0). And the
+/// class chooses the first kernel by its share, so the pair is found whenever it pays.
+///
+/// Not exact either: a cover reading the class through another e-node pays `min(standalone,
+/// fused)` for the second kernel where it runs `standalone` — but then that cover only wins
+/// when it is cheaper than the pair at the true price too, since the pair is priced exactly
+/// (the first kernel's inputs cost at least nothing). A cover where the first kernel has a
+/// reader other than its second kernels (then it is not fused) pays only its share for it.
+/// TODO(issue 15): price pairs in the extractor itself (a pair variable in the exact
+/// extractor), which would make both exact.
+fn first_share(first_time: Time, readers: impl IntoIterator<Item = (Time, Time)>) -> Time {
+    readers.into_iter().fold(first_time, |t, (fused, alone)| {
+        t.min(Time(fused.0.saturating_sub(alone.0)))
     })
 }
 
@@ -63,12 +146,48 @@ pub fn kernel_own_costs(
         .par_iter()
         .map(|c| (*c, Arc::new(first_kernels(eg, *c, model, fingerprint))))
         .collect();
-    owns.par_iter()
-        .map(|o| match o {
-            Some(o) => o.cost(model, fingerprint, |c| firsts[&c].clone()),
-            None => KernelCost::INFINITY,
+    let lists = |c: Id| firsts[&c].clone();
+    let pairs: Vec<Option<Paired>> = owns
+        .par_iter()
+        .map(|o| o.as_ref().and_then(|o| o.pair(model, fingerprint, &lists)))
+        .collect();
+    // Each first kernel's share ([`first_share`]), keyed by its e-node.
+    let mut shares: FxHashMap<&TensorLang, Time> = FxHashMap::default();
+    for (o, p) in owns.iter().zip(&pairs) {
+        let (Some(o), Some(p)) = (o, p) else { continue };
+        let Some(alone) = o.standalone() else {
+            continue;
+        };
+        let s = shares.entry(&p.first).or_insert(p.first_time);
+        *s = first_share(*s, [(p.fused, alone.time)]);
+    }
+    owns.iter()
+        .zip(&pairs)
+        .zip(nodes)
+        .map(|((o, p), n)| {
+            let Some(cost) = o.as_ref().and_then(Own::standalone) else {
+                return KernelCost::INFINITY;
+            };
+            let time = match (p, shares.get(*n)) {
+                (Some(p), _) => {
+                    let share = shares.get(&p.first).copied().unwrap_or(p.first_time);
+                    Time(p.fused.0.saturating_sub(share.0))
+                }
+                (None, Some(share)) => cost.time.min(*share),
+                (None, None) => cost.time,
+            };
+            KernelCost { time, ..cost }
         })
         .collect()
+}
+
+/// The pair a second kernel forms ([`attention_pair_of`]): its first kernel e-node, that
+/// e-node's class and standalone time, and the fused kernel's time.
+struct Paired {
+    first: TensorLang,
+    first_class: Id,
+    first_time: Time,
+    fused: Time,
 }
 
 /// A kernel e-node's parts and its cached [`BodyCost`].
@@ -114,29 +233,27 @@ impl<'a> Own<'a> {
         self.cached.as_ref().as_ref()?.contraction.as_deref()
     }
 
-    /// The cost, with the first kernels of each input class from `firsts`.
-    fn cost(
+    /// The cost as a kernel of its own (its plan's time); `None`: no plan (infinite).
+    fn standalone(&self) -> Option<KernelCost> {
+        self.cached.as_ref().as_ref().map(|b| b.cost)
+    }
+
+    /// The attention pair the kernel forms as its second kernel, with the first kernels of
+    /// each input class from `firsts` ([`attention_pair_of`]).
+    fn pair(
         &self,
         model: &CostModel,
         fingerprint: u64,
-        firsts: impl Fn(Id) -> Arc<Vec<FirstKernel>>,
-    ) -> KernelCost {
-        let Some(BodyCost { cost, contraction }) = self.cached.as_ref() else {
-            return KernelCost::INFINITY;
-        };
-        let Some(second) = contraction else {
-            return *cost;
-        };
+        firsts: &dyn Fn(Id) -> Arc<Vec<FirstKernel>>,
+    ) -> Option<Paired> {
+        let second = self.second()?;
         let lists: Vec<Arc<Vec<FirstKernel>>> = self.inputs.iter().map(|c| firsts(*c)).collect();
         let pair = SecondKernel {
             body: self.body,
             facts: &self.facts,
             region: second,
         };
-        match attention_second_time(&lists, &pair, model, fingerprint) {
-            Some(time) => KernelCost { time, ..*cost },
-            None => *cost,
-        }
+        attention_pair_of(&lists, &pair, model, fingerprint)
     }
 }
 
@@ -145,7 +262,7 @@ const BODY_COST_TAG: u64 = 0x6b63_6f73_745f_7631;
 
 /// What a kernel costs by itself from its body and input facts alone: the cost with its plan's
 /// time, and its region when it contracts (a reduction `let`: it may be the second region of
-/// an attention pair, whose time depends on the e-graph, [`attention_second_time`]).
+/// an attention pair, whose time depends on the e-graph, [`attention_pair_of`]).
 struct BodyCost {
     cost: KernelCost,
     contraction: Option<Arc<Region>>,
@@ -205,6 +322,9 @@ fn body_cost(body: &KernelBody, in_facts: &[TensorFacts], model: &CostModel) -> 
 /// with a row epilogue), with its extraction time.
 struct FirstKernel {
     time: Time,
+    /// The e-node and its (canonical) class.
+    node: TensorLang,
+    class: Id,
     body: KernelBody,
     facts: Vec<TensorFacts>,
     /// [`super::kernels::RegionCache::kernel_id`] of body and facts (with a region cache).
@@ -230,7 +350,7 @@ impl FirstKernel {
 }
 
 /// The first-kernel candidates among the e-nodes of `class`, cheapest first (ties in e-node
-/// order: a stable sort), so that [`attention_second_time`] stops at the first that pairs.
+/// order: a stable sort), so that [`attention_pair_of`] stops at the first that pairs.
 fn first_kernels(
     eg: &TensorGraph,
     class: Id,
@@ -272,6 +392,8 @@ fn first_kernels(
             .map(|cache| cache.kernel_id(&body, facts.clone()));
         out.push(FirstKernel {
             time: first_choice.best.time,
+            node: n.clone(),
+            class: eg.find(class),
             body,
             facts,
             id,
@@ -289,30 +411,31 @@ struct SecondKernel<'a> {
     region: &'a Region,
 }
 
-/// The price of a kernel as the second region of a fused attention pair (`P·V`, its `P` the
-/// scores-and-softmax kernel of an input class; `firsts[i]` lists input `i`'s candidates): the
-/// fused kernel's time ([`crate::cost::attention::choose_attention_plan`], the plan code
-/// generation emits for the pair) less the extraction price of that first kernel, so that a
-/// cover choosing both pays exactly the one kernel that runs. Among several first kernels of
-/// the class the cheapest is taken (the one the extractor keeps; ties: the first input, then
-/// e-node order). `None` when no input is such a kernel.
+/// The attention pair a kernel forms as its second region (`P·V`, its `P` the
+/// scores-and-softmax kernel of an input class; `firsts[i]` lists input `i`'s candidates): that
+/// first kernel and the fused kernel's time ([`crate::cost::attention::choose_attention_plan`],
+/// the plan code generation emits for the pair). The kernel is priced at the fused time less
+/// the first kernel's share ([`first_share`]), so that a cover choosing both pays exactly the
+/// one kernel that runs. Among several first kernels of the class the cheapest is taken (the
+/// one the extractor keeps; ties: the first input, then e-node order). `None` when no input is
+/// such a kernel.
 ///
 /// Each list is sorted cheapest first ([`first_kernels`]), so only the first kernel that pairs
 /// is fused and priced per input: the same choice as pricing every pair and keeping the
 /// cheapest first kernel, without the pairs that could not win (on an encoder, most of them).
-fn attention_second_time(
+fn attention_pair_of(
     firsts: &[Arc<Vec<FirstKernel>>],
     second: &SecondKernel,
     model: &CostModel,
     fingerprint: u64,
-) -> Option<Time> {
+) -> Option<Paired> {
     use crate::codegen::templates::attention::pair;
-    let mut best: Option<(Time, Time)> = None;
+    let mut best: Option<Paired> = None;
     // The second kernel's id, given on its first pair lookup (once, not per pair).
     let mut second_id: Option<u32> = None;
     for (i, list) in firsts.iter().enumerate() {
         for f in list.iter() {
-            if best.is_some_and(|(t, _)| f.time >= t) {
+            if best.as_ref().is_some_and(|b| f.time >= b.first_time) {
                 // Neither this nor a later (costlier) first kernel could replace `best`.
                 break;
             }
@@ -346,12 +469,17 @@ fn attention_second_time(
             let Some(fused_time) = fused_time else {
                 continue;
             };
-            if best.is_none_or(|(t, _)| f.time < t) {
-                best = Some((f.time, Time(fused_time.0.saturating_sub(f.time.0))));
+            if best.as_ref().is_none_or(|b| f.time < b.first_time) {
+                best = Some(Paired {
+                    first: f.node.clone(),
+                    first_class: f.class,
+                    first_time: f.time,
+                    fused: fused_time,
+                });
             }
             // The rest of this list costs at least as much: none of it can replace `best`.
             break;
         }
     }
-    best.map(|(_, t)| t)
+    best
 }
