@@ -275,12 +275,6 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     steps.lap("e-graph build");
     let regions = Arc::new(RegionCache::default());
     let mut phases = Vec::new();
-    // One kernel rule set for both rounds of the schedule: the second reuses the first's
-    // legality verdicts and recorded growths.
-    let kernel_rules = fusion::rules(
-        region_legality_with(regions.clone(), opts.compute_at),
-        opts.fusion.clone(),
-    );
     let schedule = crate::rules::subst::schedule(opts.rewrite_phases()?, opts.substitutions);
     // Set when "subst" changed nothing: the rest of the second round would find nothing new.
     let mut unchanged = false;
@@ -294,7 +288,10 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
             continue;
         }
         let budget = if name == extend::KERNELS_PHASE {
-            let mut fused = kernel_rules.clone();
+            let mut fused = fusion::rules(
+                region_legality_with(regions.clone(), opts.compute_at),
+                opts.fusion.clone(),
+            );
             fused.append(&mut rules);
             rules = fused;
             &opts.kernel_budget
