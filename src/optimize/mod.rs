@@ -275,16 +275,8 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     steps.lap("e-graph build");
     let regions = Arc::new(RegionCache::default());
     let mut phases = Vec::new();
-    let schedule = crate::rules::subst::schedule(opts.rewrite_phases()?, opts.substitutions);
-    // Set when "subst" changed nothing: the rest of the second round would find nothing new.
-    let mut unchanged = false;
-    for crate::rules::subst::Scheduled {
-        name,
-        mut rules,
-        second_round,
-    } in schedule
-    {
-        if second_round && unchanged {
+    for (name, mut rules) in opts.rewrite_phases()? {
+        if name == "subst" && !opts.substitutions {
             continue;
         }
         let budget = if name == extend::KERNELS_PHASE {
@@ -298,19 +290,12 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         } else {
             &opts.budget
         };
-        let base = if second_round {
-            eg.total_number_of_nodes()
-        } else {
-            0
-        };
-        let budget = &budget.on_top_of(base);
         // TODO(issue 23): the kernels phase replays recorded growths per seed across identical
         // layers (`FusionLimits::replay`) but still costs ~2.6-3.5 s CPU of the 12-layer BERT's
         // 5.6-8.1 s (one layer grown and recorded, kernel e-node adds, maximal-growth replays);
         // replaying whole layers is the next step (bench/results/optimize-speed-2026-11-26-3.md).
         let (e, st) = try_run_phase(eg, &name, &rules, budget)?;
         eg = e;
-        unchanged |= second_round && st.applied.is_empty();
         steps.lap(&format!("phase {name}"));
         phases.push(st);
     }

@@ -106,15 +106,6 @@ impl Default for Budget {
 }
 
 impl Budget {
-    /// This budget on top of an e-graph of `nodes` e-nodes: the node limit counts only the
-    /// e-nodes a phase adds (the second round of [`subst::schedule`]).
-    pub fn on_top_of(&self, nodes: usize) -> Budget {
-        Budget {
-            node_limit: self.node_limit + nodes,
-            ..self.clone()
-        }
-    }
-
     /// The kernels phase's budget: it adds up to `FusionLimits::max_prefixes` + 1 kernels per
     /// op e-node and class per growth round, so its e-graph is ~25–40 e-nodes per input e-node
     /// (a transformer layer: ~10k); `node_limit = 2_000_000` is 4× the 12-layer encoder's

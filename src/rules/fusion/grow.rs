@@ -4,7 +4,7 @@
 
 use super::{input_facts, lock, Grow, Grown, Seed};
 use crate::ir::egraph::kernel::{fuse, merge_same_class};
-use crate::ir::egraph::{Attr, TensorLang};
+use crate::ir::egraph::TensorLang;
 use egg::{Id, RecExpr};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -177,13 +177,6 @@ impl Grow {
             return Absorbed::Gone;
         };
         for (p, p_ins) in Self::candidates(eg, eclass, d, true) {
-            if is_column_view(&p) && Self::candidates(eg, eclass, d, false).next().is_some() {
-                // A computed class's column view (a merged GEMM's columns read back by
-                // `matmul-merge-shared-lhs`) is left to `absorb_computing`, which takes the
-                // class as computed first and the view as an alternative: taken here, every
-                // consumer read the merged GEMM and the unmerged cover left the e-graph.
-                continue;
-            }
             let Some((b, i)) = self.fuse_within_limits(eg, &g.body, &g.ins, pos, &p, &p_ins) else {
                 continue;
             };
@@ -237,18 +230,10 @@ impl Grow {
                     .count()
             });
         }
-        // A column view of a merged GEMM (`absorb_free` leaves it here) is one more spelling
-        // of `d`, after the computed ones: the consumer reading the merged GEMM's columns is an
-        // alternative kernel next to the one over `d` as computed.
-        let views: Vec<Grown> = Self::candidates(eg, eclass, d, true)
-            .filter(|(p, _)| is_column_view(p))
-            .collect();
-        let alternatives_wanted = contraction || !views.is_empty();
-        candidates.extend(views);
         let mut rest = candidates.into_iter();
         for (p, p_ins) in rest.by_ref() {
             if let Some((b, i)) = self.try_fuse(eg, &g.body, &g.ins, pos, &p, &p_ins) {
-                let alternatives = if alternatives_wanted {
+                let alternatives = if contraction {
                     rest.filter_map(|(q, q_ins)| {
                         self.try_fuse(eg, &g.body, &g.ins, pos, &q, &q_ins)
                     })
@@ -320,17 +305,6 @@ impl Growth {
         self.body = body;
         self.ins = ins;
     }
-}
-
-/// A body whose root is a `shrink` starting at 0 on every axis but the last (a merged
-/// contraction's columns, read back by a substitution).
-fn is_column_view(p: &RecExpr<TensorLang>) -> bool {
-    let nodes = p.as_ref();
-    let Some(TensorLang::Shrink([_, lo, _, _])) = nodes.last() else {
-        return false;
-    };
-    matches!(&nodes[usize::from(*lo)], TensorLang::Attr(Attr::Shape(s))
-        if s.split_last().is_some_and(|(_, lead)| lead.iter().all(|d| d.is_int(0))))
 }
 
 /// Ops a kernel absorbs without computing anything per element: movement (an access map) and
