@@ -43,7 +43,7 @@ pub fn equal_constants(g: &Graph) -> BTreeMap<String, String> {
         }
         let value = c.value();
         let same = seen.iter().find(|r| {
-            g.tensors.get(**r) == Some(info) && g.constants.get(**r).is_some_and(|v| same(v, value))
+            g.tensors.get(**r) == Some(info) && g.constants.get(r).is_some_and(|v| same(v, value))
         });
         match same {
             Some(r) => {

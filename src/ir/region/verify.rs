@@ -187,9 +187,7 @@ fn derive_extent(r: &Region, e: &Expr, axis: &str, out: &mut Vec<Dim>) {
             derive_extent(r, index, axis, out);
         }
         Expr::Reduce(red) if red.axes.iter().any(|a| a == axis) => {}
-        _ => children(e)
-            .into_iter()
-            .for_each(|c| derive_extent(r, c, axis, out)),
+        _ => children(e).for_each(|c| derive_extent(r, c, axis, out)),
     }
 }
 
@@ -242,9 +240,7 @@ fn collect_symbols(e: &Expr, out: &mut BTreeSet<String>) {
         }
         _ => {}
     }
-    children(e)
-        .into_iter()
-        .for_each(|c| collect_symbols(c, out));
+    children(e).for_each(|c| collect_symbols(c, out));
 }
 
 fn unique<'a>(names: impl Iterator<Item = &'a String>, what: &'static str) -> VResult<()> {
