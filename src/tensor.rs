@@ -3,6 +3,9 @@
 
 use crate::dtype::DType;
 
+mod constants;
+pub use constants::{decode_float_le, Constant, Constants, Recipe};
+
 /// Element storage.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TensorData {

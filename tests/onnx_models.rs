@@ -20,7 +20,7 @@ fn check_case(model: &str, tag: &str, inputs: &[&str]) {
     let dir = data(model);
     let graph =
         dlc_egg::pipeline::load_file(&dir.join("model.onnx")).unwrap_or_else(|d| panic!("{d}"));
-    let mut tensors: BTreeMap<String, Tensor> = graph.constants.clone();
+    let mut tensors: BTreeMap<String, Tensor> = graph.constants.to_map();
     for name in inputs {
         let info = graph.tensor(name).expect("input declared");
         let arr = dlc_egg::npy::read_array(&dir.join(format!("{tag}.in.{name}.npy"))).expect("npy");

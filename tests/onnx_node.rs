@@ -166,7 +166,7 @@ fn run_case(dir: &Path) -> Result<Outcome, String> {
         .graph
         .map(|g| g.input.into_iter().filter_map(|v| v.name).collect())
         .unwrap_or_default();
-    let mut tensors: BTreeMap<String, Tensor> = graph.constants.clone();
+    let mut tensors: BTreeMap<String, Tensor> = graph.constants.to_map();
     let data_inputs: Vec<String> = graph
         .signature
         .inputs

@@ -353,7 +353,7 @@ fn mask_idioms_match_onnxruntime_at_two_lengths() {
         dlc_egg::pipeline::load_file(&d.join("mask_idioms.onnx")).unwrap_or_else(|e| panic!("{e}"));
     let prog = lower_and_verify(&graph).expect("lower");
     for tag in ["s5", "s9"] {
-        let mut tensors = graph.constants.clone();
+        let mut tensors = graph.constants.to_map();
         for name in ["input_ids", "attention_mask"] {
             let info = graph.tensor(name).expect("input");
             let arr =

@@ -54,6 +54,46 @@ type KernelIds = FxHashMap<(KernelBody, Vec<TensorFacts>), u32>;
 
 type RegionMap = FxHashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), Arc<Region>>;
 
+/// A [`RegionMap`] key, owned (in the map) or borrowed (a lookup), hashed and compared by its
+/// parts: the owned tuple hashes its body and then its facts exactly as the borrowed pair does.
+trait RegionKey {
+    fn parts(&self) -> (&RecExpr<TensorLang>, &[TensorFacts]);
+}
+
+impl RegionKey for (RecExpr<TensorLang>, Vec<TensorFacts>) {
+    fn parts(&self) -> (&RecExpr<TensorLang>, &[TensorFacts]) {
+        (&self.0, &self.1)
+    }
+}
+
+impl RegionKey for (&RecExpr<TensorLang>, &[TensorFacts]) {
+    fn parts(&self) -> (&RecExpr<TensorLang>, &[TensorFacts]) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn RegionKey + 'a> for (RecExpr<TensorLang>, Vec<TensorFacts>) {
+    fn borrow(&self) -> &(dyn RegionKey + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn RegionKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (body, facts) = self.parts();
+        body.hash(state);
+        facts.hash(state);
+    }
+}
+
+impl PartialEq for dyn RegionKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn RegionKey + '_ {}
+
 /// An attention pair's first kernel (the [`RegionCache::kernel_id`] of its body and input
 /// facts, the second's input it writes) and second kernel (its id), with the cost model's
 /// fingerprint.
@@ -74,12 +114,14 @@ impl RegionCache {
         body: &RecExpr<TensorLang>,
         inputs: &[TensorFacts],
     ) -> Result<Arc<Region>, String> {
-        let key = (body.clone(), inputs.to_vec());
-        if let Some(r) = self.lock().get(&key) {
+        // Looked up by reference: a hit (most lookups: legality asks for the same bodies again,
+        // pricing for every legal one) clones no body or facts.
+        if let Some(r) = self.lock().get(&(body, inputs) as &dyn RegionKey) {
             return Ok(r.clone());
         }
         let r = Arc::new(synthesize_kernel(body, inputs)?);
-        self.lock().insert(key, r.clone());
+        self.lock()
+            .insert((body.clone(), inputs.to_vec()), r.clone());
         Ok(r)
     }
 
@@ -211,4 +253,39 @@ pub(crate) fn synthesize_deferred(
         Materialize::Deferred,
     )
     .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::dtype::DType;
+    use crate::ir::egraph::attr::Attr;
+    use std::hash::BuildHasher;
+
+    /// The borrowed key hashes and compares as the owned one: a lookup by reference finds what
+    /// was inserted (a miss would synthesize every region again).
+    #[test]
+    fn region_keys_are_found_by_reference() {
+        let mut body: RecExpr<TensorLang> = RecExpr::default();
+        body.add(TensorLang::Attr(Attr::Arg(0)));
+        let facts = vec![TensorFacts {
+            dtype: DType::F32,
+            shape: vec![Dim::int(4), Dim::sym("N")],
+        }];
+        let owned = (body.clone(), facts.clone());
+        let build = rustc_hash::FxBuildHasher;
+        let borrowed = (&body, facts.as_slice());
+        assert_eq!(
+            build.hash_one(&owned),
+            build.hash_one(&borrowed as &dyn RegionKey)
+        );
+        let mut map: FxHashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), u32> = FxHashMap::default();
+        map.insert(owned, 7);
+        assert_eq!(map.get(&borrowed as &dyn RegionKey), Some(&7));
+        let other = vec![TensorFacts {
+            dtype: DType::F16,
+            shape: facts[0].shape.clone(),
+        }];
+        assert!(!map.contains_key(&(&body, other.as_slice()) as &dyn RegionKey));
+    }
 }

@@ -52,9 +52,25 @@ pub enum DimError {
     Overflow,
 }
 
+/// `Dim::int(v)` for `0 <= v <` this is made once per thread and cloned (one reference count):
+/// region synthesis and planning build small sizes by the million, each two allocations
+/// otherwise (issue 23, optimize speed).
+const SMALL_INTS: i64 = 1024;
+
+thread_local! {
+    static SMALL: Vec<Dim> = (0..SMALL_INTS).map(Dim::new_int).collect();
+}
+
 impl Dim {
     /// The size `v`.
     pub fn int(v: i64) -> Dim {
+        if (0..SMALL_INTS).contains(&v) {
+            return SMALL.with(|s| s[v as usize].clone());
+        }
+        Dim::new_int(v)
+    }
+
+    fn new_int(v: i64) -> Dim {
         let mut terms = BTreeMap::new();
         if v != 0 {
             terms.insert(Vec::new(), v);

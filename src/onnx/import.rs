@@ -9,9 +9,9 @@ use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::tensor::Tensor;
+use crate::tensor::{Constant, Constants};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 /// The default-domain opset whose op versions the mapping follows; models of older opsets are
@@ -88,7 +88,7 @@ pub(super) struct Importer<'m> {
     pub nodes: Vec<Value>,
     pub inputs: Vec<Value>,
     pub tensors: serde_json::Map<String, Value>,
-    pub constants: BTreeMap<String, Tensor>,
+    pub constants: Constants,
     used_names: BTreeSet<String>,
     counter: usize,
     /// Symbols named by `dim_param`s, and fresh ones.
@@ -154,12 +154,13 @@ impl<'m> Importer<'m> {
             Some(Val::Poison) => Err(NodeError::Unsupported(String::new())),
             None => Err(unsupported(format!("input `{name}` is not defined"))),
             Some(Val::Init(i))
-                if super::value::fast_f32(&self.graph().initializer[i]).is_some() =>
+                if super::value::lazy_float(&self.graph().initializer[i]).is_some() =>
             {
-                // Float weights straight from their bytes (no f64 round trip): the bulk of a model.
+                // Float weights decoded from their bytes when first read (`optimize` never
+                // does), with no f64 round trip: the bulk of a model.
                 let init = &self.graph().initializer[i];
-                let t = super::value::fast_f32(init).unwrap_or_else(|| unreachable!());
-                let t = self.add_param(name, t);
+                let c = super::value::lazy_float(init).unwrap_or_else(|| unreachable!());
+                let t = self.add_param(name, c);
                 self.vals.insert(name.to_string(), Val::T(t.clone()));
                 Ok(t)
             }
@@ -197,25 +198,25 @@ impl<'m> Importer<'m> {
                 "dlc-egg has fp32/fp16/bf16/i32/bool tensors; int64 values must fit in i32",
             ))
         })?;
-        Ok(self.add_param(name, tensor))
+        Ok(self.add_param(name, Constant::ready(tensor)))
     }
 
-    /// Adds `tensor` as a `param` signature input named `name` (or a fresh name if taken).
-    fn add_param(&mut self, name: &str, tensor: Tensor) -> TInfo {
+    /// Adds `c` as a `param` signature input named `name` (or a fresh name if taken).
+    fn add_param(&mut self, name: &str, c: Constant) -> TInfo {
         let tname = if self.used_names.insert(name.to_string()) {
             name.to_string()
         } else {
             self.fresh(name)
         };
-        let shape: Vec<Dim> = tensor.shape.iter().map(|d| Dim::int(*d as i64)).collect();
+        let shape: Vec<Dim> = c.shape().iter().map(|d| Dim::int(*d as i64)).collect();
         self.inputs
             .push(json!({"tensor": tname, "role": "param", "storage": "const_pool"}));
         self.tensors.insert(
             tname.clone(),
-            json!({"dtype": tensor.dtype.name(), "shape": shape}),
+            json!({"dtype": c.dtype().name(), "shape": shape}),
         );
-        let dtype = tensor.dtype;
-        self.constants.insert(tname.clone(), tensor);
+        let dtype = c.dtype();
+        self.constants.insert_constant(tname.clone(), c);
         TInfo {
             name: tname,
             dtype,
@@ -427,7 +428,7 @@ pub fn import_model(model: &ModelProto, dir: &Path) -> Result<Imported, Diagnost
         nodes: Vec::new(),
         inputs: Vec::new(),
         tensors: serde_json::Map::new(),
-        constants: BTreeMap::new(),
+        constants: Constants::new(),
         used_names: BTreeSet::new(),
         counter: 0,
         symbols: BTreeSet::new(),

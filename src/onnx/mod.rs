@@ -44,9 +44,8 @@ mod value;
 use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics, Location};
 use crate::ir::frontend::{self, Graph};
-use crate::tensor::Tensor;
+use crate::tensor::{Constant, Constants, Tensor};
 use prost::Message;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use import::import_model;
@@ -61,8 +60,8 @@ pub const INLINE_MAX: usize = 16;
 pub struct Imported {
     /// The graph.json document.
     pub doc: serde_json::Value,
-    /// Initializer values by signature input name.
-    pub constants: BTreeMap<String, Tensor>,
+    /// Initializer values by signature input name (float weights decoded when first read).
+    pub constants: Constants,
 }
 
 fn unreadable(path: &Path, why: String) -> Diagnostic {
@@ -130,10 +129,11 @@ pub fn read_tensor_proto(path: &Path) -> Result<proto::TensorProto, Diagnostic> 
         .map_err(|e| unreadable(path, format!("not a valid TensorProto: {e}")))
 }
 
-/// Whether constant `t` is written inline in graph.json: small, and every element finite (JSON
-/// has no infinity or NaN: a masked attention's `-inf` fill would be written as `null`).
-fn inline(t: &Tensor) -> bool {
-    t.numel() <= INLINE_MAX && t.to_f64().iter().all(|v| v.is_finite())
+/// Whether constant `c` is written inline in graph.json: small, and every element finite (JSON
+/// has no infinity or NaN: a masked attention's `-inf` fill would be written as `null`). Large
+/// constants are not decoded to answer.
+fn inline(c: &Constant) -> bool {
+    c.numel() <= INLINE_MAX && c.value().to_f64().iter().all(|v| v.is_finite())
 }
 
 impl Imported {
@@ -143,9 +143,9 @@ impl Imported {
     pub fn document(&self, sidecar: &str) -> serde_json::Value {
         let mut doc = self.doc.clone();
         let mut consts = serde_json::Map::new();
-        for (name, t) in &self.constants {
-            let entry = if inline(t) {
-                serde_json::json!({ "values": t.to_f64() })
+        for (name, c) in self.constants.constants() {
+            let entry = if inline(c) {
+                serde_json::json!({ "values": c.value().to_f64() })
             } else {
                 serde_json::json!({ "file": sidecar, "key": name })
             };
@@ -164,20 +164,23 @@ impl Imported {
     /// (no file is created otherwise).
     pub fn write_sidecar(&self, path: &Path) -> std::io::Result<bool> {
         use std::io::Write;
-        let big: Vec<(&String, &Tensor)> =
-            self.constants.iter().filter(|(_, t)| !inline(t)).collect();
+        let big: Vec<(&String, &Constant)> = self
+            .constants
+            .constants()
+            .filter(|(_, c)| !inline(c))
+            .collect();
         if big.is_empty() {
             return Ok(false);
         }
         // The safetensors layout: u64 header length, JSON header (padded to 8 bytes), data.
         let mut header = serde_json::Map::new();
         let mut offset = 0usize;
-        for (name, t) in &big {
-            let (dtype, width) = value::sidecar_dtype(t);
-            let end = offset + width * t.numel();
+        for (name, c) in &big {
+            let (dtype, width) = value::sidecar_dtype(c.dtype());
+            let end = offset + width * c.numel();
             header.insert(
                 (*name).clone(),
-                serde_json::json!({"dtype": dtype, "shape": t.shape, "data_offsets": [offset, end]}),
+                serde_json::json!({"dtype": dtype, "shape": c.shape(), "data_offsets": [offset, end]}),
             );
             offset = end;
         }
@@ -186,8 +189,9 @@ impl Imported {
         let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
         f.write_all(&(head.len() as u64).to_le_bytes())?;
         f.write_all(&head)?;
-        for (_, t) in &big {
-            value::write_le(&mut f, t)?;
+        // Each weight decoded in turn and dropped once written (none is kept).
+        for (_, c) in &big {
+            value::write_le(&mut f, &c.to_tensor())?;
         }
         f.flush()?;
         Ok(true)
@@ -301,6 +305,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
 mod tests {
     use super::*;
     use crate::ir::dtype::DType;
+    use std::collections::BTreeMap;
 
     /// A small constant holding `-inf` (a masked attention's fill) goes to the sidecar, not into
     /// JSON (which would write `null` and fail to load: E0006); small finite ones stay inline.
@@ -308,7 +313,7 @@ mod tests {
     fn non_finite_constants_go_to_the_sidecar() {
         let imported = Imported {
             doc: serde_json::json!({}),
-            constants: BTreeMap::from([
+            constants: Constants::from(BTreeMap::from([
                 (
                     "fill".to_string(),
                     Tensor::from_f64(DType::F32, vec![1], &[f64::NEG_INFINITY]),
@@ -317,7 +322,7 @@ mod tests {
                     "bias".to_string(),
                     Tensor::from_f64(DType::F32, vec![2], &[0.5, -1.0]),
                 ),
-            ]),
+            ])),
         };
         let doc = imported.document("w.safetensors");
         assert_eq!(

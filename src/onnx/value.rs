@@ -5,7 +5,7 @@
 use super::proto::{tensor_proto::DataLocation, TensorProto};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::tensor::{Tensor, TensorData};
+use crate::tensor::{decode_float_le, Constant, Tensor, TensorData};
 use std::path::Path;
 
 /// ONNX element type codes used here (`TensorProto.DataType`).
@@ -252,15 +252,15 @@ pub(super) fn to_graph_tensor(c: &CTensor) -> Result<Tensor, String> {
     Ok(Tensor::from_f64(dtype, c.shape.clone(), &c.data))
 }
 
-/// The safetensors dtype and element width of a tensor as the sidecar stores it: floats in their
-/// dtype (`bf16` as BF16), `i32` as I32, bool as BOOL.
-pub(super) fn sidecar_dtype(t: &Tensor) -> (&'static str, usize) {
-    match (&t.data, t.dtype) {
-        (TensorData::F32(_), DType::F16) => ("F16", 2),
-        (TensorData::F32(_), DType::BF16) => ("BF16", 2),
-        (TensorData::F32(_), _) => ("F32", 4),
-        (TensorData::I32(_), _) => ("I32", 4),
-        (TensorData::Bool(_), _) => ("BOOL", 1),
+/// The safetensors dtype and element width of a tensor of `dtype` as the sidecar stores it:
+/// floats in their dtype (`bf16` as BF16), `i32` as I32, bool as BOOL.
+pub(super) fn sidecar_dtype(dtype: DType) -> (&'static str, usize) {
+    match dtype {
+        DType::F16 => ("F16", 2),
+        DType::BF16 => ("BF16", 2),
+        DType::F32 => ("F32", 4),
+        DType::I32 => ("I32", 4),
+        DType::Bool => ("BOOL", 1),
     }
 }
 
@@ -293,10 +293,19 @@ pub(super) fn write_le(w: &mut impl std::io::Write, t: &Tensor) -> std::io::Resu
     Ok(())
 }
 
-/// A float32 initializer stored inline as raw bytes, decoded straight into a tensor.
-pub(super) fn fast_f32(t: &TensorProto) -> Option<Tensor> {
-    let raw = t.raw_data.as_deref()?;
-    if t.data_type != Some(et::FLOAT) || t.data_location == Some(DataLocation::External as i32) {
+/// A float initializer (fp32, fp16, bf16) stored inline as raw bytes of the right length, as a
+/// constant decoded from those bytes when first read (a slice of the model file's buffer, no copy
+/// until then). `None` for any other initializer (decoded now by [`decode_tensor`], which reports
+/// what is wrong with a malformed one).
+pub(super) fn lazy_float(t: &TensorProto) -> Option<Constant> {
+    let raw = t.raw_data.clone()?;
+    let dtype = match t.data_type? {
+        et::FLOAT => DType::F32,
+        et::FLOAT16 => DType::F16,
+        et::BFLOAT16 => DType::BF16,
+        _ => return None,
+    };
+    if t.data_location == Some(DataLocation::External as i32) {
         return None;
     }
     let shape: Vec<usize> = t
@@ -304,16 +313,17 @@ pub(super) fn fast_f32(t: &TensorProto) -> Option<Tensor> {
         .iter()
         .map(|d| usize::try_from(*d).ok())
         .collect::<Option<_>>()?;
-    if raw.len() != 4 * shape.iter().product::<usize>() {
+    let width = if dtype == DType::F32 { 4 } else { 2 };
+    if shape
+        .iter()
+        .try_fold(width, |n: usize, d| n.checked_mul(*d))
+        != Some(raw.len())
+    {
         return None;
     }
-    let v: Vec<f32> = raw
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Some(Tensor {
-        dtype: DType::F32,
-        shape,
-        data: TensorData::F32(v),
-    })
+    let at = shape.clone();
+    Some(Constant::lazy(dtype, shape, move || {
+        decode_float_le(dtype, at.clone(), &raw)
+            .unwrap_or_else(|| unreachable!("the length was checked"))
+    }))
 }

@@ -32,8 +32,9 @@ pub fn prepare_inputs_budgeted(
     check_input_names(graph, inputs)?;
     let mut tensors = read_given_inputs(graph, inputs, budgets.max_file_bytes)?;
     // Values that travel with the graph (constants, imported weights) fill inputs not given.
-    for (name, t) in &graph.constants {
-        tensors.entry(name.clone()).or_insert_with(|| t.clone());
+    // Copied without keeping a decoded copy in the graph (an imported model's are lazy).
+    for (name, c) in graph.constants.constants() {
+        tensors.entry(name.clone()).or_insert_with(|| c.to_tensor());
     }
     let missing = missing_inputs(graph, &tensors);
     if random.is_none() && !missing.is_empty() {

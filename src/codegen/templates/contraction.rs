@@ -73,7 +73,7 @@ fn reduces_in(e: &Expr) -> usize {
         Expr::Reduce(r) => reduces_in(&r.body),
         _ => 0,
     };
-    own + inner + children(e).into_iter().map(reduces_in).sum::<usize>()
+    own + inner + children(e).map(reduces_in).sum::<usize>()
 }
 
 /// The GEMM view of `r`, when a tiled template can run it (see the module doc); `work` is the

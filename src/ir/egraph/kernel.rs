@@ -219,12 +219,17 @@ pub fn graft(out: &mut RecExpr<TensorLang>, body: &RecExpr<TensorLang>, args: &[
 /// placeholders bound to the same class merged and numbered by first use in that order, unused
 /// inputs dropped. Returns the body and its input classes in placeholder order.
 pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLang>, Vec<Id>) {
-    let mut out: RecExpr<TensorLang> = RecExpr::default();
-    let mut memo: FxHashMap<TensorLang, Id> = FxHashMap::default();
+    // Sized for the body up front: fused bodies are large, and growing the node list, the memo
+    // and the stack node by node was a third of this function's time (issue 23).
+    let len = body.as_ref().len();
+    let mut out: Vec<TensorLang> = Vec::with_capacity(len);
+    let mut memo: FxHashMap<TensorLang, Id> =
+        FxHashMap::with_capacity_and_hasher(len, Default::default());
     let mut new_inputs: Vec<Id> = Vec::new();
-    let mut map: Vec<Option<Id>> = vec![None; body.as_ref().len()];
-    let root = Id::from(body.as_ref().len() - 1);
-    let mut stack: Vec<(Id, bool)> = vec![(root, false)];
+    let mut map: Vec<Option<Id>> = vec![None; len];
+    let root = Id::from(len - 1);
+    let mut stack: Vec<(Id, bool)> = Vec::with_capacity(len);
+    stack.push((root, false));
     while let Some((k, expanded)) = stack.pop() {
         if map[usize::from(k)].is_some() {
             continue;
@@ -253,10 +258,20 @@ pub fn canonical(body: &RecExpr<TensorLang>, inputs: &[Id]) -> (RecExpr<TensorLa
                 .clone()
                 .map_children(|c| map[usize::from(c)].expect("children come first")),
         };
-        let id = *memo.entry(n.clone()).or_insert_with(|| out.add(n));
+        // Looked up before cloning: most nodes of a fused body repeat its parts' nodes.
+        let id = match memo.get(&n) {
+            Some(id) => *id,
+            None => {
+                // `RecExpr::add`: children (mapped above) come before the node.
+                out.push(n.clone());
+                let id = Id::from(out.len() - 1);
+                memo.insert(n, id);
+                id
+            }
+        };
         map[usize::from(k)] = Some(id);
     }
-    (out, new_inputs)
+    (RecExpr::from(out), new_inputs)
 }
 
 /// The e-class of a body node, given the classes of the nodes before it (`None` when it or a
@@ -315,27 +330,32 @@ pub fn merge_same_class(
     class_of: &dyn Fn(&TensorLang) -> Option<Id>,
 ) -> (RecExpr<TensorLang>, Vec<Id>) {
     let nodes = body.as_ref();
-    let mut out: RecExpr<TensorLang> = RecExpr::default();
+    // First the class of every node and the first node of each class (the classes of a node's
+    // children are the original nodes', merged or not); the merged body is built only when two
+    // nodes share a class, which most bodies do not.
     let mut classes: Vec<Option<Id>> = Vec::with_capacity(nodes.len());
-    let mut map: Vec<Id> = Vec::with_capacity(nodes.len());
-    let mut by_class: FxHashMap<Id, Id> = FxHashMap::default();
-    let mut merged = false;
-    for node in nodes {
+    let mut first: Vec<usize> = Vec::with_capacity(nodes.len());
+    let mut by_class: FxHashMap<Id, usize> = FxHashMap::default();
+    for (k, node) in nodes.iter().enumerate() {
         let class = node_class(node, inputs, &classes, class_of);
         classes.push(class);
-        if let Some(&id) = class.and_then(|c| by_class.get(&c)) {
-            merged = true;
-            map.push(id);
-            continue;
-        }
-        let id = out.add(node.clone().map_children(|c| map[usize::from(c)]));
-        if let Some(c) = class {
-            by_class.insert(c, id);
-        }
+        first.push(class.map_or(k, |c| *by_class.entry(c).or_insert(k)));
+    }
+    if first.iter().enumerate().all(|(k, f)| *f == k) {
+        return (body.clone(), inputs.to_vec());
+    }
+    let mut out: RecExpr<TensorLang> = RecExpr::default();
+    let mut map: Vec<Id> = Vec::with_capacity(nodes.len());
+    for (k, node) in nodes.iter().enumerate() {
+        let id = if first[k] == k {
+            out.add(node.clone().map_children(|c| map[usize::from(c)]))
+        } else {
+            map[first[k]]
+        };
         map.push(id);
     }
     let root = *map.last().expect("bodies are non-empty");
-    if !merged || matches!(out[root], TensorLang::Attr(_)) {
+    if matches!(out[root], TensorLang::Attr(_)) {
         return (body.clone(), inputs.to_vec());
     }
     // `out` may hold nodes no longer reachable from the root: canonical keeps only the root's.

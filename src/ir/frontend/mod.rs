@@ -137,8 +137,9 @@ pub struct Graph {
     /// Nodes in a topological order (stable: among ready nodes, document order).
     pub nodes: Vec<Node>,
     /// Values of signature inputs that travel with the graph (the `constants` extension, or an
-    /// imported model's initializers); `run` uses them for inputs not given with `--input`.
-    pub constants: BTreeMap<String, crate::tensor::Tensor>,
+    /// imported model's initializers, decoded when first read); `run` uses them for inputs not
+    /// given with `--input`.
+    pub constants: crate::tensor::Constants,
 }
 
 impl Graph {

@@ -31,15 +31,19 @@ pub fn equal_constants(g: &Graph) -> BTreeMap<String, String> {
         if inp.storage != Storage::ConstPool || inp.mutability != Mutability::Immutable {
             continue;
         }
-        let (Some(info), Some(value)) = (g.tensors.get(&inp.tensor), g.constants.get(&inp.tensor))
-        else {
+        let (Some(info), Some(c)) = (
+            g.tensors.get(&inp.tensor),
+            g.constants.constant(&inp.tensor),
+        ) else {
             continue;
         };
-        if value.numel() > MAX_ELEMENTS {
+        // Weights are not compared, so not decoded (an imported model's are read lazily).
+        if c.numel() > MAX_ELEMENTS {
             continue;
         }
+        let value = c.value();
         let same = seen.iter().find(|r| {
-            g.tensors.get(**r) == Some(info) && g.constants.get(**r).is_some_and(|v| same(v, value))
+            g.tensors.get(**r) == Some(info) && g.constants.get(r).is_some_and(|v| same(v, value))
         });
         match same {
             Some(r) => {

@@ -187,27 +187,32 @@ fn derive_extent(r: &Region, e: &Expr, axis: &str, out: &mut Vec<Dim>) {
             derive_extent(r, index, axis, out);
         }
         Expr::Reduce(red) if red.axes.iter().any(|a| a == axis) => {}
-        _ => children(e)
-            .into_iter()
-            .for_each(|c| derive_extent(r, c, axis, out)),
+        _ => children(e).for_each(|c| derive_extent(r, c, axis, out)),
     }
 }
 
-/// The direct sub-expressions of `e`.
-pub fn children(e: &Expr) -> Vec<&Expr> {
-    match e {
-        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => vec![],
-        Expr::Unary(_, x) | Expr::Cast { x, .. } => vec![x],
-        Expr::Gather { index, .. } => vec![index],
-        Expr::Where(c, a, b) => vec![c, a, b],
-        Expr::Binary(_, a, b) => vec![a, b],
+/// The direct sub-expressions of `e` (at most three), in order.
+pub type Children<'a> = std::iter::Flatten<std::array::IntoIter<Option<&'a Expr>, 3>>;
+
+/// The direct sub-expressions of `e`, in order (no allocation: the region walks of synthesis,
+/// verification and planning call it on every node).
+pub fn children(e: &Expr) -> Children<'_> {
+    let a: [Option<&Expr>; 3] = match e {
+        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => [None, None, None],
+        Expr::Unary(_, x) | Expr::Cast { x, .. } => [Some(x), None, None],
+        Expr::Gather { index, .. } => [Some(index), None, None],
+        Expr::Where(c, a, b) => [Some(c), Some(a), Some(b)],
+        Expr::Binary(_, a, b) => [Some(a), Some(b), None],
         Expr::Select {
             then, otherwise, ..
-        } => vec![then, otherwise],
-        Expr::Reduce(r) => vec![&r.body],
-        Expr::Scan(s) => vec![&s.body],
-        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => vec![operand],
-    }
+        } => [Some(then), Some(otherwise), None],
+        Expr::Reduce(r) => [Some(&r.body), None, None],
+        Expr::Scan(s) => [Some(&s.body), None, None],
+        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
+            [Some(operand), None, None]
+        }
+    };
+    a.into_iter().flatten()
 }
 
 /// True when `e` has a reduce or a scan strictly inside it.
@@ -235,9 +240,7 @@ fn collect_symbols(e: &Expr, out: &mut BTreeSet<String>) {
         }
         _ => {}
     }
-    children(e)
-        .into_iter()
-        .for_each(|c| collect_symbols(c, out));
+    children(e).for_each(|c| collect_symbols(c, out));
 }
 
 fn unique<'a>(names: impl Iterator<Item = &'a String>, what: &'static str) -> VResult<()> {

@@ -657,9 +657,7 @@ fn let_refs_outside_reduce(e: &Expr, out: &mut Vec<String>) {
     match e {
         Expr::Let(n) => out.push(n.clone()),
         Expr::Reduce(_) => {}
-        _ => crate::ir::region::verify::children(e)
-            .into_iter()
-            .for_each(|c| let_refs_outside_reduce(c, out)),
+        _ => crate::ir::region::verify::children(e).for_each(|c| let_refs_outside_reduce(c, out)),
     }
 }
 

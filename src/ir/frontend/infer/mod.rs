@@ -528,6 +528,6 @@ pub(super) fn infer_graph(doc: RawDoc) -> Result<Graph, Diagnostics> {
         symbols: doc.symbols,
         tensors,
         nodes,
-        constants: BTreeMap::new(),
+        constants: crate::tensor::Constants::new(),
     })
 }

@@ -391,28 +391,33 @@ pub fn synthesize_traced(
 
 /// Drops every explicit reduce extent the verifier derives by itself (same value).
 fn prune_extents(region: &mut Region) {
-    let mut skeleton = region.clone();
-    skeleton.lets.clear();
+    // The region without its lets (not cloned only to be dropped).
+    let mut lets = std::mem::take(&mut region.lets);
+    let skeleton = region.clone();
     let Ok(sizes) = iter_sizes(&skeleton) else {
+        region.lets = lets;
         return;
     };
-    for l in &mut region.lets {
+    for l in &mut lets {
         walk_reduces(&mut l.expr, &mut |red: &mut Reduce| {
             let mut k = 0;
             while k < red.extents.len() {
-                let mut trial = red.clone();
-                let (axis, size) = trial.extents.remove(k);
-                let derived = reduce_extents(&skeleton, &trial, &sizes, "");
+                // The reduce without extent `k` (taken out in place, not a clone of its body),
+                // put back where derivation does not give the same size.
+                let (axis, size) = red.extents.remove(k);
+                let derived = reduce_extents(&skeleton, red, &sizes, "");
                 let pos = red.axes.iter().position(|a| *a == axis);
                 match (derived, pos) {
-                    (Ok(d), Some(p)) if d.get(p) == Some(&size.0) => {
-                        red.extents.remove(k);
+                    (Ok(d), Some(p)) if d.get(p) == Some(&size.0) => {}
+                    _ => {
+                        red.extents.insert(k, (axis, size));
+                        k += 1;
                     }
-                    _ => k += 1,
                 }
             }
         });
     }
+    region.lets = lets;
 }
 
 fn walk_reduces(e: &mut Expr, f: &mut dyn FnMut(&mut Reduce)) {

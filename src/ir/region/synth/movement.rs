@@ -227,11 +227,23 @@ fn group(outs: &[usize], ins: &[usize], out: &[Dim], inp: &[Dim]) -> Option<(usi
     if outs.is_empty() || ins.is_empty() {
         return None;
     }
+    // The prefix products, each once (`Dim::product` of the prefix, folded the same way), not
+    // once per pair of prefixes.
+    let prefixes = |dims: &[usize], shape: &[Dim]| -> Vec<Dim> {
+        let mut acc = Dim::int(1);
+        dims.iter()
+            .map(|d| {
+                acc = acc.mul(&shape[*d]);
+                acc.clone()
+            })
+            .collect()
+    };
+    let (pas, pbs) = (prefixes(outs, out), prefixes(ins, inp));
     let mut best: Option<(usize, usize)> = None;
     for a in 1..=outs.len() {
-        let pa = Dim::product(outs[..a].iter().map(|d| &out[*d]));
+        let pa = &pas[a - 1];
         for b in 1..=ins.len() {
-            let pb = Dim::product(ins[..b].iter().map(|d| &inp[*d]));
+            let pb = &pbs[b - 1];
             let last = a == outs.len() || b == ins.len();
             let both_last = a == outs.len() && b == ins.len();
             if pa == pb && (!last || both_last) && best.is_none_or(|(x, y)| a + b < x + y) {
