@@ -342,6 +342,52 @@ fn cumulative_scans_match_the_reference() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// One long line (a 1-D scan past `CHUNKED_SCAN_MIN` = 2^15 points, not a multiple of the
+/// thread count): the chunked two-pass parallel scan for the folds that allow it (fp32 sums,
+/// fp16 values summed in fp32, i32 sums, max, min), inclusive/exclusive, forward/reverse.
+#[test]
+fn long_one_dimensional_scans_match_the_reference() {
+    let mut failures = Vec::new();
+    let line = |f: &str, dt: &str, exclusive: bool, reverse: bool| {
+        cumulative_graph(f, dt, 0, exclusive, reverse)
+            .replace(r#"["R", "C"]"#, r#"["C"]"#)
+            .replace(r#""R": 3, "#, "")
+    };
+    let mut cases = vec![("sum", "fp16", false, false)];
+    for (f, dt) in [
+        ("sum", "fp32"),
+        ("sum", "i32"),
+        ("max", "fp32"),
+        ("min", "i32"),
+    ] {
+        for (exclusive, reverse) in [(false, false), (true, false), (false, true), (true, true)] {
+            cases.push((f, dt, exclusive, reverse));
+        }
+    }
+    let chunked = |text: &str| {
+        let g = load_str(text, "scan").expect("load");
+        let o =
+            optimize(&lower(&g).expect("lower"), &OptimizeOptions::default()).expect("optimize");
+        let native = dlc_egg::cpu::program::emit_program(&o.program).expect("emit");
+        native.kernels.iter().any(|k| {
+            k.notes
+                .iter()
+                .any(|n| n.contains("chunked two-pass parallel"))
+        })
+    };
+    assert!(chunked(&line("sum", "fp32", false, false)));
+    // fp16 values sum in fp32 (graph-json): chunked too; a float product keeps the walk.
+    assert!(chunked(&line("sum", "fp16", false, false)));
+    assert!(!chunked(&line("prod", "fp32", false, false)));
+    for (f, dt, exclusive, reverse) in cases {
+        let what = format!("1-D cumulative {f} {dt} excl {exclusive} rev {reverse}");
+        if let Err(e) = check_graph(&line(f, dt, exclusive, reverse), &[("C", 100_003)], &what) {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 fn run_fuzz_case(case: &Case) -> Result<(), String> {
     let text = case.doc.to_string();
     let g = load_str(&text, "fuzz.json").map_err(|d| format!("load rejects it:\n{d}"))?;

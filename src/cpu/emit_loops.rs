@@ -468,6 +468,88 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// A scan let over one long line (a 1-D cumsum): with at least [`CHUNKED_SCAN_MIN`] points
+    /// and more than one thread, a chunked two-pass scan (each thread folds its chunk, the
+    /// chunk totals are folded in order into each chunk's offset, each thread walks its chunk
+    /// again from its offset: linear work, ~1.5 passes per thread); below that one sequential
+    /// walk. Only for folds whose result does not depend on their grouping beyond fp32 sum
+    /// rounding ([`chunkable`]).
+    fn emit_chunked_scan(
+        &mut self,
+        li: usize,
+        sc: &crate::ir::region::Scan,
+        ax: usize,
+    ) -> Result<(), CpuError> {
+        self.note(format!(
+            "a chunked two-pass parallel {} scan along `{}` (each thread folds its chunk, then walks it again from the chunk totals' prefix; sequential below {CHUNKED_SCAN_MIN} points)",
+            crate::ir::region::json::reduce_op_name(sc.op),
+            sc.axis
+        ));
+        let (v, z) = (Self::iter_var(ax), Self::size_var(ax));
+        let ty = acc_type(sc.dtype);
+        let init = init_lit(sc.op, None, sc.dtype);
+        let mut scope = self.base_scope();
+        let k = self.kind_of(&sc.body);
+        let body = self.expr(&sc.body, &mut scope)?;
+        let x = to_dtype(&body, k, sc.dtype);
+        let target = self.let_ref(li, &scope);
+        let (sk, lk) = (
+            self.kind_of(&self.r.lets[li].expr.clone()),
+            self.lets[li].kind,
+        );
+        let nt = format!("({z} >= {CHUNKED_SCAN_MIN} && dlc_nt > 1 ? dlc_nt : 1)");
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("const int csn = {nt};"));
+        self.line(&format!("{ty} ctot[csn];"));
+        self.line("#pragma omp parallel num_threads(csn) if(csn > 1)");
+        self.line("{");
+        self.indent += 1;
+        self.line("const int ct = omp_get_thread_num(), cnt = omp_get_num_threads();");
+        // Chunk ct of a reverse scan is the ct-th from the end: its offset folds the chunks
+        // after it, nearest first, as the sequential walk meets them.
+        let (lo, hi) = if sc.reverse {
+            (
+                format!("{z} * (cnt - 1 - ct) / cnt"),
+                format!("{z} * (cnt - ct) / cnt"),
+            )
+        } else {
+            (format!("{z} * ct / cnt"), format!("{z} * (ct + 1) / cnt"))
+        };
+        self.line(&format!("const int64_t c0 = {lo}, c1 = {hi};"));
+        let walk = if sc.reverse {
+            format!("for (int64_t {v} = c1 - 1; {v} >= c0; {v}--) {{")
+        } else {
+            format!("for (int64_t {v} = c0; {v} < c1; {v}++) {{")
+        };
+        let acc = self.fresh("acc");
+        let f = fold(sc.op, sc.dtype, &acc, &x);
+        self.line(&format!("{ty} {acc} = {init};"));
+        self.line(&walk);
+        self.line(&format!("    {acc} = {f};"));
+        self.line("}");
+        self.line(&format!("ctot[ct] = {acc};"));
+        self.line("#pragma omp barrier");
+        self.line(&format!("{acc} = {init};"));
+        let ft = fold(sc.op, sc.dtype, &acc, "ctot[u]");
+        self.line(&format!("for (int u = 0; u < ct; u++) {acc} = {ft};"));
+        self.line(&walk);
+        self.indent += 1;
+        if sc.exclusive {
+            self.line(&format!("{target} = {};", widen(&acc, sk, lk)));
+            self.line(&format!("{acc} = {f};"));
+        } else {
+            self.line(&format!("{acc} = {f};"));
+            self.line(&format!("{target} = {};", widen(&acc, sk, lk)));
+        }
+        self.close_loops(1);
+        self.indent -= 1;
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
     /// A scan let: one sequential walk of the scanned iter per line (every other iter of the
     /// let), carrying the fold; O(n) work. Lines are independent (threads over outer iters, or
     /// over the first line iter in flat form).
@@ -485,8 +567,9 @@ impl Emitter<'_> {
             });
         };
         let lines: Vec<usize> = inner.iter().copied().filter(|i| *i != ax).collect();
-        // TODO(issue 16): one long line (a 1-D cumsum) runs on one thread; a chunked two-pass
-        // scan would use them all.
+        if lines.is_empty() && chunkable(sc) {
+            return self.emit_chunked_scan(li, sc, ax);
+        }
         self.note(format!(
             "a sequential {} scan along `{}` per line (linear work; the lines in parallel)",
             crate::ir::region::json::reduce_op_name(sc.op),
@@ -526,5 +609,23 @@ impl Emitter<'_> {
         self.close_loops(1);
         self.close_loops(lines.len());
         Ok(())
+    }
+}
+
+/// The fewest points of one line scanned by chunks on several threads.
+const CHUNKED_SCAN_MIN: i64 = 1 << 15;
+
+/// Whether a scan may be split into chunks whose totals are folded separately: max and min
+/// (any dtype) and integer/bool sums and products (wrapping) are exact in any grouping; an fp32
+/// sum only changes its rounding (inside graph-json's tolerance; the sequential walk's own
+/// error grows with the line too). fp16/bf16 sums (rounded at every step) and float products
+/// keep the sequential walk.
+fn chunkable(sc: &crate::ir::region::Scan) -> bool {
+    use crate::ir::region::kind::Kind;
+    match (Kind::of(sc.dtype), sc.op) {
+        (_, ReduceOp::Max | ReduceOp::Min) => true,
+        (Kind::Float, ReduceOp::Sum) => sc.dtype == DType::F32,
+        (Kind::Float, ReduceOp::Prod) => false,
+        _ => true,
     }
 }
