@@ -525,6 +525,9 @@ impl Emitter<'_> {
         let acc = self.fresh("acc");
         let f = fold(sc.op, sc.dtype, &acc, &x);
         self.line(&format!("{ty} {acc} = {init};"));
+        // One thread (a short line, or `--threads 1`): the single walk below, no totals pass.
+        self.line("if (cnt > 1) {");
+        self.indent += 1;
         self.line(&walk);
         self.line(&format!("    {acc} = {f};"));
         self.line("}");
@@ -533,6 +536,8 @@ impl Emitter<'_> {
         self.line(&format!("{acc} = {init};"));
         let ft = fold(sc.op, sc.dtype, &acc, "ctot[u]");
         self.line(&format!("for (int u = 0; u < ct; u++) {acc} = {ft};"));
+        self.indent -= 1;
+        self.line("}");
         self.line(&walk);
         self.indent += 1;
         if sc.exclusive {
