@@ -102,6 +102,12 @@ impl Emitter<'_> {
                 "dlc_gemm_rows(cM, cN, cK, cA, cBw, DLC_NR, cldb, L{li}, cro, cco, ci0, ci1, cj0, cj1);"
             ));
         }
+        self.close_item(li, c)
+    }
+
+    /// The end of a work item (the block epilogue when `fused_epilogue` is set) and of the item
+    /// loop's block.
+    fn close_item(&mut self, li: usize, c: &Contraction) -> Result<(), CpuError> {
         if self.fused_epilogue {
             self.emit_block_epilogue(li, c)?;
         }
@@ -140,14 +146,7 @@ impl Emitter<'_> {
         self.indent += 1;
         self.line("if (!cCv) continue;");
         self.emit_direct_item(li, d);
-        if self.fused_epilogue {
-            self.emit_block_epilogue(li, c)?;
-        }
-        self.indent -= 1;
-        self.line("}");
-        self.indent -= 1;
-        self.line("}");
-        Ok(())
+        self.close_item(li, c)
     }
 
     /// Opens the loop over the runs of columns `[cj0, cj1)` (see the module doc): the column

@@ -540,13 +540,7 @@ impl Emitter<'_> {
         self.line("}");
         self.line(&walk);
         self.indent += 1;
-        if sc.exclusive {
-            self.line(&format!("{target} = {};", widen(&acc, sk, lk)));
-            self.line(&format!("{acc} = {f};"));
-        } else {
-            self.line(&format!("{acc} = {f};"));
-            self.line(&format!("{target} = {};", widen(&acc, sk, lk)));
-        }
+        self.emit_scan_step(sc.exclusive, &target, &acc, &f, (sk, lk));
         self.close_loops(1);
         self.indent -= 1;
         self.line("}");
@@ -604,16 +598,31 @@ impl Emitter<'_> {
             self.lets[li].kind,
         );
         let f = fold(sc.op, sc.dtype, &acc, &x);
-        if sc.exclusive {
-            self.line(&format!("{target} = {};", widen(&acc, sk, lk)));
-            self.line(&format!("{acc} = {f};"));
-        } else {
-            self.line(&format!("{acc} = {f};"));
-            self.line(&format!("{target} = {};", widen(&acc, sk, lk)));
-        }
+        self.emit_scan_step(sc.exclusive, &target, &acc, &f, (sk, lk));
         self.close_loops(1);
         self.close_loops(lines.len());
         Ok(())
+    }
+
+    /// One point of a scan's walk: the running fold `acc` stored to `target` (widened from the
+    /// scan's kind to the let's, `kinds`) after folding `f` in (inclusive) or before (exclusive).
+    fn emit_scan_step(
+        &mut self,
+        exclusive: bool,
+        target: &str,
+        acc: &str,
+        f: &str,
+        (sk, lk): (crate::ir::region::kind::Kind, crate::ir::region::kind::Kind),
+    ) {
+        let store = format!("{target} = {};", widen(acc, sk, lk));
+        let step = format!("{acc} = {f};");
+        if exclusive {
+            self.line(&store);
+            self.line(&step);
+        } else {
+            self.line(&step);
+            self.line(&store);
+        }
     }
 }
 
