@@ -31,10 +31,12 @@
 //! row groups (a split over M as well as N when there are fewer column blocks than threads) are
 //! chosen at run time by `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and
 //! the K slice are fixed; streaming attention (an attention region runs through the generic row
-//! form); a depthwise-conv loop; exp and its sum in one pass
-//! (softmax's row is read three times from L1); a parallel scan of one long line. With the previous cost defaults, extraction at
-//! `--threads 1` chose a 4-kernel LayerNorm whose variance kernel ran 165 ms (against one fused
-//! kernel): the work analysis undercounts that region; the idle-calibrated defaults avoid it.
+//! form); a depthwise-conv loop; a direct convolution for strided windows (they pack an
+//! im2col); exp and its sum in one pass (softmax's row is read three times from L1); the
+//! chunked scan's totals pass is a sequential walk (vectorizable with reassociation). With the
+//! previous cost defaults, extraction at `--threads 1` chose a 4-kernel LayerNorm whose
+//! variance kernel ran 165 ms (against one fused kernel): the work analysis undercounts that
+//! region; the idle-calibrated defaults avoid it.
 //!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!
