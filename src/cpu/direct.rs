@@ -111,6 +111,21 @@ fn lin_c(terms: &[(i64, String)]) -> String {
     }
 }
 
+/// `Σ_d cdp<d> · (Σ coefficient · C variable)` over the input's axes: the padded copy's offset
+/// of the named iters or reduce axes (`vars`: name, C variable) with every other name at 0.
+fn padded_offset(d: &Direct, vars: &[(String, String)]) -> String {
+    let per_axis: Vec<String> = d
+        .maps
+        .iter()
+        .enumerate()
+        .map(|(k, q)| {
+            let t: Vec<(i64, String)> = vars.iter().map(|(a, v)| (coef(q, a), v.clone())).collect();
+            format!("cdp{k} * ({})", lin_c(&t))
+        })
+        .collect();
+    per_axis.join(" + ")
+}
+
 impl Emitter<'_> {
     /// The direct form of contraction `c`'s column operand, when it has one (see the module
     /// doc); `axes`: the reduce axes with their extents as C.
@@ -297,16 +312,7 @@ impl Emitter<'_> {
             self.indent += 1;
             vars.push((a.clone(), v));
         }
-        let off: Vec<String> = (0..n)
-            .map(|k| {
-                let t: Vec<(i64, String)> = vars
-                    .iter()
-                    .map(|(a, v)| (coef(&d.maps[k], a), v.clone()))
-                    .collect();
-                format!("cdp{k} * ({})", lin_c(&t))
-            })
-            .collect();
-        self.line(&format!("ckoff[ck++] = {};", off.join(" + ")));
+        self.line(&format!("ckoff[ck++] = {};", padded_offset(d, &vars)));
         self.close_loops(axes.len());
         self.indent -= 1;
         self.line("}");
@@ -361,20 +367,14 @@ impl Emitter<'_> {
         self.line("const int64_t ci0 = cwr % cMG * cRG, ci1 = cM - ci0 < cRG ? cM : ci0 + cRG;");
         self.line("int64_t cgq = cg;");
         self.decode("cgq", &d.outer);
-        let n = d.maps.len();
-        let gbase: Vec<String> = (0..n)
-            .map(|k| {
-                let t: Vec<(i64, String)> = d
-                    .outer
-                    .iter()
-                    .map(|o| (coef(&d.maps[k], &self.r.iters[*o].name), Self::iter_var(*o)))
-                    .collect();
-                format!("cdp{k} * ({})", lin_c(&t))
-            })
+        let outer: Vec<(String, String)> = d
+            .outer
+            .iter()
+            .map(|o| (self.r.iters[*o].name.clone(), Self::iter_var(*o)))
             .collect();
         self.line(&format!(
             "dlc_gemm_direct(cK, cA, cxp + cdb + {} + cv0, ckoff, cv1 - cv0, cCv, cldv, ci0, ci1);",
-            gbase.join(" + ")
+            padded_offset(d, &outer)
         ));
         self.line("const int64_t cgr = cg * cdH * cdW;");
         self.line(

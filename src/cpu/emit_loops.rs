@@ -4,6 +4,7 @@ use super::cvalue::{acc_type, fold, init_lit, kind_type, store, to_dtype, widen}
 use super::emit::{Emitter, Scope};
 use super::CpuError;
 use crate::ir::dtype::DType;
+use crate::ir::region::kind::Kind;
 use crate::ir::region::Expr;
 use crate::ir::tiny::ReduceOp;
 
@@ -489,14 +490,7 @@ impl Emitter<'_> {
         let ty = acc_type(sc.dtype);
         let init = init_lit(sc.op, None, sc.dtype);
         let mut scope = self.base_scope();
-        let k = self.kind_of(&sc.body);
-        let body = self.expr(&sc.body, &mut scope)?;
-        let x = to_dtype(&body, k, sc.dtype);
-        let target = self.let_ref(li, &scope);
-        let (sk, lk) = (
-            self.kind_of(&self.r.lets[li].expr.clone()),
-            self.lets[li].kind,
-        );
+        let (x, target, kinds) = self.scan_terms(li, sc, &mut scope)?;
         let nt = format!("({z} >= {CHUNKED_SCAN_MIN} && dlc_nt > 1 ? dlc_nt : 1)");
         self.line("{");
         self.indent += 1;
@@ -540,7 +534,7 @@ impl Emitter<'_> {
         self.line("}");
         self.line(&walk);
         self.indent += 1;
-        self.emit_scan_step(sc.exclusive, &target, &acc, &f, (sk, lk));
+        self.emit_scan_step(sc.exclusive, &target, &acc, &f, kinds);
         self.close_loops(1);
         self.indent -= 1;
         self.line("}");
@@ -589,19 +583,31 @@ impl Emitter<'_> {
             self.line(&format!("for (int64_t {v} = 0; {v} < {z}; {v}++) {{"));
         }
         self.indent += 1;
-        let k = self.kind_of(&sc.body);
-        let body = self.expr(&sc.body, &mut scope)?;
-        let x = to_dtype(&body, k, sc.dtype);
-        let target = self.let_ref(li, &scope);
-        let (sk, lk) = (
-            self.kind_of(&self.r.lets[li].expr.clone()),
-            self.lets[li].kind,
-        );
+        let (x, target, kinds) = self.scan_terms(li, sc, &mut scope)?;
         let f = fold(sc.op, sc.dtype, &acc, &x);
-        self.emit_scan_step(sc.exclusive, &target, &acc, &f, (sk, lk));
+        self.emit_scan_step(sc.exclusive, &target, &acc, &f, kinds);
         self.close_loops(1);
         self.close_loops(lines.len());
         Ok(())
+    }
+
+    /// A scan let's element in the scan's dtype, its target (the let's buffer at the point) and
+    /// the (scan, let) kinds that [`Self::emit_scan_step`] widens between.
+    fn scan_terms(
+        &mut self,
+        li: usize,
+        sc: &crate::ir::region::Scan,
+        scope: &mut Scope,
+    ) -> Result<(String, String, (Kind, Kind)), CpuError> {
+        let k = self.kind_of(&sc.body);
+        let body = self.expr(&sc.body, scope)?;
+        let x = to_dtype(&body, k, sc.dtype);
+        let target = self.let_ref(li, scope);
+        let kinds = (
+            self.kind_of(&self.r.lets[li].expr.clone()),
+            self.lets[li].kind,
+        );
+        Ok((x, target, kinds))
     }
 
     /// One point of a scan's walk: the running fold `acc` stored to `target` (widened from the
@@ -612,7 +618,7 @@ impl Emitter<'_> {
         target: &str,
         acc: &str,
         f: &str,
-        (sk, lk): (crate::ir::region::kind::Kind, crate::ir::region::kind::Kind),
+        (sk, lk): (Kind, Kind),
     ) {
         let store = format!("{target} = {};", widen(acc, sk, lk));
         let step = format!("{acc} = {f};");
@@ -635,7 +641,6 @@ const CHUNKED_SCAN_MIN: i64 = 1 << 15;
 /// error grows with the line too). fp16/bf16 sums (rounded at every step) and float products
 /// keep the sequential walk.
 fn chunkable(sc: &crate::ir::region::Scan) -> bool {
-    use crate::ir::region::kind::Kind;
     match (Kind::of(sc.dtype), sc.op) {
         (_, ReduceOp::Max | ReduceOp::Min) => true,
         (Kind::Float, ReduceOp::Sum) => sc.dtype == DType::F32,
