@@ -111,6 +111,7 @@ impl Emitter<'_> {
         if self.fused_epilogue {
             self.emit_block_epilogue(li, c)?;
         }
+        self.direct_block = None;
         self.indent -= 1;
         self.line("}");
         self.indent -= 1;
@@ -119,8 +120,11 @@ impl Emitter<'_> {
     }
 
     /// [`Self::emit_items`] for a direct convolution: the padded copy, then per item (an outer
-    /// point by a block of its virtual columns by a row group) `dlc_gemm_direct` into the
-    /// thread's `cCv`, the real columns copied into `L<li>`, the block epilogue.
+    /// point by a block of output rows or a chunk of one row, by a group of channel panels)
+    /// `dlc_conv_cv` into the thread's `cCt`, the item's values copied into `L<li>`, the block
+    /// epilogue. Items are whole rows of about `DLC_CV_COLS` positions together (a row longer
+    /// than that is cut into chunks of whole tiles); the channels are split too when there are
+    /// fewer items than threads.
     fn emit_direct_items(
         &mut self,
         li: usize,
@@ -130,21 +134,30 @@ impl Emitter<'_> {
         last: bool,
     ) -> Result<(), CpuError> {
         self.emit_direct_fill(d);
+        for l in [
+            "const int64_t cdcw = cdW <= DLC_CV_COLS ? cdW : DLC_CV_COLS / DLC_PX * DLC_PX;",
+            "const int64_t cdnc = (cdW + cdcw - 1) / cdcw, cdcwp = (cdcw + DLC_PX - 1) / DLC_PX * DLC_PX;",
+            "const int64_t cdri = cdnc > 1 || DLC_CV_COLS / cdW < 1 ? 1 : DLC_CV_COLS / cdW;",
+            "const int64_t cdnh = (cdH + cdri - 1) / cdri, cdni = cdG * cdnh * cdnc;",
+            "const int64_t cnpn = (cM + DLC_CR - 1) / DLC_CR;",
+        ] {
+            self.line(l);
+        }
         self.line(&format!(
-            "int64_t cNC, cMG, cRG; dlc_gemm_plan(cM, cdV, {nt}, &cNC, &cMG, &cRG);"
+            "int64_t cMG = cdni >= {nt} ? 1 : ({nt} + cdni - 1) / (cdni > 0 ? cdni : 1); if (cMG > cnpn) cMG = cnpn; if (cMG < 1) cMG = 1;"
         ));
-        self.line("const int64_t cnb = (cdV + cNC - 1) / cNC;");
-        self.line("const int64_t cldv = (cNC + DLC_NR - 1) / DLC_NR * DLC_NR + DLC_NR;");
-        self.line("float *cCv = (float *)dlc_scratch(1, 4 * (cRG + DLC_MR) * cldv);");
-        self.line("if (!cCv) dlc_err_flag(&dlc_err, 2);");
+        self.line("const int64_t cRG = (cnpn + cMG - 1) / cMG * DLC_CR;");
+        self.line("cMG = (cnpn * DLC_CR + cRG - 1) / cRG; if (cMG < 1) cMG = 1;");
+        self.line("float *cCt = (float *)dlc_scratch(1, 4 * cdri * cdcwp * cRG);");
+        self.line("if (!cCt) dlc_err_flag(&dlc_err, 2);");
         if last {
             self.line("#pragma omp for schedule(static) nowait");
         } else {
             self.line("#pragma omp for schedule(static)");
         }
-        self.line("for (int64_t cw = 0; cw < cdG * cnb * cMG; cw++) {");
+        self.line("for (int64_t cw = 0; cw < cdni * cMG; cw++) {");
         self.indent += 1;
-        self.line("if (!cCv) continue;");
+        self.line("if (!cCt) continue;");
         self.emit_direct_item(li, d);
         self.close_item(li, c)
     }

@@ -24,6 +24,10 @@ use std::collections::BTreeSet;
 /// Marks the static buffers of kept packs in the C source (see [`super::program::NativeProgram::keeps_packs`]).
 pub const KEPT_PACK: &str = "dlc_kept_";
 
+/// The fewest rows (output channels) a direct convolution takes: its register tile is
+/// `DLC_CR` (32 on AVX-512, 16 on AVX2) channels wide.
+const DIRECT_MIN_ROWS: i64 = 16;
+
 /// A let recognized as a contraction.
 #[derive(Clone, Debug)]
 pub struct Contraction {
@@ -310,7 +314,8 @@ impl Emitter<'_> {
         if keep[0] {
             self.line("if (!cA_kept)");
         }
-        self.emit_pack("cA", "DLC_MR", "cM", &c.rows, "cpa", &c.x, axes, ws)?;
+        let aw = if direct.is_some() { "DLC_CR" } else { "DLC_MR" };
+        self.emit_pack("cA", aw, "cM", &c.rows, "cpa", &c.x, axes, ws)?;
         if keep[1] {
             self.line("if (!cBp_kept)");
             self.emit_pack("cBp", "DLC_NR", "cN", &c.cols, "cpb", &c.y, axes, ws)?;
@@ -347,8 +352,9 @@ impl Emitter<'_> {
         ncols: usize,
         keep: [bool; 2],
         ix_kept: bool,
+        aw: &str,
     ) {
-        let sides = [("cA", "DLC_MR", "cM", 0), ("cBp", "DLC_NR", "cN", 1)];
+        let sides = [("cA", aw, "cM", 0), ("cBp", "DLC_NR", "cN", 1)];
         for ((v, w, n, slot), kept) in sides.into_iter().zip(keep) {
             let bytes = format!("4 * (({n} + {w} - 1) / {w}) * {w} * cK");
             if !kept && slot == 1 {
@@ -418,6 +424,20 @@ impl Emitter<'_> {
         self.line("if (!cok) dlc_err_flag(&dlc_err, 2);");
     }
 
+    /// Whether `c` has fewer rows than [`DIRECT_MIN_ROWS`] (sizes known at emission): the
+    /// direct convolution's channel vectors would be mostly padding, so it keeps the packed
+    /// path (row panels of `DLC_MR`).
+    fn few_rows(&self, c: &Contraction) -> bool {
+        let none = std::collections::BTreeMap::new();
+        let m: Option<i64> = c.rows.iter().try_fold(1i64, |acc, i| {
+            self.checked.iter_sizes[*i]
+                .eval_with(&none)
+                .ok()
+                .map(|v| acc.saturating_mul(v))
+        });
+        m.is_some_and(|m| m < DIRECT_MIN_ROWS)
+    }
+
     /// Let `li`'s contraction with its operands oriented: the operand whose iters include the
     /// buffer's innermost one is the column (vector) side.
     pub(super) fn oriented(&self, li: usize) -> Option<Contraction> {
@@ -451,7 +471,7 @@ impl Emitter<'_> {
                 .to_string()
         };
         if direct {
-            self.note("direct convolution: A packed in row panels, B (the image) read in place from a zero-padded copy (no im2col), the gemm.h register tile");
+            self.note("direct convolution: the weights packed in channel panels, the image read in place from a zero-padded copy (no im2col), channel-vector register tiles (dlc_conv_cv)");
         } else {
             self.note(format!(
                 "packed GEMM{batch}: A packed in row panels, B packed per column block, the gemm.h register tile"
@@ -500,7 +520,7 @@ impl Emitter<'_> {
         self.line("#pragma omp parallel num_threads(dlc_nt)");
         self.line("{");
         self.indent += 1;
-        self.emit_scratch(li, c.rows.len(), c.cols.len(), [false; 2], false);
+        self.emit_scratch(li, c.rows.len(), c.cols.len(), [false; 2], false, "DLC_MR");
         self.line("#pragma omp for schedule(static)");
         self.line("for (int64_t cb = 0; cb < cB; cb++) {");
         self.indent += 1;
@@ -514,13 +534,14 @@ impl Emitter<'_> {
             c.batch.is_empty() && self.reads_only_params(&c.x),
             c.batch.is_empty() && self.reads_only_params(&c.y),
         ];
-        let direct = if keep[1] {
+        let direct = if keep[1] || self.few_rows(&c) {
             None
         } else {
             self.direct_of(&c, &axes)
         };
         self.note_contraction(&c, keep, direct.is_some());
-        self.emit_scratch(li, c.rows.len(), c.cols.len(), keep, keep_ix(&c));
+        let aw = if direct.is_some() { "DLC_CR" } else { "DLC_MR" };
+        self.emit_scratch(li, c.rows.len(), c.cols.len(), keep, keep_ix(&c), aw);
         if let Some(d) = &direct {
             self.emit_direct_setup(d, &axes);
             self.line("if (cok && cdok) {");

@@ -83,6 +83,12 @@ pub(super) struct Emitter<'a> {
     /// and written by `dlc_put_row` (non-temporal stores for outputs of at least
     /// `DLC_STREAM_MIN_BYTES`, decided at run time by `dlc_stream`): see [`Emitter::plan_streams`].
     pub(super) streamed: Vec<usize>,
+    /// Inputs whose next rows the first pointwise loop over a row prefetches
+    /// ([`super::prefetch`]).
+    pub(super) prefetch: Vec<usize>,
+    /// A direct convolution's let and how its block epilogue reads it: the thread's result
+    /// block `cCt` in place of the let's buffer ([`super::direct`]).
+    pub(super) direct_block: Option<(usize, String)>,
     /// [`EmittedRegion::notes`].
     pub(super) notes: Vec<String>,
 }
@@ -290,6 +296,8 @@ impl<'a> Emitter<'a> {
             params: BTreeSet::new(),
             fused_epilogue: false,
             streamed: Vec::new(),
+            prefetch: Vec::new(),
+            direct_block: None,
             notes: Vec::new(),
         };
         for (li, gemm) in gemms.into_iter().enumerate() {
@@ -413,6 +421,11 @@ impl<'a> Emitter<'a> {
 
     pub(super) fn let_ref(&self, li: usize, scope: &Scope) -> String {
         let info = &self.lets[li];
+        if let Some((dl, e)) = &self.direct_block {
+            if *dl == li {
+                return e.clone();
+            }
+        }
         if (info.inner.is_empty() || info.local) && info.gemm.is_none() {
             format!("L{li}")
         } else {
@@ -552,6 +565,12 @@ impl<'a> Emitter<'a> {
                     "const int dlc_stream = dlc_total * dlc_inner * 4 >= DLC_STREAM_MIN_BYTES;",
                 );
             }
+            self.plan_prefetch();
+            if !self.prefetch.is_empty() {
+                self.note(
+                    "the first pointwise pass over a row prefetches the next rows of the inputs",
+                );
+            }
             self.line("#pragma omp parallel num_threads(dlc_nt) if(dlc_total > 1)");
             self.line("{");
             self.indent += 1;
@@ -571,6 +590,7 @@ impl<'a> Emitter<'a> {
             }
             self.line("(void)dlc_q;");
             self.row_targets();
+            self.prefetch_targets();
             self.emit_lets(false)?;
             self.indent -= 1;
             self.line("}");

@@ -100,6 +100,7 @@ impl Emitter<'_> {
         let nl = self.r.lets.len();
         let inner_all = self.inner_iters();
         let mut done_yields = vec![false; self.r.yields.len()];
+        let mut pf_pending = !flat && !self.prefetch.is_empty();
         let mut li = 0;
         while li < nl {
             let info = &self.lets[li];
@@ -137,7 +138,14 @@ impl Emitter<'_> {
                 Vec::new()
             };
             let mut scope = self.base_scope();
-            self.open_loops(&iters, flat, true)?;
+            // the first pass over a whole row prefetches the next rows (`super::prefetch`)
+            let strip = pf_pending && iters == inner_all && iters.len() == 1;
+            if strip {
+                pf_pending = false;
+                self.open_prefetch_strip(iters[0]);
+            } else {
+                self.open_loops(&iters, flat, true)?;
+            }
             for g in &group {
                 let x = self.expr(&self.r.lets[*g].expr.clone(), &mut scope)?;
                 let k = self.kind_of(&self.r.lets[*g].expr.clone());
@@ -154,7 +162,7 @@ impl Emitter<'_> {
                 self.emit_yield_store(*y, &scope);
                 done_yields[*y] = true;
             }
-            self.close_loops(iters.len());
+            self.close_loops(iters.len() + usize::from(strip));
             self.put_rows(&fused);
             li = nx;
         }

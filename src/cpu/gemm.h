@@ -46,12 +46,10 @@ typedef float dlc_gv __attribute__((vector_size(DLC_GVL * 4), aligned(4)));
 #define DLC_NC (DLC_NR * 8)
 
 // tile[r] (r < DLC_MR) is the row at c + ro[r], DLC_NR contiguous floats; B's row k of the
-// micro-panel is at b + k * ldb, or at b + koff[k] when koff is given (a direct convolution
-// reads its image in place: src/cpu/direct.rs); `first`: the k slice starts the sum (zero
-// partial sums), else the tile reloads C's. The koff test is loop-invariant (unswitched).
+// micro-panel is at b + k * ldb; `first`: the k slice starts the sum (zero partial sums), else
+// the tile reloads C's.
 DLC_INLINE void dlc_micro(int64_t kc, const float *restrict a, const float *restrict b,
-        const int64_t *restrict koff, int64_t ldb, float *restrict c, const int64_t *restrict ro,
-        int first) {
+        int64_t ldb, float *restrict c, const int64_t *restrict ro, int first) {
     dlc_gv acc[DLC_MR][DLC_NV];
     for (int r = 0; r < DLC_MR; r++)
         for (int v = 0; v < DLC_NV; v++) {
@@ -60,7 +58,7 @@ DLC_INLINE void dlc_micro(int64_t kc, const float *restrict a, const float *rest
         }
     for (int64_t k = 0; k < kc; k++) {
         dlc_gv bv[DLC_NV];
-        const float *bk = b + (koff ? koff[k] : k * ldb);
+        const float *bk = b + k * ldb;
         for (int v = 0; v < DLC_NV; v++) memcpy(&bv[v], bk + v * DLC_GVL, sizeof bv[v]);
         for (int r = 0; r < DLC_MR; r++) {
             const float av = a[k * DLC_MR + r];
@@ -94,14 +92,14 @@ static void dlc_gemm_block(int64_t M, int64_t N, int64_t K, const float *restric
                 const int64_t mr = M - i < DLC_MR ? M - i : DLC_MR;
                 const float *a = Ap + (i / DLC_MR) * K * DLC_MR + pc * DLC_MR;
                 if (contig && mr == DLC_MR) {
-                    dlc_micro(kc, a, b, NULL, ldb, C + coloff[j], rowoff + i, first);
+                    dlc_micro(kc, a, b, ldb, C + coloff[j], rowoff + i, first);
                     continue;
                 }
                 if (!first)
                     for (int64_t r = 0; r < mr; r++)
                         for (int64_t q = 0; q < nr; q++)
                             tile[r * DLC_NR + q] = C[rowoff[i + r] + coloff[j + q]];
-                dlc_micro(kc, a, b, NULL, ldb, tile, tro, first);
+                dlc_micro(kc, a, b, ldb, tile, tro, first);
                 for (int64_t r = 0; r < mr; r++)
                     for (int64_t q = 0; q < nr; q++)
                         C[rowoff[i + r] + coloff[j + q]] = tile[r * DLC_NR + q];
@@ -122,27 +120,63 @@ static void dlc_gemm_rows(int64_t M, int64_t N, int64_t K, const float *restrict
             i1 - ib < DLC_MC ? i1 : ib + DLC_MC, j0, j1);
 }
 
-// A direct convolution's rows [i0, i1) x virtual columns [0, nv) (src/cpu/direct.rs): B's row k
-// of column j at b + koff[k] + j, read in place (virtual columns past the image row are junk:
-// the caller drops them; reads up to DLC_NR - 1 floats past column nv - 1 land in the padded
-// copy's zeroed slack); C's element (i, j) at C[(i - i0) * ldc + j], ldc >= nv rounded up to
-// DLC_NR, rows up to i1 rounded up to DLC_MR (A's zero rows) written too. i0 is a multiple of
-// DLC_MR. Same blocking and k order as dlc_gemm_rows: bit-identical sums.
-static void dlc_gemm_direct(int64_t K, const float *restrict Ap, const float *restrict b,
-        const int64_t *restrict koff, int64_t nv, float *restrict C, int64_t ldc, int64_t i0,
-        int64_t i1) {
-    int64_t ro[DLC_MR];
-    for (int r = 0; r < DLC_MR; r++) ro[r] = r * ldc;
-    for (int64_t ib = i0; ib < i1; ib += DLC_MC) {
-        const int64_t ie = i1 - ib < DLC_MC ? i1 : ib + DLC_MC;
-        for (int64_t pc = 0; pc < K || pc == 0; pc += DLC_KC) {
-            const int64_t kc = K - pc < DLC_KC ? K - pc : DLC_KC;
-            for (int64_t j = 0; j < nv; j += DLC_NR)
-                for (int64_t i = ib; i < ie; i += DLC_MR)
-                    dlc_micro(kc, Ap + (i / DLC_MR) * K * DLC_MR + pc * DLC_MR, b + j, koff + pc, 0,
-                        C + (i - i0) * ldc + j, ro, pc == 0);
-            if (K == 0) break;
-        }
+// ---- Direct convolution, channel-vector form (src/cpu/direct.rs) ----
+// The output channels (the contraction's rows) run along the vector lanes: A is packed in
+// panels of DLC_CR rows (Ap[panel][k][DLC_CR], rows past M zero), and the register tile is
+// DLC_CR channels (two vectors) by DLC_PX output positions (consecutive w of one output row),
+// each image value broadcast and read in place from the zero-padded copy at x + koff[k] + p.
+// The tile keeps all of K in registers (no k slices: the A panel streams from L2, each image
+// value is loaded once per tile and channel panel). Results go to the thread's block T,
+// position-major: channel i of position q at T[q * ldt + i - i0]. Same per-element k order as
+// the reference's sequential sum (and as the row-major kernel above): bit-identical sums.
+#if DLC_GVL == 16
+#define DLC_PX 14
+#else
+#define DLC_PX 6
+#endif
+#define DLC_CR (2 * DLC_GVL)
+// Output positions per work item (whole rows of at most this many together).
+#define DLC_CV_COLS 128
+
+#define DLC_CV_TILE(NAME, NP)                                                                   \
+DLC_INLINE void NAME(int64_t K, const float *restrict a, const float *restrict x,               \
+        const int64_t *restrict koff, float *restrict t, int64_t ldt) {                         \
+    dlc_gv a0[NP], a1[NP];                                                                      \
+    for (int p = 0; p < NP; p++) { a0[p] = (dlc_gv){0}; a1[p] = (dlc_gv){0}; }                  \
+    for (int64_t k = 0; k < K; k++) {                                                           \
+        dlc_gv w0, w1;                                                                          \
+        memcpy(&w0, a + k * DLC_CR, sizeof w0);                                                 \
+        memcpy(&w1, a + k * DLC_CR + DLC_GVL, sizeof w1);                                       \
+        const float *xk = x + koff[k];                                                          \
+        /* one base register, constant displacements (else gcc keeps a pointer per lane) */     \
+        __asm__("" : "+r"(xk));                                                                 \
+        for (int p = 0; p < NP; p++) { const float xv = xk[p]; a0[p] += w0 * xv; a1[p] += w1 * xv; } \
+    }                                                                                           \
+    for (int p = 0; p < NP; p++) {                                                              \
+        memcpy(t + p * ldt, &a0[p], sizeof a0[p]);                                              \
+        memcpy(t + p * ldt + DLC_GVL, &a1[p], sizeof a1[p]);                                    \
+    }                                                                                           \
+}
+DLC_CV_TILE(dlc_cv_tile, DLC_PX)
+DLC_CV_TILE(dlc_cv_tile_half, DLC_PX / 2)
+
+// Channels [i0, i1) (i0 a multiple of DLC_CR) of output rows [h0, h1) (row h's position w
+// reads x + h * P + w + koff[k]) by positions [c0, c1) of each row, into T: position w of row
+// h at q = (h - h0) * cwp + w - c0, cwp = c1 - c0 rounded up to DLC_PX. Positions past c1 up to
+// the next tile are computed too (from the padded copy's next row or zeroed slack) and left
+// in T; a tail of at most DLC_PX / 2 positions takes the half-width tile.
+static void dlc_conv_cv(int64_t K, const float *restrict Ap, const float *restrict x,
+        const int64_t *restrict koff, int64_t P, int64_t h0, int64_t h1, int64_t c0, int64_t c1,
+        float *restrict T, int64_t ldt, int64_t i0, int64_t i1) {
+    const int64_t cwp = (c1 - c0 + DLC_PX - 1) / DLC_PX * DLC_PX;
+    for (int64_t i = i0; i < i1; i += DLC_CR) {
+        const float *a = Ap + (i / DLC_CR) * K * DLC_CR;
+        for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = c0; w < c1; w += DLC_PX) {
+                float *t = T + ((h - h0) * cwp + w - c0) * ldt + (i - i0);
+                if (c1 - w <= DLC_PX / 2) dlc_cv_tile_half(K, a, x + h * P + w, koff, t, ldt);
+                else dlc_cv_tile(K, a, x + h * P + w, koff, t, ldt);
+            }
     }
 }
 

@@ -68,6 +68,7 @@ mod emit_loops;
 pub mod exec;
 pub mod explain;
 pub mod plan;
+mod prefetch;
 pub mod pricing;
 pub mod program;
 
