@@ -221,9 +221,9 @@ fn contractions_with_tails_in_every_tile_dimension() {
 
 /// Convolutions the emitter reads in place from a zero-padded copy (`src/cpu/direct.rs`, the
 /// channel-vector tile `dlc_conv_cv`): a batch of two images (one outer point each) with work
-/// items of three whole rows (40 positions, the last item one row short), K past 256
-/// (30·9 = 270) and 19 channels (one channel panel, 13 padding lanes) under a fused bias + ReLU
-/// + residual epilogue; 40 channels (two panels, the second a tail) in c6 and in c9, whose one
+/// items of three whole rows (40 positions; the last item of one row), K past 256
+/// (30·9 = 270) and 19 channels (one channel panel, 13 padding lanes) under a fused bias,
+/// ReLU and residual epilogue; 40 channels (two panels, the second a tail) in c6 and in c9, whose one
 /// work item is split over the threads by channel panels; a 1-D convolution over 300 positions
 /// (rows cut into chunks of whole tiles, the last chunk ending in a half-width tile); a
 /// dilation, asymmetric padding and a stride-1 transposed convolution (a reduce axis with

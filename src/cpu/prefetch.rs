@@ -53,7 +53,7 @@ impl Emitter<'_> {
         for (k, inp) in self.r.inputs.iter().enumerate() {
             let dims: Vec<String> = inp.memref.shape.iter().map(|s| self.dim(&s.0)).collect();
             let bytes = inp.dtype.size_bytes() as i64;
-            if dims == sizes && !elems.is_some_and(|e| e.saturating_mul(bytes) < PF_MIN_TOTAL) {
+            if dims == sizes && elems.is_none_or(|e| e.saturating_mul(bytes) >= PF_MIN_TOTAL) {
                 pf.push(k);
             }
         }
