@@ -2,7 +2,7 @@
 //! and priced here, so that what is priced is what is emitted.
 //!
 //! **Space.** 4 warps of 16 or 32 query rows ([`ROWS`]: `BM` = 64 or 128), `BN` ∈ {32, 64,
-//! 128} keys per tile, 2 stages, `cp.async` for plain operands, `Q` in registers or re-read
+//! 128} keys per tile (and 16 at 16 rows, [`bns`]), 2 stages, `cp.async` for plain operands, `Q` in registers or re-read
 //! from shared memory. A point is *stopped* when its registers ([`registers`]: fragments + a measured
 //! overhead) exceed the thread's 255, or its shared memory the block's opt-in limit.
 //!
@@ -44,8 +44,18 @@ pub const WARPS: u64 = 4;
 /// Query rows per warp tried: 16 (one `m16` fragment, `BM = 64`) or 32 (two, `BM = 128`:
 /// FlashAttention-2's layout, each `K`/`V` fragment read from shared memory feeds two MMAs).
 pub const ROWS: [u64; 2] = [16, 32];
-/// Key tile sizes tried.
-pub const BNS: [u64; 3] = [32, 64, 128];
+/// Key tile sizes tried: 16 only with 16 rows per warp ([`bns`]).
+pub const BNS: [u64; 4] = [16, 32, 64, 128];
+
+/// The key tile sizes of the plan space at `rows` query rows per warp: [`BNS`], but the
+/// 16-key tile only at 16 rows (`BM = 64`). That tile is what fits the registers of the large
+/// head dims whose score epilogue reads a tensor (d = 256 with a mask: 252 + [`MASK_REGS`] >
+/// 255 at `BN = 32`, 240 at 16); at 32 rows it would not fit either (the `O` accumulators alone
+/// take `DV` registers), and its shared memory would be too small to stage a 32-row block's
+/// fp32 output tile (`templates::attention::store_lanes`).
+pub fn bns(rows: u64) -> impl Iterator<Item = u64> {
+    BNS.into_iter().filter(move |bn| *bn >= 32 || rows == 16)
+}
 /// Registers per thread beyond the fragments (addresses, loop state, softmax rows; 68 since
 /// the exponent's factor and the rows' `m·c` are live across the key loop: d = 256 causal takes
 /// 250 registers on sm_90a against 248 at 64).
@@ -289,7 +299,7 @@ pub fn space(async_: bool) -> Vec<AttentionPlan> {
     let mut out = Vec::new();
     for rows in ROWS {
         for q_in_regs in [true, false] {
-            for bn in BNS {
+            for bn in bns(rows) {
                 out.push(AttentionPlan {
                     bm: WARPS * rows,
                     rows,
