@@ -34,11 +34,9 @@
 mod compute_at;
 mod contraction;
 mod exprs;
-mod fold;
 mod strides;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
-pub use fold::FoldOps;
 pub use strides::LaneStrides;
 
 /// The sizes a work analysis reads: the number of elements of a shape under the symbol values
@@ -275,11 +273,6 @@ pub struct KernelWork {
     pub out_elems: f64,
     /// Extent of the fastest (last) output axis, for vector widths.
     pub inner_extent: f64,
-    /// The arithmetic and loads of one thread when the region runs as the pointwise fold
-    /// ([`FoldOps`]: every reduce folded serially per thread, lets recomputed as the emitter
-    /// does), which `ops` does not count (it counts each let once per point of its free iters).
-    #[serde(skip)]
-    pub fold: FoldOps,
 }
 
 impl KernelWork {
@@ -415,7 +408,6 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
         })
         .collect();
     Ok(KernelWork {
-        fold: fold::fold_ops(&cx)?,
         shape,
         ops,
         inputs,

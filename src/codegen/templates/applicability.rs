@@ -15,7 +15,7 @@ use super::row;
 use crate::codegen::scalar::Emitter;
 use crate::cost::roofline::LOAD_ISSUE;
 use crate::ir::region::Region;
-use crate::plan::work::{Fill, KernelWork, Ops, Shape};
+use crate::plan::work::{Fill, KernelWork, Shape};
 
 /// What code generation can emit for one region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,22 +109,24 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             });
         }
         (Shape::Contraction(_) | Shape::Reduction { .. }, Emits::Pointwise) => {
-            // One thread per output point (or per chunk of `lanes` points along the innermost
-            // axis) folds serially: every multiply-accumulate runs on CUDA cores and every
-            // folded element is a load (mostly an L1 hit). A reduction whose result is
-            // broadcast to more output points than it has (a normalization's row sum under
-            // every element of the row) is folded again at each thread, and a let a reduce
-            // rebinds is recomputed at each of its steps (an unfused softmax's scores, a
-            // `K`-fold, at every key of its row max and row sum): counted as emitted
-            // (`plan::work::FoldOps`), at the lanes the plan space offers (its widest vector).
-            let lanes = crate::plan::space::widest_vector(work.inner_extent, work.out_elem_bytes)
-                / work.out_elem_bytes.max(1);
-            let (per_point, loads) = work.fold.per_point(lanes as f64);
-            work.ops = Ops {
-                tensor: 0.0,
-                simt: (per_point.simt + loads * LOAD_ISSUE) * work.out_elems,
-                sfu: per_point.sfu * work.out_elems,
+            // One thread per output point folds serially: every multiply-accumulate runs on
+            // CUDA cores and every folded element is a load (mostly an L1 hit). A reduction
+            // whose result is broadcast to more output points than it has (a normalization's
+            // row sum under every element of the row) is folded again at each of them: the
+            // analysis priced it once per point of its free iters.
+            let (folded, ops_once) = match &work.shape {
+                Shape::Contraction(g) => (2.0 * g.batch * g.m * g.n * g.k, g.batch * g.m * g.n),
+                Shape::Reduction {
+                    rows, len, passes, ..
+                } => (rows * len * f64::from(*passes), *rows),
+                _ => (0.0, work.out_elems),
             };
+            let again = (work.out_elems / ops_once.max(1.0)).max(1.0);
+            let loads = folded * again;
+            // The folds repeated at the other points: a multiply-add (or an add) per element.
+            let refolds = folded * (again - 1.0);
+            work.ops.simt += work.ops.tensor + refolds + loads * LOAD_ISSUE;
+            work.ops.tensor = 0.0;
             work.shape = Shape::Elementwise {
                 elems: work.out_elems,
             };
