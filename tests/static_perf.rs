@@ -65,23 +65,18 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     // TensorCores: plan says mma_sync, no HMMA in the main loop.
     // RegsWithinPlan: more registers than the plan estimates.
     // TODO(issue 15): the random sweep (`scripts/gen-shape-sweep.py`, seeds 1-3 `--count 100`,
-    // seeds 4-5 `--count 40`) failed 20 checks on 2026-11-27 (seed 1: 9, 2: 8, 3: 0, 4: 1,
-    // 5: 2), none of them in the fused template but one. Since the 16-key tile
-    // (`cost::attention::bns`: d = 256 with a mask is fused), `SYMBOLIC_REGS` and `MASK_REGS`
-    // 14, the attention graphs fail 17 (seed 1: 8, 2: 8, 4: 1, 5: 0; seed 3 not rerun):
-    // - `bf16_b2h12_SxS_d256_causal_none` on sm90 (new): the fused kernel, now on the 16-key
-    //   tile (the 32-key one is stopped at 252 + `SYMBOLIC_REGS`), takes 239 > 236 registers.
-    // - `b4h1_77x77_d256_causal_float` on sm80: not paired (see the fold below), the fold
-    //   claims 16-byte loads of bf16 `V` read as 8 bytes.
-    // The rest are attentions that are not fused:
+    // seeds 4-5 `--count 40`) fails 20 checks (29 before the attention pairs were priced with
+    // the first kernel's share, `extract::own_cost::first_share`: d = 256 at S >= 512 is fused
+    // again), none of them in the fused template but one; each in the kernels of an attention
+    // that is not fused:
+    // - d = 256 with an additive mask (`200x200`, `77x77`): no fused plan (`MASK_REGS`, 264 >
+    //   255 at `BN = 32`); the SIMT P·V takes 162 > 152 registers on sm90, the fold kernels
+    //   claim 16-byte loads (their lanes follow the output, fp32, not the fp16 reads).
     // - query length 1 (`1x300`, `1x1024`): the score fold is an elementwise kernel over keys
-    //   whose plan claims 16-byte (fp32 output) lanes while its loads run along the head axis
-    //   (2-byte scalar loads), and the row kernels take 78-80 > 72 registers (`BASE_REGS +
-    //   RESIDENT_PER_THREAD`; fp32 rows summed and broadcast back).
-    // - `b1h1_1024x1024_d80_full_none` on sm90: not paired (the extractor keeps a split cover
-    //   whose pointwise fold it prices far below what it runs: branch `gpu15j-fold-pricing`
-    //   prices it as emitted, which pairs it); the fold claims 16-byte loads of bf16 `V` read
-    //   as 8 bytes (its lanes follow the fp32 output, not the narrowest element read).
+    //   whose plan claims 16-byte (fp32 output) lanes while its loads run along the head axis,
+    //   and the row kernels take 78-80 > 72 registers (`BASE_REGS + RESIDENT_PER_THREAD`).
+    // - `b1h1_1024x1024_d80_full_none` on sm90: not paired (three kernels); the fold claims
+    //   16-byte loads. Symbolic `SxS` d = 32 on sm90: the fused kernel takes 205 > 200.
     // Vec128Loads: 16-byte plan without 128-bit loads.
     // Vec128Stores: 16-byte plan without 128-bit stores.
 ];

@@ -11,39 +11,39 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// attention kernel `k0_div_reduce_exp2_mul_k1_reduce_mul` for sm90: grid (max(1, B*H*((S+63)//64)), 1, 1), block (128, 1, 1), 40960 B dynamic shared memory
+// attention kernel `k0_div_reduce_exp2_mul_k1_reduce_mul` for sm90: grid (max(1, B*H*((S+127)//128)), 1, 1), block (128, 1, 1), 32768 B dynamic shared memory
 extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_reduce_mul(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_B, int s_H, int s_S) {
   DLC_DYN_SMEM(dlc_dyn_smem);
-  __half (&Qs)[64][64] = *reinterpret_cast<__half (*)[64][64]>(dlc_dyn_smem + 0);
-  __half (&Ks)[2][64][64] = *reinterpret_cast<__half (*)[2][64][64]>(dlc_dyn_smem + 8192);
-  __half (&Vs)[2][64][64] = *reinterpret_cast<__half (*)[2][64][64]>(dlc_dyn_smem + 24576);
-  if ((s_S) > 0 && (s_B * s_H) > 0 && (int)blockIdx.x < (((s_S) + 63) / 64) * ((s_B * s_H))) {
-    // Qs: 64x64 tile (K-major), loaded cp.async 16-byte chunks (a plain, aligned read)
-    // Ks: 64x64 tile (K-major), loaded cp.async 16-byte chunks (a plain, aligned read)
-    // Vs: 64x64 tile (outer-major), loaded cp.async 16-byte chunks (a plain, aligned read)
+  __half (&Qs)[128][64] = *reinterpret_cast<__half (*)[128][64]>(dlc_dyn_smem + 0);
+  __half (&Ks)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 16384);
+  __half (&Vs)[2][32][64] = *reinterpret_cast<__half (*)[2][32][64]>(dlc_dyn_smem + 24576);
+  if ((s_S) > 0 && (s_B * s_H) > 0 && (int)blockIdx.x < (((s_S) + 127) / 128) * ((s_B * s_H))) {
+    // Qs: 128x64 tile (K-major), loaded cp.async 16-byte chunks (a plain, aligned read)
+    // Ks: 32x64 tile (K-major), loaded cp.async 16-byte chunks (a plain, aligned read)
+    // Vs: 32x64 tile (outer-major), loaded cp.async 16-byte chunks (a plain, aligned read)
     const int tid = (int)threadIdx.x;
     const int lane = (int)dlc_lane();
     const int warp = (int)dlc_warp();
     const int bid = (int)blockIdx.x;
     // the heaviest query blocks (most unmasked keys) first
-    const int mb = (((s_S) + 63) / 64) - 1 - bid / ((s_B * s_H));
+    const int mb = (((s_S) + 127) / 128) - 1 - bid / ((s_B * s_H));
     const int bb = bid % ((s_B * s_H));
-    const int m0 = mb * 64;
-    const int wrow = m0 + warp * 16;
-    const int nt = ((s_S) + 63) / 64;
+    const int m0 = mb * 128;
+    const int wrow = m0 + warp * 32;
+    const int nt = ((s_S) + 31) / 32;
     const int b_h_1 = (bb) % (s_H);
     const int q_2 = (bb) / (s_H);
     const int b_b_3 = q_2;
     int t_lo = nt;
     int t_hi = 0;
     for (int t = 0; t < nt; t += 1) {
-      if (!((long long)1 * t * 64 + (long long)-1 * (m0 + 63) + (long long)0 > 0LL)) {
+      if (!((long long)1 * t * 32 + (long long)-1 * (m0 + 127) + (long long)0 > 0LL)) {
         t_lo = t_lo < t ? t_lo : t;
         t_hi = t + 1;
       }
     }
     #pragma unroll
-    for (int l = 0; l < 4; l += 1) {
+    for (int l = 0; l < 8; l += 1) {
       const int c = tid + l * 128;
       const int o = c / 8;
       const int kk = (c % 8) * 8;
@@ -55,99 +55,104 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
     dlc_cp_async_commit();  // TokLoad tile
     if (t_lo < t_hi) {
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
+      for (int l = 0; l < 2; l += 1) {
         const int c = tid + l * 128;
         const int o = c / 8;
         const int kk = (c % 8) * 8;
-        const int go = t_lo * 64 + o;
+        const int go = t_lo * 32 + o;
         const int gk = 0 + kk;
         const bool ok = go < (s_S) && gk < 64;
         dlc_cp_async_16(&Ks[0][o][kk ^ ((o & 7) << 3)], (ok ? in1 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + go) * 64 + gk)) : in1), ok ? 16 : 0);  // -> tile
       }
       #pragma unroll
-      for (int l = 0; l < 4; l += 1) {
+      for (int l = 0; l < 2; l += 1) {
         const int c = tid + l * 128;
         const int o = (c % 8) * 8;
         const int kk = c / 8;
         const int go = 0 + o;
-        const int gk = t_lo * 64 + kk;
+        const int gk = t_lo * 32 + kk;
         const bool ok = go < 64 && gk < (s_S);
         dlc_cp_async_16(&Vs[0][kk][o ^ ((kk & 7) << 3)], (ok ? in2 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + gk) * 64 + go)) : in2), ok ? 16 : 0);  // -> tile
       }
     }
     dlc_cp_async_commit();  // TokLoad tile
-    float oacc[1][8][4] = {};
-    float m_i[2];
+    dlc_cp_async_wait<1>();  // ready: tile
+    __syncthreads();
+    unsigned qf[2][4][4];
     #pragma unroll
-    for (int r = 0; r < 2; r += 1) {
+    for (int mf = 0; mf < 2; mf += 1) {
+      #pragma unroll
+      for (int ks = 0; ks < 4; ks += 1) {
+        const int lo = warp * 32 + mf * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
+        const int lk = ks * 16 + ((lane >> 4) * 8);
+        dlc_ldmatrix_x4(qf[mf][ks], &Qs[lo][lk ^ ((lo & 7) << 3)]);
+      }
+    }
+    float oacc[2][8][4] = {};
+    float m_i[4];
+    #pragma unroll
+    for (int r = 0; r < 4; r += 1) {
       m_i[r] = (-dlc_inf());
     }
-    float l_i[2];
+    float l_i[4];
     #pragma unroll
-    for (int r = 0; r < 2; r += 1) {
+    for (int r = 0; r < 4; r += 1) {
       l_i[r] = 0.0f;
     }
-    float mc[2];
+    float mc[4];
     #pragma unroll
-    for (int r = 0; r < 2; r += 1) {
+    for (int r = 0; r < 4; r += 1) {
       mc[r] = 0.0f;
     }
     for (int t = t_lo; t < t_hi; t += 1) {
       const int st = (t - t_lo) & 1;
-      const int n0 = t * 64;
+      const int n0 = t * 32;
       dlc_cp_async_wait<0>();  // ready: tile
       __syncthreads();
       if (t + 1 < t_hi) {
         #pragma unroll
-        for (int l = 0; l < 4; l += 1) {
+        for (int l = 0; l < 2; l += 1) {
           const int c = tid + l * 128;
           const int o = c / 8;
           const int kk = (c % 8) * 8;
-          const int go = n0 + 64 + o;
+          const int go = n0 + 32 + o;
           const int gk = 0 + kk;
           const bool ok = go < (s_S) && gk < 64;
           dlc_cp_async_16(&Ks[st ^ 1][o][kk ^ ((o & 7) << 3)], (ok ? in1 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + go) * 64 + gk)) : in1), ok ? 16 : 0);  // -> tile_refill
         }
         #pragma unroll
-        for (int l = 0; l < 4; l += 1) {
+        for (int l = 0; l < 2; l += 1) {
           const int c = tid + l * 128;
           const int o = (c % 8) * 8;
           const int kk = c / 8;
           const int go = 0 + o;
-          const int gk = n0 + 64 + kk;
+          const int gk = n0 + 32 + kk;
           const bool ok = go < 64 && gk < (s_S);
           dlc_cp_async_16(&Vs[st ^ 1][kk][o ^ ((kk & 7) << 3)], (ok ? in2 + ((((b_b_3 * (s_H) + b_h_1) * (s_S) + gk) * 64 + go)) : in2), ok ? 16 : 0);  // -> tile_refill
         }
       }
       dlc_cp_async_commit();  // TokLoad tile_refill
-      float sacc[1][8][4] = {};
+      float sacc[2][4][4] = {};
       #pragma unroll
       for (int ks = 0; ks < 4; ks += 1) {
-        unsigned qa[1][4];
         #pragma unroll
-        for (int mf = 0; mf < 1; mf += 1) {
-          const int lo = warp * 16 + mf * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
-          const int lk = ks * 16 + ((lane >> 4) * 8);
-          dlc_ldmatrix_x4(qa[mf], &Qs[lo][lk ^ ((lo & 7) << 3)]);
-        }
-        #pragma unroll
-        for (int nj = 0; nj < 4; nj += 1) {
+        for (int nj = 0; nj < 2; nj += 1) {
           unsigned kf[4];
           const int lo = nj * 16 + ((lane >> 4) * 8) + (lane & 7);
           const int lk = ks * 16 + (((lane >> 3) & 1) * 8);
           dlc_ldmatrix_x4(kf, &Ks[st][lo][lk ^ ((lo & 7) << 3)]);
           #pragma unroll
-          for (int mf = 0; mf < 1; mf += 1) {
-            dlc_mma_m16n8k16_f16(sacc[mf][nj * 2 + 0], qa[mf], &kf[0], sacc[mf][nj * 2 + 0]);
-            dlc_mma_m16n8k16_f16(sacc[mf][nj * 2 + 1], qa[mf], &kf[2], sacc[mf][nj * 2 + 1]);
+          for (int mf = 0; mf < 2; mf += 1) {
+            dlc_mma_m16n8k16_f16(sacc[mf][nj * 2 + 0], qf[mf][ks], &kf[0], sacc[mf][nj * 2 + 0]);
+            dlc_mma_m16n8k16_f16(sacc[mf][nj * 2 + 1], qf[mf][ks], &kf[2], sacc[mf][nj * 2 + 1]);
           }
         }
       }
-      if (n0 + 64 <= (s_S) && (long long)1 * (n0 + 63) + (long long)-1 * m0 + (long long)0 <= 0LL) {
+      if (n0 + 32 <= (s_S) && (long long)1 * (n0 + 31) + (long long)-1 * m0 + (long long)0 <= 0LL) {
         #pragma unroll
-        for (int mf = 0; mf < 1; mf += 1) {
+        for (int mf = 0; mf < 2; mf += 1) {
           #pragma unroll
-          for (int ni = 0; ni < 8; ni += 1) {
+          for (int ni = 0; ni < 4; ni += 1) {
             #pragma unroll
             for (int e = 0; e < 4; e += 1) {
               const int key = n0 + ni * 8 + (lane & 3) * 2 + (e & 1);
@@ -160,9 +165,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
         }
       } else {
         #pragma unroll
-        for (int mf = 0; mf < 1; mf += 1) {
+        for (int mf = 0; mf < 2; mf += 1) {
           #pragma unroll
-          for (int ni = 0; ni < 8; ni += 1) {
+          for (int ni = 0; ni < 4; ni += 1) {
             #pragma unroll
             for (int e = 0; e < 4; e += 1) {
               const int key = n0 + ni * 8 + (lane & 3) * 2 + (e & 1);
@@ -178,15 +183,15 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
           }
         }
       }
-      float mx[2];
+      float mx[4];
       #pragma unroll
-      for (int r = 0; r < 2; r += 1) {
+      for (int r = 0; r < 4; r += 1) {
         mx[r] = m_i[r];
       }
       #pragma unroll
-      for (int mf = 0; mf < 1; mf += 1) {
+      for (int mf = 0; mf < 2; mf += 1) {
         #pragma unroll
-        for (int ni = 0; ni < 8; ni += 1) {
+        for (int ni = 0; ni < 4; ni += 1) {
           #pragma unroll
           for (int e = 0; e < 4; e += 1) {
             mx[mf * 2 + (e >> 1)] = fmaxf(mx[mf * 2 + (e >> 1)], sacc[mf][ni][e]);
@@ -195,16 +200,16 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
       }
       float need = 0.0f;
       #pragma unroll
-      for (int r = 0; r < 2; r += 1) {
+      for (int r = 0; r < 4; r += 1) {
         mx[r] = fmaxf(mx[r], dlc_shfl_xor(mx[r], 1));
         mx[r] = fmaxf(mx[r], dlc_shfl_xor(mx[r], 2));
         need = mx[r] > m_i[r] + 44.36142f ? 1.0f : need;
       }
       need = dlc_warp_max(need);
       if (need > 0.0f) {
-        float alpha[2];
+        float alpha[4];
         #pragma unroll
-        for (int r = 0; r < 2; r += 1) {
+        for (int r = 0; r < 4; r += 1) {
           const float mu = (mx[r] == (-dlc_inf()) ? 0.0f : mx[r]);
           mc[r] = mu * 0.18033688f;
           alpha[r] = dlc_exp2_approx(fmaf(m_i[r], 0.18033688f, -mc[r]));
@@ -212,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
           l_i[r] = l_i[r] * alpha[r];
         }
         #pragma unroll
-        for (int mf = 0; mf < 1; mf += 1) {
+        for (int mf = 0; mf < 2; mf += 1) {
           #pragma unroll
           for (int ci = 0; ci < 8; ci += 1) {
             #pragma unroll
@@ -223,9 +228,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
         }
       }
       #pragma unroll
-      for (int mf = 0; mf < 1; mf += 1) {
+      for (int mf = 0; mf < 2; mf += 1) {
         #pragma unroll
-        for (int ni = 0; ni < 8; ni += 1) {
+        for (int ni = 0; ni < 4; ni += 1) {
           #pragma unroll
           for (int e = 0; e < 4; e += 1) {
             sacc[mf][ni][e] = dlc_exp2_approx(fmaf(sacc[mf][ni][e], 0.18033688f, -mc[mf * 2 + (e >> 1)]));
@@ -234,10 +239,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
         }
       }
       #pragma unroll
-      for (int kk = 0; kk < 4; kk += 1) {
-        unsigned pa[1][4];
+      for (int kk = 0; kk < 2; kk += 1) {
+        unsigned pa[2][4];
         #pragma unroll
-        for (int mf = 0; mf < 1; mf += 1) {
+        for (int mf = 0; mf < 2; mf += 1) {
           pa[mf][0] = dlc_pack_half2(sacc[mf][kk * 2 + 0][0], sacc[mf][kk * 2 + 0][1]);
           pa[mf][1] = dlc_pack_half2(sacc[mf][kk * 2 + 0][2], sacc[mf][kk * 2 + 0][3]);
           pa[mf][2] = dlc_pack_half2(sacc[mf][kk * 2 + 1][0], sacc[mf][kk * 2 + 1][1]);
@@ -250,7 +255,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
           const int lk = kk * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
           dlc_ldmatrix_x4_trans(vf, &Vs[st][lk][lo ^ ((lk & 7) << 3)]);
           #pragma unroll
-          for (int mf = 0; mf < 1; mf += 1) {
+          for (int mf = 0; mf < 2; mf += 1) {
             dlc_mma_m16n8k16_f16(oacc[mf][cj * 2 + 0], pa[mf], &vf[0], oacc[mf][cj * 2 + 0]);
             dlc_mma_m16n8k16_f16(oacc[mf][cj * 2 + 1], pa[mf], &vf[2], oacc[mf][cj * 2 + 1]);
           }
@@ -261,11 +266,15 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
     l_i[0] = l_i[0] + dlc_shfl_xor(l_i[0], 2);
     l_i[1] = l_i[1] + dlc_shfl_xor(l_i[1], 1);
     l_i[1] = l_i[1] + dlc_shfl_xor(l_i[1], 2);
+    l_i[2] = l_i[2] + dlc_shfl_xor(l_i[2], 1);
+    l_i[2] = l_i[2] + dlc_shfl_xor(l_i[2], 2);
+    l_i[3] = l_i[3] + dlc_shfl_xor(l_i[3], 1);
+    l_i[3] = l_i[3] + dlc_shfl_xor(l_i[3], 2);
     // the output tile staged through shared memory, stored in 8-element (16-byte) chunks
     __syncthreads();
     /* epilogue: after acc_ready, -> stored */ {
       #pragma unroll
-      for (int mf = 0; mf < 1; mf += 1) {
+      for (int mf = 0; mf < 2; mf += 1) {
         #pragma unroll
         for (int ci = 0; ci < 8; ci += 1) {
           #pragma unroll
@@ -276,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
             const float l = l_i[mf * 2 + (e >> 1)];
             if (row < (s_S) && col < 64) {
               const float ov = oacc[mf][ci][e] / l;
-              reinterpret_cast<__half*>(&Qs[0][0])[(warp * 16 + rl) * 64 + (((col) / 8 + rl) % 8) * 8 + (col) % 8] = dlc_cvt<__half>(ov);
+              reinterpret_cast<__half*>(&Qs[0][0])[(warp * 32 + rl) * 64 + (((col) / 8 + rl) % 8) * 8 + (col) % 8] = dlc_cvt<__half>(ov);
             }
           }
         }
@@ -284,13 +293,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) k0_div_reduce_exp2_mul_k1_r
       __syncthreads();
       // reads shared memory staged by barrier
       #pragma unroll
-      for (int i = 0; i < 4; i += 1) {
+      for (int i = 0; i < 8; i += 1) {
         const int c = lane + i * 32;
         const int rl = c / 8;
         const int row = wrow + rl;
         const int col = c % 8 * 8;
-        if (c < 128 && row < (s_S) && col < 64) {
-          dlc_st_vec<16>(&out0[(((b_b_3 * (s_H) + b_h_1) * (s_S) + row) * 64 + col)], &(&reinterpret_cast<__half*>(&Qs[0][0])[(warp * 16 + rl) * 64 + (((col) / 8 + rl) % 8) * 8 + (col) % 8])[0]);
+        if (c < 256 && row < (s_S) && col < 64) {
+          dlc_st_vec<16>(&out0[(((b_b_3 * (s_H) + b_h_1) * (s_S) + row) * 64 + col)], &(&reinterpret_cast<__half*>(&Qs[0][0])[(warp * 32 + rl) * 64 + (((col) / 8 + rl) % 8) * 8 + (col) % 8])[0]);
         }
       }
     }
