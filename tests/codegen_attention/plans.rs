@@ -19,11 +19,11 @@ fn every_head_dim_compiles_without_spills_for_sm80_and_sm90a() {
     }
     let mut failures = Vec::new();
     for d in [32, 64, 80, 96, 128, 256] {
-        // The program optimized as by default (the extractor's split at other targets and
-        // sizes can differ: for sm_90a at d = 80, or at S = 2048 for d = 256, it does not form
-        // the attention pair), then planned at S = 2048 and emitted for each target.
-        // Optimized at S = 2048 (at S = 64, d = 128 and 256 stay two pointwise kernels: see
-        // `every_head_dim_matches_the_reference`).
+        // The program optimized as by default (for sm90) at S = 2048, where every head dim
+        // forms the attention pair (d = 80 and 256 too since the pair is priced with the first
+        // kernel's share, `extract::own_cost::first_share`; at S = 64, for sm90, d = 128 and
+        // 256 stay two pointwise kernels: see `every_head_dim_matches_the_reference`), then
+        // planned and emitted for each target.
         let p = lowered(&graph(d, d, "fp16", true, None).replace("\"S\": 64", "\"S\": 2048"));
         let o = optimized(&p);
         for arch in [Arch::Sm80, Arch::Sm90] {
