@@ -90,9 +90,7 @@ struct Matmul {
     class: Id,
     x: Id,
     w: Id,
-    /// The leading axes of `X` and of the product (`[M]`, or `[B, S]` for an exporter's
-    /// batched projection `X: [B, S, K]`).
-    lead: Vec<Dim>,
+    m: Dim,
     k: Dim,
     n: i64,
     acc: DType,
@@ -130,12 +128,6 @@ fn shape_attr(eg: &TensorGraph, id: Id) -> Option<Vec<Dim>> {
 
 /// The `X: [M, K]` of the A operand `expand(reshape(X, [M, 1, K]), [M, N, K])`.
 pub(super) fn lhs(eg: &TensorGraph, a: Id) -> Option<Id> {
-    lhs_batched(eg, a).filter(|x| tensor(eg, *x).is_some_and(|t| t.shape.len() == 2))
-}
-
-/// The `X: [L…, K]` of the A operand `expand(reshape(X, [L…, 1, K]), [L…, N, K])` (`L…` one or
-/// more leading axes: the lowering of `X · W` for a rank ≥ 2 `X` and a rank-2 `W`).
-fn lhs_batched(eg: &TensorGraph, a: Id) -> Option<Id> {
     let r = find(eg, a, |n| match n {
         TensorLang::Expand([r, _]) => Some(*r),
         _ => None,
@@ -144,46 +136,22 @@ fn lhs_batched(eg: &TensorGraph, a: Id) -> Option<Id> {
         TensorLang::Reshape([x, s]) => {
             let xs = &tensor(eg, *x)?.shape;
             let s = shape_attr(eg, *s)?;
-            let r = xs.len();
-            (r >= 2
-                && s.len() == r + 1
-                && s[..r - 1] == xs[..r - 1]
-                && s[r - 1].is_int(1)
-                && s[r] == xs[r - 1])
+            (xs.len() == 2 && s.len() == 3 && s[0] == xs[0] && s[1].is_int(1) && s[2] == xs[1])
                 .then_some(*x)
         }
         _ => None,
     })
 }
 
-/// The weight `W: [K, N]` read by the B operand `expand(permute(reshape(W, [1, K, N]), [0,2,1]))`
-/// (with a batched `X`, the permuted `[1, N, K]` is first reshaped to `[1…, N, K]`).
+/// The weight `W: [K, N]` read by the B operand `expand(permute(reshape(W, [1, K, N]), [0,2,1]))`.
 fn rhs(eg: &TensorGraph, b: Id) -> Option<Id> {
-    let e = find(eg, b, |n| match n {
+    let p = find(eg, b, |n| match n {
         TensorLang::Expand([p, _]) => Some(*p),
         _ => None,
     })?;
-    let transposed = |p: Id| {
-        find(eg, p, |n| match n {
-            TensorLang::Permute([r, perm]) if ints(eg, *perm) == Some(vec![0, 2, 1]) => Some(*r),
-            _ => None,
-        })
-    };
-    let r = transposed(e).or_else(|| {
-        find(eg, e, |n| match n {
-            TensorLang::Reshape([p, s]) => {
-                let ps = &tensor(eg, *p)?.shape;
-                let s = shape_attr(eg, *s)?;
-                let k = s.len().checked_sub(2)?;
-                (ps.len() == 3
-                    && k >= 1
-                    && s[..k].iter().all(|d| d.is_int(1))
-                    && s[k..] == ps[1..])
-                    .then_some(())?;
-                transposed(*p)
-            }
-            _ => None,
-        })
+    let r = find(eg, p, |n| match n {
+        TensorLang::Permute([r, perm]) if ints(eg, *perm) == Some(vec![0, 2, 1]) => Some(*r),
+        _ => None,
     })?;
     find(eg, r, |n| match n {
         TensorLang::Reshape([w, s]) => {
@@ -200,18 +168,17 @@ fn rhs(eg: &TensorGraph, b: Id) -> Option<Id> {
 fn matmul(eg: &TensorGraph, class: Id) -> Option<Matmul> {
     let class = eg.find(class);
     lowered_products(eg, class, |acc, a, b| {
-        let x = lhs_batched(eg, uncast(eg, a, acc)?)?;
+        let x = lhs(eg, uncast(eg, a, acc)?)?;
         let w = rhs(eg, uncast(eg, b, acc)?)?;
         let xs = &tensor(eg, x)?.shape;
         let ws = &tensor(eg, w)?.shape;
-        let r = xs.len();
-        (xs[r - 1] == ws[0]).then_some(())?;
+        (xs[1] == ws[0]).then_some(())?;
         Some(Matmul {
             class,
             x: eg.find(x),
             w: eg.find(w),
-            lead: xs[..r - 1].to_vec(),
-            k: xs[r - 1].clone(),
+            m: xs[0].clone(),
+            k: xs[1].clone(),
             n: ws[1].as_int()?,
             acc,
         })
@@ -219,8 +186,7 @@ fn matmul(eg: &TensorGraph, class: Id) -> Option<Matmul> {
 }
 
 /// The first `f(acc, a, b)` accepted over the lowered MatMuls of `class`:
-/// `reduce(sum, [r], acc, a · b)` over the last axis of `a, b: [L…, N, K]` (`r` = rank − 1;
-/// `[M, N, K]` and axis 2 for a rank-2 `X`).
+/// `reduce(sum, [2], acc, a · b)` with `a: [M, N, K]` and `b: [M, N, K]`.
 pub(super) fn lowered_products<T>(
     eg: &TensorGraph,
     class: Id,
@@ -230,11 +196,7 @@ pub(super) fn lowered_products<T>(
         let TensorLang::Reduce([op, axes, acc, body]) = n else {
             return None;
         };
-        let last = tensor(eg, *body)?.shape.len().checked_sub(1)?;
-        if attr(eg, *op) != Some(&Attr::Op(ReduceOp::Sum))
-            || last < 2
-            || ints(eg, *axes) != Some(vec![last])
-        {
+        if attr(eg, *op) != Some(&Attr::Op(ReduceOp::Sum)) || ints(eg, *axes) != Some(vec![2]) {
             return None;
         }
         let acc = dtype_attr(eg, *acc)?;
@@ -348,44 +310,30 @@ fn to_acc(eg: &mut TensorGraph, x: Id, acc: DType) -> Option<Id> {
 
 /// The lowered MatMul `X·W` with `W: [K, n]` (the shape [`matmul`] reads).
 fn build_matmul(eg: &mut TensorGraph, mm: &Matmul, w: Id, n: i64) -> Option<Id> {
-    let (k, nn) = (mm.k.clone(), Dim::int(n));
-    let with = |tail: [Dim; 2]| -> Vec<Dim> { mm.lead.iter().cloned().chain(tail).collect() };
-    let s = shape_leaf(eg, with([Dim::int(1), k.clone()]));
+    let (m, k, nn) = (mm.m.clone(), mm.k.clone(), Dim::int(n));
+    let s = shape_leaf(eg, vec![m.clone(), Dim::int(1), k.clone()]);
     let xr = try_add(eg, TensorLang::Reshape([mm.x, s]))?;
-    let full = shape_leaf(eg, with([nn.clone(), k.clone()]));
+    let full = shape_leaf(eg, vec![m, nn.clone(), k.clone()]);
     let xe = try_add(eg, TensorLang::Expand([xr, full]))?;
     let a = to_acc(eg, xe, mm.acc)?;
-    let s = shape_leaf(eg, vec![Dim::int(1), k.clone(), nn.clone()]);
+    let s = shape_leaf(eg, vec![Dim::int(1), k, nn]);
     let wr = try_add(eg, TensorLang::Reshape([w, s]))?;
     let perm = leaf(eg, Attr::Ints(vec![0, 2, 1]));
     let wp = try_add(eg, TensorLang::Permute([wr, perm]))?;
-    let wp = if mm.lead.len() > 1 {
-        let ones = vec![Dim::int(1); mm.lead.len()];
-        let s = shape_leaf(eg, ones.into_iter().chain([nn, k]).collect());
-        try_add(eg, TensorLang::Reshape([wp, s]))?
-    } else {
-        wp
-    };
     let we = try_add(eg, TensorLang::Expand([wp, full]))?;
     let b = to_acc(eg, we, mm.acc)?;
     let prod = try_add(eg, TensorLang::Mul([a, b]))?;
     let op = leaf(eg, Attr::Op(ReduceOp::Sum));
-    let axes = leaf(eg, Attr::Ints(vec![mm.lead.len() as i64 + 1]));
+    let axes = leaf(eg, Attr::Ints(vec![2]));
     let acc = leaf(eg, Attr::DType(mm.acc));
     try_add(eg, TensorLang::Reduce([op, axes, acc, prod]))
 }
 
-/// `shrink(c, [0…, lo], [L…, hi])`: columns `lo..hi` of `c: [L…, N]`.
-fn columns(eg: &mut TensorGraph, c: Id, lead: &[Dim], lo: i64, hi: i64) -> TensorLang {
-    let lo_dims: Vec<Dim> = lead
-        .iter()
-        .map(|_| Dim::int(0))
-        .chain([Dim::int(lo)])
-        .collect();
-    let hi_dims: Vec<Dim> = lead.iter().cloned().chain([Dim::int(hi)]).collect();
-    let l = shape_leaf(eg, lo_dims);
-    let h = shape_leaf(eg, hi_dims);
-    let st = leaf(eg, Attr::Ints(vec![1; lead.len() + 1]));
+/// `shrink(c, [0, lo], [M, hi])`.
+fn columns(eg: &mut TensorGraph, c: Id, m: &Dim, lo: i64, hi: i64) -> TensorLang {
+    let l = shape_leaf(eg, vec![Dim::int(0), Dim::int(lo)]);
+    let h = shape_leaf(eg, vec![m.clone(), Dim::int(hi)]);
+    let st = leaf(eg, Attr::Ints(vec![1, 1]));
     TensorLang::Shrink([c, l, h, st])
 }
 
@@ -403,8 +351,8 @@ impl MergeShared {
         let Some(c) = build_matmul(eg, l, wc, l.n + r.n) else {
             return vec![];
         };
-        let left = columns(eg, c, &l.lead, 0, l.n);
-        let right = columns(eg, c, &l.lead, l.n, l.n + r.n);
+        let left = columns(eg, c, &l.m, 0, l.n);
+        let right = columns(eg, c, &l.m, l.n, l.n + r.n);
         let mut changed = union_same_facts(eg, l.class, left, rule);
         changed.extend(union_same_facts(eg, r.class, right, rule));
         changed
