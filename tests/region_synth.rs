@@ -81,6 +81,7 @@ fn single_op_program(p: &Program) -> RegionProgram {
             .iter()
             .map(|o| (o.tensor.clone(), buffer_name(p, o.node)))
             .collect(),
+        derived: Vec::new(),
     }
 }
 

@@ -347,6 +347,7 @@ fn program_verifier_errors() {
         inputs,
         steps,
         outputs: vec![("out".into(), "z".into())],
+        derived: Vec::new(),
     };
     let ok = prog(
         vec![buf("x", &[3])],
@@ -403,6 +404,7 @@ fn single_op_bodies_of_the_builders_run_as_programs() {
                 .collect(),
             steps: vec![Step::Region(r)],
             outputs: vec![(p.outputs[0].tensor.clone(), "OUT".into())],
+            derived: Vec::new(),
         };
         let inputs = random_inputs(&p, &BTreeMap::new(), 2).expect("inputs");
         let want = evaluate(&p, &BTreeMap::new(), &inputs).expect("eval");

@@ -148,6 +148,8 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     dlc_egg::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
     dlc_egg::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
     let mut opts = optimize_options(a)?;
+    // Kernels over the weights bound at load time are derived constants (issue 23).
+    opts.constants = dlc_egg::optimize::bound_constants(&graph);
     if a.target == super::cpu::TargetArg::Cpu {
         // The CPU program's cover is chosen by the CPU model (issue 16).
         opts = dlc_egg::cpu::pricing::cpu_optimize_options(

@@ -16,6 +16,7 @@
 use super::dag::{
     ClassIx, DagExtractor, ExtractError, ExtractOptions, Extraction, Problem, ProblemError, Status,
 };
+use super::derived::Derived;
 use super::kernels::{CostModel, KernelCost};
 use super::pricing::{KernelPricer, Roofline};
 use crate::ir::egraph::{TensorGraph, TensorLang};
@@ -73,6 +74,19 @@ pub fn kernel_problem_with(
     sizes: &CostModel,
     pricer: &dyn KernelPricer,
 ) -> Result<KernelProblem, ProblemError> {
+    kernel_problem_derived(eg, roots, sizes, pricer, &Derived::none())
+}
+
+/// [`kernel_problem_with`] with the derived constants of `derived` ([`super::derived`]): in a
+/// constant class only its constant realizations are kept, and its kernels are priced by
+/// [`Derived::price`] (they run once at load time, not per run) instead of by `pricer`.
+pub fn kernel_problem_derived(
+    eg: &TensorGraph,
+    roots: &[Id],
+    sizes: &CostModel,
+    pricer: &dyn KernelPricer,
+    derived: &Derived,
+) -> Result<KernelProblem, ProblemError> {
     let mut ids: Vec<Id> = eg
         .classes()
         .filter(|c| c.data.tensor().is_some())
@@ -95,6 +109,9 @@ pub fn kernel_problem_with(
                 TensorLang::Input(_) => Vec::new(),
                 _ => continue,
             };
+            if !derived.keeps(eg, *id, n) {
+                continue; // a per-run spelling of a value computed at load time
+            }
             let Some(children) = children
                 .iter()
                 .map(|c| index.get(&eg.find(*c)).copied())
@@ -107,15 +124,17 @@ pub fn kernel_problem_with(
     }
     // Kernels by the pricer, all at once (it may share work between them); the rest as
     // `node_price_with` prices them.
+    let at_load = |c: ClassIx, n: &TensorLang| derived.is_derived_kernel(eg, ids[c.ix()], n);
     let kernels: Vec<&TensorLang> = found
         .iter()
+        .filter(|(c, n, _)| matches!(n, TensorLang::Kernel(_)) && !at_load(*c, n))
         .map(|(_, n, _)| *n)
-        .filter(|n| matches!(n, TensorLang::Kernel(_)))
         .collect();
     let mut kernel_prices = pricer.price_all(eg, &kernels, sizes).into_iter();
     let prices: Vec<f64> = found
         .iter()
-        .map(|(_, n, _)| match n {
+        .map(|(c, n, _)| match n {
+            TensorLang::Kernel(_) if at_load(*c, n) => Derived::price(n, eg),
             TensorLang::Kernel(_) => kernel_prices.next().map_or(f64::INFINITY, |c| c.scalar()),
             _ => node_price_with(eg, n, sizes, pricer),
         })
@@ -227,9 +246,23 @@ pub fn extract_cover_timed(
     extractor: &dyn DagExtractor,
     opts: &ExtractOptions,
 ) -> Result<(Cover, (f64, Option<f64>)), CoverError> {
+    extract_cover_derived(eg, roots, sizes, pricer, extractor, opts, &Derived::none())
+}
+
+/// [`extract_cover_timed`] over [`kernel_problem_derived`]: the constant classes of `derived`
+/// are realized by their constant routes, derived-constant kernels priced as load-time work.
+pub fn extract_cover_derived(
+    eg: &TensorGraph,
+    roots: &[Id],
+    sizes: &CostModel,
+    pricer: &dyn KernelPricer,
+    extractor: &dyn DagExtractor,
+    opts: &ExtractOptions,
+    derived: &Derived,
+) -> Result<(Cover, (f64, Option<f64>)), CoverError> {
     let start = std::time::Instant::now();
     let cpu = crate::timing::process_cpu_seconds();
-    let kp = kernel_problem_with(eg, roots, sizes, pricer)?;
+    let kp = kernel_problem_derived(eg, roots, sizes, pricer, derived)?;
     let cpu = crate::timing::process_cpu_seconds()
         .zip(cpu)
         .map(|(b, a)| (b - a).max(0.0));

@@ -233,6 +233,26 @@ pub fn cover_cost_with(
     sizes: &CostModel,
     pricer: &dyn super::pricing::KernelPricer,
 ) -> KernelCost {
+    cover_cost_derived(
+        eg,
+        roots,
+        choose,
+        sizes,
+        pricer,
+        &super::derived::Derived::none(),
+    )
+}
+
+/// [`cover_cost_with`] per run: the derived-constant kernels of `derived` (computed once at
+/// load time, [`super::derived`]) cost nothing.
+pub fn cover_cost_derived(
+    eg: &TensorGraph,
+    roots: &[Id],
+    choose: &dyn Fn(Id) -> TensorLang,
+    sizes: &CostModel,
+    pricer: &dyn super::pricing::KernelPricer,
+    derived: &super::derived::Derived,
+) -> KernelCost {
     let mut seen: std::collections::BTreeSet<Id> = Default::default();
     let mut stack: Vec<Id> = roots.iter().map(|r| eg.find(*r)).collect();
     let mut total = KernelCost::ZERO;
@@ -243,7 +263,9 @@ pub fn cover_cost_with(
         let n = choose(c);
         match &n {
             TensorLang::Kernel(ch) => {
-                total = total.plus(pricer.price(eg, &n, sizes));
+                if !derived.is_derived_kernel(eg, c, &n) {
+                    total = total.plus(pricer.price(eg, &n, sizes));
+                }
                 stack.extend(ch[1..].iter().map(|i| eg.find(*i)));
             }
             TensorLang::Reshape([x, _]) => stack.push(eg.find(*x)),

@@ -5,6 +5,7 @@
 use super::OptimizeError;
 use crate::codegen::emit::{plan_program, PlannedKernel};
 use crate::cost::PlanReport;
+use crate::extract::derived::Derived;
 use crate::extract::kernels::{kernel_own_cost, CostModel, KernelCost};
 use crate::ir::egraph::kernel::{body_classes, kernel_parts};
 use crate::ir::egraph::{Attr, TensorGraph, TensorLang};
@@ -210,7 +211,21 @@ pub fn fusion_reasons(body: &RecExpr<TensorLang>, embedded: usize) -> Vec<String
     reasons
 }
 
+/// What [`build_program`] returns: the program, its per-run kernels (one per planned kernel),
+/// the planned kernels, and the derived-constant kernels (precomputed at load time, in
+/// [`RegionProgram::derived`] order).
+pub type Built = (
+    RegionProgram,
+    Vec<KernelInfo>,
+    Vec<PlannedKernel>,
+    Vec<KernelInfo>,
+);
+
 /// Builds the region program of the cover `choose` picks for `roots` (the program's outputs).
+/// The chosen kernels `derived` calls derived constants go to [`RegionProgram::derived`]
+/// (computed once when the weights are bound), their buffers read by the per-run steps become
+/// inputs of the program.
+#[allow(clippy::too_many_arguments)]
 pub fn build_program(
     eg: &TensorGraph,
     prog: &Program,
@@ -218,8 +233,9 @@ pub fn build_program(
     roots: &[Id],
     choose: &dyn Fn(Id) -> TensorLang,
     sizes: &CostModel,
+    derived: &Derived,
     explain_kept_apart: bool,
-) -> Result<(RegionProgram, Vec<KernelInfo>, Vec<PlannedKernel>), OptimizeError> {
+) -> Result<Built, OptimizeError> {
     let attr = |id: Id| eg[id].data.attr();
     // Post-order from the outputs, in signature order.
     let mut order: Vec<(Id, Realized)> = Vec::new();
@@ -261,6 +277,7 @@ pub fn build_program(
         };
         order.push((c, r));
     }
+    let at_load = load_time(eg, &order, derived);
 
     // Buffer names: inputs keep theirs, outputs take the first output name of their class,
     // everything else `_tK` (skipping names the graph uses).
@@ -272,9 +289,12 @@ pub fn build_program(
         .collect();
     let mut out_name: HashMap<Id, String> = HashMap::new();
     for (o, r) in prog.outputs.iter().zip(roots) {
-        out_name
-            .entry(eg.find(*r))
-            .or_insert_with(|| o.tensor.clone());
+        let c = eg.find(*r);
+        // A derived constant is an input of the per-run program: an output that is one is
+        // an alias of it.
+        if !at_load.contains(&c) {
+            out_name.entry(c).or_insert_with(|| o.tensor.clone());
+        }
     }
     let mut buf: HashMap<Id, String> = HashMap::new();
     let mut fresh = 0usize;
@@ -319,20 +339,32 @@ pub fn build_program(
     let mut steps = Vec::new();
     let mut infos = Vec::new();
     let mut info_steps: Vec<usize> = Vec::new();
+    let mut load = LoadSteps::default();
     let covers = cover_map(eg, prog, class, &order);
     // Kernel names by the class they compute (for compute-at notes).
     let mut kernel_of: HashMap<Id, String> = HashMap::new();
     for (k, (c, r)) in order.iter().enumerate() {
         let name = buf[c].clone();
         let f = facts(*c)?;
+        let here = at_load.contains(c);
         match r {
             Realized::Input(_) => {}
-            Realized::Alias(x) => steps.push(Step::Alias {
-                name,
-                of: buf[x].clone(),
-                dtype: f.dtype,
-                shape: f.shape.clone(),
-            }),
+            Realized::Alias(x) => {
+                let alias = Step::Alias {
+                    name,
+                    of: buf[x].clone(),
+                    dtype: f.dtype,
+                    shape: f.shape.clone(),
+                };
+                if here {
+                    load.steps.push(alias);
+                } else {
+                    steps.push(alias);
+                }
+            }
+            Realized::Kernel(node) if here => {
+                load.kernel(eg, *c, node, &order, &buf, sizes)?;
+            }
             Realized::Kernel(node) => {
                 let TensorLang::Kernel(ch) = node else {
                     unreachable!("Realized::Kernel holds kernels")
@@ -350,10 +382,11 @@ pub fn build_program(
                     })
                     .collect::<Result<_, _>>()?;
                 let kname = kernel_name(infos.len(), body.expr());
-                // Deferred: the only consumer is the next step that runs (inputs are not steps).
+                // Deferred: the only consumer is the next step that runs (inputs and derived
+                // constants are not per-run steps).
                 let next_step = order[k + 1..]
                     .iter()
-                    .position(|(_, r)| !matches!(r, Realized::Input(_)))
+                    .position(|(c, r)| !matches!(r, Realized::Input(_)) && !at_load.contains(c))
                     .map(|j| k + 1 + j);
                 let deferred = !outputs.contains(c)
                     && consumers
@@ -420,7 +453,7 @@ pub fn build_program(
         }
         outs.push((o.tensor.clone(), o.tensor.clone()));
     }
-    let inputs = prog
+    let mut inputs: Vec<Buffer> = prog
         .inputs
         .iter()
         .map(|i| {
@@ -432,14 +465,187 @@ pub fn build_program(
             }
         })
         .collect();
+    inputs.extend(load.exports(&steps));
     let program = RegionProgram {
         inputs,
         steps,
         outputs: outs,
+        derived: load.steps,
     };
     let planned = plan_program(&program, sizes);
     let infos = planned_infos(infos, &info_steps, &planned);
-    Ok((program, infos, planned))
+    Ok((program, infos, planned, load.infos))
+}
+
+/// The classes of `order` realized at load time: derived-constant kernels (`derived`) and the
+/// aliases of their buffers (an alias of a graph input stays a per-run alias).
+fn load_time(eg: &TensorGraph, order: &[(Id, Realized)], derived: &Derived) -> BTreeSet<Id> {
+    let mut at_load = BTreeSet::new();
+    for (c, r) in order {
+        let here = match r {
+            Realized::Kernel(n) => derived.is_derived_kernel(eg, *c, n),
+            Realized::Alias(x) => at_load.contains(x),
+            Realized::Input(_) => false,
+        };
+        if here {
+            at_load.insert(*c);
+        }
+    }
+    at_load
+}
+
+/// The load-time part of a program being built: its steps and kernels.
+#[derive(Default)]
+struct LoadSteps {
+    steps: Vec<Step>,
+    infos: Vec<KernelInfo>,
+    /// Load-time aliases of per-run aliases of graph inputs, by the per-run alias's name.
+    aliases: HashMap<String, String>,
+}
+
+impl LoadSteps {
+    /// Adds the region of the derived-constant kernel `node` (class `c`, buffer `buf[c]`); its
+    /// inputs are graph inputs, derived buffers or aliases of graph inputs (repeated here under
+    /// a fresh name: the per-run alias runs after the load steps).
+    fn kernel(
+        &mut self,
+        eg: &TensorGraph,
+        c: Id,
+        node: &TensorLang,
+        order: &[(Id, Realized)],
+        buf: &HashMap<Id, String>,
+        sizes: &CostModel,
+    ) -> Result<(), OptimizeError> {
+        let attr = |id: Id| eg[id].data.attr();
+        let TensorLang::Kernel(ch) = node else {
+            unreachable!("a derived-constant kernel is a kernel")
+        };
+        let (body, inputs) = kernel_parts(ch, &attr).map_err(OptimizeError::Program)?;
+        let realized: HashMap<Id, &Realized> = order.iter().map(|(c, r)| (*c, r)).collect();
+        let mut args = Vec::with_capacity(inputs.len());
+        for i in inputs {
+            let i = eg.find(*i);
+            let t = eg[i]
+                .data
+                .tensor()
+                .cloned()
+                .ok_or_else(|| OptimizeError::Program(format!("class {i} is not a tensor")))?;
+            let name = self.load_name(eg, i, &realized, buf)?;
+            args.push(SynthArg {
+                name,
+                dtype: t.dtype,
+                shape: t.shape,
+            });
+        }
+        let kname = format!(
+            "c{}_{}",
+            self.infos.len(),
+            &kernel_name(0, body.expr())[3..]
+        );
+        let out = buf[&c].clone();
+        let region = synthesize_traced(&kname, body.expr(), &args, &out, Materialize::Gmem)
+            .map_err(|e| OptimizeError::Region {
+                kernel: kname.clone(),
+                why: e.to_string(),
+            })?
+            .0;
+        self.infos.push(KernelInfo {
+            name: kname,
+            inputs: args.iter().map(|a| a.name.clone()).collect(),
+            output: out,
+            covers: Vec::new(),
+            fused_because: vec![
+                "derived constant: every input is a weight bound at load time; precomputed once \
+                 when the weights are bound, read per run as a plain input"
+                    .into(),
+            ],
+            body: body.text().to_string(),
+            cost: kernel_own_cost(eg, node, sizes),
+            plan: Err("precomputed at load (not a per-run kernel)".into()),
+            compute_at: Vec::new(),
+            embeds: false,
+        });
+        self.steps.push(Step::Region(region));
+        Ok(())
+    }
+
+    /// The name class `c` (an input of a derived-constant kernel) has at load time.
+    fn load_name(
+        &mut self,
+        eg: &TensorGraph,
+        c: Id,
+        realized: &HashMap<Id, &Realized>,
+        buf: &HashMap<Id, String>,
+    ) -> Result<String, OptimizeError> {
+        let name = buf[&c].clone();
+        let Some(Realized::Alias(x)) = realized.get(&c) else {
+            return Ok(name); // a graph input or a derived buffer
+        };
+        let defined_here = self.steps.iter().any(|s| match s {
+            Step::Alias { name: n, .. } => *n == name,
+            Step::Region(r) => r.outputs.iter().any(|o| o.name == name),
+        });
+        if defined_here {
+            return Ok(name);
+        }
+        if let Some(n) = self.aliases.get(&name) {
+            return Ok(n.clone());
+        }
+        let of = self.load_name(eg, eg.find(*x), realized, buf)?;
+        let t = eg[c]
+            .data
+            .tensor()
+            .cloned()
+            .ok_or_else(|| OptimizeError::Program(format!("class {c} is not a tensor")))?;
+        let fresh = format!("{name}_load");
+        self.steps.push(Step::Alias {
+            name: fresh.clone(),
+            of,
+            dtype: t.dtype,
+            shape: t.shape,
+        });
+        self.aliases.insert(name, fresh.clone());
+        Ok(fresh)
+    }
+
+    /// The buffers the load steps define that the per-run `steps` read: the derived constants,
+    /// inputs of the per-run program.
+    fn exports(&self, steps: &[Step]) -> Vec<Buffer> {
+        let read: BTreeSet<&str> = steps
+            .iter()
+            .flat_map(|s| match s {
+                Step::Region(r) => r.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+                Step::Alias { of, .. } => vec![of.as_str()],
+            })
+            .collect();
+        let mut out = Vec::new();
+        for s in &self.steps {
+            let defined: Vec<Buffer> = match s {
+                Step::Region(r) => r
+                    .outputs
+                    .iter()
+                    .map(|o| Buffer {
+                        name: o.name.clone(),
+                        dtype: o.dtype,
+                        shape: o.memref.shape.iter().map(|d| d.0.clone()).collect(),
+                    })
+                    .collect(),
+                Step::Alias {
+                    name, dtype, shape, ..
+                } => vec![Buffer {
+                    name: name.clone(),
+                    dtype: *dtype,
+                    shape: shape.clone(),
+                }],
+            };
+            out.extend(
+                defined
+                    .into_iter()
+                    .filter(|b| read.contains(b.name.as_str())),
+            );
+        }
+        out
+    }
 }
 
 /// The cover's cost as the planned program runs: its time the sum of the planned kernels'

@@ -189,6 +189,7 @@ pub fn render_for(report: &Report, timings: bool, target: Option<&TargetExplain>
             );
         }
     }
+    render_precomputed(&mut s, report);
     for k in &report.kernels {
         let _ = writeln!(
             s,
@@ -226,6 +227,36 @@ pub fn render_for(report: &Report, timings: bool, target: Option<&TargetExplain>
         s.push_str(&render_steps(&report.steps));
     }
     s
+}
+
+/// The derived constants (issue 23): computed once when the weights are bound, not per run;
+/// their one-time cost is the roofline's time of each as a kernel.
+fn render_precomputed(s: &mut String, report: &Report) {
+    if report.precomputed.is_empty() {
+        return;
+    }
+    let once = report
+        .precomputed
+        .iter()
+        .fold(crate::cost::Time::ZERO, |t, k| t.plus(k.cost.time));
+    let _ = writeln!(
+        s,
+        "{} derived constant(s) precomputed at load (once, not per run; {} as kernels)",
+        report.precomputed.len(),
+        once
+    );
+    for k in &report.precomputed {
+        let _ = writeln!(
+            s,
+            "  precomputed at load {}: {} <- {}; {}, {} bytes once; {}",
+            k.name,
+            k.output,
+            k.inputs.join(", "),
+            k.cost.time,
+            k.cost.bytes,
+            k.body
+        );
+    }
 }
 
 /// The rewrite chains that mattered, one line per output.

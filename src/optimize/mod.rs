@@ -12,11 +12,12 @@ pub mod compute_at;
 pub mod explain;
 pub mod extend;
 
-use crate::extract::cover::{extract_cover_timed, Cover, CoverError};
+use crate::extract::cover::{extract_cover_derived, Cover, CoverError};
 use crate::extract::dag::{
     DagExtractor, ExactExtractor, ExtractError, ExtractOptions, FastExtractor, Status,
 };
-use crate::extract::kernels::{cover_cost_with, CostModel, KernelCost, RegionCache};
+use crate::extract::derived::Derived;
+use crate::extract::kernels::{cover_cost_derived, CostModel, KernelCost, RegionCache};
 use crate::extract::pricing::{KernelPricer, Roofline};
 use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
@@ -66,6 +67,11 @@ pub struct OptimizeOptions {
     /// Run the graph substitutions (phase "subst", `crate::rules::subst`: merged MatMuls
     /// sharing an input); `--no-subst` turns them off to measure what they buy.
     pub substitutions: bool,
+    /// The graph inputs bound to values at load time (an imported model's initializers, the
+    /// `constants` extension; [`bound_constants`]): a kernel over these only is a *derived
+    /// constant*, computed once when the weights are bound instead of per run
+    /// (`crate::extract::derived`). Empty (the default): every input is per-run data.
+    pub constants: std::collections::BTreeSet<String>,
     /// A library user's rules, phases, pricer and extractor (empty: the CLI's pipeline); set
     /// them with the builder methods ([`OptimizeOptions::with_rule`], …, module [`extend`]).
     pub extensions: Extensions,
@@ -97,6 +103,7 @@ impl Default for OptimizeOptions {
             extractor: ExtractorKind::Fast,
             extract_time_limit: Duration::from_secs(60),
             substitutions: true,
+            constants: std::collections::BTreeSet::new(),
             extensions: Extensions::default(),
         }
     }
@@ -209,6 +216,9 @@ pub struct Optimized {
     pub planned: Vec<crate::codegen::emit::PlannedKernel>,
     /// One entry per region of `program`, in order.
     pub kernels: Vec<KernelInfo>,
+    /// The derived-constant kernels (`program.derived`, in order): computed once when the
+    /// weights are bound, not part of `kernels` or `cost`; each with its one-time cost.
+    pub precomputed: Vec<KernelInfo>,
     /// The cover's cost counted as a DAG (every kernel once), under the pricer that chose it
     /// (the roofline model unless [`OptimizeOptions::with_pricer`]).
     pub cost: KernelCost,
@@ -313,7 +323,8 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         .iter()
         .map(|o| eg.find(class[o.node.index()]))
         .collect();
-    let (cover, pricing) = choose_cover_timed(&eg, prog, &roots, &sizes, opts)?;
+    let derived = Derived::analyze(&eg, &opts.constants, &sizes);
+    let (cover, pricing) = choose_cover_timed(&eg, prog, &roots, &sizes, opts, &derived)?;
     steps.split("pricing", pricing, "extraction");
     let choose = |c: Id| {
         cover
@@ -321,15 +332,16 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
             .cloned()
             .expect("the extractor covers every class reachable from the roots")
     };
-    let cost = cover_cost_with(&eg, &roots, &choose, &sizes, pricer(opts));
+    let cost = cover_cost_derived(&eg, &roots, &choose, &sizes, pricer(opts), &derived);
     steps.lap("cover cost");
-    let (program, mut kernels, planned) = build::build_program(
+    let (program, mut kernels, planned, precomputed) = build::build_program(
         &eg,
         prog,
         &class,
         &roots,
         &choose,
         &sizes,
+        &derived,
         // Why a pair stayed apart: only for `--explain` (it synthesizes and prices the
         // fused candidates).
         opts.explain && opts.compute_at,
@@ -383,6 +395,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         program,
         planned,
         kernels,
+        precomputed,
         cost,
         extraction,
         rewrites,
@@ -391,6 +404,27 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         classes: class,
         model: sizes,
     })
+}
+
+/// The signature inputs of `graph` whose values are bound when the program is loaded: weights
+/// (`role: param` or `storage: const_pool`) with a value in
+/// [`crate::ir::frontend::Graph::constants`] (an imported model's initializers, the `constants`
+/// extension) that the program never writes. A `data` input is per-call even when the graph
+/// gives it a default value. What
+/// [`OptimizeOptions::constants`] is set to for a graph (`dlc-egg optimize`, `run`'s compiled
+/// programs); a `param` without a value stays a per-run input.
+pub fn bound_constants(graph: &crate::ir::frontend::Graph) -> std::collections::BTreeSet<String> {
+    use crate::ir::frontend::{Mutability, Role, Storage};
+    graph
+        .signature
+        .inputs
+        .iter()
+        .filter(|i| i.role == Role::Param || i.storage == Storage::ConstPool)
+        .filter(|i| {
+            i.mutability == Mutability::Immutable && graph.constants.contains_key(&i.tensor)
+        })
+        .map(|i| i.tensor.clone())
+        .collect()
 }
 
 /// The kernel pricer of `opts` ([`Roofline`] unless a user's).
@@ -471,8 +505,16 @@ pub fn program_of_cover(
             .cloned()
             .expect("every needed class was checked above")
     };
-    let (program, kernels, planned) =
-        build::build_program(eg, prog, classes, &roots, &choose, model, false)?;
+    let (program, kernels, planned, _) = build::build_program(
+        eg,
+        prog,
+        classes,
+        &roots,
+        &choose,
+        model,
+        &Derived::none(),
+        false,
+    )?;
     Ok(CoverProgram {
         program,
         kernels,
@@ -508,7 +550,8 @@ pub fn choose_cover(
     sizes: &CostModel,
     opts: &OptimizeOptions,
 ) -> Result<Cover, OptimizeError> {
-    choose_cover_timed(eg, prog, roots, sizes, opts).map(|(c, _)| c)
+    let derived = Derived::analyze(eg, &opts.constants, sizes);
+    choose_cover_timed(eg, prog, roots, sizes, opts, &derived).map(|(c, _)| c)
 }
 
 /// [`choose_cover`], also returning the wall and CPU seconds spent pricing the kernel e-nodes
@@ -519,6 +562,7 @@ fn choose_cover_timed(
     roots: &[Id],
     sizes: &CostModel,
     opts: &OptimizeOptions,
+    derived: &Derived,
 ) -> Result<(Cover, (f64, Option<f64>)), OptimizeError> {
     let builtin: Box<dyn DagExtractor> = match opts.extractor {
         ExtractorKind::Fast => Box::new(FastExtractor::default()),
@@ -531,7 +575,8 @@ fn choose_cover_timed(
     let limits = ExtractOptions {
         time_limit: Some(opts.extract_time_limit),
     };
-    extract_cover_timed(eg, roots, sizes, pricer(opts), extractor, &limits).map_err(|e| match e {
+    let cover = extract_cover_derived(eg, roots, sizes, pricer(opts), extractor, &limits, derived);
+    cover.map_err(|e| match e {
         CoverError::Extract(ExtractError::NoFiniteSolution { root }) => {
             let output = prog
                 .outputs
@@ -553,6 +598,9 @@ pub struct Report {
     pub target: Target,
     /// Every kernel, in program order.
     pub kernels: Vec<KernelInfo>,
+    /// The derived constants precomputed at load time (not per-run kernels).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub precomputed: Vec<KernelInfo>,
     /// The cover's cost (every kernel once).
     pub cost: KernelCost,
     /// How the cover was chosen.
@@ -573,6 +621,7 @@ impl Optimized {
         Report {
             target: self.model.target.clone(),
             kernels: self.kernels.clone(),
+            precomputed: self.precomputed.clone(),
             cost: self.cost,
             extraction: self.extraction.clone(),
             phases: self.phases.clone(),
@@ -625,6 +674,7 @@ impl std::fmt::Debug for Optimized {
             .field("phases", &self.phases)
             .field("program", &self.program)
             .field("kernels", &self.kernels)
+            .field("precomputed", &self.precomputed)
             .field("cost", &self.cost)
             .field("extraction", &self.extraction)
             .field("rewrites", &self.rewrites)

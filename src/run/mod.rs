@@ -187,7 +187,7 @@ fn run_graph_on(
     graph_hash: &str,
 ) -> Result<RunReport, Failure> {
     let prog = lower_and_verify(graph)?;
-    let prepared = prepare_inputs_budgeted(
+    let mut prepared = prepare_inputs_budgeted(
         graph,
         Some(&prog),
         &opts.inputs,
@@ -211,6 +211,7 @@ fn run_graph_on(
                 ..crate::optimize::OptimizeOptions::default()
             };
             let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
+            bind_derived(&c.plan.program, &mut prepared)?;
             let (outputs, t) = evaluate_cuda_plan(&c, &oo, &prepared, d, opts.repeat)?;
             (outputs, (opts.repeat > 0).then_some(t), Some(c.outcome))
         }
@@ -223,6 +224,10 @@ fn run_graph_on(
                 threads,
             )?;
             let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
+            bind_derived(&c.plan.program, &mut prepared)?;
+            // Derived constants are parameters too (packed once like the weights).
+            let mut params = crate::cpu::exec::param_inputs(graph);
+            params.extend(c.plan.program.derived_inputs());
             let (outputs, t) = crate::cpu::exec::evaluate_native(
                 &c.plan.program,
                 &c.bindings,
@@ -230,7 +235,7 @@ fn run_graph_on(
                 &crate::cpu::exec::NativeOptions {
                     threads,
                     repeat: opts.repeat,
-                    params: crate::cpu::exec::param_inputs(graph),
+                    params,
                 },
                 opts.plan_cache.as_deref(),
             )?;
@@ -267,6 +272,21 @@ fn run_graph_on(
         timings,
         plan_cache: outcome,
     })
+}
+
+/// Computes the derived constants of `program` (issue 23: kernels over the bound weights,
+/// `RegionProgram::derived`) from `prepared`'s weights, once, before the runs, and adds them to
+/// `prepared.tensors`: the compiled program reads them as inputs. A failure is a compiler bug
+/// (the weights were validated).
+pub fn bind_derived(
+    program: &crate::ir::region::program::RegionProgram,
+    prepared: &mut PreparedInputs,
+) -> Result<(), Failure> {
+    let derived =
+        crate::ir::region::program::bind_derived(program, &prepared.bindings, &prepared.tensors)
+            .map_err(Failure::internal)?;
+    prepared.tensors.extend(derived);
+    Ok(())
 }
 
 /// Optimizes `prog` and plays the extracted region program back on the CPU. Failures here are

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Version of the entry format; entries of another version are misses.
-pub const CACHE_FORMAT: u32 = 1;
+pub const CACHE_FORMAT: u32 = 2;
 
 /// FNV-1a, 64 bits, as 16 hex digits (a cache key, not a security measure).
 pub fn fnv64(bytes: &[u8]) -> String {
@@ -313,6 +313,8 @@ pub fn optimize_specialized(
     crate::ir::tiny::verify(&prog).map_err(|e| ShapeError::Lower(e.to_string()))?;
     let mut opts = opts.clone();
     opts.pricing = spec.bind(&spec.cluster.representative())?;
+    // Weights bound at load time: kernels over them only are derived constants (issue 23).
+    opts.constants = crate::optimize::bound_constants(&g);
     optimize(&prog, &opts).map_err(|e| ShapeError::Optimize {
         cluster: spec.cluster.key(),
         why: e.to_string(),

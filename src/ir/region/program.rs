@@ -58,12 +58,42 @@ pub enum Step {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegionProgram {
-    /// Graph inputs (buffers defined before the first step).
+    /// Buffers defined before the first step: the graph inputs, then the derived constants
+    /// the steps read (defined by `derived`).
     pub inputs: Vec<Buffer>,
     /// Kernels and aliases, in execution order.
     pub steps: Vec<Step>,
     /// Which buffer each graph output is.
     pub outputs: Vec<(String, String)>,
+    /// Derived constants (issue 23, `crate::extract::derived`): kernels and aliases over the
+    /// graph's bound weights, run once when the weights are bound ([`bind_derived`]), not per
+    /// run. They read graph inputs and earlier derived buffers; the `inputs` they define are
+    /// what the steps read of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived: Vec<Step>,
+}
+
+impl RegionProgram {
+    /// The names of the inputs computed by [`RegionProgram::derived`] (not given by the caller).
+    pub fn derived_inputs(&self) -> std::collections::BTreeSet<String> {
+        let defined = defined_by(&self.derived);
+        self.inputs
+            .iter()
+            .filter(|b| defined.contains(&b.name))
+            .map(|b| b.name.clone())
+            .collect()
+    }
+}
+
+/// The buffer names `steps` define (region outputs and aliases).
+fn defined_by(steps: &[Step]) -> std::collections::BTreeSet<String> {
+    steps
+        .iter()
+        .flat_map(|s| match s {
+            Step::Region(r) => r.outputs.iter().map(|o| o.name.clone()).collect::<Vec<_>>(),
+            Step::Alias { name, .. } => vec![name.clone()],
+        })
+        .collect()
 }
 
 mod dims {
@@ -193,8 +223,11 @@ fn ty(dtype: DType, shape: &[Dim]) -> String {
 
 /// Checks that every buffer is defined once before use, region inputs match their buffers'
 /// dtypes and shapes, aliases keep element counts, and every region verifies.
+/// The derived steps are checked first, over the inputs they do not define; every input they
+/// define must have the type they give it.
 pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
     let mut defined: BTreeMap<String, (DType, Vec<Dim>)> = BTreeMap::new();
+    let by_derived = defined_by(&p.derived);
     for b in &p.inputs {
         if defined.contains_key(&b.name) {
             return Err(ProgramError::BufferRedefined {
@@ -204,7 +237,43 @@ pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
         }
         defined.insert(b.name.clone(), (b.dtype, b.shape.clone()));
     }
-    for (step, s) in p.steps.iter().enumerate() {
+    if !p.derived.is_empty() {
+        let mut load: BTreeMap<String, (DType, Vec<Dim>)> = defined
+            .iter()
+            .filter(|(n, _)| !by_derived.contains(*n))
+            .map(|(n, t)| (n.clone(), t.clone()))
+            .collect();
+        verify_steps(&p.derived, &mut load)?;
+        for b in p.inputs.iter().filter(|b| by_derived.contains(&b.name)) {
+            let (dt, shape) = &load[&b.name];
+            if *dt != b.dtype || *shape != b.shape {
+                return Err(ProgramError::BufferMismatch {
+                    step: 0,
+                    name: b.name.clone(),
+                    have: ty(*dt, shape),
+                    want: ty(b.dtype, &b.shape),
+                });
+            }
+        }
+    }
+    verify_steps(&p.steps, &mut defined)?;
+    for (_, b) in &p.outputs {
+        if !defined.contains_key(b) {
+            return Err(ProgramError::UndefinedBuffer {
+                step: p.steps.len(),
+                name: b.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks `steps` in order over the buffers `defined` so far (and adds theirs).
+fn verify_steps(
+    steps: &[Step],
+    defined: &mut BTreeMap<String, (DType, Vec<Dim>)>,
+) -> Result<(), ProgramError> {
+    for (step, s) in steps.iter().enumerate() {
         let get = |defined: &BTreeMap<String, (DType, Vec<Dim>)>, name: &str| {
             defined
                 .get(name)
@@ -222,7 +291,7 @@ pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
                     error: Box::new(error),
                 })?;
                 for i in &r.inputs {
-                    let (dt, shape) = get(&defined, &i.name)?;
+                    let (dt, shape) = get(defined, &i.name)?;
                     let want: Vec<Dim> = i.memref.shape.iter().map(|s| s.0.clone()).collect();
                     if dt != i.dtype || shape != want {
                         return Err(ProgramError::BufferMismatch {
@@ -250,7 +319,7 @@ pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
                 dtype,
                 shape,
             } => {
-                let (dt, src) = get(&defined, of)?;
+                let (dt, src) = get(defined, of)?;
                 if dt != *dtype {
                     return Err(ProgramError::BufferMismatch {
                         step,
@@ -278,37 +347,97 @@ pub fn verify_program(p: &RegionProgram) -> Result<(), ProgramError> {
             }
         }
     }
-    for (_, b) in &p.outputs {
-        if !defined.contains_key(b) {
-            return Err(ProgramError::UndefinedBuffer {
-                step: p.steps.len(),
-                name: b.clone(),
-            });
-        }
-    }
     Ok(())
 }
 
-/// Runs `p` on the CPU: verifies it, then evaluates every region with [`evaluate_region`] and
-/// applies every alias; returns the graph outputs by name. `inputs` are the graph inputs by
-/// buffer name.
+/// Runs `p` on the CPU: verifies it, computes the derived constants `inputs` does not give
+/// ([`bind_derived`]), then evaluates every region with [`evaluate_region`] and applies every
+/// alias; returns the graph outputs by name. `inputs` are the graph inputs by buffer name.
 pub fn evaluate_program(
     p: &RegionProgram,
     bindings: &BTreeMap<String, i64>,
     inputs: &BTreeMap<String, Tensor>,
 ) -> Result<BTreeMap<String, Tensor>, Diagnostics> {
     verify_program(p)?;
+    let derived = if p.derived_inputs().iter().all(|n| inputs.contains_key(n)) {
+        BTreeMap::new()
+    } else {
+        bind_derived(p, bindings, inputs)?
+    };
     let mut bufs: BTreeMap<String, Tensor> = BTreeMap::new();
     for b in &p.inputs {
-        let t = inputs.get(&b.name).ok_or_else(|| {
-            Diagnostics::from(RegionError::InputMismatch {
-                name: b.name.clone(),
-                why: "no value given".into(),
-            })
-        })?;
+        let t = derived
+            .get(&b.name)
+            .or_else(|| inputs.get(&b.name))
+            .ok_or_else(|| {
+                Diagnostics::from(RegionError::InputMismatch {
+                    name: b.name.clone(),
+                    why: "no value given".into(),
+                })
+            })?;
         bufs.insert(b.name.clone(), t.clone());
     }
-    for (step, s) in p.steps.iter().enumerate() {
+    run_steps(&p.steps, bindings, &mut bufs)?;
+    let mut out = BTreeMap::new();
+    for (g, b) in &p.outputs {
+        let t = bufs.get(b).cloned().ok_or_else(|| {
+            Diagnostics::from(ProgramError::UndefinedBuffer {
+                step: p.steps.len(),
+                name: b.clone(),
+            })
+        })?;
+        out.insert(g.clone(), t);
+    }
+    Ok(out)
+}
+
+/// The derived constants of `p` ([`RegionProgram::derived`]) computed from the bound weights in
+/// `inputs` (graph inputs by name): what the runtimes call once when the weights are bound, to
+/// pass the results as the program's remaining inputs. Empty when `p` has none.
+pub fn bind_derived(
+    p: &RegionProgram,
+    bindings: &BTreeMap<String, i64>,
+    inputs: &BTreeMap<String, Tensor>,
+) -> Result<BTreeMap<String, Tensor>, Diagnostics> {
+    let wanted = p.derived_inputs();
+    if wanted.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    // Lend the graph inputs the derived steps read, then give them back.
+    let defined = defined_by(&p.derived);
+    let mut read: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for s in &p.derived {
+        match s {
+            Step::Region(r) => read.extend(r.inputs.iter().map(|i| i.name.as_str())),
+            Step::Alias { of, .. } => {
+                read.insert(of.as_str());
+            }
+        }
+    }
+    let mut bufs: BTreeMap<String, Tensor> = BTreeMap::new();
+    for name in read.into_iter().filter(|n| !defined.contains(*n)) {
+        let t = inputs.get(name).ok_or_else(|| {
+            Diagnostics::from(RegionError::InputMismatch {
+                name: name.to_string(),
+                why: "no value given (a weight a derived constant is computed from)".into(),
+            })
+        })?;
+        bufs.insert(name.to_string(), t.clone());
+    }
+    run_steps(&p.derived, bindings, &mut bufs)?;
+    Ok(bufs
+        .into_iter()
+        .filter(|(n, _)| wanted.contains(n))
+        .collect())
+}
+
+/// Evaluates `steps` in order over the buffers `bufs` (adding theirs).
+fn run_steps(
+    steps: &[Step],
+    bindings: &BTreeMap<String, i64>,
+    bufs: &mut BTreeMap<String, Tensor>,
+) -> Result<(), Diagnostics> {
+    for (step, s) in steps.iter().enumerate() {
         match s {
             Step::Region(r) => {
                 // Lend the input buffers to the region (no copies), then put them back.
@@ -355,15 +484,5 @@ pub fn evaluate_program(
             }
         }
     }
-    let mut out = BTreeMap::new();
-    for (g, b) in &p.outputs {
-        let t = bufs.get(b).cloned().ok_or_else(|| {
-            Diagnostics::from(ProgramError::UndefinedBuffer {
-                step: p.steps.len(),
-                name: b.clone(),
-            })
-        })?;
-        out.insert(g.clone(), t);
-    }
-    Ok(out)
+    Ok(())
 }

@@ -39,6 +39,7 @@ fn program(regions: Vec<Region>) -> RegionProgram {
         inputs: Vec::new(),
         steps: regions.into_iter().map(Step::Region).collect(),
         outputs: Vec::new(),
+        derived: Vec::new(),
     }
 }
 
