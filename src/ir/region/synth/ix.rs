@@ -1,213 +1,105 @@
 //! Index expressions during synthesis: `Σ coeff · atom + const` where an atom is a named axis or
 //! `floor(ix / c)` (`c` a positive integer) and coefficients and the constant are axis-free sizes
-//! ([`Dim`], possibly symbolic). Canonical (a sorted map), so equal indices compare equal — the
-//! let table is keyed by them — and printed to [`AxisExpr`] only at the end.
+//! ([`Dim`], possibly symbolic). A thin view of the index algebra's canonical form
+//! ([`crate::index::Quasi`] over [`Dim`] coefficients and axis names) and its one floordiv
+//! simplifier ([`crate::index::simplify`]), with axis extents as range facts; equal indices
+//! compare equal — the let table is keyed by them — and are printed to [`AxisExpr`] only at the
+//! end.
 
+use crate::index::simplify::{self, Facts};
+use crate::index::{Atom, Quasi};
 use crate::ir::axis::AxisExpr;
 use crate::ir::dim::{Atom as DimAtom, Dim};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-/// An atom of an index.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Atom {
-    /// A named axis (iter or reduce variable).
-    Var(String),
-    /// `floor(ix / c)`, `c > 0`.
-    Div(Box<Ix>, i64),
-}
-
-/// An affine (+ floordiv) index.
+/// An affine (+ floordiv) index over named axes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub(crate) struct Ix {
-    terms: BTreeMap<Atom, Dim>,
-    konst: Dim,
-}
+pub(crate) struct Ix(Quasi<Dim, String>);
 
 /// Extent of a named axis in scope (`None`: unknown).
 pub(crate) type Extents<'a> = &'a dyn Fn(&str) -> Option<Dim>;
 
+/// Axis extents as range facts: an axis of extent `n` lies in `[0, n − 1]`.
+struct AxisFacts<'a>(Extents<'a>);
+
+impl Facts<Dim, String> for AxisFacts<'_> {
+    fn range(&self, v: &String) -> Option<(Dim, Dim)> {
+        (self.0)(v).map(|n| (Dim::int(0), n.add_int(-1)))
+    }
+}
+
 impl Ix {
     /// The constant `d`.
     pub(crate) fn konst(d: Dim) -> Ix {
-        Ix {
-            terms: BTreeMap::new(),
-            konst: d,
-        }
+        Ix(Quasi::constant(d))
     }
 
     /// The integer `v`.
     pub(crate) fn int(v: i64) -> Ix {
-        Ix::konst(Dim::int(v))
+        Ix(Quasi::int(v))
     }
 
     /// The axis `name`.
     pub(crate) fn var(name: &str) -> Ix {
-        Ix::atom(Atom::Var(name.to_string()))
+        Ix(Quasi::var(name.to_string()))
     }
 
-    fn atom(a: Atom) -> Ix {
-        Ix {
-            terms: [(a, Dim::int(1))].into_iter().collect(),
-            konst: Dim::int(0),
-        }
-    }
-
-    /// `self + o`.
+    /// `self + o` (sizes never overflow: [`Dim`] arithmetic is exact).
     pub(crate) fn add(&self, o: &Ix) -> Ix {
-        let mut out = self.clone();
-        for (a, c) in &o.terms {
-            let e = out.terms.entry(a.clone()).or_default();
-            *e = e.add(c);
-            if e.is_int(0) {
-                out.terms.remove(a);
-            }
-        }
-        out.konst = out.konst.add(&o.konst);
-        out
+        Ix(self.0.try_add(&o.0).unwrap_or_default())
     }
 
     /// `self - o`.
     pub(crate) fn sub(&self, o: &Ix) -> Ix {
-        self.add(&o.scale(&Dim::int(-1)))
+        Ix(self.0.try_sub(&o.0).unwrap_or_default())
     }
 
     /// `d · self` for an axis-free `d`.
     pub(crate) fn scale(&self, d: &Dim) -> Ix {
-        if d.is_int(0) {
-            return Ix::default();
-        }
-        Ix {
-            terms: self
-                .terms
-                .iter()
-                .map(|(a, c)| (a.clone(), c.mul(d)))
-                .filter(|(_, c)| !c.is_int(0))
-                .collect(),
-            konst: self.konst.mul(d),
-        }
+        Ix(self.0.try_scale(d).unwrap_or_default())
     }
 
     /// The axis name when the index is exactly one axis.
     pub(crate) fn as_var(&self) -> Option<&str> {
-        match self.terms.iter().next() {
-            Some((Atom::Var(v), c))
-                if self.terms.len() == 1 && c.is_int(1) && self.konst.is_int(0) =>
-            {
-                Some(v)
-            }
-            _ => None,
-        }
+        self.0.as_var().map(String::as_str)
     }
 
     /// The constant, when the index mentions no axis.
     pub(crate) fn as_konst(&self) -> Option<&Dim> {
-        self.terms.is_empty().then_some(&self.konst)
+        self.0.as_const()
     }
 
     /// True for the constant 0.
     pub(crate) fn is_zero(&self) -> bool {
-        self.terms.is_empty() && self.konst.is_int(0)
+        self.0.is_zero()
     }
 
     /// True when a term is a floordiv.
     pub(crate) fn has_div(&self) -> bool {
-        self.terms.keys().any(|a| matches!(a, Atom::Div(..)))
+        self.0.has_floor()
     }
 
     /// The axes the index mentions.
     pub(crate) fn vars(&self, out: &mut BTreeSet<String>) {
-        for a in self.terms.keys() {
-            match a {
-                Atom::Var(v) => {
-                    out.insert(v.clone());
-                }
-                Atom::Div(x, _) => x.vars(out),
-            }
-        }
-    }
-
-    /// Provable range `[lo, hi]` given axis extents (`None` when a sign or extent is unknown).
-    fn range(&self, ext: Extents) -> Option<(Dim, Dim)> {
-        let (mut lo, mut hi) = (self.konst.clone(), self.konst.clone());
-        for (a, c) in &self.terms {
-            let (alo, ahi) = match a {
-                Atom::Var(v) => (Dim::int(0), ext(v)?.add_int(-1)),
-                Atom::Div(x, k) => {
-                    let (l, h) = x.range(ext)?;
-                    (l.floordiv(*k), h.floordiv(*k))
-                }
-            };
-            if !alo.is_nonneg() {
-                return None;
-            }
-            if c.is_nonneg() {
-                lo = lo.add(&alo.mul(c));
-                hi = hi.add(&ahi.mul(c));
-            } else if c.neg().is_nonneg() {
-                lo = lo.add(&ahi.mul(c));
-                hi = hi.add(&alo.mul(c));
-            } else {
-                return None;
-            }
-        }
-        Some((lo, hi))
+        self.0.vars(out)
     }
 
     /// True when `0 <= self < d` is provable.
     fn within(&self, d: &Dim, ext: Extents) -> bool {
-        match self.range(ext) {
-            Some((lo, hi)) => lo.is_nonneg() && d.sub(&hi).add_int(-1).is_nonneg(),
-            None => false,
-        }
+        simplify::range(&self.0, &AxisFacts(ext))
+            .is_some_and(|(lo, hi)| lo.is_nonneg() && d.sub(&hi).add_int(-1).is_nonneg())
     }
 
-    /// `floor(self / d)`: terms whose coefficient `d` divides are divided exactly; the remainder
-    /// vanishes when provably in `[0, d)`, and otherwise becomes a `floordiv` atom, which needs a
-    /// positive integer `d` (`Err` otherwise: floordiv by a symbolic size is not affine).
+    /// `floor(self / d)` by the index algebra's simplifier (multiples of `d` leave the floor, gcd
+    /// reduction, range collapse, nested floors); a floor that stays needs a positive integer `d`
+    /// (`Err` otherwise: floordiv by a symbolic size is not affine).
     pub(crate) fn floordiv(&self, d: &Dim, ext: Extents) -> Result<Ix, String> {
-        if d.is_int(1) {
-            return Ok(self.clone());
+        let not_affine = || format!("floordiv of `{}` by the size `{d}`", self.show());
+        let q = simplify::floordiv(&self.0, d, &AxisFacts(ext)).map_err(|_| not_affine())?;
+        if q.has_opaque_or_symbolic_floor() {
+            return Err(not_affine());
         }
-        // An axis-free index is a size: its floordiv by a constant is a size too.
-        if let (true, Some(c)) = (self.terms.is_empty(), d.as_int()) {
-            if c > 0 {
-                return Ok(Ix::konst(self.konst.floordiv(c)));
-            }
-        }
-        let mut q = Ix::default();
-        let mut r = Ix::default();
-        for (a, c) in &self.terms {
-            match c.div_exact(d) {
-                Some(qc) => q.terms.insert(a.clone(), qc),
-                None => r.terms.insert(a.clone(), c.clone()),
-            };
-        }
-        match (self.konst.as_int(), d.as_int()) {
-            (Some(k), Some(c)) if c > 0 => {
-                q.konst = Dim::int(k.div_euclid(c));
-                r.konst = Dim::int(k.rem_euclid(c));
-            }
-            _ => match self.konst.div_exact(d) {
-                Some(qk) => q.konst = qk,
-                None => r.konst = self.konst.clone(),
-            },
-        }
-        if r.is_zero() || r.within(d, ext) {
-            return Ok(q);
-        }
-        match d.as_int() {
-            Some(c) if c > 0 => {
-                if let Some((lo, hi)) = r.range(ext) {
-                    if let (Some(lo), Some(hi)) = (lo.as_int(), hi.as_int()) {
-                        if lo.div_euclid(c) == hi.div_euclid(c) {
-                            return Ok(q.add(&Ix::int(lo.div_euclid(c))));
-                        }
-                    }
-                }
-                Ok(q.add(&Ix::atom(Atom::Div(Box::new(r), c))))
-            }
-            _ => Err(format!("floordiv of `{}` by the size `{d}`", self.show())),
-        }
+        Ok(Ix(q))
     }
 
     /// `self mod d` as `self - d·floor(self / d)` (just `self` when provably in `[0, d)`).
@@ -220,35 +112,44 @@ impl Ix {
 
     /// The wire form (sizes with `min`/`max` as axis-free [`AxisExpr::Min`] / [`AxisExpr::Max`]).
     pub(crate) fn to_axis(&self) -> Result<AxisExpr, String> {
-        let mut parts = Vec::new();
-        for (a, c) in &self.terms {
-            let x = match a {
-                Atom::Var(v) => AxisExpr::Name(v.clone()),
-                Atom::Div(e, k) => AxisExpr::FloorDiv(Box::new(e.to_axis()?), *k),
-            };
-            parts.push(if c.is_int(1) {
-                x
-            } else {
-                AxisExpr::Mul(Box::new(dim_axis(c)?), Box::new(x))
-            });
-        }
-        if !self.konst.is_int(0) {
-            match dim_axis(&self.konst)? {
-                AxisExpr::Add(l) => parts.extend(l),
-                e => parts.push(e),
-            }
-        }
-        Ok(match parts.len() {
-            0 => AxisExpr::Const(0),
-            1 => parts.remove(0),
-            _ => AxisExpr::Add(parts),
-        })
+        quasi_axis(&self.0)
     }
 
     /// Printed form for messages.
     pub(crate) fn show(&self) -> String {
         self.to_axis().map(|e| e.to_string()).unwrap_or_else(|e| e)
     }
+}
+
+/// A canonical form as the wire form: terms in the form's order, then the constant.
+fn quasi_axis(q: &Quasi<Dim, String>) -> Result<AxisExpr, String> {
+    let mut parts = Vec::new();
+    for (a, c) in &q.terms {
+        let x = match a {
+            Atom::Var(v) => AxisExpr::Name(v.clone()),
+            Atom::Floor(e, k) => match k.as_int() {
+                Some(k) => AxisExpr::FloorDiv(Box::new(quasi_axis(e)?), k),
+                None => return Err(format!("floordiv by the size `{k}` is not affine")),
+            },
+            other => return Err(format!("`{other:?}` has no index wire form")),
+        };
+        parts.push(if c.is_int(1) {
+            x
+        } else {
+            AxisExpr::Mul(Box::new(dim_axis(c)?), Box::new(x))
+        });
+    }
+    if !q.konst.is_int(0) {
+        match dim_axis(&q.konst)? {
+            AxisExpr::Add(l) => parts.extend(l),
+            e => parts.push(e),
+        }
+    }
+    Ok(match parts.len() {
+        0 => AxisExpr::Const(0),
+        1 => parts.remove(0),
+        _ => AxisExpr::Add(parts),
+    })
 }
 
 /// A size as an (axis-free) index expression.
