@@ -11,6 +11,7 @@ mod build;
 pub mod compute_at;
 pub mod explain;
 pub mod extend;
+mod load_steps;
 
 use crate::extract::cover::{extract_cover_derived, Cover, CoverError};
 use crate::extract::dag::{
