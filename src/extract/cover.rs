@@ -87,12 +87,7 @@ pub fn kernel_problem_derived(
     pricer: &dyn KernelPricer,
     derived: &Derived,
 ) -> Result<KernelProblem, ProblemError> {
-    let mut ids: Vec<Id> = eg
-        .classes()
-        .filter(|c| c.data.tensor().is_some())
-        .map(|c| c.id)
-        .collect();
-    ids.sort();
+    let ids = tensor_classes(eg);
     let mut problem = Problem::new();
     let mut index = HashMap::with_capacity(ids.len());
     for id in &ids {
@@ -332,4 +327,15 @@ impl Cover {
         }
         Some(out)
     }
+}
+
+/// The ids of the e-graph's tensor classes, ascending (the order problems are built in).
+pub(crate) fn tensor_classes(eg: &TensorGraph) -> Vec<Id> {
+    let mut ids: Vec<Id> = eg
+        .classes()
+        .filter(|c| c.data.tensor().is_some())
+        .map(|c| c.id)
+        .collect();
+    ids.sort();
+    ids
 }

@@ -58,12 +58,7 @@ impl Derived {
         if constants.is_empty() {
             return d;
         }
-        let mut ids: Vec<Id> = eg
-            .classes()
-            .filter(|c| c.data.tensor().is_some())
-            .map(|c| c.id)
-            .collect();
-        ids.sort();
+        let ids = super::cover::tensor_classes(eg);
         loop {
             let mut grew = false;
             for id in &ids {
