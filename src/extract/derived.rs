@@ -7,7 +7,7 @@
 //! The recognition lives in extraction, so what is priced is what runs:
 //! - [`Derived::analyze`] finds the *constant classes* of the e-graph: a class holding an input
 //!   e-node of a bound constant, a reshape of a constant class, or an *eligible* kernel e-node
-//!   whose input classes are all constant ([`Derived::eligible`]: concrete output shape, no
+//!   whose input classes are all constant (`Derived::eligible`: concrete output shape, no
 //!   larger than its inputs together, and a region exists);
 //! - the extraction problem ([`super::cover::kernel_problem_derived`]) keeps only those
 //!   realizations in a constant class and prices its kernels at [`DERIVED_PRICE`] per body op (no
