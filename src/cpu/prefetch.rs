@@ -41,7 +41,6 @@ impl Emitter<'_> {
         let sizes: Vec<String> = self
             .checked
             .iter_sizes
-            .clone()
             .iter()
             .map(|d| self.dim(d))
             .collect();

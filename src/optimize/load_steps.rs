@@ -9,7 +9,7 @@ use crate::extract::derived::Derived;
 use crate::extract::kernels::{kernel_own_cost, CostModel};
 use crate::ir::egraph::kernel::kernel_parts;
 use crate::ir::egraph::{TensorGraph, TensorLang};
-use crate::ir::region::program::{Buffer, Step};
+use crate::ir::region::program::{defined_by, read_by, Buffer, Step};
 use crate::ir::region::synth::{synthesize_traced, SynthArg};
 use crate::ir::region::Materialize;
 use egg::Id;
@@ -123,11 +123,7 @@ impl LoadSteps {
         let Some(Realized::Alias(x)) = realized.get(&c) else {
             return Ok(name); // a graph input or a derived buffer
         };
-        let defined_here = self.steps.iter().any(|s| match s {
-            Step::Alias { name: n, .. } => *n == name,
-            Step::Region(r) => r.outputs.iter().any(|o| o.name == name),
-        });
-        if defined_here {
+        if defined_by(&self.steps).contains(&name) {
             return Ok(name);
         }
         if let Some(n) = self.aliases.get(&name) {
@@ -153,13 +149,7 @@ impl LoadSteps {
     /// The buffers the load steps define that the per-run `steps` read: the derived constants,
     /// inputs of the per-run program.
     pub(super) fn exports(&self, steps: &[Step]) -> Vec<Buffer> {
-        let read: BTreeSet<&str> = steps
-            .iter()
-            .flat_map(|s| match s {
-                Step::Region(r) => r.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
-                Step::Alias { of, .. } => vec![of.as_str()],
-            })
-            .collect();
+        let read = read_by(steps);
         let mut out = Vec::new();
         for s in &self.steps {
             let defined: Vec<Buffer> = match s {

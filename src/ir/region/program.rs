@@ -86,12 +86,23 @@ impl RegionProgram {
 }
 
 /// The buffer names `steps` define (region outputs and aliases).
-fn defined_by(steps: &[Step]) -> std::collections::BTreeSet<String> {
+pub(crate) fn defined_by(steps: &[Step]) -> std::collections::BTreeSet<String> {
     steps
         .iter()
         .flat_map(|s| match s {
             Step::Region(r) => r.outputs.iter().map(|o| o.name.clone()).collect::<Vec<_>>(),
             Step::Alias { name, .. } => vec![name.clone()],
+        })
+        .collect()
+}
+
+/// The buffer names `steps` read (region inputs and the buffers aliases rename).
+pub(crate) fn read_by(steps: &[Step]) -> std::collections::BTreeSet<&str> {
+    steps
+        .iter()
+        .flat_map(|s| match s {
+            Step::Region(r) => r.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+            Step::Alias { of, .. } => vec![of.as_str()],
         })
         .collect()
 }
@@ -405,17 +416,11 @@ pub fn bind_derived(
     }
     // Lend the graph inputs the derived steps read, then give them back.
     let defined = defined_by(&p.derived);
-    let mut read: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
-    for s in &p.derived {
-        match s {
-            Step::Region(r) => read.extend(r.inputs.iter().map(|i| i.name.as_str())),
-            Step::Alias { of, .. } => {
-                read.insert(of.as_str());
-            }
-        }
-    }
     let mut bufs: BTreeMap<String, Tensor> = BTreeMap::new();
-    for name in read.into_iter().filter(|n| !defined.contains(*n)) {
+    for name in read_by(&p.derived)
+        .into_iter()
+        .filter(|n| !defined.contains(*n))
+    {
         let t = inputs.get(name).ok_or_else(|| {
             Diagnostics::from(RegionError::InputMismatch {
                 name: name.to_string(),
