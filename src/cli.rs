@@ -256,7 +256,7 @@ fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
     let layers = parse_dump(&a.dump, DumpLayer::LOWER)?;
     let graph = a.input.load(&a.graph)?;
     let prog = if layers.iter().any(|l| *l != DumpLayer::Frontend) {
-        Some(dlc_egg::run::lower_and_verify(&graph)?)
+        Some(dlc_egg::pipeline::lower_and_verify(&graph)?)
     } else {
         None
     };
@@ -274,7 +274,7 @@ fn cmd_lower(a: &LowerArgs) -> Result<(), Failure> {
 /// `dlc-egg check`.
 fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
     let graph = a.input.load(&a.graph)?;
-    let prog = dlc_egg::run::lower_and_verify(&graph)?;
+    let prog = dlc_egg::pipeline::lower_and_verify(&graph)?;
     let _ = writeln!(
         std::io::stdout().lock(),
         "ok: {}: {} nodes, {} inputs, {} outputs, {} symbols; Tiny IR: {} uops",

@@ -85,7 +85,7 @@ fn graph_input(bytes: &[u8]) -> Result<Reached, String> {
     if budget::check_load(&graph, &FUZZ_LOAD).is_err() {
         return Ok(Reached::Rejected);
     }
-    let prog = match run::lower_and_verify(&graph) {
+    let prog = match crate::pipeline::lower_and_verify(&graph) {
         Ok(p) => p,
         Err(f) if f.internal => return Err(internal("lower", &f.diagnostics)),
         Err(_) => return Ok(Reached::Rejected),

@@ -1,10 +1,18 @@
 //! The compiler's entry points wired in one place (issue 20, item 3): the module the CLI, `run`
 //! and library users call, so no lower layer has to know every input format.
 //!
-//! Today it holds loading: [`load_file`] reads a model file of any supported format. The layers
-//! below each read one format only — [`crate::ir::frontend`] graph.json, [`crate::dsl`] the
-//! `.graph` DSL, [`crate::onnx`] ONNX models — and none of them imports another's loader.
-//! TODO(issue 20): lowering, optimization, planning, emission and execution wired here too.
+//! It holds loading, lowering and the optimizer's entry for a graph:
+//! - [`load_file`] / [`load_with`] read a model file of any supported format. The layers below
+//!   each read one format only — [`crate::ir::frontend`] graph.json, [`crate::dsl`] the `.graph`
+//!   DSL, [`crate::onnx`] ONNX models — and none of them imports another's loader.
+//! - [`lower_and_verify`] lowers a graph to Tiny IR and runs its verifier (`dlc-egg optimize`,
+//!   `run`, the ShapeSets' specializations and the fuzz target all take this one step).
+//! - [`optimize_graph`] optimizes a lowered graph with the weights it binds at load time taken
+//!   as constants (the CLI's `optimize`, the ShapeSets' clusters and so `run`'s compiled
+//!   programs).
+//!
+//! TODO(issue 20): planning, emission and execution wired here too (today `run` and the CLI
+//! call `crate::shapes` / `crate::cpu` / `crate::cuda` for them).
 
 // Diagnostics travel on the cold error path only; boxing them would buy nothing.
 #![allow(clippy::result_large_err)]
@@ -12,6 +20,8 @@
 use crate::budget::LoadBudgets;
 use crate::diag::{Diagnostic, Diagnostics, Failure};
 use crate::ir::frontend::{self, Graph};
+use crate::ir::{lower, tiny};
+use crate::optimize::{OptimizeError, OptimizeOptions, Optimized};
 use std::path::Path;
 
 /// The input formats [`load_file`] recognizes, by file extension.
@@ -97,6 +107,37 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Graph, Failure> {
     };
     crate::budget::check_load(&graph, &budgets).map_err(|d| Failure::user(Diagnostics(d)))?;
     Ok(graph)
+}
+
+/// Lowers `graph` to Tiny IR (`crate::ir::lower`) and verifies the result (`tiny::verify`): a
+/// lowering error is the user's (the graph is not lowerable), a verifier failure is a compiler
+/// bug (an internal failure). Also re-exported as `crate::run::lower_and_verify`.
+///
+/// ```
+/// let g = dlc_egg::pipeline::load_file("examples/bias_gelu_residual.json".as_ref()).unwrap();
+/// let prog = dlc_egg::pipeline::lower_and_verify(&g).unwrap();
+/// assert!(!prog.outputs.is_empty());
+/// ```
+pub fn lower_and_verify(graph: &Graph) -> Result<tiny::Program, Failure> {
+    let prog = lower::lower(graph)?;
+    tiny::verify(&prog).map_err(|e| Failure::internal(e.to_diagnostic()))?;
+    Ok(prog)
+}
+
+/// Optimizes `prog` (lowered from `graph` by [`lower_and_verify`]) with `opts`, whose
+/// `constants` become the weights `graph` binds at load time
+/// ([`crate::optimize::bound_constants`]): kernels over them only are derived constants,
+/// computed once when the weights are bound (issue 23).
+pub fn optimize_graph(
+    graph: &Graph,
+    prog: &tiny::Program,
+    opts: &OptimizeOptions,
+) -> Result<Optimized, OptimizeError> {
+    let opts = OptimizeOptions {
+        constants: crate::optimize::bound_constants(graph),
+        ..opts.clone()
+    };
+    crate::optimize::optimize(prog, &opts)
 }
 
 #[cfg(test)]

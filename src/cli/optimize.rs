@@ -9,9 +9,7 @@ use dlc_egg::diag::{Diagnostic, Location};
 use dlc_egg::dump::{dump_document, parse_dump, plain_text, DumpLayer};
 use dlc_egg::ir::frontend;
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::optimize::{
-    explain, optimize, ExtractorKind, OptimizeOptions, Optimized, Report, StepTime,
-};
+use dlc_egg::optimize::{explain, ExtractorKind, OptimizeOptions, Optimized, Report, StepTime};
 use dlc_egg::run::{self, Failure};
 use dlc_egg::target::Arch;
 use std::io::Write;
@@ -138,7 +136,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         start.elapsed().as_secs_f64(),
         dlc_egg::optimize::process_cpu_seconds(),
     );
-    let prog = run::lower_and_verify(&graph)?;
+    let prog = dlc_egg::pipeline::lower_and_verify(&graph)?;
     let lowered = (
         start.elapsed().as_secs_f64(),
         dlc_egg::optimize::process_cpu_seconds(),
@@ -148,8 +146,6 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     dlc_egg::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
     dlc_egg::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;
     let mut opts = optimize_options(a)?;
-    // Kernels over the weights bound at load time are derived constants (issue 23).
-    opts.constants = dlc_egg::optimize::bound_constants(&graph);
     if a.target == super::cpu::TargetArg::Cpu {
         // The CPU program's cover is chosen by the CPU model (issue 16).
         opts = dlc_egg::cpu::pricing::cpu_optimize_options(
@@ -161,8 +157,9 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
     if !a.shape_set.is_empty() {
         return shape_sets(a, &graph, &opts);
     }
-    let o =
-        optimize(&prog, &opts).map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
+    // Kernels over the weights bound at load time are derived constants (issue 23).
+    let o = dlc_egg::pipeline::optimize_graph(&graph, &prog, &opts)
+        .map_err(|e| Failure::internal(internal_error(&e.to_string())))?;
     let mut report = o.report();
     if a.timings {
         let step =

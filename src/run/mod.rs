@@ -37,9 +37,10 @@ use crate::eval;
 use crate::ir::dim::{fmt_shape, Dim};
 use crate::ir::dtype::DType;
 use crate::ir::frontend::{self, Graph, TensorInfo};
-use crate::ir::lower;
-use crate::ir::tiny::{self, Program};
+use crate::ir::tiny::Program;
 use crate::npy;
+/// Lowering and verification live in [`crate::pipeline`]; re-exported here for library users.
+pub use crate::pipeline::lower_and_verify;
 use crate::tensor::Tensor;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -371,13 +372,6 @@ pub fn check_device(device: Device) -> Result<Option<DeviceInfo>, Failure> {
         Device::Reference | Device::Cpu => Ok(None),
         Device::Cuda => check_cuda().map(Some),
     }
-}
-
-/// Lowers to Tiny IR and verifies the result. A verifier failure is a compiler bug.
-pub fn lower_and_verify(graph: &Graph) -> Result<Program, Failure> {
-    let prog = lower::lower(graph)?;
-    tiny::verify(&prog).map_err(|e| Failure::internal(e.to_diagnostic()))?;
-    Ok(prog)
 }
 
 #[cfg(test)]

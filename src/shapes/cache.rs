@@ -21,7 +21,7 @@ use super::ShapeError;
 use crate::extract::kernels::CostModel;
 use crate::ir::frontend::Graph;
 use crate::ir::region::program::RegionProgram;
-use crate::optimize::{optimize, ExtractorKind, OptimizeOptions, Optimized};
+use crate::optimize::{ExtractorKind, OptimizeOptions, Optimized};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -309,13 +309,11 @@ pub fn optimize_specialized(
     opts: &OptimizeOptions,
 ) -> Result<Optimized, ShapeError> {
     let g = spec.apply(graph);
-    let prog = crate::ir::lower::lower(&g).map_err(|d| ShapeError::Lower(d.to_string()))?;
-    crate::ir::tiny::verify(&prog).map_err(|e| ShapeError::Lower(e.to_string()))?;
+    let prog =
+        crate::pipeline::lower_and_verify(&g).map_err(|f| ShapeError::Lower(f.to_string()))?;
     let mut opts = opts.clone();
     opts.pricing = spec.bind(&spec.cluster.representative())?;
-    // Weights bound at load time: kernels over them only are derived constants (issue 23).
-    opts.constants = crate::optimize::bound_constants(&g);
-    optimize(&prog, &opts).map_err(|e| ShapeError::Optimize {
+    crate::pipeline::optimize_graph(&g, &prog, &opts).map_err(|e| ShapeError::Optimize {
         cluster: spec.cluster.key(),
         why: e.to_string(),
     })
