@@ -32,11 +32,14 @@
 //! chosen at run time by `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and
 //! the K slice are fixed; streaming attention (an attention region runs through the generic row
 //! form); a depthwise-conv loop; a direct convolution for strided windows (they pack an
-//! im2col); exp and its sum in one pass (softmax's row is read three times from L1); the
-//! chunked scan's totals pass is a sequential walk (vectorizable with reassociation). With the
-//! previous cost defaults, extraction at `--threads 1` chose a 4-kernel LayerNorm whose
-//! variance kernel ran 165 ms (against one fused kernel): the work analysis undercounts that
-//! region; the idle-calibrated defaults avoid it.
+//! im2col); the chunked scan's totals pass is a sequential walk (vectorizable with
+//! reassociation).
+//!
+//! A kernel is priced with every let counted once per point of its free iters, as the C runs it
+//! ([`work`]): priced per output element (the GPU analysis' count), LayerNorm's per-row rsqrt and
+//! divisions made the fused kernel look dearer than a two-kernel cover at `--threads 1`, whose
+//! variance kernel (then a serial fold per row) ran 28 ms against the fused kernel's few. A row's
+//! pointwise pass and the fp32 reduction of it that follows share one loop (`emit_fuse.rs`).
 //!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!
@@ -64,6 +67,7 @@ mod cvalue;
 mod direct;
 pub mod emit;
 mod emit_expr;
+mod emit_fuse;
 mod emit_loops;
 pub mod exec;
 pub mod explain;
@@ -71,6 +75,7 @@ pub mod plan;
 mod prefetch;
 pub mod pricing;
 pub mod program;
+pub mod work;
 
 use crate::diag::codes;
 use crate::diag::Failure;
