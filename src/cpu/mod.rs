@@ -95,9 +95,36 @@ pub enum Isa {
     Scalar,
 }
 
+/// The environment variable that compiles for AVX2 with FMA on an AVX-512 machine
+/// (`DLC_CPU_ISA=avx2fma`), so that the AVX2 code paths (`gemm.h`'s 16 × 6 channel-vector
+/// convolution tile, the 8-lane vectors) run and are tested there. Any other value, or one the
+/// machine cannot run, is reported on stderr and the detected ISA is used.
+pub const ENV_ISA: &str = "DLC_CPU_ISA";
+
 impl Isa {
-    /// The ISA of this machine.
+    /// The ISA the generated code is compiled for: this machine's ([`Isa::host`]), or AVX2 with
+    /// FMA where [`ENV_ISA`] asks for it and the machine has AVX2 and FMA.
     pub fn detect() -> Isa {
+        let host = Isa::host();
+        let Ok(v) = std::env::var(ENV_ISA) else {
+            return host;
+        };
+        match v.trim() {
+            "avx2fma" if host != Isa::Scalar => Isa::Avx2Fma,
+            n if n == host.name() => host,
+            _ => {
+                eprintln!(
+                    "warning: {ENV_ISA}=`{v}` is not `avx2fma` on a machine with AVX2 and FMA; \
+                     compiling for {}",
+                    host.name()
+                );
+                host
+            }
+        }
+    }
+
+    /// The ISA of this machine.
+    pub fn host() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f")
@@ -136,7 +163,8 @@ impl Isa {
     pub fn flags(self) -> Vec<&'static str> {
         match self {
             Isa::Avx512 => vec!["-march=native", "-mprefer-vector-width=512"],
-            Isa::Avx2Fma => vec!["-march=native", "-mprefer-vector-width=256"],
+            // without AVX-512 even where the machine has it (`ENV_ISA`)
+            Isa::Avx2Fma => vec!["-march=native", "-mno-avx512f", "-mprefer-vector-width=256"],
             Isa::Scalar => vec!["-march=native"],
         }
     }
