@@ -114,6 +114,35 @@ fn softmax_over_either_axis_with_tails() {
     }
 }
 
+/// The forms and notes of the kernels `text` emits as (form, notes) pairs.
+fn kernel_notes(text: &str) -> Vec<(String, Vec<String>)> {
+    let g = load_str(text, "notes").expect("load");
+    let prog = lower(&g).expect("lower");
+    let o = optimize(&prog, &OptimizeOptions::default()).expect("optimize");
+    let native = dlc_egg::cpu::program::emit_program(&o.program).expect("emit");
+    native
+        .kernels
+        .into_iter()
+        .map(|k| (k.form, k.notes))
+        .collect()
+}
+
+/// Softmax over either axis (rows form over the other) folds its exponentials into their sum in
+/// the loop that computes them (`emit_fuse.rs`); the results above match the reference at
+/// every lane stage.
+#[test]
+fn a_rows_exponentials_and_their_sum_share_one_loop() {
+    let ks = kernel_notes(ODD_SOFTMAX);
+    let fused = ks
+        .iter()
+        .filter(|(_, n)| {
+            n.iter()
+                .any(|x| x.contains("pointwise pass and its fp32 sum in one loop"))
+        })
+        .count();
+    assert_eq!(fused, 2, "{ks:?}");
+}
+
 /// Row reductions to a scalar (sum, max, min, mean, prod over the last axis, and sum over both
 /// axes: a global one), each fp32 row folded in 64 lane accumulators, then 16, then a scalar
 /// tail, the lanes folded pairwise (`emit_loops.rs`): lengths that stop in every stage, a
@@ -153,6 +182,19 @@ fn row_reductions_stop_in_every_lane_stage() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// In flat form (a region over the rows alone: a row's sum, max, min, mean, product as an
+/// array) each row folds in lane accumulators too: as a serial chain of dependent adds,
+/// LayerNorm's variance over `[8192, 768]` ran 28 ms on one thread.
+#[test]
+fn flat_row_reductions_fold_in_lane_accumulators() {
+    let ks = kernel_notes(ROW_REDUCES);
+    let flat_lanes = ks
+        .iter()
+        .filter(|(f, n)| f.starts_with("flat") && n.iter().any(|x| x.contains("lane accumulators")))
+        .count();
+    assert!(flat_lanes >= 1, "{ks:?}");
 }
 
 /// Contractions whose sizes leave tails in every tile dimension of the packed GEMM (`gemm.h`:
@@ -575,4 +617,49 @@ fn cpu_priced_extraction_runs_like_the_reference_and_is_no_dearer_on_the_cpu() {
         c <= gp * (1.0 + 1e-9),
         "CPU-priced cover {c} ms > GPU-priced {gp} ms"
     );
+}
+
+/// LayerNorm `[8192, 768]` priced for the CPU (issue 16): one fused kernel at one thread as at
+/// two. The CPU count (`cpu::work`) prices a let free of the row's iter once per row, as the
+/// emitter computes it (two divisions and the rsqrt: `3 · 8192` transcendentals, not
+/// `3 · 8192 · 768`); priced per element, extraction at one thread chose a two-kernel cover
+/// whose variance kernel ran 28 ms against the fused kernel's few.
+#[test]
+fn layernorm_is_one_fused_kernel_at_one_and_two_threads() {
+    use dlc_egg::cpu::calibrate::{CpuCostParams, KernelFeatures};
+    use dlc_egg::cpu::pricing::CpuPricer;
+    use dlc_egg::ir::region::program::Step;
+    let text = r#"{
+      "signature": {"inputs": [{"tensor": "X", "role": "data"}, {"tensor": "g", "role": "param"},
+        {"tensor": "b", "role": "param"}], "outputs": [{"tensor": "Y"}]},
+      "tensors": {"X": {"dtype": "fp32", "shape": [8192, 768]}, "g": {"dtype": "fp32", "shape": [768]},
+        "b": {"dtype": "fp32", "shape": [768]}, "Y": {"dtype": "fp32", "shape": [8192, 768]}},
+      "graph": [{"op": "LayerNorm", "name": "ln", "inputs": ["X", "g", "b"], "outputs": ["Y"],
+         "attrs": {"axis": -1, "eps": 1e-5}}]
+    }"#;
+    let g = load_str(text, "ln").expect("loads");
+    let prog = lower(&g).expect("lowers");
+    let regions = |threads: usize| -> Vec<dlc_egg::ir::region::Region> {
+        let o = OptimizeOptions::default()
+            .with_pricer(CpuPricer::new(CpuCostParams::default(), threads));
+        let p = optimize(&prog, &o).expect("optimizes").program;
+        p.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Region(r) => Some(r.clone()),
+                Step::Alias { .. } => None,
+            })
+            .collect()
+    };
+    let (one, two) = (regions(1), regions(2));
+    let names = |rs: &[dlc_egg::ir::region::Region]| -> Vec<String> {
+        rs.iter().map(|r| r.name.clone()).collect()
+    };
+    assert_eq!(one.len(), 1, "1 thread: {:?}", names(&one));
+    assert_eq!(names(&one), names(&two));
+    let f = KernelFeatures::of(&one[0], &BTreeMap::new()).expect("features");
+    assert_eq!(f.transcendentals, 3.0 * 8192.0, "{f:?}");
+    // per element: two sums, the centring, its square, the scale by the rsqrt, gamma, beta
+    let per_elem = f.flops / (8192.0 * 768.0);
+    assert!((7.0..8.0).contains(&per_elem), "{f:?}");
 }

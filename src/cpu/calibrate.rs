@@ -8,8 +8,9 @@
 //!                       bytes / bandwidth_gbs)
 //! ```
 //!
-//! with `flops` the kernel's arithmetic ([`crate::cost::work::analyze`]: every let once per
-//! point of its free iters), `transcendentals` its special-function operations (exp, erf, tanh,
+//! with `flops` the kernel's arithmetic (every let once per point of its free iters,
+//! [`super::work::region_ops`]; a contraction's GEMM view from [`crate::cost::work::analyze`]),
+//! `transcendentals` its special-function operations (exp, erf, tanh,
 //! rsqrt, …: the GPU model's SFU count), `bytes` every input read once plus the outputs written.
 //! The four parameters ([`CpuCostParams`]) are read from a JSON file: `$DLC_CPU_COST`, else
 //! `cpu-cost.json` in the native cache directory (`<plan-cache>/native`, else
@@ -105,14 +106,16 @@ impl KernelFeatures {
     /// The features of `r` sized by `model`'s bindings and default size (extraction's sizes).
     pub fn with_model(r: &Region, model: &CostModel) -> Option<KernelFeatures> {
         let w = analyze(r, model).ok()?;
-        // A contraction's multiply-adds are in its GEMM view, not in `ops`.
-        let gemm = match &w.shape {
-            Shape::Contraction(g) => 2.0 * g.batch * g.m * g.n * g.k,
-            _ => 0.0,
+        // A contraction's multiply-adds are in its GEMM view, not in `ops` (its epilogue runs
+        // per output element and its prologue at packing, as the GPU analysis counts them);
+        // any other region's lets run once per point of their free iters (`super::work`).
+        let (gemm, ops) = match &w.shape {
+            Shape::Contraction(g) => (2.0 * g.batch * g.m * g.n * g.k, w.ops),
+            _ => (0.0, super::work::region_ops(r, model)?),
         };
         Some(KernelFeatures {
-            flops: gemm + w.ops.tensor + w.ops.simt,
-            transcendentals: w.ops.sfu,
+            flops: gemm + ops.tensor + ops.simt,
+            transcendentals: ops.sfu,
             bytes: w.in_bytes() + w.out_bytes,
         })
     }

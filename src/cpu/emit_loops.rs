@@ -11,10 +11,10 @@ use crate::ir::tiny::ReduceOp;
 /// Lane accumulators of a vectorized fp32 reduction to a scalar: four AVX-512 vectors (eight
 /// AVX2), so that four independent fold chains hide the latency of a vector add or of a
 /// compare-and-blend (one chain ran softmax's row max and sum at a third of the load rate).
-const REDUCE_LANES: usize = 64;
+pub(super) const REDUCE_LANES: usize = 64;
 /// The second stage's lanes (one AVX-512 vector): the part of a row under [`REDUCE_LANES`] is
 /// still folded in vectors, only the last `< 16` elements are scalar.
-const REDUCE_LANES_TAIL: usize = 16;
+pub(super) const REDUCE_LANES_TAIL: usize = 16;
 
 impl Emitter<'_> {
     pub(super) fn alloc_buffers(&mut self, buffered: &[usize]) {
@@ -142,26 +142,23 @@ impl Emitter<'_> {
             let strip = pf_pending && iters == inner_all && iters.len() == 1;
             if strip {
                 pf_pending = false;
+            }
+            for y in &fused {
+                done_yields[*y] = true;
+            }
+            // the row's fp32 reduction right after the pass folds it in the same loop
+            if let Some(rl) = self.fusable_reduce(&iters, nx, flat) {
+                self.emit_group_with_reduce(&group, &fused, rl, strip)?;
+                self.put_rows(&fused);
+                li = rl + 1;
+                continue;
+            }
+            if strip {
                 self.open_prefetch_strip(iters[0]);
             } else {
                 self.open_loops(&iters, flat, true)?;
             }
-            for g in &group {
-                let x = self.expr(&self.r.lets[*g].expr.clone(), &mut scope)?;
-                let k = self.kind_of(&self.r.lets[*g].expr.clone());
-                let target = self.let_ref(*g, &scope);
-                let v = widen(&x, k, self.lets[*g].kind);
-                if self.lets[*g].local {
-                    let t = kind_type(self.lets[*g].kind);
-                    self.line(&format!("const {t} {target} = {v};"));
-                } else {
-                    self.line(&format!("{target} = {v};"));
-                }
-            }
-            for y in &fused {
-                self.emit_yield_store(*y, &scope);
-                done_yields[*y] = true;
-            }
+            self.emit_group_lets(&group, &fused, &mut scope)?;
             self.close_loops(iters.len() + usize::from(strip));
             self.put_rows(&fused);
             li = nx;
@@ -174,6 +171,32 @@ impl Emitter<'_> {
                 self.close_loops(inner_all.len());
                 self.put_rows(&[y]);
             }
+        }
+        Ok(())
+    }
+
+    /// At the point bound in `scope`: the pointwise lets of `group` (C locals or stores to
+    /// their buffers), then the stores of the `fused` yields.
+    pub(super) fn emit_group_lets(
+        &mut self,
+        group: &[usize],
+        fused: &[usize],
+        scope: &mut Scope,
+    ) -> Result<(), CpuError> {
+        for g in group {
+            let x = self.expr(&self.r.lets[*g].expr.clone(), scope)?;
+            let k = self.kind_of(&self.r.lets[*g].expr.clone());
+            let target = self.let_ref(*g, scope);
+            let v = widen(&x, k, self.lets[*g].kind);
+            if self.lets[*g].local {
+                let t = kind_type(self.lets[*g].kind);
+                self.line(&format!("const {t} {target} = {v};"));
+            } else {
+                self.line(&format!("{target} = {v};"));
+            }
+        }
+        for y in fused {
+            self.emit_yield_store(*y, scope);
         }
         Ok(())
     }
@@ -311,7 +334,7 @@ impl Emitter<'_> {
                 let ext = self.extents(red)?;
                 let na = red.axes.len();
                 if dtype == DType::F32 && !self.has_gather && na > 0 {
-                    self.emit_lane_reduce(li, red, &ext, &acc, &mut scope)?;
+                    self.emit_lane_reduce(red, &ext, &acc, &format!("L{li}"), &mut scope)?;
                     return Ok(());
                 }
                 for (a, e) in red.axes.iter().zip(&ext) {
@@ -327,6 +350,26 @@ impl Emitter<'_> {
                 self.line(&format!("{acc} = {f};"));
                 self.close_loops(na);
                 self.line(&format!("L{li} = {acc};"));
+            }
+            Expr::Reduce(red)
+                if flat
+                    && red.dtype == Some(DType::F32)
+                    && !self.has_gather
+                    && !red.axes.is_empty() =>
+            {
+                // Per point of the let's iters (a row's mean or variance as an array): the
+                // lane reduction. As a serial fold (one dependent add per element) LayerNorm's
+                // variance over [8192, 768] ran 28 ms on one thread, 18 times its price.
+                self.open_loops(&inner, flat, false)?;
+                let acc = self.fresh("acc");
+                self.line(&format!(
+                    "float {acc} = {};",
+                    init_lit(red.op, red.init, DType::F32)
+                ));
+                let ext = self.extents(red)?;
+                let target = self.let_ref(li, &scope);
+                self.emit_lane_reduce(red, &ext, &acc, &target, &mut scope)?;
+                self.close_loops(inner.len());
             }
             _ => {
                 // Any other let with a reduce inside: per point, nested reduces inline.
@@ -347,13 +390,14 @@ impl Emitter<'_> {
     /// `acc` by a tree of halving steps. Lanes start at the op's identity (`acc` keeps the
     /// reduce's init). The order is fixed, so the result is deterministic whatever the thread count; max and min are
     /// order-free (up to the sign of a zero result and which NaN propagates), sums and products
-    /// are reassociated like any vectorized reduction (graph-json's fp32 tolerance).
+    /// are reassociated like any vectorized reduction (graph-json's fp32 tolerance). The result
+    /// is stored to `target` (`L<li>`, or the let's element at the current point).
     fn emit_lane_reduce(
         &mut self,
-        li: usize,
         red: &crate::ir::region::Reduce,
         ext: &[String],
         acc: &str,
+        target: &str,
         scope: &mut Scope,
     ) -> Result<(), CpuError> {
         self.note(format!(
@@ -421,12 +465,12 @@ impl Emitter<'_> {
         }
         let f = fold(red.op, DType::F32, acc, &format!("{accv}[0]"));
         self.line(&format!("{acc} = {f};"));
-        self.line(&format!("L{li} = {acc};"));
+        self.line(&format!("{target} = {acc};"));
         Ok(())
     }
 
     /// A reduce's body at the point bound in `scope`, as an fp32 value.
-    fn reduce_body_f32(
+    pub(super) fn reduce_body_f32(
         &mut self,
         red: &crate::ir::region::Reduce,
         scope: &mut Scope,

@@ -32,11 +32,14 @@
 //! chosen at run time by `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and
 //! the K slice are fixed; streaming attention (an attention region runs through the generic row
 //! form); a depthwise-conv loop; a direct convolution for strided windows (they pack an
-//! im2col); exp and its sum in one pass (softmax's row is read three times from L1); the
-//! chunked scan's totals pass is a sequential walk (vectorizable with reassociation). With the
-//! previous cost defaults, extraction at `--threads 1` chose a 4-kernel LayerNorm whose
-//! variance kernel ran 165 ms (against one fused kernel): the work analysis undercounts that
-//! region; the idle-calibrated defaults avoid it.
+//! im2col); the chunked scan's totals pass is a sequential walk (vectorizable with
+//! reassociation).
+//!
+//! A kernel is priced with every let counted once per point of its free iters, as the C runs it
+//! ([`work`]): priced per output element (the GPU analysis' count), LayerNorm's per-row rsqrt and
+//! divisions made the fused kernel look dearer than a two-kernel cover at `--threads 1`, whose
+//! variance kernel (then a serial fold per row) ran 28 ms against the fused kernel's few. A row's
+//! pointwise pass and the fp32 reduction of it that follows share one loop (`emit_fuse.rs`).
 //!
 //! Diagnostic codes (`E0800`–`E0849`):
 //!
@@ -64,6 +67,7 @@ mod cvalue;
 mod direct;
 pub mod emit;
 mod emit_expr;
+mod emit_fuse;
 mod emit_loops;
 pub mod exec;
 pub mod explain;
@@ -71,6 +75,7 @@ pub mod plan;
 mod prefetch;
 pub mod pricing;
 pub mod program;
+pub mod work;
 
 use crate::diag::codes;
 use crate::diag::Failure;
@@ -90,9 +95,36 @@ pub enum Isa {
     Scalar,
 }
 
+/// The environment variable that compiles for AVX2 with FMA on an AVX-512 machine
+/// (`DLC_CPU_ISA=avx2fma`), so that the AVX2 code paths (`gemm.h`'s 16 × 6 channel-vector
+/// convolution tile, the 8-lane vectors) run and are tested there. Any other value, or one the
+/// machine cannot run, is reported on stderr and the detected ISA is used.
+pub const ENV_ISA: &str = "DLC_CPU_ISA";
+
 impl Isa {
-    /// The ISA of this machine.
+    /// The ISA the generated code is compiled for: this machine's ([`Isa::host`]), or AVX2 with
+    /// FMA where [`ENV_ISA`] asks for it and the machine has AVX2 and FMA.
     pub fn detect() -> Isa {
+        let host = Isa::host();
+        let Ok(v) = std::env::var(ENV_ISA) else {
+            return host;
+        };
+        match v.trim() {
+            "avx2fma" if host != Isa::Scalar => Isa::Avx2Fma,
+            n if n == host.name() => host,
+            _ => {
+                eprintln!(
+                    "warning: {ENV_ISA}=`{v}` is not `avx2fma` on a machine with AVX2 and FMA; \
+                     compiling for {}",
+                    host.name()
+                );
+                host
+            }
+        }
+    }
+
+    /// The ISA of this machine.
+    pub fn host() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f")
@@ -131,7 +163,8 @@ impl Isa {
     pub fn flags(self) -> Vec<&'static str> {
         match self {
             Isa::Avx512 => vec!["-march=native", "-mprefer-vector-width=512"],
-            Isa::Avx2Fma => vec!["-march=native", "-mprefer-vector-width=256"],
+            // without AVX-512 even where the machine has it (`ENV_ISA`)
+            Isa::Avx2Fma => vec!["-march=native", "-mno-avx512f", "-mprefer-vector-width=256"],
             Isa::Scalar => vec!["-march=native"],
         }
     }

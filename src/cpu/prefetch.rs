@@ -94,18 +94,7 @@ impl Emitter<'_> {
             "for (int64_t dlc_pb = 0; dlc_pb < {z}; dlc_pb += {PF_STRIP}) {{"
         ));
         self.indent += 1;
-        for k in self.prefetch.clone() {
-            let esz = self.r.inputs[k].dtype.size_bytes() as usize;
-            let lines: Vec<String> = (0..(PF_STRIP * esz).div_ceil(64))
-                .map(|l| {
-                    format!(
-                        "__builtin_prefetch(dlc_pf{k} + dlc_pb * {esz} + {}, 0, 3);",
-                        l * 64
-                    )
-                })
-                .collect();
-            self.line(&format!("if (dlc_pf{k}) {{ {} }}", lines.join(" ")));
-        }
+        self.prefetch_stretch("dlc_pb", PF_STRIP);
         self.line(&format!(
             "const int64_t dlc_pe = {z} - dlc_pb < {PF_STRIP} ? {z} : dlc_pb + {PF_STRIP};"
         ));
@@ -114,5 +103,22 @@ impl Emitter<'_> {
             "for (int64_t {v} = dlc_pb; {v} < dlc_pe; {v}++) {{"
         ));
         self.indent += 1;
+    }
+
+    /// Per prefetched input `k`: prefetches the `elems` elements from element `at` (a C
+    /// variable) of the row `dlc_pfr` rows ahead, one prefetch per 64-byte line.
+    pub(super) fn prefetch_stretch(&mut self, at: &str, elems: usize) {
+        for k in self.prefetch.clone() {
+            let esz = self.r.inputs[k].dtype.size_bytes() as usize;
+            let lines: Vec<String> = (0..(elems * esz).div_ceil(64))
+                .map(|l| {
+                    format!(
+                        "__builtin_prefetch(dlc_pf{k} + {at} * {esz} + {}, 0, 3);",
+                        l * 64
+                    )
+                })
+                .collect();
+            self.line(&format!("if (dlc_pf{k}) {{ {} }}", lines.join(" ")));
+        }
     }
 }

@@ -37,6 +37,8 @@ mod exprs;
 mod strides;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
+// the per-op cost table, for the CPU backend's own count (`crate::cpu::work`)
+pub use exprs::{binary_cost, unary_cost};
 pub use strides::LaneStrides;
 
 /// The sizes a work analysis reads: the number of elements of a shape under the symbol values

@@ -98,7 +98,7 @@ pub(super) fn pred_axes(p: &Pred, f: &mut dyn FnMut(&AxisExpr)) {
 }
 
 /// `(simt, sfu)` operations of a unary function.
-pub(super) fn unary_cost(f: UnaryFn) -> (f64, f64) {
+pub fn unary_cost(f: UnaryFn) -> (f64, f64) {
     match f {
         UnaryFn::Neg | UnaryFn::Relu | UnaryFn::Abs => (1.0, 0.0),
         // ex2/lg2/rsqrt/rcp/sqrt are one MUFU op; exp and log scale by a constant first.
@@ -114,7 +114,7 @@ pub(super) fn unary_cost(f: UnaryFn) -> (f64, f64) {
 }
 
 /// `(simt, sfu)` operations of a binary function.
-pub(super) fn binary_cost(f: BinaryFn) -> (f64, f64) {
+pub fn binary_cost(f: BinaryFn) -> (f64, f64) {
     match f {
         // x · rcp(y), with one Newton step.
         BinaryFn::Div => (3.0, 1.0),

@@ -1,0 +1,90 @@
+//! The arithmetic of a region as the C backend runs it: every let once per point of its free
+//! iters (what [`super::calibrate::KernelFeatures`] prices).
+//!
+//! The GPU work analysis ([`crate::cost::work::analyze`]) counts a let that is not a reduction
+//! once per *output element*: a GPU template maps threads to output elements and does not share
+//! a loop-invariant value between them. The C emitter does share it: in the rows form a let
+//! free of the inner iter is one scalar per row (LayerNorm's `1 / sqrt(var + eps)`, softmax's
+//! reciprocal), in the flat form every let is an array over its free iters. Priced per element,
+//! LayerNorm `[8192, 768]` had `3 · 8192 · 768` transcendentals (two divisions and the rsqrt)
+//! instead of `3 · 8192`: 3.6 ms of phantom work at one thread, which made extraction at
+//! `--threads 1` prefer a two-kernel cover whose variance kernel ran 28 ms (its per-row folds
+//! were serial chains; the flat form now folds them in lane accumulators too) over the fused
+//! kernel. The per-op costs are the GPU analysis'
+//! table ([`crate::cost::work::unary_cost`], [`crate::cost::work::binary_cost`]), which the
+//! calibrated parameters were fitted with.
+
+use crate::cost::work::{binary_cost, unary_cost, Ops, Sizes};
+use crate::ir::region::verify::{children, reduce_extents, verify};
+use crate::ir::region::{Expr, Pred, Region};
+
+/// The arithmetic of `r` with every let counted once per point of its free iters (reductions:
+/// their whole fold per point), sized by `sizes`; `None` when `r` does not verify.
+pub fn region_ops(r: &Region, sizes: &dyn Sizes) -> Option<Ops> {
+    let checked = verify(r).ok()?;
+    let size = |d: &crate::ir::dim::Dim| sizes.numel(std::slice::from_ref(d)) as f64;
+    let mut total = Ops::default();
+    for (l, free) in r.lets.iter().zip(&checked.let_free) {
+        let evals: f64 = free.iter().map(|i| size(&checked.iter_sizes[*i])).product();
+        let o = expr_ops(r, &checked.iter_sizes, sizes, &l.expr, &l.name)?;
+        total.tensor += o.tensor * evals;
+        total.simt += o.simt * evals;
+        total.sfu += o.sfu * evals;
+    }
+    Some(total)
+}
+
+/// Ops of one evaluation of `e` (a reduction: its whole fold, one accumulation per element).
+fn expr_ops(
+    r: &Region,
+    iter_sizes: &[crate::ir::dim::Dim],
+    sizes: &dyn Sizes,
+    e: &Expr,
+    at: &str,
+) -> Option<Ops> {
+    let mut o = Ops::default();
+    let add = |o: &mut Ops, x: Ops, times: f64| {
+        o.tensor += x.tensor * times;
+        o.simt += x.simt * times;
+        o.sfu += x.sfu * times;
+    };
+    match e {
+        Expr::Reduce(red) => {
+            let ext = reduce_extents(r, red, iter_sizes, at).ok()?;
+            let n: f64 = ext
+                .iter()
+                .map(|d| sizes.numel(std::slice::from_ref(d)) as f64)
+                .product();
+            let mut body = expr_ops(r, iter_sizes, sizes, &red.body, at)?;
+            body.simt += 1.0; // the accumulation
+            add(&mut o, body, n);
+            return Some(o);
+        }
+        Expr::Unary(f, _) => {
+            let (simt, sfu) = unary_cost(*f);
+            o.simt += simt;
+            o.sfu += sfu;
+        }
+        Expr::Binary(f, _, _) => {
+            let (simt, sfu) = binary_cost(*f);
+            o.simt += simt;
+            o.sfu += sfu;
+        }
+        Expr::Select { pred, .. } => o.simt += 1.0 + pred_atoms(pred) as f64,
+        Expr::Where(..) | Expr::Cast { .. } | Expr::Gather { .. } => o.simt += 1.0,
+        Expr::Scan(_) => o.simt += 2.0,
+        _ => {}
+    }
+    for c in children(e) {
+        let x = expr_ops(r, iter_sizes, sizes, c, at)?;
+        add(&mut o, x, 1.0);
+    }
+    Some(o)
+}
+
+fn pred_atoms(p: &Pred) -> usize {
+    match p {
+        Pred::And(v) | Pred::Or(v) => v.iter().map(pred_atoms).sum(),
+        Pred::Cmp(..) => 1,
+    }
+}
