@@ -228,10 +228,37 @@ pub fn score_reads(p: &AttentionPair) -> bool {
     found
 }
 
+/// Registers per thread the 32-row layout keeps beyond [`registers`] when its query or key
+/// length is symbolic: the lengths as kernel parameters and the bounds derived from them (key
+/// tile count, tail predicates) live across the key loop. ptxas (NVRTC 13, sm_90a): d = 32, `S`
+/// symbolic, B = 4, H = 8, 32 rows per warp, `BN = 64`, `Q` in registers: 205 against the 200
+/// of [`registers`] (the same plan at concrete lengths: 175). The 16-row layout's bound lies
+/// [`REG_SLACK`] above ptxas and holds its symbolic lengths (the sweeps' `SxS` graphs at d = 32,
+/// 64, 96 and 256 on sm_80 and sm_90a), so the term is the 32-row layout's only: added there it
+/// would stop d = 256's one unstopped tile (`BN = 32`, `Q` in shared memory: 252 + 8 > 255).
+pub const SYMBOLIC_REGS: u64 = 8;
+
+/// Whether `p`'s query or key length is symbolic ([`SYMBOLIC_REGS`]).
+pub fn symbolic_lengths(p: &AttentionPair) -> bool {
+    let Ok(checked) = crate::ir::region::verify::verify(p.first) else {
+        return false;
+    };
+    p.first
+        .iters
+        .iter()
+        .zip(&checked.iter_sizes)
+        .any(|(i, d)| (i.name == p.query || i.name == p.key) && d.as_int().is_none())
+}
+
 /// Registers per thread of `plan` for the pair `p`: [`registers`] at its head and value dims,
-/// plus [`MASK_REGS`] when its score epilogue reads a tensor ([`score_reads`]).
+/// plus [`MASK_REGS`] when its score epilogue reads a tensor ([`score_reads`]) and, on the
+/// 32-row layout, [`SYMBOLIC_REGS`] when its query or key length is symbolic
+/// ([`symbolic_lengths`]).
 pub fn pair_registers(plan: &AttentionPlan, p: &AttentionPair) -> u64 {
-    registers(plan, p.head_dim, p.value_dim) + if score_reads(p) { MASK_REGS } else { 0 }
+    let symbolic = plan.frags() > 1 && symbolic_lengths(p);
+    registers(plan, p.head_dim, p.value_dim)
+        + if score_reads(p) { MASK_REGS } else { 0 }
+        + if symbolic { SYMBOLIC_REGS } else { 0 }
 }
 
 /// Why `plan` is stopped for `p` on `target` (a plan-space key and a sentence), or `None`: its
