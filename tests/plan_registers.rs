@@ -209,3 +209,27 @@ fn a_pointwise_fold_stays_within_the_plans_registers() {
     let f = check_cases(fold_cases(), false, false);
     assert!(f.is_empty(), "{}", f.join("\n"));
 }
+
+/// An attention of one query over 300 keys (the sweep's `sw_attn_fp16_b4h8_1x300_d128_full_none`):
+/// not fused, its softmax's row sum is a row kernel over 300 fp32 scores, which ptxas unrolled
+/// to 78 registers on sm_80 and 80 on sm_90a against the plan's 72 (`plan::regs::ROW`); the
+/// row template caps it there (`__maxnreg__`). Every kernel of the graph is checked.
+#[test]
+fn a_short_row_stays_within_the_plans_registers() {
+    if !nvrtc_here() {
+        return;
+    }
+    let t = |shape: &str| format!(r#"{{"dtype": "fp16", "shape": {shape}}}"#);
+    let text = format!(
+        r#"{{"signature": {{"inputs": [{{"tensor": "Q", "role": "data"}},
+          {{"tensor": "K", "role": "data"}}, {{"tensor": "V", "role": "data"}}],
+          "outputs": [{{"tensor": "O"}}]}},
+         "tensors": {{"Q": {q}, "K": {k}, "V": {k}, "O": {q}}},
+         "graph": [{{"op": "Attention", "name": "attn", "inputs": ["Q", "K", "V"],
+          "outputs": ["O"], "attrs": {{"causal": false, "acc_dtype": "fp32"}}}}]}}"#,
+        q = t("[4, 8, 1, 128]"),
+        k = t("[4, 8, 300, 128]"),
+    );
+    let f = check_cases(vec![("attention 1x300 d128", text)], false, false);
+    assert!(f.is_empty(), "{}", f.join("\n"));
+}

@@ -2,7 +2,7 @@
 //! and priced here, so that what is priced is what is emitted.
 //!
 //! **Space.** 4 warps of 16 or 32 query rows ([`ROWS`]: `BM` = 64 or 128), `BN` ∈ {32, 64,
-//! 128} keys per tile, 2 stages, `cp.async` for plain operands, `Q` in registers or re-read
+//! 128} keys per tile (and 16 at 16 rows where no wider tile fits: [`space_for`]), 2 stages, `cp.async` for plain operands, `Q` in registers or re-read
 //! from shared memory. A point is *stopped* when its registers ([`registers`]: fragments + a measured
 //! overhead) exceed the thread's 255, or its shared memory the block's opt-in limit.
 //!
@@ -44,8 +44,23 @@ pub const WARPS: u64 = 4;
 /// Query rows per warp tried: 16 (one `m16` fragment, `BM = 64`) or 32 (two, `BM = 128`:
 /// FlashAttention-2's layout, each `K`/`V` fragment read from shared memory feeds two MMAs).
 pub const ROWS: [u64; 2] = [16, 32];
-/// Key tile sizes tried.
-pub const BNS: [u64; 3] = [32, 64, 128];
+/// Key tile sizes tried ([`bns`]; the narrowest, [`NARROW_BN`], only as [`space_for`] says).
+pub const BNS: [u64; 4] = [16, 32, 64, 128];
+/// The 16-key tile: what fits the registers of the large head dims whose score epilogue reads
+/// a tensor (d = 256 with a mask: 252 + [`MASK_REGS`] > 255 at `BN = 32`, 242 at 16). It is
+/// offered only where no wider tile fits ([`space_for`]): where one does, its half-empty score
+/// fragments buy nothing, and ptxas takes 5 to 14 registers more than [`registers`] says on it
+/// (d = 256 causal without a mask, sm_90a: 233 and 242 against 228).
+pub const NARROW_BN: u64 = 16;
+
+/// The key tile sizes of the plan space at `rows` query rows per warp: [`BNS`], but the
+/// 16-key tile only at 16 rows (`BM = 64`): at 32 rows it would not fit either (the `O`
+/// accumulators alone take `DV` registers), and its shared memory would be too small to stage
+/// a 32-row block's fp32 output tile (`templates::attention::store_lanes`).
+pub fn bns(rows: u64) -> impl Iterator<Item = u64> {
+    BNS.into_iter()
+        .filter(move |bn| *bn > NARROW_BN || rows == 16)
+}
 /// Registers per thread beyond the fragments (addresses, loop state, softmax rows; 68 since
 /// the exponent's factor and the rows' `m·c` are live across the key loop: d = 256 causal takes
 /// 250 registers on sm_90a against 248 at 64).
@@ -208,8 +223,10 @@ pub fn registers(plan: &AttentionPlan, d: u64, dv: u64) -> u64 {
 /// Registers per thread a score epilogue that reads a tensor (a bool or additive mask, a bias)
 /// keeps beyond [`registers`]: the tensor's row base and the key offsets of the tile's elements
 /// across the QKᵀ MMAs. ptxas (NVRTC 13, sm_80): d = 256 with a `[B,1,1,N]` bool mask, `BN =
-/// 32`, `Q` in shared memory, spills 24 B at a bound of 252; this term stops that point.
-pub const MASK_REGS: u64 = 12;
+/// 32`, `Q` in shared memory, spills 24 B at a bound of 252; this term stops that point. At
+/// `BN = 16` (sm_90a, an additive bf16 `[B,1,1,N]` mask, B = 2, H = 12, S = 200) ptxas takes
+/// 241 against 228 + 12: 14.
+pub const MASK_REGS: u64 = 14;
 
 /// Whether `p`'s score epilogue reads a tensor (a mask or bias: [`MASK_REGS`] more registers).
 pub fn score_reads(p: &AttentionPair) -> bool {
@@ -228,10 +245,37 @@ pub fn score_reads(p: &AttentionPair) -> bool {
     found
 }
 
+/// Registers per thread the 32-row layout keeps beyond [`registers`] when its query or key
+/// length is symbolic: the lengths as kernel parameters and the bounds derived from them (key
+/// tile count, tail predicates) live across the key loop. ptxas (NVRTC 13, sm_90a): d = 32, `S`
+/// symbolic, B = 4, H = 8, 32 rows per warp, `BN = 64`, `Q` in registers: 205 against the 200
+/// of [`registers`] (the same plan at concrete lengths: 175). The 16-row layout's bound lies
+/// [`REG_SLACK`] above ptxas and holds its symbolic lengths (the sweeps' `SxS` graphs at d = 32,
+/// 64, 96 and 256 on sm_80 and sm_90a), so the term is the 32-row layout's only: added there it
+/// would stop d = 256's one unstopped tile (`BN = 32`, `Q` in shared memory: 252 + 8 > 255).
+pub const SYMBOLIC_REGS: u64 = 8;
+
+/// Whether `p`'s query or key length is symbolic ([`SYMBOLIC_REGS`]).
+pub fn symbolic_lengths(p: &AttentionPair) -> bool {
+    let Ok(checked) = crate::ir::region::verify::verify(p.first) else {
+        return false;
+    };
+    p.first
+        .iters
+        .iter()
+        .zip(&checked.iter_sizes)
+        .any(|(i, d)| (i.name == p.query || i.name == p.key) && d.as_int().is_none())
+}
+
 /// Registers per thread of `plan` for the pair `p`: [`registers`] at its head and value dims,
-/// plus [`MASK_REGS`] when its score epilogue reads a tensor ([`score_reads`]).
+/// plus [`MASK_REGS`] when its score epilogue reads a tensor ([`score_reads`]) and, on the
+/// 32-row layout, [`SYMBOLIC_REGS`] when its query or key length is symbolic
+/// ([`symbolic_lengths`]).
 pub fn pair_registers(plan: &AttentionPlan, p: &AttentionPair) -> u64 {
-    registers(plan, p.head_dim, p.value_dim) + if score_reads(p) { MASK_REGS } else { 0 }
+    let symbolic = plan.frags() > 1 && symbolic_lengths(p);
+    registers(plan, p.head_dim, p.value_dim)
+        + if score_reads(p) { MASK_REGS } else { 0 }
+        + if symbolic { SYMBOLIC_REGS } else { 0 }
 }
 
 /// Why `plan` is stopped for `p` on `target` (a plan-space key and a sentence), or `None`: its
@@ -264,9 +308,21 @@ pub fn stop(
 /// kernel exists. Code generation fuses a pair only then (`templates::attention::find_pairs`),
 /// and the extractor prices it only then ([`choose_attention_plan`] fails otherwise).
 pub fn has_plan(p: &AttentionPair, target: &Target) -> bool {
-    space(copies_async(p))
+    space_for(p, target)
         .iter()
         .any(|plan| stop(plan, p, target).is_none())
+}
+
+/// The points of `p`'s plan space on `target`: [`space`], without the 16-key tile
+/// ([`NARROW_BN`]) when a wider tile is not stopped ([`stop`]).
+pub fn space_for(p: &AttentionPair, target: &Target) -> Vec<AttentionPlan> {
+    let all = space(copies_async(p));
+    let wide_fits = all
+        .iter()
+        .any(|plan| plan.bn > NARROW_BN && stop(plan, p, target).is_none());
+    all.into_iter()
+        .filter(|plan| plan.bn > NARROW_BN || !wide_fits)
+        .collect()
 }
 
 /// [`REG_OVERHEAD`] of the 32-row layout, and its score, `P` and `K` fragments `BN · (F + 1) / 2`
@@ -289,7 +345,7 @@ pub fn space(async_: bool) -> Vec<AttentionPlan> {
     let mut out = Vec::new();
     for rows in ROWS {
         for q_in_regs in [true, false] {
-            for bn in BNS {
+            for bn in bns(rows) {
                 out.push(AttentionPlan {
                     bm: WARPS * rows,
                     rows,
@@ -611,7 +667,7 @@ pub fn choose_attention_plan(
     let s = sizes(p, model)?;
     let work = analyze(p.first, model)?;
     let out_bytes = out_bytes(p);
-    let all = space(copies_async(p));
+    let all = space_for(p, target);
     let n_space = all.len();
     let mut priced: Vec<(Time, AttentionPlan, Estimate, Resources)> = Vec::new();
     let mut stopped: Vec<(String, usize)> = Vec::new();

@@ -207,16 +207,6 @@ fn choose_plan_as(
         if g.row_extent.is_none() && g.k < THIN_SIDE && g.m.min(g.n) < THIN_SIDE);
     let fold_work = (fold_too && thin && !online && matches!(e, Emits::Contraction { .. }))
         .then(|| raw.clone());
-    // A single contraction (one reduce, no row epilogue) that no tiled template accepts runs as
-    // the pointwise fold too (a convolution at batch 1): its space has the widths it emits.
-    let folds = e == Emits::Pointwise
-        && matches!(&raw.shape, Shape::Contraction(g) if g.row_extent.is_none())
-        && region
-            .lets
-            .iter()
-            .filter(|l| matches!(l.expr, crate::ir::region::Expr::Reduce(_)))
-            .count()
-            == 1;
     let mut work = as_emitted(raw, e);
     if let (true, Shape::Contraction(g)) = (online, &mut work.shape) {
         g.row_passes = 1;
@@ -230,7 +220,9 @@ fn choose_plan_as(
     let no_copy = matches!(e, Emits::Contraction { mma: true, staging, .. } if !staging.iter().any(|s| matches!(s, Staging::CpAsync | Staging::CpAsyncChecked)));
     // The SM90 template (`wgmma`) emits only the GEMMs it accepts (`templates::sm90`).
     let wgmma = matches!(e, Emits::Contraction { wgmma: true, .. });
-    let space = if folds {
+    // A pointwise kernel (a single contraction no tiled template accepts, a convolution at
+    // batch 1, or any other region) gets the widths its template emits (issue 15).
+    let space = if e == Emits::Pointwise {
         emitted_candidates(region, &work, &model.target)
     } else {
         candidates(&work, &model.target)
@@ -278,15 +270,9 @@ fn choose_plan_as(
 /// in a reduce body). The space is built for the widest lane count, at most the space's own, at
 /// which some read is vector-loaded, or for one lane: the kernel always keeps its scalar plan
 /// (dropping the unemitted widths alone left none, E9000 on a depthwise conv), and its plan
-/// never claims vector loads the kernel lacks. Other templates: the space as it is.
-///
-/// TODO(issue 15): the other pointwise kernels (an unfused attention's softmax-and-P·V fold,
-/// which recomputes the row max and sum at each output, its mask and softmax kernels, a symbolic extent not provably
-/// divisible) still get the widest width without a vector load. Building their space here too prices them up to 3x cheaper (one point per
-/// thread, more CTAs) and the two-kernel attention then beats the fused kernel at the examples'
-/// sizes (S = 64: 3.960 vs 4.082 µs on sm90, 4.680 vs 4.971 µs on sm80), which the fused
-/// kernel's price at 2 CTAs (its memory roof divided by the 2/132 of SMs it fills) decides;
-/// that needs measured numbers first.
+/// never claims vector loads the kernel lacks. Every pointwise kernel's space is built here
+/// (the folds' and the others': an unfused attention's score kernel over one query, whose
+/// reads run along the head axis). Other templates: the space as it is.
 fn emitted_candidates(region: &Region, work: &KernelWork, target: &Target) -> Vec<Candidate> {
     if !matches!(work.shape, Shape::Elementwise { .. }) {
         return candidates(work, target);

@@ -24,6 +24,14 @@ use crate::plan::work::{ComputeAtWork, Fill};
 /// Registers for addresses, indices and loop state, per thread.
 pub const BASE_REGS: u32 = 40;
 
+/// Registers per thread of the row template (`codegen::templates::row`): its walk's loads in
+/// flight ([`crate::plan::space::RESIDENT_PER_THREAD`]) and [`BASE_REGS`]. The template caps
+/// ptxas at this count (`__maxnreg__`): left to the block size's bound alone, ptxas unrolled
+/// the walk of a short fp32 row (300 scores of a query-length-1 attention, 75 chunks of 16 bytes
+/// over a warp) past the eight chunks in flight, to 78 registers on sm_80 and 80 on sm_90a
+/// (NVRTC 13), where the plan priced the occupancy of 72; capped, 72 without spills.
+pub const ROW: u32 = BASE_REGS + crate::plan::space::RESIDENT_PER_THREAD as u32;
+
 /// Registers a run-time-checked `cp.async` operand ([`Fill::CpAsyncChecked`]) adds to the
 /// heavier of its two paths: the uniform branch's alignment test, index and bound.
 pub const CHECKED_ELEMENT_PATH: u64 = 10;

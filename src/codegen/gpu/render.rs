@@ -38,10 +38,14 @@ pub fn kernel(k: &Kernel) -> String {
         k.launch.block[2],
         k.launch.dyn_smem_bytes
     );
+    // ptxas takes one of the two qualifiers: the register cap implies the block size's.
+    let bounds = match k.max_regs {
+        Some(n) => format!("__maxnreg__({n})"),
+        None => format!("__launch_bounds__({}, 1)", k.launch.threads()),
+    };
     let _ = writeln!(
         out,
-        "extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{",
-        k.launch.threads(),
+        "extern \"C\" __global__ void {bounds} {}({}) {{",
         k.name,
         params.join(", ")
     );

@@ -508,6 +508,7 @@ mod tests {
             },
             smem,
             body,
+            max_regs: None,
         }
     }
 

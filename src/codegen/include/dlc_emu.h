@@ -58,6 +58,7 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
+#define __maxnreg__(...)
 #define __grid_constant__
 #define __align__(n) __attribute__((aligned(n)))
 // Blocks never overlap, so a __shared__ variable is static storage. Built with -fno-weak (as the

@@ -208,7 +208,7 @@ pub fn store_lanes(p: &AttentionPair) -> Option<u64> {
         let smallest = AttentionPlan {
             bm: crate::cost::attention::WARPS * rows,
             rows,
-            bn: crate::cost::attention::BNS.into_iter().min().unwrap_or(16),
+            bn: crate::cost::attention::bns(rows).min().unwrap_or(16),
             stages: 2,
             async_: false,
             q_in_regs: false,

@@ -779,6 +779,7 @@ pub fn build(
         },
         smem,
         body,
+        max_regs: None,
     };
     let dynamic = k.smem_bytes().1;
     k.launch.dyn_smem_bytes =

@@ -262,5 +262,6 @@ pub fn build(
             },
         ],
         body,
+        max_regs: None,
     })
 }

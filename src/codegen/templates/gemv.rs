@@ -180,6 +180,7 @@ pub fn build(
         },
         smem,
         body,
+        max_regs: None,
     })
 }
 

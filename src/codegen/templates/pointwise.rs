@@ -80,6 +80,7 @@ pub fn build(
         },
         smem: vec![],
         body,
+        max_regs: None,
     })
 }
 
@@ -163,5 +164,6 @@ fn build_vector(
         },
         smem: vec![],
         body,
+        max_regs: None,
     })
 }

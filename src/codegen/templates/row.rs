@@ -282,6 +282,7 @@ pub fn build(
         },
         smem,
         body,
+        max_regs: Some(crate::plan::regs::ROW),
     })
 }
 

@@ -375,5 +375,6 @@ pub fn build(r: &Region, arch: Arch, block: u32, items: u32) -> Result<Kernel, C
         },
         smem,
         body,
+        max_regs: None,
     })
 }

@@ -574,6 +574,7 @@ pub fn build(
             dynamic: true,
         }],
         body,
+        max_regs: None,
     };
     let dynamic = k.smem_bytes().1;
     k.launch.dyn_smem_bytes =

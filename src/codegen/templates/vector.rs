@@ -28,7 +28,7 @@ use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::kind::Kind;
-use crate::ir::region::{Expr, Region};
+use crate::ir::region::{Expr, Reduce, Region};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The lanes per thread for `r` (iteration sizes `iter_sizes`): the largest power of two at most
@@ -49,10 +49,11 @@ pub fn lanes(iter_sizes: &[Dim], want: u32) -> u32 {
 
 /// Whether the pointwise kernel of `r` under a plan of `lanes` lanes per thread emits what
 /// the plan claims: the template keeps all `lanes` ([`lanes`] of `r`'s iteration sizes) and
-/// loads at least one read of `r` as one vector per chunk ([`vector_reads`]). The plan space
-/// offers a pointwise vector width above one element only then (`cost::choose_plan`), so a
-/// plan never claims vector loads whose reads are all scalar (a depthwise convolution's padded
-/// taps, a transpose's strided reads).
+/// loads at least one read of `r` as one vector per chunk ([`vector_reads`], or in the fold of
+/// a reduce let, [`lane_reduces`]). The plan space offers a pointwise vector width above one
+/// element only then (`cost::choose_plan`), so a plan never claims vector loads whose reads are
+/// all scalar (a depthwise convolution's padded taps, a transpose's strided reads, the scores
+/// `Q·Kᵀ` of an attention over one query, whose reads run along the head axis).
 pub fn loads_vectors(r: &Region, want: u32) -> bool {
     let Some(inner) = r.iters.last() else {
         return false;
@@ -61,7 +62,10 @@ pub fn loads_vectors(r: &Region, want: u32) -> bool {
         return false;
     };
     let l = lanes(&em.iter_sizes, want);
-    l > 1 && l == want && !vector_reads(r, &inner.name, l).is_empty()
+    l > 1
+        && l == want
+        && (!vector_reads(r, &inner.name, l).is_empty()
+            || lane_reduce_lets(&em, &inner.name, l).is_ok_and(|ls| !ls.is_empty()))
 }
 
 /// A read: input name and index map.
@@ -242,6 +246,24 @@ pub fn lane_reduces(
     first: &str,
     lanes: u32,
 ) -> Result<Vec<LaneReduce>, CodegenError> {
+    let mut out = Vec::new();
+    for (name, red, extents) in lane_reduce_lets(em, axis, lanes)? {
+        let acc = lane_reduce(em, red, (axis, first), lanes, &extents)?;
+        out.push(LaneReduce { name, acc });
+    }
+    Ok(out)
+}
+
+/// A reduce let [`lane_reduces`] folds per chunk: its name, the reduce, and the extents of the
+/// region's iters and the reduce's axes its reads are checked at.
+type LaneReduceLet<'r> = (String, &'r Reduce, BTreeMap<String, Dim>);
+
+/// The reduce lets [`lane_reduces`] folds for chunks of `lanes` lanes along `axis` (see there).
+fn lane_reduce_lets<'r>(
+    em: &Emitter<'r>,
+    axis: &str,
+    lanes: u32,
+) -> Result<Vec<LaneReduceLet<'r>>, CodegenError> {
     let r = em.region;
     let mut names: Vec<String> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -277,8 +299,7 @@ pub fn lane_reduces(
         if reads_at(r, body, axis, lanes, &extents).is_empty() {
             continue;
         }
-        let acc = lane_reduce(em, red, (axis, first), lanes, &extents)?;
-        out.push(LaneReduce { name: n, acc });
+        out.push((n, &**red, extents));
     }
     Ok(out)
 }

@@ -54,7 +54,7 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             // Partial results of each warp for the cross-warp step; the walk's loads in
             // flight (up to 8 16-byte chunks: 32 registers per thread).
             let warps = (threads_per_row * rows_per_block).div_ceil(32);
-            (BASE_REGS + RESIDENT_PER_THREAD as u32, warps * 4 * 2)
+            (regs::ROW, warps * 4 * 2)
         }
         Knobs::Elementwise {
             items, vec_bytes, ..

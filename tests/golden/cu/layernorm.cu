@@ -12,7 +12,7 @@ __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
 // row kernel `k0_add_mul_rsqrt_div` for sm90: grid (max(1, (T+3)//4), 1, 1), block (32, 4, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(128, 1) k0_add_mul_rsqrt_div(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
+extern "C" __global__ void __maxnreg__(72) k0_add_mul_rsqrt_div(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
   if ((s_T) > 0) {
     const int ty = (int)threadIdx.y;
     const int tx = (int)threadIdx.x;

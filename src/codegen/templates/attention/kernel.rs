@@ -492,6 +492,7 @@ fn assemble(
             smem(&cx.v, Some(cx.plan.stages)),
         ],
         body,
+        max_regs: None,
     };
     let dynamic = k.smem_bytes().1;
     k.launch.dyn_smem_bytes =
