@@ -386,8 +386,9 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
 /// Runs every phase of `opts` ([`OptimizeOptions::phase_names`]) on `eg`, timing each in
 /// `steps`. The kernels phase runs twice when the substitutions are on: once before phase
 /// `subst`, so the kernels of the unsubstituted program are in the e-graph (unions never remove
-/// e-nodes: the cover without substitutions stays available and the DAG-aware extractor can
-/// only do better with them), and again after it, with the same rules and their memory, growing
+/// e-nodes: the cover without substitutions stays available, so the exact extractor can only
+/// do better with them; the fast one is a heuristic and is not monotone in added options,
+/// TODO(issue 23): bench/results/covers-2026-11-27-5.md), and again after it, with the same rules and their memory, growing
 /// only the seeds whose growth observed a class the substitutions changed
 /// ([`fusion::GrowthState::forget_changed`]); when `subst` changed nothing, the second round is
 /// skipped. Phases after the first kernels round get their node budget on top of the e-graph's
