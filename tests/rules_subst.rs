@@ -163,8 +163,11 @@ fn encoder_layer() -> Program {
 
 /// The cover of one BERT-base layer (issue 23). Without substitutions: 10 kernels (was 14),
 /// each LayerNorm one kernel with its residual add and the projection's bias. With them the
-/// extractor takes the merged Q/K/V GEMM: predicted time strictly lower, and (today) one more
-/// kernel — TODO(issue 23): the attention's V slice and bias are copied (two copy kernels).
+/// extractor takes the merged Q/K/V GEMM (one GEMM, N = 2304; QKᵀ reads its Q and K columns
+/// with the biases added on load): 9 kernels, predicted time strictly lower — TODO(issue 23):
+/// the V columns are still copied (likely because a sliced read is priced as a read of the
+/// whole merged output, `plan::work::analyze`'s `InputUse::bytes`: on bert2 a kernel reading
+/// its columns of a 2-weight merged GEMM is priced 1.5× the same kernel reading its own).
 #[test]
 fn encoder_layer_covers_with_and_without_substitutions() {
     let p = encoder_layer();
@@ -202,7 +205,7 @@ fn encoder_layer_covers_with_and_without_substitutions() {
         o.cost,
         plain.cost
     );
-    assert!(o.kernels.len() <= 11, "{names:?}");
+    assert!(o.kernels.len() <= 9, "{names:?}");
     let merged = o
         .kernels
         .iter()
@@ -217,11 +220,8 @@ fn encoder_layer_covers_with_and_without_substitutions() {
         .iter()
         .map(|k| (k.name.as_str(), &k.covers))
         .collect();
-    // TODO(issue 23): since the attention pair's pricing fix (a6fcaa7) the cover takes two
-    // merged GEMMs (9 kernels, still cheaper than without substitutions); which projection
-    // both compute is to be examined. Every merged GEMM must name its substitution.
-    assert!(
-        merged >= 1,
-        "the Q/K/V GEMM is named in --explain: {covers:?}"
-    );
+    // One merged GEMM, for all three projections: with the substitutions before the kernels
+    // phase the cover took two merged GEMMs (some projection computed twice); with kernels
+    // grown before and after them, every projection is computed once.
+    assert_eq!(merged, 1, "one Q/K/V GEMM, named in --explain: {covers:?}");
 }

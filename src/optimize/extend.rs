@@ -5,8 +5,10 @@
 //! `--explain`, the cover keeps its `covers:` lines, and the result is the same [`Optimized`]
 //! (regions, plans, report, CUDA) the CLI produces.
 //!
-//! The phases, in order: `movement`, `rbssa`, `srnf`, `contraction`, `epilogue` (rewrites) and
-//! `kernels` (fusion; its legality oracle is region synthesis). Every phase runs checked
+//! The phases, in order: `movement`, `rbssa`, `srnf`, `contraction`, `epilogue` (rewrites),
+//! `kernels` (fusion; its legality oracle is region synthesis), then, unless the substitutions
+//! are off, `subst` (graph substitutions) and `kernels` again over what they added (a rule added
+//! to `kernels` runs in both rounds). Every phase runs checked
 //! ([`crate::rules::try_run_phase`]): a rule that builds an ill-typed e-node or makes values of
 //! different dtype or shape equal is an [`OptimizeError::Rule`] naming it.
 //!
@@ -21,8 +23,13 @@ use crate::target::Target;
 use std::fmt;
 use std::sync::Arc;
 
-/// The name of the kernels (fusion) phase, the last built-in phase.
+/// The name of the kernels (fusion) phase: it runs after the rewrite phases and, with the
+/// substitutions on, again after phase [`SUBST_PHASE`].
 pub const KERNELS_PHASE: &str = "kernels";
+
+/// The name of the graph substitutions phase (`crate::rules::subst`): it runs after the first
+/// kernels round (`--no-subst` leaves it and the second kernels round out).
+pub const SUBST_PHASE: &str = "subst";
 
 /// A phase a library user adds.
 #[derive(Clone)]
@@ -119,7 +126,7 @@ impl fmt::Debug for Extensions {
 /// let opts = OptimizeOptions::default()
 ///     .with_rule("srnf", double_relu)
 ///     .with_explain(true);
-/// assert_eq!(opts.phase_names().unwrap().len(), 7);
+/// assert_eq!(opts.phase_names().unwrap().len(), 8); // kernels twice, around subst
 /// ```
 impl OptimizeOptions {
     /// Adds `rule` to `phase` (a built-in phase — `subst`, `movement`, `rbssa`, `srnf`,
@@ -204,11 +211,23 @@ impl OptimizeOptions {
     /// Every phase with its rules, in order; the kernels phase has only the rules added to it
     /// (the pipeline adds the fusion rules, which need its legality oracle).
     pub(super) fn rewrite_phases(&self) -> Result<Vec<(String, Vec<Rule>)>, RuleError> {
-        let mut phases: Vec<(String, Vec<Rule>)> = all_phases_with(self.fast_math)
-            .into_iter()
-            .map(|(n, r)| (n.to_string(), r))
-            .collect();
+        let mut phases: Vec<(String, Vec<Rule>)> = Vec::new();
+        let mut subst = None;
+        for (n, r) in all_phases_with(self.fast_math) {
+            if n == SUBST_PHASE {
+                subst = Some(r);
+            } else {
+                phases.push((n.to_string(), r));
+            }
+        }
         phases.push((KERNELS_PHASE.to_string(), Vec::new()));
+        // The substitutions after a first kernels round, and kernels again over what they add
+        // (`super::run_phases`: the cover without them stays in the e-graph).
+        // (Listed with the substitutions off too, where `super::run_phases` skips both.)
+        if let Some(r) = subst {
+            phases.push((SUBST_PHASE.to_string(), r));
+            phases.push((KERNELS_PHASE.to_string(), Vec::new()));
+        }
         let known = |phases: &[(String, Vec<Rule>)]| {
             phases
                 .iter()
@@ -241,15 +260,17 @@ impl OptimizeOptions {
             phases.insert(at, (added.name.clone(), added.rules.clone()));
         }
         for (phase, rule) in &self.extensions.rules {
-            match phases.iter_mut().find(|(n, _)| n == phase) {
-                Some((_, rules)) => rules.push(rule.clone()),
-                None => {
-                    return Err(RuleError::UnknownPhase {
-                        phase: phase.clone(),
-                        what: format!("rule `{}`", rule.name),
-                        known: known(&phases),
-                    })
-                }
+            let mut found = false;
+            for (_, rules) in phases.iter_mut().filter(|(n, _)| n == phase) {
+                rules.push(rule.clone());
+                found = true;
+            }
+            if !found {
+                return Err(RuleError::UnknownPhase {
+                    phase: phase.clone(),
+                    what: format!("rule `{}`", rule.name),
+                    known: known(&phases),
+                });
             }
         }
         Ok(phases)

@@ -23,7 +23,7 @@ use crate::extract::pricing::{KernelPricer, Roofline};
 use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
 use crate::ir::tiny::Program;
-use crate::rules::fusion::{self, FusionLimits, Legality};
+use crate::rules::fusion::{self, Fingerprints, FusionLimits, Legality};
 use crate::rules::{try_run_phase, Budget, PhaseStats, RuleError};
 use crate::target::{Arch, Target};
 use egg::{Id, RecExpr};
@@ -285,31 +285,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     let class = add_program(&mut eg, prog);
     steps.lap("e-graph build");
     let regions = Arc::new(RegionCache::default());
-    let mut phases = Vec::new();
-    for (name, mut rules) in opts.rewrite_phases()? {
-        if name == "subst" && !opts.substitutions {
-            continue;
-        }
-        let budget = if name == extend::KERNELS_PHASE {
-            let mut fused = fusion::rules(
-                region_legality_with(regions.clone(), opts.compute_at),
-                opts.fusion.clone(),
-            );
-            fused.append(&mut rules);
-            rules = fused;
-            &opts.kernel_budget
-        } else {
-            &opts.budget
-        };
-        // TODO(issue 23): the kernels phase replays recorded growths per seed across identical
-        // layers (`FusionLimits::replay`) but still costs ~2.6-3.5 s CPU of the 12-layer BERT's
-        // 5.6-8.1 s (one layer grown and recorded, kernel e-node adds, maximal-growth replays);
-        // replaying whole layers is the next step (bench/results/optimize-speed-2026-11-26-3.md).
-        let (e, st) = try_run_phase(eg, &name, &rules, budget)?;
-        eg = e;
-        steps.lap(&format!("phase {name}"));
-        phases.push(st);
-    }
+    let (eg, phases) = run_phases(eg, opts, &regions, &mut steps)?;
 
     let mut bindings = prog.symbols.clone();
     bindings.extend(opts.pricing.iter().map(|(k, v)| (k.clone(), *v)));
@@ -405,6 +381,73 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         classes: class,
         model: sizes,
     })
+}
+
+/// Runs every phase of `opts` ([`OptimizeOptions::phase_names`]) on `eg`, timing each in
+/// `steps`. The kernels phase runs twice when the substitutions are on: once before phase
+/// `subst`, so the kernels of the unsubstituted program are in the e-graph (unions never remove
+/// e-nodes: the cover without substitutions stays available, so the exact extractor can only
+/// do better with them; the fast one is a heuristic and is not monotone in added options,
+/// TODO(issue 23): bench/results/covers-2026-11-27-5.md), and again after it, with the same rules and their memory, growing
+/// only the seeds whose growth observed a class the substitutions changed
+/// ([`fusion::GrowthState::forget_changed`]); when `subst` changed nothing, the second round is
+/// skipped. Phases after the first kernels round get their node budget on top of the e-graph's
+/// size (it holds every kernel by then).
+fn run_phases(
+    mut eg: TensorGraph,
+    opts: &OptimizeOptions,
+    regions: &Arc<RegionCache>,
+    steps: &mut Steps,
+) -> Result<(TensorGraph, Vec<PhaseStats>), OptimizeError> {
+    let (kernel_rules, growth) = fusion::rules_with_state(
+        region_legality_with(regions.clone(), opts.compute_at),
+        opts.fusion.clone(),
+    );
+    let mut phases: Vec<PhaseStats> = Vec::new();
+    // Fingerprints of the e-graph after the first kernels round (then `subst` runs).
+    let mut before_subst: Option<fusion::Fingerprints> = None;
+    let mut kernels_rounds = 0;
+    for (name, mut rules) in opts.rewrite_phases()? {
+        let budget = if name == extend::KERNELS_PHASE {
+            kernels_rounds += 1;
+            if kernels_rounds > 1 {
+                let Some(before) = before_subst.take() else {
+                    continue;
+                };
+                let changed = before.changed(&eg);
+                if changed.is_empty() {
+                    continue;
+                }
+                growth.forget_changed(&eg, &changed);
+            }
+            let mut fused = kernel_rules.clone();
+            fused.append(&mut rules);
+            rules = fused;
+            opts.kernel_budget.clone()
+        } else if kernels_rounds > 0 {
+            if name == extend::SUBST_PHASE {
+                if !opts.substitutions {
+                    continue;
+                }
+                before_subst = Some(Fingerprints::of(&eg));
+            }
+            Budget {
+                node_limit: eg.total_number_of_nodes() + opts.budget.node_limit,
+                ..opts.budget.clone()
+            }
+        } else {
+            opts.budget.clone()
+        };
+        // TODO(issue 23): the kernels phase replays recorded growths per seed across identical
+        // layers (`FusionLimits::replay`) but still costs ~2.6-3.5 s CPU of the 12-layer BERT's
+        // 5.6-8.1 s (one layer grown and recorded, kernel e-node adds, maximal-growth replays);
+        // replaying whole layers is the next step (bench/results/optimize-speed-2026-11-26-3.md).
+        let (e, st) = try_run_phase(eg, &name, &rules, &budget)?;
+        eg = e;
+        steps.lap(&format!("phase {name}"));
+        phases.push(st);
+    }
+    Ok((eg, phases))
 }
 
 /// The signature inputs of `graph` whose values are bound when the program is loaded: weights

@@ -28,6 +28,7 @@
 
 mod apply;
 mod grow;
+mod regrow;
 mod replay;
 
 use super::Rule;
@@ -38,6 +39,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use apply::kernels_largest_first;
+pub use regrow::{Fingerprints, GrowthState};
 use replay::{GrowView, Replays};
 
 /// Decides whether a body (with inputs of the given facts) can be one kernel; `Err` says why not.
@@ -83,7 +85,16 @@ impl Default for FusionLimits {
 
 /// The phase's rules: `kernel-wrap` and `kernel-fuse`, with `legal` as the legality oracle.
 pub fn rules(legal: Legality, limits: FusionLimits) -> Vec<Rule> {
-    vec![
+    rules_with_state(legal, limits).0
+}
+
+/// [`rules`], with a handle on what `kernel-fuse` remembers between runs: the same rules run
+/// again after the e-graph changed (the pipeline's kernels round after the substitutions)
+/// regrow only the seeds whose growth observed a changed class ([`GrowthState`]).
+pub fn rules_with_state(legal: Legality, limits: FusionLimits) -> (Vec<Rule>, GrowthState) {
+    let memo: Arc<Mutex<GrowMemo>> = Arc::default();
+    let state = GrowthState { memo: memo.clone() };
+    let rules = vec![
         // v ⇒ kernel{op($0, …)}(children): every value computed by one op is a one-op kernel.
         Rewrite::new("kernel-wrap", OpNodes, Wrap).expect("static rule"),
         // kernel{B}(…, d, …) ⇒ kernel{B[$d := op(…)]}(…, inputs of op, …) for an op e-node of d
@@ -94,13 +105,14 @@ pub fn rules(legal: Legality, limits: FusionLimits) -> Vec<Rule> {
             Grow {
                 legal,
                 limits,
-                memo: Mutex::default(),
+                memo,
                 replays: Replays::default(),
                 replays_max: Replays::default(),
             },
         )
         .expect("static rule"),
-    ]
+    ];
+    (rules, state)
 }
 
 /// True for e-nodes that compute or move a value (not attributes, inputs, reads of nothing, or
@@ -216,8 +228,10 @@ type Seed = (Id, RecExpr<TensorLang>, Vec<Id>);
 /// every class; the e-graph's op nodes do not change during the phase, only kernels are added).
 #[derive(Default)]
 struct GrowMemo {
-    /// Seeds already grown breadth-first: that growth reads only op e-nodes, so it is final.
-    grown: HashSet<Seed>,
+    /// Seeds already grown breadth-first, with the classes the growth observed (`None`:
+    /// not recorded, growth without replay): that growth reads only op e-nodes, which the
+    /// phase does not change, so it is final until the e-graph changes around those classes.
+    grown: HashMap<Seed, Option<Vec<Id>>>,
     /// Seeds whose growth met a dense layer's GEMM: they also get the deferred growth and the
     /// contraction-free maximal growth.
     deferred: HashSet<Seed>,
@@ -233,7 +247,7 @@ struct GrowMemo {
 struct Grow {
     legal: Legality,
     limits: FusionLimits,
-    memo: Mutex<GrowMemo>,
+    memo: Arc<Mutex<GrowMemo>>,
     /// Recorded breadth-first growths (with whether the seed is deferred), by seed body.
     replays: Replays<bool>,
     /// Recorded maximal growths, by seed body and policy.

@@ -79,23 +79,31 @@ impl Grow {
 impl Grow {
     /// The breadth-first growth of a seed, once per seed (it reads only op e-nodes, which the
     /// phase does not change); replayed from a recorded growth where one fits ([`super::replay`]).
+    ///
+    /// The classes the growth observed are remembered with the seed (unknown without replay,
+    /// which records them), so that [`super::GrowthState::forget_changed`] can tell which
+    /// growths a later change of the e-graph (the substitutions) may alter.
     fn grow_once(&self, eg: &Direct, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
-        if lock(&self.memo).grown.contains(seed) {
+        if lock(&self.memo).grown.contains_key(seed) {
             return Vec::new();
         }
-        let (out, deferred) = if self.limits.replay {
+        let (out, deferred, observed) = if self.limits.replay {
             let classes: Vec<Id> = std::iter::once(seed.0)
                 .chain(seed.2.iter().copied())
                 .collect();
-            self.replays
-                .grow(eg, &seed.1, 0, &classes, |rec| self.grow_seed(rec, seed))
+            let (out, deferred, observed) = self
+                .replays
+                .grow(eg, &seed.1, 0, &classes, |rec| self.grow_seed(rec, seed));
+            (out, deferred, Some(observed))
         } else {
-            self.grow_seed(eg, seed)
+            let (out, deferred) = self.grow_seed(eg, seed);
+            (out, deferred, None)
         };
+        let mut memo = lock(&self.memo);
         if deferred {
-            lock(&self.memo).deferred.insert(seed.clone());
+            memo.deferred.insert(seed.clone());
         }
-        lock(&self.memo).grown.insert(seed.clone());
+        memo.grown.insert(seed.clone(), observed);
         out
     }
 
@@ -136,16 +144,17 @@ impl Grow {
                 continue;
             }
             lock(&self.memo).maxed.insert(key, counts.clone());
-            let (grown, ()) = if self.limits.replay {
+            let grown = if self.limits.replay {
                 let classes: Vec<Id> = std::iter::once(eclass).chain(ins.iter().copied()).collect();
                 let kind = 1 + u8::from(no_contractions);
-                self.replays_max.grow(eg, &body, kind, &classes, |rec| {
+                let (g, (), _) = self.replays_max.grow(eg, &body, kind, &classes, |rec| {
                     let g = self.grow_max(rec, eclass, body.clone(), ins.clone(), no_contractions);
                     (g.into_iter().collect(), ())
-                })
+                });
+                g
             } else {
                 let g = self.grow_max(eg, eclass, body.clone(), ins.clone(), no_contractions);
-                (g.into_iter().collect(), ())
+                g.into_iter().collect()
             };
             out.extend(grown);
         }

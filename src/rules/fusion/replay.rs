@@ -228,18 +228,20 @@ impl<'a> Recorder<'a> {
         self.record.borrow_mut().classes.insert((kind, d))
     }
 
-    /// The trace of what was observed, with `result` (its classes labelled).
-    fn finish<R>(self, result: &[Grown], extra: R) -> Trace<R> {
+    /// The trace of what was observed, with `result` (its classes labelled), and every class
+    /// the growth observed or returned.
+    fn finish<R>(self, result: &[Grown], extra: R) -> (Trace<R>, Vec<Id>) {
         let mut r = self.record.into_inner();
         let result = result
             .iter()
             .map(|(b, ins)| (b.clone(), ins.iter().map(|c| r.labels.label(*c)).collect()))
             .collect();
-        Trace {
+        let trace = Trace {
             observations: r.observations,
             result,
             extra,
-        }
+        };
+        (trace, r.labels.classes)
     }
 }
 
@@ -326,8 +328,9 @@ fn bind_all(labels: &mut Labels, ins: &[u32], classes: &[Id]) -> bool {
 
 impl<R: Clone> Trace<R> {
     /// The recorded result renamed onto `seed`'s classes, when `view` answers every recorded
-    /// observation the same way under a one-to-one renaming; `None` otherwise.
-    fn replay(&self, view: &Cached, seed: &[Id]) -> Option<(Vec<Grown>, R)> {
+    /// observation the same way under a one-to-one renaming, with the classes the labels name
+    /// (what growing would observe); `None` otherwise.
+    fn replay(&self, view: &Cached, seed: &[Id]) -> Option<(Vec<Grown>, R, Vec<Id>)> {
         let mut labels = Labels::default();
         for c in seed {
             if labels.of.contains_key(c) {
@@ -351,7 +354,7 @@ impl<R: Clone> Trace<R> {
                 Some((b.clone(), ins))
             })
             .collect::<Option<Vec<Grown>>>()?;
-        Some((result, self.extra.clone()))
+        Some((result, self.extra.clone(), labels.classes))
     }
 }
 
@@ -428,7 +431,8 @@ impl<R> Default for Replays<R> {
 impl<R: Clone> Replays<R> {
     /// The growth of kind `kind` of the seed with body `body` over classes `seed` (its class,
     /// then its inputs): a recorded growth replayed when one fits, else `grow` run against a
-    /// recorder (and its trace kept).
+    /// recorder (and its trace kept). Also returns every class the growth observed (its
+    /// result depends on nothing else: `GrowthState::forget_changed`).
     pub(super) fn grow(
         &self,
         view: &Direct,
@@ -436,7 +440,7 @@ impl<R: Clone> Replays<R> {
         kind: u8,
         seed: &[Id],
         grow: impl FnOnce(&Recorder) -> (Vec<Grown>, R),
-    ) -> (Vec<Grown>, R) {
+    ) -> (Vec<Grown>, R, Vec<Id>) {
         let facts = seed.iter().map(|c| view.facts(*c).cloned()).collect();
         let key = (body.clone(), kind, facts);
         let known: Vec<Arc<Trace<R>>> = self
@@ -465,13 +469,13 @@ impl<R: Clone> Replays<R> {
         }
         let rec = Recorder::new(&cached, seed);
         let (out, extra) = grow(&rec);
-        let trace = Arc::new(rec.finish(&out, extra.clone()));
+        let (trace, observed) = rec.finish(&out, extra.clone());
         let mut traces = self.lock();
         let v = traces.entry(key).or_default();
         if v.len() < MAX_TRACES {
-            v.push(trace);
+            v.push(Arc::new(trace));
         }
-        (out, extra)
+        (out, extra, observed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<Key, Vec<Arc<Trace<R>>>>> {
