@@ -11,12 +11,12 @@
 //! `--threads 1` prefer a two-kernel cover whose variance kernel ran 28 ms (its per-row folds
 //! were serial chains; the flat form now folds them in lane accumulators too) over the fused
 //! kernel. The per-op costs are the GPU analysis'
-//! table ([`crate::cost::work::unary_cost`], [`crate::cost::work::binary_cost`]), which the
+//! table ([`crate::cost::work::node_cost`]), which the
 //! calibrated parameters were fitted with.
 
-use crate::cost::work::{binary_cost, unary_cost, Ops, Sizes};
+use crate::cost::work::{node_cost, Ops, Sizes};
 use crate::ir::region::verify::{children, reduce_extents, verify};
-use crate::ir::region::{Expr, Pred, Region};
+use crate::ir::region::{Expr, Region};
 
 /// The arithmetic of `r` with every let counted once per point of its free iters (reductions:
 /// their whole fold per point), sized by `sizes`; `None` when `r` does not verify.
@@ -43,11 +43,6 @@ fn expr_ops(
     at: &str,
 ) -> Option<Ops> {
     let mut o = Ops::default();
-    let add = |o: &mut Ops, x: Ops, times: f64| {
-        o.tensor += x.tensor * times;
-        o.simt += x.simt * times;
-        o.sfu += x.sfu * times;
-    };
     match e {
         Expr::Reduce(red) => {
             let ext = reduce_extents(r, red, iter_sizes, at).ok()?;
@@ -57,34 +52,18 @@ fn expr_ops(
                 .product();
             let mut body = expr_ops(r, iter_sizes, sizes, &red.body, at)?;
             body.simt += 1.0; // the accumulation
-            add(&mut o, body, n);
+            o.add(body, n);
             return Some(o);
         }
-        Expr::Unary(f, _) => {
-            let (simt, sfu) = unary_cost(*f);
+        _ => {
+            let (simt, sfu) = node_cost(e);
             o.simt += simt;
             o.sfu += sfu;
         }
-        Expr::Binary(f, _, _) => {
-            let (simt, sfu) = binary_cost(*f);
-            o.simt += simt;
-            o.sfu += sfu;
-        }
-        Expr::Select { pred, .. } => o.simt += 1.0 + pred_atoms(pred) as f64,
-        Expr::Where(..) | Expr::Cast { .. } | Expr::Gather { .. } => o.simt += 1.0,
-        Expr::Scan(_) => o.simt += 2.0,
-        _ => {}
     }
     for c in children(e) {
         let x = expr_ops(r, iter_sizes, sizes, c, at)?;
-        add(&mut o, x, 1.0);
+        o.add(x, 1.0);
     }
     Some(o)
-}
-
-fn pred_atoms(p: &Pred) -> usize {
-    match p {
-        Pred::And(v) | Pred::Or(v) => v.iter().map(pred_atoms).sum(),
-        Pred::Cmp(..) => 1,
-    }
 }

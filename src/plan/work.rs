@@ -38,7 +38,7 @@ mod strides;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
 // the per-op cost table, for the CPU backend's own count (`crate::cpu::work`)
-pub use exprs::{binary_cost, unary_cost};
+pub use exprs::node_cost;
 pub use strides::LaneStrides;
 
 /// The sizes a work analysis reads: the number of elements of a shape under the symbol values
@@ -66,7 +66,8 @@ pub struct Ops {
 }
 
 impl Ops {
-    fn add(&mut self, o: Ops, times: f64) {
+    /// Adds `times` evaluations of `o`.
+    pub fn add(&mut self, o: Ops, times: f64) {
         self.tensor += o.tensor * times;
         self.simt += o.simt * times;
         self.sfu += o.sfu * times;
@@ -480,21 +481,11 @@ impl<'a> Cx<'a> {
                 o.add(body, n);
                 return Ok(o);
             }
-            Expr::Unary(f, _) => {
-                let (simt, sfu) = unary_cost(*f);
+            _ => {
+                let (simt, sfu) = node_cost(e);
                 o.simt += simt;
                 o.sfu += sfu;
             }
-            Expr::Binary(f, _, _) => {
-                let (simt, sfu) = binary_cost(*f);
-                o.simt += simt;
-                o.sfu += sfu;
-            }
-            Expr::Select { pred, .. } => o.simt += 1.0 + pred_atoms(pred) as f64,
-            Expr::Where(..) | Expr::Cast { .. } | Expr::Gather { .. } => o.simt += 1.0,
-            // The block scan's own step and the carry added to it (body once per element).
-            Expr::Scan(_) => o.simt += 2.0,
-            _ => {}
         }
         for c in children(e) {
             o.add(self.expr_ops(c, at)?, 1.0);

@@ -97,8 +97,22 @@ pub(super) fn pred_axes(p: &Pred, f: &mut dyn FnMut(&AxisExpr)) {
     }
 }
 
+/// `(simt, sfu)` operations of `e`'s own node, its operands and a reduction's fold aside: the
+/// one per-node table of the GPU work analysis and the CPU backend's features (`cpu::work`).
+pub fn node_cost(e: &Expr) -> (f64, f64) {
+    match e {
+        Expr::Unary(f, _) => unary_cost(*f),
+        Expr::Binary(f, _, _) => binary_cost(*f),
+        Expr::Select { pred, .. } => (1.0 + pred_atoms(pred) as f64, 0.0),
+        Expr::Where(..) | Expr::Cast { .. } | Expr::Gather { .. } => (1.0, 0.0),
+        // The block scan's own step and the carry added to it (body once per element).
+        Expr::Scan(_) => (2.0, 0.0),
+        _ => (0.0, 0.0),
+    }
+}
+
 /// `(simt, sfu)` operations of a unary function.
-pub fn unary_cost(f: UnaryFn) -> (f64, f64) {
+pub(super) fn unary_cost(f: UnaryFn) -> (f64, f64) {
     match f {
         UnaryFn::Neg | UnaryFn::Relu | UnaryFn::Abs => (1.0, 0.0),
         // ex2/lg2/rsqrt/rcp/sqrt are one MUFU op; exp and log scale by a constant first.
@@ -114,7 +128,7 @@ pub fn unary_cost(f: UnaryFn) -> (f64, f64) {
 }
 
 /// `(simt, sfu)` operations of a binary function.
-pub fn binary_cost(f: BinaryFn) -> (f64, f64) {
+pub(super) fn binary_cost(f: BinaryFn) -> (f64, f64) {
     match f {
         // x · rcp(y), with one Newton step.
         BinaryFn::Div => (3.0, 1.0),
