@@ -71,6 +71,15 @@ fn optimized(p: &Program) -> Optimized {
     optimize(p, &OptimizeOptions::default()).expect("optimizes")
 }
 
+/// `p` optimized for `arch` (the other options at their defaults).
+fn optimized_for(p: &Program, arch: dlc_egg::target::Arch) -> Optimized {
+    let opts = OptimizeOptions {
+        target: arch.target(),
+        ..OptimizeOptions::default()
+    };
+    optimize(p, &opts).expect("optimizes")
+}
+
 fn bindings(b: i64, h: i64, s: i64) -> BTreeMap<String, i64> {
     [("B", b), ("H", h), ("S", s)]
         .into_iter()

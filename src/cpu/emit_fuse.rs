@@ -16,7 +16,6 @@ use super::CpuError;
 use crate::ir::dtype::DType;
 use crate::ir::region::verify::reduce_extents;
 use crate::ir::region::Expr;
-use crate::ir::tiny::ReduceOp;
 
 impl Emitter<'_> {
     /// The let at `nx` when it is an fp32 reduce to one scalar per outer point over exactly the
@@ -66,25 +65,13 @@ impl Emitter<'_> {
         let name = self.r.iters[it].name.clone();
         let e = Self::size_var(it);
         let acc = self.fresh("acc");
-        let accv = self.fresh("accv");
-        let ln = self.fresh("l");
-        let v = self.fresh("r");
         self.line(&format!("float L{rl};"));
         self.line(&format!(
             "float {acc} = {};",
             init_lit(red.op, red.init, DType::F32)
         ));
-        let lane_init = match red.op {
-            ReduceOp::Max | ReduceOp::Min => acc.clone(),
-            op => init_lit(op, None, DType::F32),
-        };
-        self.line(&format!(
-            "float {accv}[{REDUCE_LANES}] __attribute__((aligned(64)));"
-        ));
-        self.line("#pragma omp simd");
-        self.line(&format!(
-            "for (int {ln} = 0; {ln} < {REDUCE_LANES}; {ln}++) {accv}[{ln}] = {lane_init};"
-        ));
+        let (accv, ln) = self.lane_accumulators(red.op, &acc);
+        let v = self.fresh("r");
         self.line(&format!("int64_t {v} = 0;"));
         let mut scope = self.base_scope();
         for lanes in [REDUCE_LANES, REDUCE_LANES_TAIL] {
@@ -108,17 +95,7 @@ impl Emitter<'_> {
         self.group_and_fold(group, fused, &red, &acc, &mut scope)?;
         scope.pop();
         self.close_loops(1);
-        let mut w = REDUCE_LANES / 2;
-        while w >= 1 {
-            let hi = format!("{accv}[{ln} + {w}]");
-            let f = fold(red.op, DType::F32, &format!("{accv}[{ln}]"), &hi);
-            self.line(&format!(
-                "for (int {ln} = 0; {ln} < {w}; {ln}++) {accv}[{ln}] = {f};"
-            ));
-            w /= 2;
-        }
-        let f = fold(red.op, DType::F32, &acc, &format!("{accv}[0]"));
-        self.line(&format!("{acc} = {f};"));
+        self.fold_lanes(red.op, &accv, &ln, &acc);
         self.line(&format!("L{rl} = {acc};"));
         Ok(())
     }

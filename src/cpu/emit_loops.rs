@@ -404,19 +404,7 @@ impl Emitter<'_> {
             "fp32 {} to a scalar in {REDUCE_LANES} lane accumulators",
             crate::ir::region::json::reduce_op_name(red.op)
         ));
-        let accv = self.fresh("accv");
-        let ln = self.fresh("l");
-        let lane_init = match red.op {
-            ReduceOp::Max | ReduceOp::Min => acc.to_string(),
-            op => init_lit(op, None, DType::F32),
-        };
-        self.line(&format!(
-            "float {accv}[{REDUCE_LANES}] __attribute__((aligned(64)));"
-        ));
-        self.line("#pragma omp simd");
-        self.line(&format!(
-            "for (int {ln} = 0; {ln} < {REDUCE_LANES}; {ln}++) {accv}[{ln}] = {lane_init};"
-        ));
+        let (accv, ln) = self.lane_accumulators(red.op, acc);
         let na = red.axes.len();
         for (a, e) in red.axes.iter().zip(ext).take(na - 1) {
             let v = self.fresh("r");
@@ -453,20 +441,45 @@ impl Emitter<'_> {
             scope.pop();
         }
         self.close_loops(na - 1);
-        // The lanes folded pairwise (a tree of halving vector steps, not a serial chain).
+        self.fold_lanes(red.op, &accv, &ln, acc);
+        self.line(&format!("{target} = {acc};"));
+        Ok(())
+    }
+
+    /// Declares [`REDUCE_LANES`] fp32 lane accumulators of a reduce `op` into the scalar `acc`
+    /// (max/min lanes start at `acc`, others at the op's identity); their names: the array and
+    /// the lane index.
+    pub(super) fn lane_accumulators(&mut self, op: ReduceOp, acc: &str) -> (String, String) {
+        let accv = self.fresh("accv");
+        let ln = self.fresh("l");
+        let lane_init = match op {
+            ReduceOp::Max | ReduceOp::Min => acc.to_string(),
+            op => init_lit(op, None, DType::F32),
+        };
+        self.line(&format!(
+            "float {accv}[{REDUCE_LANES}] __attribute__((aligned(64)));"
+        ));
+        self.line("#pragma omp simd");
+        self.line(&format!(
+            "for (int {ln} = 0; {ln} < {REDUCE_LANES}; {ln}++) {accv}[{ln}] = {lane_init};"
+        ));
+        (accv, ln)
+    }
+
+    /// Folds the lanes `accv` (lane index `ln`) pairwise — a tree of halving vector steps, not
+    /// a serial chain — and then into the scalar `acc`.
+    pub(super) fn fold_lanes(&mut self, op: ReduceOp, accv: &str, ln: &str, acc: &str) {
         let mut w = REDUCE_LANES / 2;
         while w >= 1 {
             let hi = format!("{accv}[{ln} + {w}]");
-            let f = fold(red.op, DType::F32, &format!("{accv}[{ln}]"), &hi);
+            let f = fold(op, DType::F32, &format!("{accv}[{ln}]"), &hi);
             self.line(&format!(
                 "for (int {ln} = 0; {ln} < {w}; {ln}++) {accv}[{ln}] = {f};"
             ));
             w /= 2;
         }
-        let f = fold(red.op, DType::F32, acc, &format!("{accv}[0]"));
+        let f = fold(op, DType::F32, acc, &format!("{accv}[0]"));
         self.line(&format!("{acc} = {f};"));
-        self.line(&format!("{target} = {acc};"));
-        Ok(())
     }
 
     /// A reduce's body at the point bound in `scope`, as an fp32 value.

@@ -25,11 +25,7 @@ fn d256_attention_at_s2048_on_sm80_is_one_fused_kernel() {
     use dlc_egg::target::Arch;
     for causal in [true, false] {
         let p = lowered(&large(256, causal));
-        let opts = OptimizeOptions {
-            target: Arch::Sm80.target(),
-            ..OptimizeOptions::default()
-        };
-        let o = optimize(&p, &opts).expect("optimizes");
+        let o = optimized_for(&p, Arch::Sm80);
         let e = emitted(&o, &o.program);
         assert_eq!(
             launches(&e.manifest),

@@ -388,11 +388,7 @@ fn fused_within_estimate(text: &str, label: &str) {
     }
     let p = lowered(text);
     for arch in [Arch::Sm80, Arch::Sm90] {
-        let opts = OptimizeOptions {
-            target: arch.target(),
-            ..OptimizeOptions::default()
-        };
-        let o = optimize(&p, &opts).expect("optimizes");
+        let o = optimized_for(&p, arch);
         let e = emitted(&o, &o.program);
         assert_eq!(
             launches(&e.manifest),
@@ -455,11 +451,7 @@ fn head_dim_256_with_a_mask_is_fused_within_its_registers() {
     for mask in ["bool", "fp16"] {
         let text = graph(256, 256, "fp16", false, Some(mask)).replace("\"S\": 64", "\"S\": 2048");
         let p = lowered(&text);
-        let opts = OptimizeOptions {
-            target: Arch::Sm80.target(),
-            ..OptimizeOptions::default()
-        };
-        let o = optimize(&p, &opts).expect("optimizes");
+        let o = optimized_for(&p, Arch::Sm80);
         let rs = regions(&o.program);
         assert_eq!(rs.len(), 2, "{mask} mask: {} regions", rs.len());
         let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
