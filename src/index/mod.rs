@@ -9,6 +9,8 @@
 //! * [`simplify`]: the one floordiv simplifier over range facts ([`Facts`]): exact division,
 //!   multiples leave the floor, gcd reduction, range collapse, nested `(e//a)//c = e//(a·c)`,
 //!   symbolic divisors where the division is provably exact.
+//! * [`movement`]: movement ops (RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP, VIEW) as index
+//!   transformers — the one statement of which operand index a result index reads.
 //! * [`isl`]: the one isl printer ([`Quasi::isl`]) and the token reader and expression parser
 //!   that the set and map grammars of `poly` build on.
 //!
@@ -16,6 +18,7 @@
 
 pub mod coeff;
 pub mod isl;
+pub mod movement;
 pub mod quasi;
 pub mod simplify;
 

@@ -25,7 +25,7 @@ use crate::ir::dim::{Atom, Dim};
 type Term = index::Atom<Dim, usize>;
 
 /// `Σ coeff·term + konst`: the index algebra's form over output axes.
-type Lin = Quasi<Dim, usize>;
+pub(crate) type Lin = Quasi<Dim, usize>;
 
 /// `a + s·b` (symbolic coefficients do not overflow).
 fn add_scaled(a: &Lin, b: &Lin, s: &Dim) -> Lin {
@@ -219,7 +219,14 @@ pub fn dim_to_expr(d: &Dim) -> Option<AxisExpr> {
     Some(AxisExpr::sum(terms))
 }
 
-fn expr(l: &Lin) -> Option<AxisExpr> {
+/// `floor(e / d)` simplified over output axes of sizes `sizes` (`None` when `d` is not provably
+/// positive).
+pub(crate) fn floordiv_on(e: &Lin, d: &Dim, sizes: &[Dim]) -> Result<Lin, index::IndexError> {
+    simplify::floordiv(e, d, &Ctx { sizes })
+}
+
+/// The wire form of `l`; `None` when a floor keeps a symbolic divisor or an atom has no wire form.
+pub(crate) fn expr(l: &Lin) -> Option<AxisExpr> {
     let mut parts = Vec::with_capacity(l.terms.len() + 1);
     for (t, coef) in &l.terms {
         let atom = match t {

@@ -19,8 +19,9 @@
 
 use super::helpers::{union_same_facts, var};
 use super::{attr, run_phase, tensor, Budget, PhaseStats, Rule};
+use crate::index::movement as mv;
 use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
-use crate::ir::axis_simplify::{dim_to_expr, simplify_access};
+use crate::ir::axis_simplify::{dim_to_expr, expr, floordiv_on, simplify_access, Lin};
 use crate::ir::dim::Dim;
 use crate::ir::egraph::{add_program, extract_program, Attr, IndexBook, TensorGraph, TensorLang};
 use crate::ir::num::Num;
@@ -37,21 +38,21 @@ fn c(v: i64) -> AxisExpr {
     AxisExpr::Const(v)
 }
 
-/// `d·e` (just `e` when `d = 1`).
-fn scale(d: &Dim, e: AxisExpr) -> Option<AxisExpr> {
-    if d.is_int(1) {
-        return Some(e);
-    }
-    Some(AxisExpr::product(dim_to_expr(d)?, e))
+/// The output axes `i0…` of a map over `t`, as index forms (the environment the index
+/// algebra's movement transformers start from).
+fn axes(t: &[Dim]) -> Vec<Lin> {
+    (0..t.len()).map(Lin::var).collect()
 }
 
-fn unguarded(shape: &[Dim], index: Vec<AxisExpr>) -> AccessMap {
-    AccessMap {
-        shape: shape.to_vec(),
-        index,
+/// The unguarded map of result shape `t` whose operand indices are `forms` (`None` when one has
+/// no wire form: a floor by a symbolic size).
+fn unguarded(t: &[Dim], forms: Vec<Lin>) -> Option<AccessMap> {
+    Some(AccessMap {
+        shape: t.to_vec(),
+        index: forms.iter().map(expr).collect::<Option<_>>()?,
         guard: None,
         fill: Num(0.0),
-    }
+    })
 }
 
 /// The class holds a value computed by something other than a view (INPUT, CONST, compute).
@@ -62,137 +63,68 @@ pub fn is_base(eg: &TensorGraph, id: Id) -> bool {
         .any(|n| !n.is_movement() && !n.is_attr())
 }
 
-/// RESHAPE `s → t` (row-major). Axes are grouped at the prefix products the two shapes share;
-/// inside a group the flat index `Σ i_b·stride_b` is split by floordiv/mod, which needs constant
-/// divisors when the group has several operand axes.
+/// RESHAPE `s → t` (row-major): the index algebra's grouping and split
+/// ([`mv::reshape_groups`], [`mv::reshape`]); a floor by a symbolic size has no map.
 pub fn reshape_map(s: &[Dim], t: &[Dim]) -> Option<AccessMap> {
     if s.iter().chain(t).any(|d| d.is_int(0)) {
         // Nothing is ever read from an empty tensor.
-        return Some(unguarded(t, vec![c(0); s.len()]));
+        return Some(AccessMap {
+            shape: t.to_vec(),
+            index: vec![c(0); s.len()],
+            guard: None,
+            fill: Num(0.0),
+        });
     }
-    let nz = |sh: &[Dim]| -> Vec<usize> { (0..sh.len()).filter(|a| !sh[*a].is_int(1)).collect() };
-    let (ins, outs) = (nz(s), nz(t));
-    let prefix = |sh: &[Dim], axes: &[usize]| -> Vec<Dim> {
-        let mut acc = Dim::int(1);
-        axes.iter()
-            .map(|a| {
-                acc = acc.mul(&sh[*a]);
-                acc.clone()
-            })
-            .collect()
-    };
-    let (pin, pout) = (prefix(s, &ins), prefix(t, &outs));
-    let mut index = vec![c(0); s.len()];
-    let (mut i0, mut j0) = (0, 0);
-    for i in 0..ins.len() {
-        let Some(j) = (j0..outs.len()).find(|j| pout[*j] == pin[i]) else {
-            continue;
-        };
-        group(s, t, &ins[i0..=i], &outs[j0..=j], &mut index)?;
-        (i0, j0) = (i + 1, j + 1);
-    }
-    (i0 == ins.len() && j0 == outs.len()).then(|| unguarded(t, index))
-}
-
-/// One reshape group: operand axes `a` (sizes from `s`) read the flat index of output axes `b`.
-fn group(s: &[Dim], t: &[Dim], a: &[usize], b: &[usize], index: &mut [AxisExpr]) -> Option<()> {
-    let mut flat = Vec::with_capacity(b.len());
-    let mut stride = Dim::int(1);
-    for k in b.iter().rev() {
-        flat.push(scale(&stride, ax(*k))?);
-        stride = stride.mul(&t[*k]);
-    }
-    flat.reverse();
-    let flat = AxisExpr::sum(flat);
-    if a.len() == 1 {
-        index[a[0]] = flat;
-        return Some(());
-    }
-    let mut stride = 1i64;
-    for (pos, k) in a.iter().enumerate().rev() {
-        let mut v = match stride {
-            1 => flat.clone(),
-            st => AxisExpr::FloorDiv(Box::new(flat.clone()), st),
-        };
-        if pos == 0 {
-            // The leading axis needs no mod: flat // stride < its size.
-            index[*k] = v;
-            break;
-        }
-        let m = s[*k].as_int().filter(|m| *m > 0)?;
-        // v mod m = v - m·(v // m).
-        let q = AxisExpr::FloorDiv(Box::new(v.clone()), m);
-        v = AxisExpr::Add(vec![v, AxisExpr::product(c(-m), q)]);
-        index[*k] = v;
-        stride = stride.checked_mul(m)?;
-    }
-    Some(())
+    let groups = mv::reshape_groups(s, t)?;
+    let floor = |e: &Lin, d: &Dim| floordiv_on(e, d, t);
+    let forms = mv::reshape(&axes(t), s, t, &groups, &floor, &mut |_, _| {}).ok()?;
+    unguarded(t, forms)
 }
 
 /// PERMUTE by `p`: operand axis `p[k]` is output axis `k`.
 pub fn permute_map(s: &[Dim], p: &[usize], t: &[Dim]) -> Option<AccessMap> {
-    let mut index = vec![None; s.len()];
-    for (k, a) in p.iter().enumerate() {
-        *index.get_mut(*a)? = Some(ax(k));
-    }
-    Some(unguarded(t, index.into_iter().collect::<Option<_>>()?))
+    let forms = mv::permute(&axes(t), p).ok()?;
+    (forms.len() == s.len()).then_some(())?;
+    unguarded(t, forms)
 }
 
 /// EXPAND: a size-1 operand axis reads index 0 (broadcast), any other axis its own index.
 pub fn expand_map(s: &[Dim], t: &[Dim]) -> Option<AccessMap> {
-    (s.len() == t.len()).then(|| {
-        let index = (0..s.len())
-            .map(|a| if s[a].is_int(1) { c(0) } else { ax(a) })
-            .collect();
-        unguarded(t, index)
-    })
+    (s.len() == t.len()).then_some(())?;
+    unguarded(t, mv::expand(&axes(t), s))
 }
 
 /// PAD by `(lo, hi)` with `value`: index `i_a - lo_a`, valid where `lo_a <= i_a < lo_a + s_a`.
 pub fn pad_map(s: &[Dim], pads: &[(i64, i64)], value: f64, t: &[Dim]) -> Option<AccessMap> {
-    if pads.len() != s.len() {
+    if pads.len() != s.len() || t.len() != s.len() {
         return None;
     }
-    let mut index = Vec::with_capacity(s.len());
     let mut guard = Vec::new();
     for (a, (lo, hi)) in pads.iter().enumerate() {
-        index.push(AxisExpr::sum(vec![ax(a), c(-lo)]));
         if (*lo, *hi) != (0, 0) {
             guard.push(Pred::Cmp(CmpOp::Ge, ax(a), c(*lo)));
             let end = dim_to_expr(&s[a].add_int(*lo))?;
             guard.push(Pred::Cmp(CmpOp::Lt, ax(a), end));
         }
     }
-    Some(AccessMap {
-        shape: t.to_vec(),
-        index,
-        guard: (!guard.is_empty()).then_some(Pred::And(guard)),
-        fill: Num(value),
-    })
+    let mut m = unguarded(t, mv::pad(&axes(t), pads).ok()?)?;
+    m.guard = (!guard.is_empty()).then_some(Pred::And(guard));
+    m.fill = Num(value);
+    Some(m)
 }
 
 /// SHRINK from `lo` with `step`: index `lo_a + step_a·i_a`.
 pub fn shrink_map(s: &[Dim], lo: &[Dim], step: &[i64], t: &[Dim]) -> Option<AccessMap> {
-    if lo.len() != s.len() || step.len() != s.len() {
+    if lo.len() != s.len() || step.len() != s.len() || t.len() != s.len() {
         return None;
     }
-    let index = (0..s.len())
-        .map(|a| {
-            let i = AxisExpr::product(c(step[a]), ax(a));
-            Some(AxisExpr::sum(vec![i, dim_to_expr(&lo[a])?]))
-        })
-        .collect::<Option<_>>()?;
-    Some(unguarded(t, index))
+    unguarded(t, mv::shrink(&axes(t), lo, step).ok()?)
 }
 
 /// FLIP `axes`: index `s_a - 1 - i_a` on a flipped axis.
-pub fn flip_map(s: &[Dim], axes: &[usize]) -> Option<AccessMap> {
-    let mut index: Vec<AxisExpr> = (0..s.len()).map(ax).collect();
-    for a in axes {
-        let last = dim_to_expr(&s.get(*a)?.add_int(-1))?;
-        index[*a] = AxisExpr::sum(vec![AxisExpr::product(c(-1), ax(*a)), last]);
-    }
-    Some(unguarded(s, index))
+pub fn flip_map(s: &[Dim], flipped: &[usize]) -> Option<AccessMap> {
+    flipped.iter().all(|a| *a < s.len()).then_some(())?;
+    unguarded(s, mv::flip(&axes(s), flipped, s).ok()?)
 }
 
 /// VIEW: operand axis `j` reads `offset_j + Σ coeff·i`.
@@ -200,19 +132,9 @@ pub fn view_map(s: &[Dim], map: &[AffineIndex], t: &[Dim]) -> Option<AccessMap> 
     if map.len() != s.len() {
         return None;
     }
-    let index = map
-        .iter()
-        .map(|e| {
-            let mut ts: Vec<AxisExpr> = e
-                .terms
-                .iter()
-                .map(|(a, k)| AxisExpr::product(c(*k), ax(*a)))
-                .collect();
-            ts.push(c(e.offset));
-            AxisExpr::sum(ts)
-        })
-        .collect();
-    Some(unguarded(t, index))
+    let rows: Vec<(i64, &[(usize, i64)])> =
+        map.iter().map(|m| (m.offset, m.terms.as_slice())).collect();
+    unguarded(t, mv::view(&axes(t), &rows).ok()?)
 }
 
 /// `outer ∘ inner`: `inner` reads `x` with output axes = `outer`'s operand axes. The inner map's

@@ -6,6 +6,8 @@
 
 use super::lin::{provably_le, Lin, Ranges};
 use super::IndexBookError;
+use crate::index::movement as mv;
+use crate::index::IndexError;
 use crate::ir::dim::Dim;
 use crate::ir::tiny::{Node, NodeId, Program, Src, UOp};
 
@@ -67,62 +69,32 @@ pub(crate) fn compose(
         let rank = x.shape.len();
         idx = match &cur.uop {
             UOp::Permute { perm } => {
-                let mut out = vec![Lin::default(); rank];
-                for (j, p) in perm.iter().enumerate() {
-                    let slot = out
-                        .get_mut(*p)
-                        .ok_or_else(|| malformed(cur, "permutation out of range"))?;
-                    *slot = idx[j].clone();
-                }
-                out
+                mv::permute(&idx, perm).map_err(|e| malformed(cur, &e.to_string()))?
             }
-            UOp::Expand => idx
-                .iter()
-                .zip(x.shape.iter().zip(&cur.shape))
-                .map(|(e, (a, b))| if a == b { e.clone() } else { Lin::default() })
-                .collect(),
+            UOp::Expand => mv::expand(&idx, &x.shape),
             UOp::Pad { pad, value } => {
-                let mut out = Vec::with_capacity(rank);
-                for ((e, (lo, hi)), size) in idx.iter().zip(pad).zip(&x.shape) {
-                    let e = e.add_dim(&Dim::int(-lo));
-                    if (*lo, *hi) != (0, 0) && !bounds_group(&e, size, r).is_empty() {
+                let out = mv::pad(&idx, pad).map_err(|e| malformed(cur, &e.to_string()))?;
+                for ((e, (lo, hi)), size) in out.iter().zip(pad).zip(&x.shape) {
+                    if (*lo, *hi) != (0, 0) && !bounds_group(e, size, r).is_empty() {
                         read.pad_bounds.push((e.clone(), size.clone()));
                         read.pad_value.get_or_insert(*value);
                     }
-                    out.push(e);
                 }
                 out
             }
-            UOp::Shrink { lo, step, .. } => idx
-                .iter()
-                .zip(lo.iter().zip(step))
-                .map(|(e, (l, s))| e.scale(&Dim::int(*s)).add_dim(l))
-                .collect(),
-            UOp::Flip { axes } => idx
-                .iter()
-                .enumerate()
-                .map(|(p, e)| {
-                    if axes.contains(&p) {
-                        Lin::constant(x.shape[p].add_int(-1)).sub(e)
-                    } else {
-                        e.clone()
-                    }
-                })
-                .collect(),
-            UOp::View { map } => map
-                .iter()
-                .map(|a| {
-                    a.terms
-                        .iter()
-                        .try_fold(Lin::constant(Dim::int(a.offset)), |acc, (j, c)| {
-                            match idx.get(*j) {
-                                Some(e) => Ok(acc.add(&e.scale(&Dim::int(*c)))),
-                                None => Err(malformed(cur, "VIEW map names a missing axis")),
-                            }
-                        })
-                })
-                .collect::<Result<_, _>>()?,
-            UOp::Reshape => reshape(&idx, &cur.shape, &x.shape, r, &mut read.mod_guards),
+            UOp::Shrink { lo, step, .. } => {
+                mv::shrink(&idx, lo, step).map_err(|e| malformed(cur, &e.to_string()))?
+            }
+            UOp::Flip { axes } => {
+                mv::flip(&idx, axes, &x.shape).map_err(|e| malformed(cur, &e.to_string()))?
+            }
+            UOp::View { map } => {
+                let rows: Vec<(i64, &[(usize, i64)])> =
+                    map.iter().map(|a| (a.offset, a.terms.as_slice())).collect();
+                mv::view(&idx, &rows).map_err(|e| malformed(cur, &e.to_string()))?
+            }
+            UOp::Reshape => reshape(&idx, &cur.shape, &x.shape, r, &mut read.mod_guards)
+                .map_err(|e| malformed(cur, &e.to_string()))?,
             _ => return Err(malformed(cur, "not a movement op")),
         };
         if idx.len() != rank {
@@ -154,79 +126,24 @@ pub(crate) fn bounds_group(e: &Lin, size: &Dim, r: &Ranges) -> Vec<String> {
     g
 }
 
-/// RESHAPE from `in_shape` to `out_shape`, indexed by `idx` over `out_shape`: axes are split
-/// into groups of equal products (size-1 axes read 0); inside a group the index is linearized
-/// and delinearized (`floor(L/stride) mod size`).
+/// RESHAPE from `in_shape` to `out_shape`, indexed by `idx` over `out_shape` (the index
+/// algebra's [`mv::reshape`] over the finest grouping, one group of everything when the shapes
+/// share no grouping); every operand index with a floor gets its `%` guard.
 fn reshape(
     idx: &[Lin],
     out_shape: &[Dim],
     in_shape: &[Dim],
     r: &Ranges,
     guards: &mut Vec<Vec<String>>,
-) -> Vec<Lin> {
-    let one = Dim::int(1);
-    let outs: Vec<usize> = (0..out_shape.len())
-        .filter(|j| out_shape[*j] != one)
-        .collect();
-    let ins: Vec<usize> = (0..in_shape.len())
-        .filter(|p| in_shape[*p] != one)
-        .collect();
-    let mut result = vec![Lin::default(); in_shape.len()];
-    let (mut a, mut b) = (0, 0);
-    while a < outs.len() || b < ins.len() {
-        // Grow one group until both products agree (the side whose product divides the other
-        // grows); when neither divides, the group takes everything that is left.
-        let (a0, b0) = (a, b);
-        let (mut po, mut pi) = (one.clone(), one.clone());
-        if a < outs.len() {
-            po = out_shape[outs[a]].clone();
-            a += 1;
+) -> Result<Vec<Lin>, IndexError> {
+    let groups = mv::reshape_groups(in_shape, out_shape)
+        .unwrap_or_else(|| vec![mv::whole_group(in_shape, out_shape)]);
+    let floor = |e: &Lin, d: &Dim| -> Result<Lin, IndexError> { Ok(e.floordiv(d, r)) };
+    mv::reshape(idx, in_shape, out_shape, &groups, &floor, &mut |p, e| {
+        if e.has_floor() {
+            guards.push(vec![format!("0<={e}"), format!("{e}<{}", in_shape[p])]);
         }
-        if b < ins.len() {
-            pi = in_shape[ins[b]].clone();
-            b += 1;
-        }
-        while po != pi {
-            let (more_out, more_in) = (a < outs.len(), b < ins.len());
-            if !more_out && !more_in {
-                break;
-            }
-            let in_is_multiple = pi.div_exact(&po).is_some();
-            let out_is_multiple = po.div_exact(&pi).is_some();
-            if more_out && (!more_in || in_is_multiple || !out_is_multiple) {
-                po = po.mul(&out_shape[outs[a]]);
-                a += 1;
-            } else {
-                pi = pi.mul(&in_shape[ins[b]]);
-                b += 1;
-            }
-        }
-        let group_out = &outs[a0..a];
-        let group_in = &ins[b0..b];
-        // Linearize the output indices of the group.
-        let mut lin = Lin::default();
-        let mut stride = Dim::int(1);
-        for j in group_out.iter().rev() {
-            lin = lin.add(&idx[*j].scale(&stride));
-            stride = stride.mul(&out_shape[*j]);
-        }
-        // Delinearize over the input axes of the group.
-        let mut stride = Dim::int(1);
-        for (k, p) in group_in.iter().enumerate().rev() {
-            let q = lin.floordiv(&stride, r);
-            let e = if k == 0 {
-                q
-            } else {
-                q.modulo(&in_shape[*p], r)
-            };
-            if e.has_floor() {
-                guards.push(vec![format!("0<={e}"), format!("{e}<{}", in_shape[*p])]);
-            }
-            result[*p] = e;
-            stride = stride.mul(&in_shape[*p]);
-        }
-    }
-    result
+    })
 }
 
 /// The data-dependent index variable of a GATHER reading the index value `index_id`.

@@ -29,6 +29,16 @@ impl Facts<Dim, String> for AxisFacts<'_> {
 }
 
 impl Ix {
+    /// The index algebra's canonical form.
+    pub(crate) fn form(&self) -> &Quasi<Dim, String> {
+        &self.0
+    }
+
+    /// The index of a canonical form.
+    pub(crate) fn of_form(q: Quasi<Dim, String>) -> Ix {
+        Ix(q)
+    }
+
     /// The constant `d`.
     pub(crate) fn konst(d: Dim) -> Ix {
         Ix(Quasi::constant(d))
@@ -47,11 +57,6 @@ impl Ix {
     /// `self + o` (sizes never overflow: [`Dim`] arithmetic is exact).
     pub(crate) fn add(&self, o: &Ix) -> Ix {
         Ix(self.0.try_add(&o.0).unwrap_or_default())
-    }
-
-    /// `self - o`.
-    pub(crate) fn sub(&self, o: &Ix) -> Ix {
-        Ix(self.0.try_sub(&o.0).unwrap_or_default())
     }
 
     /// `d · self` for an axis-free `d`.
@@ -84,12 +89,6 @@ impl Ix {
         self.0.vars(out)
     }
 
-    /// True when `0 <= self < d` is provable.
-    fn within(&self, d: &Dim, ext: Extents) -> bool {
-        simplify::range(&self.0, &AxisFacts(ext))
-            .is_some_and(|(lo, hi)| lo.is_nonneg() && d.sub(&hi).add_int(-1).is_nonneg())
-    }
-
     /// `floor(self / d)` by the index algebra's simplifier (multiples of `d` leave the floor, gcd
     /// reduction, range collapse, nested floors); a floor that stays needs a positive integer `d`
     /// (`Err` otherwise: floordiv by a symbolic size is not affine).
@@ -100,14 +99,6 @@ impl Ix {
             return Err(not_affine());
         }
         Ok(Ix(q))
-    }
-
-    /// `self mod d` as `self - d·floor(self / d)` (just `self` when provably in `[0, d)`).
-    pub(crate) fn rem(&self, d: &Dim, ext: Extents) -> Result<Ix, String> {
-        if self.within(d, ext) {
-            return Ok(self.clone());
-        }
-        Ok(self.sub(&self.floordiv(d, ext)?.scale(d)))
     }
 
     /// The wire form (sizes with `min`/`max` as axis-free [`AxisExpr::Min`] / [`AxisExpr::Max`]).
@@ -196,13 +187,22 @@ mod tests {
         }
     }
 
+    /// `e mod d` as RESHAPE splits it (`e − d·floor(e / d)`).
+    fn rem(e: &Ix, d: &Dim) -> Result<Ix, String> {
+        let q = e.floordiv(d, &ext)?;
+        let r = e
+            .form()
+            .try_sub(&q.form().try_scale(d).map_err(|x| x.to_string())?);
+        r.map(Ix::of_form).map_err(|x| x.to_string())
+    }
+
     #[test]
     fn split_then_merge_is_exact() {
         // a·S + b, divided by S: a; mod S: b.
         let l = Ix::var("a").scale(&Dim::sym("S")).add(&Ix::var("b"));
         let s = Dim::sym("S");
         assert_eq!(l.floordiv(&s, &ext), Ok(Ix::var("a")));
-        assert_eq!(l.rem(&s, &ext), Ok(Ix::var("b")));
+        assert_eq!(rem(&l, &s), Ok(Ix::var("b")));
         assert!(Ix::var("a").floordiv(&s, &ext).is_err());
     }
 
@@ -211,12 +211,12 @@ mod tests {
         let d = Ix::var("d");
         let q = d.floordiv(&Dim::int(4), &ext).expect("constant divisor");
         assert_eq!(q.to_axis().map(|e| e.to_string()), Ok("d//4".into()));
-        let r = d.rem(&Dim::int(4), &ext).expect("mod");
+        let r = rem(&d, &Dim::int(4)).expect("mod");
         assert_eq!(r.to_axis().map(|e| e.to_string()), Ok("d+-4*(d//4)".into()));
         // Provably small: c < 4, so c // 4 = 0 and c mod 4 = c.
         let c = Ix::var("c");
         assert_eq!(c.floordiv(&Dim::int(4), &ext), Ok(Ix::default()));
-        assert_eq!(c.rem(&Dim::int(4), &ext), Ok(c.clone()));
+        assert_eq!(rem(&c, &Dim::int(4)), Ok(c.clone()));
         // (c + 5) // 4 with c in [0, 3]: 1 + (c + 1) // 4, not constant.
         let e = c
             .add(&Ix::int(5))

@@ -1,80 +1,62 @@
 //! Movement ops as index-environment transformers: given the environment (one index per result
 //! dimension) at which a movement node is evaluated, the environment of its operand (and, for
-//! PAD, the guard under which the operand is read). Views never compute (seed 001 §6.5).
+//! PAD, the guard under which the operand is read). Views never compute (seed 001 §6.5). The
+//! index maps are the index algebra's ([`crate::index::movement`]); this module adds synthesis's
+//! floordiv policy (a floor by a symbolic size is not affine) and its PAD/READ guards.
 
 use super::ix::{Extents, Ix};
+use crate::index::movement as mv;
+use crate::index::{IndexError, Quasi};
 use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
 use crate::ir::dim::Dim;
 use crate::ir::tiny::AffineIndex;
 
+type Form = Quasi<Dim, String>;
+
+fn forms(env: &[Ix]) -> Vec<Form> {
+    env.iter().map(|e| e.form().clone()).collect()
+}
+
+fn ixs(forms: Vec<Form>) -> Vec<Ix> {
+    forms.into_iter().map(Ix::of_form).collect()
+}
+
+/// Index arithmetic over sizes does not overflow ([`Dim`] is exact); kept as a message.
+fn arith(e: IndexError) -> String {
+    e.to_string()
+}
+
 /// PERMUTE: result dim `i` is operand dim `perm[i]`.
 pub(super) fn permute(env: &[Ix], perm: &[usize]) -> Result<Vec<Ix>, String> {
-    let mut out = vec![Ix::default(); perm.len()];
-    for (i, p) in perm.iter().enumerate() {
-        let (slot, e) = (out.get_mut(*p), env.get(i));
-        match (slot, e) {
-            (Some(s), Some(e)) => *s = e.clone(),
-            _ => {
-                return Err(format!(
-                    "permutation {perm:?} does not fit rank {}",
-                    env.len()
-                ))
-            }
-        }
-    }
-    Ok(out)
+    mv::permute(&forms(env), perm)
+        .map(ixs)
+        .map_err(|e| e.to_string())
 }
 
 /// EXPAND (and any size-1 operand dim): index 0 where the operand has size 1.
 pub(super) fn expand(env: &[Ix], in_shape: &[Dim]) -> Vec<Ix> {
-    env.iter()
-        .zip(in_shape)
-        .map(|(e, d)| {
-            if d.is_int(1) {
-                Ix::default()
-            } else {
-                e.clone()
-            }
-        })
-        .collect()
+    ixs(mv::expand(&forms(env), in_shape))
 }
 
 /// SHRINK: `lo + step · i`.
-pub(super) fn shrink(env: &[Ix], lo: &[Dim], step: &[i64]) -> Vec<Ix> {
-    env.iter()
-        .zip(lo)
-        .zip(step)
-        .map(|((e, l), s)| e.scale(&Dim::int(*s)).add(&Ix::konst(l.clone())))
-        .collect()
+pub(super) fn shrink(env: &[Ix], lo: &[Dim], step: &[i64]) -> Result<Vec<Ix>, String> {
+    mv::shrink(&forms(env), lo, step).map(ixs).map_err(arith)
 }
 
 /// FLIP: `size - 1 - i` on the flipped dims.
-pub(super) fn flip(env: &[Ix], axes: &[usize], in_shape: &[Dim]) -> Vec<Ix> {
-    env.iter()
-        .enumerate()
-        .map(|(d, e)| {
-            if axes.contains(&d) {
-                Ix::konst(in_shape[d].add_int(-1)).sub(e)
-            } else {
-                e.clone()
-            }
-        })
-        .collect()
+pub(super) fn flip(env: &[Ix], axes: &[usize], in_shape: &[Dim]) -> Result<Vec<Ix>, String> {
+    mv::flip(&forms(env), axes, in_shape)
+        .map(ixs)
+        .map_err(arith)
 }
 
 /// VIEW: `offset + Σ coeff · i_axis` per operand dim.
 pub(super) fn view(env: &[Ix], map: &[AffineIndex]) -> Result<Vec<Ix>, String> {
-    map.iter()
-        .map(|m| {
-            m.terms.iter().try_fold(Ix::int(m.offset), |acc, (a, c)| {
-                env.get(*a)
-                    .map(|e| acc.add(&e.scale(&Dim::int(*c))))
-                    .ok_or_else(|| {
-                        format!("VIEW map names axis {a} of a rank-{} result", env.len())
-                    })
-            })
-        })
-        .collect()
+    let rows: Vec<(i64, &[(usize, i64)])> =
+        map.iter().map(|m| (m.offset, m.terms.as_slice())).collect();
+    mv::view(&forms(env), &rows)
+        .map(ixs)
+        .map_err(|e| e.to_string())
 }
 
 /// PAD: the operand index `i - lo` and the guard `lo <= i < lo + size` (only the bounds a pad
@@ -84,10 +66,9 @@ pub(super) fn pad(
     pads: &[(i64, i64)],
     in_shape: &[Dim],
 ) -> Result<(Vec<Ix>, Option<Pred>), String> {
-    let mut out = Vec::with_capacity(env.len());
+    let out = ixs(mv::pad(&forms(env), pads).map_err(arith)?);
     let mut conj = Vec::new();
     for ((e, (lo, hi)), size) in env.iter().zip(pads).zip(in_shape) {
-        out.push(e.sub(&Ix::int(*lo)));
         if *lo > 0 {
             conj.push(Pred::Cmp(CmpOp::Ge, e.to_axis()?, Ix::int(*lo).to_axis()?));
         }
@@ -184,74 +165,39 @@ pub(super) fn reshape(
     out_shape: &[Dim],
     ext: Extents,
 ) -> Result<Vec<Ix>, String> {
-    let outs: Vec<usize> = (0..out_shape.len())
-        .filter(|d| !out_shape[*d].is_int(1))
-        .collect();
-    let ins: Vec<usize> = (0..in_shape.len())
-        .filter(|d| !in_shape[*d].is_int(1))
-        .collect();
-    let mut res = vec![Ix::default(); in_shape.len()];
-    let (mut i, mut j) = (0usize, 0usize);
-    while i < outs.len() || j < ins.len() {
-        let (gi, gj) = group(&outs[i..], &ins[j..], out_shape, in_shape).ok_or_else(|| {
-            format!("no matching dimension groups from {in_shape:?} to {out_shape:?}")
-        })?;
-        let og = &outs[i..i + gi];
-        let ig = &ins[j..j + gj];
-        // Row-major linear index of the result group.
-        let mut lin = Ix::default();
-        let mut stride = Dim::int(1);
-        for d in og.iter().rev() {
-            lin = lin.add(&env[*d].scale(&stride));
-            stride = stride.mul(&out_shape[*d]);
-        }
-        let mut stride = Dim::int(1);
-        for (k, d) in ig.iter().enumerate().rev() {
-            let q = lin.floordiv(&stride, ext)?;
-            res[*d] = if k == 0 {
-                q
-            } else {
-                q.rem(&in_shape[*d], ext)?
-            };
-            stride = stride.mul(&in_shape[*d]);
-        }
-        i += gi;
-        j += gj;
-    }
-    Ok(res)
+    let groups = mv::reshape_groups(in_shape, out_shape).ok_or_else(|| {
+        format!("no matching dimension groups from {in_shape:?} to {out_shape:?}")
+    })?;
+    let floor = |e: &Form, d: &Dim| -> Result<Form, Floor> {
+        Ix::of_form(e.clone())
+            .floordiv(d, ext)
+            .map(|q| q.form().clone())
+            .map_err(Floor::Why)
+    };
+    let res = mv::reshape(
+        &forms(env),
+        in_shape,
+        out_shape,
+        &groups,
+        &floor,
+        &mut |_, _| {},
+    );
+    res.map(ixs).map_err(|e| match e {
+        Floor::Why(w) => w,
+        Floor::Arith(e) => arith(e),
+    })
 }
 
-/// The smallest non-empty prefixes (`a` result dims, `b` operand dims) with equal products; both
-/// remaining lists must be non-empty unless both are empty.
-fn group(outs: &[usize], ins: &[usize], out: &[Dim], inp: &[Dim]) -> Option<(usize, usize)> {
-    if outs.is_empty() || ins.is_empty() {
-        return None;
+/// Why a reshape's floordiv failed.
+enum Floor {
+    Why(String),
+    Arith(IndexError),
+}
+
+impl From<IndexError> for Floor {
+    fn from(e: IndexError) -> Floor {
+        Floor::Arith(e)
     }
-    // The prefix products, each once (`Dim::product` of the prefix, folded the same way), not
-    // once per pair of prefixes.
-    let prefixes = |dims: &[usize], shape: &[Dim]| -> Vec<Dim> {
-        let mut acc = Dim::int(1);
-        dims.iter()
-            .map(|d| {
-                acc = acc.mul(&shape[*d]);
-                acc.clone()
-            })
-            .collect()
-    };
-    let (pas, pbs) = (prefixes(outs, out), prefixes(ins, inp));
-    let mut best: Option<(usize, usize)> = None;
-    for a in 1..=outs.len() {
-        let pa = &pas[a - 1];
-        for b in 1..=ins.len() {
-            let pb = &pbs[b - 1];
-            let last = a == outs.len() || b == ins.len();
-            let both_last = a == outs.len() && b == ins.len();
-            if pa == pb && (!last || both_last) && best.is_none_or(|(x, y)| a + b < x + y) {
-                best = Some((a, b));
-            }
-        }
-    }
-    best
 }
 
 #[cfg(test)]

@@ -220,8 +220,12 @@ impl Cx<'_> {
                 let ext = |n: &str| self.extent(n);
                 movement::reshape(env, &in_t.shape, &out_t.shape, &ext).map_err(non_affine)?
             }
-            UOp::Shrink { lo, step, .. } => movement::shrink(env, lo, step),
-            UOp::Flip { axes } => movement::flip(env, axes, &in_t.shape),
+            UOp::Shrink { lo, step, .. } => {
+                movement::shrink(env, lo, step).map_err(SynthError::Typing)?
+            }
+            UOp::Flip { axes } => {
+                movement::flip(env, axes, &in_t.shape).map_err(SynthError::Typing)?
+            }
             UOp::View { map } => movement::view(env, map).map_err(SynthError::Typing)?,
             UOp::Pad { .. } | UOp::Read { .. } => {
                 let (in_env, guard, value) = match &parts.uop {
