@@ -9,11 +9,13 @@ mod common;
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
 use dlc_egg::codegen::{emit_program, generate};
 use dlc_egg::cuda::{check_manifest_resources, compile, toolchain, CompileOptions};
+use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::region::program::evaluate_program;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
+use dlc_egg::tensor::Tensor;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -63,7 +65,14 @@ fn doc() -> String {
 }
 
 fn optimized(arch: Arch) -> (dlc_egg::ir::tiny::Program, dlc_egg::optimize::Optimized) {
-    let g = frontend::load_str(&doc(), "scans.json").unwrap_or_else(|d| panic!("{d}"));
+    optimized_doc(&doc(), arch)
+}
+
+fn optimized_doc(
+    doc: &str,
+    arch: Arch,
+) -> (dlc_egg::ir::tiny::Program, dlc_egg::optimize::Optimized) {
+    let g = frontend::load_str(doc, "scans.json").unwrap_or_else(|d| panic!("{d}"));
     let p = lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
     let opts = OptimizeOptions {
         target: arch.target(),
@@ -161,5 +170,62 @@ fn scan_kernels_compile_for_sm80_and_sm90a_without_spills() {
             assert_eq!(k.spill_bytes, 0, "{arch:?}: {k:?}");
         }
         check_manifest_resources(&c, &emitted.manifest).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// Two `Range`s as ONNX import writes them (an exclusive cumulative sum of broadcast ones, over
+/// `B` and over `N`) combined into `Y[b, n] = 37·b + n` — the attention-mask index of exported
+/// BERT, which panicked with "a scan outside the scan template" for CUDA (E9000): kernel growth
+/// fused both scans into one region and the scan template binds only one. Such a region has no
+/// plan now, so the cover takes a scan kernel of its own for one of them.
+const TWO_RANGES: &str = r#"{
+ "signature": {"inputs": [{"tensor": "O"}], "outputs": [{"tensor": "Y"}]},
+ "symbols": {"B": 3, "N": 37},
+ "tensors": {"O": {"dtype": "i32", "shape": [1]}, "Y": {"dtype": "i32", "shape": ["B", "N"]}},
+ "graph": [
+  {"op": "Expand", "name": "e1", "inputs": ["O"], "outputs": ["E1"], "attrs": {"shape": ["B"]}},
+  {"op": "Cumulative", "name": "c1", "inputs": ["E1"], "outputs": ["R1"],
+   "attrs": {"fn": "sum", "axis": 0, "exclusive": true}},
+  {"op": "Expand", "name": "e2", "inputs": ["O"], "outputs": ["E2"], "attrs": {"shape": ["N"]}},
+  {"op": "Cumulative", "name": "c2", "inputs": ["E2"], "outputs": ["R2"],
+   "attrs": {"fn": "sum", "axis": 0, "exclusive": true}},
+  {"op": "Reshape", "name": "s1", "inputs": ["R1"], "outputs": ["S1"], "attrs": {"shape": ["B", 1]}},
+  {"op": "Reshape", "name": "s2", "inputs": ["R2"], "outputs": ["S2"], "attrs": {"shape": [1, "N"]}},
+  {"op": "Elementwise", "name": "m", "inputs": ["S1", 37], "outputs": ["M"], "attrs": {"fn": "mul"}},
+  {"op": "Elementwise", "name": "a", "inputs": ["M", "S2"], "outputs": ["Y"], "attrs": {"fn": "add"}}
+ ]
+}"#;
+
+#[test]
+fn two_scans_fused_by_growth_still_emit_one_scan_per_kernel() {
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let (_, o) = optimized_doc(TWO_RANGES, arch);
+        let code = generate(&o).unwrap_or_else(|e| panic!("{arch:?}: {e}"));
+        for (b, n) in [(3, 37), (1, 1), (5, 1100)] {
+            let bindings = BTreeMap::from([("B".to_string(), b), ("N".to_string(), n)]);
+            // The ones the import's `Range` broadcasts.
+            let inputs = BTreeMap::from([(
+                "O".to_string(),
+                Tensor::from_f64(DType::I32, vec![1], &[1.0]),
+            )]);
+            let want = evaluate_program(&o.program, &bindings, &inputs)
+                .unwrap_or_else(|d| panic!("playback: {d}"));
+            let got = run_on_host(
+                &code.emitted.source,
+                &code.emitted.manifest,
+                &inputs,
+                &bindings,
+                &HostOptions::default(),
+            )
+            .unwrap_or_else(|e| panic!("{arch:?}: {e}\n{}", code.emitted.source));
+            let y: Vec<f64> = (0..b * n).map(|k| (37 * (k / n) + k % n) as f64).collect();
+            assert_eq!(want["Y"].to_f64(), y, "playback at B={b} N={n}");
+            assert_eq!(got["Y"].to_f64(), y, "{arch:?} at B={b} N={n}");
+        }
+        if toolchain().is_ok() {
+            let c = compile(&code.emitted.source, arch, &CompileOptions::default())
+                .unwrap_or_else(|e| panic!("{arch:?}: {e}\n{}", code.emitted.source));
+            check_manifest_resources(&c, &code.emitted.manifest).unwrap_or_else(|e| panic!("{e}"));
+        }
     }
 }

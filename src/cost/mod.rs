@@ -190,6 +190,14 @@ fn choose_plan_as(
     use crate::codegen::templates::applicability::{as_emitted, emits, Emits};
     use crate::codegen::templates::contraction_mma::Staging;
     let raw = analyze(region, model)?;
+    if crate::codegen::templates::scan::has_scan(region)
+        && !crate::codegen::templates::scan::accepts(region)
+    {
+        return Err(PlanError::NoPlan {
+            template: "scan",
+            why: "the scan template emits one scan per kernel, a let of its own".into(),
+        });
+    }
     let e = emits(region, &raw, attention_first);
     // The scores and softmax of an attention pair, which only the fused kernel emits: it walks
     // the keys once with an online softmax (running max and sum in registers), not once per

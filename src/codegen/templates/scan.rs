@@ -29,6 +29,7 @@ use super::{bind_flat, params, store_yields};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::region::kind::Kind;
+use crate::ir::region::verify::children;
 use crate::ir::region::{Expr, Reduce, Region, Scan, Size};
 use crate::target::Arch;
 
@@ -38,6 +39,26 @@ pub fn scan_let(r: &Region) -> Option<(usize, &Scan)> {
         Expr::Scan(s) => Some((i, &**s)),
         _ => None,
     })
+}
+
+/// The number of scans in `e` (its own and those of its sub-expressions).
+fn scans_in(e: &Expr) -> usize {
+    usize::from(matches!(e, Expr::Scan(_))) + children(e).map(scans_in).sum::<usize>()
+}
+
+/// True when the region has some scan.
+pub fn has_scan(r: &Region) -> bool {
+    r.lets.iter().any(|l| scans_in(&l.expr) > 0)
+}
+
+/// Whether the scan template emits `r`: exactly one scan in the region, the whole expression
+/// of a let (the template binds that let to the running accumulator). Every other expression
+/// goes through the scalar emitter, which has no scan: a region with two scans — a cumulative
+/// sum over a flattened `[batch, sequence]` that SRNF split into a scan per axis — has no
+/// kernel, and its scans run as kernels of their own.
+pub fn accepts(r: &Region) -> bool {
+    let total: usize = r.lets.iter().map(|l| scans_in(&l.expr)).sum();
+    total == 1 && scan_let(r).is_some()
 }
 
 /// How the scan combines accumulators (through the reduce helpers of [`Emitter`]).
