@@ -143,6 +143,51 @@ fn a_rows_exponentials_and_their_sum_share_one_loop() {
     assert_eq!(fused, 2, "{ks:?}");
 }
 
+/// A row's fused pass split at its exponential (`src/cpu/emit_split.rs`): `d = x − max` is read
+/// after `e = exp(d)` (carried across the split in a lane array), `e` is read again by a later
+/// pass (its row buffer), `e·d + b` is summed in the same loop. Rows that stop in every strip
+/// stage.
+const SPLIT_EXP: &str = r#"{
+  "signature": {"inputs": [{"tensor": "X"}, {"tensor": "B"}], "outputs": [{"tensor": "Y"}, {"tensor": "Z"}]},
+  "symbols": {"R": 3, "C": 37},
+  "tensors": {
+    "X": {"dtype": "fp32", "shape": ["R", "C"]}, "B": {"dtype": "fp32", "shape": ["R", "C"]},
+    "M": {"dtype": "fp32", "shape": ["R", 1]}, "D": {"dtype": "fp32", "shape": ["R", "C"]},
+    "E": {"dtype": "fp32", "shape": ["R", "C"]}, "V": {"dtype": "fp32", "shape": ["R", "C"]},
+    "W": {"dtype": "fp32", "shape": ["R", "C"]}, "S": {"dtype": "fp32", "shape": ["R", 1]},
+    "Y": {"dtype": "fp32", "shape": ["R", "C"]}, "Z": {"dtype": "fp32", "shape": ["R", "C"]}
+  },
+  "graph": [
+    {"op": "Reduce", "name": "m", "inputs": ["X"], "outputs": ["M"], "attrs": {"fn": "max", "axes": [1], "keepdim": true}},
+    {"op": "Elementwise", "name": "d", "inputs": ["X", "M"], "outputs": ["D"], "attrs": {"fn": "sub"}},
+    {"op": "Elementwise", "name": "e", "inputs": ["D"], "outputs": ["E"], "attrs": {"fn": "exp"}},
+    {"op": "Elementwise", "name": "v", "inputs": ["E", "D"], "outputs": ["V"], "attrs": {"fn": "mul"}},
+    {"op": "Elementwise", "name": "w", "inputs": ["V", "B"], "outputs": ["W"], "attrs": {"fn": "add"}},
+    {"op": "Reduce", "name": "s", "inputs": ["W"], "outputs": ["S"], "attrs": {"fn": "sum", "axes": [1], "keepdim": true}},
+    {"op": "Elementwise", "name": "y", "inputs": ["E", "S"], "outputs": ["Y"], "attrs": {"fn": "div"}},
+    {"op": "Elementwise", "name": "z", "inputs": ["D", "S"], "outputs": ["Z"], "attrs": {"fn": "mul"}}
+  ]
+}"#;
+
+#[test]
+fn a_strip_splits_at_its_exponential_and_carries_what_is_read_after_it() {
+    // every kernel folding the exponentials into their sum (the cover may recompute them in
+    // two) splits its strips at the exponential
+    let ks = kernel_notes(SPLIT_EXP);
+    let has = |n: &[String], what: &str| n.iter().any(|x| x.contains(what));
+    let fused: Vec<_> = ks
+        .iter()
+        .filter(|(_, n)| has(n, "pointwise pass and its fp32 sum in one loop"))
+        .collect();
+    assert!(!fused.is_empty(), "{ks:?}");
+    let split = "exponentials by the prelude's vector strip function";
+    assert!(fused.iter().all(|(_, n)| has(n, split)), "{ks:?}");
+    for (r, c) in [(3, 37), (1, 1), (2, 64), (5, 200)] {
+        let what = format!("split exp R={r} C={c}");
+        check_graph(SPLIT_EXP, &[("R", r), ("C", c)], &what).unwrap();
+    }
+}
+
 /// Row reductions to a scalar (sum, max, min, mean, prod over the last axis, and sum over both
 /// axes: a global one), each fp32 row folded in 64 lane accumulators, then 16, then a scalar
 /// tail, the lanes folded pairwise (`emit_loops.rs`): lengths that stop in every stage, a

@@ -283,10 +283,13 @@ def scan_sweep(a):
 
 
 def main():
+    global DLC
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--only", default="")
+    ap.add_argument("--dlc", type=Path, default=DLC,
+                    help="the dlc-egg binary (default: this checkout's target/release/dlc-egg)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds of (onnxruntime, PyTorch, dlc-egg) per case; medians reported")
     ap.add_argument("--results", type=Path)
@@ -299,6 +302,7 @@ def main():
     a = ap.parse_args()
     global ORT_SPIN
     ORT_SPIN = not a.ort_no_spin
+    DLC = a.dlc
     if not DLC.exists():
         sys.exit(f"build dlc-egg first: cargo build --release ({DLC} missing)")
     if a.scan_sweep:

@@ -80,14 +80,11 @@ impl Emitter<'_> {
             if strip {
                 self.prefetch_stretch(&v, lanes);
             }
-            self.line("#pragma omp simd");
-            self.line(&format!("for (int {ln} = 0; {ln} < {lanes}; {ln}++) {{"));
-            self.indent += 1;
             scope.push((name.clone(), format!("({v} + {ln})")));
             let slot = format!("{accv}[{ln}]");
-            self.group_and_fold(group, fused, &red, &slot, &mut scope)?;
+            self.strip_group_and_fold((group, fused), &red, &slot, &mut scope, (lanes, &ln))?;
             scope.pop();
-            self.close_loops(2);
+            self.close_loops(1);
         }
         self.line(&format!("for (; {v} < {e}; {v}++) {{"));
         self.indent += 1;
@@ -102,7 +99,7 @@ impl Emitter<'_> {
 
     /// At the point bound in `scope`: the group's lets and yields, then the reduce body folded
     /// into `slot`.
-    fn group_and_fold(
+    pub(super) fn group_and_fold(
         &mut self,
         group: &[usize],
         fused: &[usize],

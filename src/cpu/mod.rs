@@ -69,6 +69,7 @@ pub mod emit;
 mod emit_expr;
 mod emit_fuse;
 mod emit_loops;
+mod emit_split;
 pub mod exec;
 pub mod explain;
 pub mod plan;

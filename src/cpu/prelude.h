@@ -163,6 +163,59 @@ DLC_INLINE float dlc_sigmoidf(float x) {
     return x >= 0.0f ? s : e * s;
 }
 
+// v[i] = dlc_expf(v[i]) / dlc_exp2f(v[i]) for i < n, in place: the emitter splits a strip's
+// `omp simd` loop at a let that is one exponential (`src/cpu/emit_fuse.rs`), the compiler merges
+// the pieces again (the strip buffer stays in registers). With AVX-512 the scaling p·2^n is one
+// `vscalefps` (single rounding: the same value as dlc_ldexpf's two exact-or-once-rounded
+// products) and the clamp two NaN-propagating `vmaxps`/`vminps` (no final NaN select): the
+// same operations as the scalar functions otherwise, so the results are bit-identical to them
+// (checked over all 2^32 inputs, bench/cpu/expf_check.c); ~18 instead of ~32 vector
+// instructions per 16 elements. Elsewhere: the scalar functions in an `omp simd` loop.
+#if defined(__AVX512F__)
+DLC_INLINE __m512 dlc_exp_poly_v16(__m512 r) {
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    return _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+}
+// x clamped to [lo, hi]; a NaN x stays NaN (vmaxps / vminps return their second operand then).
+DLC_INLINE __m512 dlc_clamp_v16(__m512 x, float lo, float hi) {
+    return _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), x));
+}
+DLC_INLINE __m512 dlc_expf_v16(__m512 x) {
+    __m512 c = dlc_clamp_v16(x, -104.0f, 89.0f), s = _mm512_set1_ps(DLC_SHIFTER);
+    __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f), s), s);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), c);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    return _mm512_scalef_ps(dlc_exp_poly_v16(r), n);
+}
+DLC_INLINE __m512 dlc_exp2f_v16(__m512 x) {
+    __m512 c = dlc_clamp_v16(x, -151.0f, 129.0f), s = _mm512_set1_ps(DLC_SHIFTER);
+    __m512 n = _mm512_sub_ps(_mm512_add_ps(c, s), s);
+    __m512 r = _mm512_mul_ps(_mm512_sub_ps(c, n), _mm512_set1_ps(0.693147180559945309f));
+    return _mm512_scalef_ps(dlc_exp_poly_v16(r), n);
+}
+#endif
+DLC_INLINE void dlc_expf_strip(float *restrict v, int64_t n) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, dlc_expf_v16(_mm512_loadu_ps(v + i)));
+#endif
+    #pragma omp simd
+    for (int64_t j = i; j < n; j++) v[j] = dlc_expf(v[j]);
+}
+DLC_INLINE void dlc_exp2f_strip(float *restrict v, int64_t n) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, dlc_exp2f_v16(_mm512_loadu_ps(v + i)));
+#endif
+    #pragma omp simd
+    for (int64_t j = i; j < n; j++) v[j] = dlc_exp2f(v[j]);
+}
+
 // fp16 / bf16 storage: converted to fp32 on load, rounded to nearest even on store.
 #if defined(__FLT16_MAX__) && !defined(DLC_PORTABLE_HALF)
 typedef _Float16 dlc_f16;
@@ -206,6 +259,72 @@ DLC_INLINE void *dlc_alloc(int64_t bytes) {
     size_t n = (size_t)(bytes > 0 ? bytes : 1);
     n = (n + 63) & ~(size_t)63;
     return posix_memalign(&p, 64, n) == 0 ? p : NULL;
+}
+
+// A kernel's per-call scratch (row buffers, a contraction's result, a scan's line) is taken from
+// and given back to this library's cache of free blocks instead of malloc / free per call: a
+// block of 128 KiB or more is otherwise mmapped and unmapped by glibc (or another allocator)
+// each call, its pages faulted in again every run. A block serves a request of between half its
+// capacity and its capacity; DLC_CACHE_SLOTS free blocks at most are kept (the largest, a full
+// cache frees the smaller one), all freed when the library is unloaded (dlc_cache_drop). The
+// capacity sits in the 64 bytes before the block. Thread-safe (a spin lock, taken twice per
+// thread per call).
+#define DLC_CACHE_SLOTS 32
+static void *dlc_cache_blk[DLC_CACHE_SLOTS];
+static int64_t dlc_cache_cap[DLC_CACHE_SLOTS];
+static char dlc_cache_busy;
+DLC_INLINE void dlc_cache_lock(void) {
+    while (__atomic_test_and_set(&dlc_cache_busy, __ATOMIC_ACQUIRE)) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+DLC_INLINE void dlc_cache_unlock(void) { __atomic_clear(&dlc_cache_busy, __ATOMIC_RELEASE); }
+DLC_INLINE void *dlc_take(int64_t bytes) {
+    int64_t n = ((bytes > 0 ? bytes : 1) + 63) & ~(int64_t)63;
+    void *p = NULL;
+    dlc_cache_lock();
+    int best = -1;
+    for (int i = 0; i < DLC_CACHE_SLOTS; i++) {
+        int64_t c = dlc_cache_cap[i];
+        if (dlc_cache_blk[i] && c >= n && c / 2 <= n && (best < 0 || c < dlc_cache_cap[best]))
+            best = i;
+    }
+    if (best >= 0) {
+        p = dlc_cache_blk[best];
+        dlc_cache_blk[best] = NULL;
+    }
+    dlc_cache_unlock();
+    if (p) return p;
+    void *b = NULL;
+    if (posix_memalign(&b, 64, (size_t)n + 64) != 0) return NULL;
+    *(int64_t *)b = n;
+    return (char *)b + 64;
+}
+DLC_INLINE void dlc_give(void *p) {
+    if (!p) return;
+    int64_t n = *(int64_t *)((char *)p - 64);
+    void *drop = p;
+    dlc_cache_lock();
+    int slot = -1;
+    for (int i = 0; i < DLC_CACHE_SLOTS; i++) {
+        if (!dlc_cache_blk[i]) { slot = i; break; }
+        if (dlc_cache_cap[i] < n && (slot < 0 || dlc_cache_cap[i] < dlc_cache_cap[slot])) slot = i;
+    }
+    if (slot >= 0) {
+        drop = dlc_cache_blk[slot];
+        dlc_cache_blk[slot] = p;
+        dlc_cache_cap[slot] = n;
+    }
+    dlc_cache_unlock();
+    if (drop) free((char *)drop - 64);
+}
+__attribute__((destructor)) static void dlc_cache_drop(void) {
+    for (int i = 0; i < DLC_CACHE_SLOTS; i++) {
+        if (dlc_cache_blk[i]) free((char *)dlc_cache_blk[i] - 64);
+        dlc_cache_blk[i] = NULL;
+    }
 }
 // Outputs larger than this many bytes (half the development VM's 32 MB L3) are written with
 // non-temporal stores: they go to memory anyway, and a streaming store does not first read the
