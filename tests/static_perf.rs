@@ -44,10 +44,10 @@ enum Check {
     /// A plan that claims tensor cores (`mma_sync`) has HMMA in its kernel, inside a loop (or
     /// anywhere when the kernel has no loop left: a short k-loop fully unrolled).
     TensorCores,
-    /// A plan vectorized by 16 bytes loads with `LDG.E.128` or `LDGSTS.128`, or with TMA
+    /// A plan vectorized by 16 bytes or more loads with `LDG.E.128` or `LDGSTS.128`, or with TMA
     /// (`UTMALDG`: whole tiles, 16-byte aligned by the tensor map's rules).
     Vec128Loads,
-    /// A plan vectorized by 16 bytes stores with `STG.E.128` — none when its plan says the
+    /// A plan vectorized by 16 bytes or more stores with `STG.E.128` — none when its plan says the
     /// epilogue stores from the fragments (`layout_hints.C_store`).
     Vec128Stores,
     /// No `LDL` / `STL` (local memory).
@@ -363,8 +363,10 @@ fn sass_checks(kernel: &str, plan: &Value, out_bytes: u64, s: &SassSummary, o: &
             }),
         );
     }
+    // 16 bytes or more: a pointwise kernel reading narrower elements than it writes has lanes
+    // by its narrowest read (bf16 in, fp32 out: 8 lanes, 32 output bytes, 16-byte loads).
     let vec_bytes = plan["vectorize"]["width"].as_u64().unwrap_or(1) * out_bytes;
-    if vec_bytes == 16 {
+    if vec_bytes >= 16 {
         let loads = s.ldg.get(&128).copied().unwrap_or(0)
             + s.ldgsts.get(&128).copied().unwrap_or(0)
             + s.utmaldg;
