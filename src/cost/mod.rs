@@ -275,8 +275,12 @@ fn choose_plan_as(
 /// pointwise kernel one width, the widest whose lanes split the innermost extent (narrower ones
 /// stop at `Stop::VectorShrinks`), while the pointwise template loads a read as one vector only
 /// at some widths (`templates::vector::loads_vectors`; never for the taps of a fold, which sit
-/// in a reduce body). The space is built for the widest lane count, at most the space's own, at
-/// which some read is vector-loaded, or for one lane: the kernel always keeps its scalar plan
+/// in a reduce body). The space is built for the widest lane count, at most the space's own
+/// (`plan::space::vector_cap`: 16 bytes of the narrowest input), at which some read is
+/// vector-loaded and a plan of 16 output bytes or more loads 16 bytes of its narrowest
+/// vector read (`templates::vector::narrowest_vector_read`: a bf16 fold with fp32 output
+/// takes 8 lanes, not 4, whose bf16 loads would be 8 bytes), or for one lane: the kernel
+/// always keeps its scalar plan
 /// (dropping the unemitted widths alone left none, E9000 on a depthwise conv), and its plan
 /// never claims vector loads the kernel lacks. Every pointwise kernel's space is built here
 /// (the folds' and the others': an unfused attention's score kernel over one query, whose
@@ -286,9 +290,9 @@ fn emitted_candidates(region: &Region, work: &KernelWork, target: &Target) -> Ve
         return candidates(work, target);
     }
     let elem = work.out_elem_bytes.max(1);
-    let widest = crate::plan::space::widest_vector(work.inner_extent, elem) / elem;
+    let widest = crate::plan::space::widest_vector_of(work) / elem;
     let mut lanes = u32::try_from(widest).unwrap_or(1);
-    while lanes > 1 && !crate::codegen::templates::vector::loads_vectors(region, lanes) {
+    while lanes > 1 && !emits_lanes(region, lanes, elem) {
         lanes /= 2;
     }
     if u64::from(lanes) == widest {
@@ -301,6 +305,22 @@ fn emitted_candidates(region: &Region, work: &KernelWork, target: &Target) -> Ve
         ..work.clone()
     };
     candidates(&space, target)
+}
+
+/// Whether the pointwise kernel of `region` at `lanes` lanes (of `elem`-byte outputs) loads
+/// some read as one vector per chunk, and, when the plan claims 16 bytes or more, 16 bytes of
+/// its narrowest such read: exactly 16 when the output chunk is wider (more lanes than that
+/// would only take registers).
+fn emits_lanes(region: &Region, lanes: u32, elem: u64) -> bool {
+    let Some(read) = crate::codegen::templates::vector::narrowest_vector_read(region, lanes) else {
+        return false;
+    };
+    let (out, read) = (u64::from(lanes) * elem, u64::from(lanes) * read);
+    match out.cmp(&16) {
+        std::cmp::Ordering::Less => true,
+        std::cmp::Ordering::Equal => read >= 16,
+        std::cmp::Ordering::Greater => read == 16,
+    }
 }
 
 /// The fastest plan of `work` on `target` over its whole plan space (no region: no

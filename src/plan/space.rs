@@ -44,7 +44,9 @@ use crate::plan::work::{Gemm, KernelWork, Shape};
 use crate::plan::{AsyncPlan, Cache, LocalEdge, Plan, Vectorize};
 use crate::target::{Arch, Target};
 use fit::{check, vector_extent};
-pub use fit::{resources, widest_vector, RESIDENT_PER_THREAD};
+pub use fit::{
+    resources, vector_cap, widest_vector, widest_vector_of, widest_vector_upto, RESIDENT_PER_THREAD,
+};
 use gemv::gemv_grid;
 pub use gemv::{GemvBlock, GEMV_BLOCKS, GEMV_MAX_ROWS, GEMV_UNROLL};
 use serde::Serialize;
@@ -258,15 +260,15 @@ pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<C
     let knobs = match &work.shape {
         Shape::Contraction(g) => contraction_grid(g, target, wgmma),
         Shape::Reduction { len, .. } => reduction_grid(vector_extent(work).1, *len),
-        Shape::Elementwise { .. } => elementwise_grid(work.out_elem_bytes),
+        Shape::Elementwise { .. } => elementwise_grid(work.out_elem_bytes, vector_cap(work)),
         // The consumer-driven nest is scalar (its reads sit in reduce bodies): no vector width.
-        Shape::ComputeAt(_) => elementwise_grid(work.out_elem_bytes)
+        Shape::ComputeAt(_) => elementwise_grid(work.out_elem_bytes, 16)
             .into_iter()
             .filter(|k| k.vec_bytes() == work.out_elem_bytes)
             .collect(),
         // The scan template: one block per line, `block × items` elements per tile, scalar
         // loads (the scanned axis may be strided).
-        Shape::Scan { .. } => elementwise_grid(work.out_elem_bytes)
+        Shape::Scan { .. } => elementwise_grid(work.out_elem_bytes, 16)
             .into_iter()
             .filter(|k| k.vec_bytes() == work.out_elem_bytes)
             .collect(),
@@ -296,6 +298,16 @@ const VEC_BYTES: [u64; 5] = [16, 8, 4, 2, 1];
 
 fn vec_widths(elem: u64) -> impl Iterator<Item = u64> {
     VEC_BYTES.into_iter().filter(move |w| *w >= elem.max(1))
+}
+
+/// A pointwise kernel's vector widths up to `cap` bytes ([`vector_cap`]): the wider ones
+/// (32, 64 bytes of output) where its narrowest input is narrower than its output, then
+/// [`vec_widths`].
+fn elementwise_widths(elem: u64, cap: u64) -> impl Iterator<Item = u64> {
+    let wide = (0..3)
+        .map(|i| 64u64 >> i)
+        .filter(move |w| *w > 16 && *w <= cap);
+    wide.chain(vec_widths(elem))
 }
 
 fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
@@ -436,11 +448,11 @@ fn reduction_grid(elem: u64, len: f64) -> Vec<Knobs> {
     out
 }
 
-fn elementwise_grid(elem: u64) -> Vec<Knobs> {
+fn elementwise_grid(elem: u64, cap: u64) -> Vec<Knobs> {
     let mut out = Vec::new();
     for block in [128, 256] {
         for items in [1, 4] {
-            for vec_bytes in vec_widths(elem) {
+            for vec_bytes in elementwise_widths(elem, cap) {
                 out.push(Knobs::Elementwise {
                     block,
                     items,

@@ -55,17 +55,36 @@ pub fn lanes(iter_sizes: &[Dim], want: u32) -> u32 {
 /// all scalar (a depthwise convolution's padded taps, a transpose's strided reads, the scores
 /// `Q·Kᵀ` of an attention over one query, whose reads run along the head axis).
 pub fn loads_vectors(r: &Region, want: u32) -> bool {
-    let Some(inner) = r.iters.last() else {
-        return false;
-    };
-    let Ok(em) = Emitter::new(r, "") else {
-        return false;
-    };
+    narrowest_vector_read(r, want).is_some()
+}
+
+/// The element size, bytes, of the narrowest read the pointwise kernel of `r` loads as one
+/// vector per chunk at `want` lanes ([`vector_reads`] and the reads of [`lane_reduces`]);
+/// `None` when it loads none that way or keeps fewer lanes ([`loads_vectors`]). A chunk's
+/// load of that read is `want` × this many bytes: the plan's lanes follow it
+/// (`cost::emitted_candidates`), so that a 16-byte plan loads 16 bytes at a time even where
+/// the reads are narrower than the output (bf16 in, fp32 out: 8 lanes).
+pub fn narrowest_vector_read(r: &Region, want: u32) -> Option<u64> {
+    let inner = r.iters.last()?;
+    let em = Emitter::new(r, "").ok()?;
     let l = lanes(&em.iter_sizes, want);
-    l > 1
-        && l == want
-        && (!vector_reads(r, &inner.name, l).is_empty()
-            || lane_reduce_lets(&em, &inner.name, l).is_ok_and(|ls| !ls.is_empty()))
+    if l < 2 || l != want {
+        return None;
+    }
+    let mut reads = vector_reads(r, &inner.name, l);
+    for (_, red, extents) in lane_reduce_lets(&em, &inner.name, l).unwrap_or_default() {
+        reads.extend(reads_at(
+            r,
+            std::slice::from_ref(&red.body),
+            &inner.name,
+            l,
+            &extents,
+        ));
+    }
+    reads
+        .iter()
+        .filter_map(|(t, _)| r.input(t).map(|i| i.dtype.size_bytes()))
+        .min()
 }
 
 /// A read: input name and index map.

@@ -93,12 +93,46 @@ pub const RESIDENT_PER_THREAD: u64 = 32;
 
 /// The widest vector (in bytes, ≤ 16) whose elements split `extent` elements of `elem` bytes.
 pub fn widest_vector(extent: f64, elem: u64) -> u64 {
+    widest_vector_upto(extent, elem, 16)
+}
+
+/// [`widest_vector`] of at most `cap` bytes (a power of two).
+pub fn widest_vector_upto(extent: f64, elem: u64, cap: u64) -> u64 {
     let bytes = (extent.max(1.0) as u64).saturating_mul(elem.max(1));
-    let mut w = 16;
+    let mut w = cap.max(1);
     while w > elem.max(1) && !bytes.is_multiple_of(w) {
         w /= 2;
     }
     w.max(elem.max(1))
+}
+
+/// The widest vector a kernel's vector width may reach, bytes: 16, but for a pointwise kernel
+/// (whose width counts output bytes) 16 bytes of its narrowest input element in output
+/// elements — a thread's chunk of `lanes` points loads `lanes` elements of each read, so a
+/// kernel that reads bf16 and writes fp32 loads 16 bytes at 8 lanes (32 output bytes, two
+/// 16-byte stores), where 4 lanes (16 output bytes) would load 8.
+pub fn vector_cap(work: &KernelWork) -> u64 {
+    let out = work.out_elem_bytes.max(1);
+    match work.shape {
+        Shape::Elementwise { .. } => {
+            let narrowest = work
+                .inputs
+                .iter()
+                .map(|i| i.elem_bytes.max(1))
+                .min()
+                .unwrap_or(out)
+                .min(out);
+            16 * out / narrowest
+        }
+        _ => 16,
+    }
+}
+
+/// The widest vector of `work`'s plan space, bytes: [`widest_vector_upto`] its
+/// [`vector_cap`] along its vector extent.
+pub fn widest_vector_of(work: &KernelWork) -> u64 {
+    let (extent, elem) = vector_extent(work);
+    widest_vector_upto(extent, elem, vector_cap(work))
 }
 
 /// The fastest extent and element size the vector width applies to: `K` of the `A` operand
@@ -159,7 +193,7 @@ pub(super) fn check(
             algo: Algo::Simt | Algo::Gemv,
             ..
         } => elem.max(1),
-        _ => widest_vector(extent, elem),
+        _ => widest_vector_upto(extent, elem, vector_cap(work)),
     };
     if vec > widest {
         return Err(Stop::Misaligned {
