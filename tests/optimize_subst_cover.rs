@@ -7,15 +7,11 @@
 
 #[path = "../bench/common/bench_graphs.rs"]
 mod bench_graphs;
-use dlc_egg::extract::dag::{
-    DagExtractor, ExtractError, ExtractOptions, Extraction, FastExtractor, Problem,
-};
 use dlc_egg::ir::egraph::{TensorGraph, TensorLang};
 use dlc_egg::ir::{frontend, lower, tiny::Program};
 use dlc_egg::optimize::{choose_cover, optimize, OptimizeOptions, Optimized};
 use dlc_egg::rules::subst;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 /// One BERT-base encoder layer (the Q/K/V projections share their input: the merge fires).
 fn encoder_layer() -> Program {
@@ -111,71 +107,4 @@ fn the_no_subst_cover_survives_the_substitutions() {
         !lost.is_empty(),
         "growth over the merged e-graph rebuilt the whole --no-subst cover"
     );
-}
-
-/// The fast extractor on a copy of the problem whose usable costs are inverted (`1 / (1 + c)`):
-/// a valid extraction that prefers the expensive options, standing for a heuristic that is not
-/// monotone in added options.
-struct Costliest;
-
-impl DagExtractor for Costliest {
-    fn name(&self) -> &str {
-        "costliest"
-    }
-    fn extract(&self, p: &Problem, opts: &ExtractOptions) -> Result<Extraction, ExtractError> {
-        let mut q = Problem::new();
-        for c in p.classes() {
-            q.add_class(c.name.clone()).expect("class");
-        }
-        for n in p.nodes() {
-            let cost = if n.usable() {
-                1.0 / (1.0 + n.cost)
-            } else {
-                n.cost
-            };
-            q.add_named_node(n.name.clone(), n.class, n.op.clone(), cost, &n.children)
-                .expect("node");
-        }
-        for r in p.roots() {
-            q.add_root(*r).expect("root");
-        }
-        FastExtractor::default().extract(&q, opts)
-    }
-}
-
-/// Default ≤ `--no-subst` holds by construction, whatever the extractor: when the
-/// substitutions changed the e-graph, `optimize` also extracts from the e-graph of the first
-/// kernels round (the one `--no-subst` extracts from) and keeps the cheaper cover (issue 23:
-/// the fast extractor picked a 0.02 % slower cover on BERT-12 with the batched merge).
-#[test]
-fn the_default_cover_is_never_worse_than_no_subst() {
-    let p = encoder_layer();
-    for ext in [
-        Arc::new(FastExtractor::default()) as Arc<dyn DagExtractor + Send + Sync>,
-        Arc::new(Costliest),
-    ] {
-        let mut opts = OptimizeOptions::default();
-        opts.extensions.extractor = Some(ext.clone());
-        let plain_opts = OptimizeOptions {
-            substitutions: false,
-            ..opts.clone()
-        };
-        let o = optimize(&p, &opts).expect("optimizes");
-        let plain = optimize(&p, &plain_opts).expect("optimizes");
-        assert!(o.phases.iter().any(|s| s.fired("matmul-merge-shared-lhs")));
-        assert!(
-            o.extraction.price <= plain.extraction.price,
-            "{}: default {} vs --no-subst {}",
-            ext.name(),
-            o.extraction.price,
-            plain.extraction.price
-        );
-        assert!(
-            o.cost.time <= plain.cost.time,
-            "{}: {:?} vs {:?}",
-            ext.name(),
-            o.cost,
-            plain.cost
-        );
-    }
 }

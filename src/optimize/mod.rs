@@ -285,7 +285,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     let class = add_program(&mut eg, prog);
     steps.lap("e-graph build");
     let regions = Arc::new(RegionCache::default());
-    let (eg, phases, first_round) = run_phases(eg, opts, &regions, &mut steps)?;
+    let (eg, phases) = run_phases(eg, opts, &regions, &mut steps)?;
 
     let mut bindings = prog.symbols.clone();
     bindings.extend(opts.pricing.iter().map(|(k, v)| (k.clone(), *v)));
@@ -303,25 +303,6 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     let derived = Derived::analyze(&eg, &opts.constants, &sizes);
     let (cover, pricing) = choose_cover_timed(&eg, prog, &roots, &sizes, opts, &derived)?;
     steps.split("pricing", pricing, "extraction");
-    let chosen = Chosen {
-        eg,
-        roots,
-        derived,
-        cover,
-    };
-    let Chosen {
-        eg,
-        roots,
-        derived,
-        cover,
-    } = match first_round {
-        Some(fr) => {
-            let c = chosen.or_first_round(fr, prog, &class, &sizes, opts)?;
-            steps.lap("first-round extraction");
-            c
-        }
-        None => chosen,
-    };
     let choose = |c: Id| {
         cover
             .node(eg.find(c))
@@ -417,7 +398,7 @@ fn run_phases(
     opts: &OptimizeOptions,
     regions: &Arc<RegionCache>,
     steps: &mut Steps,
-) -> Result<(TensorGraph, Vec<PhaseStats>, Option<TensorGraph>), OptimizeError> {
+) -> Result<(TensorGraph, Vec<PhaseStats>), OptimizeError> {
     let (kernel_rules, growth) = fusion::rules_with_state(
         region_legality_with(regions.clone(), opts.compute_at),
         opts.fusion.clone(),
@@ -425,9 +406,6 @@ fn run_phases(
     let mut phases: Vec<PhaseStats> = Vec::new();
     // Fingerprints of the e-graph after the first kernels round (then `subst` runs).
     let mut before_subst: Option<fusion::Fingerprints> = None;
-    // The e-graph after the first kernels round (what `--no-subst` extracts from), kept when
-    // the second round runs.
-    let mut first_round: Option<TensorGraph> = None;
     let mut kernels_rounds = 0;
     for (name, mut rules) in opts.rewrite_phases()? {
         let budget = if name == extend::KERNELS_PHASE {
@@ -438,7 +416,6 @@ fn run_phases(
                 };
                 let changed = before.changed(&eg);
                 if changed.is_empty() {
-                    first_round = None;
                     continue;
                 }
                 growth.forget_changed(&eg, &changed);
@@ -453,7 +430,6 @@ fn run_phases(
                     continue;
                 }
                 before_subst = Some(Fingerprints::of(&eg));
-                first_round = Some(eg.clone());
             }
             Budget {
                 node_limit: eg.total_number_of_nodes() + opts.budget.node_limit,
@@ -471,48 +447,7 @@ fn run_phases(
         steps.lap(&format!("phase {name}"));
         phases.push(st);
     }
-    Ok((eg, phases, first_round))
-}
-
-/// An e-graph, its roots, its derived constants and the cover extracted from it.
-struct Chosen {
-    eg: TensorGraph,
-    roots: Vec<Id>,
-    derived: Derived,
-    cover: Cover,
-}
-
-impl Chosen {
-    /// This cover, or the one extracted from `first` (the e-graph after the first kernels
-    /// round, the `--no-subst` e-graph) when that one is priced strictly lower: the fast
-    /// extractor is a heuristic, not monotone in the options the substitutions add (issue 23,
-    /// BERT-12 with the batched merge), so default ≤ `--no-subst` holds by construction.
-    fn or_first_round(
-        self,
-        first: TensorGraph,
-        prog: &Program,
-        class: &[Id],
-        sizes: &CostModel,
-        opts: &OptimizeOptions,
-    ) -> Result<Chosen, OptimizeError> {
-        let roots: Vec<Id> = prog
-            .outputs
-            .iter()
-            .map(|o| first.find(class[o.node.index()]))
-            .collect();
-        let derived = Derived::analyze(&first, &opts.constants, sizes);
-        let (cover, _) = choose_cover_timed(&first, prog, &roots, sizes, opts, &derived)?;
-        Ok(if cover.price < self.cover.price {
-            Chosen {
-                eg: first,
-                roots,
-                derived,
-                cover,
-            }
-        } else {
-            self
-        })
-    }
+    Ok((eg, phases))
 }
 
 /// The signature inputs of `graph` whose values are bound when the program is loaded: weights
