@@ -34,6 +34,7 @@
 mod compute_at;
 mod contraction;
 mod exprs;
+mod footprint;
 mod strides;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
@@ -96,7 +97,8 @@ pub enum Role {
 pub struct InputUse {
     /// The input's name (a region input tensor).
     pub name: String,
-    /// Bytes of the whole input (what DRAM serves once).
+    /// Bytes of the part of the input the reads touch (what DRAM serves once): the whole
+    /// input unless the reads cover only a box of it (a slice).
     pub bytes: f64,
     /// Element size, bytes.
     pub elem_bytes: u64,
@@ -403,7 +405,8 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
             InputUse {
                 strides: cx.lane_strides(&i.name, &shape, &lanes),
                 name: i.name.clone(),
-                bytes: sizes.numel(&shape) as f64 * i.dtype.size_bytes() as f64,
+                // a sliced read (a shrink absorbed into the kernel) loads the part it reads
+                bytes: cx.footprint(&i.name, &shape) * i.dtype.size_bytes() as f64,
                 elem_bytes: i.dtype.size_bytes(),
                 role: roles.get(&i.name).copied().unwrap_or(Role::Other),
                 contiguous,
