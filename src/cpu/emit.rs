@@ -516,7 +516,7 @@ impl<'a> Emitter<'a> {
                 size.join(" * ")
             };
             self.line(&format!(
-                "float *restrict L{li} = (float *)dlc_take(4 * {size});"
+                "float *restrict L{li} = (float *)dlc_alloc(4 * {size});"
             ));
             self.line(&format!("if (!L{li}) return 2;"));
         }
@@ -533,7 +533,7 @@ impl<'a> Emitter<'a> {
         }
         if self.fused_epilogue {
             for li in &gemms {
-                self.line(&format!("dlc_give(L{li});"));
+                self.line(&format!("free(L{li});"));
             }
             self.line("return dlc_err;");
             return Ok(());
@@ -599,7 +599,7 @@ impl<'a> Emitter<'a> {
             self.line("}");
         }
         for li in &gemms {
-            self.line(&format!("dlc_give(L{li});"));
+            self.line(&format!("free(L{li});"));
         }
         self.line("return dlc_err;");
         Ok(())

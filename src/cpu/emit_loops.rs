@@ -24,7 +24,7 @@ impl Emitter<'_> {
             let t = kind_type(info.kind);
             let size: Vec<String> = info.inner.iter().map(|i| Self::size_var(*i)).collect();
             let line = format!(
-                "{t} *restrict L{li} = ({t} *)dlc_take((int64_t)sizeof({t}) * {});",
+                "{t} *restrict L{li} = ({t} *)dlc_alloc((int64_t)sizeof({t}) * {});",
                 size.join(" * ")
             );
             self.line(&line);
@@ -32,7 +32,7 @@ impl Emitter<'_> {
         }
         for y in self.streamed.clone() {
             self.line(&format!(
-                "float *restrict S{y} = dlc_stream ? (float *)dlc_take(4 * dlc_inner) : NULL;"
+                "float *restrict S{y} = dlc_stream ? (float *)dlc_alloc(4 * dlc_inner) : NULL;"
             ));
             self.line(&format!("if (dlc_stream && !S{y}) dlc_ok = 0;"));
         }
@@ -41,10 +41,10 @@ impl Emitter<'_> {
 
     pub(super) fn free_buffers(&mut self, buffered: &[usize]) {
         for li in buffered {
-            self.line(&format!("dlc_give(L{li});"));
+            self.line(&format!("free(L{li});"));
         }
         for y in self.streamed.clone() {
-            self.line(&format!("dlc_give(S{y});"));
+            self.line(&format!("free(S{y});"));
         }
     }
 
