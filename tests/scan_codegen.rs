@@ -82,6 +82,27 @@ fn optimized_doc(
     (p, o)
 }
 
+/// The optimized program's playback and the emitted kernels on the CPU emulation, at `bindings`.
+fn playback_and_host(
+    o: &dlc_egg::optimize::Optimized,
+    code: &dlc_egg::codegen::Generated,
+    inputs: &BTreeMap<String, Tensor>,
+    bindings: &BTreeMap<String, i64>,
+    opts: &HostOptions,
+) -> (BTreeMap<String, Tensor>, BTreeMap<String, Tensor>) {
+    let want =
+        evaluate_program(&o.program, bindings, inputs).unwrap_or_else(|d| panic!("playback: {d}"));
+    let got = run_on_host(
+        &code.emitted.source,
+        &code.emitted.manifest,
+        inputs,
+        bindings,
+        opts,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", code.emitted.source));
+    (want, got)
+}
+
 #[test]
 fn scan_kernels_run_on_the_cpu_like_the_playback() {
     let (p, o) = optimized(Arch::Sm80);
@@ -109,19 +130,11 @@ fn scan_kernels_run_on_the_cpu_like_the_playback() {
             ("C".to_string(), c),
         ]);
         let inputs = random_inputs(&p, &bindings, 5).unwrap_or_else(|e| panic!("{e}"));
-        let want = evaluate_program(&o.program, &bindings, &inputs)
-            .unwrap_or_else(|d| panic!("playback: {d}"));
-        let got = run_on_host(
-            &code.emitted.source,
-            &code.emitted.manifest,
-            &inputs,
-            &bindings,
-            &HostOptions {
-                sanitize: std::env::var("SCAN_SANITIZE").is_ok(),
-                ..HostOptions::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{e}\n{}", code.emitted.source));
+        let opts = HostOptions {
+            sanitize: std::env::var("SCAN_SANITIZE").is_ok(),
+            ..HostOptions::default()
+        };
+        let (want, got) = playback_and_host(&o, &code, &inputs, &bindings, &opts);
         for (name, w) in &want {
             let gt = &got[name];
             assert_eq!((gt.dtype, &gt.shape), (w.dtype, &w.shape), "{name}");
@@ -208,16 +221,8 @@ fn two_scans_fused_by_growth_still_emit_one_scan_per_kernel() {
                 "O".to_string(),
                 Tensor::from_f64(DType::I32, vec![1], &[1.0]),
             )]);
-            let want = evaluate_program(&o.program, &bindings, &inputs)
-                .unwrap_or_else(|d| panic!("playback: {d}"));
-            let got = run_on_host(
-                &code.emitted.source,
-                &code.emitted.manifest,
-                &inputs,
-                &bindings,
-                &HostOptions::default(),
-            )
-            .unwrap_or_else(|e| panic!("{arch:?}: {e}\n{}", code.emitted.source));
+            let (want, got) =
+                playback_and_host(&o, &code, &inputs, &bindings, &HostOptions::default());
             let y: Vec<f64> = (0..b * n).map(|k| (37 * (k / n) + k % n) as f64).collect();
             assert_eq!(want["Y"].to_f64(), y, "playback at B={b} N={n}");
             assert_eq!(got["Y"].to_f64(), y, "{arch:?} at B={b} N={n}");

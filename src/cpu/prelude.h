@@ -199,22 +199,23 @@ DLC_INLINE __m512 dlc_exp2f_v16(__m512 x) {
     return _mm512_scalef_ps(dlc_exp_poly_v16(r), n);
 }
 #endif
-DLC_INLINE void dlc_expf_strip(float *restrict v, int64_t n) {
-    int64_t i = 0;
+// dlc_expf_strip / dlc_exp2f_strip: `scalar` over v[0..n) in place, by 16-lane `vector` steps
+// where AVX-512 is there.
 #if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, dlc_expf_v16(_mm512_loadu_ps(v + i)));
+#define DLC_STRIP_V16(vector) \
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, vector(_mm512_loadu_ps(v + i)));
+#else
+#define DLC_STRIP_V16(vector)
 #endif
-    #pragma omp simd
-    for (int64_t j = i; j < n; j++) v[j] = dlc_expf(v[j]);
-}
-DLC_INLINE void dlc_exp2f_strip(float *restrict v, int64_t n) {
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, dlc_exp2f_v16(_mm512_loadu_ps(v + i)));
-#endif
-    #pragma omp simd
-    for (int64_t j = i; j < n; j++) v[j] = dlc_exp2f(v[j]);
-}
+#define DLC_STRIP(name, vector, scalar)                          \
+    DLC_INLINE void name(float *restrict v, int64_t n) {         \
+        int64_t i = 0;                                           \
+        DLC_STRIP_V16(vector)                                    \
+        _Pragma("omp simd")                                      \
+        for (int64_t j = i; j < n; j++) v[j] = scalar(v[j]);     \
+    }
+DLC_STRIP(dlc_expf_strip, dlc_expf_v16, dlc_expf)
+DLC_STRIP(dlc_exp2f_strip, dlc_exp2f_v16, dlc_exp2f)
 
 // fp16 / bf16 storage: converted to fp32 on load, rounded to nearest even on store.
 #if defined(__FLT16_MAX__) && !defined(DLC_PORTABLE_HALF)
