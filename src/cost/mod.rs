@@ -190,9 +190,7 @@ fn choose_plan_as(
     use crate::codegen::templates::applicability::{as_emitted, emits, Emits};
     use crate::codegen::templates::contraction_mma::Staging;
     let raw = analyze(region, model)?;
-    if crate::codegen::templates::scan::has_scan(region)
-        && !crate::codegen::templates::scan::accepts(region)
-    {
+    if !crate::codegen::templates::scan::fits(region) {
         return Err(PlanError::NoPlan {
             template: "scan",
             why: "the scan template emits one scan per kernel, a let of its own".into(),

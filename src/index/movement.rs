@@ -211,13 +211,13 @@ pub fn flip<C: Coeff, V: Clone + Ord>(
 }
 
 /// VIEW: operand axis `j` reads `offset_j + Σ coeff · i_axis` (`rows[j] = (offset, terms)`).
-pub fn view<C: Coeff, V: Clone + Ord>(
+pub fn view<'a, C: Coeff, V: Clone + Ord>(
     env: &Env<C, V>,
-    rows: &[(i64, &[(usize, i64)])],
+    rows: impl IntoIterator<Item = (i64, &'a [(usize, i64)])>,
 ) -> Result<Vec<Quasi<C, V>>, MoveError> {
-    rows.iter()
+    rows.into_iter()
         .map(|(offset, terms)| {
-            terms.iter().try_fold(Quasi::int(*offset), |acc, (a, c)| {
+            terms.iter().try_fold(Quasi::int(offset), |acc, (a, c)| {
                 let e = env.get(*a).ok_or(MoveError::ViewAxis {
                     axis: *a,
                     rank: env.len(),
@@ -338,12 +338,12 @@ mod tests {
         let f = flip(&env, &[1], &[2, 5, 3]).expect("flip");
         assert_eq!(f[1], Q::int(4).sub(&Q::var(1usize)));
         let terms: &[(usize, i64)] = &[(0, 2), (2, 1)];
-        let v = view(&env, &[(3, terms)]).expect("view");
+        let v = view(&env, [(3, terms)]).expect("view");
         assert_eq!(
             v[0],
             Q::var(0usize).scale(2).add(&Q::var(2usize)).add(&Q::int(3))
         );
-        assert!(view(&env, &[(0, &[(7, 1)][..])]).is_err());
+        assert!(view(&env, [(0, &[(7, 1)][..])]).is_err());
         let p = pad(&env, &[(1, 0), (0, 0), (2, 2)]).expect("pad");
         assert_eq!(p[2], Q::var(2usize).add(&Q::int(-2)));
         let s = shrink(&env, &[1, 0, 4], &[2, 1, 1]).expect("shrink");

@@ -132,9 +132,10 @@ pub fn view_map(s: &[Dim], map: &[AffineIndex], t: &[Dim]) -> Option<AccessMap> 
     if map.len() != s.len() {
         return None;
     }
-    let rows: Vec<(i64, &[(usize, i64)])> =
-        map.iter().map(|m| (m.offset, m.terms.as_slice())).collect();
-    unguarded(t, mv::view(&axes(t), &rows).ok()?)
+    unguarded(
+        t,
+        mv::view(&axes(t), map.iter().map(AffineIndex::row)).ok()?,
+    )
 }
 
 /// `outer ∘ inner`: `inner` reads `x` with output axes = `outer`'s operand axes. The inner map's

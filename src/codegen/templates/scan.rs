@@ -46,19 +46,18 @@ fn scans_in(e: &Expr) -> usize {
     usize::from(matches!(e, Expr::Scan(_))) + children(e).map(scans_in).sum::<usize>()
 }
 
-/// True when the region has some scan.
-pub fn has_scan(r: &Region) -> bool {
-    r.lets.iter().any(|l| scans_in(&l.expr) > 0)
-}
-
-/// Whether the scan template emits `r`: exactly one scan in the region, the whole expression
-/// of a let (the template binds that let to the running accumulator). Every other expression
-/// goes through the scalar emitter, which has no scan: a region with two scans — a cumulative
-/// sum over a flattened `[batch, sequence]` that SRNF split into a scan per axis — has no
-/// kernel, and its scans run as kernels of their own.
-pub fn accepts(r: &Region) -> bool {
-    let total: usize = r.lets.iter().map(|l| scans_in(&l.expr)).sum();
-    total == 1 && scan_let(r).is_some()
+/// Whether a GPU kernel can hold the region's scans: none (no scan template needed), or exactly
+/// one that is the whole expression of a let (the scan template binds that let to the running
+/// accumulator). Every other expression goes through the scalar emitter, which has no scan: a
+/// region with two scans — exported BERT's attention-mask index combines two `Range`s, each an
+/// exclusive cumulative sum, and kernel growth fuses them — has no plan, and its scans run as
+/// kernels of their own.
+pub fn fits(r: &Region) -> bool {
+    match r.lets.iter().map(|l| scans_in(&l.expr)).sum::<usize>() {
+        0 => true,
+        1 => scan_let(r).is_some(),
+        _ => false,
+    }
 }
 
 /// How the scan combines accumulators (through the reduce helpers of [`Emitter`]).

@@ -9,7 +9,7 @@ use super::IndexBookError;
 use crate::index::movement as mv;
 use crate::index::IndexError;
 use crate::ir::dim::Dim;
-use crate::ir::tiny::{Node, NodeId, Program, Src, UOp};
+use crate::ir::tiny::{AffineIndex, Node, NodeId, Program, Src, UOp};
 
 /// The result of composing one chain.
 pub(crate) struct Read {
@@ -26,7 +26,7 @@ pub(crate) struct Read {
     pub pad_value: Option<f64>,
 }
 
-fn malformed(n: &Node, detail: &str) -> IndexBookError {
+fn malformed(n: &Node, detail: impl std::fmt::Display) -> IndexBookError {
     IndexBookError::Malformed {
         node: n.id,
         detail: detail.to_string(),
@@ -68,12 +68,10 @@ pub(crate) fn compose(
         }
         let rank = x.shape.len();
         idx = match &cur.uop {
-            UOp::Permute { perm } => {
-                mv::permute(&idx, perm).map_err(|e| malformed(cur, &e.to_string()))?
-            }
+            UOp::Permute { perm } => mv::permute(&idx, perm).map_err(|e| malformed(cur, e))?,
             UOp::Expand => mv::expand(&idx, &x.shape),
             UOp::Pad { pad, value } => {
-                let out = mv::pad(&idx, pad).map_err(|e| malformed(cur, &e.to_string()))?;
+                let out = mv::pad(&idx, pad).map_err(|e| malformed(cur, e))?;
                 for ((e, (lo, hi)), size) in out.iter().zip(pad).zip(&x.shape) {
                     if (*lo, *hi) != (0, 0) && !bounds_group(e, size, r).is_empty() {
                         read.pad_bounds.push((e.clone(), size.clone()));
@@ -83,18 +81,14 @@ pub(crate) fn compose(
                 out
             }
             UOp::Shrink { lo, step, .. } => {
-                mv::shrink(&idx, lo, step).map_err(|e| malformed(cur, &e.to_string()))?
+                mv::shrink(&idx, lo, step).map_err(|e| malformed(cur, e))?
             }
-            UOp::Flip { axes } => {
-                mv::flip(&idx, axes, &x.shape).map_err(|e| malformed(cur, &e.to_string()))?
-            }
+            UOp::Flip { axes } => mv::flip(&idx, axes, &x.shape).map_err(|e| malformed(cur, e))?,
             UOp::View { map } => {
-                let rows: Vec<(i64, &[(usize, i64)])> =
-                    map.iter().map(|a| (a.offset, a.terms.as_slice())).collect();
-                mv::view(&idx, &rows).map_err(|e| malformed(cur, &e.to_string()))?
+                mv::view(&idx, map.iter().map(AffineIndex::row)).map_err(|e| malformed(cur, e))?
             }
             UOp::Reshape => reshape(&idx, &cur.shape, &x.shape, r, &mut read.mod_guards)
-                .map_err(|e| malformed(cur, &e.to_string()))?,
+                .map_err(|e| malformed(cur, e))?,
             _ => return Err(malformed(cur, "not a movement op")),
         };
         if idx.len() != rank {

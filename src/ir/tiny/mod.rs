@@ -166,6 +166,12 @@ pub struct AffineIndex {
 }
 
 impl AffineIndex {
+    /// `(offset, terms)`: the row the index algebra's VIEW transformer reads
+    /// ([`crate::index::movement::view`]).
+    pub fn row(&self) -> (i64, &[(usize, i64)]) {
+        (self.offset, &self.terms)
+    }
+
     /// `coeff·axis + offset` helper; builds a canonical term list.
     pub fn new(mut terms: Vec<(usize, i64)>, offset: i64) -> AffineIndex {
         terms.retain(|t| t.1 != 0);

@@ -52,9 +52,7 @@ pub(super) fn flip(env: &[Ix], axes: &[usize], in_shape: &[Dim]) -> Result<Vec<I
 
 /// VIEW: `offset + Σ coeff · i_axis` per operand dim.
 pub(super) fn view(env: &[Ix], map: &[AffineIndex]) -> Result<Vec<Ix>, String> {
-    let rows: Vec<(i64, &[(usize, i64)])> =
-        map.iter().map(|m| (m.offset, m.terms.as_slice())).collect();
-    mv::view(&forms(env), &rows)
+    mv::view(&forms(env), map.iter().map(AffineIndex::row))
         .map(ixs)
         .map_err(|e| e.to_string())
 }
