@@ -16,9 +16,12 @@
 //!
 //! The reference evaluator keeps its own independent implementation (it is the oracle).
 
+pub mod axis;
 pub mod coeff;
+pub mod dim;
 pub mod isl;
 pub mod movement;
+pub mod num;
 pub mod quasi;
 pub mod simplify;
 

@@ -18,7 +18,7 @@
 
 use crate::index::{self, simplify, Facts, Quasi};
 use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
-use crate::ir::dim::{Atom, Dim};
+use crate::ir::dim::Dim;
 
 /// An atom of a linear form: output axis `i<k>`, or `floor(e / c)`, `c > 0` (the index
 /// algebra's variable and floor atoms).
@@ -180,43 +180,12 @@ fn looks_like_axis(n: &str) -> bool {
         .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// A size as an index expression (`min`/`max` atoms as [`AxisExpr::Min`] / [`AxisExpr::Max`]);
-/// `None` for symbols named like axes.
+/// A size as an index expression ([`AxisExpr::of_dim`]); `None` for symbols named like axes.
 pub fn dim_to_expr(d: &Dim) -> Option<AxisExpr> {
-    let mut terms = Vec::new();
-    for (atoms, c) in d.monomials() {
-        let mut factors = Vec::with_capacity(atoms.len());
-        for a in atoms {
-            factors.push(match a {
-                Atom::Sym(s) if !looks_like_axis(s) => AxisExpr::Name(s.clone()),
-                Atom::FloorDiv(e, k) => AxisExpr::FloorDiv(Box::new(dim_to_expr(e)?), *k),
-                Atom::Min(x, y) => {
-                    AxisExpr::Min(Box::new(dim_to_expr(x)?), Box::new(dim_to_expr(y)?))
-                }
-                Atom::Max(x, y) => {
-                    AxisExpr::Max(Box::new(dim_to_expr(x)?), Box::new(dim_to_expr(y)?))
-                }
-                Atom::Sym(_) => return None,
-            });
-        }
-        let mut t = match factors.len() {
-            0 => AxisExpr::Const(c),
-            _ => factors.remove(0),
-        };
-        for f in factors {
-            t = AxisExpr::product(t, f);
-        }
-        if c != 1 && !atoms.is_empty() {
-            t = AxisExpr::product(AxisExpr::Const(c), t);
-        }
-        terms.push(t);
+    if d.symbols().iter().any(|s| looks_like_axis(s)) {
+        return None;
     }
-    // Constant term last, as in printed sizes.
-    if d.monomials().next().is_some_and(|(a, _)| a.is_empty()) && terms.len() > 1 {
-        let k = terms.remove(0);
-        terms.push(k);
-    }
-    Some(AxisExpr::sum(terms))
+    Some(AxisExpr::of_dim(d))
 }
 
 /// `floor(e / d)` simplified over output axes of sizes `sizes` (`None` when `d` is not provably

@@ -5,15 +5,13 @@
 //! - [`lower`]: frontend graph → Tiny IR, the naive tinygrad-style way.
 //! - [`egraph`]: the e-graph language over Tiny IR and its IndexBook analysis.
 
-pub mod axis;
 pub mod axis_simplify;
-pub mod dim;
 pub use crate::dtype;
+pub use crate::index::{axis, dim, num};
 pub mod egraph;
 pub mod frontend;
 pub mod indexbook;
 pub mod lower;
-pub mod num;
 pub mod region;
 pub mod tiny;
 

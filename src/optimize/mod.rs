@@ -471,6 +471,23 @@ pub fn bound_constants(graph: &crate::ir::frontend::Graph) -> std::collections::
         .collect()
 }
 
+/// Optimizes `prog` (lowered from `graph`) with `opts`, whose `constants` become the weights
+/// `graph` binds at load time ([`bound_constants`]): kernels over them only are derived
+/// constants, computed once when the weights are bound (issue 23). The pipeline's step
+/// (`crate::pipeline::optimize_graph`): the CLI's `optimize`, the ShapeSets' clusters and so
+/// `run`'s compiled programs.
+pub fn optimize_graph(
+    graph: &crate::ir::frontend::Graph,
+    prog: &Program,
+    opts: &OptimizeOptions,
+) -> Result<Optimized, OptimizeError> {
+    let opts = OptimizeOptions {
+        constants: bound_constants(graph),
+        ..opts.clone()
+    };
+    optimize(prog, &opts)
+}
+
 /// The kernel pricer of `opts` ([`Roofline`] unless a user's).
 fn pricer(opts: &OptimizeOptions) -> &dyn KernelPricer {
     match &opts.extensions.pricer {

@@ -3,7 +3,8 @@
 //! values.
 
 use super::*;
-use crate::diag::codes;
+use crate::diag::{codes, Diagnostics};
+use crate::ir::tiny::Program;
 
 /// Checks the `--input` names, reads and converts the given arrays, reports missing inputs
 /// (unless `random` is given), resolves symbols, checks the arrays' shapes and fills the missing

@@ -24,7 +24,8 @@
 //! | E0316 | OutputMismatch | internal: an output's dtype or shape is not the declared one |
 //! | E0400 | DeviceUnavailable | `--device cuda` without a usable GPU, driver or NVRTC |
 //!
-//! `--device cuda` (E0400–E0403) lives in `run/cuda.rs`.
+//! `--device cuda` (E0400–E0405) lives in `crate::pipeline::cuda`; compiling and executing the
+//! program, in [`crate::pipeline::execute`].
 
 // A `Diagnostic` is the project's user-facing error (crate::diag); it is large by design and
 // returned only on cold failure paths, so boxing it would only add noise.
@@ -32,12 +33,10 @@
 
 use crate::cuda::{DeviceInfo, Timings};
 use crate::diag::codes;
-use crate::diag::{Diagnostic, Diagnostics, Location};
-use crate::eval;
+use crate::diag::{Diagnostic, Location};
 use crate::ir::dim::{fmt_shape, Dim};
 use crate::ir::dtype::DType;
 use crate::ir::frontend::{self, Graph, TensorInfo};
-use crate::ir::tiny::Program;
 use crate::npy;
 /// Lowering and verification live in [`crate::pipeline`]; re-exported here for library users.
 pub use crate::pipeline::lower_and_verify;
@@ -45,17 +44,18 @@ use crate::tensor::Tensor;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-pub(crate) use crate::diag::optimizer_bug;
 pub use crate::diag::Failure;
 
-mod cuda;
 mod inputs;
 mod outputs;
 mod random;
-pub use cuda::{
-    check_cuda, check_device_memory, cuda_failure, evaluate_cuda, evaluate_cuda_plan, timing_json,
-    write_timing,
+mod timing;
+/// Compiling and executing the program live in [`crate::pipeline`]; re-exported here.
+pub use crate::pipeline::{
+    bind_derived, check_cuda, check_device_memory, cuda_failure, evaluate_cuda, evaluate_cuda_plan,
+    evaluate_optimized, PreparedInputs,
 };
+use crate::pipeline::{ExecuteOptions, Executor};
 use inputs::tensor_info;
 pub use inputs::{
     check_input_names, check_shapes, check_static_shapes, concrete_shape, missing_inputs,
@@ -64,6 +64,7 @@ pub use inputs::{
 use outputs::missing_output;
 pub use outputs::{output_file_name, write_outputs};
 pub use random::{gather_index_bounds, random_inputs, random_tensor, try_random_tensor};
+pub use timing::{timing_json, write_timing};
 
 /// Largest tensor `run` materializes (elements), so that a huge binding is a diagnostic rather
 /// than an out-of-memory abort.
@@ -136,15 +137,6 @@ pub struct WrittenOutput {
     pub path: PathBuf,
 }
 
-/// Concrete inputs of a run: symbol values and one tensor per signature input.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PreparedInputs {
-    /// Value of every symbol.
-    pub bindings: BTreeMap<String, i64>,
-    /// Every signature input by tensor name.
-    pub tensors: BTreeMap<String, Tensor>,
-}
-
 /// Runs `dlc-egg run` end to end and returns the outputs written, in signature order.
 pub fn run(opts: &RunOptions) -> Result<Vec<WrittenOutput>, Failure> {
     run_report(opts).map(|r| r.outputs)
@@ -201,67 +193,24 @@ fn run_graph_on(
         crate::budget::check_target_sizes(graph, &lookup).map_err(Failure::user)?;
         crate::budget::check_axis_extents(graph, &lookup).map_err(Failure::user)?;
     }
-    let cache = match &opts.plan_cache {
-        Some(dir) => crate::shapes::PlanCache::on_disk(dir),
-        None => crate::shapes::PlanCache::in_memory(),
+    let executor = match device {
+        Some(d) => Executor::Cuda(d.clone()),
+        None if opts.device == Device::Cpu => Executor::Native {
+            threads: opts.threads.unwrap_or_else(crate::cpu::default_threads),
+        },
+        None if opts.optimized => Executor::Playback,
+        None => Executor::Reference,
     };
-    let (outputs, timings, outcome) = match device {
-        Some(d) => {
-            let oo = crate::optimize::OptimizeOptions {
-                target: d.arch.target(),
-                ..crate::optimize::OptimizeOptions::default()
-            };
-            let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
-            bind_derived(&c.plan.program, &mut prepared)?;
-            let (outputs, t) = evaluate_cuda_plan(&c, &oo, &prepared, d, opts.repeat)?;
-            (outputs, (opts.repeat > 0).then_some(t), Some(c.outcome))
-        }
-        None if opts.device == Device::Cpu => {
-            let threads = opts.threads.unwrap_or_else(crate::cpu::default_threads);
-            // Extraction priced by the CPU model (issue 16): the cover that runs here.
-            let oo = crate::cpu::pricing::cpu_optimize_options(
-                crate::optimize::OptimizeOptions::default(),
-                opts.plan_cache.as_deref(),
-                threads,
-            )?;
-            let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
-            bind_derived(&c.plan.program, &mut prepared)?;
-            // Derived constants are parameters too (packed once like the weights).
-            let mut params = crate::cpu::exec::param_inputs(graph);
-            params.extend(c.plan.program.derived_inputs());
-            let (outputs, t) = crate::cpu::exec::evaluate_native(
-                &c.plan.program,
-                &c.bindings,
-                &prepared.tensors,
-                &crate::cpu::exec::NativeOptions {
-                    threads,
-                    repeat: opts.repeat,
-                    params,
-                },
-                opts.plan_cache.as_deref(),
-            )?;
-            (outputs, (opts.repeat > 0).then_some(t), Some(c.outcome))
-        }
-        None if opts.optimized => {
-            let oo = crate::optimize::OptimizeOptions::default();
-            let c = cache.compile(graph, graph_hash, &prepared.bindings, &oo)?;
-            let outputs = crate::ir::region::program::evaluate_program(
-                &c.plan.program,
-                &c.bindings,
-                &prepared.tensors,
-            )
-            .map_err(|d| classify_optimized_failure(&prog, &prepared, d))?;
-            (outputs, None, Some(c.outcome))
-        }
-        None => (
-            eval::evaluate(&prog, &prepared.bindings, &prepared.tensors)?,
-            None,
-            None,
-        ),
+    let exec = ExecuteOptions {
+        graph_hash,
+        plan_cache: opts.plan_cache.as_deref(),
+        repeat: opts.repeat,
     };
+    let executed = crate::pipeline::execute(graph, &prog, &mut prepared, &executor, &exec)?;
+    let outputs = executed.outputs;
     check_outputs(graph, &outputs, &prepared.bindings)?;
     let written = write_outputs(graph, &outputs, &opts.out_dir)?;
-    let timings = match timings {
+    let timings = match executed.timings {
         Some(t) => {
             let path = write_timing(&opts.out_dir, opts.repeat, &t)?;
             Some((t, path))
@@ -271,56 +220,8 @@ fn run_graph_on(
     Ok(RunReport {
         outputs: written,
         timings,
-        plan_cache: outcome,
+        plan_cache: executed.plan_cache,
     })
-}
-
-/// Computes the derived constants of `program` (issue 23: kernels over the bound weights,
-/// `RegionProgram::derived`) from `prepared`'s weights, once, before the runs, and adds them to
-/// `prepared.tensors`: the compiled program reads them as inputs. A failure is a compiler bug
-/// (the weights were validated).
-pub fn bind_derived(
-    program: &crate::ir::region::program::RegionProgram,
-    prepared: &mut PreparedInputs,
-) -> Result<(), Failure> {
-    let derived =
-        crate::ir::region::program::bind_derived(program, &prepared.bindings, &prepared.tensors)
-            .map_err(Failure::internal)?;
-    prepared.tensors.extend(derived);
-    Ok(())
-}
-
-/// Optimizes `prog` and plays the extracted region program back on the CPU. Failures here are
-/// compiler bugs (the inputs were already validated), so they exit with status 1.
-pub fn evaluate_optimized(
-    prog: &Program,
-    prepared: &PreparedInputs,
-) -> Result<BTreeMap<String, Tensor>, Failure> {
-    let o = crate::optimize::optimize(prog, &crate::optimize::OptimizeOptions::default())
-        .map_err(|e| Failure::internal(optimizer_bug(&e.to_string())))?;
-    crate::ir::region::program::evaluate_program(&o.program, &prepared.bindings, &prepared.tensors)
-        .map_err(Failure::internal)
-}
-
-/// A failure of the optimized program on validated inputs is the user's when the reference
-/// evaluator fails on the same inputs with a user error (a Gather index out of range is `E0304`
-/// through every path); otherwise it is the compiler's (`d`, exit 1).
-fn classify_optimized_failure(
-    prog: &Program,
-    prepared: &PreparedInputs,
-    d: impl Into<Diagnostics>,
-) -> Failure {
-    match eval::evaluate(prog, &prepared.bindings, &prepared.tensors) {
-        Err(reference)
-            if reference
-                .0
-                .iter()
-                .all(|r| codes::is_eval_user_error(r.code)) =>
-        {
-            Failure::user(reference)
-        }
-        _ => Failure::internal(d),
-    }
 }
 
 /// Every signature output must come back from the evaluator with its declared dtype and

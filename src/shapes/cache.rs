@@ -310,10 +310,10 @@ pub fn optimize_specialized(
 ) -> Result<Optimized, ShapeError> {
     let g = spec.apply(graph);
     let prog =
-        crate::pipeline::lower_and_verify(&g).map_err(|f| ShapeError::Lower(f.to_string()))?;
+        crate::ir::lower::lower_and_verify(&g).map_err(|f| ShapeError::Lower(f.to_string()))?;
     let mut opts = opts.clone();
     opts.pricing = spec.bind(&spec.cluster.representative())?;
-    crate::pipeline::optimize_graph(&g, &prog, &opts).map_err(|e| ShapeError::Optimize {
+    crate::optimize::optimize_graph(&g, &prog, &opts).map_err(|e| ShapeError::Optimize {
         cluster: spec.cluster.key(),
         why: e.to_string(),
     })

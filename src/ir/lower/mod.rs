@@ -99,6 +99,22 @@ impl<'g> Lowerer<'g> {
     }
 }
 
+/// Lowers `graph` to Tiny IR ([`lower`]) and verifies the result (`tiny::verify`): a lowering
+/// error is the user's (the graph is not lowerable), a verifier failure is a compiler bug (an
+/// internal failure). The pipeline's step (`crate::pipeline::lower_and_verify`).
+///
+/// ```
+/// let g = dlc_egg::pipeline::load_file("examples/bias_gelu_residual.json".as_ref()).unwrap();
+/// let prog = dlc_egg::pipeline::lower_and_verify(&g).unwrap();
+/// assert!(!prog.outputs.is_empty());
+/// ```
+#[allow(clippy::result_large_err)]
+pub fn lower_and_verify(graph: &Graph) -> Result<Program, crate::diag::Failure> {
+    let prog = lower(graph)?;
+    verify(&prog).map_err(|e| crate::diag::Failure::internal(e.to_diagnostic()))?;
+    Ok(prog)
+}
+
 /// Lowers a loaded (validated, normalized) graph to a verified Tiny IR program.
 pub fn lower(graph: &Graph) -> Result<Program, Diagnostics> {
     let mut lw = Lowerer {

@@ -9,7 +9,7 @@
 use crate::index::simplify::{self, Facts};
 use crate::index::{Atom, Quasi};
 use crate::ir::axis::AxisExpr;
-use crate::ir::dim::{Atom as DimAtom, Dim};
+use crate::ir::dim::Dim;
 use std::collections::BTreeSet;
 
 /// An affine (+ floordiv) index over named axes.
@@ -127,44 +127,14 @@ fn quasi_axis(q: &Quasi<Dim, String>) -> Result<AxisExpr, String> {
         parts.push(if c.is_int(1) {
             x
         } else {
-            AxisExpr::Mul(Box::new(dim_axis(c)?), Box::new(x))
+            AxisExpr::Mul(Box::new(AxisExpr::of_dim(c)), Box::new(x))
         });
     }
     if !q.konst.is_int(0) {
-        match dim_axis(&q.konst)? {
+        match AxisExpr::of_dim(&q.konst) {
             AxisExpr::Add(l) => parts.extend(l),
             e => parts.push(e),
         }
-    }
-    Ok(match parts.len() {
-        0 => AxisExpr::Const(0),
-        1 => parts.remove(0),
-        _ => AxisExpr::Add(parts),
-    })
-}
-
-/// A size as an (axis-free) index expression.
-pub(crate) fn dim_axis(d: &Dim) -> Result<AxisExpr, String> {
-    let mut parts = Vec::new();
-    for (atoms, c) in d.monomials() {
-        let mut factors: Vec<AxisExpr> = Vec::new();
-        for a in atoms {
-            factors.push(match a {
-                DimAtom::Sym(s) => AxisExpr::Name(s.clone()),
-                DimAtom::FloorDiv(e, k) => AxisExpr::FloorDiv(Box::new(dim_axis(e)?), *k),
-                DimAtom::Min(x, y) => AxisExpr::Min(Box::new(dim_axis(x)?), Box::new(dim_axis(y)?)),
-                DimAtom::Max(x, y) => AxisExpr::Max(Box::new(dim_axis(x)?), Box::new(dim_axis(y)?)),
-            });
-        }
-        let mut e = match (factors.is_empty(), c) {
-            (true, _) => AxisExpr::Const(c),
-            (false, 1) => factors.remove(0),
-            (false, _) => AxisExpr::Mul(Box::new(AxisExpr::Const(c)), Box::new(factors.remove(0))),
-        };
-        for f in factors {
-            e = AxisExpr::Mul(Box::new(e), Box::new(f));
-        }
-        parts.push(e);
     }
     Ok(match parts.len() {
         0 => AxisExpr::Const(0),

@@ -11,8 +11,14 @@
 //!   as constants (the CLI's `optimize`, the ShapeSets' clusters and so `run`'s compiled
 //!   programs).
 //!
-//! TODO(issue 20): planning, emission and execution wired here too (today `run` and the CLI
-//! call `crate::shapes` / `crate::cpu` / `crate::cuda` for them).
+//! - [`execute`] compiles a graph through the plan cache for what runs it ([`Executor`]: the
+//!   GPU, native C on the CPU, the region program played back, or the reference evaluator),
+//!   binds the derived constants and runs it (`dlc-egg run`, library users); [`cuda`] holds its
+//!   GPU steps and their diagnostics.
+//!
+//! The composed steps live with the layer they compose — [`crate::ir::lower::lower_and_verify`],
+//! [`crate::optimize::optimize_graph`] — so that the ShapeSets' plan cache, which this module
+//! calls, can call them without a dependency cycle; they are re-exported here.
 
 // Diagnostics travel on the cold error path only; boxing them would buy nothing.
 #![allow(clippy::result_large_err)]
@@ -20,9 +26,14 @@
 use crate::budget::LoadBudgets;
 use crate::diag::{Diagnostic, Diagnostics, Failure};
 use crate::ir::frontend::{self, Graph};
-use crate::ir::{lower, tiny};
-use crate::optimize::{OptimizeError, OptimizeOptions, Optimized};
 use std::path::Path;
+
+pub mod cuda;
+mod execute;
+pub use cuda::{check_cuda, check_device_memory, cuda_failure, evaluate_cuda, evaluate_cuda_plan};
+pub use execute::{
+    bind_derived, evaluate_optimized, execute, ExecuteOptions, Executed, Executor, PreparedInputs,
+};
 
 /// The input formats [`load_file`] recognizes, by file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,36 +120,8 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Graph, Failure> {
     Ok(graph)
 }
 
-/// Lowers `graph` to Tiny IR (`crate::ir::lower`) and verifies the result (`tiny::verify`): a
-/// lowering error is the user's (the graph is not lowerable), a verifier failure is a compiler
-/// bug (an internal failure). Also re-exported as `crate::run::lower_and_verify`.
-///
-/// ```
-/// let g = dlc_egg::pipeline::load_file("examples/bias_gelu_residual.json".as_ref()).unwrap();
-/// let prog = dlc_egg::pipeline::lower_and_verify(&g).unwrap();
-/// assert!(!prog.outputs.is_empty());
-/// ```
-pub fn lower_and_verify(graph: &Graph) -> Result<tiny::Program, Failure> {
-    let prog = lower::lower(graph)?;
-    tiny::verify(&prog).map_err(|e| Failure::internal(e.to_diagnostic()))?;
-    Ok(prog)
-}
-
-/// Optimizes `prog` (lowered from `graph` by [`lower_and_verify`]) with `opts`, whose
-/// `constants` become the weights `graph` binds at load time
-/// ([`crate::optimize::bound_constants`]): kernels over them only are derived constants,
-/// computed once when the weights are bound (issue 23).
-pub fn optimize_graph(
-    graph: &Graph,
-    prog: &tiny::Program,
-    opts: &OptimizeOptions,
-) -> Result<Optimized, OptimizeError> {
-    let opts = OptimizeOptions {
-        constants: crate::optimize::bound_constants(graph),
-        ..opts.clone()
-    };
-    crate::optimize::optimize(prog, &opts)
-}
+pub use crate::ir::lower::lower_and_verify;
+pub use crate::optimize::optimize_graph;
 
 #[cfg(test)]
 mod tests {

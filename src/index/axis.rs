@@ -5,8 +5,8 @@
 //! slice start clamped to a symbolic size, `min(1000, S)`). JSON forms live in
 //! `crate::ir::region::json`.
 
-use crate::ir::dim::Dim;
-use crate::ir::num::Num;
+use crate::index::dim::Dim;
+use crate::index::num::Num;
 
 /// An index expression: affine in axes (with axis-free coefficients) plus floordiv.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -175,6 +175,40 @@ impl AxisExpr {
     /// `a * b`.
     pub fn product(a: AxisExpr, b: AxisExpr) -> AxisExpr {
         AxisExpr::Mul(Box::new(a), Box::new(b))
+    }
+
+    /// A size as an axis-free index expression — the one conversion of a [`Dim`] to the wire
+    /// form: one term per monomial in the polynomial's order with the constant term last (as
+    /// sizes print: `N+1`), a coefficient in front of its product (`2*(M*N)`), `floordiv`,
+    /// `min` and `max` atoms as [`AxisExpr::FloorDiv`], [`AxisExpr::Min`] and [`AxisExpr::Max`].
+    pub fn of_dim(d: &Dim) -> AxisExpr {
+        use crate::index::dim::Atom;
+        let atom = |a: &Atom| match a {
+            Atom::Sym(s) => AxisExpr::Name(s.clone()),
+            Atom::FloorDiv(e, k) => AxisExpr::FloorDiv(Box::new(AxisExpr::of_dim(e)), *k),
+            Atom::Min(x, y) => {
+                AxisExpr::Min(Box::new(AxisExpr::of_dim(x)), Box::new(AxisExpr::of_dim(y)))
+            }
+            Atom::Max(x, y) => {
+                AxisExpr::Max(Box::new(AxisExpr::of_dim(x)), Box::new(AxisExpr::of_dim(y)))
+            }
+        };
+        let (mut terms, mut konst) = (Vec::new(), None);
+        for (atoms, c) in d.monomials() {
+            let Some((first, rest)) = atoms.split_first() else {
+                konst = Some(AxisExpr::Const(c));
+                continue;
+            };
+            let t = rest
+                .iter()
+                .fold(atom(first), |t, a| AxisExpr::product(t, atom(a)));
+            terms.push(match c {
+                1 => t,
+                _ => AxisExpr::product(AxisExpr::Const(c), t),
+            });
+        }
+        terms.extend(konst);
+        AxisExpr::sum(terms)
     }
 
     /// Value with names looked up in `env` (checked arithmetic; floordiv rounds toward −∞).

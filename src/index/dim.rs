@@ -5,6 +5,7 @@
 //!
 //! Assumption used by the simplifier: every symbol is a size, hence `>= 0`.
 
+use crate::index::Coeff;
 use serde::{Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -512,6 +513,63 @@ pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Result<Shape, (Dim, Dim)> {
         out.push(d);
     }
     Ok(out)
+}
+
+/// Symbolic sizes as coefficients of the index algebra (every symbol a size `>= 0`).
+impl Coeff for Dim {
+    fn int(v: i64) -> Dim {
+        Dim::int(v)
+    }
+    fn as_int(&self) -> Option<i64> {
+        Dim::as_int(self)
+    }
+    fn checked_add(&self, o: &Dim) -> Option<Dim> {
+        Some(self.add(o))
+    }
+    fn checked_mul(&self, o: &Dim) -> Option<Dim> {
+        Some(self.mul(o))
+    }
+    fn div_exact(&self, d: &Dim) -> Option<Dim> {
+        Dim::div_exact(self, d)
+    }
+    /// Monomial by monomial: the constant by Euclidean division, a symbolic monomial into the
+    /// quotient when `d` divides its coefficient.
+    fn split_int(&self, d: i64) -> (Dim, Dim) {
+        let (mut q, mut r) = (Dim::int(0), Dim::int(0));
+        for (atoms, k) in self.monomials() {
+            if atoms.is_empty() {
+                q = q.add_int(k.div_euclid(d));
+                r = r.add_int(k.rem_euclid(d));
+            } else {
+                let m = monomial(atoms);
+                if k % d == 0 {
+                    q = q.add(&m.mul_int(k / d));
+                } else {
+                    r = r.add(&m.mul_int(k));
+                }
+            }
+        }
+        (q, r)
+    }
+    fn floordiv_int(&self, d: i64) -> Dim {
+        self.floordiv(d)
+    }
+    fn is_nonneg(&self) -> bool {
+        Dim::is_nonneg(self)
+    }
+}
+
+/// The product of the atoms of one monomial.
+fn monomial(atoms: &[Atom]) -> Dim {
+    use Atom as D;
+    atoms.iter().fold(Dim::int(1), |acc, a| {
+        acc.mul(&match a {
+            D::Sym(s) => Dim::sym(s),
+            D::FloorDiv(e, d) => e.floordiv(*d),
+            D::Min(x, y) => x.min_of(y),
+            D::Max(x, y) => x.max_of(y),
+        })
+    })
 }
 
 #[cfg(test)]

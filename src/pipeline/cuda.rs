@@ -1,7 +1,7 @@
-//! `dlc-egg run --device cuda`: optimize for the GPU that is here (its compute capability picks
-//! `--arch`), emit CUDA, compile it with NVRTC and run it through the driver API
-//! ([`crate::cuda::run_manifest`]); with `--repeat N`, time N runs after a warm-up and write
-//! `<out-dir>/timing.json`.
+//! The GPU steps of the pipeline (`dlc-egg run --device cuda`): emit CUDA for the GPU that is
+//! here (its compute capability picks `--arch`), compile it with NVRTC and run it through the
+//! driver API ([`crate::cuda::run_manifest`]); with `repeat > 0`, time that many runs after a
+//! warm-up (`run` writes them to `<out-dir>/timing.json`).
 //!
 //! | code | kind | when |
 //! | --- | --- | --- |
@@ -12,15 +12,15 @@
 //! | E0404 | GridLimitExceeded | a launch's grid at the bound sizes exceeds the GPU's grid limits |
 //! | E0405 | DeviceMemoryExceeded | `optimize`: the signature tensors at their concrete sizes exceed the GPU's memory |
 
-use super::{optimizer_bug, Failure, PreparedInputs};
+use super::PreparedInputs;
 use crate::cuda::{self, CudaError, DeviceInfo, NvrtcError, RunCudaOptions, Timings};
 use crate::diag::codes;
+use crate::diag::{optimizer_bug, Failure};
 use crate::diag::{Diagnostic, Location};
 use crate::ir::tiny::Program;
 use crate::optimize::{optimize, OptimizeOptions};
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 fn device_argument() -> Location {
     Location::Argument {
@@ -162,38 +162,6 @@ pub fn evaluate_cuda(
     cuda::run_manifest(&emitted, &prepared.tensors, &prepared.bindings, &run).map_err(cuda_failure)
 }
 
-/// `{"repeat": N, "total_ms": …, "kernels": [{"name", "ms"}]}`.
-pub fn timing_json(repeat: u32, t: &Timings) -> serde_json::Value {
-    let kernels: Vec<serde_json::Value> = t
-        .kernels
-        .iter()
-        .map(|(name, ms)| serde_json::json!({"name": name, "ms": ms}))
-        .collect();
-    serde_json::json!({"repeat": repeat, "total_ms": t.total_ms, "kernels": kernels})
-}
-
-/// Writes [`timing_json`] to `<out_dir>/timing.json` (`E0312` when it cannot be written).
-pub fn write_timing(out_dir: &Path, repeat: u32, t: &Timings) -> Result<PathBuf, Failure> {
-    let path = out_dir.join("timing.json");
-    let text = serde_json::to_string_pretty(&timing_json(repeat, t))
-        .map_err(|e| Failure::internal(write_failed(&path, &e.to_string())))?;
-    std::fs::write(&path, text + "\n")
-        .map_err(|e| Failure::user(write_failed(&path, &e.to_string())))?;
-    Ok(path)
-}
-
-fn write_failed(path: &Path, why: &str) -> Diagnostic {
-    Diagnostic::error(
-        codes::OUTPUT_WRITE_FAILED,
-        Location::Argument {
-            argument: format!("--out-dir {}", path.parent().unwrap_or(path).display()),
-        },
-        format!("cannot write {}: {why}", path.display()),
-        "choose a writable directory with --out-dir",
-    )
-    .with("path", path.display())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,24 +218,5 @@ mod tests {
         assert!(!f.internal);
         assert_eq!(f.diagnostics.first_code(), "E0404");
         assert!(f.diagnostics.0[0].why.contains("grid.y = 100352"));
-    }
-
-    #[test]
-    fn timing_document_has_the_documented_keys() {
-        let t = Timings {
-            total_ms: 0.5,
-            kernels: vec![("k0".into(), 0.25), ("k1".into(), 0.125)],
-        };
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = write_timing(dir.path(), 10, &t).expect("written");
-        let text = std::fs::read_to_string(path).expect("read");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-        assert_eq!(
-            v,
-            serde_json::json!({"repeat": 10, "total_ms": 0.5,
-                "kernels": [{"name": "k0", "ms": 0.25}, {"name": "k1", "ms": 0.125}]})
-        );
-        let e = write_timing(&dir.path().join("missing"), 1, &t).expect_err("no dir");
-        assert_eq!(e.diagnostics.first_code(), "E0312");
     }
 }
