@@ -322,9 +322,11 @@ const DIRECT_CONVS: &str = r#"{
                {"tensor": "R5"}, {"tensor": "X6"}, {"tensor": "W6", "role": "param"},
                {"tensor": "X7"}, {"tensor": "W7", "role": "param"}, {"tensor": "X8"},
                {"tensor": "W8", "role": "param"}, {"tensor": "X9"}, {"tensor": "W9", "role": "param"},
-               {"tensor": "X10"}, {"tensor": "W10", "role": "param"}],
+               {"tensor": "X10"}, {"tensor": "W10", "role": "param"}, {"tensor": "T11"}, {"tensor": "X11"},
+               {"tensor": "W11", "role": "param"}, {"tensor": "b11", "role": "param"}, {"tensor": "T12"},
+               {"tensor": "s12"}, {"tensor": "W12", "role": "param"}],
     "outputs": [{"tensor": "Y5"}, {"tensor": "Y6"}, {"tensor": "Y7"}, {"tensor": "Y8"}, {"tensor": "Y9"},
-                {"tensor": "Y10"}]
+                {"tensor": "Y10"}, {"tensor": "Y11"}, {"tensor": "Y12"}]
   },
   "tensors": {
     "X5": {"dtype": "fp16", "shape": [2, 30, 13, 40]}, "W5": {"dtype": "fp16", "shape": [19, 30, 3, 3]},
@@ -339,7 +341,12 @@ const DIRECT_CONVS: &str = r#"{
     "X9": {"dtype": "fp16", "shape": [1, 3, 8, 8]}, "W9": {"dtype": "fp16", "shape": [3, 40, 3, 3]},
     "Y9": {"dtype": "fp16", "shape": [1, 40, 10, 10]},
     "X10": {"dtype": "fp16", "shape": [1, 4, 12, 12]}, "W10": {"dtype": "fp16", "shape": [5, 4, 3, 3]},
-    "Y10": {"dtype": "fp16", "shape": [1, 5, 12, 12]}
+    "Y10": {"dtype": "fp16", "shape": [1, 5, 12, 12]},
+    "T11": {"dtype": "fp16", "shape": [1, 20, 11, 13]}, "X11": {"dtype": "fp16", "shape": [1, 20, 11, 13]},
+    "W11": {"dtype": "fp16", "shape": [18, 20, 3, 3]}, "b11": {"dtype": "fp16", "shape": [18]},
+    "Y11": {"dtype": "fp16", "shape": [1, 18, 11, 13]},
+    "T12": {"dtype": "fp16", "shape": [1, 20, 11, 13]}, "s12": {"dtype": "fp16", "shape": [1, 20, 1, 1]},
+    "W12": {"dtype": "fp16", "shape": [18, 20, 3, 3]}, "Y12": {"dtype": "fp16", "shape": [1, 18, 11, 13]}
   },
   "graph": [
     {"op": "Conv", "name": "c5", "inputs": ["X5", "W5", "b5"], "outputs": ["C5"],
@@ -352,7 +359,13 @@ const DIRECT_CONVS: &str = r#"{
     {"op": "Conv", "name": "c8", "inputs": ["X8", "W8"], "outputs": ["Y8"],
      "attrs": {"pad": [[2, 1], [1, 0]], "acc_dtype": "fp32"}},
     {"op": "ConvTranspose", "name": "c9", "inputs": ["X9", "W9"], "outputs": ["Y9"], "attrs": {"acc_dtype": "fp32"}},
-    {"op": "Conv", "name": "c10", "inputs": ["X10", "W10"], "outputs": ["Y10"], "attrs": {"pad": 1, "acc_dtype": "fp32"}}
+    {"op": "Conv", "name": "c10", "inputs": ["X10", "W10"], "outputs": ["Y10"], "attrs": {"pad": 1, "acc_dtype": "fp32"}},
+    {"op": "Elementwise", "name": "s11", "inputs": ["T11", "X11"], "outputs": ["S11"], "attrs": {"fn": "add"}},
+    {"op": "Elementwise", "name": "r11", "inputs": ["S11"], "outputs": ["A11"], "attrs": {"fn": "relu"}},
+    {"op": "Conv", "name": "c11", "inputs": ["A11", "W11", "b11"], "outputs": ["Y11"],
+     "attrs": {"pad": 1, "acc_dtype": "fp32"}},
+    {"op": "Elementwise", "name": "m12", "inputs": ["T12", "s12"], "outputs": ["M12"], "attrs": {"fn": "mul"}},
+    {"op": "Conv", "name": "c12", "inputs": ["M12", "W12"], "outputs": ["Y12"], "attrs": {"pad": 1, "acc_dtype": "fp32"}}
   ]
 }"#;
 
@@ -388,10 +401,11 @@ fn windows_read_in_place_and_strided_or_pointwise_convolutions_pack() {
             .map(|k| k.notes.iter().any(|n| n.starts_with("direct convolution")))
             .collect()
     };
-    // c5..c9 of DIRECT_CONVS are direct; c10 (5 output channels) packs.
+    // c5..c9 of DIRECT_CONVS are direct; c10 (5 output channels) packs; c11's image is the
+    // prologue relu(T11 + X11), evaluated by the padded copy (direct); c12's prologue T12 · s12
+    // reads its operands through two index maps (a broadcast) and packs.
     let got = direct(DIRECT_CONVS);
-    assert_eq!(got.iter().filter(|d| **d).count(), 5, "{got:?}");
-    assert_eq!(got.len(), 6, "{got:?}");
+    assert_eq!(got, [true, true, true, true, true, false, true, false]);
     // CONTRACTIONS: only c4 (3x3, stride 1, pad 1) is a window read in place; the strided c1,
     // the 1x1 c2, the depthwise c3 (batch iters) and the matmuls pack.
     let got = direct(CONTRACTIONS);

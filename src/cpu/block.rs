@@ -133,7 +133,7 @@ impl Emitter<'_> {
         nt: &str,
         last: bool,
     ) -> Result<(), CpuError> {
-        self.emit_direct_fill(d);
+        self.emit_direct_fill(d)?;
         for l in [
             "const int64_t cdcw = cdW <= DLC_CV_COLS ? cdW : DLC_CV_COLS / DLC_PX * DLC_PX;",
             "const int64_t cdnc = (cdW + cdcw - 1) / cdcw, cdcwp = (cdcw + DLC_PX - 1) / DLC_PX * DLC_PX;",
