@@ -518,7 +518,16 @@ impl<'a> Emitter<'a> {
             self.line(&format!(
                 "float *restrict L{li} = (float *)dlc_alloc(4 * {size});"
             ));
-            self.line(&format!("if (!L{li}) return 2;"));
+        }
+        if !gemms.is_empty() {
+            // one check after every allocation: a failed one frees those that succeeded
+            let none: Vec<String> = gemms.iter().map(|li| format!("!L{li}")).collect();
+            let free: Vec<String> = gemms.iter().map(|li| format!("free(L{li});")).collect();
+            self.line(&format!(
+                "if ({}) {{ {} return 2; }}",
+                none.join(" || "),
+                free.join(" ")
+            ));
         }
         if let &[li] = &gemms[..] {
             if self.block_epilogue_ok(li) {
