@@ -455,6 +455,33 @@ fn cumulative_scans_match_the_reference() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Whether some kernel of `text`'s optimized program notes a choice containing `what`.
+fn has_note(text: &str, what: &str) -> bool {
+    let g = load_str(text, "notes").expect("load");
+    let o = optimize(&lower(&g).expect("lower"), &OptimizeOptions::default()).expect("optimize");
+    let params = dlc_egg::cpu::exec::param_inputs(&g);
+    let native =
+        dlc_egg::cpu::program::emit_program_with_params(&o.program, &params).expect("emit");
+    native
+        .kernels
+        .iter()
+        .any(|k| k.notes.iter().any(|n| n.contains(what)))
+}
+
+/// A contraction that is its region's only let, yielded into an fp32 output (CONTRACTIONS' batched
+/// `R = P·Q`), is computed in the output (no buffer, no copy); an fp16 output keeps the fp32
+/// buffer its values are rounded from. `contractions_with_tails_in_every_tile_dimension` checks
+/// the values.
+#[test]
+fn a_lone_fp32_contraction_is_computed_in_its_output() {
+    let what = "the contraction's result written straight into its fp32 output";
+    assert!(has_note(
+        &CONTRACTIONS.replace("\"fp16\"", "\"fp32\""),
+        what
+    ));
+    assert!(!has_note(CONTRACTIONS, what));
+}
+
 /// One long line (a 1-D scan past `CHUNKED_SCAN_MIN` = 2^15 points, not a multiple of the
 /// thread count): the chunked two-pass parallel scan for the folds that allow it (fp32 sums,
 /// fp16 values summed in fp32, i32 sums, max, min), inclusive/exclusive, forward/reverse.
@@ -477,18 +504,12 @@ fn long_one_dimensional_scans_match_the_reference() {
             cases.push((f, dt, exclusive, reverse));
         }
     }
-    let chunked = |text: &str| {
-        let g = load_str(text, "scan").expect("load");
-        let o =
-            optimize(&lower(&g).expect("lower"), &OptimizeOptions::default()).expect("optimize");
-        let native = dlc_egg::cpu::program::emit_program(&o.program).expect("emit");
-        native.kernels.iter().any(|k| {
-            k.notes
-                .iter()
-                .any(|n| n.contains("chunked two-pass parallel"))
-        })
-    };
+    let chunked = |text: &str| has_note(text, "chunked two-pass parallel");
     assert!(chunked(&line("sum", "fp32", false, false)));
+    // an fp32 scan walks straight into its output; an i32 one keeps its buffer
+    let direct = "a scan written straight into its fp32 output";
+    assert!(has_note(&line("sum", "fp32", true, true), direct));
+    assert!(!has_note(&line("sum", "i32", false, false), direct));
     // fp16 values sum in fp32 (graph-json): chunked too; a float product keeps the walk.
     assert!(chunked(&line("sum", "fp16", false, false)));
     assert!(!chunked(&line("prod", "fp32", false, false)));

@@ -240,6 +240,10 @@ impl Emitter<'_> {
     /// by columns `[cj0, cj1)`, every value of the iters the contraction does not have), the
     /// lets as C locals.
     fn emit_block_epilogue(&mut self, li: usize, c: &Contraction) -> Result<(), CpuError> {
+        if self.gemm_out.is_some() {
+            // the contraction wrote the output itself: nothing left to store
+            return Ok(());
+        }
         let mine: BTreeSet<usize> = c
             .rows
             .iter()

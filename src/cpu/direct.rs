@@ -448,7 +448,7 @@ impl Emitter<'_> {
         ));
         self.line("const int64_t cgr = cg * cdH * cdW;");
         self.line("const int64_t cj0 = cgr + ch0 * cdW + cc0, cj1 = cgr + (ch1 - 1) * cdW + cc1;");
-        if self.fused_epilogue {
+        if self.fused_epilogue && self.gemm_out.is_none() {
             // the block epilogue reads the item's values where dlc_conv_cv left them
             let hpos = d.h.map_or(String::new(), |h| {
                 format!("({} - ch0) * cdcwp + ", Self::iter_var(h))
