@@ -322,9 +322,11 @@ const DIRECT_CONVS: &str = r#"{
                {"tensor": "R5"}, {"tensor": "X6"}, {"tensor": "W6", "role": "param"},
                {"tensor": "X7"}, {"tensor": "W7", "role": "param"}, {"tensor": "X8"},
                {"tensor": "W8", "role": "param"}, {"tensor": "X9"}, {"tensor": "W9", "role": "param"},
-               {"tensor": "X10"}, {"tensor": "W10", "role": "param"}],
+               {"tensor": "X10"}, {"tensor": "W10", "role": "param"}, {"tensor": "T11"}, {"tensor": "X11"},
+               {"tensor": "W11", "role": "param"}, {"tensor": "b11", "role": "param"}, {"tensor": "T12"},
+               {"tensor": "s12"}, {"tensor": "W12", "role": "param"}],
     "outputs": [{"tensor": "Y5"}, {"tensor": "Y6"}, {"tensor": "Y7"}, {"tensor": "Y8"}, {"tensor": "Y9"},
-                {"tensor": "Y10"}]
+                {"tensor": "Y10"}, {"tensor": "Y11"}, {"tensor": "Y12"}]
   },
   "tensors": {
     "X5": {"dtype": "fp16", "shape": [2, 30, 13, 40]}, "W5": {"dtype": "fp16", "shape": [19, 30, 3, 3]},
@@ -339,7 +341,12 @@ const DIRECT_CONVS: &str = r#"{
     "X9": {"dtype": "fp16", "shape": [1, 3, 8, 8]}, "W9": {"dtype": "fp16", "shape": [3, 40, 3, 3]},
     "Y9": {"dtype": "fp16", "shape": [1, 40, 10, 10]},
     "X10": {"dtype": "fp16", "shape": [1, 4, 12, 12]}, "W10": {"dtype": "fp16", "shape": [5, 4, 3, 3]},
-    "Y10": {"dtype": "fp16", "shape": [1, 5, 12, 12]}
+    "Y10": {"dtype": "fp16", "shape": [1, 5, 12, 12]},
+    "T11": {"dtype": "fp16", "shape": [1, 20, 11, 13]}, "X11": {"dtype": "fp16", "shape": [1, 20, 11, 13]},
+    "W11": {"dtype": "fp16", "shape": [18, 20, 3, 3]}, "b11": {"dtype": "fp16", "shape": [18]},
+    "Y11": {"dtype": "fp16", "shape": [1, 18, 11, 13]},
+    "T12": {"dtype": "fp16", "shape": [1, 20, 11, 13]}, "s12": {"dtype": "fp16", "shape": [1, 20, 1, 1]},
+    "W12": {"dtype": "fp16", "shape": [18, 20, 3, 3]}, "Y12": {"dtype": "fp16", "shape": [1, 18, 11, 13]}
   },
   "graph": [
     {"op": "Conv", "name": "c5", "inputs": ["X5", "W5", "b5"], "outputs": ["C5"],
@@ -352,7 +359,13 @@ const DIRECT_CONVS: &str = r#"{
     {"op": "Conv", "name": "c8", "inputs": ["X8", "W8"], "outputs": ["Y8"],
      "attrs": {"pad": [[2, 1], [1, 0]], "acc_dtype": "fp32"}},
     {"op": "ConvTranspose", "name": "c9", "inputs": ["X9", "W9"], "outputs": ["Y9"], "attrs": {"acc_dtype": "fp32"}},
-    {"op": "Conv", "name": "c10", "inputs": ["X10", "W10"], "outputs": ["Y10"], "attrs": {"pad": 1, "acc_dtype": "fp32"}}
+    {"op": "Conv", "name": "c10", "inputs": ["X10", "W10"], "outputs": ["Y10"], "attrs": {"pad": 1, "acc_dtype": "fp32"}},
+    {"op": "Elementwise", "name": "s11", "inputs": ["T11", "X11"], "outputs": ["S11"], "attrs": {"fn": "add"}},
+    {"op": "Elementwise", "name": "r11", "inputs": ["S11"], "outputs": ["A11"], "attrs": {"fn": "relu"}},
+    {"op": "Conv", "name": "c11", "inputs": ["A11", "W11", "b11"], "outputs": ["Y11"],
+     "attrs": {"pad": 1, "acc_dtype": "fp32"}},
+    {"op": "Elementwise", "name": "m12", "inputs": ["T12", "s12"], "outputs": ["M12"], "attrs": {"fn": "mul"}},
+    {"op": "Conv", "name": "c12", "inputs": ["M12", "W12"], "outputs": ["Y12"], "attrs": {"pad": 1, "acc_dtype": "fp32"}}
   ]
 }"#;
 
@@ -388,10 +401,11 @@ fn windows_read_in_place_and_strided_or_pointwise_convolutions_pack() {
             .map(|k| k.notes.iter().any(|n| n.starts_with("direct convolution")))
             .collect()
     };
-    // c5..c9 of DIRECT_CONVS are direct; c10 (5 output channels) packs.
+    // c5..c9 of DIRECT_CONVS are direct; c10 (5 output channels) packs; c11's image is the
+    // prologue relu(T11 + X11), evaluated by the padded copy (direct); c12's prologue T12 · s12
+    // reads its operands through two index maps (a broadcast) and packs.
     let got = direct(DIRECT_CONVS);
-    assert_eq!(got.iter().filter(|d| **d).count(), 5, "{got:?}");
-    assert_eq!(got.len(), 6, "{got:?}");
+    assert_eq!(got, [true, true, true, true, true, false, true, false]);
     // CONTRACTIONS: only c4 (3x3, stride 1, pad 1) is a window read in place; the strided c1,
     // the 1x1 c2, the depthwise c3 (batch iters) and the matmuls pack.
     let got = direct(CONTRACTIONS);
@@ -441,6 +455,33 @@ fn cumulative_scans_match_the_reference() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Whether some kernel of `text`'s optimized program notes a choice containing `what`.
+fn has_note(text: &str, what: &str) -> bool {
+    let g = load_str(text, "notes").expect("load");
+    let o = optimize(&lower(&g).expect("lower"), &OptimizeOptions::default()).expect("optimize");
+    let params = dlc_egg::cpu::exec::param_inputs(&g);
+    let native =
+        dlc_egg::cpu::program::emit_program_with_params(&o.program, &params).expect("emit");
+    native
+        .kernels
+        .iter()
+        .any(|k| k.notes.iter().any(|n| n.contains(what)))
+}
+
+/// A contraction that is its region's only let, yielded into an fp32 output (CONTRACTIONS' batched
+/// `R = P·Q`), is computed in the output (no buffer, no copy); an fp16 output keeps the fp32
+/// buffer its values are rounded from. `contractions_with_tails_in_every_tile_dimension` checks
+/// the values.
+#[test]
+fn a_lone_fp32_contraction_is_computed_in_its_output() {
+    let what = "the contraction's result written straight into its fp32 output";
+    assert!(has_note(
+        &CONTRACTIONS.replace("\"fp16\"", "\"fp32\""),
+        what
+    ));
+    assert!(!has_note(CONTRACTIONS, what));
+}
+
 /// One long line (a 1-D scan past `CHUNKED_SCAN_MIN` = 2^15 points, not a multiple of the
 /// thread count): the chunked two-pass parallel scan for the folds that allow it (fp32 sums,
 /// fp16 values summed in fp32, i32 sums, max, min), inclusive/exclusive, forward/reverse.
@@ -463,18 +504,12 @@ fn long_one_dimensional_scans_match_the_reference() {
             cases.push((f, dt, exclusive, reverse));
         }
     }
-    let chunked = |text: &str| {
-        let g = load_str(text, "scan").expect("load");
-        let o =
-            optimize(&lower(&g).expect("lower"), &OptimizeOptions::default()).expect("optimize");
-        let native = dlc_egg::cpu::program::emit_program(&o.program).expect("emit");
-        native.kernels.iter().any(|k| {
-            k.notes
-                .iter()
-                .any(|n| n.contains("chunked two-pass parallel"))
-        })
-    };
+    let chunked = |text: &str| has_note(text, "chunked two-pass parallel");
     assert!(chunked(&line("sum", "fp32", false, false)));
+    // an fp32 scan walks straight into its output; an i32 one keeps its buffer
+    let direct = "a scan written straight into its fp32 output";
+    assert!(has_note(&line("sum", "fp32", true, true), direct));
+    assert!(!has_note(&line("sum", "i32", false, false), direct));
     // fp16 values sum in fp32 (graph-json): chunked too; a float product keeps the walk.
     assert!(chunked(&line("sum", "fp16", false, false)));
     assert!(!chunked(&line("prod", "fp32", false, false)));

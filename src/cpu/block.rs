@@ -133,7 +133,7 @@ impl Emitter<'_> {
         nt: &str,
         last: bool,
     ) -> Result<(), CpuError> {
-        self.emit_direct_fill(d);
+        self.emit_direct_fill(d)?;
         for l in [
             "const int64_t cdcw = cdW <= DLC_CV_COLS ? cdW : DLC_CV_COLS / DLC_PX * DLC_PX;",
             "const int64_t cdnc = (cdW + cdcw - 1) / cdcw, cdcwp = (cdcw + DLC_PX - 1) / DLC_PX * DLC_PX;",
@@ -240,6 +240,10 @@ impl Emitter<'_> {
     /// by columns `[cj0, cj1)`, every value of the iters the contraction does not have), the
     /// lets as C locals.
     fn emit_block_epilogue(&mut self, li: usize, c: &Contraction) -> Result<(), CpuError> {
+        if self.gemm_out.is_some() {
+            // the contraction wrote the output itself: nothing left to store
+            return Ok(());
+        }
         let mine: BTreeSet<usize> = c
             .rows
             .iter()

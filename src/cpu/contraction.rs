@@ -484,7 +484,7 @@ impl Emitter<'_> {
                 ));
             }
         }
-        if self.fused_epilogue {
+        if self.fused_epilogue && self.gemm_out.is_none() {
             self.note("the pointwise epilogue applied to each work item's block while it is hot");
         }
     }

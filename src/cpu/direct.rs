@@ -27,9 +27,11 @@
 //! vectors would be mostly padding).
 //!
 //! Taken when (checked here, at emission): the contraction has no batch iters and its column
-//! operand is not a kept pack; the operand is a read of a region input, bare or guarded by
-//! bound checks of its own index (`pred ? x[idx] : 0`, each conjunct `idx_d ≥ 0` or
-//! `idx_d ≤ size_d − 1`); every index is affine in the column iters and reduce axes with
+//! operand is not a kept pack; the operand is a pointwise function of reads of region inputs
+//! of one shape through one index map `idx` (a bare read `x[idx]`, or a prologue such as
+//! ResNet's `relu(t[idx] + x[idx])`, evaluated once per element by the padded copy instead of
+//! once per window tap), bare or guarded by bound checks of that index (`pred ? v(idx) : 0`,
+//! each conjunct `idx_d ≥ 0` or `idx_d ≤ size_d − 1`); every index is affine in the column iters and reduce axes with
 //! integer coefficients; the innermost column iter appears only in the last axis, with
 //! coefficient 1 (the next one is the row iter `h` when it appears only in the axis before,
 //! with coefficient 1, beside a reduce axis; else it is an outer iter like the batch); and
@@ -38,11 +40,12 @@
 //! whole tensor rows apart: in place they would alias in L1).
 
 use super::contraction::Contraction;
-use super::cvalue::load;
-use super::emit::Emitter;
+use super::emit::{Emitter, Scope};
+use super::CpuError;
 use crate::index::{Atom, Quasi};
 use crate::ir::axis::{AxisExpr, CmpOp};
 use crate::ir::axis_simplify::dim_to_expr;
+use crate::ir::region::kind::Kind;
 use crate::ir::region::{Expr, Pred};
 use crate::poly::affine::expr::quasi_of_axis;
 use std::collections::BTreeSet;
@@ -50,10 +53,10 @@ use std::collections::BTreeSet;
 /// A column operand read in place (see the module doc).
 #[derive(Clone, Debug)]
 pub(super) struct Direct {
-    /// Index of the read input among the region's inputs.
-    ii: usize,
-    /// Its element type (converted to fp32 by the padded copy).
-    dtype: crate::ir::dtype::DType,
+    /// The operand's value at one in-bounds point: reads of region inputs of one shape, all
+    /// through the same index map ([`Direct::maps`]), combined pointwise (a bare read, or a
+    /// prologue such as `relu(t + x)`); the padded copy evaluates it once per input element.
+    value: Expr,
     /// Per axis of the input: its index, affine over column iter and reduce axis names.
     maps: Vec<Quasi<i64, String>>,
     /// Per axis of the input: its size as C.
@@ -106,6 +109,39 @@ fn non_negative(op: CmpOp, a: &AxisExpr, b: &AxisExpr) -> Option<Quasi<i64, Stri
     })
 }
 
+/// Collects the reads of `e` (tensor, index map) when `e` combines them pointwise: constants,
+/// unary and binary ops, casts; `None` for anything else (a let, a select, a reduce, a gather).
+fn pointwise_reads<'e>(e: &'e Expr, out: &mut Vec<(&'e str, &'e [AxisExpr])>) -> Option<()> {
+    match e {
+        Expr::Read { tensor, map } => {
+            out.push((tensor, map));
+            Some(())
+        }
+        Expr::Const(_) => Some(()),
+        Expr::Unary(_, x) | Expr::Cast { x, .. } => pointwise_reads(x, out),
+        Expr::Binary(_, a, b) => {
+            pointwise_reads(a, out)?;
+            pointwise_reads(b, out)
+        }
+        _ => None,
+    }
+}
+
+/// `e` with every read's index map replaced by `map`.
+fn reindex(e: &Expr, map: &[AxisExpr]) -> Expr {
+    let r = |x: &Expr| Box::new(reindex(x, map));
+    match e {
+        Expr::Read { tensor, .. } => Expr::Read {
+            tensor: tensor.clone(),
+            map: map.to_vec(),
+        },
+        Expr::Unary(f, x) => Expr::Unary(*f, r(x)),
+        Expr::Cast { to, x } => Expr::Cast { to: *to, x: r(x) },
+        Expr::Binary(f, a, b) => Expr::Binary(*f, r(a), r(b)),
+        other => other.clone(),
+    }
+}
+
 /// `Σ coefficient · C variable` as C (`0` when empty).
 fn lin_c(terms: &[(i64, String)]) -> String {
     let parts: Vec<String> = terms
@@ -142,23 +178,29 @@ impl Emitter<'_> {
         if !c.batch.is_empty() {
             return None;
         }
-        let (read, guard) = match &c.y {
-            Expr::Read { .. } => (&c.y, None),
+        let (value, guard) = match &c.y {
             Expr::Select {
                 pred,
                 then,
                 otherwise,
             } if matches!(**otherwise, Expr::Const(z) if z.to_bits() == 0) => (&**then, Some(pred)),
-            _ => return None,
+            e => (e, None),
         };
-        let Expr::Read { tensor, map } = read else {
-            return None;
+        let mut reads = Vec::new();
+        pointwise_reads(value, &mut reads)?;
+        let (&(tensor, map), rest) = reads.split_first()?;
+        let inp = self.r.input(tensor)?;
+        let same = |t: &str| {
+            self.r
+                .input(t)
+                .is_some_and(|i| i.memref.shape == inp.memref.shape)
         };
-        if self.params.contains(tensor) {
+        if self.kind_of(value) != Kind::Float
+            || reads.iter().any(|(t, _)| self.params.contains(*t))
+            || !rest.iter().all(|(t, m)| *m == map && same(t))
+        {
             return None;
         }
-        let ii = self.r.inputs.iter().position(|i| &i.name == tensor)?;
-        let inp = &self.r.inputs[ii];
         let maps: Vec<Quasi<i64, String>> = map.iter().map(affine).collect::<Option<_>>()?;
         let names = |is: &[usize]| -> Vec<String> {
             is.iter().map(|i| self.r.iters[*i].name.clone()).collect()
@@ -219,8 +261,7 @@ impl Emitter<'_> {
             }
         }
         Some(Direct {
-            ii,
-            dtype: inp.dtype,
+            value: value.clone(),
             maps,
             dims: inp.memref.shape.iter().map(|s| self.dim(&s.0)).collect(),
             w,
@@ -329,9 +370,22 @@ impl Emitter<'_> {
 
     /// Inside the parallel region: the zero-padded copy `cxp` (a worksharing loop over its rows,
     /// the slack after its end zeroed too; the loop's barrier ends it).
-    pub(super) fn emit_direct_fill(&mut self, d: &Direct) {
+    pub(super) fn emit_direct_fill(&mut self, d: &Direct) -> Result<(), CpuError> {
         let n = d.maps.len();
         let l = n - 1;
+        // the operand's value at source point (cs0, …, cs<l−1>, t): its reads re-indexed by
+        // the copy's own variables
+        let vars: Vec<String> = (0..n).map(|k| format!("cdv{k}")).collect();
+        let map: Vec<AxisExpr> = vars.iter().map(|v| AxisExpr::Name(v.clone())).collect();
+        let mut scope: Scope = (0..n)
+            .map(|k| {
+                (
+                    vars[k].clone(),
+                    if k == l { "t".into() } else { format!("cs{k}") },
+                )
+            })
+            .collect();
+        let x = self.expr(&reindex(&d.value, &map), &mut scope)?;
         self.line("#pragma omp for schedule(static)");
         self.line("for (int64_t cq = 0; cq <= cdR; cq++) {");
         self.indent += 1;
@@ -339,10 +393,10 @@ impl Emitter<'_> {
         self.line(
             "if (cq == cdR) { for (int64_t t = 0; t < cdP + DLC_NR; t++) cd[t] = 0.0f; continue; }",
         );
-        self.line("int64_t cqq = cq, csrc = 0; int cin = 1;");
+        self.line("int64_t cqq = cq; int cin = 1;");
         for k in (0..l).rev() {
             self.line(&format!(
-                "{{ const int64_t s = cqq % cde{k} - cdl{k}; cqq /= cde{k}; cin &= s >= 0 && s < ({}); csrc += s * cds{k}; }}",
+                "const int64_t cs{k} = cqq % cde{k} - cdl{k}; cqq /= cde{k}; cin &= cs{k} >= 0 && cs{k} < ({});",
                 d.dims[k]
             ));
         }
@@ -352,7 +406,6 @@ impl Emitter<'_> {
         self.line(&format!(
             "for (int64_t t = 0; t < cdl{l}; t++) cd[t] = 0.0f;"
         ));
-        let x = load(format!("in{}[csrc + t]", d.ii), d.dtype);
         self.line("#pragma omp simd");
         self.line(&format!(
             "for (int64_t t = 0; t < ({}); t++) cd[cdl{l} + t] = {x};",
@@ -364,6 +417,7 @@ impl Emitter<'_> {
         ));
         self.indent -= 1;
         self.line("}");
+        Ok(())
     }
 
     /// One work item's contraction in place (inside the item loop, `cw` the item, see
@@ -394,7 +448,7 @@ impl Emitter<'_> {
         ));
         self.line("const int64_t cgr = cg * cdH * cdW;");
         self.line("const int64_t cj0 = cgr + ch0 * cdW + cc0, cj1 = cgr + (ch1 - 1) * cdW + cc1;");
-        if self.fused_epilogue {
+        if self.fused_epilogue && self.gemm_out.is_none() {
             // the block epilogue reads the item's values where dlc_conv_cv left them
             let hpos = d.h.map_or(String::new(), |h| {
                 format!("({} - ch0) * cdcwp + ", Self::iter_var(h))

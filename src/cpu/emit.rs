@@ -91,6 +91,12 @@ pub(super) struct Emitter<'a> {
     pub(super) direct_block: Option<(usize, String)>,
     /// [`EmittedRegion::notes`].
     pub(super) notes: Vec<String>,
+    /// Flat form: scan lets written straight into the fp32 output a yield copies them to
+    /// (let, yield, output): no buffer, no copy ([`Emitter::plan_scan_outputs`]).
+    pub(super) scan_out: Vec<(usize, usize, usize)>,
+    /// The output a lone contraction let is computed in place of its buffer (with the fused
+    /// epilogue: the region is that let and one yield of it, [`Emitter::emit_gemm_buffers`]).
+    pub(super) gemm_out: Option<usize>,
 }
 
 pub(super) type Scope = Vec<(String, String)>;
@@ -299,6 +305,8 @@ impl<'a> Emitter<'a> {
             prefetch: Vec::new(),
             direct_block: None,
             notes: Vec::new(),
+            scan_out: Vec::new(),
+            gemm_out: None,
         };
         for (li, gemm) in gemms.into_iter().enumerate() {
             let kind = em.kind_of(&r.lets[li].expr);
@@ -426,6 +434,9 @@ impl<'a> Emitter<'a> {
                 return e.clone();
             }
         }
+        if let Some(&(_, _, oi)) = self.scan_out.iter().find(|s| s.0 == li) {
+            return format!("out{oi}[{}]", self.flat_index(&info.inner, scope));
+        }
         if (info.inner.is_empty() || info.local) && info.gemm.is_none() {
             format!("L{li}")
         } else {
@@ -494,6 +505,38 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// Flat form: a scan let over every iter in order whose value a yield stores into an fp32
+    /// output is scanned straight into that output ([`Emitter::scan_out`]; a 1-D cumsum over
+    /// 2^20 points otherwise walks a 4 MiB buffer and copies it). Later reads of the let read
+    /// the output, which holds the same values.
+    fn plan_scan_outputs(&mut self) {
+        let all: Vec<usize> = (0..self.r.iters.len()).collect();
+        for (li, l) in self.r.lets.iter().enumerate() {
+            let info = &self.lets[li];
+            if !matches!(l.expr, Expr::Scan(_))
+                || info.inner != all
+                || info.kind != Kind::Float
+                || info.local
+                || info.gemm.is_some()
+            {
+                continue;
+            }
+            let Some(y) = self.r.yields.iter().position(|y| y.from == l.name) else {
+                continue;
+            };
+            let to = &self.r.yields[y].to;
+            let Some(oi) = self.r.outputs.iter().position(|o| &o.name == to) else {
+                continue;
+            };
+            if self.r.outputs[oi].dtype == DType::F32 && !self.streamed.contains(&y) {
+                self.scan_out.push((li, y, oi));
+            }
+        }
+        if !self.scan_out.is_empty() {
+            self.note("a scan written straight into its fp32 output (no buffer, no copy)");
+        }
+    }
+
     pub(super) fn emit_body(&mut self) -> Result<(), CpuError> {
         let n = self.r.iters.len();
         for i in 0..n {
@@ -504,45 +547,28 @@ impl<'a> Emitter<'a> {
         let gemms: Vec<usize> = (0..self.lets.len())
             .filter(|li| self.lets[*li].gemm.is_some())
             .collect();
-        for li in &gemms {
-            let size: Vec<String> = self.lets[*li]
-                .inner
-                .iter()
-                .map(|i| Self::size_var(*i))
-                .collect();
-            let size = if size.is_empty() {
-                "1".to_string()
-            } else {
-                size.join(" * ")
-            };
-            self.line(&format!(
-                "float *restrict L{li} = (float *)dlc_alloc(4 * {size});"
-            ));
-            self.line(&format!("if (!L{li}) return 2;"));
-        }
-        if let &[li] = &gemms[..] {
-            if self.block_epilogue_ok(li) {
-                self.fused_epilogue = true;
-                for (g, l) in self.lets.iter_mut().enumerate() {
-                    l.local = g != li;
-                }
-            }
-        }
+        let owned = self.emit_gemm_buffers(&gemms);
         for li in &gemms {
             self.emit_contraction(*li)?;
         }
         if self.fused_epilogue {
-            for li in &gemms {
+            for li in &owned {
                 self.line(&format!("free(L{li});"));
             }
             self.line("return dlc_err;");
             return Ok(());
         }
         self.plan_locals();
+        if self.outer.is_empty() {
+            self.plan_scan_outputs();
+        }
         let buffered: Vec<usize> = (0..self.lets.len())
             .filter(|li| {
                 let l = &self.lets[*li];
-                !l.inner.is_empty() && l.gemm.is_none() && !l.local
+                !l.inner.is_empty()
+                    && l.gemm.is_none()
+                    && !l.local
+                    && !self.scan_out.iter().any(|s| s.0 == *li)
             })
             .collect();
         if self.outer.is_empty() {
@@ -598,10 +624,67 @@ impl<'a> Emitter<'a> {
             self.indent -= 1;
             self.line("}");
         }
-        for li in &gemms {
+        for li in &owned {
             self.line(&format!("free(L{li});"));
         }
         self.line("return dlc_err;");
         Ok(())
+    }
+
+    /// The fused-epilogue choice and the contraction lets' result buffers (one check after
+    /// every allocation: a failed one frees those that succeeded); returns the lets whose
+    /// buffers were allocated. A region that is one contraction let yielded into an fp32
+    /// output over its iters in order (a plain GEMM) writes that output directly
+    /// ([`Emitter::gemm_out`]): no buffer, no copy.
+    fn emit_gemm_buffers(&mut self, gemms: &[usize]) -> Vec<usize> {
+        if let &[li] = gemms {
+            if self.block_epilogue_ok(li) {
+                self.fused_epilogue = true;
+                for (g, l) in self.lets.iter_mut().enumerate() {
+                    l.local = g != li;
+                }
+                let all: Vec<usize> = (0..self.r.iters.len()).collect();
+                let oi = match (&self.r.lets[..], &self.r.yields[..]) {
+                    ([l], [y]) if y.from == l.name && self.lets[li].inner == all => {
+                        self.r.outputs.iter().position(|o| o.name == y.to)
+                    }
+                    _ => None,
+                };
+                self.gemm_out = oi.filter(|oi| self.r.outputs[*oi].dtype == DType::F32);
+            }
+        }
+        let mut owned = Vec::new();
+        for &li in gemms {
+            if let Some(oi) = self.gemm_out {
+                self.note("the contraction's result written straight into its fp32 output");
+                let b = self.r.inputs.len() + oi;
+                self.line(&format!("float *restrict L{li} = (float *)dlc_buf[{b}];"));
+                continue;
+            }
+            let size: Vec<String> = self.lets[li]
+                .inner
+                .iter()
+                .map(|i| Self::size_var(*i))
+                .collect();
+            let size = if size.is_empty() {
+                "1".to_string()
+            } else {
+                size.join(" * ")
+            };
+            self.line(&format!(
+                "float *restrict L{li} = (float *)dlc_alloc(4 * {size});"
+            ));
+            owned.push(li);
+        }
+        if !owned.is_empty() {
+            let none: Vec<String> = owned.iter().map(|li| format!("!L{li}")).collect();
+            let free: Vec<String> = owned.iter().map(|li| format!("free(L{li});")).collect();
+            self.line(&format!(
+                "if ({}) {{ {} return 2; }}",
+                none.join(" || "),
+                free.join(" ")
+            ));
+        }
+        owned
     }
 }

@@ -100,6 +100,9 @@ impl Emitter<'_> {
         let nl = self.r.lets.len();
         let inner_all = self.inner_iters();
         let mut done_yields = vec![false; self.r.yields.len()];
+        for &(_, y, _) in &self.scan_out {
+            done_yields[y] = true;
+        }
         let mut pf_pending = !flat && !self.prefetch.is_empty();
         let mut li = 0;
         while li < nl {
