@@ -40,9 +40,9 @@
 use super::contraction::Contraction;
 use super::cvalue::load;
 use super::emit::Emitter;
+use crate::index::access::dim_to_expr;
 use crate::index::{Atom, Quasi};
 use crate::ir::axis::{AxisExpr, CmpOp};
-use crate::ir::axis_simplify::dim_to_expr;
 use crate::ir::region::{Expr, Pred};
 use crate::poly::affine::expr::quasi_of_axis;
 use std::collections::BTreeSet;
