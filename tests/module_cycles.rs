@@ -217,3 +217,21 @@ fn the_lint_finds_a_cycle_and_groups() {
         ]
     );
 }
+
+/// Ground-floor modules (issue 20): they name no other module of the crate — the index algebra
+/// with `Dim` and the wire form, the element types — so every layer can build on them.
+const GROUND_FLOOR: &[&str] = &["index", "dtype"];
+
+#[test]
+fn ground_floor_modules_import_nothing_else_from_the_crate() {
+    let graph = module_graph();
+    for m in GROUND_FLOOR {
+        let deps = graph
+            .get(*m)
+            .unwrap_or_else(|| panic!("module {m} was read"));
+        assert!(
+            deps.is_empty(),
+            "`{m}` must import nothing else from the crate: {deps:?}"
+        );
+    }
+}

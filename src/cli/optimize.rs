@@ -10,7 +10,7 @@ use dlc_egg::dump::{dump_document, parse_dump, plain_text, DumpLayer};
 use dlc_egg::ir::frontend;
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::optimize::{explain, ExtractorKind, OptimizeOptions, Optimized, Report, StepTime};
-use dlc_egg::run::{self, Failure};
+use dlc_egg::run::Failure;
 use dlc_egg::target::Arch;
 use std::io::Write;
 use std::path::PathBuf;
@@ -141,7 +141,7 @@ pub fn cmd_optimize(a: &OptimizeArgs) -> Result<(), Failure> {
         start.elapsed().as_secs_f64(),
         dlc_egg::optimize::process_cpu_seconds(),
     );
-    run::check_device_memory(&graph)?;
+    dlc_egg::pipeline::check_device_memory(&graph)?;
     let defaults = |s: &str| graph.symbols.get(s).copied();
     dlc_egg::budget::check_target_sizes(&graph, &defaults).map_err(Failure::user)?;
     dlc_egg::budget::check_optimize(&graph, &prog, a.max_memory).map_err(Failure::user)?;

@@ -42,9 +42,9 @@
 use super::contraction::Contraction;
 use super::emit::{Emitter, Scope};
 use super::CpuError;
+use crate::index::access::dim_to_expr;
 use crate::index::{Atom, Quasi};
 use crate::ir::axis::{AxisExpr, CmpOp};
-use crate::ir::axis_simplify::dim_to_expr;
 use crate::ir::region::kind::Kind;
 use crate::ir::region::{Expr, Pred};
 use crate::poly::affine::expr::quasi_of_axis;

@@ -1,9 +1,12 @@
 //! The index algebra (issue 20): the one canonical quasi-affine form of the compiler's index
 //! expressions, on the ground floor (this module imports nothing else from the crate).
 //!
+//! * [`dim`] (symbolic sizes, [`dim::Dim`]) and [`axis`] (the wire form: [`axis::AxisExpr`],
+//!   predicates, access maps; [`axis::AxisExpr::of_dim`], the one size → index conversion);
+//!   [`access`]: the normal form of an access map's index expressions and guards.
 //! * [`Quasi`]: `konst + Σ coeff · atom`, canonical (zero coefficients never stored, atoms in a
 //!   sorted map, so equal expressions compare equal), generic over its coefficients ([`Coeff`]:
-//!   `i64`, or a symbolic size such as [`crate::ir::dim::Dim`]) and its variables. An [`Atom`] is
+//!   `i64`, or a symbolic size such as [`dim::Dim`]) and its variables. An [`Atom`] is
 //!   a variable, `floor(e / d)`, the `min` / `max` of two expressions, or an opaque atom (a
 //!   data-dependent gather index).
 //! * [`simplify`]: the one floordiv simplifier over range facts ([`Facts`]): exact division,
@@ -16,6 +19,7 @@
 //!
 //! The reference evaluator keeps its own independent implementation (it is the oracle).
 
+pub mod access;
 pub mod axis;
 pub mod coeff;
 pub mod dim;

@@ -5,7 +5,6 @@
 //! - [`lower`]: frontend graph → Tiny IR, the naive tinygrad-style way.
 //! - [`egraph`]: the e-graph language over Tiny IR and its IndexBook analysis.
 
-pub mod axis_simplify;
 pub use crate::dtype;
 pub use crate::index::{axis, dim, num};
 pub mod egraph;

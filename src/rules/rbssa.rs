@@ -10,7 +10,7 @@
 //! - A *base* class has some e-node that is neither a movement op nor a `read` (INPUT, CONST,
 //!   compute, kernel). Folding targets base classes only; a class that is not base is a view.
 //! - Maps are affine with `Dim` coefficients plus `floordiv` by positive constants
-//!   (`crate::ir::axis_simplify` normalizes them). A map that needs more — a RESHAPE whose split
+//!   (`crate::index::access` normalizes them). A map that needs more — a RESHAPE whose split
 //!   or merge divides by a symbolic size, a `min`/`max` size, or two guards with different fills —
 //!   is not built: the rule does not fire and the chain stays (a region boundary).
 //! - Appliers compute the new `read`'s facts with Tiny's typing rules and add nothing unless they
@@ -19,9 +19,9 @@
 
 use super::helpers::{union_same_facts, var};
 use super::{attr, run_phase, tensor, Budget, PhaseStats, Rule};
+use crate::index::access::{dim_to_expr, expr, floordiv_on, simplify_access, Lin};
 use crate::index::movement as mv;
 use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
-use crate::ir::axis_simplify::{dim_to_expr, expr, floordiv_on, simplify_access, Lin};
 use crate::ir::dim::Dim;
 use crate::ir::egraph::{add_program, extract_program, Attr, IndexBook, TensorGraph, TensorLang};
 use crate::ir::num::Num;

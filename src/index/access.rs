@@ -16,9 +16,9 @@
 //!
 //! Output axes of a map of rank `r` are `i0..i{r-1}`; every other name is a size symbol (`>= 0`).
 
+use crate::index::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
+use crate::index::dim::Dim;
 use crate::index::{self, simplify, Facts, Quasi};
-use crate::ir::axis::{axis_name, AccessMap, AxisExpr, CmpOp, Pred};
-use crate::ir::dim::Dim;
 
 /// An atom of a linear form: output axis `i<k>`, or `floor(e / c)`, `c > 0` (the index
 /// algebra's variable and floor atoms).
