@@ -92,8 +92,10 @@ fn batched_projections_merge_into_one_matmul_bit_exactly() {
 
 #[test]
 fn the_gate_merges_projections_that_leave_sms_idle() {
-    // B·S = 128 rows: 2 row tiles × 12 column tiles = 24 CTAs per projection (< 132 SMs).
-    let p = projections(json!("B"), json!("S"), &[768, 768, 768]);
+    // B·S = 128 rows: 2 row tiles × 12, 11 and 10 column tiles = 24, 22 and 20 CTAs per
+    // projection (< 132 SMs). Distinct widths: with three equal ones this test's extraction
+    // (widest shrink, else the smallest term) reads each output through a different merge.
+    let p = projections(json!("B"), json!("S"), &[768, 704, 640]);
     let (q, stats, reduces) = merged(&p, &[subst::merge_rule(Some(gate(1, 128)))]);
     assert_fired(&stats, "matmul-merge-shared-lhs");
     assert_eq!(reduces, 1);
@@ -142,3 +144,4 @@ fn the_gate_leaves_rank_two_matmuls_to_the_ungated_rule() {
     assert_fired(&stats, "matmul-merge-shared-lhs");
     assert_eq!(reduces, 1);
 }
+
