@@ -144,4 +144,3 @@ fn the_gate_leaves_rank_two_matmuls_to_the_ungated_rule() {
     assert_fired(&stats, "matmul-merge-shared-lhs");
     assert_eq!(reduces, 1);
 }
-
