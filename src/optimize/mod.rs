@@ -24,6 +24,7 @@ use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
 use crate::ir::tiny::Program;
 use crate::rules::fusion::{self, Fingerprints, FusionLimits, Legality};
+use crate::rules::subst::{self, MergeGate};
 use crate::rules::{try_run_phase, Budget, PhaseStats, RuleError};
 use crate::target::{Arch, Target};
 use egg::{Id, RecExpr};
@@ -285,10 +286,15 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     let class = add_program(&mut eg, prog);
     steps.lap("e-graph build");
     let regions = Arc::new(RegionCache::default());
-    let (eg, phases) = run_phases(eg, opts, &regions, &mut steps)?;
-
     let mut bindings = prog.symbols.clone();
     bindings.extend(opts.pricing.iter().map(|(k, v)| (k.clone(), *v)));
+    let gate = MergeGate {
+        bindings: bindings.clone(),
+        default_size: opts.default_size,
+        sms: opts.target.sms,
+    };
+    let (eg, phases) = run_phases(eg, opts, &regions, &gate, &mut steps)?;
+
     let sizes = CostModel {
         bindings,
         default_size: opts.default_size,
@@ -397,6 +403,7 @@ fn run_phases(
     mut eg: TensorGraph,
     opts: &OptimizeOptions,
     regions: &Arc<RegionCache>,
+    gate: &MergeGate,
     steps: &mut Steps,
 ) -> Result<(TensorGraph, Vec<PhaseStats>), OptimizeError> {
     let (kernel_rules, growth) = fusion::rules_with_state(
@@ -430,6 +437,13 @@ fn run_phases(
                     continue;
                 }
                 before_subst = Some(Fingerprints::of(&eg));
+                // The batched projections merge only where they leave SMs idle at the
+                // priced sizes ([`MergeGate`]).
+                for r in rules.iter_mut() {
+                    if r.name.as_str() == MERGE_RULE {
+                        *r = subst::merge_rule(Some(gate.clone()));
+                    }
+                }
             }
             Budget {
                 node_limit: eg.total_number_of_nodes() + opts.budget.node_limit,
@@ -449,6 +463,9 @@ fn run_phases(
     }
     Ok((eg, phases))
 }
+
+/// The substitution the subst phase runs gated ([`MergeGate`]).
+const MERGE_RULE: &str = subst::RULE_NAMES[0];
 
 /// The signature inputs of `graph` whose values are bound when the program is loaded: weights
 /// (`role: param` or `storage: const_pool`) with a value in

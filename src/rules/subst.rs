@@ -45,6 +45,7 @@ use crate::ir::egraph::{Attr, IndexBook, TensorGraph, TensorLang};
 use crate::ir::tiny::ReduceOp;
 use egg::{Applier, Id, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 #[path = "subst_pool.rs"]
 mod pool;
@@ -63,7 +64,7 @@ pub const MAX_MERGED: usize = 4;
 pub fn rules() -> Vec<Rule> {
     vec![
         // X·W₁, X·W₂ ⇒ shrink(X·(W₁‖W₂), columns of each): MatMuls sharing X merged along N.
-        Rewrite::new("matmul-merge-shared-lhs", Matmuls, MergeShared).expect("static rule"),
+        merge_rule(None),
         // (Σ_r Y[m,k,r] / c)·W ⇒ (Σ_(k,r) Y[m,k,r]·W[k,n]) / c: a pool's sum joins the MatMul's.
         Rewrite::new(
             "matmul-absorb-sum-pool",
@@ -72,6 +73,53 @@ pub fn rules() -> Vec<Rule> {
         )
         .expect("static rule"),
     ]
+}
+
+/// `matmul-merge-shared-lhs`; with a `gate`, an exporter's batched projections (`X: [B, S, K]`)
+/// merge only where the gate says the parts leave SMs idle ([`MergeGate`]).
+pub fn merge_rule(gate: Option<MergeGate>) -> Rule {
+    Rewrite::new(
+        "matmul-merge-shared-lhs",
+        Matmuls,
+        MergeShared(gate.map(Arc::new)),
+    )
+    .expect("static rule")
+}
+
+/// When the batched form of `matmul-merge-shared-lhs` may pay, at the sizes the program is
+/// priced at: the roofline prices a merged GEMM as the sum of its parts while they fill the
+/// GPU (bench/results/covers-2026-11-27-6.md §3: on BERT-12 at the default sizes the merged
+/// covers equalled the unmerged ones and doubled `optimize`'s time), so the merge can only win
+/// when a part launches fewer CTAs than the target has SMs (a serving batch: BERT at batch 1,
+/// sequence 128 runs each 768-column projection on 24 of 132 SMs). CTAs are counted with the
+/// smallest GEMM tile the plan space has (64×64: the most CTAs any plan launches), the leading
+/// axes evaluated at the bindings (unbound symbols at the default size). A heuristic on which
+/// e-graph to build, not a price: the extractor still chooses between merged and unmerged
+/// kernels (bench/results/covers-2026-11-28.md).
+#[derive(Clone, Debug)]
+pub struct MergeGate {
+    /// Symbol values the program is priced at.
+    pub bindings: BTreeMap<String, i64>,
+    /// The value of an unbound symbol.
+    pub default_size: i64,
+    /// The target's SM count.
+    pub sms: u32,
+}
+
+/// The smallest GEMM tile edge of the plan space ([`MergeGate`]).
+const SMALLEST_TILE: i64 = 64;
+
+impl MergeGate {
+    /// Whether the one-weight MatMul `mm` launches fewer CTAs than the target has SMs.
+    fn underfills(&self, mm: &Matmul) -> bool {
+        let lookup = |s: &str| Some(self.bindings.get(s).copied().unwrap_or(self.default_size));
+        let rows = mm.lead.iter().try_fold(1i64, |acc, d| {
+            d.eval(&lookup).ok().and_then(|v| acc.checked_mul(v.max(0)))
+        });
+        let tiles = |v: i64| (v + SMALLEST_TILE - 1) / SMALLEST_TILE;
+        rows.and_then(|m| tiles(m).checked_mul(tiles(mm.n)))
+            .is_some_and(|ctas| ctas < i64::from(self.sms))
+    }
 }
 
 /// The substitutions of phase "subst" (first in `crate::rules::all_phases_with`): without
@@ -90,7 +138,9 @@ struct Matmul {
     class: Id,
     x: Id,
     w: Id,
-    m: Dim,
+    /// The leading axes of `X` and of the product (`[M]`, or `[B, S]` for an exporter's
+    /// batched projection `X: [B, S, K]`).
+    lead: Vec<Dim>,
     k: Dim,
     n: i64,
     acc: DType,
@@ -128,6 +178,12 @@ fn shape_attr(eg: &TensorGraph, id: Id) -> Option<Vec<Dim>> {
 
 /// The `X: [M, K]` of the A operand `expand(reshape(X, [M, 1, K]), [M, N, K])`.
 pub(super) fn lhs(eg: &TensorGraph, a: Id) -> Option<Id> {
+    lhs_batched(eg, a).filter(|x| tensor(eg, *x).is_some_and(|t| t.shape.len() == 2))
+}
+
+/// The `X: [L…, K]` of the A operand `expand(reshape(X, [L…, 1, K]), [L…, N, K])` (`L…` one or
+/// more leading axes: the lowering of `X · W` for a rank ≥ 2 `X` and a rank-2 `W`).
+fn lhs_batched(eg: &TensorGraph, a: Id) -> Option<Id> {
     let r = find(eg, a, |n| match n {
         TensorLang::Expand([r, _]) => Some(*r),
         _ => None,
@@ -136,22 +192,46 @@ pub(super) fn lhs(eg: &TensorGraph, a: Id) -> Option<Id> {
         TensorLang::Reshape([x, s]) => {
             let xs = &tensor(eg, *x)?.shape;
             let s = shape_attr(eg, *s)?;
-            (xs.len() == 2 && s.len() == 3 && s[0] == xs[0] && s[1].is_int(1) && s[2] == xs[1])
+            let r = xs.len();
+            (r >= 2
+                && s.len() == r + 1
+                && s[..r - 1] == xs[..r - 1]
+                && s[r - 1].is_int(1)
+                && s[r] == xs[r - 1])
                 .then_some(*x)
         }
         _ => None,
     })
 }
 
-/// The weight `W: [K, N]` read by the B operand `expand(permute(reshape(W, [1, K, N]), [0,2,1]))`.
+/// The weight `W: [K, N]` read by the B operand `expand(permute(reshape(W, [1, K, N]), [0,2,1]))`
+/// (with a batched `X`, the permuted `[1, N, K]` is first reshaped to `[1…, N, K]`).
 fn rhs(eg: &TensorGraph, b: Id) -> Option<Id> {
-    let p = find(eg, b, |n| match n {
+    let e = find(eg, b, |n| match n {
         TensorLang::Expand([p, _]) => Some(*p),
         _ => None,
     })?;
-    let r = find(eg, p, |n| match n {
-        TensorLang::Permute([r, perm]) if ints(eg, *perm) == Some(vec![0, 2, 1]) => Some(*r),
-        _ => None,
+    let transposed = |p: Id| {
+        find(eg, p, |n| match n {
+            TensorLang::Permute([r, perm]) if ints(eg, *perm) == Some(vec![0, 2, 1]) => Some(*r),
+            _ => None,
+        })
+    };
+    let r = transposed(e).or_else(|| {
+        find(eg, e, |n| match n {
+            TensorLang::Reshape([p, s]) => {
+                let ps = &tensor(eg, *p)?.shape;
+                let s = shape_attr(eg, *s)?;
+                let k = s.len().checked_sub(2)?;
+                (ps.len() == 3
+                    && k >= 1
+                    && s[..k].iter().all(|d| d.is_int(1))
+                    && s[k..] == ps[1..])
+                    .then_some(())?;
+                transposed(*p)
+            }
+            _ => None,
+        })
     })?;
     find(eg, r, |n| match n {
         TensorLang::Reshape([w, s]) => {
@@ -168,17 +248,18 @@ fn rhs(eg: &TensorGraph, b: Id) -> Option<Id> {
 fn matmul(eg: &TensorGraph, class: Id) -> Option<Matmul> {
     let class = eg.find(class);
     lowered_products(eg, class, |acc, a, b| {
-        let x = lhs(eg, uncast(eg, a, acc)?)?;
+        let x = lhs_batched(eg, uncast(eg, a, acc)?)?;
         let w = rhs(eg, uncast(eg, b, acc)?)?;
         let xs = &tensor(eg, x)?.shape;
         let ws = &tensor(eg, w)?.shape;
-        (xs[1] == ws[0]).then_some(())?;
+        let r = xs.len();
+        (xs[r - 1] == ws[0]).then_some(())?;
         Some(Matmul {
             class,
             x: eg.find(x),
             w: eg.find(w),
-            m: xs[0].clone(),
-            k: xs[1].clone(),
+            lead: xs[..r - 1].to_vec(),
+            k: xs[r - 1].clone(),
             n: ws[1].as_int()?,
             acc,
         })
@@ -186,7 +267,8 @@ fn matmul(eg: &TensorGraph, class: Id) -> Option<Matmul> {
 }
 
 /// The first `f(acc, a, b)` accepted over the lowered MatMuls of `class`:
-/// `reduce(sum, [2], acc, a · b)` with `a: [M, N, K]` and `b: [M, N, K]`.
+/// `reduce(sum, [r], acc, a · b)` over the last axis of `a, b: [L…, N, K]` (`r` = rank − 1;
+/// `[M, N, K]` and axis 2 for a rank-2 `X`).
 pub(super) fn lowered_products<T>(
     eg: &TensorGraph,
     class: Id,
@@ -196,7 +278,11 @@ pub(super) fn lowered_products<T>(
         let TensorLang::Reduce([op, axes, acc, body]) = n else {
             return None;
         };
-        if attr(eg, *op) != Some(&Attr::Op(ReduceOp::Sum)) || ints(eg, *axes) != Some(vec![2]) {
+        let last = tensor(eg, *body)?.shape.len().checked_sub(1)?;
+        if attr(eg, *op) != Some(&Attr::Op(ReduceOp::Sum))
+            || last < 2
+            || ints(eg, *axes) != Some(vec![last])
+        {
             return None;
         }
         let acc = dtype_attr(eg, *acc)?;
@@ -310,34 +396,50 @@ fn to_acc(eg: &mut TensorGraph, x: Id, acc: DType) -> Option<Id> {
 
 /// The lowered MatMul `X·W` with `W: [K, n]` (the shape [`matmul`] reads).
 fn build_matmul(eg: &mut TensorGraph, mm: &Matmul, w: Id, n: i64) -> Option<Id> {
-    let (m, k, nn) = (mm.m.clone(), mm.k.clone(), Dim::int(n));
-    let s = shape_leaf(eg, vec![m.clone(), Dim::int(1), k.clone()]);
+    let (k, nn) = (mm.k.clone(), Dim::int(n));
+    let with = |tail: [Dim; 2]| -> Vec<Dim> { mm.lead.iter().cloned().chain(tail).collect() };
+    let s = shape_leaf(eg, with([Dim::int(1), k.clone()]));
     let xr = try_add(eg, TensorLang::Reshape([mm.x, s]))?;
-    let full = shape_leaf(eg, vec![m, nn.clone(), k.clone()]);
+    let full = shape_leaf(eg, with([nn.clone(), k.clone()]));
     let xe = try_add(eg, TensorLang::Expand([xr, full]))?;
     let a = to_acc(eg, xe, mm.acc)?;
-    let s = shape_leaf(eg, vec![Dim::int(1), k, nn]);
+    let s = shape_leaf(eg, vec![Dim::int(1), k.clone(), nn.clone()]);
     let wr = try_add(eg, TensorLang::Reshape([w, s]))?;
     let perm = leaf(eg, Attr::Ints(vec![0, 2, 1]));
     let wp = try_add(eg, TensorLang::Permute([wr, perm]))?;
+    let wp = if mm.lead.len() > 1 {
+        let ones = vec![Dim::int(1); mm.lead.len()];
+        let s = shape_leaf(eg, ones.into_iter().chain([nn, k]).collect());
+        try_add(eg, TensorLang::Reshape([wp, s]))?
+    } else {
+        wp
+    };
     let we = try_add(eg, TensorLang::Expand([wp, full]))?;
     let b = to_acc(eg, we, mm.acc)?;
     let prod = try_add(eg, TensorLang::Mul([a, b]))?;
     let op = leaf(eg, Attr::Op(ReduceOp::Sum));
-    let axes = leaf(eg, Attr::Ints(vec![2]));
+    let axes = leaf(eg, Attr::Ints(vec![mm.lead.len() as i64 + 1]));
     let acc = leaf(eg, Attr::DType(mm.acc));
     try_add(eg, TensorLang::Reduce([op, axes, acc, prod]))
 }
 
-/// `shrink(c, [0, lo], [M, hi])`.
-fn columns(eg: &mut TensorGraph, c: Id, m: &Dim, lo: i64, hi: i64) -> TensorLang {
-    let l = shape_leaf(eg, vec![Dim::int(0), Dim::int(lo)]);
-    let h = shape_leaf(eg, vec![m.clone(), Dim::int(hi)]);
-    let st = leaf(eg, Attr::Ints(vec![1, 1]));
+/// `shrink(c, [0…, lo], [L…, hi])`: columns `lo..hi` of `c: [L…, N]`.
+fn columns(eg: &mut TensorGraph, c: Id, lead: &[Dim], lo: i64, hi: i64) -> TensorLang {
+    let lo_dims: Vec<Dim> = lead
+        .iter()
+        .map(|_| Dim::int(0))
+        .chain([Dim::int(lo)])
+        .collect();
+    let hi_dims: Vec<Dim> = lead.iter().cloned().chain([Dim::int(hi)]).collect();
+    let l = shape_leaf(eg, lo_dims);
+    let h = shape_leaf(eg, hi_dims);
+    let st = leaf(eg, Attr::Ints(vec![1; lead.len() + 1]));
     TensorLang::Shrink([c, l, h, st])
 }
 
-struct MergeShared;
+/// The applier of `matmul-merge-shared-lhs`, with its gate on batched projections (none: every
+/// group merges, as [`rules`] gives it).
+struct MergeShared(Option<Arc<MergeGate>>);
 
 /// MatMuls that can merge: same `X`, `K`, accumulator and weight dtype.
 type GroupKey = (Id, String, DType, DType);
@@ -351,8 +453,8 @@ impl MergeShared {
         let Some(c) = build_matmul(eg, l, wc, l.n + r.n) else {
             return vec![];
         };
-        let left = columns(eg, c, &l.m, 0, l.n);
-        let right = columns(eg, c, &l.m, l.n, l.n + r.n);
+        let left = columns(eg, c, &l.lead, 0, l.n);
+        let right = columns(eg, c, &l.lead, l.n, l.n + r.n);
         let mut changed = union_same_facts(eg, l.class, left, rule);
         changed.extend(union_same_facts(eg, r.class, right, rule));
         changed
@@ -379,6 +481,12 @@ impl Applier<TensorLang, IndexBook> for MergeShared {
             let Some(wd) = tensor(eg, mm.w).map(|f| f.dtype) else {
                 continue;
             };
+            // One weight of a batched projection that fills the GPU: not merged (a merged
+            // MatMul is in the e-graph only when its parts passed).
+            let filled = |g: &MergeGate| ls.len() == 1 && !g.underfills(&mm);
+            if mm.lead.len() > 1 && self.0.as_deref().is_some_and(filled) {
+                continue;
+            }
             let key = (mm.x, mm.k.to_string(), mm.acc, wd);
             groups.entry(key).or_default().push((mm, ls));
         }
