@@ -228,14 +228,21 @@ pub fn kernel_of(
                     })?;
                     templates::gemv::build(r, &mut em, &v, arch, bm, block)?
                 }
-                Algo::Simt => templates::contraction_simt::build(
-                    r,
-                    &mut em,
-                    &v,
-                    arch,
-                    [bm, bn, bk.min(32)],
-                    warps_m * warps_n * 32,
-                )?,
+                Algo::Simt => {
+                    let mut k = templates::contraction_simt::build(
+                        r,
+                        &mut em,
+                        &v,
+                        arch,
+                        [bm, bn, bk.min(32)],
+                        warps_m * warps_n * 32,
+                    )?;
+                    // ptxas capped at the plan's estimate (`plan::regs::simt`): left to the
+                    // launch bounds it may take every register they allow (a straight-line
+                    // single k-step), past the occupancy the plan priced.
+                    k.max_regs = Some(choice.best.resources.regs_per_thread.min(255));
+                    k
+                }
                 Algo::Wgmma => {
                     let dtype = templates::contraction_mma::mma_dtype(r, &v)
                         .filter(|_| tensor_cores)
