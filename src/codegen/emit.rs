@@ -156,7 +156,11 @@ pub fn kernel_of(
                 why: "a scan region's plan is not a scan plan".into(),
             });
         };
-        let k = templates::scan::build(r, arch, block as u32, items as u32)?;
+        let mut k = templates::scan::build(r, arch, block as u32, items as u32)?;
+        // ptxas capped at the plan's estimate: a scan whose per-point epilogue folds rows
+        // (bert2's embedding sum and layer norm fused behind its position-id scan) took 56
+        // registers against the 44 priced.
+        k.max_regs = Some(choice.best.resources.regs_per_thread.min(255));
         return verified(k, &r.name, model);
     }
     let width = choice.best.plan.vectorize.width;

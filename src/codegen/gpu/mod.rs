@@ -478,7 +478,7 @@ pub struct Kernel {
     /// A cap on the registers per thread ptxas may allocate (`__maxnreg__`, in place of
     /// `__launch_bounds__(threads, 1)`): the register estimate of a template whose plan prices
     /// its occupancy at a count that ptxas would otherwise exceed (the row template,
-    /// `plan::regs::ROW`; the SIMT contraction, its plan's `plan::regs::simt`). `None`: the
+    /// `plan::regs::ROW`; the SIMT contraction and the scan, their plan's estimate). `None`: the
     /// launch bounds alone.
     pub max_regs: Option<u32>,
 }

@@ -118,7 +118,7 @@ fn fold_budget(body: &Expr) -> u64 {
 /// The reads (and gathers) of `e`.
 fn reads_in(e: &Expr) -> u64 {
     let own = u64::from(matches!(e, Expr::Read { .. } | Expr::Gather { .. }));
-    own + children(e).into_iter().map(reads_in).sum::<u64>()
+    own + children(e).map(reads_in).sum::<u64>()
 }
 
 /// The unroll of each loop of a fold nest over `extents` (trip counts, outermost first; a
