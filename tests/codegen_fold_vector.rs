@@ -180,3 +180,64 @@ fn a_masked_softmax_row_loads_its_scores_as_vectors() {
         16,
     );
 }
+
+/// A softmax of fp32 scores `[8, 12, S, S]` over keys; `S` a number, or the symbol `sequence`
+/// (what `dlc-egg import` leaves of a BERT export's dynamic axis).
+fn softmax(s: &str) -> String {
+    let shape = format!(r#"{{"dtype": "fp32", "shape": [8, 12, {s}, {s}]}}"#);
+    format!(
+        r#"{{"signature": {{"inputs": [{{"tensor": "X", "role": "data"}}], "outputs": [{{"tensor": "Y"}}]}},
+ "tensors": {{"X": {shape}, "Y": {shape}}},
+ "graph": [{{"op": "Softmax", "name": "softmax", "inputs": ["X"], "outputs": ["Y"],
+            "attrs": {{"axis": -1}}}}]}}"#
+    )
+}
+
+/// The row kernels' plans and sources of `text` optimized for sm80: (vector width, source).
+fn row_kernels(text: &str) -> Vec<(u32, String)> {
+    let g = frontend::load_str(text, "softmax.json").expect("loads");
+    let p = lower::lower(&g).expect("lowers");
+    let opts = OptimizeOptions {
+        target: dlc_egg::target::Arch::Sm80.target(),
+        ..OptimizeOptions::default()
+    };
+    let o = optimize(&p, &opts).expect("optimizes");
+    let generated = generate(&o).expect("generates");
+    let source = &generated.emitted.source;
+    o.kernels
+        .iter()
+        .filter_map(|k| {
+            let pl = k.plan.as_ref().ok()?;
+            (pl.plan.template == "reduction").then(|| {
+                (
+                    pl.plan.vectorize.width,
+                    kernel_source(source, &k.name).to_string(),
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_row_over_a_symbolic_length_claims_no_vector() {
+    // bert2's unfused softmax over `sequence` keys (`k12_where_cmpne_div_reduce`): its plan
+    // claimed 4 fp32 lanes (16 bytes, the length priced at 1024), while the row template, which
+    // cannot prove `sequence` a multiple of 4, walked it element by element (32-bit LDG and
+    // STG). The plan's width is the lanes the template keeps (`codegen::templates::row::lanes`).
+    let rows = row_kernels(&softmax("\"sequence\""));
+    assert!(!rows.is_empty(), "a row kernel");
+    for (width, src) in &rows {
+        assert_eq!(*width, 1, "the plan claims {width} lanes:\n{src}");
+        assert!(
+            !src.contains("dlc_ld_vec"),
+            "a scalar row loads vectors:\n{src}"
+        );
+    }
+    // At a length that is a multiple of 4 the row is loaded 16 bytes at a time, as claimed.
+    let rows = row_kernels(&softmax("128"));
+    assert!(!rows.is_empty(), "a row kernel");
+    for (width, src) in &rows {
+        assert_eq!(*width, 4, "the plan claims {width} lanes:\n{src}");
+        assert!(src.contains("dlc_ld_vec<16>"), "no 16-byte loads:\n{src}");
+    }
+}

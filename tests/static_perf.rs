@@ -88,8 +88,26 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     // Vec128Stores: 16-byte plan without 128-bit stores.
 ];
 
-/// Values of the symbols a graph leaves unbound (its `symbols` give the others).
-const SYMBOL_VALUES: &[(&str, i64)] = &[("M", 4096), ("N", 4096), ("K", 4096), ("S", 2048)];
+/// Values of the symbols a graph leaves unbound (its `symbols` give the others): the realistic
+/// set's `M`, `N`, `K`, `S`, and the dynamic axes of the ONNX exports (`dlc-egg import` keeps an
+/// export's `dim_param` names and no value): BERT-style serving at batch 8 and sequence 512
+/// (BERT's longest). Any other symbol a graph's shapes name takes [`OTHER_SYMBOLS`]; no check is
+/// skipped for an unbound size.
+const SYMBOL_VALUES: &[(&str, i64)] = &[
+    ("M", 4096),
+    ("N", 4096),
+    ("K", 4096),
+    ("S", 2048),
+    ("batch", 8),
+    ("sequence", 512),
+];
+
+/// The value of a symbol neither the graph nor [`SYMBOL_VALUES`] binds: the size `optimize`
+/// prices an unbound symbol at (`OptimizeOptions::default_size`), so the grid is judged at the
+/// size the plan was chosen for.
+fn other_symbols() -> i64 {
+    dlc_egg::optimize::OptimizeOptions::default().default_size
+}
 
 const ARCHS: [&str; 2] = ["sm80", "sm90"];
 
@@ -232,6 +250,8 @@ fn emitted_template(plan: &Value) -> Option<&'static str> {
         "contraction" => "contraction_simt",
         "reduction" => "row",
         "elementwise" | "compute_at" => "pointwise",
+        // A scan region's plan (`plan::work::Shape::Scan`) is emitted by the scan template.
+        "scan" => "scan",
         _ => return None,
     })
 }
@@ -298,20 +318,44 @@ fn plans_agree(v: &Views, o: &mut Outcome) -> BTreeMap<String, Value> {
     by_kernel
 }
 
-/// The symbol bindings of a graph: its `symbols`, then [`SYMBOL_VALUES`].
+/// The symbol bindings of a graph: its `symbols`, then [`SYMBOL_VALUES`], then
+/// [`other_symbols`] for every other name its tensor shapes use.
 fn bindings(path: &Path) -> BTreeMap<String, i64> {
     let text = std::fs::read_to_string(path).expect("graph file");
     let g: Value = serde_json::from_str(&text).expect("graph json");
-    let mut b: BTreeMap<String, i64> = SYMBOL_VALUES
-        .iter()
-        .map(|(s, v)| (s.to_string(), *v))
+    let mut b: BTreeMap<String, i64> = shape_symbols(&g)
+        .into_iter()
+        .map(|s| (s, other_symbols()))
         .collect();
+    b.extend(SYMBOL_VALUES.iter().map(|(s, v)| (s.to_string(), *v)));
     for (s, v) in g["symbols"].as_object().into_iter().flatten() {
         if let Some(v) = v.as_i64() {
             b.insert(s.clone(), v);
         }
     }
     b
+}
+
+/// The symbol names in the tensor shapes of graph `g` (a size is a number, a name, or an
+/// expression over names: every identifier counts).
+fn shape_symbols(g: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for t in g["tensors"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(_, t)| t)
+    {
+        for d in t["shape"].as_array().into_iter().flatten() {
+            let Some(d) = d.as_str() else { continue };
+            for word in d.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                    out.insert(word.to_string());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Evaluated grids per kernel (with [`GridLimits`] judged).

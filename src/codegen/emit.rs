@@ -156,7 +156,11 @@ pub fn kernel_of(
                 why: "a scan region's plan is not a scan plan".into(),
             });
         };
-        let k = templates::scan::build(r, arch, block as u32, items as u32)?;
+        let mut k = templates::scan::build(r, arch, block as u32, items as u32)?;
+        // ptxas capped at the plan's estimate: a scan whose per-point epilogue folds rows
+        // (bert2's embedding sum and layer norm fused behind its position-id scan) took 56
+        // registers against the 44 priced.
+        k.max_regs = Some(choice.best.resources.regs_per_thread.min(255));
         return verified(k, &r.name, model);
     }
     let width = choice.best.plan.vectorize.width;
@@ -228,14 +232,21 @@ pub fn kernel_of(
                     })?;
                     templates::gemv::build(r, &mut em, &v, arch, bm, block)?
                 }
-                Algo::Simt => templates::contraction_simt::build(
-                    r,
-                    &mut em,
-                    &v,
-                    arch,
-                    [bm, bn, bk.min(32)],
-                    warps_m * warps_n * 32,
-                )?,
+                Algo::Simt => {
+                    let mut k = templates::contraction_simt::build(
+                        r,
+                        &mut em,
+                        &v,
+                        arch,
+                        [bm, bn, bk.min(32)],
+                        warps_m * warps_n * 32,
+                    )?;
+                    // ptxas capped at the plan's estimate (`plan::regs::simt`): left to the
+                    // launch bounds it may take every register they allow (a straight-line
+                    // single k-step), past the occupancy the plan priced.
+                    k.max_regs = Some(choice.best.resources.regs_per_thread.min(255));
+                    k
+                }
                 Algo::Wgmma => {
                     let dtype = templates::contraction_mma::mma_dtype(r, &v)
                         .filter(|_| tensor_cores)

@@ -39,7 +39,7 @@ mod fit;
 mod gemv;
 
 use super::regs;
-pub use super::regs::{held_regs, BASE_REGS, REG_HELD_MAX, SIMT_OVERHEAD};
+pub use super::regs::{held_regs, BASE_REGS, REG_HELD_MAX, SIMT_PER_LOADED};
 use crate::plan::work::{Gemm, KernelWork, Shape};
 use crate::plan::{AsyncPlan, Cache, LocalEdge, Plan, Vectorize};
 use crate::target::{Arch, Target};

@@ -229,6 +229,12 @@ pub enum Shape {
         passes: u32,
         /// Only window reductions (pooling: every reduce axis also indexes with an iter).
         window: bool,
+        /// The widest vector, bytes, the row template loads a row's elements with: 16 from
+        /// the analysis, cut by code generation's applicability to the lanes the template
+        /// keeps (`codegen::templates::row::lanes`: a row whose size is not provably a multiple
+        /// of them, a symbolic sequence length, is walked element by element).
+        #[serde(skip)]
+        vec_cap: u64,
     },
     /// One thread per output element, no reduction.
     Elementwise {
@@ -641,6 +647,7 @@ impl<'a> Cx<'a> {
             len,
             passes,
             window,
+            vec_cap: 16,
         })
     }
 

@@ -477,8 +477,9 @@ pub struct Kernel {
     pub body: Vec<Stmt>,
     /// A cap on the registers per thread ptxas may allocate (`__maxnreg__`, in place of
     /// `__launch_bounds__(threads, 1)`): the register estimate of a template whose plan prices
-    /// its occupancy at a fixed count that ptxas would otherwise exceed (the row template,
-    /// `plan::regs::ROW`). `None`: the launch bounds alone.
+    /// its occupancy at a count that ptxas would otherwise exceed (the row template,
+    /// `plan::regs::ROW`; the SIMT contraction and the scan, their plan's estimate). `None`: the
+    /// launch bounds alone.
     pub max_regs: Option<u32>,
 }
 

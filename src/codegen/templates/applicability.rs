@@ -34,8 +34,12 @@ pub enum Emits {
         /// else element by element from the fragments.
         staged_store: bool,
     },
-    /// The cooperative row template.
-    Row,
+    /// The cooperative row template, loading a row at most `vec_bytes` at a time
+    /// ([`row::lanes`]).
+    Row {
+        /// The widest vector access of the row walk, bytes.
+        vec_bytes: u64,
+    },
     /// The pointwise template (one thread per output point).
     Pointwise,
 }
@@ -80,7 +84,14 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
                 None => fallback,
             }
         }
-        Shape::Reduction { .. } if row::cooperative(r).is_some() => Emits::Row,
+        Shape::Reduction { .. } if row::cooperative(r).is_some() => {
+            // The element the plan space's vector widths count (`plan::space::vector_extent`).
+            let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4);
+            let want = u32::try_from(16 / elem.max(1)).unwrap_or(1);
+            Emits::Row {
+                vec_bytes: u64::from(row::lanes(r, want)) * elem.max(1),
+            }
+        }
         _ => Emits::Pointwise,
     }
 }
@@ -107,6 +118,9 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
                 Staging::Registers => Fill::Registers,
                 Staging::Gather => Fill::Gather,
             });
+        }
+        (Shape::Reduction { vec_cap, .. }, Emits::Row { vec_bytes }) => {
+            *vec_cap = (*vec_cap).min(vec_bytes);
         }
         (Shape::Contraction(_) | Shape::Reduction { .. }, Emits::Pointwise) => {
             // One thread per output point folds serially: every multiply-accumulate runs on

@@ -74,6 +74,45 @@ fn combine(op: ReduceOp, a: &str, b: &str) -> String {
     }
 }
 
+/// Whether the row axes are the trailing iters of `r` (a row is contiguous in the output).
+fn trailing(r: &Region, row_axes: &[String]) -> bool {
+    r.iters.len() >= row_axes.len()
+        && r.iters[r.iters.len() - row_axes.len()..]
+            .iter()
+            .map(|i| &i.name)
+            .eq(row_axes.iter())
+}
+
+/// The lanes of the row kernel of `r` under a plan of `want` lanes: `want` cut by
+/// [`vector::lanes`] to what provably divides the row's innermost size (1 when the row axes are
+/// not the trailing iters, or `r` is no row region). The plan space's widest vector follows it
+/// (`applicability::Emits::Row`), so a plan claims no vector the kernel does not load: a softmax
+/// over a symbolic sequence length is walked (and priced) element by element.
+pub fn lanes(r: &Region, want: u32) -> u32 {
+    let Some((row_axes, _)) = cooperative(r) else {
+        return 1;
+    };
+    let Ok(em) = Emitter::new(r, "") else {
+        return 1;
+    };
+    if !trailing(r, &row_axes) {
+        return 1;
+    }
+    let row_sizes: Vec<Dim> = r
+        .iters
+        .iter()
+        .zip(&em.iter_sizes)
+        .filter(|(it, _)| row_axes.contains(&it.name))
+        .map(|(_, s)| s.clone())
+        .collect();
+    let l = vector::lanes(&row_sizes, want);
+    if vector::chunk_sizes(&row_sizes, l).is_some() {
+        l
+    } else {
+        1
+    }
+}
+
 /// The row kernel of `r` (`cooperative(r)` must be `Some`), with up to `lanes` elements per
 /// vector access.
 pub fn build(
@@ -102,12 +141,7 @@ pub fn build(
             outer_sizes.push(s.clone());
         }
     }
-    let trailing = r.iters.len() >= row_axes.len()
-        && r.iters[r.iters.len() - row_axes.len()..]
-            .iter()
-            .map(|i| &i.name)
-            .eq(row_axes.iter());
-    let mut lanes = if trailing {
+    let mut lanes = if trailing(r, &row_axes) {
         vector::lanes(&row_sizes, lanes)
     } else {
         1

@@ -110,7 +110,8 @@ pub fn widest_vector_upto(extent: f64, elem: u64, cap: u64) -> u64 {
 /// (whose width counts output bytes) 16 bytes of its narrowest input element in output
 /// elements — a thread's chunk of `lanes` points loads `lanes` elements of each read, so a
 /// kernel that reads bf16 and writes fp32 loads 16 bytes at 8 lanes (32 output bytes, two
-/// 16-byte stores), where 4 lanes (16 output bytes) would load 8.
+/// 16-byte stores), where 4 lanes (16 output bytes) would load 8; for a row kernel, what its
+/// template loads a row with (`Shape::Reduction::vec_cap`).
 pub fn vector_cap(work: &KernelWork) -> u64 {
     let out = work.out_elem_bytes.max(1);
     match work.shape {
@@ -124,6 +125,8 @@ pub fn vector_cap(work: &KernelWork) -> u64 {
                 .min(out);
             16 * out / narrowest
         }
+        // The row template's lanes (`Shape::Reduction::vec_cap`).
+        Shape::Reduction { vec_cap, .. } => vec_cap,
         _ => 16,
     }
 }
