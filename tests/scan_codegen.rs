@@ -122,6 +122,17 @@ fn scan_kernels_run_on_the_cpu_like_the_playback() {
         vec!["scan"; CASES.len()],
         "one scan kernel per node"
     );
+    // The plan names the scan template's algorithm (it said `elementwise: vectorized`).
+    for s in &code.emitted.manifest.steps {
+        if let dlc_egg::codegen::manifest::ManifestStep::Launch(l) = s {
+            let algo = &l.plan.algo_choice;
+            assert_eq!(
+                algo.get("scan").map(String::as_str),
+                Some("chunked_single_pass")
+            );
+            assert!(!algo.contains_key("elementwise"), "{algo:?}");
+        }
+    }
     // N = 1100: tails in tiles of 128, 256, 512 and 1024; 1 and 33 lines per kernel too.
     for (b, n, c) in [(3, 1100, 5), (1, 37, 33)] {
         let bindings = BTreeMap::from([

@@ -652,6 +652,10 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
                     buffer: "reg".into(),
                     depth: None,
                 });
+            } else if matches!(work.shape, Shape::Scan { .. }) {
+                // The scan template: one block per line, a chunked single-pass scan (items in
+                // registers, warp shuffles, block totals through shared memory, a running carry).
+                algo_choice.insert("scan".into(), "chunked_single_pass".into());
             } else {
                 algo_choice.insert("elementwise".into(), "vectorized".into());
             }
