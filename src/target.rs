@@ -168,6 +168,11 @@ impl Target {
 /// besides bytes.
 pub const LAUNCH_S: f64 = 1.5e-6;
 
+/// Issue cost of one global load (an L1 hit) in CUDA-core operation slots: an SM issues 128
+/// fp32 lanes per cycle but serves 32 load lanes (A100 and H100: four sub-partitions of 32
+/// FP32 lanes; L1 returns 128 B per cycle). *Assumed* from the architecture whitepapers.
+pub const LOAD_ISSUE: f64 = 4.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,6 @@
 //! the host emulation (`codegen::host`) and compared with the reference evaluators; and the
 //! cases where the pattern must not match (two launches).
 
-use dlc_egg::codegen::emit::emit;
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
 use dlc_egg::codegen::manifest::{Manifest, ManifestStep};
 use dlc_egg::codegen::templates::attention::{self, Mask};
@@ -14,6 +13,7 @@ use dlc_egg::ir::region::{BinaryFn, Expr, Region, UnaryFn};
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
+use dlc_egg::pipeline::plan_and_emit;
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::tensor::Tensor;
 use std::collections::BTreeMap;
@@ -108,7 +108,7 @@ fn regions(p: &RegionProgram) -> Vec<&Region> {
 }
 
 fn emitted(o: &Optimized, program: &RegionProgram) -> Emitted {
-    emit(program, &o.model).expect("emits").emitted
+    plan_and_emit(program, &o.model).expect("emits").emitted
 }
 
 /// `got` within fp16 tolerance of `want` (rtol = atol = 1e-2), NaN where `want` is NaN.

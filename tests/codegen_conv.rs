@@ -149,12 +149,12 @@ fn mma_regions(o: &Optimized) -> Vec<&Region> {
 /// The planned kernel of `r`, and the same plan made synchronous.
 fn kernels(o: &Optimized, r: &Region) -> [Kernel; 2] {
     let choice = choose_tiled_plan(r, &o.model).expect("a plan");
-    let planned = emit::kernel_of(r, &choice, &o.model).expect("the planned kernel builds");
+    let planned = emit::kernel_of(r, &choice, &o.model.target).expect("the planned kernel builds");
     let mut sync = choice.clone();
     if let Knobs::Contraction { async_, .. } = &mut sync.best.knobs {
         *async_ = false;
     }
-    let sync = emit::kernel_of(r, &sync, &o.model).expect("the synchronous kernel builds");
+    let sync = emit::kernel_of(r, &sync, &o.model.target).expect("the synchronous kernel builds");
     [planned, sync]
 }
 
@@ -194,7 +194,7 @@ fn check(c: &Conv) -> Staged {
     // the host runs below put the tiled kernel in place of the emitted one either way.
     let chosen = choose_plan(r, &o.model).expect("a plan");
     let tiled = matches!(chosen.best.knobs, Knobs::Contraction { .. });
-    let emitted = render::kernel(&emit::kernel_of(r, &chosen, &o.model).expect("builds"));
+    let emitted = render::kernel(&emit::kernel_of(r, &chosen, &o.model.target).expect("builds"));
     assert!(generated.emitted.source.contains(&emitted), "{c:?}");
     assert_eq!(
         emitted == planned,

@@ -135,7 +135,7 @@ fn check(dt: &str, mkn: [i64; 3], trans_b: bool, rtol: f64) {
     let (p, o) = optimized(&gemm_graph(dt, mkn, trans_b), Arch::Sm80);
     let (r, choice) = gemv_region(&o);
     let generated = generate(&o).expect("generates");
-    let planned = emit::kernel_of(r, &choice, &o.model).expect("the planned kernel builds");
+    let planned = emit::kernel_of(r, &choice, &o.model.target).expect("the planned kernel builds");
     assert_eq!(planned.template, "gemv");
     assert_eq!(planned.launch.block[0], choice.best.resources.threads);
     let b = BTreeMap::new();
@@ -143,8 +143,9 @@ fn check(dt: &str, mkn: [i64; 3], trans_b: bool, rtol: f64) {
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");
     let old = render::kernel(&planned);
     for block in GEMV_BLOCKS {
-        let k: Kernel = emit::kernel_of(r, &with_block(&choice, block, Arch::Sm80), &o.model)
-            .unwrap_or_else(|e| panic!("{block:?}: {e}"));
+        let k: Kernel =
+            emit::kernel_of(r, &with_block(&choice, block, Arch::Sm80), &o.model.target)
+                .unwrap_or_else(|e| panic!("{block:?}: {e}"));
         let mut source = generated.emitted.source.clone();
         assert!(source.contains(&old), "the planned kernel is in kernels.cu");
         source = source.replace(&old, &render::kernel(&k));
@@ -286,7 +287,7 @@ fn weight_layout_picks_the_coalesced_lanes() {
                     assert!(block.lanes_n >= 8, "{what}: {block:?}");
                     assert!(along_k > along_n, "{what}: {along_k} vs {along_n} us");
                 }
-                let planned = emit::kernel_of(r, &choice, &o.model).expect("builds");
+                let planned = emit::kernel_of(r, &choice, &o.model.target).expect("builds");
                 let text = render::kernel(&planned);
                 let generated = generate(&o).expect("generates");
                 assert!(
@@ -331,7 +332,7 @@ fn gemv_kernels_compile_spill_free_within_the_estimate() {
             let (r, choice) = gemv_region(&o);
             for block in GEMV_BLOCKS {
                 let c = with_block(&choice, block, arch);
-                let k = emit::kernel_of(r, &c, &o.model).expect("builds");
+                let k = emit::kernel_of(r, &c, &o.model.target).expect("builds");
                 let src = format!(
                     "#include \"{HEADER_NAME}\"\n{}\n{}",
                     dlc_egg::codegen::cexpr::PRELUDE,

@@ -183,7 +183,7 @@ fn kernel_for(o: &Optimized, r: &dlc_egg::ir::region::Region, v: Variant) -> Ker
     [*warps_m, *warps_n] = v.warps;
     *stages = v.stages;
     *async_ = v.async_;
-    let k = emit::kernel_of(r, &choice, &o.model).expect("the kernel builds and verifies");
+    let k = emit::kernel_of(r, &choice, &o.model.target).expect("the kernel builds and verifies");
     assert_eq!(k.template, "contraction_mma", "{v:?}");
     k
 }
@@ -225,7 +225,8 @@ fn check_optimized(
     let r = regions[0];
     let generated = generate(o).expect("generates");
     let choice = choose_plan(r, &o.model).expect("plan");
-    let plan_kernel = emit::kernel_of(r, &choice, &o.model).expect("the planned kernel builds");
+    let plan_kernel =
+        emit::kernel_of(r, &choice, &o.model.target).expect("the planned kernel builds");
     assert_eq!(plan_kernel.template, "contraction_mma");
     // Unpadded, swizzled tiles of 2-byte operands: exactly the plan space's estimate.
     assert_eq!(

@@ -111,7 +111,7 @@ fn case(dt: &str, sizes: Sizes, arch: Arch) -> String {
     else {
         panic!("{what}: not a contraction plan")
     };
-    let k = emit::kernel_of(r, &choice, &o.model).expect("the kernel builds");
+    let k = emit::kernel_of(r, &choice, &o.model.target).expect("the kernel builds");
     if k.template == "sm90_gemm" {
         // Planned on wgmma: the SM90 template, compiled by tests/codegen_sm90.rs.
         return format!("{what}: sm90_gemm");

@@ -187,7 +187,7 @@ fn kernel_for(o: &Optimized, r: &Region, v: Variant) -> Kernel {
     *async_ = true;
     [*warps_m, *warps_n] = [v.consumers * 4, 1];
     *stages = v.stages;
-    let k = emit::kernel_of(r, &choice, &o.model).expect("the kernel builds and verifies");
+    let k = emit::kernel_of(r, &choice, &o.model.target).expect("the kernel builds and verifies");
     assert_eq!(k.template, "sm90_gemm", "{v:?}");
     k
 }
@@ -212,7 +212,7 @@ fn with_kernel(
 ) -> (String, dlc_egg::codegen::manifest::Manifest) {
     let generated = generate(o).expect("generates");
     let choice = choose_plan(r, &o.model).expect("plan");
-    let planned = emit::kernel_of(r, &choice, &o.model).expect("the planned kernel builds");
+    let planned = emit::kernel_of(r, &choice, &o.model.target).expect("the planned kernel builds");
     let old = render::kernel(&planned);
     assert!(generated.emitted.source.contains(&old));
     let source = generated.emitted.source.replace(&old, &render::kernel(k));

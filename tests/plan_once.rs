@@ -6,9 +6,10 @@
 
 mod common;
 
-use dlc_egg::codegen::emit::{kernel_of, plan_program};
+use dlc_egg::codegen::emit::kernel_of;
 use dlc_egg::codegen::manifest::{Manifest, ManifestStep};
 use dlc_egg::codegen::CodegenError;
+use dlc_egg::cost::program::plan_program;
 use dlc_egg::ir::region::program::Step;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::plan::space::{Algo, Knobs};
@@ -278,7 +279,7 @@ fn an_unemittable_plan_is_an_internal_error() {
                 async_: false,
                 row_resident: false,
             };
-            match kernel_of(r, &choice, &o.model) {
+            match kernel_of(r, &choice, &o.model.target) {
                 Err(CodegenError::PlanNotEmittable { kernel, .. }) => {
                     assert_eq!(kernel, r.name);
                     tried += 1;
@@ -287,7 +288,8 @@ fn an_unemittable_plan_is_an_internal_error() {
             }
         }
         // The emitted plan itself builds.
-        kernel_of(r, pk.choice.as_ref().expect("planned"), &o.model).expect("the plan emits");
+        kernel_of(r, pk.choice.as_ref().expect("planned"), &o.model.target)
+            .expect("the plan emits");
     }
     assert!(tried > 0);
 }

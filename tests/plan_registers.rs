@@ -101,7 +101,7 @@ fn ptxas(
     model: &dlc_egg::extract::kernels::CostModel,
     arch: Arch,
 ) -> Result<(u32, u32), String> {
-    let k = emit::kernel_of(r, choice, model).map_err(|e| e.to_string())?;
+    let k = emit::kernel_of(r, choice, &model.target).map_err(|e| e.to_string())?;
     let src = format!(
         "#include \"{HEADER_NAME}\"\n{}\n{}",
         dlc_egg::codegen::cexpr::PRELUDE,

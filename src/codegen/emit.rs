@@ -1,6 +1,6 @@
 //! A whole optimized program → `kernels.cu` + [`Manifest`]: one kernel per region, built by the
 //! template its plan names (`templates`), verified (`gpu::verify`) and rendered — except that an
-//! attention pair (`templates::attention::find_pairs`: scores + softmax into a deferred buffer,
+//! attention pair (`crate::cost::program::find_pairs`: scores + softmax into a deferred buffer,
 //! then its product with `V`) is one `attention` kernel, launched at the second region's step;
 //! the deferred buffer stays declared in the manifest's `buffers` but is never written or read.
 
@@ -9,12 +9,13 @@ use super::manifest::{BufferDecl, BufferRole, KernelArg, KernelLaunch, Manifest,
 use super::scalar::Emitter;
 use super::templates;
 use super::{CodegenError, Emitted, Generated, HEADER_NAME};
-use crate::cost::CostModel;
-use crate::cost::{choose_plan, PlanChoice};
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::{Region, Size};
+use crate::plan::priced::PlanChoice;
+pub use crate::plan::priced::PlannedKernel;
 use crate::plan::space::{Algo, GemvBlock, Knobs};
 use crate::plan::work::Shape;
+use crate::target::Target;
 use std::collections::BTreeSet;
 
 /// One emitted kernel: its GPU IR, the plan it implements, the program step it launches at and
@@ -52,83 +53,13 @@ fn launch_args<'a>(
         .collect()
 }
 
-/// `k` verified for the model's target (`name` says whose kernel it is).
-fn verified(k: Kernel, name: &str, model: &CostModel) -> Result<Kernel, CodegenError> {
-    gpu::verify::verify(&k, &model.target).map_err(|e| CodegenError::Unsupported {
+/// `k` verified for `target` (`name` says whose kernel it is).
+fn verified(k: Kernel, name: &str, target: &Target) -> Result<Kernel, CodegenError> {
+    gpu::verify::verify(&k, target).map_err(|e| CodegenError::Unsupported {
         kernel: name.to_string(),
         why: format!("GPU IR does not verify: {e}"),
     })?;
     Ok(k)
-}
-
-/// One kernel of a planned program: the step it launches at and the plan it implements,
-/// chosen once ([`plan_program`]); `--explain`, `--report`, `--dump plan`, the manifest and code
-/// generation all read this value.
-#[derive(Clone, Debug)]
-pub struct PlannedKernel {
-    /// The program step the kernel launches at.
-    pub step: usize,
-    /// For the fused attention kernel of a pair, the pair's first step (which launches
-    /// nothing); `None` for a kernel of one region.
-    pub fused_first: Option<usize>,
-    /// The kernel's name (the region's; `first_second` for an attention pair).
-    pub name: String,
-    /// Its plan, or why the cost model has none (code generation then fails; the region
-    /// evaluator does not need plans).
-    pub choice: Result<PlanChoice, String>,
-}
-
-/// Plans every kernel of `program` once: a region its own fastest emittable plan
-/// ([`choose_plan`]), an attention pair one plan at its second step.
-pub fn plan_program(program: &RegionProgram, model: &CostModel) -> Vec<PlannedKernel> {
-    let pairs = templates::attention::find_pairs(program, &model.target);
-    let mut out = Vec::new();
-    for (i, s) in program.steps.iter().enumerate() {
-        let Step::Region(r) = s else { continue };
-        match attention_role(&pairs, i) {
-            Some(Err(())) => {}
-            Some(Ok(f)) => {
-                let name = match pair_at(program, f, i) {
-                    Some(p) => attention_name(&p),
-                    None => r.name.clone(),
-                };
-                out.push(PlannedKernel {
-                    step: i,
-                    fused_first: Some(f),
-                    name,
-                    choice: pair_plan(program, f, i, model),
-                });
-            }
-            None => out.push(PlannedKernel {
-                step: i,
-                fused_first: None,
-                name: r.name.clone(),
-                choice: choose_plan(r, model).map_err(|e| e.to_string()),
-            }),
-        }
-    }
-    out
-}
-
-/// The name of the fused kernel of an attention pair (what `templates::attention::build`
-/// names it).
-fn attention_name(p: &templates::attention::AttentionPair<'_>) -> String {
-    super::cexpr::ident(&format!("{}_{}", p.first.name, p.second.name))
-}
-
-/// The single plan of the attention pair at steps `f` and `s`: the fused tensor-core kernel's
-/// (`cost::attention::choose_attention_plan`, the same call `attention_kernel` makes; [`kernels`]
-/// checks that the two agree).
-fn pair_plan(
-    program: &RegionProgram,
-    f: usize,
-    s: usize,
-    model: &CostModel,
-) -> Result<PlanChoice, String> {
-    let p =
-        pair_at(program, f, s).ok_or_else(|| format!("steps {f}, {s}: not an attention pair"))?;
-    crate::cost::attention::choose_attention_plan(&p, model)
-        .map_err(|e| format!("`{}`: {e}", attention_name(&p)))
 }
 
 /// The error of a plan the region's template cannot emit.
@@ -143,12 +74,8 @@ fn not_emittable(r: &Region, choice: &PlanChoice, why: &str) -> CodegenError {
 /// Builds the GPU IR kernel of `r` from its chosen plan: exactly the template and knobs the
 /// plan names. A plan the template cannot emit is [`CodegenError::PlanNotEmittable`]
 /// (`choose_plan` only admits emittable plans, so this is an internal error).
-pub fn kernel_of(
-    r: &Region,
-    choice: &PlanChoice,
-    model: &CostModel,
-) -> Result<Kernel, CodegenError> {
-    let arch = model.target.arch;
+pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Kernel, CodegenError> {
+    let arch = target.arch;
     if templates::scan::scan_let(r).is_some() {
         let Knobs::Elementwise { block, items, .. } = choice.best.knobs else {
             return Err(CodegenError::Unsupported {
@@ -156,12 +83,14 @@ pub fn kernel_of(
                 why: "a scan region's plan is not a scan plan".into(),
             });
         };
-        let mut k = templates::scan::build(r, arch, block as u32, items as u32)?;
-        // ptxas capped at the plan's estimate: a scan whose per-point epilogue folds rows
-        // (bert2's embedding sum and layer norm fused behind its position-id scan) took 56
-        // registers against the 44 priced.
-        k.max_regs = Some(choice.best.resources.regs_per_thread.min(255));
-        return verified(k, &r.name, model);
+        // Capped at the plan's registers: a scan whose per-point epilogue folds rows (bert2's
+        // embedding sum and layer norm fused behind its position-id scan) took 56 registers
+        // against the 44 priced.
+        let k = capped_at_plan(
+            templates::scan::build(r, arch, block as u32, items as u32)?,
+            choice,
+        );
+        return verified(k, &r.name, target);
     }
     let width = choice.best.plan.vectorize.width;
     let k = match choice.best.knobs {
@@ -232,21 +161,20 @@ pub fn kernel_of(
                     })?;
                     templates::gemv::build(r, &mut em, &v, arch, bm, block)?
                 }
-                Algo::Simt => {
-                    let mut k = templates::contraction_simt::build(
+                // Capped at the plan's registers (`plan::regs::simt`): left to the launch
+                // bounds, ptxas may take every register they allow (a straight-line single
+                // k-step), past the occupancy the plan priced.
+                Algo::Simt => capped_at_plan(
+                    templates::contraction_simt::build(
                         r,
                         &mut em,
                         &v,
                         arch,
                         [bm, bn, bk.min(32)],
                         warps_m * warps_n * 32,
-                    )?;
-                    // ptxas capped at the plan's estimate (`plan::regs::simt`): left to the
-                    // launch bounds it may take every register they allow (a straight-line
-                    // single k-step), past the occupancy the plan priced.
-                    k.max_regs = Some(choice.best.resources.regs_per_thread.min(255));
-                    k
-                }
+                    )?,
+                    choice,
+                ),
                 Algo::Wgmma => {
                     let dtype = templates::contraction_mma::mma_dtype(r, &v)
                         .filter(|_| tensor_cores)
@@ -269,14 +197,22 @@ pub fn kernel_of(
             }
         }
     };
-    verified(k, &r.name, model)
+    verified(k, &r.name, target)
+}
+
+/// `k` with ptxas capped at the registers per thread its plan priced (`__maxnreg__`), for the
+/// templates whose register use the launch bounds alone do not hold to the plan's occupancy
+/// (the scan and the SIMT contraction; the others' plans price what their launch bounds give).
+fn capped_at_plan(mut k: Kernel, choice: &PlanChoice) -> Kernel {
+    k.max_regs = Some(choice.best.resources.regs_per_thread.min(255));
+    k
 }
 
 /// Every kernel of `planned` (the plans of `program`), in order, each built exactly as planned.
 pub fn kernels(
     program: &RegionProgram,
     planned: &[PlannedKernel],
-    model: &CostModel,
+    target: &Target,
 ) -> Result<Vec<EmittedKernel>, CodegenError> {
     let mut out = Vec::new();
     for pk in planned {
@@ -288,25 +224,9 @@ pub fn kernels(
                 why: format!("no plan: {why}"),
             })?;
         let ek = match (pk.fused_first, program.steps.get(pk.step)) {
-            (Some(f), _) => {
-                let ek = attention_kernel(program, f, pk.step, model)?;
-                if ek.choice.best.plan != choice.best.plan {
-                    return Err(CodegenError::PlanNotEmittable {
-                        kernel: pk.name.clone(),
-                        plan: choice.best.plan.summary(),
-                        why: format!(
-                            "the attention kernel implements another plan: {}",
-                            ek.choice.best.plan.summary()
-                        ),
-                    });
-                }
-                EmittedKernel {
-                    choice: choice.clone(),
-                    ..ek
-                }
-            }
+            (Some(f), _) => attention_kernel(program, f, pk.step, choice, target)?,
             (None, Some(Step::Region(r))) => {
-                let kernel = kernel_of(r, choice, model)?;
+                let kernel = kernel_of(r, choice, target)?;
                 let mut args = launch_args(
                     r.inputs.iter().map(|i| i.name.as_str()),
                     r.outputs.iter().map(|o| o.name.as_str()),
@@ -332,26 +252,18 @@ pub fn kernels(
     Ok(out)
 }
 
-/// `kernels.cu` and its manifest for `program`, planned here ([`plan_program`]) — for a program
-/// without its plans (a cached shape cluster); an optimized program carries its plans
-/// ([`emit_planned`]).
-pub fn emit(program: &RegionProgram, model: &CostModel) -> Result<Generated, CodegenError> {
-    let planned = plan_program(program, model);
-    emit_planned(program, &planned, model)
-}
-
 /// `kernels.cu` and its manifest for `program` planned as `planned`, with the kernels' GPU IR.
 pub fn emit_planned(
     program: &RegionProgram,
     planned: &[PlannedKernel],
-    model: &CostModel,
+    target: &Target,
 ) -> Result<Generated, CodegenError> {
-    let ks = kernels(program, planned, model)?;
+    let ks = kernels(program, planned, target)?;
     let mut source = format!(
         "// Generated by dlc-egg {} for {} ({}). Do not edit.\n#include \"{HEADER_NAME}\"\n\n{}\n",
         env!("CARGO_PKG_VERSION"),
-        model.target.arch.name(),
-        model.target.name,
+        target.arch.name(),
+        target.name,
         super::cexpr::PRELUDE
     );
     let mut buffers: Vec<BufferDecl> = program
@@ -430,7 +342,7 @@ pub fn emit_planned(
         source,
         manifest: Manifest {
             format: super::manifest::FORMAT.into(),
-            arch: model.target.arch,
+            arch: target.arch,
             source: "kernels.cu".into(),
             header: HEADER_NAME.into(),
             symbols: symbols.into_iter().collect(),
@@ -442,66 +354,34 @@ pub fn emit_planned(
     Ok(Generated {
         kernels: ks,
         emitted,
-        arch: model.target.arch,
+        arch: target.arch,
     })
 }
 
-/// Step `i`'s part in an attention pair of `pairs`: `Ok(first)` when it is the second region of
-/// the pair whose first region is step `first` (the fused kernel launches there), `Err(())`
-/// when it is a first region (no launch of its own), `None` otherwise.
-fn attention_role(pairs: &[(usize, usize)], i: usize) -> Option<Result<usize, ()>> {
-    pairs.iter().find_map(|&(f, s)| {
-        if s == i {
-            Some(Ok(f))
-        } else if f == i {
-            Some(Err(()))
-        } else {
-            None
-        }
-    })
-}
-
-/// The two regions of the attention pair at steps `f` and `s` (`find_pairs` found it).
-fn pair_at(
-    program: &RegionProgram,
-    f: usize,
-    s: usize,
-) -> Option<templates::attention::AttentionPair<'_>> {
-    match (program.steps.get(f), program.steps.get(s)) {
-        (Some(Step::Region(a)), Some(Step::Region(b))) => templates::attention::pair(a, b),
-        _ => None,
-    }
-}
-
-/// The fused attention kernel of the pair at steps `f` and `s`, with its own plan
-/// (`cost::attention::choose_attention_plan`: the fused kernel's knobs and roofline), built
-/// exactly as planned.
+/// The fused attention kernel of the pair at steps `f` and `s`, built exactly as `choice` (its
+/// planned knobs: `cost::program::plan_program` chose them once) says.
 fn attention_kernel(
     program: &RegionProgram,
     f: usize,
     s: usize,
-    model: &CostModel,
+    choice: &PlanChoice,
+    target: &Target,
 ) -> Result<EmittedKernel, CodegenError> {
-    let p = pair_at(program, f, s).ok_or_else(|| CodegenError::Unsupported {
-        kernel: format!("step {f}"),
-        why: "not an attention pair".into(),
-    })?;
-    let name = format!("{}_{}", p.first.name, p.second.name);
-    let choice = crate::cost::attention::choose_attention_plan(&p, model).map_err(|e| {
-        CodegenError::Unsupported {
-            kernel: name.clone(),
-            why: format!("no plan: {e}"),
-        }
-    })?;
-    let plan = crate::cost::attention::attention_plan(&choice.best).ok_or_else(|| {
-        CodegenError::Unsupported {
-            kernel: name.clone(),
+    let p =
+        templates::attention::pair_at(program, f, s).ok_or_else(|| CodegenError::Unsupported {
+            kernel: format!("step {f}"),
+            why: "not an attention pair".into(),
+        })?;
+    let plan = templates::attention::AttentionPlan::of_priced(&choice.best).ok_or_else(|| {
+        CodegenError::PlanNotEmittable {
+            kernel: format!("{}_{}", p.first.name, p.second.name),
+            plan: choice.best.plan.summary(),
             why: "the attention plan has no attention knobs".into(),
         }
     })?;
-    let kernel = templates::attention::build(&p, &plan, model.target.arch)?;
+    let kernel = templates::attention::build(&p, &plan, target.arch)?;
     let name = kernel.name.clone();
-    let kernel = verified(kernel, &name, model)?;
+    let kernel = verified(kernel, &name, target)?;
     let args = launch_args(
         templates::attention::inputs(&p)
             .iter()
@@ -511,7 +391,7 @@ fn attention_kernel(
     );
     Ok(EmittedKernel {
         kernel,
-        choice,
+        choice: choice.clone(),
         step: s,
         args,
     })

@@ -1,4 +1,6 @@
-//! Plan → GPU dialect IR → CUDA C. Built on `ir` and `extract`, never on `rules`.
+//! Plan → GPU dialect IR → CUDA C. Built on `ir`, `plan` and `target`; never on `rules`, and never
+//! on `cost`: the cost model asks the templates what they emit (`templates::applicability`),
+//! and code generation builds the plans the cost model chose (`crate::plan::priced`).
 
 pub mod cexpr;
 pub mod emit;
@@ -8,7 +10,6 @@ pub mod manifest;
 pub mod scalar;
 pub mod templates;
 
-use crate::cost::CostModel;
 use crate::ir::region::program::RegionProgram;
 use manifest::Manifest;
 
@@ -64,18 +65,19 @@ pub enum CodegenError {
 }
 
 /// What code generation reads of an optimized program (`crate::optimize::Optimized`): its
-/// region program, every kernel's plan, and the cost model the plans were chosen under.
+/// region program, every kernel's plan (chosen once by `crate::cost::program::plan_program`),
+/// and the target the plans were chosen for. Code generation never prices or chooses.
 pub trait PlannedProgram {
     /// The extracted region program.
     fn program(&self) -> &RegionProgram;
     /// Every kernel of [`PlannedProgram::program`] with its plan, in launch order.
     fn planned(&self) -> &[emit::PlannedKernel];
-    /// The cost model the plans were chosen under.
-    fn model(&self) -> &CostModel;
+    /// The target the plans were chosen for.
+    fn target(&self) -> &crate::target::Target;
 }
 
 /// Emits every kernel of an optimized program exactly as planned (`emit::emit_planned` on its
-/// program, its plans and its cost model).
+/// program, its plans and its target).
 pub fn emit_program(opt: &impl PlannedProgram) -> Result<Emitted, CodegenError> {
     generate(opt).map(|g| g.emitted)
 }
@@ -93,7 +95,7 @@ pub struct Generated {
 
 /// Generates the kernels of an optimized program.
 pub fn generate(opt: &impl PlannedProgram) -> Result<Generated, CodegenError> {
-    emit::emit_planned(opt.program(), opt.planned(), opt.model())
+    emit::emit_planned(opt.program(), opt.planned(), opt.target())
 }
 
 impl Generated {

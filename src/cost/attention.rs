@@ -28,6 +28,7 @@ use super::roofline::{algo_efficiency, Bound, Estimate};
 use super::work::{analyze, KernelWork};
 use super::CostModel;
 use super::{PlanChoice, PlanError, Priced, Rejected, Time};
+pub use crate::codegen::templates::attention::{bns, q_in_regs, BNS, NARROW_BN, ROWS, WARPS};
 use crate::codegen::templates::attention::{
     copies_async, fold_scale, heaviest_first, pad16, store_lanes, AttentionPair, AttentionPlan,
     Mask,
@@ -39,28 +40,6 @@ use crate::target::Target;
 
 /// The algorithm name of the plan (`algo_choice["attention"]`).
 pub const ALGO: &str = "mma_sync_flash";
-/// Warps per block.
-pub const WARPS: u64 = 4;
-/// Query rows per warp tried: 16 (one `m16` fragment, `BM = 64`) or 32 (two, `BM = 128`:
-/// FlashAttention-2's layout, each `K`/`V` fragment read from shared memory feeds two MMAs).
-pub const ROWS: [u64; 2] = [16, 32];
-/// Key tile sizes tried ([`bns`]; the narrowest, [`NARROW_BN`], only as [`space_for`] says).
-pub const BNS: [u64; 4] = [16, 32, 64, 128];
-/// The 16-key tile: what fits the registers of the large head dims whose score epilogue reads
-/// a tensor (d = 256 with a mask: 252 + [`MASK_REGS`] > 255 at `BN = 32`, 242 at 16). It is
-/// offered only where no wider tile fits ([`space_for`]): where one does, its half-empty score
-/// fragments buy nothing, and ptxas takes 5 to 14 registers more than [`registers`] says on it
-/// (d = 256 causal without a mask, sm_90a: 233 and 242 against 228).
-pub const NARROW_BN: u64 = 16;
-
-/// The key tile sizes of the plan space at `rows` query rows per warp: [`BNS`], but the
-/// 16-key tile only at 16 rows (`BM = 64`): at 32 rows it would not fit either (the `O`
-/// accumulators alone take `DV` registers), and its shared memory would be too small to stage
-/// a 32-row block's fp32 output tile (`templates::attention::store_lanes`).
-pub fn bns(rows: u64) -> impl Iterator<Item = u64> {
-    BNS.into_iter()
-        .filter(move |bn| *bn > NARROW_BN || rows == 16)
-}
 /// Registers per thread beyond the fragments (addresses, loop state, softmax rows; 68 since
 /// the exponent's factor and the rows' `m·c` are live across the key loop: d = 256 causal takes
 /// 250 registers on sm_90a against 248 at 64).
@@ -305,7 +284,7 @@ pub fn stop(
 }
 
 /// Whether some point of `p`'s plan space is not stopped on `target` ([`stop`]): the fused
-/// kernel exists. Code generation fuses a pair only then (`templates::attention::find_pairs`),
+/// kernel exists. Code generation fuses a pair only then (`crate::cost::program::find_pairs`),
 /// and the extractor prices it only then ([`choose_attention_plan`] fails otherwise).
 pub fn has_plan(p: &AttentionPair, target: &Target) -> bool {
     space_for(p, target)
@@ -628,13 +607,6 @@ fn vec_bytes(p: &AttentionPair) -> u64 {
     store_lanes(p).map_or(elem, |lanes| lanes * elem)
 }
 
-/// Whether `Q` stays in registers under the plan record `plan` (its `Q` cache level).
-pub fn q_in_regs(plan: &Plan) -> bool {
-    plan.cache
-        .iter()
-        .any(|c| c.tensor == "Q" && c.where_ == "reg")
-}
-
 /// The price of `plan` for `p` on the model's target for a kernel issuing `issue` (the
 /// kernel's [`issue`], or [`MEASURED`] to price the kernel measured on 2026-11-26), whether or
 /// not the plan space stops it.
@@ -724,9 +696,4 @@ pub fn choose_attention_plan(
         stopped,
         stop_examples,
     })
-}
-
-/// The kernel plan of a priced attention plan.
-pub fn attention_plan(priced: &Priced) -> Option<AttentionPlan> {
-    AttentionPlan::of(&priced.knobs, q_in_regs(&priced.plan))
 }

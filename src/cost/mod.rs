@@ -12,6 +12,7 @@ pub mod attention;
 pub mod conv90;
 pub mod gemv;
 pub mod model;
+pub mod program;
 pub mod roofline;
 
 use crate::ir::region::Region;
@@ -24,116 +25,7 @@ use roofline::{estimate, Estimate};
 use serde::Serialize;
 use work::{analyze, KernelWork, Shape, WorkError};
 
-/// A predicted time in picoseconds: a newtype whose sums saturate (like Cranelift's e-graph
-/// `Cost`) at [`Time::MAX_FINITE`] while both terms are finite, and only an unrealizable term
-/// makes [`Time::INFINITY`]: a huge but legal size is priced as very slow, never as
-/// unrealizable (issue 19). Ordered by value; a tie between kernels is broken by the caller's secondary
-/// keys (`KernelCost`'s bytes, then launches, roundings, flops and ops).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct Time(pub u64);
-
-impl Time {
-    /// Unrealizable.
-    pub const INFINITY: Time = Time(u64::MAX);
-    /// The largest finite time (sums of finite times stop here).
-    pub const MAX_FINITE: Time = Time(u64::MAX - 1);
-    /// Zero time (an empty kernel, or a node that costs nothing).
-    pub const ZERO: Time = Time(0);
-
-    /// From seconds (rounded to the picosecond; negative and NaN are 0, huge finite values
-    /// saturate at [`Time::MAX_FINITE`], `+∞` is [`Time::INFINITY`]).
-    pub fn from_secs(s: f64) -> Time {
-        if s.is_nan() || s <= 0.0 {
-            return Time::ZERO;
-        }
-        if s.is_infinite() {
-            return Time::INFINITY;
-        }
-        let ps = s * 1e12;
-        if ps >= Time::MAX_FINITE.0 as f64 {
-            Time::MAX_FINITE
-        } else {
-            Time(ps.round() as u64)
-        }
-    }
-
-    /// Whether this is [`Time::INFINITY`] (unrealizable).
-    pub fn is_infinite(self) -> bool {
-        self == Time::INFINITY
-    }
-
-    /// Saturating sum: [`Time::INFINITY`] when a term is, at most [`Time::MAX_FINITE`]
-    /// otherwise.
-    pub fn plus(self, o: Time) -> Time {
-        if self.is_infinite() || o.is_infinite() {
-            return Time::INFINITY;
-        }
-        Time(self.0.saturating_add(o.0).min(Time::MAX_FINITE.0))
-    }
-
-    /// Microseconds (`+∞` for [`Time::INFINITY`]).
-    pub fn micros(self) -> f64 {
-        if self.is_infinite() {
-            f64::INFINITY
-        } else {
-            self.0 as f64 / 1e6
-        }
-    }
-}
-
-impl std::fmt::Display for Time {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.is_infinite() {
-            write!(f, "∞")
-        } else {
-            write!(f, "{:.3} µs", self.micros())
-        }
-    }
-}
-
-/// A plan that was priced.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Priced {
-    /// The schedule plan (seed 001 §8.1 form).
-    pub plan: Plan,
-    /// The roofline estimate under the plan, with its parts.
-    pub estimate: Estimate,
-    /// The estimate's time, in [`Time`] units (launch included).
-    pub time: Time,
-    /// Threads, registers and shared memory a block of the plan uses.
-    pub resources: crate::plan::space::Resources,
-    /// The knobs the plan was built from (what code generation instantiates).
-    pub knobs: crate::plan::space::Knobs,
-}
-
-/// A plan that lost: to a STOP condition, or to a faster plan.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Rejected {
-    /// The plan, in its one-line `--explain` form.
-    pub plan: String,
-    /// Why it lost (the STOP condition, or the time it was beaten by).
-    pub reason: String,
-}
-
-/// The chosen plan of a kernel and what it beat.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PlanChoice {
-    /// What the kernel computes and moves (the plan-independent part of the price).
-    pub work: KernelWork,
-    /// The fastest plan.
-    pub best: Priced,
-    /// Priced plans in order of time (the best first), at most [`KEEP_PRICED`].
-    pub runners_up: Vec<Priced>,
-    /// Points of the space and how many a STOP condition rejected, by condition.
-    pub space: usize,
-    /// STOP conditions by name, with how many points of the space each rejected.
-    pub stopped: Vec<(String, usize)>,
-    /// One example of each STOP condition that fired.
-    pub stop_examples: Vec<Rejected>,
-}
-
-/// Runners-up kept for `--explain`.
-pub const KEEP_PRICED: usize = 3;
+pub use crate::plan::priced::{PlanChoice, Priced, Rejected, Time, KEEP_PRICED};
 
 /// Why a kernel has no plan.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -31,7 +31,6 @@
 use super::work::{ComputeAtWork, Gemm, KernelWork, Pattern, Role, Shape};
 use crate::plan::space::{Algo, Knobs, Resources, RASTER_GROUP};
 use crate::target::{Arch, Target};
-use serde::Serialize;
 
 /// Resident warps per SM that hide memory and pipeline latency (two per scheduler).
 pub const WARPS_TO_HIDE: f64 = 8.0;
@@ -90,49 +89,7 @@ pub fn algo_efficiency(algo: Algo, arch: Arch) -> f64 {
     }
 }
 
-/// Which roof bounds a kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Bound {
-    /// The arithmetic time dominates.
-    Compute,
-    /// The DRAM time dominates.
-    Memory,
-}
-
-/// The predicted time of a kernel under a plan, and its parts.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Estimate {
-    /// Seconds, launch included.
-    pub time_s: f64,
-    /// Seconds of arithmetic at the units' peaks, divided by `occ · eff`.
-    pub compute_s: f64,
-    /// Seconds of DRAM (and L2) traffic, divided by `occ`.
-    pub memory_s: f64,
-    /// Seconds writing the output (`T_epilogue`).
-    pub epilogue_s: f64,
-    /// Seconds saved by overlapping the epilogue with the next loads (`overlap_gain`; 0 without
-    /// `async.epilogue_overlap`).
-    pub overlap_gain_s: f64,
-    /// The launch overhead, seconds ([`Target::launch_s`]).
-    pub launch_s: f64,
-    /// Operations as executed (tail waste, passes and prologue recomputation included).
-    pub flops: f64,
-    /// DRAM bytes.
-    pub bytes: f64,
-    /// L2 → SM bytes (tile loads).
-    pub l2_bytes: f64,
-    /// Which roof bounds the time.
-    pub bound: Bound,
-    /// `occ` of the formula, and its parts.
-    pub occupancy: f64,
-    /// Waves of blocks over the SMs (`⌈ctas / resident slots⌉`).
-    pub waves: f64,
-    /// Pipeline efficiency (`eff`).
-    pub efficiency: f64,
-    /// Blocks (CTAs) in the grid.
-    pub ctas: f64,
-}
+pub use crate::plan::priced::{Bound, Estimate};
 
 /// Prices `work` under the plan `knobs` with `res` on `target`.
 pub fn estimate(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Target) -> Estimate {
@@ -596,10 +553,7 @@ fn reduction(
     )
 }
 
-/// Issue cost of one global load (an L1 hit) in CUDA-core operation slots: an SM issues 128
-/// fp32 lanes per cycle but serves 32 load lanes (A100 and H100: four sub-partitions of 32
-/// FP32 lanes; L1 returns 128 B per cycle). *Assumed* from the architecture whitepapers.
-pub const LOAD_ISSUE: f64 = 4.0;
+pub use crate::target::LOAD_ISSUE;
 
 /// The compute-at nest (seed 003): one thread per consumer point runs the window and the
 /// producer's fold. Compute counts every executed op and load (recomputation of overlapping

@@ -30,7 +30,7 @@ pub mod quasi;
 pub mod simplify;
 
 pub use coeff::{gcd, Coeff};
-pub use quasi::{Atom, Quasi};
+pub use quasi::{quasi_of_axis, Atom, NotQuasiAffine, Quasi};
 pub use simplify::{Facts, NoFacts};
 
 /// Errors of the index algebra.

@@ -1,6 +1,8 @@
 //! [`Quasi`]: the canonical quasi-affine form `konst + Σ coeff · atom`.
 
+use super::axis::AxisExpr;
 use super::coeff::Coeff;
+use super::simplify::{self, NoFacts};
 use super::IndexError;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -261,4 +263,51 @@ fn wrap_add(a: &i64, b: &i64) -> Option<i64> {
 
 fn wrap_mul(a: &i64, b: &i64) -> Option<i64> {
     Some(a.wrapping_mul(*b))
+}
+
+/// Why an index expression has no quasi-affine form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotQuasiAffine(pub String);
+
+/// The quasi-affine form of a region index expression (names as variables, `min` / `max` kept
+/// as atoms): products need one constant side, floordivs a positive divisor.
+pub fn quasi_of_axis(e: &AxisExpr) -> Result<Quasi<i64, String>, NotQuasiAffine> {
+    let lift = |r: Result<Quasi<i64, String>, IndexError>| {
+        r.map_err(|x| NotQuasiAffine(format!("`{e}`: {x}")))
+    };
+    Ok(match e {
+        AxisExpr::Const(c) => Quasi::int(*c),
+        AxisExpr::Name(n) => Quasi::var(n.clone()),
+        AxisExpr::Add(ts) => {
+            let mut out = Quasi::int(0);
+            for t in ts {
+                out = lift(out.try_add(&quasi_of_axis(t)?))?;
+            }
+            out
+        }
+        AxisExpr::Mul(a, b) => {
+            let (x, y) = (quasi_of_axis(a)?, quasi_of_axis(b)?);
+            match (x.as_int(), y.as_int()) {
+                (Some(k), _) => lift(y.try_scale(&k))?,
+                (_, Some(k)) => lift(x.try_scale(&k))?,
+                _ => return Err(NotQuasiAffine(format!("product of two variables `{e}`"))),
+            }
+        }
+        AxisExpr::FloorDiv(x, c) if *c > 0 => {
+            lift(simplify::floordiv(&quasi_of_axis(x)?, c, &NoFacts))?
+        }
+        AxisExpr::FloorDiv(..) => {
+            return Err(NotQuasiAffine(format!(
+                "floordiv by a non-positive constant `{e}`"
+            )))
+        }
+        AxisExpr::Min(a, b) => Quasi::atom(Atom::Min(
+            Box::new(quasi_of_axis(a)?),
+            Box::new(quasi_of_axis(b)?),
+        )),
+        AxisExpr::Max(a, b) => Quasi::atom(Atom::Max(
+            Box::new(quasi_of_axis(a)?),
+            Box::new(quasi_of_axis(b)?),
+        )),
+    })
 }

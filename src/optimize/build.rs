@@ -4,7 +4,8 @@
 
 use super::load_steps::{load_time, LoadSteps};
 use super::OptimizeError;
-use crate::codegen::emit::{plan_program, PlannedKernel};
+use crate::codegen::emit::PlannedKernel;
+use crate::cost::program::plan_program;
 use crate::cost::PlanReport;
 use crate::extract::derived::Derived;
 use crate::extract::kernels::{kernel_own_cost, CostModel, KernelCost};

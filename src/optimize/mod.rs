@@ -213,7 +213,7 @@ pub struct Optimized {
     pub phases: Vec<PhaseStats>,
     /// The extracted program.
     pub program: RegionProgram,
-    /// Every kernel of `program` with its plan, chosen once (`crate::codegen::emit::plan_program`):
+    /// Every kernel of `program` with its plan, chosen once (`crate::cost::program::plan_program`):
     /// what `kernels`' reports, `--dump plan`, the manifest and code generation read.
     pub planned: Vec<crate::codegen::emit::PlannedKernel>,
     /// One entry per region of `program`, in order.
@@ -740,8 +740,8 @@ impl crate::codegen::PlannedProgram for Optimized {
     fn planned(&self) -> &[crate::codegen::emit::PlannedKernel] {
         &self.planned
     }
-    fn model(&self) -> &CostModel {
-        &self.model
+    fn target(&self) -> &crate::target::Target {
+        &self.model.target
     }
 }
 

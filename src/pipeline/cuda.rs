@@ -106,6 +106,18 @@ pub fn cuda_failure(e: CudaError) -> Failure {
     }
 }
 
+/// `kernels.cu` and its manifest for a program without its plans (a cached shape cluster's):
+/// every kernel planned once ([`crate::cost::program::plan_program`]), then emitted exactly as
+/// planned ([`crate::codegen::emit::emit_planned`]). An optimized program carries its plans
+/// (`crate::codegen::generate`).
+pub fn plan_and_emit(
+    program: &crate::ir::region::program::RegionProgram,
+    model: &crate::cost::CostModel,
+) -> Result<crate::codegen::Generated, crate::codegen::CodegenError> {
+    let planned = crate::cost::program::plan_program(program, model);
+    crate::codegen::emit::emit_planned(program, &planned, &model.target)
+}
+
 /// Emits CUDA for a shape cluster's cached plan (`crate::shapes`) and runs it on `prepared`'s
 /// inputs with the specialized program's binding (`T_d = T / d`).
 pub fn evaluate_cuda_plan(
@@ -115,7 +127,7 @@ pub fn evaluate_cuda_plan(
     device: &DeviceInfo,
     repeat: u32,
 ) -> Result<(BTreeMap<String, Tensor>, Timings), Failure> {
-    let generated = crate::codegen::emit::emit(&c.plan.program, &c.plan.model(opts))
+    let generated = plan_and_emit(&c.plan.program, &c.plan.model(opts))
         .map_err(|e| codegen_failed(&e.to_string()))?;
     let run = RunCudaOptions {
         repeat,

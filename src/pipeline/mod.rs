@@ -30,7 +30,9 @@ use std::path::Path;
 
 pub mod cuda;
 mod execute;
-pub use cuda::{check_cuda, check_device_memory, cuda_failure, evaluate_cuda, evaluate_cuda_plan};
+pub use cuda::{
+    check_cuda, check_device_memory, cuda_failure, evaluate_cuda, evaluate_cuda_plan, plan_and_emit,
+};
 pub use execute::{
     bind_derived, evaluate_optimized, execute, ExecuteOptions, Executed, Executor, PreparedInputs,
 };

@@ -7,6 +7,7 @@
 //! conditions of §11; `crate::cost` prices the survivors and keeps the fastest. [`work`] says
 //! what a kernel computes (template, sizes, arithmetic, traffic), which both read.
 
+pub mod priced;
 pub mod regs;
 pub mod space;
 pub mod work;

@@ -10,7 +10,7 @@
 //! * An entry stores what `run --optimized` needs: the specialization (factors), the pricing
 //!   binding, the region program and, for reports, each kernel's plan; CUDA is re-emitted from
 //!   the region program on a hit (emission is cheap next to optimization and depends only on
-//!   the program and the target, `crate::codegen::emit::emit`).
+//!   the program and the target, `crate::pipeline::plan_and_emit`).
 //!
 //! TODO(issue 6): measured kernel times are not cached yet (seed 001 §12 "Plan/実測"); an entry
 //! holds predictions only. TODO(issue 6): no eviction; the directory grows by one file per cluster.

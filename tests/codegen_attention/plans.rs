@@ -32,7 +32,7 @@ fn every_head_dim_compiles_without_spills_for_sm80_and_sm90a() {
                 bindings: bindings(1, 16, 2048),
                 ..o.model.clone()
             };
-            let e = emit(&o.program, &model).expect("emits").emitted;
+            let e = plan_and_emit(&o.program, &model).expect("emits").emitted;
             let launch = e
                 .manifest
                 .steps
@@ -152,7 +152,8 @@ fn every_unstopped_plan_compiles_without_spills() {
 /// the kernel is built from; a causal mask halves the FLOPs priced (the skipped key tiles).
 #[test]
 fn the_attention_plan_is_priced_as_emitted() {
-    use dlc_egg::cost::attention::{attention_plan, choose_attention_plan, ALGO};
+    use dlc_egg::codegen::templates::attention::AttentionPlan;
+    use dlc_egg::cost::attention::{choose_attention_plan, ALGO};
     let flops = |causal: bool| {
         let p = lowered(&graph(64, 64, "fp16", causal, None));
         let o = optimized(&p);
@@ -169,7 +170,7 @@ fn the_attention_plan_is_priced_as_emitted() {
             plan.algo_choice.get("attention").map(|s| s.as_str()),
             Some(ALGO)
         );
-        let ap = attention_plan(&c.best).expect("attention knobs");
+        let ap = AttentionPlan::of_priced(&c.best).expect("attention knobs");
         assert_eq!(plan.tile, vec![ap.bm, ap.bn, 64]);
         assert_eq!(c.best.resources.threads as u64, ap.threads());
         let k = attention::build(&pair, &ap, model.target.arch).expect("builds");
@@ -255,7 +256,8 @@ fn the_attention_price_matches_the_h100_measurements() {
 #[test]
 fn the_score_scale_is_folded_into_the_exponent() {
     use dlc_egg::codegen::gpu::render;
-    use dlc_egg::cost::attention::{attention_plan, choose_attention_plan};
+    use dlc_egg::codegen::templates::attention::AttentionPlan;
+    use dlc_egg::cost::attention::choose_attention_plan;
     let source = |text: &str| {
         let p = lowered(text);
         let o = optimized(&p);
@@ -263,7 +265,7 @@ fn the_score_scale_is_folded_into_the_exponent() {
         let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
         let folded = attention::fold_scale(&pair.score, &pair.acc).is_some();
         let c = choose_attention_plan(&pair, &o.model).expect("plans");
-        let plan = attention_plan(&c.best).expect("attention knobs");
+        let plan = AttentionPlan::of_priced(&c.best).expect("attention knobs");
         let k = attention::build(&pair, &plan, o.model.target.arch).expect("builds");
         (folded, render::kernel(&k))
     };
@@ -441,7 +443,8 @@ fn a_symbolic_sequence_length_stays_within_the_register_estimate() {
 /// key of its row max and sum); branch `gpu15j-fold-pricing` prices it as emitted.
 #[test]
 fn head_dim_256_with_a_mask_is_fused_within_its_registers() {
-    use dlc_egg::cost::attention::{attention_plan, pair_registers};
+    use dlc_egg::codegen::templates::attention::AttentionPlan;
+    use dlc_egg::cost::attention::pair_registers;
     use dlc_egg::cuda::{compile, toolchain, CompileOptions};
     use dlc_egg::target::Arch;
     let nvrtc = toolchain().is_ok();
@@ -460,7 +463,7 @@ fn head_dim_256_with_a_mask_is_fused_within_its_registers() {
                 target: arch.target(),
                 ..o.model.clone()
             };
-            let e = emit(&o.program, &model).expect("emits").emitted;
+            let e = plan_and_emit(&o.program, &model).expect("emits").emitted;
             assert_eq!(
                 launches(&e.manifest),
                 vec!["attention"],
@@ -475,7 +478,7 @@ fn head_dim_256_with_a_mask_is_fused_within_its_registers() {
                     _ => None,
                 })
                 .expect("a launch");
-            let plan = attention_plan(
+            let plan = AttentionPlan::of_priced(
                 &dlc_egg::cost::attention::choose_attention_plan(&pair, &model)
                     .expect("a fused plan")
                     .best,

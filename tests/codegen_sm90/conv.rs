@@ -263,7 +263,7 @@ fn conv3x3_compiles_for_sm90a_on_wgmma_without_spills() {
     let planned = choose_plan(r, &o.model).expect("plan");
     let points = wgmma_points(&planned, &o);
     for (i, choice) in points.iter().enumerate() {
-        let k = emit::kernel_of(r, choice, &o.model).expect("the kernel builds");
+        let k = emit::kernel_of(r, choice, &o.model.target).expect("the kernel builds");
         let (source, _) = with_kernel(&o, r, &k);
         let c = compile(&source, Arch::Sm90, &CompileOptions::default())
             .unwrap_or_else(|e| panic!("{:?}: {e}", choice.best.knobs));

@@ -13,9 +13,9 @@ use super::contraction::{self, Side};
 use super::contraction_mma::{self, Staging};
 use super::row;
 use crate::codegen::scalar::Emitter;
-use crate::cost::roofline::LOAD_ISSUE;
 use crate::ir::region::Region;
 use crate::plan::work::{Fill, KernelWork, Shape};
+use crate::target::LOAD_ISSUE;
 
 /// What code generation can emit for one region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

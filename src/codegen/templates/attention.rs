@@ -19,7 +19,7 @@
 //! iters to distinct iters of the same sizes), the `V` side `v` reads neither `P` nor the query
 //! axis, and exactly one iter of `second` (the *column*, of constant extent) is not in the map.
 //! The key extent of `k2` is `first`'s key size. Lets after the reduce are `second`'s epilogue.
-//! [`find_pairs`] also checks the program: `P` is read by no other step and is no graph output.
+//! `crate::cost::program::find_pairs` also checks the program: `P` is read by no other step and is no graph output.
 //!
 //! Matching is on inlined expressions (`pattern`), so how the optimizer split the chain into lets
 //! does not matter; the values differ from the two-kernel reference only by floating-point
@@ -90,13 +90,46 @@ use super::symbols;
 use crate::ir::dtype::DType;
 use crate::ir::region::program::{RegionProgram, Step};
 use crate::ir::region::{Input, Region};
+use crate::plan::priced::Priced;
 use crate::plan::space::Knobs;
-use crate::target::{Arch, Target};
+use crate::plan::Plan;
+use crate::target::Arch;
 use std::collections::BTreeSet;
 
 /// The largest head and value dimensions (the `O` accumulators of a warp's 16 rows take
 /// `DV / 2` registers per lane, of 32 rows `DV`).
 pub const MAX_DIM: u64 = 256;
+
+/// Warps per block of the plan space (`crate::cost::attention` prices these shapes; the
+/// template's geometry, so they live with the template).
+pub const WARPS: u64 = 4;
+/// Query rows per warp tried: 16 (one `m16` fragment, `BM = 64`) or 32 (two, `BM = 128`:
+/// FlashAttention-2's layout, each `K`/`V` fragment read from shared memory feeds two MMAs).
+pub const ROWS: [u64; 2] = [16, 32];
+/// Key tile sizes tried ([`bns`]; the narrowest, [`NARROW_BN`], only as [`space_for`](crate::cost::attention::space_for) says).
+pub const BNS: [u64; 4] = [16, 32, 64, 128];
+/// The 16-key tile: what fits the registers of the large head dims whose score epilogue reads
+/// a tensor (d = 256 with a mask: 252 + [`MASK_REGS`](crate::cost::attention::MASK_REGS) > 255 at `BN = 32`, 242 at 16). It is
+/// offered only where no wider tile fits ([`space_for`](crate::cost::attention::space_for)): where one does, its half-empty score
+/// fragments buy nothing, and ptxas takes 5 to 14 registers more than [`registers`](crate::cost::attention::registers) says on it
+/// (d = 256 causal without a mask, sm_90a: 233 and 242 against 228).
+pub const NARROW_BN: u64 = 16;
+
+/// The key tile sizes of the plan space at `rows` query rows per warp: [`BNS`], but the
+/// 16-key tile only at 16 rows (`BM = 64`): at 32 rows it would not fit either (the `O`
+/// accumulators alone take `DV` registers), and its shared memory would be too small to stage
+/// a 32-row block's fp32 output tile ([`store_lanes`]).
+pub fn bns(rows: u64) -> impl Iterator<Item = u64> {
+    BNS.into_iter()
+        .filter(move |bn| *bn > NARROW_BN || rows == 16)
+}
+
+/// Whether `Q` stays in registers under the plan record `plan` (its `Q` cache level).
+pub fn q_in_regs(plan: &Plan) -> bool {
+    plan.cache
+        .iter()
+        .any(|c| c.tensor == "Q" && c.where_ == "reg")
+}
 
 /// `d` rounded up to a multiple of 16 (the mma `K` step and the `ldmatrix.x4` block).
 pub fn pad16(d: u64) -> u64 {
@@ -155,6 +188,11 @@ impl AttentionPlan {
         }
     }
 
+    /// The kernel plan of a priced attention plan (its knobs, and `Q`'s cache level).
+    pub fn of_priced(priced: &Priced) -> Option<AttentionPlan> {
+        AttentionPlan::of(&priced.knobs, q_in_regs(&priced.plan))
+    }
+
     /// The plan recorded by [`Self::knobs`] (and `Q`'s cache level, `reg` or `smem`).
     pub fn of(knobs: &Knobs, q_in_regs: bool) -> Option<AttentionPlan> {
         match *knobs {
@@ -204,11 +242,11 @@ pub fn store_lanes(p: &AttentionPair) -> Option<u64> {
     }
     let lanes = 16 / elem;
     let col_last = p.second.iters.last().is_some_and(|i| i.name == p.col);
-    let fits = crate::cost::attention::ROWS.into_iter().all(|rows| {
+    let fits = ROWS.into_iter().all(|rows| {
         let smallest = AttentionPlan {
-            bm: crate::cost::attention::WARPS * rows,
+            bm: WARPS * rows,
             rows,
-            bn: crate::cost::attention::bns(rows).min().unwrap_or(16),
+            bn: bns(rows).min().unwrap_or(16),
             stages: 2,
             async_: false,
             q_in_regs: false,
@@ -253,45 +291,12 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
     (dims_ok && mma_dtype(&p).is_some()).then_some(p)
 }
 
-/// The attention pairs of `program` as `(first step, second step)` indices: a region yielding a
-/// deferred buffer that exactly one later region reads, [`pair`] accepting the two, the buffer
-/// read by no other step (region or alias) and no graph output, and the fused kernel having a
-/// plan on `target` (`cost::attention::has_plan`, the test the extractor's pair pricing makes:
-/// a pair without one runs as the two kernels the extractor priced).
-pub fn find_pairs(program: &RegionProgram, target: &Target) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut used = BTreeSet::new();
-    for (i, s) in program.steps.iter().enumerate() {
-        let Step::Region(first) = s else { continue };
-        let [o] = first.outputs.as_slice() else {
-            continue;
-        };
-        if program.outputs.iter().any(|(_, b)| *b == o.name) || used.contains(&i) {
-            continue;
-        }
-        let readers: Vec<usize> = program
-            .steps
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| match s {
-                Step::Region(r) => r.inputs.iter().any(|inp| inp.name == o.name),
-                Step::Alias { of, .. } => *of == o.name,
-            })
-            .map(|(j, _)| j)
-            .collect();
-        let [j] = readers.as_slice() else { continue };
-        let Some(Step::Region(second)) = program.steps.get(*j) else {
-            continue;
-        };
-        let fused =
-            pair(first, second).is_some_and(|p| crate::cost::attention::has_plan(&p, target));
-        if *j > i && !used.contains(j) && fused {
-            used.insert(i);
-            used.insert(*j);
-            out.push((i, *j));
-        }
+/// The two regions of the attention pair at steps `f` and `s` (`crate::cost::program::find_pairs` found it).
+pub fn pair_at(program: &RegionProgram, f: usize, s: usize) -> Option<AttentionPair<'_>> {
+    match (program.steps.get(f), program.steps.get(s)) {
+        (Some(Step::Region(a)), Some(Step::Region(b))) => pair(a, b),
+        _ => None,
     }
-    out
 }
 
 /// The kernel's inputs, in parameter order: `first`'s, then `second`'s others (not the

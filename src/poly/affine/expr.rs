@@ -4,6 +4,7 @@
 //! conversion from the region layer's [`AxisExpr`].
 
 use super::AffineError;
+pub use crate::index::quasi::{quasi_of_axis, NotQuasiAffine};
 use crate::index::{self, simplify, IndexError, NoFacts, Quasi};
 use crate::ir::axis::AxisExpr;
 use std::fmt;
@@ -179,53 +180,6 @@ fn fold_const_minmax(q: &Quasi<i64, String>) -> Result<Quasi<i64, String>, Affin
         out = out.try_add(&t.try_scale(c)?)?;
     }
     Ok(out)
-}
-
-/// Why an index expression has no quasi-affine form.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NotQuasiAffine(pub String);
-
-/// The quasi-affine form of a region index expression (names as variables, `min` / `max` kept
-/// as atoms): products need one constant side, floordivs a positive divisor.
-pub fn quasi_of_axis(e: &AxisExpr) -> Result<Quasi<i64, String>, NotQuasiAffine> {
-    let lift = |r: Result<Quasi<i64, String>, IndexError>| {
-        r.map_err(|x| NotQuasiAffine(format!("`{e}`: {x}")))
-    };
-    Ok(match e {
-        AxisExpr::Const(c) => Quasi::int(*c),
-        AxisExpr::Name(n) => Quasi::var(n.clone()),
-        AxisExpr::Add(ts) => {
-            let mut out = Quasi::int(0);
-            for t in ts {
-                out = lift(out.try_add(&quasi_of_axis(t)?))?;
-            }
-            out
-        }
-        AxisExpr::Mul(a, b) => {
-            let (x, y) = (quasi_of_axis(a)?, quasi_of_axis(b)?);
-            match (x.as_int(), y.as_int()) {
-                (Some(k), _) => lift(y.try_scale(&k))?,
-                (_, Some(k)) => lift(x.try_scale(&k))?,
-                _ => return Err(NotQuasiAffine(format!("product of two variables `{e}`"))),
-            }
-        }
-        AxisExpr::FloorDiv(x, c) if *c > 0 => {
-            lift(simplify::floordiv(&quasi_of_axis(x)?, c, &NoFacts))?
-        }
-        AxisExpr::FloorDiv(..) => {
-            return Err(NotQuasiAffine(format!(
-                "floordiv by a non-positive constant `{e}`"
-            )))
-        }
-        AxisExpr::Min(a, b) => Quasi::atom(Atom::Min(
-            Box::new(quasi_of_axis(a)?),
-            Box::new(quasi_of_axis(b)?),
-        )),
-        AxisExpr::Max(a, b) => Quasi::atom(Atom::Max(
-            Box::new(quasi_of_axis(a)?),
-            Box::new(quasi_of_axis(b)?),
-        )),
-    })
 }
 
 impl From<i64> for Aff {

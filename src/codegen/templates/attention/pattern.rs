@@ -5,6 +5,7 @@
 //! free axes is evaluated at the rebound value, exactly what substitution gives). So the matcher
 //! does not care how the optimizer split the softmax into lets.
 
+use crate::index::{quasi_of_axis, Atom, Quasi};
 use crate::ir::axis::{AxisExpr, CmpOp, Pred};
 use crate::ir::dtype::DType;
 use crate::ir::region::{BinaryFn, Expr, Materialize, Reduce, Region, UnaryFn};
@@ -258,80 +259,40 @@ fn replace(e: &Expr, from: &Expr, to: &Expr) -> Expr {
     out
 }
 
-/// An affine form `n·key + m·query + c` of an index value or axis expression.
-#[derive(Clone, Copy, Debug, Default)]
-struct Aff {
-    n: i64,
-    m: i64,
-    c: i64,
-}
-
-impl Aff {
-    fn add(self, o: Aff, sign: i64) -> Option<Aff> {
-        Some(Aff {
-            n: self.n.checked_add(o.n.checked_mul(sign)?)?,
-            m: self.m.checked_add(o.m.checked_mul(sign)?)?,
-            c: self.c.checked_add(o.c.checked_mul(sign)?)?,
-        })
-    }
-    fn scale(self, k: i64) -> Option<Aff> {
-        Some(Aff {
-            n: self.n.checked_mul(k)?,
-            m: self.m.checked_mul(k)?,
-            c: self.c.checked_mul(k)?,
-        })
-    }
-}
+/// An index value or axis expression in the index algebra's form ([`Quasi`]) whose only
+/// variables are the key and query axes: `n·key + m·query + c`.
+type Aff = Quasi<i64, String>;
 
 fn aff_axis(a: &AxisExpr, key: &str, query: &str) -> Option<Aff> {
-    match a {
-        AxisExpr::Const(c) => Some(Aff {
-            c: *c,
-            ..Aff::default()
-        }),
-        AxisExpr::Name(x) if x == key => Some(Aff {
-            n: 1,
-            ..Aff::default()
-        }),
-        AxisExpr::Name(x) if x == query => Some(Aff {
-            m: 1,
-            ..Aff::default()
-        }),
-        AxisExpr::Add(ts) => ts.iter().try_fold(Aff::default(), |acc, t| {
-            acc.add(aff_axis(t, key, query)?, 1)
-        }),
-        AxisExpr::Mul(x, y) => match (x.as_ref(), y.as_ref()) {
-            (AxisExpr::Const(k), e) | (e, AxisExpr::Const(k)) => aff_axis(e, key, query)?.scale(*k),
-            _ => None,
-        },
-        _ => None,
-    }
+    let q = quasi_of_axis(a).ok()?;
+    q.terms
+        .keys()
+        .all(|t| matches!(t, Atom::Var(v) if v == key || v == query))
+        .then_some(q)
 }
 
 fn aff_value(e: &Expr, key: &str, query: &str) -> Option<Aff> {
     match e {
         Expr::Index(a) => aff_axis(a, key, query),
-        Expr::Const(c) if c.fract() == 0.0 && c.abs() < 1e9 => Some(Aff {
-            c: *c as i64,
-            ..Aff::default()
-        }),
-        Expr::Binary(BinaryFn::Add, a, b) => {
-            aff_value(a, key, query)?.add(aff_value(b, key, query)?, 1)
-        }
-        Expr::Binary(BinaryFn::Sub, a, b) => {
-            aff_value(a, key, query)?.add(aff_value(b, key, query)?, -1)
-        }
+        Expr::Const(c) if c.fract() == 0.0 && c.abs() < 1e9 => Some(Quasi::int(*c as i64)),
+        Expr::Binary(BinaryFn::Add, a, b) => aff_value(a, key, query)?
+            .try_add(&aff_value(b, key, query)?)
+            .ok(),
+        Expr::Binary(BinaryFn::Sub, a, b) => aff_value(a, key, query)?
+            .try_sub(&aff_value(b, key, query)?)
+            .ok(),
         _ => None,
     }
 }
 
 /// `a ≤ b` (`strict`: `a < b`) as a [`Mask`]: kept where `a − b (+1) ≤ 0`.
-fn le(a: Aff, b: Aff, strict: bool) -> Option<Mask> {
-    let d = a.add(b, -1)?;
+fn le(a: &Aff, b: &Aff, strict: bool, key: &str, query: &str) -> Option<Mask> {
+    let d = a.try_sub(b).ok()?;
+    let coeff = |v: &str| d.terms.get(&Atom::Var(v.to_string())).copied().unwrap_or(0);
     Some(Mask {
-        dn: d.n,
-        dm: d.m,
-        dc: d.c.checked_add(i64::from(strict))?,
+        dn: coeff(key),
+        dm: coeff(query),
+        dc: d.konst.checked_add(i64::from(strict))?,
     })
 }
 
@@ -343,10 +304,10 @@ fn cmp_mask(cond: &Expr, negated: bool, key: &str, query: &str) -> Option<Mask> 
     };
     let (a, b) = (aff_value(a, key, query)?, aff_value(b, key, query)?);
     match (f, negated) {
-        (BinaryFn::Cmple, false) => le(a, b, false),
-        (BinaryFn::Cmplt, false) => le(a, b, true),
-        (BinaryFn::Cmple, true) => le(b, a, true),
-        (BinaryFn::Cmplt, true) => le(b, a, false),
+        (BinaryFn::Cmple, false) => le(&a, &b, false, key, query),
+        (BinaryFn::Cmplt, false) => le(&a, &b, true, key, query),
+        (BinaryFn::Cmple, true) => le(&b, &a, true, key, query),
+        (BinaryFn::Cmplt, true) => le(&b, &a, false, key, query),
         _ => None,
     }
 }
@@ -359,10 +320,10 @@ fn pred_mask(p: &Pred, key: &str, query: &str) -> Option<Mask> {
         Pred::Cmp(op, a, b) => {
             let (a, b) = (aff_axis(a, key, query)?, aff_axis(b, key, query)?);
             match op {
-                CmpOp::Le => le(a, b, false),
-                CmpOp::Lt => le(a, b, true),
-                CmpOp::Ge => le(b, a, false),
-                CmpOp::Gt => le(b, a, true),
+                CmpOp::Le => le(&a, &b, false, key, query),
+                CmpOp::Lt => le(&a, &b, true, key, query),
+                CmpOp::Ge => le(&b, &a, false, key, query),
+                CmpOp::Gt => le(&b, &a, true, key, query),
                 _ => None,
             }
         }
