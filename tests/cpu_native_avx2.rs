@@ -1,7 +1,7 @@
 //! The native CPU backend compiled for AVX2 with FMA (`DLC_CPU_ISA=avx2fma`: `-mno-avx512f`)
 //! against the reference evaluator, on any machine with AVX2 and FMA — on an AVX-512 machine
 //! the 8-lane code paths are otherwise never compiled: `gemm.h`'s channel-vector convolution
-//! tile (16 channels × 6 positions, half-width tails of 3), the 8 × 16 GEMM tile, the AVX2
+//! tile (16 channels × 6 positions, half-width tails of 3), the 6 × 16 GEMM tile, the AVX2
 //! streaming stores and the 8-lane vector loops. Its own process: the variable is set once,
 //! before any kernel is built (the shared-object cache is keyed by the ISA).
 

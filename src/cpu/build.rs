@@ -67,6 +67,12 @@ pub const ENV_STREAM_MIN_BYTES: &str = "DLC_CPU_STREAM_MIN_BYTES";
 /// The flags every compile uses (before the optional `libmvec` ones): `-ffp-contract=fast`, or
 /// with `DLC_CPU_FMA=0` `-ffp-contract=off` and `-DDLC_EXACT_DIV` (every op rounds as the
 /// reference rounds it, divisions by a row's scalar included); the GEMM tile width ([`wide_gemm`]).
+///
+/// `-fno-trapping-math`: the generated code never reads the floating-point exception flags, and
+/// with trapping math GCC 12 does not if-convert a select between two computed values (`t >
+/// 0.93 ? big : small` in `dlc_erff`, `x != x ? x : y` in `dlc_expf`) without AVX-512's masks:
+/// on an AVX2 machine every loop with an exponential, erf, tanh or sigmoid stayed scalar (the
+/// values computed are the same either way; the flag only lets the compiler evaluate both arms).
 pub fn base_flags(isa: Isa) -> Vec<String> {
     let fma = fma_enabled();
     let contract = if fma {
@@ -78,6 +84,7 @@ pub fn base_flags(isa: Isa) -> Vec<String> {
         "-O3",
         "-fopenmp",
         "-fno-math-errno",
+        "-fno-trapping-math",
         contract,
         "-fPIC",
         "-shared",

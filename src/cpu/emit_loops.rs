@@ -1,11 +1,11 @@
 //! The loop nests of a region's lets and yields (the rows and flat forms of [`super::emit`]).
 
-use super::cvalue::{acc_type, fold, init_lit, kind_type, store, to_dtype, widen};
+use super::cvalue::{acc_type, binary_float, fold, init_lit, kind_type, store, to_dtype, widen};
 use super::emit::{Emitter, Scope};
 use super::CpuError;
 use crate::ir::dtype::DType;
 use crate::ir::region::kind::Kind;
-use crate::ir::region::Expr;
+use crate::ir::region::{BinaryFn, Expr};
 use crate::ir::tiny::ReduceOp;
 
 /// Lane accumulators of a vectorized fp32 reduction to a scalar: four AVX-512 vectors (eight
@@ -517,17 +517,32 @@ impl Emitter<'_> {
         self.line(&format!("{t} = {init};"));
         self.close_loops(inner.len());
         let ext = self.extents(red)?;
+        let hoist = self.hoistable(red, &inner);
+        let staged = match &hoist {
+            Some(h) => Some(self.emit_hoist_prepass(h, &red.axes[0], scope)?),
+            None => None,
+        };
+        let mut rv = Vec::new();
         for (a, e) in red.axes.iter().zip(&ext) {
             let v = self.fresh("r");
             self.line(&format!("for (int64_t {v} = 0; {v} < {e}; {v}++) {{"));
             self.indent += 1;
-            scope.push((a.clone(), v));
+            scope.push((a.clone(), v.clone()));
+            rv.push(v);
         }
         // The free iters keep their own loop vars: shadowing by reduce axes cannot
         // reach them (a free iter is never a reduce axis of its own let).
         self.open_loops(&inner, false, true)?;
-        let k = self.kind_of(&red.body);
-        let body = self.expr(&red.body, scope)?;
+        let (body, k) = match (&hoist, &staged) {
+            (Some(h), Some(buf)) => {
+                // `staged · other` with the staged factor read back: the same product
+                let y = self.operand(h.other, Kind::Float, scope)?;
+                let x = format!("{buf}[{}]", rv[0]);
+                let (a, b) = if h.staged_first { (x, y) } else { (y, x) };
+                (binary_float(BinaryFn::Mul, &a, &b), Kind::Float)
+            }
+            _ => (self.expr(&red.body, scope)?, self.kind_of(&red.body)),
+        };
         let v = to_dtype(&body, k, dtype);
         let t = self.let_ref(li, scope);
         let f = fold(red.op, dtype, &t, &v);

@@ -85,7 +85,8 @@ fn gemm_tile(isa: Isa) -> &'static str {
     let wide = super::build::wide_gemm(isa, super::build::fma_enabled());
     match isa {
         Isa::Avx512 if wide => "8×32 fp32 tile in 16 zmm accumulators",
-        Isa::Avx512 | Isa::Avx2Fma => "8×16 fp32 tile in 16 ymm accumulators",
+        Isa::Avx512 => "8×16 fp32 tile in 16 ymm accumulators",
+        Isa::Avx2Fma => "6×16 fp32 tile in 12 ymm accumulators",
         Isa::Scalar => "4×16 fp32 tile in 128-bit vectors",
     }
 }

@@ -68,6 +68,7 @@ mod direct;
 pub mod emit;
 mod emit_expr;
 mod emit_fuse;
+mod emit_hoist;
 mod emit_loops;
 mod emit_split;
 pub mod exec;
