@@ -21,6 +21,7 @@ use dlc_egg::ir::region::program::Step;
 use dlc_egg::ir::region::Region;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::plan::space::Knobs;
+use dlc_egg::plan::work::Shape;
 use dlc_egg::target::Arch;
 
 fn nvrtc_here() -> bool {
@@ -289,7 +290,15 @@ fn simt_points(cases: Vec<(&'static str, String)>, stopped: bool) -> Vec<String>
     let mut failures = Vec::new();
     each_planned_region(cases, &mut |what, arch, r, choice, model| {
         let target = &model.target;
-        for c in candidates(&choice.work, target) {
+        // A 2-byte contraction the tensor-core template takes has no SIMT points; its SIMT
+        // tiles are the ones the space offers when the analysis finds no tensor-core operand
+        // pair (an operand computed by a prologue let): the same region on the SIMT template.
+        let mut work = choice.work.clone();
+        if let Shape::Contraction(g) = &mut work.shape {
+            g.tensor_cores = false;
+        }
+        let work = &work;
+        for c in candidates(work, target) {
             let Knobs::Contraction {
                 algo: Algo::Simt, ..
             } = c.knobs
@@ -299,7 +308,7 @@ fn simt_points(cases: Vec<(&'static str, String)>, stopped: bool) -> Vec<String>
             if c.verdict.is_err() && !stopped {
                 continue;
             }
-            let plan = plan_of(&c.knobs, &choice.work, target);
+            let plan = plan_of(&c.knobs, work, target);
             let verdict = c
                 .verdict
                 .as_ref()
@@ -312,6 +321,7 @@ fn simt_points(cases: Vec<(&'static str, String)>, stopped: bool) -> Vec<String>
                     knobs: c.knobs,
                     ..choice.best.clone()
                 },
+                work: work.clone(),
                 ..choice.clone()
             };
             judge(
@@ -370,13 +380,21 @@ fn half_cases() -> Vec<(&'static str, String)> {
 
 /// The SIMT template on 2-byte operands (issue 15: the model `plan::regs::simt` was fitted on
 /// fp32 tiles only): every SIMT tile the plan space keeps for the fp16 and bf16 contractions of
-/// [`half_cases`] compiles within its estimate, without spills, for sm_80 and sm_90a.
+/// [`half_cases`] compiles within its estimate, without spills, for sm_80 and sm_90a. Measured
+/// (NVRTC 13.4, the sweep below): the model holds unchanged — `64×64×32` over 4 warps 202–224
+/// against 224, over 8 warps 115–128 against 136; `64×64×16` 127–148 against 160 and 80–96
+/// against 104; the stopped `128×64×32` and `128×128×16` (occupancy) 159–168 against 192 and 200.
 #[test]
 fn every_kept_half_precision_simt_tile_stays_within_its_registers() {
     if !nvrtc_here() {
         return;
     }
-    let f = simt_points(half_cases(), false);
+    // Two of the cases (each kept tile is an NVRTC compile); the sweep below runs them all.
+    let cases = half_cases()
+        .into_iter()
+        .filter(|(what, _)| what.starts_with("bf16 gemm 512") || what.starts_with("conv3x3 n4"))
+        .collect();
+    let f = simt_points(cases, false);
     assert!(f.is_empty(), "{}", f.join("\n"));
 }
 
