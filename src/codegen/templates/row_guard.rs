@@ -181,7 +181,7 @@ mod tests {
               "outputs": [{{"name": "y", "dtype": "fp32", "memref": {{"shape": [4, "{n}"], "alignment": 16, "noalias": true, "layout": {{"kind": "row_major"}}}}, "materialize": "gmem"}}],
               "lets": [{{"let": "mx", "expr": {{"reduce": {{"op": "max", "axes": ["n"], "dtype": "fp32",
                           "body": {{"read": {{"tensor": "x", "map": ["m", "n"]}}}}}}}}}},
-                       {{"let": "y0", "expr": {{"sub": [{{"read": {{"tensor": "x", "map": ["m", "n"]}}}}, {{"let": "mx"}}]}}}}],
+                       {{"let": "y0", "expr": {{"sub": [{{"read": {{"tensor": "x", "map": ["m", "n"]}}}}, "mx"]}}}}],
               "yield": [{{"from": "y0", "to": "y"}}]}}}}"#
         );
         Region::from_json_str(&doc).expect("test region parses")
