@@ -382,7 +382,7 @@ fn half_cases() -> Vec<(&'static str, String)> {
 /// fp32 tiles only): every SIMT tile the plan space keeps for the fp16 and bf16 contractions of
 /// [`half_cases`] compiles within its estimate, without spills, for sm_80 and sm_90a. Measured
 /// (NVRTC 13.4, the sweep below): the model holds unchanged — `64×64×32` over 4 warps 202–224
-/// against 224, over 8 warps 115–128 against 136; `64×64×16` 127–148 against 160 and 80–96
+/// against 224, over 8 warps 115–128 against 136; `64×64×16` 127–151 against 160 and 80–96
 /// against 104; the stopped `128×64×32` and `128×128×16` (occupancy) 159–168 against 192 and 200.
 #[test]
 fn every_kept_half_precision_simt_tile_stays_within_its_registers() {
