@@ -218,26 +218,67 @@ fn row_kernels(text: &str) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// Runs `text` (optimized for sm80) on the CPU emulation at the symbol values `b` and checks
+/// it against the reference.
+fn emulated_matches(text: &str, b: &[(&str, i64)]) {
+    let g = frontend::load_str(text, "softmax.json").expect("loads");
+    let p = lower::lower(&g).expect("lowers");
+    let opts = OptimizeOptions {
+        target: dlc_egg::target::Arch::Sm80.target(),
+        ..OptimizeOptions::default()
+    };
+    let o = optimize(&p, &opts).expect("optimizes");
+    let generated = generate(&o).expect("generates");
+    let b: BTreeMap<String, i64> = b.iter().map(|(s, v)| (s.to_string(), *v)).collect();
+    let ins = random_inputs(&p, &b, 7).expect("inputs");
+    let want = evaluate(&p, &b, &ins).expect("reference evaluates");
+    let got = run_on_host(
+        &generated.emitted.source,
+        &generated.emitted.manifest,
+        &ins,
+        &b,
+        &HostOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{b:?}: the host run fails: {e}"));
+    for (name, w) in &want {
+        let (g, w) = (got[name].to_f64(), w.to_f64());
+        assert_eq!(g.len(), w.len());
+        for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{b:?} {name}[{i}]: got {g}, want {w}"
+            );
+        }
+    }
+}
+
 #[test]
-fn a_row_over_a_symbolic_length_claims_no_vector() {
-    // bert2's unfused softmax over `sequence` keys (`k12_where_cmpne_div_reduce`): its plan
-    // claimed 4 fp32 lanes (16 bytes, the length priced at 1024), while the row template, which
-    // cannot prove `sequence` a multiple of 4, walked it element by element (32-bit LDG and
-    // STG). The plan's width is the lanes the template keeps (`codegen::templates::row::lanes`).
-    let rows = row_kernels(&softmax("\"sequence\""));
+fn a_row_over_a_symbolic_length_loads_vectors_under_a_run_time_test() {
+    // bert2's unfused softmax over `sequence` keys (`k12_where_cmpne_div_reduce`): the row
+    // template cannot prove `sequence` a multiple of 4, so it walked (and the plan priced) the
+    // row element by element (32-bit LDG and STG). Now the kernel tests `sequence % 4 == 0` at
+    // run time: the vector walk (16-byte loads and stores) there, the element walk elsewhere;
+    // the plan, priced at `sequence` = 1024, claims the vector walk's 4 lanes.
+    let text = softmax("\"sequence\"");
+    let rows = row_kernels(&text);
     assert!(!rows.is_empty(), "a row kernel");
     for (width, src) in &rows {
-        assert_eq!(*width, 1, "the plan claims {width} lanes:\n{src}");
+        assert_eq!(*width, 4, "the plan claims {width} lanes:\n{src}");
+        assert!(src.contains("dlc_ld_vec<16>"), "no 16-byte loads:\n{src}");
         assert!(
-            !src.contains("dlc_ld_vec"),
-            "a scalar row loads vectors:\n{src}"
+            src.contains("s_sequence % 4 == 0"),
+            "no run-time test of the row length:\n{src}"
         );
     }
-    // At a length that is a multiple of 4 the row is loaded 16 bytes at a time, as claimed.
+    // Both walks compute the softmax: a length that is a multiple of 4 and one that is not.
+    emulated_matches(&text, &[("sequence", 12)]);
+    emulated_matches(&text, &[("sequence", 13)]);
+    // At a length that is a multiple of 4 the row is loaded 16 bytes at a time with no test.
     let rows = row_kernels(&softmax("128"));
     assert!(!rows.is_empty(), "a row kernel");
     for (width, src) in &rows {
         assert_eq!(*width, 4, "the plan claims {width} lanes:\n{src}");
         assert!(src.contains("dlc_ld_vec<16>"), "no 16-byte loads:\n{src}");
+        assert!(!src.contains(" % 4 == 0"), "a needless test:\n{src}");
     }
 }

@@ -15,10 +15,13 @@ use dlc_egg::codegen::gpu::render;
 use dlc_egg::codegen::{emit, HEADER_NAME};
 use dlc_egg::cost::{choose_plan, PlanChoice};
 use dlc_egg::cuda::{compile, toolchain, CompileOptions};
+use dlc_egg::extract::kernels::CostModel;
 use dlc_egg::ir::frontend;
 use dlc_egg::ir::region::program::Step;
+use dlc_egg::ir::region::Region;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::plan::space::Knobs;
+use dlc_egg::plan::work::Shape;
 use dlc_egg::target::Arch;
 
 fn nvrtc_here() -> bool {
@@ -96,9 +99,9 @@ fn cases() -> Vec<(&'static str, String)> {
 
 /// Compiles the kernel of `choice` for `arch`; returns (ptxas registers, spill bytes).
 fn ptxas(
-    r: &dlc_egg::ir::region::Region,
+    r: &Region,
     choice: &PlanChoice,
-    model: &dlc_egg::extract::kernels::CostModel,
+    model: &CostModel,
     arch: Arch,
 ) -> Result<(u32, u32), String> {
     let k = emit::kernel_of(r, choice, &model.target).map_err(|e| e.to_string())?;
@@ -118,13 +121,12 @@ fn check(runners_up: bool) -> Vec<String> {
     check_cases(cases(), runners_up, true)
 }
 
-/// [`check`] over `cases`, the contraction plans only when `contractions_only`.
-fn check_cases(
+/// Calls `f(what, arch, region, choice, model)` for every region of every case that has a
+/// plan, optimized for sm_80 and sm_90a.
+fn each_planned_region(
     cases: Vec<(&'static str, String)>,
-    runners_up: bool,
-    contractions_only: bool,
-) -> Vec<String> {
-    let mut failures = Vec::new();
+    f: &mut dyn FnMut(&str, Arch, &Region, &PlanChoice, &CostModel),
+) {
     for (what, text) in cases {
         let g = frontend::load_str(&text, "case.json").expect("loads");
         let p = dlc_egg::ir::lower::lower(&g).expect("lowers");
@@ -136,45 +138,68 @@ fn check_cases(
             let o = optimize(&p, &opts).expect("optimizes");
             for s in &o.program.steps {
                 let Step::Region(r) = s else { continue };
-                let Ok(choice) = choose_plan(r, &o.model) else {
-                    continue;
-                };
-                let mut points = vec![choice.best.clone()];
-                if runners_up {
-                    points.extend(choice.runners_up.iter().cloned());
-                }
-                for point in points {
-                    match point.knobs {
-                        Knobs::Contraction {
-                            algo: dlc_egg::plan::space::Algo::Wgmma,
-                            ..
-                        } => continue,
-                        Knobs::Contraction { .. } => {}
-                        _ if contractions_only => continue,
-                        _ => {}
-                    }
-                    let est = point.resources.regs_per_thread;
-                    let summary = point.plan.summary();
-                    let one = PlanChoice {
-                        best: point,
-                        ..choice.clone()
-                    };
-                    match ptxas(r, &one, &o.model, arch) {
-                        Ok((regs, spill)) => {
-                            eprintln!("{what} {arch:?} {summary}: ptxas {regs}, estimate {est}");
-                            if regs > est || spill > 0 {
-                                failures.push(format!(
-                                    "{what} {arch:?} {summary}: ptxas {regs} registers \
-                                     ({spill} B spilled) > the plan's {est}"
-                                ));
-                            }
-                        }
-                        Err(e) => failures.push(format!("{what} {arch:?} {summary}: {e}")),
-                    }
+                if let Ok(choice) = choose_plan(r, &o.model) {
+                    f(what, arch, r, &choice, &o.model);
                 }
             }
         }
     }
+}
+
+/// One plan point compiled and judged: `label` names it in the lines printed and in the
+/// failures; a point the plan space keeps (`kept`) fails when ptxas allocates more registers
+/// than its estimate, spills or does not compile; a stopped one is only printed.
+fn judge(
+    label: &str,
+    (r, choice, model, arch): (&Region, &PlanChoice, &CostModel, Arch),
+    kept: bool,
+    failures: &mut Vec<String>,
+) {
+    let est = choice.best.resources.regs_per_thread;
+    match ptxas(r, choice, model, arch) {
+        Ok((regs, spill)) => {
+            eprintln!("{label}: ptxas {regs} ({spill} B spilled), estimate {est}");
+            if kept && (regs > est || spill > 0) {
+                failures.push(format!(
+                    "{label}: ptxas {regs} registers ({spill} B spilled) > the plan's {est}"
+                ));
+            }
+        }
+        Err(e) if kept => failures.push(format!("{label}: {e}")),
+        Err(e) => eprintln!("{label}: {}", e.lines().next().unwrap_or("")),
+    }
+}
+
+/// [`check`] over `cases`, the contraction plans only when `contractions_only`.
+fn check_cases(
+    cases: Vec<(&'static str, String)>,
+    runners_up: bool,
+    contractions_only: bool,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    each_planned_region(cases, &mut |what, arch, r, choice, model| {
+        let mut points = vec![choice.best.clone()];
+        if runners_up {
+            points.extend(choice.runners_up.iter().cloned());
+        }
+        for point in points {
+            match point.knobs {
+                Knobs::Contraction {
+                    algo: dlc_egg::plan::space::Algo::Wgmma,
+                    ..
+                } => continue,
+                Knobs::Contraction { .. } => {}
+                _ if contractions_only => continue,
+                _ => {}
+            }
+            let label = format!("{what} {arch:?} {}", point.plan.summary());
+            let one = PlanChoice {
+                best: point,
+                ..choice.clone()
+            };
+            judge(&label, (r, &one, model, arch), true, &mut failures);
+        }
+    });
     failures
 }
 
@@ -263,74 +288,50 @@ fn simt_points(cases: Vec<(&'static str, String)>, stopped: bool) -> Vec<String>
     use dlc_egg::cost::Priced;
     use dlc_egg::plan::space::{candidates, plan_of, Algo};
     let mut failures = Vec::new();
-    for (what, text) in cases {
-        let g = frontend::load_str(&text, "case.json").expect("loads");
-        let p = dlc_egg::ir::lower::lower(&g).expect("lowers");
-        for arch in [Arch::Sm80, Arch::Sm90] {
-            let opts = OptimizeOptions {
-                target: arch.target(),
-                ..OptimizeOptions::default()
-            };
-            let o = optimize(&p, &opts).expect("optimizes");
-            let target = &o.model.target;
-            for s in &o.program.steps {
-                let Step::Region(r) = s else { continue };
-                let Ok(choice) = choose_plan(r, &o.model) else {
-                    continue;
-                };
-                for c in candidates(&choice.work, target) {
-                    let Knobs::Contraction {
-                        algo: Algo::Simt, ..
-                    } = c.knobs
-                    else {
-                        continue;
-                    };
-                    if c.verdict.is_err() && !stopped {
-                        continue;
-                    }
-                    let est = c.resources.regs_per_thread;
-                    let plan = plan_of(&c.knobs, &choice.work, target);
-                    let summary = plan.summary();
-                    let one = PlanChoice {
-                        best: Priced {
-                            plan,
-                            resources: c.resources,
-                            knobs: c.knobs,
-                            ..choice.best.clone()
-                        },
-                        ..choice.clone()
-                    };
-                    let verdict = c
-                        .verdict
-                        .as_ref()
-                        .map_or_else(|e| e.to_string(), |_| "kept".into());
-                    match ptxas(r, &one, &o.model, arch) {
-                        Ok((regs, spill)) => {
-                            eprintln!(
-                                "{what} {} {arch:?} {summary} [{verdict}]: ptxas {regs} ({spill} B spilled), estimate {est}",
-                                r.name
-                            );
-                            if c.verdict.is_ok() && (regs > est || spill > 0) {
-                                failures.push(format!(
-                                    "{what} {} {arch:?} {summary}: ptxas {regs} registers \
-                                     ({spill} B spilled) > the plan's {est}",
-                                    r.name
-                                ));
-                            }
-                        }
-                        Err(e) if c.verdict.is_ok() => {
-                            failures.push(format!("{what} {} {arch:?} {summary}: {e}", r.name))
-                        }
-                        Err(e) => eprintln!(
-                            "{what} {} {arch:?} {summary} [{verdict}]: {}",
-                            r.name,
-                            e.lines().next().unwrap_or("")
-                        ),
-                    }
-                }
-            }
+    each_planned_region(cases, &mut |what, arch, r, choice, model| {
+        let target = &model.target;
+        // A 2-byte contraction the tensor-core template takes has no SIMT points; its SIMT
+        // tiles are the ones the space offers when the analysis finds no tensor-core operand
+        // pair (an operand computed by a prologue let): the same region on the SIMT template.
+        let mut work = choice.work.clone();
+        if let Shape::Contraction(g) = &mut work.shape {
+            g.tensor_cores = false;
         }
-    }
+        let work = &work;
+        for c in candidates(work, target) {
+            let Knobs::Contraction {
+                algo: Algo::Simt, ..
+            } = c.knobs
+            else {
+                continue;
+            };
+            if c.verdict.is_err() && !stopped {
+                continue;
+            }
+            let plan = plan_of(&c.knobs, work, target);
+            let verdict = c
+                .verdict
+                .as_ref()
+                .map_or_else(|e| e.to_string(), |_| "kept".into());
+            let label = format!("{what} {} {arch:?} {} [{verdict}]", r.name, plan.summary());
+            let one = PlanChoice {
+                best: Priced {
+                    plan,
+                    resources: c.resources,
+                    knobs: c.knobs,
+                    ..choice.best.clone()
+                },
+                work: work.clone(),
+                ..choice.clone()
+            };
+            judge(
+                &label,
+                (r, &one, model, arch),
+                c.verdict.is_ok(),
+                &mut failures,
+            );
+        }
+    });
     failures
 }
 
@@ -356,6 +357,56 @@ fn simt_register_sweep() {
         return;
     }
     let f = simt_points(fp32_cases(), true);
+    assert!(f.is_empty(), "{}", f.join("\n"));
+}
+
+/// fp16 and bf16 contractions for the SIMT tiles of their plan spaces (the template converts
+/// each loaded 2-byte element to fp32 in shared memory): a GEMM with an odd `K` (register-staged
+/// on tensor cores), a small odd one, a GEMV-like one (`M` = 7), a symbolic one, an implicit-GEMM
+/// convolution and a batch-1 grouped one.
+fn half_cases() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "bf16 gemm 512x1000x1000",
+            gemm("bf16", ["512", "1000", "1000"]),
+        ),
+        ("fp16 gemm 100x72x40", gemm("fp16", ["100", "72", "40"])),
+        ("bf16 gemm 7x768x3072", gemm("bf16", ["7", "768", "3072"])),
+        ("fp16 gemm Mx768xN", gemm("fp16", ["M", "768", "N"])),
+        ("conv3x3 n4 32->96 28 s1", conv(4, 32, 96, 28, 1)),
+        ("conv3x3 n1 g4 64->64 14", conv_n1(64, 64, 14, 3, 1, 4)),
+    ]
+}
+
+/// The SIMT template on 2-byte operands (issue 15: the model `plan::regs::simt` was fitted on
+/// fp32 tiles only): every SIMT tile the plan space keeps for the fp16 and bf16 contractions of
+/// [`half_cases`] compiles within its estimate, without spills, for sm_80 and sm_90a. Measured
+/// (NVRTC 13.4, the sweep below): the model holds unchanged — `64×64×32` over 4 warps 202–224
+/// against 224, over 8 warps 115–128 against 136; `64×64×16` 127–151 against 160 and 80–96
+/// against 104; the stopped `128×64×32` and `128×128×16` (occupancy) 159–168 against 192 and 200.
+#[test]
+fn every_kept_half_precision_simt_tile_stays_within_its_registers() {
+    if !nvrtc_here() {
+        return;
+    }
+    // Two of the cases (each kept tile is an NVRTC compile); the sweep below runs them all.
+    let cases = half_cases()
+        .into_iter()
+        .filter(|(what, _)| what.starts_with("bf16 gemm 512") || what.starts_with("conv3x3 n4"))
+        .collect();
+    let f = simt_points(cases, false);
+    assert!(f.is_empty(), "{}", f.join("\n"));
+}
+
+/// The SIMT register sweep on 2-byte operands: every SIMT tile of [`half_cases`], the stopped
+/// ones too, ptxas against the estimate.
+#[test]
+#[ignore]
+fn half_precision_simt_register_sweep() {
+    if !nvrtc_here() {
+        return;
+    }
+    let f = simt_points(half_cases(), true);
     assert!(f.is_empty(), "{}", f.join("\n"));
 }
 

@@ -409,9 +409,12 @@ fn sass_checks(kernel: &str, plan: &Value, out_bytes: u64, s: &SassSummary, o: &
     // than it writes has lanes by its narrowest read (bf16 in, fp32 out: 8 lanes, 32 output
     // bytes, 16-byte loads): 16 bytes or more. Other templates count their widths in input
     // elements, which `width × out_bytes` does not measure: 16 bytes exactly, as before.
-    // TODO(issue 15): the row template's width in input bytes (seed 4's
-    // `sw_attn_bf16_b2h16_1x1_d128_full_bool` sm80 row kernel, width 8 of bf16 with fp32
-    // output, loads 2-byte scalars).
+    // TODO(issue 15): judge a row plan's width in its input elements (the unit
+    // `plan::space::vector_extent` counts). Seed 4's `sw_attn_bf16_b2h16_1x1_d128_full_bool`
+    // sm80 row kernel (a row of one key whose score is a serial 128-long bf16 dot) claimed
+    // width 8 and loaded 2-byte scalars; since the row plans' widths follow `row::lanes`
+    // (gpu15m) it claims width 1 (checked 2026-11-28, gpu15n), what it loads. Its dot still
+    // loads 2 bytes at a time: a vector fold of a reduce nested in a row walk is left.
     let vec_bytes = plan["vectorize"]["width"].as_u64().unwrap_or(1) * out_bytes;
     let pointwise = plan["template"].as_str() == Some("elementwise");
     if vec_bytes == 16 || pointwise && vec_bytes > 16 {

@@ -231,8 +231,9 @@ pub enum Shape {
         window: bool,
         /// The widest vector, bytes, the row template loads a row's elements with: 16 from
         /// the analysis, cut by code generation's applicability to the lanes the template
-        /// keeps (`codegen::templates::row::lanes`: a row whose size is not provably a multiple
-        /// of them, a symbolic sequence length, is walked element by element).
+        /// keeps at the priced sizes (`codegen::templates::row::lanes`, and the vector walk the
+        /// template runs under a run-time test on a symbolic row length,
+        /// `codegen::templates::row::vector_guard`, where the priced length takes it).
         #[serde(skip)]
         vec_cap: u64,
     },

@@ -35,7 +35,8 @@ pub enum Emits {
         staged_store: bool,
     },
     /// The cooperative row template, loading a row at most `vec_bytes` at a time
-    /// ([`row::lanes`]).
+    /// ([`row::lanes`], or the vector walk of [`row::vector_guard`] where the priced sizes
+    /// take it).
     Row {
         /// The widest vector access of the row walk, bytes.
         vec_bytes: u64,
@@ -89,11 +90,27 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
             let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4);
             let want = u32::try_from(16 / elem.max(1)).unwrap_or(1);
             Emits::Row {
-                vec_bytes: u64::from(row::lanes(r, want)) * elem.max(1),
+                vec_bytes: u64::from(row_lanes(r, work, want)) * elem.max(1),
             }
         }
         _ => Emits::Pointwise,
     }
+}
+
+/// The lanes, at most `want`, of the row walk of `r` at the sizes `work` was priced at: those
+/// [`row::lanes`] proves, or more where the template's run-time test on the row's length
+/// ([`row::vector_guard`]) takes its vector walk at the priced innermost extent (a softmax
+/// over a symbolic `sequence` priced at 1024: 4 fp32 lanes; at 1022: 2).
+fn row_lanes(r: &Region, work: &KernelWork, want: u32) -> u32 {
+    let proven = row::lanes(r, want);
+    let mut l = want;
+    while l > proven {
+        if row::vector_guard(r, l).is_some_and(|g| g.holds_at(work.inner_extent)) {
+            return l;
+        }
+        l /= 2;
+    }
+    proven
 }
 
 /// `work` as what will run: a contraction without tensor cores when `mma_sync` cannot emit

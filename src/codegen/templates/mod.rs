@@ -21,6 +21,7 @@ pub mod contraction_simt;
 pub mod gemv;
 pub mod pointwise;
 pub mod row;
+pub mod row_guard;
 pub mod scan;
 pub mod sm90;
 pub mod vector;

@@ -12,12 +12,15 @@
 //! trailing iters, so a row is contiguous in the output), the threads walk a row in chunks of
 //! `lanes` consecutive elements: contiguous reads are one vector load per chunk (in the folds and
 //! in the output pass), the lanes are an unrolled loop, and each output is one vector store per
-//! chunk. A fold then visits a thread's elements chunk by chunk, lanes in order.
+//! chunk. A fold then visits a thread's elements chunk by chunk, lanes in order. When the row's
+//! innermost size is symbolic (`c·S`), the lanes are taken under a uniform run-time test
+//! `S % q == 0` with the element walk as the other branch ([`super::row_guard`]).
 
 use super::super::cexpr;
 use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll, WarpOp};
 use super::super::scalar::{Emitter, Val};
 use super::super::CodegenError;
+use super::row_guard::{self, VectorGuard};
 use super::{bind_flat, params, store_yields, vector};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -86,8 +89,9 @@ fn trailing(r: &Region, row_axes: &[String]) -> bool {
 /// The lanes of the row kernel of `r` under a plan of `want` lanes: `want` cut by
 /// [`vector::lanes`] to what provably divides the row's innermost size (1 when the row axes are
 /// not the trailing iters, or `r` is no row region). The plan space's widest vector follows it
-/// (`applicability::Emits::Row`), so a plan claims no vector the kernel does not load: a softmax
-/// over a symbolic sequence length is walked (and priced) element by element.
+/// (`applicability::Emits::Row`), so a plan claims no vector the kernel does not load. A softmax
+/// over a symbolic sequence length proves 1 here; its kernel adds a vector walk under a run-time
+/// test ([`vector_guard`]), priced where the priced sizes take it.
 pub fn lanes(r: &Region, want: u32) -> u32 {
     let Some((row_axes, _)) = cooperative(r) else {
         return 1;
@@ -113,8 +117,23 @@ pub fn lanes(r: &Region, want: u32) -> u32 {
     }
 }
 
+/// The guard under which the row walk of `r` runs `want` lanes that [`lanes`] cannot prove
+/// (a row over a symbolic length: [`super::row_guard`]); `None` when [`lanes`] keeps them, or
+/// no run-time test would (the row axes not trailing, a size of several symbols).
+pub fn vector_guard(r: &Region, want: u32) -> Option<VectorGuard> {
+    let (row_axes, _) = cooperative(r)?;
+    if want < 2 || !trailing(r, &row_axes) || lanes(r, want) >= want {
+        return None;
+    }
+    let em = Emitter::new(r, "").ok()?;
+    // The row axes are the trailing iters: the last iter is the row's innermost axis.
+    let inner = em.iter_sizes.last()?;
+    row_guard::guard(r, inner, want, |s| lanes(s, want) == want)
+}
+
 /// The row kernel of `r` (`cooperative(r)` must be `Some`), with up to `lanes` elements per
-/// vector access.
+/// vector access: where [`lanes`] proves fewer, and a run-time test on the row's length gives
+/// them ([`vector_guard`]), both walks under that uniform branch.
 pub fn build(
     r: &Region,
     arch: Arch,
@@ -126,10 +145,72 @@ pub fn build(
         kernel: r.name.clone(),
         why: why.to_string(),
     };
-    let (row_axes, coop) = cooperative(r).ok_or_else(|| unsupported("no cooperative reduction"))?;
+    let (row_axes, _) = cooperative(r).ok_or_else(|| unsupported("no cooperative reduction"))?;
     if !threads_per_row.is_multiple_of(32) {
         return Err(unsupported("threads per row must be whole warps"));
     }
+    let shape = (threads_per_row, rows_per_block);
+    let body = match vector_guard(r, lanes) {
+        None => row_body(r, shape, lanes)?,
+        Some(g) => {
+            let (name, value) = g.define();
+            let mut fast = vec![Stmt::int(&name, value)];
+            fast.extend(row_body(&g.region, shape, lanes)?);
+            vec![Stmt::If {
+                cond: g.cond(),
+                div: Div::Block,
+                then: fast,
+                otherwise: row_body(r, shape, lanes)?,
+            }]
+        }
+    };
+    let em = Emitter::new(r, "")?;
+    let outer_sizes: Vec<Dim> = r
+        .iters
+        .iter()
+        .zip(&em.iter_sizes)
+        .filter(|(it, _)| !row_axes.contains(&it.name))
+        .map(|(_, s)| s.clone())
+        .collect();
+    let rows = Dim::product(&outer_sizes);
+    let warps = threads_per_row / 32;
+    let mut smem = Vec::new();
+    if warps > 1 {
+        smem.push(Smem {
+            name: "partial".into(),
+            ty: CType::F32,
+            dims: vec![rows_per_block as u64, warps as u64],
+            dynamic: false,
+        });
+    }
+    let grid = rows.ceildiv(rows_per_block as i64).max_of(&Dim::int(1));
+    Ok(Kernel {
+        name: cexpr::ident(&r.name),
+        arch,
+        template: "row".into(),
+        params: params(r),
+        launch: Launch {
+            grid: [Size(grid), Size(Dim::int(1)), Size(Dim::int(1))],
+            block: [threads_per_row, rows_per_block, 1],
+            dyn_smem_bytes: 0,
+        },
+        smem,
+        body,
+        max_regs: Some(crate::plan::regs::ROW),
+    })
+}
+
+/// The body of the row kernel of `r` (threads per row, rows per block) with up to `lanes`
+/// elements per vector access ([`vector::lanes`] of the row's sizes).
+fn row_body(
+    r: &Region,
+    (threads_per_row, rows_per_block): (u32, u32),
+    lanes: u32,
+) -> Result<Vec<Stmt>, CodegenError> {
+    let (row_axes, coop) = cooperative(r).ok_or_else(|| CodegenError::Unsupported {
+        kernel: r.name.clone(),
+        why: "no cooperative reduction".into(),
+    })?;
     let mut em = Emitter::new(r, "")?;
     let iter_sizes = em.iter_sizes.clone();
     let (mut outer, mut outer_sizes, mut row_sizes) = (Vec::new(), Vec::new(), Vec::new());
@@ -159,15 +240,6 @@ pub fn build(
     let rows = Dim::product(&outer_sizes);
     let (rows_c, len_c) = (cexpr::dim(&rows), cexpr::dim(&Dim::product(&walk_sizes)));
     let warps = threads_per_row / 32;
-    let mut smem = Vec::new();
-    if warps > 1 {
-        smem.push(Smem {
-            name: "partial".into(),
-            ty: CType::F32,
-            dims: vec![rows_per_block as u64, warps as u64],
-            dynamic: false,
-        });
-    }
     em.open();
     em.emit(Stmt::int("ty", "(int)threadIdx.y"));
     em.emit(Stmt::int("tx", "(int)threadIdx.x"));
@@ -186,83 +258,7 @@ pub fn build(
     let outer_c: Vec<String> = outer_sizes.iter().map(cexpr::dim).collect();
     bind_flat(&mut em, &outer, &outer_c, "row", "i_");
     for li in coop {
-        let l = &r.lets[li];
-        let Expr::Reduce(red) = &l.expr else { continue };
-        let red: &Reduce = red;
-        let (init, _) = Emitter::reduce_init(red);
-        let identity = super::super::scalar::identity(red.op, DType::F32);
-        let acc = em.fresh("acc");
-        em.emit(Stmt::Let {
-            ty: CType::F32,
-            name: acc.clone(),
-            value: cexpr::float(identity),
-            mutable: true,
-        });
-        em.open();
-        em.push_scope();
-        let folded = walk.each(&mut em, std::slice::from_ref(&red.body), |em| {
-            let v = em.value(&red.body)?;
-            em.emit(Stmt::Assign {
-                place: acc.clone(),
-                value: Emitter::fold(red, &acc, &v),
-            });
-            Ok(())
-        });
-        em.pop_scope();
-        folded?;
-        let body = em.close();
-        em.emit(Stmt::For {
-            var: "e".into(),
-            start: "tx".into(),
-            end: len_c.clone(),
-            step: threads_per_row.to_string(),
-            unroll: Unroll::Compiler,
-            div: Div::Thread,
-            body,
-        });
-        em.emit(Stmt::WarpReduce {
-            op: warp_op(red.op),
-            dst: acc.clone(),
-            value: acc.clone(),
-        });
-        if warps > 1 {
-            em.emit(Stmt::If {
-                cond: "(tx & 31) == 0".into(),
-                div: Div::Thread,
-                then: vec![Stmt::Assign {
-                    place: "partial[ty][tx >> 5]".into(),
-                    value: acc.clone(),
-                }],
-                otherwise: vec![],
-            });
-            em.emit(Stmt::Barrier);
-            em.emit(Stmt::Assign {
-                place: acc.clone(),
-                value: "partial[ty][0]".into(),
-            });
-            em.emit(Stmt::For {
-                var: "w".into(),
-                start: "1".into(),
-                end: warps.to_string(),
-                step: "1".into(),
-                unroll: Unroll::Full,
-                div: Div::Block,
-                body: vec![Stmt::Assign {
-                    place: acc.clone(),
-                    value: combine(red.op, &acc, "partial[ty][w]"),
-                }],
-            });
-            em.emit(Stmt::Barrier);
-        }
-        // The explicit init is folded once, after the partials.
-        let total = em.materialize(
-            &l.name,
-            Val {
-                code: combine(red.op, &init, &acc),
-                kind: Kind::Float,
-            },
-        );
-        em.provide(&l.name, total.code);
+        fold_let(&mut em, &walk, li, (&len_c, threads_per_row, warps))?;
     }
     em.open();
     em.push_scope();
@@ -302,22 +298,99 @@ pub fn build(
         then: inner,
         otherwise: vec![],
     });
+    Ok(em.close())
+}
+
+/// The fold of the cooperative let `li` of the row walk `walk` (C row length in chunks, threads
+/// per row, warps per row): each thread's share, the warp butterfly, the warps' partials through
+/// shared memory; the let is then provided to the rest of the body.
+fn fold_let(
+    em: &mut Emitter,
+    walk: &Walk,
+    li: usize,
+    (len_c, threads_per_row, warps): (&str, u32, u32),
+) -> Result<(), CodegenError> {
+    let r = em.region;
+    let l = &r.lets[li];
+    let Expr::Reduce(red) = &l.expr else {
+        return Ok(());
+    };
+    let red: &Reduce = red;
+    let (init, _) = Emitter::reduce_init(red);
+    let identity = super::super::scalar::identity(red.op, DType::F32);
+    let acc = em.fresh("acc");
+    em.emit(Stmt::Let {
+        ty: CType::F32,
+        name: acc.clone(),
+        value: cexpr::float(identity),
+        mutable: true,
+    });
+    em.open();
+    em.push_scope();
+    let folded = walk.each(em, std::slice::from_ref(&red.body), |em| {
+        let v = em.value(&red.body)?;
+        em.emit(Stmt::Assign {
+            place: acc.clone(),
+            value: Emitter::fold(red, &acc, &v),
+        });
+        Ok(())
+    });
+    em.pop_scope();
+    folded?;
     let body = em.close();
-    let grid = rows.ceildiv(rows_per_block as i64).max_of(&Dim::int(1));
-    Ok(Kernel {
-        name: cexpr::ident(&r.name),
-        arch,
-        template: "row".into(),
-        params: params(r),
-        launch: Launch {
-            grid: [Size(grid), Size(Dim::int(1)), Size(Dim::int(1))],
-            block: [threads_per_row, rows_per_block, 1],
-            dyn_smem_bytes: 0,
-        },
-        smem,
+    em.emit(Stmt::For {
+        var: "e".into(),
+        start: "tx".into(),
+        end: len_c.to_string(),
+        step: threads_per_row.to_string(),
+        unroll: Unroll::Compiler,
+        div: Div::Thread,
         body,
-        max_regs: Some(crate::plan::regs::ROW),
-    })
+    });
+    em.emit(Stmt::WarpReduce {
+        op: warp_op(red.op),
+        dst: acc.clone(),
+        value: acc.clone(),
+    });
+    if warps > 1 {
+        em.emit(Stmt::If {
+            cond: "(tx & 31) == 0".into(),
+            div: Div::Thread,
+            then: vec![Stmt::Assign {
+                place: "partial[ty][tx >> 5]".into(),
+                value: acc.clone(),
+            }],
+            otherwise: vec![],
+        });
+        em.emit(Stmt::Barrier);
+        em.emit(Stmt::Assign {
+            place: acc.clone(),
+            value: "partial[ty][0]".into(),
+        });
+        em.emit(Stmt::For {
+            var: "w".into(),
+            start: "1".into(),
+            end: warps.to_string(),
+            step: "1".into(),
+            unroll: Unroll::Full,
+            div: Div::Block,
+            body: vec![Stmt::Assign {
+                place: acc.clone(),
+                value: combine(red.op, &acc, "partial[ty][w]"),
+            }],
+        });
+        em.emit(Stmt::Barrier);
+    }
+    // The explicit init is folded once, after the partials.
+    let total = em.materialize(
+        &l.name,
+        Val {
+            code: combine(red.op, &init, &acc),
+            kind: Kind::Float,
+        },
+    );
+    em.provide(&l.name, total.code);
+    Ok(())
 }
 
 /// How the threads of a row walk it: the row axes, bound from the walk index `e` over `sizes`
