@@ -1,8 +1,9 @@
 //! `matmul-merge-shared-lhs` on an exporter's batched projections (`X: [B, S, K]` times
 //! `Wᵢ: [K, Nᵢ]`, issue 23): the merge is bit-exact on random inputs, and the pipeline's gate
-//! ([`subst::MergeGate`]) lets it fire only where each projection launches fewer CTAs than the
-//! target has SMs (a serving batch), not where the parts already fill the GPU (the default
-//! sizes, where the merged cover equals the unmerged one: bench/results/covers-2026-11-28.md).
+//! ([`subst::MergeGate`], the pricer's) lets it fire under the roofline only where each
+//! projection launches fewer CTAs than the target has SMs (a serving batch), not where the parts
+//! already fill the GPU (the default sizes, where the merged cover equals the unmerged one:
+//! bench/results/covers-2026-11-28.md), and always under the CPU model.
 
 use dlc_egg::ir::egraph::{add_program, extract_program, TensorGraph, TensorLang};
 use dlc_egg::ir::tiny::Program;
@@ -74,7 +75,7 @@ fn gate(b: i64, s: i64) -> MergeGate {
     MergeGate {
         bindings: BTreeMap::from([("B".to_string(), b), ("S".to_string(), s)]),
         default_size: 1024,
-        sms: 132,
+        units: Some(132),
     }
 }
 
@@ -118,6 +119,31 @@ fn the_gate_keeps_projections_that_fill_the_gpu_apart() {
 }
 
 #[test]
+fn a_gate_without_units_merges_at_any_size() {
+    // The CPU pricer's gate (`merge_units` = None): a merged GEMM never prices above its
+    // parts there, so the projections merge even where they would fill a GPU.
+    let p = projections(json!("B"), json!("S"), &[768, 704, 640]);
+    let always = MergeGate {
+        units: None,
+        ..gate(1024, 1024)
+    };
+    let (q, stats, reduces) = merged(&p, &subst::gated_rules(false, &always));
+    assert_fired(&stats, "matmul-merge-shared-lhs");
+    assert_eq!(reduces, 1);
+    let small = BTreeMap::from([("B".to_string(), 1), ("S".to_string(), 2)]);
+    check_sound(&p, &q, &small, &[5], Compare::BitExact).unwrap();
+}
+
+#[test]
+fn the_pricers_give_the_gate_its_units() {
+    use dlc_egg::extract::pricing::{KernelPricer, Roofline};
+    let h100 = dlc_egg::target::Arch::Sm90.target();
+    assert_eq!(Roofline.merge_units(&h100), Some(h100.sms));
+    let cpu = dlc_egg::cpu::pricing::CpuPricer::new(Default::default(), 2);
+    assert_eq!(cpu.merge_units(&h100), None);
+}
+
+#[test]
 fn the_gate_leaves_rank_two_matmuls_to_the_ungated_rule() {
     // X: [M, K] MatMuls (the bench encoder's lowering) merge whatever the sizes, as before.
     let mut tensors = serde_json::Map::new();
@@ -143,4 +169,29 @@ fn the_gate_leaves_rank_two_matmuls_to_the_ungated_rule() {
     let (_, stats, reduces) = merged(&p, &[subst::merge_rule(Some(gate(1024, 1024)))]);
     assert_fired(&stats, "matmul-merge-shared-lhs");
     assert_eq!(reduces, 1);
+}
+
+#[test]
+fn the_pipeline_gates_the_merge_by_its_pricer() {
+    use dlc_egg::optimize::{optimize, OptimizeOptions};
+    // Unbound B and S at the default size 1024: every projection fills an H100.
+    let p = projections(json!("B"), json!("S"), &[768, 704, 640]);
+    let subst_fired = |opts: &OptimizeOptions| {
+        let o = optimize(&p, opts).unwrap_or_else(|e| panic!("{e}"));
+        let st = o
+            .phases
+            .iter()
+            .find(|s| s.name == "subst")
+            .expect("phase subst");
+        st.fired("matmul-merge-shared-lhs")
+    };
+    assert!(
+        !subst_fired(&OptimizeOptions::default()),
+        "roofline: filled"
+    );
+    let cpu = dlc_egg::cpu::pricing::CpuPricer::new(Default::default(), 2);
+    assert!(
+        subst_fired(&OptimizeOptions::default().with_pricer(cpu)),
+        "the CPU model merges always"
+    );
 }

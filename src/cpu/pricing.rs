@@ -85,6 +85,15 @@ impl KernelPricer for CpuPricer {
             None => KernelCost::INFINITY,
         }
     }
+
+    /// `None`: merge always. The model's time is a per-kernel overhead plus the larger of
+    /// compute and memory time ([`CpuCostParams::predict_ms`]), so a GEMM merging projections
+    /// that share `X` (the flops of its parts, `X` read once, one overhead) never prices above
+    /// its parts; the extractor decides whether the merged cover (its column reads included)
+    /// is cheaper.
+    fn merge_units(&self, _target: &crate::target::Target) -> Option<u32> {
+        None
+    }
 }
 
 /// `opts` with extraction priced for the CPU at `threads` threads: the parameters of

@@ -34,6 +34,7 @@
 
 use super::kernels::{kernel_own_cost, CostModel, KernelCost};
 use crate::ir::egraph::{TensorGraph, TensorLang};
+use crate::target::Target;
 use rayon::prelude::*;
 
 /// Prices one kernel e-node (`(kernel {body} in…)`) by itself, without its inputs.
@@ -62,6 +63,16 @@ pub trait KernelPricer: Send + Sync {
             .par_iter()
             .map(|k| self.price(eg, k, model))
             .collect()
+    }
+
+    /// The parallel units of `target` a kernel must fill before more work in it costs more
+    /// time under this pricer, for the graph substitutions' merge gate
+    /// (`crate::rules::subst::MergeGate`): batched projections sharing an input merge only
+    /// where one launches fewer CTAs than this. The default is the roofline's, the target's
+    /// SM count; `None` for a pricer under which a merged GEMM never prices above its parts
+    /// (the CPU model: merge always, the extractor decides).
+    fn merge_units(&self, target: &Target) -> Option<u32> {
+        Some(target.sms)
     }
 }
 

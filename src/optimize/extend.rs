@@ -18,6 +18,7 @@
 use super::{ExtractorKind, OptimizeOptions};
 use crate::extract::dag::DagExtractor;
 use crate::extract::pricing::KernelPricer;
+use crate::rules::subst::{self, MergeGate};
 use crate::rules::{all_phases_with, Rule, RuleError};
 use crate::target::Target;
 use std::fmt;
@@ -205,17 +206,29 @@ impl OptimizeOptions {
     /// The phases [`super::optimize`] runs, in order (built-in and added), or why the
     /// extensions do not fit the pipeline.
     pub fn phase_names(&self) -> Result<Vec<String>, RuleError> {
-        Ok(self.rewrite_phases()?.into_iter().map(|(n, _)| n).collect())
+        Ok(self
+            .rewrite_phases(None)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect())
     }
 
     /// Every phase with its rules, in order; the kernels phase has only the rules added to it
-    /// (the pipeline adds the fusion rules, which need its legality oracle).
-    pub(super) fn rewrite_phases(&self) -> Result<Vec<(String, Vec<Rule>)>, RuleError> {
+    /// (the pipeline adds the fusion rules, which need its legality oracle). The substitutions
+    /// are built behind `gate` where one is given (`subst::gated_rules`; the pipeline's, the
+    /// pricer's gate), ungated otherwise.
+    pub(super) fn rewrite_phases(
+        &self,
+        gate: Option<&MergeGate>,
+    ) -> Result<Vec<(String, Vec<Rule>)>, RuleError> {
         let mut phases: Vec<(String, Vec<Rule>)> = Vec::new();
         let mut subst = None;
         for (n, r) in all_phases_with(self.fast_math) {
             if n == SUBST_PHASE {
-                subst = Some(r);
+                subst = Some(match gate {
+                    Some(g) => subst::gated_rules(self.fast_math, g),
+                    None => r,
+                });
             } else {
                 phases.push((n.to_string(), r));
             }

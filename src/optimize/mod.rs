@@ -24,7 +24,7 @@ use crate::ir::egraph::{add_program, TensorFacts, TensorGraph, TensorLang};
 use crate::ir::region::program::RegionProgram;
 use crate::ir::tiny::Program;
 use crate::rules::fusion::{self, Fingerprints, FusionLimits, Legality};
-use crate::rules::subst::{self, MergeGate};
+use crate::rules::subst::MergeGate;
 use crate::rules::{try_run_phase, Budget, PhaseStats, RuleError};
 use crate::target::{Arch, Target};
 use egg::{Id, RecExpr};
@@ -288,10 +288,11 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
     let regions = Arc::new(RegionCache::default());
     let mut bindings = prog.symbols.clone();
     bindings.extend(opts.pricing.iter().map(|(k, v)| (k.clone(), *v)));
+    // The substitutions' merge gate is the pricer's: it decides the cover.
     let gate = MergeGate {
         bindings: bindings.clone(),
         default_size: opts.default_size,
-        sms: opts.target.sms,
+        units: pricer(opts).merge_units(&opts.target),
     };
     let (eg, phases) = run_phases(eg, opts, &regions, &gate, &mut steps)?;
 
@@ -414,7 +415,7 @@ fn run_phases(
     // Fingerprints of the e-graph after the first kernels round (then `subst` runs).
     let mut before_subst: Option<fusion::Fingerprints> = None;
     let mut kernels_rounds = 0;
-    for (name, mut rules) in opts.rewrite_phases()? {
+    for (name, mut rules) in opts.rewrite_phases(Some(gate))? {
         let budget = if name == extend::KERNELS_PHASE {
             kernels_rounds += 1;
             if kernels_rounds > 1 {
@@ -437,13 +438,6 @@ fn run_phases(
                     continue;
                 }
                 before_subst = Some(Fingerprints::of(&eg));
-                // The batched projections merge only where they leave SMs idle at the
-                // priced sizes ([`MergeGate`]).
-                for r in rules.iter_mut() {
-                    if r.name.as_str() == MERGE_RULE {
-                        *r = subst::merge_rule(Some(gate.clone()));
-                    }
-                }
             }
             Budget {
                 node_limit: eg.total_number_of_nodes() + opts.budget.node_limit,
@@ -463,9 +457,6 @@ fn run_phases(
     }
     Ok((eg, phases))
 }
-
-/// The substitution the subst phase runs gated ([`MergeGate`]).
-const MERGE_RULE: &str = subst::RULE_NAMES[0];
 
 /// The signature inputs of `graph` whose values are bound when the program is loaded: weights
 /// (`role: param` or `storage: const_pool`) with a value in

@@ -60,19 +60,38 @@ pub const FAST_MATH_RULES: [&str; 1] = ["matmul-absorb-sum-pool"];
 /// Most weights one merged MatMul concatenates (Q, K, V and one more).
 pub const MAX_MERGED: usize = 4;
 
-/// The substitution rule set, [`FAST_MATH_RULES`] included (phase "subst" under `--fast-math`).
+/// The substitution rule set, [`FAST_MATH_RULES`] included, ungated (tests, library users;
+/// phase "subst" of [`crate::rules::all_phases_with`]).
 pub fn rules() -> Vec<Rule> {
-    vec![
+    build(true, None)
+}
+
+/// The substitutions of phase "subst" as the optimizer runs them: without `fast_math`, less
+/// [`FAST_MATH_RULES`]; the merge of batched projections behind `gate` (the pricer's,
+/// [`MergeGate`]).
+pub fn gated_rules(fast_math: bool, gate: &MergeGate) -> Vec<Rule> {
+    build(fast_math, Some(gate.clone()))
+}
+
+/// The rule set: [`FAST_MATH_RULES`] only with `fast_math`; `matmul-merge-shared-lhs` behind
+/// `gate` where one is given.
+fn build(fast_math: bool, gate: Option<MergeGate>) -> Vec<Rule> {
+    let mut out = vec![
         // X·W₁, X·W₂ ⇒ shrink(X·(W₁‖W₂), columns of each): MatMuls sharing X merged along N.
-        merge_rule(None),
+        merge_rule(gate),
+    ];
+    if fast_math {
         // (Σ_r Y[m,k,r] / c)·W ⇒ (Σ_(k,r) Y[m,k,r]·W[k,n]) / c: a pool's sum joins the MatMul's.
-        Rewrite::new(
-            "matmul-absorb-sum-pool",
-            pool::PooledMatmuls,
-            pool::AbsorbPool,
-        )
-        .expect("static rule"),
-    ]
+        out.push(
+            Rewrite::new(
+                "matmul-absorb-sum-pool",
+                pool::PooledMatmuls,
+                pool::AbsorbPool,
+            )
+            .expect("static rule"),
+        );
+    }
+    out
 }
 
 /// `matmul-merge-shared-lhs`; with a `gate`, an exporter's batched projections (`X: [B, S, K]`)
@@ -87,48 +106,59 @@ pub fn merge_rule(gate: Option<MergeGate>) -> Rule {
 }
 
 /// When the batched form of `matmul-merge-shared-lhs` may pay, at the sizes the program is
-/// priced at: the roofline prices a merged GEMM as the sum of its parts while they fill the
-/// GPU (bench/results/covers-2026-11-27-6.md §3: on BERT-12 at the default sizes the merged
-/// covers equalled the unmerged ones and doubled `optimize`'s time), so the merge can only win
-/// when a part launches fewer CTAs than the target has SMs (a serving batch: BERT at batch 1,
-/// sequence 128 runs each 768-column projection on 24 of 132 SMs). CTAs are counted with the
-/// smallest GEMM tile the plan space has (64×64: the most CTAs any plan launches), the leading
-/// axes evaluated at the bindings (unbound symbols at the default size). A heuristic on which
-/// e-graph to build, not a price: the extractor still chooses between merged and unmerged
-/// kernels (bench/results/covers-2026-11-28.md).
+/// priced at, under the pricer that chooses the cover (`crate::optimize` asks the pricer,
+/// `crate::extract::pricing::KernelPricer::merge_units`):
+///
+/// - A GPU (the roofline, `units = Some(sms)`): the roofline prices a merged GEMM as the sum
+///   of its parts while they fill the GPU (bench/results/covers-2026-11-27-6.md §3: on BERT-12
+///   at the default sizes the merged covers equalled the unmerged ones and doubled `optimize`'s
+///   time), so the merge can only win when a part launches fewer CTAs than the target has SMs
+///   (a serving batch: BERT at batch 1, sequence 128 runs each 768-column projection on 24 of
+///   132 SMs). CTAs are counted with the smallest GEMM tile the plan space has (64×64: the most
+///   CTAs any plan launches), the leading axes evaluated at the bindings (unbound symbols at
+///   the default size).
+/// - A pricer whose time is additive in work (the CPU model, `units = None`: a per-kernel
+///   overhead plus the larger of compute and memory time, so a merged GEMM, one overhead and
+///   `X` read once, never prices above its parts): every group merges, and the extractor
+///   decides whether the merged cover is cheaper.
+///
+/// A heuristic on which e-graph to build, not a price: the extractor still chooses between
+/// merged and unmerged kernels (bench/results/covers-2026-11-28.md).
 #[derive(Clone, Debug)]
 pub struct MergeGate {
     /// Symbol values the program is priced at.
     pub bindings: BTreeMap<String, i64>,
     /// The value of an unbound symbol.
     pub default_size: i64,
-    /// The target's SM count.
-    pub sms: u32,
+    /// The parallel units (a GPU's SMs) a projection must leave idle for a merge to be tried;
+    /// `None`: merge always.
+    pub units: Option<u32>,
 }
 
 /// The smallest GEMM tile edge of the plan space ([`MergeGate`]).
 const SMALLEST_TILE: i64 = 64;
 
 impl MergeGate {
-    /// Whether the one-weight MatMul `mm` launches fewer CTAs than the target has SMs.
-    fn underfills(&self, mm: &Matmul) -> bool {
+    /// Whether the one-weight MatMul `mm` may merge: always without `units`, else when it
+    /// launches fewer CTAs than there are units.
+    fn admits(&self, mm: &Matmul) -> bool {
+        let Some(units) = self.units else {
+            return true;
+        };
         let lookup = |s: &str| Some(self.bindings.get(s).copied().unwrap_or(self.default_size));
         let rows = mm.lead.iter().try_fold(1i64, |acc, d| {
             d.eval(&lookup).ok().and_then(|v| acc.checked_mul(v.max(0)))
         });
         let tiles = |v: i64| (v + SMALLEST_TILE - 1) / SMALLEST_TILE;
         rows.and_then(|m| tiles(m).checked_mul(tiles(mm.n)))
-            .is_some_and(|ctas| ctas < i64::from(self.sms))
+            .is_some_and(|ctas| ctas < i64::from(units))
     }
 }
 
-/// The substitutions of phase "subst" (first in `crate::rules::all_phases_with`): without
-/// `fast_math`, [`rules`] less [`FAST_MATH_RULES`].
+/// The substitutions of phase "subst" (first in `crate::rules::all_phases_with`), ungated:
+/// without `fast_math`, [`rules`] less [`FAST_MATH_RULES`].
 pub fn rules_with(fast_math: bool) -> Vec<Rule> {
-    rules()
-        .into_iter()
-        .filter(|r| fast_math || !FAST_MATH_RULES.contains(&r.name.as_str()))
-        .collect()
+    build(fast_math, None)
 }
 
 /// A lowered MatMul found in the e-graph.
@@ -481,10 +511,10 @@ impl Applier<TensorLang, IndexBook> for MergeShared {
             let Some(wd) = tensor(eg, mm.w).map(|f| f.dtype) else {
                 continue;
             };
-            // One weight of a batched projection that fills the GPU: not merged (a merged
-            // MatMul is in the e-graph only when its parts passed).
-            let filled = |g: &MergeGate| ls.len() == 1 && !g.underfills(&mm);
-            if mm.lead.len() > 1 && self.0.as_deref().is_some_and(filled) {
+            // One weight of a batched projection the gate refuses (it fills the GPU): not
+            // merged (a merged MatMul is in the e-graph only when its parts passed).
+            let refused = |g: &MergeGate| ls.len() == 1 && !g.admits(&mm);
+            if mm.lead.len() > 1 && self.0.as_deref().is_some_and(refused) {
                 continue;
             }
             let key = (mm.x, mm.k.to_string(), mm.acc, wd);
