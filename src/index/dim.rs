@@ -63,6 +63,26 @@ thread_local! {
 }
 
 impl Dim {
+    /// `self` with every symbol of `sub` replaced by its value (re-simplified): a shape
+    /// cluster's specialization (`T = d·T_d`), or a run-time branch's (`S = q·S'`).
+    pub fn substitute(&self, sub: &BTreeMap<String, Dim>) -> Dim {
+        let mut out = Dim::int(0);
+        for (atoms, coeff) in self.monomials() {
+            let mut term = Dim::int(coeff);
+            for a in atoms {
+                let v = match a {
+                    Atom::Sym(s) => sub.get(s).cloned().unwrap_or_else(|| Dim::sym(s)),
+                    Atom::FloorDiv(e, k) => e.substitute(sub).floordiv(*k),
+                    Atom::Min(x, y) => x.substitute(sub).min_of(&y.substitute(sub)),
+                    Atom::Max(x, y) => x.substitute(sub).max_of(&y.substitute(sub)),
+                };
+                term = term.mul(&v);
+            }
+            out = out.add(&term);
+        }
+        out
+    }
+
     /// The size `v`.
     pub fn int(v: i64) -> Dim {
         if (0..SMALL_INTS).contains(&v) {

@@ -14,7 +14,7 @@
 
 use super::cluster::ShapeCluster;
 use super::ShapeError;
-use crate::ir::dim::{Atom, Dim};
+use crate::ir::dim::Dim;
 use crate::ir::frontend::{Graph, Op};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -92,7 +92,7 @@ impl Specialization {
         if sub.is_empty() {
             return graph.clone();
         }
-        let shape = |s: &[Dim]| -> Vec<Dim> { s.iter().map(|d| substitute(d, &sub)).collect() };
+        let shape = |s: &[Dim]| -> Vec<Dim> { s.iter().map(|d| d.substitute(&sub)).collect() };
         let mut g = graph.clone();
         for t in g.tensors.values_mut() {
             t.shape = shape(&t.shape);
@@ -144,25 +144,6 @@ impl Specialization {
     }
 }
 
-/// `d` with every symbol of `sub` replaced by its value (re-simplified).
-pub fn substitute(d: &Dim, sub: &BTreeMap<String, Dim>) -> Dim {
-    let mut out = Dim::int(0);
-    for (atoms, coeff) in d.monomials() {
-        let mut term = Dim::int(coeff);
-        for a in atoms {
-            let v = match a {
-                Atom::Sym(s) => sub.get(s).cloned().unwrap_or_else(|| Dim::sym(s)),
-                Atom::FloorDiv(e, k) => substitute(e, sub).floordiv(*k),
-                Atom::Min(x, y) => substitute(x, sub).min_of(&substitute(y, sub)),
-                Atom::Max(x, y) => substitute(x, sub).max_of(&substitute(y, sub)),
-            };
-            term = term.mul(&v);
-        }
-        out = out.add(&term);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,15 +161,15 @@ mod tests {
         assert_eq!(sp.factors["T"].symbol, "T_8");
         let sub = sp.substitution();
         let t = Dim::sym("T");
-        let s = substitute(&t, &sub);
+        let s = t.substitute(&sub);
         assert!(t.div_exact(&Dim::int(4)).is_none());
         assert!(s.div_exact(&Dim::int(8)).is_some());
         // floor((T + 1) / 2) = 4*T_8 for T = 8*T_8.
-        let f = substitute(&t.add_int(1).floordiv(2), &sub);
+        let f = t.add_int(1).floordiv(2).substitute(&sub);
         assert_eq!(f, Dim::sym("T_8").mul_int(4));
         let n = Dim::sym("N").mul(&t);
         assert_eq!(
-            substitute(&n, &sub),
+            n.substitute(&sub),
             Dim::sym("N").mul(&Dim::sym("T_8")).mul_int(8)
         );
     }

@@ -20,7 +20,6 @@ use super::super::cexpr;
 use super::super::scalar::Emitter;
 use crate::ir::dim::{Atom, Dim};
 use crate::ir::region::{Expr, Region, Size};
-use crate::shapes::specialize::substitute;
 use std::collections::BTreeMap;
 
 /// The vector walk of a row under a run-time test: the symbol tested, its divisor, the
@@ -110,7 +109,7 @@ fn gcd(a: i64, b: i64) -> i64 {
 /// `r` with every size substituted by `sub` (iters, input and output shapes, reduce extents,
 /// broadcast result shapes).
 pub fn substitute_region(r: &Region, sub: &BTreeMap<String, Dim>) -> Region {
-    let size = |s: &mut Size| s.0 = substitute(&s.0, sub);
+    let size = |s: &mut Size| s.0 = s.0.substitute(sub);
     let mut out = r.clone();
     for it in &mut out.iters {
         if let Some(s) = &mut it.size {
@@ -152,7 +151,7 @@ fn substitute_expr(e: &mut Expr, sub: &BTreeMap<String, Dim>) {
         }
         Expr::Reduce(red) => {
             for (_, s) in &mut red.extents {
-                s.0 = substitute(&s.0, sub);
+                s.0 = s.0.substitute(sub);
             }
             substitute_expr(&mut red.body, sub);
         }
@@ -163,7 +162,7 @@ fn substitute_expr(e: &mut Expr, sub: &BTreeMap<String, Dim>) {
             ..
         } => {
             for s in result_shape {
-                s.0 = substitute(&s.0, sub);
+                s.0 = s.0.substitute(sub);
             }
             substitute_expr(operand, sub);
         }
