@@ -65,16 +65,16 @@ thread_local! {
 impl Dim {
     /// `self` with every symbol of `sub` replaced by its value (re-simplified): a shape
     /// cluster's specialization (`T = d·T_d`), or a run-time branch's (`S = q·S'`).
-    pub fn substitute(&self, sub: &BTreeMap<String, Dim>) -> Dim {
+    pub fn substitute_dims(&self, sub: &BTreeMap<String, Dim>) -> Dim {
         let mut out = Dim::int(0);
         for (atoms, coeff) in self.monomials() {
             let mut term = Dim::int(coeff);
             for a in atoms {
                 let v = match a {
                     Atom::Sym(s) => sub.get(s).cloned().unwrap_or_else(|| Dim::sym(s)),
-                    Atom::FloorDiv(e, k) => e.substitute(sub).floordiv(*k),
-                    Atom::Min(x, y) => x.substitute(sub).min_of(&y.substitute(sub)),
-                    Atom::Max(x, y) => x.substitute(sub).max_of(&y.substitute(sub)),
+                    Atom::FloorDiv(e, k) => e.substitute_dims(sub).floordiv(*k),
+                    Atom::Min(x, y) => x.substitute_dims(sub).min_of(&y.substitute_dims(sub)),
+                    Atom::Max(x, y) => x.substitute_dims(sub).max_of(&y.substitute_dims(sub)),
                 };
                 term = term.mul(&v);
             }

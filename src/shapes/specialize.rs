@@ -92,7 +92,7 @@ impl Specialization {
         if sub.is_empty() {
             return graph.clone();
         }
-        let shape = |s: &[Dim]| -> Vec<Dim> { s.iter().map(|d| d.substitute(&sub)).collect() };
+        let shape = |s: &[Dim]| -> Vec<Dim> { s.iter().map(|d| d.substitute_dims(&sub)).collect() };
         let mut g = graph.clone();
         for t in g.tensors.values_mut() {
             t.shape = shape(&t.shape);
@@ -161,15 +161,15 @@ mod tests {
         assert_eq!(sp.factors["T"].symbol, "T_8");
         let sub = sp.substitution();
         let t = Dim::sym("T");
-        let s = t.substitute(&sub);
+        let s = t.substitute_dims(&sub);
         assert!(t.div_exact(&Dim::int(4)).is_none());
         assert!(s.div_exact(&Dim::int(8)).is_some());
         // floor((T + 1) / 2) = 4*T_8 for T = 8*T_8.
-        let f = t.add_int(1).floordiv(2).substitute(&sub);
+        let f = t.add_int(1).floordiv(2).substitute_dims(&sub);
         assert_eq!(f, Dim::sym("T_8").mul_int(4));
         let n = Dim::sym("N").mul(&t);
         assert_eq!(
-            n.substitute(&sub),
+            n.substitute_dims(&sub),
             Dim::sym("N").mul(&Dim::sym("T_8")).mul_int(8)
         );
     }

@@ -109,7 +109,7 @@ fn gcd(a: i64, b: i64) -> i64 {
 /// `r` with every size substituted by `sub` (iters, input and output shapes, reduce extents,
 /// broadcast result shapes).
 pub fn substitute_region(r: &Region, sub: &BTreeMap<String, Dim>) -> Region {
-    let size = |s: &mut Size| s.0 = s.0.substitute(sub);
+    let size = |s: &mut Size| s.0 = s.0.substitute_dims(sub);
     let mut out = r.clone();
     for it in &mut out.iters {
         if let Some(s) = &mut it.size {
@@ -151,7 +151,7 @@ fn substitute_expr(e: &mut Expr, sub: &BTreeMap<String, Dim>) {
         }
         Expr::Reduce(red) => {
             for (_, s) in &mut red.extents {
-                s.0 = s.0.substitute(sub);
+                s.0 = s.0.substitute_dims(sub);
             }
             substitute_expr(&mut red.body, sub);
         }
@@ -162,7 +162,7 @@ fn substitute_expr(e: &mut Expr, sub: &BTreeMap<String, Dim>) {
             ..
         } => {
             for s in result_shape {
-                s.0 = s.0.substitute(sub);
+                s.0 = s.0.substitute_dims(sub);
             }
             substitute_expr(operand, sub);
         }
