@@ -80,7 +80,7 @@ fn attention_role(pairs: &[(usize, usize)], i: usize) -> Option<Result<usize, ()
 }
 
 /// The attention pairs of `program` as `(first step, second step)` indices: a region yielding a
-/// deferred buffer that exactly one later region reads, [`pair`](crate::codegen::templates::attention::pair) accepting the two, the buffer
+/// deferred buffer that exactly one later region reads, [`pair`] accepting the two, the buffer
 /// read by no other step (region or alias) and no graph output, and the fused kernel having a
 /// plan on `target` (`cost::attention::has_plan`, the test the extractor's pair pricing makes:
 /// a pair without one runs as the two kernels the extractor priced).
