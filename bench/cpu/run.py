@@ -191,6 +191,17 @@ def case_resnet_blocks():
     return m, {"X": w([1, 64, 56, 56], 1)}, None, 4 * 2 * 64 * 64 * 9 * 56 * 56
 
 
+def case_exported(path):
+    """An exported model and the first set of stored inputs beside it (NAME.<tag>.in.<input>.npy)."""
+    m = onnx.load(str(path))
+    stored = sorted(path.parent.glob(f"{path.stem}.*.in.*.npy"))
+    if not stored:
+        sys.exit(f"{path}: no stored inputs {path.stem}.<tag>.in.<input>.npy beside it")
+    tag = stored[0].name.split(".")[1]
+    feeds = {p.name.split(".in.")[1][:-4]: np.load(p) for p in stored if p.name.split(".")[1] == tag}
+    return m, feeds, None, None
+
+
 CASES = {
     "gemm": ("fp32 GEMM 1024^3", case_gemm, 0.8),
     "ffn": ("BERT FFN GEMM+bias+gelu [512,768]x[768,3072]", case_ffn, 0.8),
@@ -205,6 +216,7 @@ CASES = {
 
 
 ORT_SPIN = True
+DEVICE = "cpu"  # --device: where dlc-egg runs (cuda: on a GPU, checked against onnxruntime on the CPU)
 
 
 def time_ort(m, feeds, threads, repeat):
@@ -236,8 +248,10 @@ def time_torch(fn, feeds, inits, threads, repeat):
 
 
 def run_dlc(model_path, feeds, threads, repeat, work, timeout):
-    args = [str(DLC), "run", str(model_path), "--device", "cpu", "--threads", str(threads),
-            "--repeat", str(repeat), "--out-dir", str(work / "out"), "--plan-cache", str(work / "cache")]
+    args = [str(DLC), "run", str(model_path), "--device", DEVICE, "--repeat", str(repeat),
+            "--out-dir", str(work / "out"), "--plan-cache", str(work / "cache")]
+    if DEVICE == "cpu":
+        args += ["--threads", str(threads)]
     for k, v in feeds.items():
         p = work / f"in_{k}.npy"
         np.save(p, v)
@@ -299,8 +313,15 @@ def main():
                     help="instead of the cases: cumsum over 10^4 ... 10^7 elements (linear time), vs onnxruntime")
     ap.add_argument("--ort-no-spin", action="store_true",
                     help="onnxruntime threads wait passively too (session.intra_op.allow_spinning=0)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where dlc-egg runs: cpu (default) or cuda (the same fp32 graphs on a GPU, checked "
+                         "against onnxruntime on the CPU; onnxruntime's CPU time is then only context)")
+    ap.add_argument("--model", type=Path, action="append", default=[],
+                    help="also run an exported model NAME.onnx (repeatable), its inputs read from the first "
+                         "NAME.<tag>.in.<input>.npy set beside it (what scripts/export-real-models.py writes)")
     a = ap.parse_args()
-    global ORT_SPIN
+    global ORT_SPIN, DEVICE
+    DEVICE = a.device
     ORT_SPIN = not a.ort_no_spin
     DLC = a.dlc
     if not DLC.exists():
@@ -308,9 +329,11 @@ def main():
     if a.scan_sweep:
         return scan_sweep(a)
     names = [n for n in CASES if not a.only or n in a.only.split(",")]
+    cases = {n: CASES[n] for n in names}
+    for path in a.model:
+        cases[path.stem] = (f"{path.stem} (exported model)", lambda p=path: case_exported(p), None)
     rows = []
-    for name in names:
-        desc, make, target = CASES[name]
+    for name, (desc, make, target) in cases.items():
         made = make()
         m, feeds, tfn, flops = made[:4]
         inits = made[4] if len(made) > 4 else {}
@@ -324,7 +347,8 @@ def main():
             for _ in range(a.rounds):
                 ort_ms, ref = time_ort(m, feeds, a.threads, a.repeat)
                 orts.append(ort_ms)
-                torches.append(time_torch(tfn, feeds, inits, a.threads, a.repeat))
+                # on the GPU only correctness and dlc-egg's time mean something: no CPU PyTorch time
+                torches.append(time_torch(tfn if DEVICE == "cpu" else None, feeds, inits, a.threads, a.repeat))
                 try:
                     timing, got = run_dlc(mp, feeds, a.threads, a.repeat, work, a.case_timeout)
                     dlcs.append(timing["total_ms"])
@@ -359,7 +383,7 @@ def print_row(r):
 
 
 def render(rows, a):
-    lines = [f"threads {a.threads}, median over {a.rounds} alternating rounds of the mean of {a.repeat} runs after a "
+    lines = [f"dlc-egg on {DEVICE}; threads {a.threads}, median over {a.rounds} alternating rounds of the mean of {a.repeat} runs after a "
              "warm-up; ratio = the median over the rounds of other time / dlc-egg time "
              "(>= 1: dlc-egg faster); load: the 1-minute load average after the case; onnxruntime threads "
              + ("spin (its default)" if ORT_SPIN else "do not spin (allow_spinning=0)"), "",

@@ -6,8 +6,11 @@
 #   cargo build --release && cargo test --release --test cuda_run --no-run
 #   mkdir -p .gpu && cp target/release/dlc-egg .gpu/ && cp "$(ls -t target/release/deps/cuda_run-* | grep -v '\.d$' | head -1)" .gpu/cuda_run
 # then run `bash bench/gpu/device_check.sh` there with `.gpu` carried (at most 8 files come back:
-# env.txt, cuda_run.log, extra.log (twice + ncu) and a .md/.log pair per bench step). STEPS (default
-# "bench sm80 tests extended") picks the parts.
+# env.txt, cuda_run.log, extra.log (twice + ncu) and a .md/.log pair per bench step; with more than
+# 8 files the logs are packed into logs.tgz). STEPS (default "bench sm80 tests extended") picks the
+# parts; `fp32` runs bench/cpu/run.py's fp32 ONNX cases (BERT layer, ResNet blocks, GEMM, conv,
+# LayerNorm, softmax, ...) and every exported model in .gpu/models/*.onnx (with its stored inputs
+# beside it) on the GPU, checked against onnxruntime on the CPU.
 set -u
 OUT=${OUT:-/tmp/dlc-gpu-out}
 mkdir -p "$OUT"
@@ -41,6 +44,7 @@ bench() {  # name, extra args...
 }
 
 for step in $STEPS; do
+  start=$SECONDS
   case $step in
     bench) bench gpu-native ;;
     sm80) bench gpu-sm80 --arch sm80 ;;
@@ -72,5 +76,16 @@ for step in $STEPS; do
       [ -n "$built" ] && [ ! -e "$built" ] && mkdir -p "$(dirname "$built")" && ln -s "$REPO" "$built"
       timeout "${TEST_LIMIT:-90}" .gpu/cuda_run --ignored --test-threads 1 > "$OUT/cuda_run.log" 2>&1
       echo "== tests: exit $?"; grep -E "^test |test result" "$OUT/cuda_run.log" ;;
+    fp32)
+      models=(); for m in .gpu/models/*.onnx; do [ -e "$m" ] && models+=(--model "$m"); done
+      timeout "${FP32_LIMIT:-180}" python3 bench/cpu/run.py --device cuda --dlc .gpu/dlc-egg --threads 16 \
+        --rounds 1 --repeat "${FP32_REPEAT:-10}" --case-timeout 90 ${FP32_ONLY:+--only "$FP32_ONLY"} "${models[@]}" \
+        --results "$OUT/gpu-fp32.md" > "$OUT/gpu-fp32.log" 2>&1
+      echo "== fp32: exit $?"; grep -E "^ *[a-z_0-9]+: dlc-egg" "$OUT/gpu-fp32.log" ;;
   esac
+  echo "== $step took $((SECONDS - start)) s"
 done
+# at most 8 files come back: pack the logs when there are more
+if [ "$(ls "$OUT" | wc -l)" -gt 8 ]; then
+  (cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log)
+fi
