@@ -3,6 +3,8 @@
 //! `tests/emu/nvrtc_check.py`), run through `run_on_host` with hand-built manifests and checked
 //! against plain Rust computations. No GPU or CUDA needed; g++ is.
 
+#[path = "common/mod.rs"]
+mod common;
 mod emu;
 #[path = "codegen_emu/harness.rs"]
 mod harness;
@@ -252,12 +254,10 @@ fn row_graph(op: &str, c: usize, norm: bool) -> String {
 /// chunks over 256 threads: the cross-warp step through shared memory).
 #[test]
 fn row_kernels_one_warp_per_row_with_tails() {
+    use common::host::emulation_matches_reference;
     use dlc_egg::codegen::generate;
-    use dlc_egg::codegen::host::run_on_host;
-    use dlc_egg::eval::evaluate;
-    use dlc_egg::ir::{frontend, lower};
     use dlc_egg::optimize::{optimize, OptimizeOptions};
-    use dlc_egg::rules::testing::random_inputs;
+    use dlc_egg::{ir::frontend, lower};
     use std::collections::BTreeMap;
     // (op, row length, normalizes, plan the row price chooses): a warp per row up to
     // `WARP_ROW_MAX`; 3000 columns (12 chunks per lane of a warp, over the 8 it keeps in flight)
@@ -296,26 +296,7 @@ fn row_kernels_one_warp_per_row_with_tails() {
         let want_lanes = if c % 8 == 0 { 8 } else { 4 };
         assert_eq!(rows[0].plan.vectorize.width, want_lanes, "{op} {c}");
         let b: BTreeMap<String, i64> = [("T".to_string(), 5)].into();
-        let ins = random_inputs(&p, &b, 11).expect("inputs");
-        let want = evaluate(&p, &b, &ins).expect("reference evaluates");
-        let got = run_on_host(
-            &generated.emitted.source,
-            &generated.emitted.manifest,
-            &ins,
-            &b,
-            &HostOptions::default(),
-        )
-        .unwrap_or_else(|e| panic!("{op} {c}: the host run fails: {e}"));
-        for (name, w) in &want {
-            let (g, w) = (got[name].to_f64(), w.to_f64());
-            assert_eq!(g.len(), w.len());
-            for (i, (g, w)) in g.iter().zip(&w).enumerate() {
-                // fp16 outputs: a few units in the last place of the rounded result.
-                assert!(
-                    (g - w).abs() <= 4e-3 * w.abs().max(1.0),
-                    "{op} {c} {name}[{i}]: got {g}, want {w}"
-                );
-            }
-        }
+        // fp16 outputs: a few units in the last place of the rounded result.
+        emulation_matches_reference(&p, &generated, &b, 11, 4e-3, &format!("{op} {c}"));
     }
 }

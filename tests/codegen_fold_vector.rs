@@ -7,12 +7,12 @@
 //! (they are in bounds at every point). Runs on the CPU emulation; no GPU needed.
 
 use dlc_egg::codegen::generate;
-use dlc_egg::codegen::host::{run_on_host, HostOptions};
-use dlc_egg::eval::evaluate;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
-use dlc_egg::rules::testing::random_inputs;
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
+
+mod common;
+use common::host::emulation_matches_reference;
 
 /// An attention graph: `dt` Q, K, V, O of `[b, 1, s, d]`, a `mask` of `[b, 1, 1, s]` in
 /// `mask_dt`.
@@ -85,28 +85,15 @@ fn check(
         "{arch:?}: the kernel of {width} lanes loads no {bytes}-byte vector:\n{}",
         kernels[0]
     );
-    let b = BTreeMap::new();
-    let ins = random_inputs(&p, &b, 5).expect("inputs");
-    let want = evaluate(&p, &b, &ins).expect("reference evaluates");
-    let got = run_on_host(
-        source,
-        &generated.emitted.manifest,
-        &ins,
-        &b,
-        &HostOptions::default(),
-    )
-    .unwrap_or_else(|e| panic!("{arch:?}: the host run fails: {e}"));
-    for (name, w) in &want {
-        let (g, w) = (got[name].to_f64(), w.to_f64());
-        assert_eq!(g.len(), w.len());
-        for (i, (g, w)) in g.iter().zip(&w).enumerate() {
-            // 16-bit outputs: a few units in the last place of the rounded result.
-            assert!(
-                (g - w).abs() <= 2e-2 * w.abs().max(1.0),
-                "{arch:?} {name}[{i}]: got {g}, want {w}"
-            );
-        }
-    }
+    // 16-bit outputs: a few units in the last place of the rounded result.
+    emulation_matches_reference(
+        &p,
+        &generated,
+        &BTreeMap::new(),
+        5,
+        2e-2,
+        &format!("{arch:?}"),
+    );
 }
 
 #[test]
@@ -230,26 +217,7 @@ fn emulated_matches(text: &str, b: &[(&str, i64)]) {
     let o = optimize(&p, &opts).expect("optimizes");
     let generated = generate(&o).expect("generates");
     let b: BTreeMap<String, i64> = b.iter().map(|(s, v)| (s.to_string(), *v)).collect();
-    let ins = random_inputs(&p, &b, 7).expect("inputs");
-    let want = evaluate(&p, &b, &ins).expect("reference evaluates");
-    let got = run_on_host(
-        &generated.emitted.source,
-        &generated.emitted.manifest,
-        &ins,
-        &b,
-        &HostOptions::default(),
-    )
-    .unwrap_or_else(|e| panic!("{b:?}: the host run fails: {e}"));
-    for (name, w) in &want {
-        let (g, w) = (got[name].to_f64(), w.to_f64());
-        assert_eq!(g.len(), w.len());
-        for (i, (g, w)) in g.iter().zip(&w).enumerate() {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "{b:?} {name}[{i}]: got {g}, want {w}"
-            );
-        }
-    }
+    emulation_matches_reference(&p, &generated, &b, 7, 1e-5, &format!("{b:?}"));
 }
 
 #[test]

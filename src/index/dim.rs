@@ -403,24 +403,11 @@ impl Dim {
 
     /// Replaces symbols that have a value in `bindings` and re-simplifies.
     pub fn substitute(&self, bindings: &BTreeMap<String, i64>) -> Dim {
-        let mut out = Dim::default();
-        for (m, c) in self.terms.iter() {
-            let mut t = Dim::int(*c);
-            for a in m {
-                let d = match a {
-                    Atom::Sym(s) => bindings
-                        .get(s)
-                        .map(|v| Dim::int(*v))
-                        .unwrap_or_else(|| Dim::sym(s)),
-                    Atom::FloorDiv(e, d) => e.substitute(bindings).floordiv(*d),
-                    Atom::Min(x, y) => x.substitute(bindings).min_of(&y.substitute(bindings)),
-                    Atom::Max(x, y) => x.substitute(bindings).max_of(&y.substitute(bindings)),
-                };
-                t = t.mul(&d);
-            }
-            out = out.add(&t);
-        }
-        out
+        let sizes = bindings
+            .iter()
+            .map(|(s, v)| (s.clone(), Dim::int(*v)))
+            .collect();
+        self.substitute_dims(&sizes)
     }
 }
 

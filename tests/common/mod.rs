@@ -3,12 +3,13 @@
 
 pub mod fe;
 pub mod graphgen;
+pub mod host;
 pub mod movement_chains;
 pub mod native;
 
 use dlc_egg::ir::dtype::DType;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::tensor::Tensor;
+use dlc_egg::{ir::frontend, lower};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

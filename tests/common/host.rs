@@ -1,0 +1,42 @@
+//! The emitted CUDA run on the CPU emulation (`codegen::host::run_on_host`) and checked against the
+//! reference evaluator on seeded random inputs.
+
+use dlc_egg::codegen::host::{run_on_host, HostOptions};
+use dlc_egg::codegen::Generated;
+use dlc_egg::eval::evaluate;
+use dlc_egg::ir::tiny::Program;
+use dlc_egg::rules::testing::random_inputs;
+use std::collections::BTreeMap;
+
+/// Runs `generated` (the kernels of `p`) on the CPU emulation with the inputs `random_inputs` draws
+/// from `seed` at `bindings`, and asserts every output within `|got − want| ≤ rel·max(|want|, 1)` of
+/// the reference evaluator; `what` names the case in failure messages.
+pub fn emulation_matches_reference(
+    p: &Program,
+    generated: &Generated,
+    bindings: &BTreeMap<String, i64>,
+    seed: u64,
+    rel: f64,
+    what: &str,
+) {
+    let ins = random_inputs(p, bindings, seed).expect("inputs");
+    let want = evaluate(p, bindings, &ins).expect("reference evaluates");
+    let got = run_on_host(
+        &generated.emitted.source,
+        &generated.emitted.manifest,
+        &ins,
+        bindings,
+        &HostOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{what}: the host run fails: {e}"));
+    for (name, w) in &want {
+        let (g, w) = (got[name].to_f64(), w.to_f64());
+        assert_eq!(g.len(), w.len(), "{what} {name}: element count");
+        for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+            assert!(
+                (g - w).abs() <= rel * w.abs().max(1.0),
+                "{what} {name}[{i}]: got {g}, want {w}"
+            );
+        }
+    }
+}
