@@ -12,8 +12,8 @@
 mod bench_graphs;
 use bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::ir::frontend::Graph;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
+use dlc_egg::{ir::frontend, lower};
 use std::path::Path;
 use std::time::Instant;
 

@@ -11,8 +11,8 @@ mod bench_graphs;
 use bench_graphs::{transformer_encoder, EncoderConfig};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
+use dlc_egg::{ir::frontend, lower};
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -2,13 +2,13 @@
 //! under 0.5 s, 3×3 conv N=1 64→64 56×56 under 1 s).
 //!
 //! - `eval/*`: the hand-built Tiny programs of `eval::bench_programs` (evaluator alone);
-//! - `pipeline/*`: `bench/graphs/*.json` loaded, lowered by `ir::lower` and evaluated — exactly
+//! - `pipeline/*`: `bench/graphs/*.json` loaded, lowered by `lower` and evaluated — exactly
 //!   what `dlc-egg run` executes (load and lowering are outside the timed loop).
 use criterion::{criterion_group, criterion_main, Criterion};
 use dlc_egg::eval::bench_programs::{bench_programs, random_tensor};
 use dlc_egg::eval::evaluate;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::tensor::Tensor;
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;

@@ -25,8 +25,8 @@ use dlc_egg::extract::dag::{
     dag_cost, DagExtractor, ExactExtractor, ExtractOptions, FastExtractor, Problem, Status,
 };
 use dlc_egg::extract::serialize::{load, to_serialized};
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
+use dlc_egg::{ir::frontend, lower};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

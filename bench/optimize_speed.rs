@@ -19,8 +19,8 @@ mod bench_graphs;
 use bench_graphs::{transformer_encoder, EncoderConfig};
 use criterion::{criterion_group, criterion_main, Criterion};
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{explain, optimize, OptimizeOptions};
+use dlc_egg::{ir::frontend, lower};
 use std::hint::black_box;
 
 /// The allocator of the `dlc-egg` binary (src/main.rs).

@@ -9,9 +9,9 @@
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::dim::Dim;
 use dlc_egg::ir::dtype::DType;
-use dlc_egg::ir::lower::cumulative_window;
 use dlc_egg::ir::region::program::evaluate_program;
 use dlc_egg::ir::tiny::{Builder, Program, ReduceOp, ScanSpec};
+use dlc_egg::lower::cumulative_window;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::tensor::Tensor;
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! dlc-egg: a deep-learning compiler built on egg e-graphs.
 //!
 //! Pipeline (seed 001 §10, `DESIGN.md`): `graph.json` → [`ir::frontend`] (validate, infer) →
-//! [`ir::tiny`] (via [`ir::lower`]) → e-graph ([`rules`]) → kernels ([`extract`], [`optimize`]) →
+//! [`ir::tiny`] (via [`lower`]) → e-graph ([`rules`]) → kernels ([`extract`], [`optimize`]) →
 //! CUDA ([`codegen`]), compiled with NVRTC and run on a GPU ([`cuda`]). [`eval`] is the reference
 //! evaluator (CPU playback) of Tiny IR, the semantic oracle of every test.
 //!
@@ -67,6 +67,7 @@ pub mod extract;
 pub mod fuzz_target;
 pub mod index;
 pub mod ir;
+pub mod lower;
 pub mod npy;
 pub mod onnx;
 pub mod optimize;
@@ -76,6 +77,7 @@ pub mod poly;
 pub mod rules;
 pub mod run;
 pub mod shapes;
+pub mod synth;
 pub mod target;
 pub mod tensor;
 pub mod timing;

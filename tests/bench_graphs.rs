@@ -3,7 +3,7 @@
 #[path = "../bench/common/bench_graphs.rs"]
 mod bench_graphs;
 use bench_graphs::{transformer_encoder, EncoderConfig};
-use dlc_egg::ir::{frontend, lower};
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 
 #[test]

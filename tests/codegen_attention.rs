@@ -11,11 +11,11 @@ use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::program::{evaluate_program, RegionProgram, Step};
 use dlc_egg::ir::region::{BinaryFn, Expr, Region, UnaryFn};
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::pipeline::plan_and_emit;
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::tensor::Tensor;
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 
 #[path = "codegen_attention/cover.rs"]

@@ -18,11 +18,11 @@ use dlc_egg::cuda::{compile, toolchain, CompileOptions};
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::program::Step;
 use dlc_egg::ir::region::{Expr, Region};
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::plan::space::{Algo, Knobs};
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 
 /// A conv: `X[N, C, H, W]` (N symbolic unless `batch_literal`), `W[Co, C/g, K, K]`, bias and

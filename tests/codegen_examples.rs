@@ -7,9 +7,9 @@ mod common;
 
 use dlc_egg::codegen::manifest::{Manifest, ManifestStep};
 use dlc_egg::codegen::{generate, gpu, Generated};
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::target::Arch;
+use dlc_egg::{ir::frontend, lower};
 use std::path::Path;
 
 fn generated(path: &Path, arch: Arch) -> Generated {

@@ -17,11 +17,11 @@ use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::program::Step;
 use dlc_egg::ir::region::Region;
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::plan::space::{candidates, resources, Algo, GemvBlock, Knobs, GEMV_BLOCKS};
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 
 /// `Y[M, N] = relu(A[M, K] · B + bias[N])`, `B` as `[N, K]` when `trans_b`.

@@ -16,12 +16,12 @@ use dlc_egg::cost::choose_plan;
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::program::Step;
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::plan::space::{Algo, Knobs};
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::shapes::specialize::graph_symbols;
 use dlc_egg::shapes::{ShapeCluster, Specialization};
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 
 /// A pipeline variant: tile, warps, stages, `cp.async`.

@@ -74,7 +74,7 @@ fn optimized(dt: &str, sizes: Sizes, arch: Arch) -> (Optimized, BTreeMap<String,
         let bound = sp.bind(&binding).expect("binds");
         return (o, bound);
     }
-    let p = dlc_egg::ir::lower::lower(&g).expect("lowers");
+    let p = dlc_egg::lower::lower(&g).expect("lowers");
     (optimize(&p, &opts).expect("optimizes"), binding)
 }
 

@@ -6,10 +6,10 @@
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::program::{evaluate_program, Step};
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::explain::render;
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::rules::testing::random_inputs;
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -14,7 +14,7 @@ use common::native::{check_graph, compare_all, opts};
 use dlc_egg::cpu::exec::evaluate_native;
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::frontend::{load_str, resolve_symbols};
-use dlc_egg::ir::lower::lower;
+use dlc_egg::lower::lower;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -12,7 +12,7 @@ use dlc_egg::cpu::exec::param_inputs;
 use dlc_egg::cpu::program::emit_program_with_params;
 use dlc_egg::cpu::Isa;
 use dlc_egg::ir::frontend::load_str;
-use dlc_egg::ir::lower::lower;
+use dlc_egg::lower::lower;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use std::process::Command;
 

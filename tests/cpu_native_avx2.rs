@@ -10,7 +10,7 @@ mod common;
 use common::native::check_graph;
 use dlc_egg::cpu::Isa;
 use dlc_egg::ir::frontend::load_str;
-use dlc_egg::ir::lower::lower;
+use dlc_egg::lower::lower;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 
 /// Direct convolutions whose channel counts leave a partial 16-channel panel (17, 40, 33) and

@@ -8,7 +8,7 @@ mod common;
 
 use common::native::check_graph;
 use dlc_egg::ir::frontend::load_str;
-use dlc_egg::ir::lower::lower;
+use dlc_egg::lower::lower;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 
 /// Softmax over the last axis of `[3, 5, N]`, then `P·V` with `V: [3, N, 20]`.

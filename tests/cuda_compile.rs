@@ -11,9 +11,9 @@ mod common;
 use dlc_egg::codegen::manifest::{Manifest, ManifestStep};
 use dlc_egg::cuda::nvrtc::STATIC_SMEM_LIMIT;
 use dlc_egg::cuda::{check_manifest_resources, compile, toolchain, CompileOptions, NvrtcError};
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::target::Arch;
+use dlc_egg::{ir::frontend, lower};
 use std::path::Path;
 
 const ARCHS: [Arch; 2] = [Arch::Sm80, Arch::Sm90];

@@ -10,11 +10,11 @@ use dlc_egg::codegen::manifest::Manifest;
 use dlc_egg::codegen::Emitted;
 use dlc_egg::cuda::{run_manifest, CudaError, RunCudaOptions};
 use dlc_egg::ir::dtype::DType;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::npy::{read_array, to_tensor};
 use dlc_egg::rules::testing::{compare_tensor, Compare};
 use dlc_egg::run::{self, Device, RunOptions};
 use dlc_egg::tensor::Tensor;
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

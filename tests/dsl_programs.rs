@@ -9,7 +9,7 @@ use common::graphgen::{gen_case, Case};
 use dlc_egg::dsl::{self, Options};
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::frontend::{self, resolve_symbols, Graph};
-use dlc_egg::ir::lower::lower;
+use dlc_egg::lower::lower;
 use dlc_egg::tensor::Tensor;
 use proptest::prelude::*;
 use std::collections::BTreeMap;

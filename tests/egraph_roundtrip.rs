@@ -7,8 +7,11 @@ use common::SEED_EXAMPLES;
 use dlc_egg::ir::egraph::{
     add_program, extract_program, Attr, Facts, IndexBook, TensorGraph, TensorLang,
 };
-use dlc_egg::ir::{frontend, lower, tiny};
 use dlc_egg::rules::testing::random_inputs;
+use dlc_egg::{
+    ir::{frontend, tiny},
+    lower,
+};
 use egg::{AstSize, Extractor};
 use std::path::Path;
 

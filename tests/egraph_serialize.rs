@@ -3,7 +3,7 @@
 
 use dlc_egg::extract::serialize::{load, to_json, to_serialized};
 use dlc_egg::ir::egraph::{add_program, TensorGraph};
-use dlc_egg::ir::{frontend, lower};
+use dlc_egg::{ir::frontend, lower};
 use std::path::Path;
 
 fn exported(name: &str) -> (String, usize, usize) {

@@ -363,7 +363,7 @@ fn cyclic_gym_file_with_a_tiny_time_limit() {
 fn exported_example_egraph_round_trips_through_the_format() {
     use dlc_egg::extract::serialize::{to_json, to_serialized};
     use dlc_egg::ir::egraph::{add_program, TensorGraph};
-    use dlc_egg::ir::{frontend, lower};
+    use dlc_egg::{ir::frontend, lower};
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gemm_bias_relu.json");
     let g = frontend::load_file(&path).unwrap_or_else(|d| panic!("{d}"));
     let prog = lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));

@@ -3,7 +3,10 @@
 
 mod common;
 
-use dlc_egg::ir::{frontend, indexbook, lower};
+use dlc_egg::{
+    ir::{frontend, indexbook},
+    lower,
+};
 use std::path::Path;
 
 fn dump(path: &Path) -> String {

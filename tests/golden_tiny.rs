@@ -3,7 +3,10 @@
 
 mod common;
 
-use dlc_egg::ir::{frontend, lower, tiny};
+use dlc_egg::{
+    ir::{frontend, tiny},
+    lower,
+};
 use std::path::Path;
 
 fn dump(path: &Path) -> String {

@@ -10,7 +10,7 @@
 //! band fails too, so that the list stays true.
 
 use dlc_egg::codegen::manifest::ManifestStep;
-use dlc_egg::ir::lower;
+use dlc_egg::lower;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::target::Arch;
 use std::collections::BTreeMap;

@@ -11,7 +11,10 @@ use dlc_egg::dump::DumpLayer;
 use dlc_egg::index::trace::{self, Sample};
 use dlc_egg::index::{simplify, Atom, Coeff, Facts, Quasi};
 use dlc_egg::ir::dim::Dim;
-use dlc_egg::ir::{frontend, indexbook, lower};
+use dlc_egg::{
+    ir::{frontend, indexbook},
+    lower,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A small deterministic generator (xorshift).

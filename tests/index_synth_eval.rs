@@ -6,9 +6,9 @@
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::dim::Dim;
 use dlc_egg::ir::dtype::DType;
-use dlc_egg::ir::region::synth::{body_from_program, synthesize, SynthArg};
 use dlc_egg::ir::region::{evaluate_region, Materialize, Region};
 use dlc_egg::ir::tiny::{BinaryOp, Builder, NodeId, Program, Src, TinyError};
+use dlc_egg::synth::{body_from_program, synthesize, SynthArg};
 use dlc_egg::tensor::Tensor;
 use std::collections::BTreeMap;
 

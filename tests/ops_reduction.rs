@@ -173,9 +173,8 @@ fn norm_acc_dtype_fp16_is_honoured_when_asked() {
     let y16 = run_y(&g16, vec![("X", x.clone())]);
     // Both are softmaxes within fp16 tolerance, but the fp16-accumulated one is computed differently.
     assert_close(&y16, &y32, &[2, 64], 1e-2, 1e-2);
-    let prog =
-        dlc_egg::ir::lower::lower(&dlc_egg::ir::frontend::load_str(&g16, "g").expect("loads"))
-            .expect("lowers");
+    let prog = dlc_egg::lower::lower(&dlc_egg::ir::frontend::load_str(&g16, "g").expect("loads"))
+        .expect("lowers");
     assert!(
         prog.nodes.iter().all(|n| n.dtype != DType::F32),
         "fp16 accumulation must not compute in fp32"
@@ -186,9 +185,8 @@ fn norm_acc_dtype_fp16_is_honoured_when_asked() {
         &[("X", "fp32", vec![2, 8])],
         names(&["X"]),
     );
-    let prog =
-        dlc_egg::ir::lower::lower(&dlc_egg::ir::frontend::load_str(&gl, "g").expect("loads"))
-            .expect("lowers");
+    let prog = dlc_egg::lower::lower(&dlc_egg::ir::frontend::load_str(&gl, "g").expect("loads"))
+        .expect("lowers");
     assert!(prog
         .nodes
         .iter()

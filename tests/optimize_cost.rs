@@ -6,10 +6,10 @@
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::egraph::TensorLang;
 use dlc_egg::ir::region::program::evaluate_program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
+use dlc_egg::{ir::frontend, lower};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

@@ -10,9 +10,9 @@ use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::region::program::{evaluate_program, Step};
 use dlc_egg::ir::region::{Expr, Materialize, Region};
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::rules::testing::{compare_tensor, random_inputs, Compare};
+use dlc_egg::{ir::frontend, lower};
 use serde_json::json;
 use std::collections::BTreeMap;
 

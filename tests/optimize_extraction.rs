@@ -4,8 +4,11 @@
 //! each consumer when its inputs are small. The exact extractor is the yardstick of the fast one.
 
 use dlc_egg::extract::dag::Status;
-use dlc_egg::ir::{frontend, lower, tiny::Program};
 use dlc_egg::optimize::{optimize, ExtractorKind, OptimizeOptions, Optimized};
+use dlc_egg::{
+    ir::{frontend, tiny::Program},
+    lower,
+};
 use std::path::Path;
 
 /// `C = A·B` (`[M,K]·[K,N]`) read by two elementwise consumers: `Y1 = relu(C)`, `Y2 = exp(C)`.

@@ -17,8 +17,8 @@ use common::compare_output;
 use common::graphgen::{gen_case, run_reported, Case};
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::frontend::{load_str, resolve_symbols};
-use dlc_egg::ir::lower::lower;
 use dlc_egg::ir::region::program::evaluate_program;
+use dlc_egg::lower::lower;
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use proptest::prelude::*;
 

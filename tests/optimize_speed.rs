@@ -10,9 +10,9 @@ mod bench_graphs;
 use bench_graphs::{transformer_encoder, EncoderConfig};
 use dlc_egg::extract::pricing::{KernelPricer, Roofline};
 use dlc_egg::ir::egraph::TensorLang;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::rules::fusion::FusionLimits;
+use dlc_egg::{ir::frontend, lower};
 
 /// The encoder of `bench/optimize_speed.rs` with `layers` layers at sequence 16, lowered.
 fn encoder(layers: usize) -> dlc_egg::ir::tiny::Program {

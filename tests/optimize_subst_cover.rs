@@ -8,9 +8,12 @@
 #[path = "../bench/common/bench_graphs.rs"]
 mod bench_graphs;
 use dlc_egg::ir::egraph::{TensorGraph, TensorLang};
-use dlc_egg::ir::{frontend, lower, tiny::Program};
 use dlc_egg::optimize::{choose_cover, optimize, OptimizeOptions, Optimized};
 use dlc_egg::rules::subst;
+use dlc_egg::{
+    ir::{frontend, tiny::Program},
+    lower,
+};
 use std::collections::BTreeSet;
 
 /// One BERT-base encoder layer (the Q/K/V projections share their input: the merge fires).

@@ -245,7 +245,7 @@ fn program(example: &str) -> dlc_egg::ir::tiny::Program {
         .join("examples")
         .join(example);
     let g = dlc_egg::ir::frontend::load_file(&path).expect("loads");
-    dlc_egg::ir::lower::lower(&g).expect("lowers")
+    dlc_egg::lower::lower(&g).expect("lowers")
 }
 
 /// A plan whose template cannot emit the region is `PlanNotEmittable`, not another kernel.
@@ -326,7 +326,7 @@ fn attention_is_priced_planned_and_reported_as_one_kernel() {
     for (d, copies) in [(36, false), (64, true)] {
         let g =
             dlc_egg::ir::frontend::load_str(&attention_graph(d), "attention.json").expect("loads");
-        let p = dlc_egg::ir::lower::lower(&g).expect("lowers");
+        let p = dlc_egg::lower::lower(&g).expect("lowers");
         let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
         assert_eq!(o.planned.len(), 1, "d = {d}: {:?}", o.planned);
         let pk = &o.planned[0];

@@ -129,7 +129,7 @@ fn each_planned_region(
 ) {
     for (what, text) in cases {
         let g = frontend::load_str(&text, "case.json").expect("loads");
-        let p = dlc_egg::ir::lower::lower(&g).expect("lowers");
+        let p = dlc_egg::lower::lower(&g).expect("lowers");
         for arch in [Arch::Sm80, Arch::Sm90] {
             let opts = OptimizeOptions {
                 target: arch.target(),

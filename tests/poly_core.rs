@@ -7,11 +7,11 @@
 mod common;
 
 use dlc_egg::dump::DumpLayer;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::poly::core::{self, PairReport, PolyCore};
 use dlc_egg::poly::view::isl;
 use dlc_egg::target::Arch;
+use dlc_egg::{ir::frontend, lower};
 use std::path::{Path, PathBuf};
 
 fn path(rel: &str) -> PathBuf {

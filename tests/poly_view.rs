@@ -7,9 +7,9 @@
 mod common;
 
 use dlc_egg::dump::DumpLayer;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::poly::view::{self, isl, PolyView};
+use dlc_egg::{ir::frontend, lower};
 use std::path::Path;
 
 fn view_of(name: &str) -> PolyView {

@@ -6,11 +6,11 @@
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::region::program::{evaluate_program, verify_program, Buffer, RegionProgram, Step};
-use dlc_egg::ir::region::synth::{body_from_program, synthesize, SynthError};
 use dlc_egg::ir::region::{evaluate_region, Expr, Materialize, Region};
 use dlc_egg::ir::tiny::{NodeId, Program, UOp};
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::rules::testing::random_inputs;
+use dlc_egg::synth::{body_from_program, synthesize, SynthError};
+use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

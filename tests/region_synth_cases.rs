@@ -9,10 +9,10 @@ use dlc_egg::ir::egraph::TensorLang;
 use dlc_egg::ir::region::program::{
     evaluate_program, verify_program, Buffer, ProgramError, RegionProgram, Step,
 };
-use dlc_egg::ir::region::synth::{body_from_program, synthesize, SynthArg, SynthError};
 use dlc_egg::ir::region::{evaluate_region, Materialize, Region};
 use dlc_egg::ir::tiny::{BinaryOp, Builder, NodeId, Program, ReduceOp, Src, UnaryOp};
 use dlc_egg::rules::testing::random_inputs;
+use dlc_egg::synth::{body_from_program, synthesize, SynthArg, SynthError};
 use dlc_egg::tensor::Tensor;
 use egg::RecExpr;
 use std::collections::BTreeMap;

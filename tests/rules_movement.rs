@@ -131,7 +131,7 @@ fn attention_k_path_collapses_to_a_reshape() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/attention_causal.json");
     let g = dlc_egg::ir::frontend::load_file(&path).unwrap_or_else(|d| panic!("{d}"));
-    let p = dlc_egg::ir::lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
+    let p = dlc_egg::lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
     let permutes = |p: &dlc_egg::ir::tiny::Program| {
         p.nodes.iter().filter(|n| n.uop.name() == "PERMUTE").count()
     };

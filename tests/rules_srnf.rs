@@ -12,9 +12,9 @@ use dlc_egg::ir::dim::Dim;
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::egraph::{add_program, TensorGraph};
 use dlc_egg::ir::tiny::{BinaryOp, Builder, Program, ReduceOp, Src, UnaryOp};
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::rules::testing::{check_work, Compare};
 use dlc_egg::rules::{all_phases, run_phase, srnf, Budget};
+use dlc_egg::{ir::frontend, lower};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

@@ -6,10 +6,10 @@
 mod bench_graphs;
 use dlc_egg::ir::egraph::{add_program, extract_program, TensorGraph, TensorLang};
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::rules::testing::{assert_fired, assert_not_fired, check_sound, Compare};
 use dlc_egg::rules::{run_phase, subst, Budget, PhaseStats};
+use dlc_egg::{ir::frontend, lower};
 use egg::{AstSize, Extractor, Id};
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -7,10 +7,10 @@
 
 use dlc_egg::ir::egraph::{add_program, extract_program, TensorGraph, TensorLang};
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::rules::subst::{self, MergeGate};
 use dlc_egg::rules::testing::{assert_fired, assert_not_fired, check_sound, Compare};
 use dlc_egg::rules::{run_phase, Budget, PhaseStats, Rule};
+use dlc_egg::{ir::frontend, lower};
 use egg::{AstSize, Extractor, Id};
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -5,9 +5,9 @@
 
 use dlc_egg::ir::egraph::{add_program, TensorGraph, TensorLang};
 use dlc_egg::ir::frontend::{equal_constants, Graph};
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::rules::testing::check_optimized;
+use dlc_egg::{ir::frontend, lower};
 use serde_json::json;
 use std::collections::BTreeMap;
 

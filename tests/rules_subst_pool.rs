@@ -7,12 +7,12 @@
 
 use dlc_egg::ir::egraph::{add_program, extract_program, TensorGraph, TensorLang};
 use dlc_egg::ir::tiny::Program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::rules::testing::{
     assert_fired, assert_not_fired, check_optimized, check_sound, Compare,
 };
 use dlc_egg::rules::{run_phase, subst, Budget, PhaseStats};
+use dlc_egg::{ir::frontend, lower};
 use egg::{CostFunction, Extractor, Id, Language};
 use serde_json::json;
 use std::collections::BTreeMap;

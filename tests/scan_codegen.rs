@@ -11,11 +11,11 @@ use dlc_egg::codegen::{emit_program, generate};
 use dlc_egg::cuda::{check_manifest_resources, compile, toolchain, CompileOptions};
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::region::program::evaluate_program;
-use dlc_egg::ir::{frontend, lower};
 use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
 use dlc_egg::tensor::Tensor;
+use dlc_egg::{ir::frontend, lower};
 use serde_json::json;
 use std::collections::BTreeMap;
 

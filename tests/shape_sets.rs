@@ -55,7 +55,7 @@ fn cuda(specialize: Option<&BTreeMap<String, i64>>) -> String {
                 .expect("optimize")
         }
         None => {
-            let p = dlc_egg::ir::lower::lower(&g).expect("lower");
+            let p = dlc_egg::lower::lower(&g).expect("lower");
             optimize(&p, &OptimizeOptions::default()).expect("optimize")
         }
     };

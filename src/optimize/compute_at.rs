@@ -4,7 +4,7 @@
 //! producer → consumer pair of kernels that stayed apart, why it was not embedded.
 //!
 //! The numbers come from the embedding synthesis recorded
-//! ([`crate::ir::region::synth::Embedding`]): the producer point is affine in the consumer's
+//! ([`crate::synth::Embedding`]): the producer point is affine in the consumer's
 //! iters and window axes, so per producer dimension `j` with index `s·it + Σ b·w + c`:
 //! - the pre-image of one consumer point spans `E_j = Σ |b|·(ext_w − 1) + 1` producer points;
 //! - consecutive consumer points along `it` start `s` apart, so the *halo* (points a consumer
@@ -23,10 +23,10 @@ use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
 use crate::ir::egraph::kernel::{fuse, kernel_parts};
 use crate::ir::egraph::{Attr, TensorFacts, TensorGraph, TensorLang};
-use crate::ir::region::synth::Embedding;
 use crate::ir::region::verify::children;
 use crate::ir::region::{Expr, Reduce, Region};
 use crate::poly::view::aff::{Aff, Atom};
+use crate::synth::Embedding;
 use egg::{Id, RecExpr};
 use std::collections::HashMap;
 

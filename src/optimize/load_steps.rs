@@ -10,8 +10,8 @@ use crate::extract::kernels::{kernel_own_cost, CostModel};
 use crate::ir::egraph::kernel::kernel_parts;
 use crate::ir::egraph::{TensorGraph, TensorLang};
 use crate::ir::region::program::{defined_by, read_by, Buffer, Step};
-use crate::ir::region::synth::{synthesize_traced, SynthArg};
 use crate::ir::region::Materialize;
+use crate::synth::{synthesize_traced, SynthArg};
 use egg::Id;
 use std::collections::{BTreeSet, HashMap};
 

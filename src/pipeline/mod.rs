@@ -16,7 +16,7 @@
 //!   binds the derived constants and runs it (`dlc-egg run`, library users); [`cuda`] holds its
 //!   GPU steps and their diagnostics.
 //!
-//! The composed steps live with the layer they compose — [`crate::ir::lower::lower_and_verify`],
+//! The composed steps live with the layer they compose — [`crate::lower::lower_and_verify`],
 //! [`crate::optimize::optimize_graph`] — so that the ShapeSets' plan cache, which this module
 //! calls, can call them without a dependency cycle; they are re-exported here.
 
@@ -122,7 +122,7 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Graph, Failure> {
     Ok(graph)
 }
 
-pub use crate::ir::lower::lower_and_verify;
+pub use crate::lower::lower_and_verify;
 pub use crate::optimize::optimize_graph;
 
 #[cfg(test)]

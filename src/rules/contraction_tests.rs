@@ -224,7 +224,7 @@ fn contractions(example: &str) -> Vec<Option<super::Contraction>> {
         .join("examples")
         .join(format!("{example}.json"));
     let g = crate::ir::frontend::load_file(&path).unwrap_or_else(|d| panic!("{d}"));
-    let p = crate::ir::lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
+    let p = crate::lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
     let mut eg = TensorGraph::default();
     let class = add_program(&mut eg, &p);
     for (name, rs) in all_phases() {

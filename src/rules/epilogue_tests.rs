@@ -229,7 +229,7 @@ fn gemm_bias_relu_epilogue_runs_on_the_fp32_accumulator() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gemm_bias_relu.json");
     let g = crate::ir::frontend::load_file(&path).unwrap_or_else(|d| panic!("{d}"));
-    let p = crate::ir::lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
+    let p = crate::lower::lower(&g).unwrap_or_else(|d| panic!("{d}"));
     let mut eg = TensorGraph::default();
     let class = add_program(&mut eg, &p);
     let (eg, stats) = run_phase(eg, "epilogue", &rules(), &Budget::default());

@@ -11,7 +11,7 @@
 //!   re-derives its type from the body and asserts it equals the class's).
 //! - Whether a body can be ONE kernel — one RB-SSA region without recomputing a reduction — is
 //!   decided by a [`Legality`] oracle: region synthesis in the pipeline
-//!   (`crate::ir::region::synth`), which rejects a reduction evaluated inside another reduction
+//!   (`crate::synth`), which rejects a reduction evaluated inside another reduction
 //!   over a fresh axis (the MLP's second matmul reading `relu(matmul1)`), a reduction needed at
 //!   two index environments, and non-affine maps.
 //! - Growth is greedy, breadth-first and deterministic: starting from each single-op kernel, the

@@ -19,7 +19,7 @@
 //! - A lowered MatMul is `reduce(sum, [2], acc, mul(A, B))` with
 //!   `A = cast?(expand(reshape(X, [M, 1, K]), [M, N, K]), acc)` and
 //!   `B = cast?(expand(permute(reshape(W, [1, K, N]), [0, 2, 1]), [M, N, K]), acc)`
-//!   (`src/ir/lower/contraction.rs`); the searcher reads exactly this shape from the e-graph
+//!   (`src/lower/contraction.rs`); the searcher reads exactly this shape from the e-graph
 //!   (nodes being *present*, never absent), with `N` a constant.
 //! - Exactness: column `n < N₁` of the merged product sums `X[m,k]·(W₁[k,n] + 0)` over the same
 //!   `k` in the same order as the original: `w + 0 = w` for every value but `-0`, which becomes

@@ -309,8 +309,7 @@ pub fn optimize_specialized(
     opts: &OptimizeOptions,
 ) -> Result<Optimized, ShapeError> {
     let g = spec.apply(graph);
-    let prog =
-        crate::ir::lower::lower_and_verify(&g).map_err(|f| ShapeError::Lower(f.to_string()))?;
+    let prog = crate::lower::lower_and_verify(&g).map_err(|f| ShapeError::Lower(f.to_string()))?;
     let mut opts = opts.clone();
     opts.pricing = spec.bind(&spec.cluster.representative())?;
     crate::optimize::optimize_graph(&g, &prog, &opts).map_err(|e| ShapeError::Optimize {

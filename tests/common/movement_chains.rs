@@ -4,7 +4,7 @@
 use dlc_egg::ir::dim::Dim;
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::tiny::{Builder, NodeId, Program, TinyError, UOp};
-use dlc_egg::ir::{frontend, lower};
+use dlc_egg::{ir::frontend, lower};
 use std::path::PathBuf;
 
 /// A tiny deterministic generator for op parameters.

@@ -4,8 +4,8 @@
 
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::dtype::DType;
-use dlc_egg::ir::region::synth::SynthArg;
 use dlc_egg::ir::tiny::{NodeId, Program, ProgramOutput, UOp};
+use dlc_egg::synth::SynthArg;
 use dlc_egg::tensor::Tensor;
 use std::collections::BTreeMap;
 

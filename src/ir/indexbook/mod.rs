@@ -23,8 +23,6 @@
 mod chain;
 mod lin;
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 pub(crate) use chain::compose as compose_chain;
 pub(crate) use lin::{Lin, Ranges, Var};
 

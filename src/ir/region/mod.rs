@@ -25,7 +25,7 @@
 //! Differences from the seed's dumps (all additive):
 //! - `dtype` on every input and output (the seed leaves element types implicit).
 //! - **Three value expressions** the seed's vocabulary lacks, needed to express every Tiny op
-//!   ([`synth`]): `{"index": AxisExpr}` (the integer value of an index expression: Tiny's RANGE),
+//!   ([`synth`](crate::synth)): `{"index": AxisExpr}` (the integer value of an index expression: Tiny's RANGE),
 //!   `{"where": [c, a, b]}` (value select `c != 0 ? a : b`: Tiny's WHERE; the seed's `select` is
 //!   over axis predicates) and `{"gather": {"tensor", "map", "axis", "index"}}` (Tiny's GATHER:
 //!   like `read`, except that dimension `axis` reads `map[axis] + trunc(index)`, where `index` is
@@ -84,7 +84,7 @@
 //!
 //! Layers: [`json`] and [`size`] (the wire form), [`mod@verify`] (structural and shape checks,
 //! `E12xx`, with the interval analysis of `bounds`; errors in `error`), [`eval`] (CPU playback,
-//! seed §6.11), [`synth`] (kernel body → region, seed §6.7) and [`program`] (a list of regions and
+//! seed §6.11), [`synth`](crate::synth) (kernel body → region, seed §6.7) and [`program`] (a list of regions and
 //! buffer aliases: a whole optimized graph).
 
 mod bounds;
@@ -94,7 +94,6 @@ pub mod json;
 pub mod kind;
 pub mod program;
 pub mod size;
-pub mod synth;
 pub mod verify;
 
 pub use crate::ir::axis::{AxisExpr, CmpOp, Pred};

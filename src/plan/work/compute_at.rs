@@ -1,6 +1,6 @@
 //! The work of a compute-at kernel (seed 003): a consumer window reduction (a pooling window)
 //! whose body embeds a producer reduction (a convolution) computed at every window point
-//! (`crate::ir::region::synth` embeds it; `crate::poly::compute_at` states the legality).
+//! (`crate::synth` embeds it; `crate::poly::compute_at` states the legality).
 //!
 //! The template is the seed's consumer-driven loop nest (the pointwise template: one thread per
 //! consumer point, the window and the producer's fold as loops). What it executes is counted

@@ -51,15 +51,17 @@ mod walk;
 pub use body::body_from_program;
 pub use compute_at::{Embedding, MAX_WINDOW};
 
-use super::kind::{Kind, Kinds};
-use super::verify::{iter_sizes, reduce_extents, verify, RegionError};
-use super::{Expr, Input, Iter, Layout, LayoutKind, Let, Materialize, MemRef, Output, Reduce};
-use super::{Region, Size, Yield};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
 use crate::ir::egraph::book::{tiny_parts, TinyParts};
 use crate::ir::egraph::kernel::body_node_facts;
 use crate::ir::egraph::{Facts, TensorFacts, TensorLang};
+use crate::ir::region::kind::{Kind, Kinds};
+use crate::ir::region::verify::{iter_sizes, reduce_extents, verify, RegionError};
+use crate::ir::region::{
+    Expr, Input, Iter, Layout, LayoutKind, Let, Materialize, MemRef, Output, Reduce,
+};
+use crate::ir::region::{Region, Size, Yield};
 use crate::ir::tiny::UOp;
 use egg::RecExpr;
 use ix::Ix;

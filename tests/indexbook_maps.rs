@@ -1,7 +1,12 @@
-use super::*;
-use crate::ir::dtype::DType;
-use crate::ir::tiny::{Builder, UnaryOp};
-use crate::ir::{frontend, lower};
+//! The IndexBook (seed §4.5) of lowered examples and hand-built Tiny programs: index maps, axis
+//! kinds, domains (pieces for padded windows), gathers and views.
+
+use dlc_egg::ir::dim::Dim;
+use dlc_egg::ir::dtype::DType;
+use dlc_egg::ir::indexbook::*;
+use dlc_egg::ir::tiny::{Builder, UnaryOp};
+use dlc_egg::{ir::frontend, lower};
+use serde_json::json;
 use std::path::Path;
 
 fn example(name: &str) -> IndexBook {
