@@ -483,6 +483,26 @@ impl Cx<'_> {
         self.let_free.insert(name.to_string(), free);
     }
 
+    /// A reduction or scan node is evaluated at one environment per kernel: at the environment it
+    /// was first evaluated at, it is that let again (`Some`); at another, `MultiEnv`; the first
+    /// time, `env` is recorded and the caller evaluates it (`None`).
+    fn evaluated_once(&mut self, id: usize, env: &[Ix]) -> R<Option<Val>> {
+        if let Some(prev) = self.reduce_at.get(&id) {
+            if prev.as_slice() != env {
+                return Err(SynthError::MultiEnv {
+                    node: id,
+                    first: show_env(prev),
+                    second: show_env(env),
+                });
+            }
+        }
+        if let Some(n) = self.keyed.get(&(id, env.to_vec())) {
+            return Ok(Some(self.let_ref(&n.clone())));
+        }
+        self.reduce_at.insert(id, env.to_vec());
+        Ok(None)
+    }
+
     fn let_ref(&self, name: &str) -> Val {
         Val {
             e: Expr::Let(name.to_string()),

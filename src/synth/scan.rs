@@ -8,7 +8,7 @@
 //! or a shared value (a let: the scan template evaluates its operand as one expression).
 
 use super::ix::Ix;
-use super::{show_env, Cx, SynthError, R};
+use super::{Cx, SynthError, R};
 use crate::ir::dtype::DType;
 use crate::ir::egraph::book::{Operand, TinyParts};
 use crate::ir::region::verify::children;
@@ -48,19 +48,9 @@ impl Cx<'_> {
         if !env.iter().filter_map(Ix::as_var).all(|v| seen.insert(v)) {
             return Err(unsupported("a scan read along a diagonal"));
         }
-        if let Some(prev) = self.reduce_at.get(&id) {
-            if prev.as_slice() != env {
-                return Err(SynthError::MultiEnv {
-                    node: id,
-                    first: show_env(prev),
-                    second: show_env(env),
-                });
-            }
+        if let Some(v) = self.evaluated_once(id, env)? {
+            return Ok(v);
         }
-        if let Some(n) = self.keyed.get(&(id, env.to_vec())) {
-            return Ok(self.let_ref(&n.clone()));
-        }
-        self.reduce_at.insert(id, env.to_vec());
         let Some(Operand::Tensor(x)) = parts.operands.first() else {
             return Err(SynthError::Typing(format!(
                 "node {id}: SCAN without operand"

@@ -533,19 +533,9 @@ impl Cx<'_> {
                 return Ok(v.clone());
             }
         }
-        if let Some(prev) = self.reduce_at.get(&id) {
-            if prev.as_slice() != env {
-                return Err(SynthError::MultiEnv {
-                    node: id,
-                    first: show_env(prev),
-                    second: show_env(env),
-                });
-            }
+        if let Some(v) = self.evaluated_once(id, env)? {
+            return Ok(v);
         }
-        if let Some(n) = self.keyed.get(&(id, env.to_vec())) {
-            return Ok(self.let_ref(&n.clone()));
-        }
-        self.reduce_at.insert(id, env.to_vec());
         let x = self.operand(id, parts, 0)?;
         let in_shape = self.tensor(x)?.shape.clone();
         let mut axes = axes.to_vec();
