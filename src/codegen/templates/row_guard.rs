@@ -18,6 +18,7 @@
 
 use super::super::cexpr;
 use super::super::scalar::Emitter;
+use crate::index::gcd;
 use crate::ir::dim::{Atom, Dim};
 use crate::ir::region::{Expr, Region, Size};
 use std::collections::BTreeMap;
@@ -96,14 +97,6 @@ pub fn guard(
         lanes,
         region,
     })
-}
-
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 {
-        a.abs()
-    } else {
-        gcd(b, a % b)
-    }
 }
 
 /// `r` with every size substituted by `sub` (iters, input and output shapes, reduce extents,
