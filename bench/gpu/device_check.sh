@@ -10,7 +10,9 @@
 # 8 files the logs are packed into logs.tgz). STEPS (default "bench sm80 tests extended") picks the
 # parts; `fp32` runs bench/cpu/run.py's fp32 ONNX cases (BERT layer, ResNet blocks, GEMM, conv,
 # LayerNorm, softmax, ...) and every exported model in .gpu/models/*.onnx (with its stored inputs
-# beside it) on the GPU, checked against onnxruntime on the CPU.
+# beside it) on the GPU, checked against onnxruntime on the CPU; `models` exports ResNet-18,
+# MobileNetV2, ViT-B/16, BERT-base and GPT-2 there (scripts/export-real-models.py, MODELS picks)
+# and runs them the same way.
 set -u
 OUT=${OUT:-/tmp/dlc-gpu-out}
 mkdir -p "$OUT"
@@ -82,6 +84,17 @@ for step in $STEPS; do
         --rounds 1 --repeat "${FP32_REPEAT:-10}" --case-timeout 90 ${FP32_ONLY:+--only "$FP32_ONLY"} "${models[@]}" \
         --results "$OUT/gpu-fp32.md" > "$OUT/gpu-fp32.log" 2>&1
       echo "== fp32: exit $?"; grep -E "^ *[a-z_0-9]+: dlc-egg" "$OUT/gpu-fp32.log" ;;
+    models)
+      # real models exported there (random seeded weights, no download: the image has torch,
+      # torchvision and transformers), run on the GPU, checked against onnxruntime on the CPU
+      timeout "${EXPORT_LIMIT:-180}" python3 scripts/export-real-models.py --out /tmp/exports \
+        --only "${MODELS:-resnet18,mobilenet_v2,vit_b_16,bert,gpt2}" > "$OUT/export.log" 2>&1
+      echo "== export: exit $?"; ls /tmp/exports
+      models=(); for m in /tmp/exports/*.onnx; do [ -e "$m" ] && models+=(--model "$m"); done
+      timeout "${MODELS_LIMIT:-240}" python3 bench/cpu/run.py --device cuda --dlc .gpu/dlc-egg --threads 16 \
+        --rounds 1 --repeat 5 --case-timeout 200 --only none "${models[@]}" \
+        --results "$OUT/gpu-models.md" > "$OUT/gpu-models.log" 2>&1
+      echo "== models: exit $?"; grep -E "^ *[a-z_0-9]+: dlc-egg" "$OUT/gpu-models.log" ;;
   esac
   echo "== $step took $((SECONDS - start)) s"
 done
