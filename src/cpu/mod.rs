@@ -77,6 +77,7 @@ pub mod plan;
 mod prefetch;
 pub mod pricing;
 pub mod program;
+mod unshadow;
 pub mod work;
 
 use crate::diag::codes;
