@@ -4,7 +4,7 @@
 //! convolution nested in a global average pool reducing over `[k2, m, k3]` inside the iter
 //! `m`). The native backend renames those axes apart (`src/cpu/unshadow.rs`), so the 1×1
 //! convolution is a packed GEMM, the depthwise one an interchanged reduce vectorized over the
-//! output row, and the pooled one folds its 320-long channel axis in lanes; every output must
+//! output row (split at its padding border: `src/cpu/emit_border.rs`), and the pooled one folds its 320-long channel axis in lanes; every output must
 //! still match the region program's reference playback.
 
 mod common;
@@ -128,7 +128,8 @@ fn a_pointwise_convolution_with_shadowing_axes_is_a_packed_gemm() {
 
 #[test]
 fn a_strided_depthwise_convolution_with_a_shadowing_axis_vectorizes_its_output_row() {
-    for (c, h) in [(8, 14), (3, 11)] {
+    // 1 and 2: a border on both sides of every output row, no interior at 1
+    for (c, h) in [(8, 14), (3, 11), (2, 1), (5, 2), (4, 37)] {
         let ins = [
             ("Y", vec![1, 1, c, h, h]),
             ("bias", vec![c]),
@@ -139,6 +140,11 @@ fn a_strided_depthwise_convolution_with_a_shadowing_axis_vectorizes_its_output_r
         // the interchanged reduce: no lane accumulators of a 3-point window row
         assert!(
             !notes.iter().any(|n| n.contains("lane accumulators")),
+            "{notes:?}"
+        );
+        // the guard over the output column dropped inside the row's interval (emit_border.rs)
+        assert!(
+            notes.iter().any(|n| n.contains("padding border")),
             "{notes:?}"
         );
     }
