@@ -99,7 +99,10 @@ fn drop_guards(e: &Expr, v: &str, taken: &mut Vec<Pred>) -> Expr {
 pub(super) fn split(body: &Expr, v: &str) -> Option<Border> {
     let mut taken = Vec::new();
     let interior = drop_guards(body, v, &mut taken);
-    (!taken.is_empty()).then(|| Border {
+    if taken.is_empty() {
+        return None;
+    }
+    Some(Border {
         pred: Pred::And(taken),
         interior,
     })
