@@ -191,15 +191,40 @@ def case_resnet_blocks():
     return m, {"X": w([1, 64, 56, 56], 1)}, None, 4 * 2 * 64 * 64 * 9 * 56 * 56
 
 
-def case_exported(path):
-    """An exported model and the first set of stored inputs beside it (NAME.<tag>.in.<input>.npy)."""
+def torch_exported(stem):
+    """The PyTorch module scripts/export-real-models.py exported as STEM.onnx, built afresh with
+    random weights (the time does not depend on them), as a case's torch function; None when
+    unknown or torchvision / transformers are missing."""
+    if torch is None:
+        return None
+    try:
+        if stem in ("resnet18", "mobilenet_v2", "vit_b_16"):
+            import torchvision
+            m = getattr(torchvision.models, stem)().eval()
+            return lambda t: m(t["input"])
+        if stem == "bert":
+            from transformers import BertConfig, BertModel
+            m = BertModel(BertConfig(), add_pooling_layer=True).eval()
+            return lambda t: m(input_ids=t["input_ids"], attention_mask=t["attention_mask"])
+    except ImportError:
+        return None
+    return None
+
+
+def case_exported(path, seq=None):
+    """An exported model and the first set of stored inputs beside it (NAME.<tag>.in.<input>.npy);
+    with `seq`, token inputs of that sequence length instead (random ids, a mask of ones)."""
     m = onnx.load(str(path))
     stored = sorted(path.parent.glob(f"{path.stem}.*.in.*.npy"))
     if not stored:
         sys.exit(f"{path}: no stored inputs {path.stem}.<tag>.in.<input>.npy beside it")
     tag = stored[0].name.split(".")[1]
     feeds = {p.name.split(".in.")[1][:-4]: np.load(p) for p in stored if p.name.split(".")[1] == tag}
-    return m, feeds, None, None
+    if seq is not None:
+        rng = np.random.default_rng(5)
+        feeds = {k: (rng.integers(0, 30522, size=(v.shape[0], seq)).astype(v.dtype) if k == "input_ids"
+                     else np.ones((v.shape[0], seq), dtype=v.dtype)) for k, v in feeds.items()}
+    return m, feeds, torch_exported(path.stem), None
 
 
 CASES = {
@@ -319,6 +344,9 @@ def main():
     ap.add_argument("--model", type=Path, action="append", default=[],
                     help="also run an exported model NAME.onnx (repeatable), its inputs read from the first "
                          "NAME.<tag>.in.<input>.npy set beside it (what scripts/export-real-models.py writes)")
+    ap.add_argument("--seq", type=int, action="append", default=[],
+                    help="also run each exported token model (bert, gpt2) at this sequence length "
+                         "(repeatable; random ids, its symbolic sequence axis bound by the inputs)")
     a = ap.parse_args()
     global ORT_SPIN, DEVICE
     DEVICE = a.device
@@ -332,6 +360,9 @@ def main():
     cases = {n: CASES[n] for n in names}
     for path in a.model:
         cases[path.stem] = (f"{path.stem} (exported model)", lambda p=path: case_exported(p), None)
+        for n in a.seq if path.stem in ("bert", "gpt2") else []:
+            cases[f"{path.stem}@{n}"] = (f"{path.stem} (exported model), sequence {n}",
+                                         lambda p=path, n=n: case_exported(p, n), None)
     rows = []
     for name, (desc, make, target) in cases.items():
         made = make()

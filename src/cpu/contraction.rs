@@ -111,6 +111,12 @@ pub fn recognize(
             (false, false) => return None,
         }
     }
+    // A batched matrix-vector product (a depthwise convolution: batch = channels, no column
+    // iters): per batch point the packed tile would be one column of 16; the rows form runs it
+    // as an interchanged reduce with the vector loop over the output row.
+    if !c.batch.is_empty() && (c.rows.is_empty() || c.cols.is_empty()) {
+        return None;
+    }
     Some(c)
 }
 

@@ -26,7 +26,7 @@ use crate::ir::region::kind::{Kind, Kinds};
 use crate::ir::region::verify::{verify, Checked};
 use crate::ir::region::{Expr, Pred, Region};
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// What the emitter made of one region.
@@ -161,10 +161,20 @@ pub fn emit_region(
     symbols: &mut Vec<String>,
     params: &BTreeSet<String>,
 ) -> Result<EmittedRegion, CpuError> {
-    let checked = verify(r).map_err(|e| CpuError::Codegen {
-        region: r.name.clone(),
-        why: e.to_string(),
-    })?;
+    let verified = |r: &Region| {
+        verify(r).map_err(|e| CpuError::Codegen {
+            region: r.name.clone(),
+            why: e.to_string(),
+        })
+    };
+    let mut checked = verified(r)?;
+    // Reduce axes that shadow iters renamed apart (`unshadow.rs`): the contraction recognizer
+    // classifies iters by name.
+    let renamed = super::unshadow::unshadow(r, &checked.iter_sizes);
+    if let Some(r2) = &renamed {
+        checked = verified(r2)?;
+    }
+    let r = renamed.as_ref().unwrap_or(r);
     let mut em = Emitter::new(r, checked);
     em.params = params.clone();
     em.emit_body()?;
@@ -273,7 +283,12 @@ impl<'a> Emitter<'a> {
         if pool.is_empty() {
             outer.clear();
         }
-        if outer.len() == n {
+        // All iters outer but the innermost, which stays inner (an interchanged reduce's vector
+        // loop); iters of size 1 that no heavy let reads (a convolution's batch) do not count:
+        // a depthwise convolution's output column was otherwise outer too, and its 3-point
+        // window row the vector loop (a 64-lane accumulator per output point).
+        let unit = |i: usize| checked.iter_sizes[i].eval_with(&BTreeMap::new()).ok() == Some(1);
+        if outer.len() == n || (outer.len() > 1 && (0..n).all(|i| outer.contains(&i) || unit(i))) {
             outer.pop();
         }
         // Pointwise lets that do not depend on some iter (a conv epilogue's batch, size 1 at

@@ -532,6 +532,18 @@ impl Emitter<'_> {
         }
         // The free iters keep their own loop vars: shadowing by reduce axes cannot
         // reach them (a free iter is never a reduce axis of its own let).
+        let vi = inner[inner.len() - 1];
+        let border = match &hoist {
+            None => super::emit_border::split(&red.body, &self.r.iters[vi].name),
+            Some(_) => None,
+        };
+        if let Some(b) = &border {
+            self.open_loops(&inner[..inner.len() - 1], false, false)?;
+            self.emit_border_loops(li, red, vi, b, scope)?;
+            self.close_loops(inner.len() - 1);
+            self.close_loops(red.axes.len());
+            return Ok(());
+        }
         self.open_loops(&inner, false, true)?;
         let (body, k) = match (&hoist, &staged) {
             (Some(h), Some(buf)) => {
@@ -549,6 +561,26 @@ impl Emitter<'_> {
         self.line(&format!("{t} = {f};"));
         self.close_loops(inner.len());
         self.close_loops(red.axes.len());
+        Ok(())
+    }
+
+    /// `L<li> = L<li> ⊕ body` at the current point (an interchanged reduce's fold step).
+    pub(super) fn emit_fold_stmt(
+        &mut self,
+        li: usize,
+        red: &crate::ir::region::Reduce,
+        body: &Expr,
+        scope: &mut Scope,
+    ) -> Result<(), CpuError> {
+        let dtype = red.dtype.ok_or_else(|| CpuError::Codegen {
+            region: self.r.name.clone(),
+            why: "reduce without an accumulation dtype".into(),
+        })?;
+        let x = self.expr(body, scope)?;
+        let v = to_dtype(&x, self.kind_of(body), dtype);
+        let t = self.let_ref(li, scope);
+        let f = fold(red.op, dtype, &t, &v);
+        self.line(&format!("{t} = {f};"));
         Ok(())
     }
 

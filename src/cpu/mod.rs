@@ -66,6 +66,7 @@ pub mod contraction;
 mod cvalue;
 mod direct;
 pub mod emit;
+mod emit_border;
 mod emit_expr;
 mod emit_fuse;
 mod emit_hoist;
@@ -77,6 +78,7 @@ pub mod plan;
 mod prefetch;
 pub mod pricing;
 pub mod program;
+mod unshadow;
 pub mod work;
 
 use crate::diag::codes;
