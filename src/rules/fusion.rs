@@ -35,7 +35,8 @@ use super::Rule;
 use crate::ir::egraph::kernel::{body_facts, single_op_body};
 use crate::ir::egraph::{Attr, IndexBook, KernelBody, TensorFacts, TensorGraph, TensorLang};
 use egg::{Applier, Id, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use apply::kernels_largest_first;
@@ -158,11 +159,11 @@ fn attr_of(eg: &TensorGraph, id: Id) -> Option<Attr> {
 fn add_kernel(
     eg: &mut TensorGraph,
     eclass: Id,
-    body: RecExpr<TensorLang>,
+    body: KernelBody,
     inputs: &[Id],
     rule: Symbol,
 ) -> Option<Id> {
-    let leaf = eg.add(TensorLang::Attr(Attr::Body(KernelBody::new(body))));
+    let leaf = eg.add(TensorLang::Attr(Attr::Body(body)));
     let mut children = vec![leaf];
     children.extend(inputs.iter().map(|i| eg.find(*i)));
     let id = eg.add(TensorLang::Kernel(children.into_boxed_slice()));
@@ -212,7 +213,7 @@ impl Applier<TensorLang, IndexBook> for Wrap {
     ) -> Vec<Id> {
         let mut changed = Vec::new();
         for (body, ins) in single_op_bodies(eg, eclass) {
-            changed.extend(add_kernel(eg, eclass, body, &ins, rule));
+            changed.extend(add_kernel(eg, eclass, KernelBody::new(body), &ins, rule));
         }
         changed
     }
@@ -220,6 +221,19 @@ impl Applier<TensorLang, IndexBook> for Wrap {
 
 /// A grown body with its input classes.
 type Grown = (RecExpr<TensorLang>, Vec<Id>);
+
+/// A grown body as the kernel e-node's body, with its input classes: what growth adds to the
+/// e-graph. A replayed growth gives the recorded growth's bodies (shared, not copied), so the
+/// hash-cons lookup of an identical layer's kernel body hashes nothing and compares pointers.
+type Made = (KernelBody, Vec<Id>);
+
+/// [`Grown`] bodies wrapped as kernel bodies.
+fn made(grown: Vec<Grown>) -> Vec<Made> {
+    grown
+        .into_iter()
+        .map(|(b, i)| (KernelBody::new(b), i))
+        .collect()
+}
 
 /// A single-op body of a class with its input classes: the seed of one kernel growth.
 type Seed = (Id, RecExpr<TensorLang>, Vec<Id>);
@@ -231,17 +245,44 @@ struct GrowMemo {
     /// Seeds already grown breadth-first, with the classes the growth observed (`None`:
     /// not recorded, growth without replay): that growth reads only op e-nodes, which the
     /// phase does not change, so it is final until the e-graph changes around those classes.
-    grown: HashMap<Seed, Option<Vec<Id>>>,
+    grown: FxHashMap<Seed, Option<Vec<Id>>>,
     /// Seeds whose growth met a dense layer's GEMM: they also get the deferred growth and the
     /// contraction-free maximal growth.
-    deferred: HashSet<Seed>,
+    deferred: FxHashSet<Seed>,
     /// Per seed and policy (`true`: contraction-free producers only), the kernel counts of its
     /// input classes when it was last grown maximally: the maximal growth reads only those
     /// classes' kernels, so equal counts give equal results.
-    maxed: HashMap<(Seed, bool), Vec<usize>>,
+    maxed: FxHashMap<(Seed, bool), Vec<usize>>,
     /// Legality verdicts by (body, input facts): synthesis is the phase's dominant cost and the
     /// same body is reached from several seeds.
-    legal: HashMap<(RecExpr<TensorLang>, Vec<TensorFacts>), bool>,
+    legal: Verdicts,
+}
+
+/// Legality verdicts by (body, input facts), looked up from borrowed parts: a hit (most
+/// lookups) clones no body or facts. Filed under [`Verdicts::key`], the parts' hash; equal
+/// hashes are told apart by comparing the parts.
+#[derive(Default)]
+struct Verdicts(FxHashMap<u64, Vec<(RecExpr<TensorLang>, Vec<TensorFacts>, bool)>>);
+
+impl Verdicts {
+    fn key(body: &RecExpr<TensorLang>, facts: &[&TensorFacts]) -> u64 {
+        let mut h = FxHasher::default();
+        body.hash(&mut h);
+        facts.hash(&mut h);
+        h.finish()
+    }
+
+    /// The verdict on `body` over inputs of `facts` (`key`: [`Verdicts::key`] of them).
+    fn get(&self, key: u64, body: &RecExpr<TensorLang>, facts: &[&TensorFacts]) -> Option<bool> {
+        self.0.get(&key)?.iter().find_map(|(b, f, ok)| {
+            (b == body && f.len() == facts.len() && f.iter().zip(facts).all(|(x, y)| x == *y))
+                .then_some(*ok)
+        })
+    }
+
+    fn insert(&mut self, key: u64, body: RecExpr<TensorLang>, facts: Vec<TensorFacts>, ok: bool) {
+        self.0.entry(key).or_default().push((body, facts, ok));
+    }
 }
 
 struct Grow {
@@ -254,8 +295,8 @@ struct Grow {
     replays_max: Replays<()>,
 }
 
-fn input_facts(eg: &impl GrowView, ins: &[Id]) -> Option<Vec<TensorFacts>> {
-    ins.iter().map(|i| eg.facts(*i).cloned()).collect()
+fn input_facts<'a>(eg: &'a impl GrowView, ins: &[Id]) -> Option<Vec<&'a TensorFacts>> {
+    ins.iter().map(|i| eg.facts(*i)).collect()
 }
 
 fn lock(m: &Mutex<GrowMemo>) -> std::sync::MutexGuard<'_, GrowMemo> {
@@ -303,10 +344,10 @@ pub fn has_contraction(body: &RecExpr<TensorLang>) -> bool {
 }
 
 /// Per e-class, the e-classes whose op nodes (not kernels) read it.
-type Consumers = HashMap<Id, Vec<Id>>;
+type Consumers = FxHashMap<Id, Vec<Id>>;
 
 fn consumers(eg: &TensorGraph) -> Consumers {
-    let mut out: Consumers = HashMap::new();
+    let mut out: Consumers = FxHashMap::default();
     for class in eg.classes() {
         for n in class.nodes.iter().filter(|n| is_op(n)) {
             for c in egg::Language::children(n) {

@@ -4,7 +4,7 @@
 
 use super::replay::{Direct, GrowView};
 use super::{add_kernel, consumers, has_contraction, kernel_count, lock, single_op_bodies};
-use super::{Grow, Grown, Seed};
+use super::{made, Grow, Grown, Made, Seed};
 use crate::ir::egraph::kernel::kernel_parts;
 use crate::ir::egraph::{IndexBook, KernelBody, TensorGraph, TensorLang};
 use egg::{Applier, Id, PatternAst, RecExpr, SearchMatches, Subst, Symbol};
@@ -83,7 +83,7 @@ impl Grow {
     /// The classes the growth observed are remembered with the seed (unknown without replay,
     /// which records them), so that [`super::GrowthState::forget_changed`] can tell which
     /// growths a later change of the e-graph (the substitutions) may alter.
-    fn grow_once(&self, eg: &Direct, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+    fn grow_once(&self, eg: &Direct, seed: &Seed) -> Vec<Made> {
         if lock(&self.memo).grown.contains_key(seed) {
             return Vec::new();
         }
@@ -97,7 +97,7 @@ impl Grow {
             (out, deferred, Some(observed))
         } else {
             let (out, deferred) = self.grow_seed(eg, seed);
-            (out, deferred, None)
+            (made(out), deferred, None)
         };
         let mut memo = lock(&self.memo);
         if deferred {
@@ -129,7 +129,7 @@ impl Grow {
 
     /// The maximal growths of a seed (largest producers, then contraction-free producers), again
     /// only when its input classes gained kernels since.
-    fn grow_max_if_changed(&self, eg: &Direct, seed: &Seed) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+    fn grow_max_if_changed(&self, eg: &Direct, seed: &Seed) -> Vec<Made> {
         let (eclass, body, ins) = seed.clone();
         let eclass = eg.eg.find(eclass);
         let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg.eg, *i)).collect();
@@ -154,7 +154,7 @@ impl Grow {
                 g
             } else {
                 let g = self.grow_max(eg, eclass, body.clone(), ins.clone(), no_contractions);
-                g.into_iter().collect()
+                made(g.into_iter().collect())
             };
             out.extend(grown);
         }
@@ -194,7 +194,7 @@ impl Applier<TensorLang, IndexBook> for Grow {
             eg: shared,
             consumers: &consumers,
         };
-        let grown: Vec<Vec<(RecExpr<TensorLang>, Vec<Id>)>> = seeds
+        let grown: Vec<Vec<Made>> = seeds
             .par_iter()
             .map(|seed| self.grow_once(&view, seed))
             .collect();

@@ -2,9 +2,9 @@
 //! input class, first its free producers (movement, casts) and then one computing producer at a
 //! time, each prefix a kernel; the state of one growth is a [`Growth`].
 
-use super::{input_facts, lock, Grow, Grown, Seed};
+use super::{input_facts, lock, Grow, Grown, Seed, Verdicts};
 use crate::ir::egraph::kernel::{fuse, merge_same_class};
-use crate::ir::egraph::TensorLang;
+use crate::ir::egraph::{TensorFacts, TensorLang};
 use egg::{Id, RecExpr};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -39,12 +39,13 @@ impl Grow {
         let Some(facts) = input_facts(eg, ins) else {
             return false;
         };
-        let key = (body.clone(), facts);
-        if let Some(ok) = lock(&self.memo).legal.get(&key) {
-            return *ok;
+        let key = Verdicts::key(body, &facts);
+        if let Some(ok) = lock(&self.memo).legal.get(key, body, &facts) {
+            return ok;
         }
-        let ok = (self.legal)(&key.0, &key.1).is_ok();
-        lock(&self.memo).legal.insert(key, ok);
+        let facts: Vec<TensorFacts> = facts.into_iter().cloned().collect();
+        let ok = (self.legal)(body, &facts).is_ok();
+        lock(&self.memo).legal.insert(key, body.clone(), facts, ok);
         ok
     }
 

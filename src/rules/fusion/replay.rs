@@ -9,7 +9,7 @@
 //! without growing. The twelve identical layers of an encoder are grown once (or twice: the
 //! first layer's neighbourhood differs), and the result is exactly what growing would give.
 
-use super::{kernels_largest_first, single_op_bodies, Consumers, Grown};
+use super::{kernels_largest_first, single_op_bodies, Consumers, Grown, Made};
 use crate::ir::egraph::kernel::KernelBody;
 use crate::ir::egraph::{TensorFacts, TensorGraph, TensorLang};
 use egg::{Id, Language, RecExpr};
@@ -153,7 +153,7 @@ enum Obs {
 /// The recorded growth of one seed: what it observed, in order, and what it returned.
 pub(super) struct Trace<R> {
     observations: Vec<Obs>,
-    result: Vec<(RecExpr<TensorLang>, Vec<u32>)>,
+    result: Vec<(KernelBody, Vec<u32>)>,
     extra: R,
 }
 
@@ -230,7 +230,7 @@ impl<'a> Recorder<'a> {
 
     /// The trace of what was observed, with `result` (its classes labelled), and every class
     /// the growth observed or returned.
-    fn finish<R>(self, result: &[Grown], extra: R) -> (Trace<R>, Vec<Id>) {
+    fn finish<R>(self, result: &[Made], extra: R) -> (Trace<R>, Vec<Id>) {
         let mut r = self.record.into_inner();
         let result = result
             .iter()
@@ -330,7 +330,7 @@ impl<R: Clone> Trace<R> {
     /// The recorded result renamed onto `seed`'s classes, when `view` answers every recorded
     /// observation the same way under a one-to-one renaming, with the classes the labels name
     /// (what growing would observe); `None` otherwise.
-    fn replay(&self, view: &Cached, seed: &[Id]) -> Option<(Vec<Grown>, R, Vec<Id>)> {
+    fn replay(&self, view: &Cached, seed: &[Id]) -> Option<(Vec<Made>, R, Vec<Id>)> {
         let mut labels = Labels::default();
         for c in seed {
             if labels.of.contains_key(c) {
@@ -353,7 +353,7 @@ impl<R: Clone> Trace<R> {
                     .collect::<Option<Vec<Id>>>()?;
                 Some((b.clone(), ins))
             })
-            .collect::<Option<Vec<Grown>>>()?;
+            .collect::<Option<Vec<Made>>>()?;
         Some((result, self.extra.clone(), labels.classes))
     }
 }
@@ -432,7 +432,8 @@ impl<R: Clone> Replays<R> {
     /// The growth of kind `kind` of the seed with body `body` over classes `seed` (its class,
     /// then its inputs): a recorded growth replayed when one fits, else `grow` run against a
     /// recorder (and its trace kept). Also returns every class the growth observed (its
-    /// result depends on nothing else: `GrowthState::forget_changed`).
+    /// result depends on nothing else: `GrowthState::forget_changed`). The bodies returned are
+    /// the trace's own (a replay shares them with the recorded growth's kernel e-nodes).
     pub(super) fn grow(
         &self,
         view: &Direct,
@@ -440,7 +441,7 @@ impl<R: Clone> Replays<R> {
         kind: u8,
         seed: &[Id],
         grow: impl FnOnce(&Recorder) -> (Vec<Grown>, R),
-    ) -> (Vec<Grown>, R, Vec<Id>) {
+    ) -> (Vec<Made>, R, Vec<Id>) {
         let facts = seed.iter().map(|c| view.facts(*c).cloned()).collect();
         let key = (body.clone(), kind, facts);
         let known: Vec<Arc<Trace<R>>> = self
@@ -469,6 +470,7 @@ impl<R: Clone> Replays<R> {
         }
         let rec = Recorder::new(&cached, seed);
         let (out, extra) = grow(&rec);
+        let out = super::made(out);
         let (trace, observed) = rec.finish(&out, extra.clone());
         let mut traces = self.lock();
         let v = traces.entry(key).or_default();
