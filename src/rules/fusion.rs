@@ -262,7 +262,10 @@ struct GrowMemo {
 /// lookups) clones no body or facts. Filed under [`Verdicts::key`], the parts' hash; equal
 /// hashes are told apart by comparing the parts.
 #[derive(Default)]
-struct Verdicts(FxHashMap<u64, Vec<(RecExpr<TensorLang>, Vec<TensorFacts>, bool)>>);
+struct Verdicts(FxHashMap<u64, Vec<Verdict>>);
+
+/// A body, its input facts and whether it is legal.
+type Verdict = (RecExpr<TensorLang>, Vec<TensorFacts>, bool);
 
 impl Verdicts {
     fn key(body: &RecExpr<TensorLang>, facts: &[&TensorFacts]) -> u64 {
