@@ -142,18 +142,25 @@ pub const RESCALE_VOTE: f64 = 24.0;
 /// (their quad shuffles of the row max, `alpha`, `m·c`, the `l_i` rescale).
 pub const ROW_FIXED: f64 = 16.0;
 
-/// How many warps' worth of independent work one warp of `plan` offers its scheduler: its `F`
-/// fragments' dependency chains (`QKᵀ` → softmax → `P·V`) are independent and interleave,
-/// except where they share the `K`/`V` fragment loads and the tile's barrier;
-/// [`FRAG_ILP`] of a warp per further fragment. An assumption until a GPU measures it.
+/// How many warps' worth of latency hiding one warp of `plan` offers its scheduler: 1 for one
+/// `m16` fragment, [`FRAG_ILP`] more per further fragment (the fragments' chains `QKᵀ` →
+/// softmax → `P·V` share the warp's instruction stream, its `K`/`V` fragment loads and the
+/// tile's barrier; measured: less than one warp in all).
 pub fn frag_ilp(plan: &AttentionPlan) -> f64 {
     1.0 + FRAG_ILP * (plan.frags() - 1) as f64
 }
 
-/// Warps' worth of latency hiding per further `m16` fragment of a warp ([`frag_ilp`]).
-/// TODO(issue 15): an assumption (no GPU this session); fit it, and the 32-row layout's
-/// predicted times, to the H100 measurement of the `warp=32x…` plans.
-pub const FRAG_ILP: f64 = 0.5;
+/// Warps' worth of latency hiding per further `m16` fragment of a warp ([`frag_ilp`]): fitted
+/// to the H200 measurements of the 32-row layout (`bench/results/gpu-h200-2026-11-28/`, causal
+/// B=8 H=16 S=2048 fp16: d = 64 `BN = 64` 0.2758 ms, d = 128 `BN = 32` 0.5115 ms, d = 32 0.1871
+/// ms, and non-causal d = 64 0.4800 ms; an H200 has the H100's SMs and clocks, and these kernels
+/// are compute-bound). Negative: a warp of two fragments hides *less* latency than a warp of
+/// one — its two chains run in one instruction stream, one after the other, at a register bound
+/// near 255 — so it is worth `1 − 0.35` warps, not the `1.5` assumed before the measurement
+/// (which priced those kernels at 0.56–0.73× their time). With it the 32-row prices are
+/// 0.86–1.13× the measured times (`the_32_row_layout_price_matches_the_h200_measurements`,
+/// tests/codegen_attention/plans.rs).
+pub const FRAG_ILP: f64 = -0.35;
 
 /// The fraction of a scheduler's cycles that issue with `warps` resident warps per scheduler
 /// (module doc).
