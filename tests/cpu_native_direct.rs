@@ -22,7 +22,8 @@ fn input(name: &str, shape: &[u64]) -> String {
 
 /// `i·s + k − p` as region JSON.
 fn tap(k: &str, i: &str, s: u64, p: u64) -> String {
-    format!(r#"{{"add": ["{k}", {{"mul": [{s}, "{i}"]}}, -{p}]}}"#)
+    let p = -(p as i64);
+    format!(r#"{{"add": ["{k}", {{"mul": [{s}, "{i}"]}}, {p}]}}"#)
 }
 
 /// A convolution of `X[1, 1, C, H, H]` by `Wt[O, C, R, R]`, stride `s`, padding `p`, plus a
