@@ -136,8 +136,11 @@ fn pointwise_reads<'e>(e: &'e Expr, out: &mut Vec<(&'e str, &'e [AxisExpr])>) ->
     }
 }
 
+/// Per read: its tensor, its index map, and that map over the padded copy's variables.
+type Remap<'e> = Vec<(&'e str, &'e [AxisExpr], Vec<AxisExpr>)>;
+
 /// `e` with each read's index map replaced by `remap`'s (tensor, old map) → new map.
-fn reindex(e: &Expr, remap: &[(&str, &[AxisExpr], Vec<AxisExpr>)]) -> Expr {
+fn reindex(e: &Expr, remap: &Remap<'_>) -> Expr {
     let r = |x: &Expr| Box::new(reindex(x, remap));
     match e {
         Expr::Read { tensor, map } => Expr::Read {
@@ -290,7 +293,7 @@ impl Emitter<'_> {
         &self,
         reads: &[(&'e str, &'e [AxisExpr])],
         maps: &[Quasi<i64, String>],
-    ) -> Option<Vec<(&'e str, &'e [AxisExpr], Vec<AxisExpr>)>> {
+    ) -> Option<Remap<'e>> {
         let (tensor, map) = reads[0];
         let shape = &self.r.input(tensor)?.memref.shape;
         let vars: Vec<AxisExpr> = (0..maps.len())
