@@ -382,7 +382,7 @@ fn direct_convolutions_match_the_reference_in_every_dtype() {
 }
 
 #[test]
-fn windows_read_in_place_and_strided_or_pointwise_convolutions_pack() {
+fn windows_read_in_place_and_pointwise_or_depthwise_convolutions_pack() {
     let direct = |text: &str| -> Vec<bool> {
         let g = load_str(text, "direct").expect("load");
         let prog = lower(&g).expect("lower");
@@ -402,14 +402,14 @@ fn windows_read_in_place_and_strided_or_pointwise_convolutions_pack() {
             .collect()
     };
     // c5..c9 of DIRECT_CONVS are direct; c10 (5 output channels) packs; c11's image is the
-    // prologue relu(T11 + X11), evaluated by the padded copy (direct); c12's prologue T12 · s12
-    // reads its operands through two index maps (a broadcast) and packs.
+    // prologue relu(T11 + X11), evaluated by the padded copy (direct); so is c12's prologue
+    // T12 · s12, whose scale s12[0, k, 0, 0] is indexed by the image's channel axis.
     let got = direct(DIRECT_CONVS);
-    assert_eq!(got, [true, true, true, true, true, false, true, false]);
-    // CONTRACTIONS: only c4 (3x3, stride 1, pad 1) is a window read in place; the strided c1,
+    assert_eq!(got, [true, true, true, true, true, false, true, true]);
+    // CONTRACTIONS: c4 (3x3, stride 1, pad 1) and the stride-2 c1 are windows read in place;
     // the 1x1 c2, the depthwise c3 (batch iters) and the matmuls pack.
     let got = direct(CONTRACTIONS);
-    assert_eq!(got.iter().filter(|d| **d).count(), 1, "{got:?}");
+    assert_eq!(got.iter().filter(|d| **d).count(), 2, "{got:?}");
 }
 
 /// A `Cumulative` over `[R, C]` (symbolic, tails for every vector width) along `axis`.

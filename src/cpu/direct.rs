@@ -5,9 +5,10 @@
 //! The input is copied once per call into a zero-padded fp32 buffer `cxp` (its padding made
 //! explicit, fp16/bf16 converted once), whose every axis is widened by the window's reach
 //! below zero and past the end. In that copy the column operand's element at column point
-//! `(outer…, h, w)` and reduce point `k` lives at `base(outer) + h·P + w + koff[k]`: the
-//! address is affine and separable, `w` moves it by one, and `P` (the padded row pitch times
-//! the row stride) is at least the number of `w` values.
+//! `(outer…, h, w)` and reduce point `k` lives at `base(outer) + h·P + w·S + koff[k]`: the
+//! address is affine and separable, `w` moves it by the window's stride `S` along a row (1 or
+//! 2: ResNet's halving convolutions and its 7×7 stem), and `P` (the padded row pitch times
+//! the row stride) is at least `S` times the number of `w` values.
 //!
 //! The micro-kernel (`dlc_conv_cv`, `gemm.h`) runs its vector lanes over the output channels
 //! (the contraction's rows, packed once per loaded program in panels of `DLC_CR`: 32 on
@@ -30,11 +31,13 @@
 //! operand is not a kept pack; the operand is a pointwise function of reads of region inputs
 //! of one shape through one index map `idx` (a bare read `x[idx]`, or a prologue such as
 //! ResNet's `relu(t[idx] + x[idx])`, evaluated once per element by the padded copy instead of
-//! once per window tap), bare or guarded by bound checks of that index (`pred ? v(idx) : 0`,
+//! once per window tap; further reads may index each of their axes by an integer or by one of
+//! `idx`'s entries over an axis of the same size, as the per-channel bias of
+//! `relu(t[idx] + b[k])`), bare or guarded by bound checks of that index (`pred ? v(idx) : 0`,
 //! each conjunct `idx_d ≥ 0` or `idx_d ≤ size_d − 1`); every index is affine in the column iters and reduce axes with
 //! integer coefficients; the innermost column iter appears only in the last axis, with
-//! coefficient 1 (the next one is the row iter `h` when it appears only in the axis before,
-//! with coefficient 1, beside a reduce axis; else it is an outer iter like the batch); and
+//! coefficient 1 or 2 (the next one is the row iter `h` when it appears only in the axis before,
+//! with a positive coefficient, beside a reduce axis; else it is an outer iter like the batch); and
 //! some axis mixes a column iter with a reduce axis (a window: the im2col would duplicate
 //! data). A plain GEMM or a 1×1 convolution keeps its packed column blocks (their rows are
 //! whole tensor rows apart: in place they would alias in L1).
@@ -53,9 +56,12 @@ use std::collections::BTreeSet;
 /// A column operand read in place (see the module doc).
 #[derive(Clone, Debug)]
 pub(super) struct Direct {
-    /// The operand's value at one in-bounds point: reads of region inputs of one shape, all
-    /// through the same index map ([`Direct::maps`]), combined pointwise (a bare read, or a
-    /// prologue such as `relu(t + x)`); the padded copy evaluates it once per input element.
+    /// The operand's value at one in-bounds point of its image, its reads re-indexed by the
+    /// padded copy's variables `cdv<d>` (one per axis of the image): reads of region inputs of
+    /// the image's shape through its index map ([`Direct::maps`]), and of tensors indexed by
+    /// some of the image's axes (a per-channel bias `b[k]`), combined pointwise (a bare read,
+    /// or a prologue such as `relu(t + x)` or `relu(t + b[k])`); the padded copy evaluates it
+    /// once per image element.
     value: Expr,
     /// Per axis of the input: its index, affine over column iter and reduce axis names.
     maps: Vec<Quasi<i64, String>>,
@@ -63,8 +69,11 @@ pub(super) struct Direct {
     dims: Vec<String>,
     /// The innermost column iter (`w`).
     w: usize,
-    /// The column iter before it (`h`), if any.
-    h: Option<usize>,
+    /// `w`'s coefficient in the image's last axis: the window's stride along a row (1 or 2).
+    sw: i64,
+    /// The column iter before it (`h`), if any, with its coefficient in the axis before the
+    /// last (the stride between output rows).
+    h: Option<(usize, i64)>,
     /// The other column iters, outermost first.
     outer: Vec<usize>,
 }
@@ -127,13 +136,19 @@ fn pointwise_reads<'e>(e: &'e Expr, out: &mut Vec<(&'e str, &'e [AxisExpr])>) ->
     }
 }
 
-/// `e` with every read's index map replaced by `map`.
-fn reindex(e: &Expr, map: &[AxisExpr]) -> Expr {
-    let r = |x: &Expr| Box::new(reindex(x, map));
+/// Per read: its tensor, its index map, and that map over the padded copy's variables.
+type Remap<'e> = Vec<(&'e str, &'e [AxisExpr], Vec<AxisExpr>)>;
+
+/// `e` with each read's index map replaced by `remap`'s (tensor, old map) → new map.
+fn reindex(e: &Expr, remap: &Remap<'_>) -> Expr {
+    let r = |x: &Expr| Box::new(reindex(x, remap));
     match e {
-        Expr::Read { tensor, .. } => Expr::Read {
+        Expr::Read { tensor, map } => Expr::Read {
             tensor: tensor.clone(),
-            map: map.to_vec(),
+            map: remap
+                .iter()
+                .find(|(t, m, _)| t == tensor && *m == map.as_slice())
+                .map_or_else(|| map.clone(), |(_, _, n)| n.clone()),
         },
         Expr::Unary(f, x) => Expr::Unary(*f, r(x)),
         Expr::Cast { to, x } => Expr::Cast { to: *to, x: r(x) },
@@ -188,20 +203,13 @@ impl Emitter<'_> {
         };
         let mut reads = Vec::new();
         pointwise_reads(value, &mut reads)?;
-        let (&(tensor, map), rest) = reads.split_first()?;
+        let &(tensor, map) = reads.first()?;
         let inp = self.r.input(tensor)?;
-        let same = |t: &str| {
-            self.r
-                .input(t)
-                .is_some_and(|i| i.memref.shape == inp.memref.shape)
-        };
-        if self.kind_of(value) != Kind::Float
-            || reads.iter().any(|(t, _)| self.params.contains(*t))
-            || !rest.iter().all(|(t, m)| *m == map && same(t))
-        {
+        if self.kind_of(value) != Kind::Float || self.params.contains(tensor) {
             return None;
         }
         let maps: Vec<Quasi<i64, String>> = map.iter().map(affine).collect::<Option<_>>()?;
+        let remap = self.image_reads(&reads, &maps)?;
         let names = |is: &[usize]| -> Vec<String> {
             is.iter().map(|i| self.r.iters[*i].name.clone()).collect()
         };
@@ -216,27 +224,32 @@ impl Emitter<'_> {
         let (&w, rest) = c.cols.split_last()?;
         let last = maps.len().checked_sub(1)?;
         let wn = &self.r.iters[w].name;
-        let w_ok = maps
-            .iter()
-            .enumerate()
-            .all(|(d, q)| coef(q, wn) == if d == last { 1 } else { 0 });
+        let sw = coef(&maps[last], wn);
+        let w_ok = (1..=2).contains(&sw)
+            && maps
+                .iter()
+                .enumerate()
+                .all(|(d, q)| d == last || coef(q, wn) == 0);
         let has = |q: &Quasi<i64, String>, f: &dyn Fn(&str) -> bool| {
             q.terms.keys().any(|a| matches!(a, Atom::Var(n) if f(n)))
         };
         let window = |q: &Quasi<i64, String>| {
             has(q, &|n| cols.iter().any(|x| x == n)) && has(q, &|n| reds.contains(n))
         };
-        // `h`: the column iter before `w` when it slides with coefficient 1 along the axis
-        // before the last (an image row: virtual rows `P` = the padded width apart); otherwise
-        // it is an outer iter (a batch of images, a 1-D convolution's batch).
-        let h = rest.last().copied().filter(|h| {
-            let hn = &self.r.iters[*h].name;
-            last > 0
+        // `h`: the column iter before `w` when it slides with a positive coefficient (the row
+        // stride) along the axis before the last (an image row: virtual rows `P` = the padded
+        // width times the stride apart); otherwise it is an outer iter (a batch of images, a
+        // 1-D convolution's batch).
+        let h = rest.last().copied().and_then(|h| {
+            let hn = &self.r.iters[h].name;
+            let sh = coef(maps.get(last.checked_sub(1)?)?, hn);
+            (sh >= 1
                 && window(&maps[last - 1])
                 && maps
                     .iter()
                     .enumerate()
-                    .all(|(d, q)| coef(q, hn) == if d + 1 == last { 1 } else { 0 })
+                    .all(|(d, q)| d + 1 == last || coef(q, hn) == 0))
+            .then_some((h, sh))
         });
         if !(all_known && w_ok && maps.iter().any(window)) {
             return None;
@@ -261,13 +274,54 @@ impl Emitter<'_> {
             }
         }
         Some(Direct {
-            value: value.clone(),
+            value: reindex(value, &remap),
             maps,
             dims: inp.memref.shape.iter().map(|s| self.dim(&s.0)).collect(),
             w,
+            sw,
             h,
             outer: rest[..rest.len() - usize::from(h.is_some())].to_vec(),
         })
+    }
+
+    /// Per read of the operand (`reads[0]` the image, `maps` its index map as affine forms): its
+    /// index map over the padded copy's variables `cdv<d>`. A read of a tensor of the image's
+    /// shape through the image's map takes `cdv` whole; any other read (a per-channel bias
+    /// `b[k]`, a scale `s[0, k, 0, 0]`) must index each of its axes by an integer or by exactly
+    /// the image's index of some axis `d` of the same size (then `cdv<d>`). `None` otherwise.
+    fn image_reads<'e>(
+        &self,
+        reads: &[(&'e str, &'e [AxisExpr])],
+        maps: &[Quasi<i64, String>],
+    ) -> Option<Remap<'e>> {
+        let (tensor, map) = reads[0];
+        let shape = &self.r.input(tensor)?.memref.shape;
+        let vars: Vec<AxisExpr> = (0..maps.len())
+            .map(|d| AxisExpr::Name(format!("cdv{d}")))
+            .collect();
+        let mut out = Vec::new();
+        for &(t, m) in reads {
+            let s = &self.r.input(t)?.memref.shape;
+            if m == map && s == shape {
+                out.push((t, m, vars.clone()));
+                continue;
+            }
+            let mut new = Vec::new();
+            for (j, e) in m.iter().enumerate() {
+                let q = affine(e)?;
+                if q.terms.is_empty() {
+                    new.push(AxisExpr::Const(q.konst));
+                    continue;
+                }
+                let d = maps.iter().position(|p| *p == q)?;
+                if s.get(j)? != &shape[d] {
+                    return None;
+                }
+                new.push(vars[d].clone());
+            }
+            out.push((t, m, new));
+        }
+        Some(out)
     }
 
     /// The size of name `n` (a column iter or a reduce axis) as C.
@@ -326,15 +380,16 @@ impl Emitter<'_> {
             self.line(&format!("const int64_t cdp{k} = {p}, cds{k} = {s};"));
         }
         let pitch = match d.h {
-            Some(_) => format!("cdp{}", n - 2),
-            None => Self::size_var(d.w),
+            Some((_, sh)) => format!("{sh} * cdp{}", n - 2),
+            None => format!("{} * {}", d.sw, Self::size_var(d.w)),
         };
-        let hsize = d.h.map_or("1".to_string(), Self::size_var);
+        let hsize = d.h.map_or("1".to_string(), |(h, _)| Self::size_var(h));
         let base: Vec<String> = (0..n)
             .map(|k| format!("cdp{k} * ({} + cdl{k})", d.maps[k].konst))
             .collect();
         self.line(&format!(
-            "const int64_t cdP = {pitch}, cdW = {}, cdH = {hsize}, cdG = {}, cdb = {};",
+            "const int64_t cdP = {pitch}, cdS = {}, cdW = {}, cdH = {hsize}, cdG = {}, cdb = {};",
+            d.sw,
             Self::size_var(d.w),
             self.prod(&d.outer),
             base.join(" + ")
@@ -348,7 +403,9 @@ impl Emitter<'_> {
                 .join(" * "),
             n - 1
         ));
-        self.line("float *cxp = (float *)dlc_scratch(6, 4 * (cdT + cdP + DLC_NR));");
+        // the slack after the copy: the tiles' positions past a row's end read up to
+        // cdS * DLC_PX values beyond the last window
+        self.line("float *cxp = (float *)dlc_scratch(6, 4 * (cdT + cdP + DLC_NR + 2 * DLC_PX));");
         self.line("int64_t *ckoff = (int64_t *)dlc_scratch(7, 8 * (cK > 0 ? cK : 1));");
         self.line("const int cdok = cxp && ckoff;");
         self.line("if (!cdok) dlc_err_flag(&dlc_err, 2);");
@@ -373,25 +430,23 @@ impl Emitter<'_> {
     pub(super) fn emit_direct_fill(&mut self, d: &Direct) -> Result<(), CpuError> {
         let n = d.maps.len();
         let l = n - 1;
-        // the operand's value at source point (cs0, …, cs<l−1>, t): its reads re-indexed by
-        // the copy's own variables
-        let vars: Vec<String> = (0..n).map(|k| format!("cdv{k}")).collect();
-        let map: Vec<AxisExpr> = vars.iter().map(|v| AxisExpr::Name(v.clone())).collect();
+        // the operand's value at source point (cs0, …, cs<l−1>, t): its reads are indexed by
+        // the copy's own variables cdv<d>
         let mut scope: Scope = (0..n)
             .map(|k| {
                 (
-                    vars[k].clone(),
+                    format!("cdv{k}"),
                     if k == l { "t".into() } else { format!("cs{k}") },
                 )
             })
             .collect();
-        let x = self.expr(&reindex(&d.value, &map), &mut scope)?;
+        let x = self.expr(&d.value, &mut scope)?;
         self.line("#pragma omp for schedule(static)");
         self.line("for (int64_t cq = 0; cq <= cdR; cq++) {");
         self.indent += 1;
         self.line(&format!("float *restrict cd = cxp + cq * cde{l};"));
         self.line(
-            "if (cq == cdR) { for (int64_t t = 0; t < cdP + DLC_NR; t++) cd[t] = 0.0f; continue; }",
+            "if (cq == cdR) { for (int64_t t = 0; t < cdP + DLC_NR + 2 * DLC_PX; t++) cd[t] = 0.0f; continue; }",
         );
         self.line("int64_t cqq = cq; int cin = 1;");
         for k in (0..l).rev() {
@@ -443,14 +498,14 @@ impl Emitter<'_> {
             .map(|o| (self.r.iters[*o].name.clone(), Self::iter_var(*o)))
             .collect();
         self.line(&format!(
-            "dlc_conv_cv(cK, cA, cxp + cdb + {}, ckoff, cdP, ch0, ch1, cc0, cc1, cCt, cRG, ci0, ci1);",
+            "dlc_conv_cv(cK, cA, cxp + cdb + {}, ckoff, cdP, cdS, ch0, ch1, cc0, cc1, cCt, cRG, ci0, ci1);",
             padded_offset(d, &outer)
         ));
         self.line("const int64_t cgr = cg * cdH * cdW;");
         self.line("const int64_t cj0 = cgr + ch0 * cdW + cc0, cj1 = cgr + (ch1 - 1) * cdW + cc1;");
         if self.fused_epilogue && self.gemm_out.is_none() {
             // the block epilogue reads the item's values where dlc_conv_cv left them
-            let hpos = d.h.map_or(String::new(), |h| {
+            let hpos = d.h.map_or(String::new(), |(h, _)| {
                 format!("({} - ch0) * cdcwp + ", Self::iter_var(h))
             });
             let e = format!(

@@ -151,7 +151,7 @@ static void dlc_gemm_rows(int64_t M, int64_t N, int64_t K, const float *restrict
 // Output positions per work item (whole rows of at most this many together).
 #define DLC_CV_COLS 128
 
-#define DLC_CV_TILE(NAME, NP)                                                                   \
+#define DLC_CV_TILE(NAME, NP, S)                                                                \
 DLC_INLINE void NAME(int64_t K, const float *restrict a, const float *restrict x,               \
         const int64_t *restrict koff, float *restrict t, int64_t ldt) {                         \
     dlc_gv a0[NP], a1[NP];                                                                      \
@@ -162,32 +162,41 @@ DLC_INLINE void NAME(int64_t K, const float *restrict a, const float *restrict x
         const float *xk = x + koff[k];                                                          \
         /* one base register, constant displacements (else gcc keeps a pointer per lane) */     \
         __asm__("" : "+r"(xk));                                                                 \
-        for (int p = 0; p < NP; p++) { const float xv = xk[p]; a0[p] += w0 * xv; a1[p] += w1 * xv; } \
+        for (int p = 0; p < NP; p++) { const float xv = xk[p * (S)]; a0[p] += w0 * xv; a1[p] += w1 * xv; } \
     }                                                                                           \
     for (int p = 0; p < NP; p++) {                                                              \
         *(dlc_gvu *)(t + p * ldt) = a0[p];                                                      \
         *(dlc_gvu *)(t + p * ldt + DLC_GVL) = a1[p];                                            \
     }                                                                                           \
 }
-DLC_CV_TILE(dlc_cv_tile, DLC_PX)
-DLC_CV_TILE(dlc_cv_tile_half, DLC_PX / 2)
+DLC_CV_TILE(dlc_cv_tile, DLC_PX, 1)
+DLC_CV_TILE(dlc_cv_tile_half, DLC_PX / 2, 1)
+// stride 2 along the row (a strided convolution: position w reads x + 2 * w + koff[k])
+DLC_CV_TILE(dlc_cv_tile_s2, DLC_PX, 2)
+DLC_CV_TILE(dlc_cv_tile_s2_half, DLC_PX / 2, 2)
 
 // Channels [i0, i1) (i0 a multiple of DLC_CR) of output rows [h0, h1) (row h's position w
-// reads x + h * P + w + koff[k]) by positions [c0, c1) of each row, into T: position w of row
-// h at q = (h - h0) * cwp + w - c0, cwp = c1 - c0 rounded up to DLC_PX. Positions past c1 up to
-// the next tile are computed too (from the padded copy's next row or zeroed slack) and left
-// in T; a tail of at most DLC_PX / 2 positions takes the half-width tile.
+// reads x + h * P + w * S + koff[k], S the row stride: 1 or 2) by positions [c0, c1) of each
+// row, into T: position w of row h at q = (h - h0) * cwp + w - c0, cwp = c1 - c0 rounded up to
+// DLC_PX. Positions past c1 up to the next tile are computed too (from the padded copy's next
+// row or zeroed slack, at most S * DLC_PX values past the last window) and left in T; a tail of
+// at most DLC_PX / 2 positions takes the half-width tile.
 static void dlc_conv_cv(int64_t K, const float *restrict Ap, const float *restrict x,
-        const int64_t *restrict koff, int64_t P, int64_t h0, int64_t h1, int64_t c0, int64_t c1,
-        float *restrict T, int64_t ldt, int64_t i0, int64_t i1) {
+        const int64_t *restrict koff, int64_t P, int64_t S, int64_t h0, int64_t h1, int64_t c0,
+        int64_t c1, float *restrict T, int64_t ldt, int64_t i0, int64_t i1) {
     const int64_t cwp = (c1 - c0 + DLC_PX - 1) / DLC_PX * DLC_PX;
     for (int64_t i = i0; i < i1; i += DLC_CR) {
         const float *a = Ap + (i / DLC_CR) * K * DLC_CR;
         for (int64_t h = h0; h < h1; h++)
             for (int64_t w = c0; w < c1; w += DLC_PX) {
                 float *t = T + ((h - h0) * cwp + w - c0) * ldt + (i - i0);
-                if (c1 - w <= DLC_PX / 2) dlc_cv_tile_half(K, a, x + h * P + w, koff, t, ldt);
-                else dlc_cv_tile(K, a, x + h * P + w, koff, t, ldt);
+                const float *xw = x + h * P + w * S;
+                const int half = c1 - w <= DLC_PX / 2;
+                if (S == 2) {
+                    if (half) dlc_cv_tile_s2_half(K, a, xw, koff, t, ldt);
+                    else dlc_cv_tile_s2(K, a, xw, koff, t, ldt);
+                } else if (half) dlc_cv_tile_half(K, a, xw, koff, t, ldt);
+                else dlc_cv_tile(K, a, xw, koff, t, ldt);
             }
     }
 }

@@ -14,8 +14,8 @@
 //! the result while it is hot. Constant weights (`role: param` inputs) are packed once per
 //! [`exec::run_loaded`] call and kept ([`contraction`]).
 //!
-//! A convolution with a stride-1 window along its innermost axis reads its image in place from
-//! a zero-padded copy instead of packing im2col blocks (`direct.rs`).
+//! A convolution with a stride-1 or stride-2 window along its innermost axis reads its image in
+//! place from a zero-padded copy instead of packing im2col blocks (`direct.rs`).
 //!
 //! A contraction without batch iters also keeps its index arrays (its points' iter values and
 //! buffer offsets) per epoch, so that its steady-state call is one fork and one join (no
@@ -31,8 +31,8 @@
 //! row groups (a split over M as well as N when there are fewer column blocks than threads) are
 //! chosen at run time by `dlc_gemm_plan` in `gemm.h` (load balance only), the micro-tile and
 //! the K slice are fixed; streaming attention (an attention region runs through the generic row
-//! form); a depthwise-conv loop; a direct convolution for strided windows (they pack an
-//! im2col); the chunked scan's totals pass is a sequential walk (vectorizable with
+//! form); a depthwise-conv loop; a direct convolution for windows with a row stride
+//! past 2 (they pack an im2col); the chunked scan's totals pass is a sequential walk (vectorizable with
 //! reassociation).
 //!
 //! A kernel is priced with every let counted once per point of its free iters, as the C runs it
