@@ -242,16 +242,21 @@ fn let_values(
         };
         return rl.run(&cx, &code);
     }
-    (0..n)
+    let point = |env: &mut Vec<i64>, flat: usize| {
+        set_slots(env, free, &fsizes, flat);
+        cx.eval(&code, env)
+    };
+    let par = (0..n)
         .into_par_iter()
-        .map_init(
-            || vec![0i64; nslots],
-            |env, flat| {
-                set_slots(env, free, &fsizes, flat);
-                cx.eval(&code, env)
-            },
-        )
-        .collect::<EResult<Vec<f64>>>()
+        .map_init(|| vec![0i64; nslots], point)
+        .collect::<EResult<Vec<f64>>>();
+    // Which failing point a parallel pass reports depends on the schedule: the error is the
+    // first point's in order, found again sequentially, so that the message is deterministic.
+    par.or_else(|e| {
+        let mut env = vec![0i64; nslots];
+        (0..n).try_for_each(|flat| point(&mut env, flat).map(|_| ()))?;
+        Err(e)
+    })
 }
 
 /// The outputs: every yield's let array, broadcast over the iters it does not depend on.
@@ -327,37 +332,43 @@ impl ScanLine<'_> {
         let len = self.sizes[self.axis];
         let (op, dt) = (self.sc.op, self.sc.dtype);
         let init = dt.round(op.identity(dt));
+        let line = |flat: usize| -> EResult<Vec<(usize, f64)>> {
+            let mut env = vec![0i64; self.nslots];
+            let mut rest = flat;
+            let mut base = 0usize;
+            for (slot, s) in others.iter().zip(&osizes).rev() {
+                env[*slot] = (rest % s) as i64;
+                base += (rest % s) * strides[*slot];
+                rest /= s;
+            }
+            let mut acc = init;
+            let mut out = Vec::with_capacity(len);
+            for step in 0..len {
+                let k = if self.sc.reverse {
+                    len - 1 - step
+                } else {
+                    step
+                };
+                env[self.axis] = k as i64;
+                let v = dt.round(cx.eval(body, &mut env)?);
+                let next = dt.round(fold(op, dt, acc, v));
+                out.push((
+                    base + k * strides[self.axis],
+                    if self.sc.exclusive { acc } else { next },
+                ));
+                acc = next;
+            }
+            Ok(out)
+        };
         let per_line = (0..lines)
             .into_par_iter()
-            .map(|flat| {
-                let mut env = vec![0i64; self.nslots];
-                let mut rest = flat;
-                let mut base = 0usize;
-                for (slot, s) in others.iter().zip(&osizes).rev() {
-                    env[*slot] = (rest % s) as i64;
-                    base += (rest % s) * strides[*slot];
-                    rest /= s;
-                }
-                let mut acc = init;
-                let mut out = Vec::with_capacity(len);
-                for step in 0..len {
-                    let k = if self.sc.reverse {
-                        len - 1 - step
-                    } else {
-                        step
-                    };
-                    env[self.axis] = k as i64;
-                    let v = dt.round(cx.eval(body, &mut env)?);
-                    let next = dt.round(fold(op, dt, acc, v));
-                    out.push((
-                        base + k * strides[self.axis],
-                        if self.sc.exclusive { acc } else { next },
-                    ));
-                    acc = next;
-                }
-                Ok(out)
-            })
-            .collect::<EResult<Vec<_>>>()?;
+            .map(line)
+            .collect::<EResult<Vec<_>>>();
+        // The first failing line in order (see `let_values`'s points), not the schedule's.
+        let per_line = per_line.or_else(|e| {
+            (0..lines).try_for_each(|flat| line(flat).map(|_| ()))?;
+            Err(e)
+        })?;
         let mut vals = vec![0.0; lines * len];
         for (at, v) in per_line.into_iter().flatten() {
             if let Some(slot) = vals.get_mut(at) {

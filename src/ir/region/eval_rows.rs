@@ -125,26 +125,37 @@ impl RowLet<'_> {
         let osizes: Vec<usize> = outer.iter().map(|i| self.sizes[*i]).collect();
         let n: usize = osizes.iter().product::<usize>() * len;
         let mut vals = vec![0.0; n];
-        vals.par_chunks_mut(len).enumerate().try_for_each_init(
-            || Rows {
-                cx,
-                row: self.row,
-                len,
-                env: RefCell::new(vec![0i64; self.nslots]),
-                pool: RefCell::new(Vec::new()),
-            },
-            |rows, (flat, out)| {
-                set_slots(&mut rows.env.borrow_mut(), outer, &osizes, flat);
-                match rows.eval(code, &Lanes::Span(0, len))? {
-                    V::U(x) => out.fill(x),
-                    V::R(v) => {
-                        out.copy_from_slice(&v[..len]);
-                        rows.give(v);
-                    }
+        let init = || Rows {
+            cx,
+            row: self.row,
+            len,
+            env: RefCell::new(vec![0i64; self.nslots]),
+            pool: RefCell::new(Vec::new()),
+        };
+        let row = |rows: &mut Rows, (flat, out): (usize, &mut [f64])| -> EResult<()> {
+            set_slots(&mut rows.env.borrow_mut(), outer, &osizes, flat);
+            match rows.eval(code, &Lanes::Span(0, len))? {
+                V::U(x) => out.fill(x),
+                V::R(v) => {
+                    out.copy_from_slice(&v[..len]);
+                    rows.give(v);
                 }
-                Ok(())
-            },
-        )?;
+            }
+            Ok(())
+        };
+        let par = vals
+            .par_chunks_mut(len)
+            .enumerate()
+            .try_for_each_init(init, row);
+        // Which failing row a parallel pass reports depends on the schedule: the error is the
+        // first row's in order, found again sequentially, so that the message is deterministic.
+        if let Err(e) = par {
+            let mut rows = init();
+            for chunk in vals.chunks_mut(len).enumerate() {
+                row(&mut rows, chunk)?;
+            }
+            return Err(e);
+        }
         Ok(vals)
     }
 }
