@@ -285,6 +285,22 @@ pub struct KernelWork {
     pub out_elems: f64,
     /// Extent of the fastest (last) output axis, for vector widths.
     pub inner_extent: f64,
+    /// What the pointwise template adds when a contraction runs on it
+    /// (`codegen::templates::applicability::as_emitted`): every reduce let other than the main
+    /// contraction (a normalization's row sums, the mean's `Σ_n Σ_k a·w`) folded again at each
+    /// output point instead of once per point of its free iters. Zero for other shapes.
+    pub pointwise_refolds: Refolds,
+}
+
+/// The reduce lets of a contraction region other than the main one, as the pointwise template
+/// computes them: once per output element (no value shared between threads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Refolds {
+    /// Operations beyond those [`KernelWork::ops`] counts (each let's fold times the output
+    /// points it was not counted at).
+    pub ops: f64,
+    /// Folded elements, nested folds multiplied out, at every output point: each a load.
+    pub loads: f64,
 }
 
 impl KernelWork {
@@ -360,6 +376,10 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
     let inner_extent = iters.last().map(|(_, s)| *s).unwrap_or(1.0);
 
     let main = cx.main_contraction()?;
+    let pointwise_refolds = match &main {
+        Some(mc) => cx.refolds(&mc.name, out_elems)?,
+        None => Refolds::default(),
+    };
     let mut roles: BTreeMap<String, Role> = BTreeMap::new();
     let shape = match &main {
         Some(mc) => {
@@ -428,6 +448,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
         out_elem_bytes,
         out_elems,
         inner_extent,
+        pointwise_refolds,
     })
 }
 
@@ -460,6 +481,34 @@ impl<'a> Cx<'a> {
             Expr::Reduce(_) => self.lets[name].evals,
             _ => out_elems,
         }
+    }
+
+    /// [`Refolds`] of every reduce let but `main`, at `out_elems` output points.
+    fn refolds(&self, main: &str, out_elems: f64) -> Result<Refolds, WorkError> {
+        let mut r = Refolds::default();
+        for l in &self.r.lets {
+            if l.name == main || !matches!(l.expr, Expr::Reduce(_)) {
+                continue;
+            }
+            let again = (out_elems - self.lets[&l.name].evals).max(0.0);
+            r.ops += self.expr_ops(&l.expr, &l.name)?.total() * again;
+            r.loads += self.fold_elems(&l.expr, &l.name)? * out_elems;
+        }
+        Ok(r)
+    }
+
+    /// Innermost evaluations of one evaluation of `e`: the product of the extents of nested
+    /// reductions (`Σ_n Σ_k`: N·K), summed over sibling folds; 0 without a reduction.
+    fn fold_elems(&self, e: &Expr, at: &str) -> Result<f64, WorkError> {
+        if let Expr::Reduce(red) = e {
+            let n: f64 = self.extents(red, at)?.iter().product();
+            return Ok(n * self.fold_elems(&red.body, at)?.max(1.0));
+        }
+        let mut s = 0.0;
+        for c in children(e) {
+            s += self.fold_elems(c, at)?;
+        }
+        Ok(s)
     }
 
     fn size(&self, d: &Dim) -> f64 {

@@ -156,7 +156,11 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             let loads = folded * again;
             // The folds repeated at the other points: a multiply-add (or an add) per element.
             let refolds = folded * (again - 1.0);
-            work.ops.simt += work.ops.tensor + refolds + loads * LOAD_ISSUE;
+            // The other reduce lets (a normalization's row sums in the contraction's
+            // epilogue), priced once per row by the analysis, are folded at every point too.
+            let rest = work.pointwise_refolds;
+            work.ops.simt +=
+                work.ops.tensor + refolds + rest.ops + (loads + rest.loads) * LOAD_ISSUE;
             work.ops.tensor = 0.0;
             work.shape = Shape::Elementwise {
                 elems: work.out_elems,
