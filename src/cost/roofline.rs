@@ -572,7 +572,14 @@ fn compute_at(
 
 fn elementwise(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Target) -> Estimate {
     let dram = work.in_bytes() + staged_penalty(work);
-    thread_per_point(work, knobs, res, target, work.out_elems, 0.0, dram)
+    // Reductions a thread folds once for all its lanes (`KernelWork::pointwise_refolds`).
+    let lanes = match *knobs {
+        Knobs::Elementwise { vec_bytes, .. } => (vec_bytes / work.out_elem_bytes.max(1)).max(1),
+        _ => 1,
+    } as f64;
+    let per_thread = work.pointwise_refolds.thread;
+    let extra = (per_thread.ops + per_thread.loads * LOAD_ISSUE) / lanes;
+    thread_per_point(work, knobs, res, target, work.out_elems, extra, dram)
 }
 
 /// A kernel of `points` thread work items (`items` per thread, vector lanes of the plan):

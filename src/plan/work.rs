@@ -293,9 +293,21 @@ pub struct KernelWork {
 }
 
 /// The reduce lets of a contraction region other than the main one, as the pointwise template
-/// computes them: once per output element (no value shared between threads).
+/// computes them: no value is shared between threads, and a thread computes `lanes` output
+/// points along the fastest output axis — a let that depends on that axis once per point
+/// (`lane`), one that does not once per thread (`thread`: counted here per output point, divided
+/// by the plan's lanes where they are known, `cost::roofline`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Refolds {
+    /// Lets that depend on the fastest output axis.
+    pub lane: Refold,
+    /// Lets that do not (a normalization's row sums, a softmax's max and sum along the keys).
+    pub thread: Refold,
+}
+
+/// One part of [`Refolds`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Refold {
     /// Operations beyond those [`KernelWork::ops`] counts (each let's fold times the output
     /// points it was not counted at).
     pub ops: f64,
@@ -377,7 +389,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
 
     let main = cx.main_contraction()?;
     let pointwise_refolds = match &main {
-        Some(mc) => cx.refolds(&mc.name, out_elems)?,
+        Some(mc) => cx.refolds(&mc.name, out_elems, fast_axis.as_deref())?,
         None => Refolds::default(),
     };
     let mut roles: BTreeMap<String, Role> = BTreeMap::new();
@@ -483,16 +495,27 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// [`Refolds`] of every reduce let but `main`, at `out_elems` output points.
-    fn refolds(&self, main: &str, out_elems: f64) -> Result<Refolds, WorkError> {
+    /// [`Refolds`] of every reduce let but `main`, at `out_elems` output points; `fast` is the
+    /// fastest output axis.
+    fn refolds(
+        &self,
+        main: &str,
+        out_elems: f64,
+        fast: Option<&str>,
+    ) -> Result<Refolds, WorkError> {
         let mut r = Refolds::default();
         for l in &self.r.lets {
             if l.name == main || !matches!(l.expr, Expr::Reduce(_)) {
                 continue;
             }
-            let again = (out_elems - self.lets[&l.name].evals).max(0.0);
-            r.ops += self.expr_ops(&l.expr, &l.name)?.total() * again;
-            r.loads += self.fold_elems(&l.expr, &l.name)? * out_elems;
+            let info = &self.lets[&l.name];
+            let part = match fast {
+                Some(f) if !info.free.contains(f) => &mut r.thread,
+                _ => &mut r.lane,
+            };
+            let again = (out_elems - info.evals).max(0.0);
+            part.ops += self.expr_ops(&l.expr, &l.name)?.total() * again;
+            part.loads += self.fold_elems(&l.expr, &l.name)? * out_elems;
         }
         Ok(r)
     }

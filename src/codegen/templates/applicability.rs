@@ -157,10 +157,13 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             // The folds repeated at the other points: a multiply-add (or an add) per element.
             let refolds = folded * (again - 1.0);
             // The other reduce lets (a normalization's row sums in the contraction's
-            // epilogue), priced once per row by the analysis, are folded at every point too.
-            let rest = work.pointwise_refolds;
+            // epilogue), priced once per row by the analysis, are folded at every point too:
+            // those along the fastest axis here, the others per thread (`cost::roofline`
+            // divides them by the plan's lanes).
+            let lane = work.pointwise_refolds.lane;
+            work.pointwise_refolds.lane = Default::default();
             work.ops.simt +=
-                work.ops.tensor + refolds + rest.ops + (loads + rest.loads) * LOAD_ISSUE;
+                work.ops.tensor + refolds + lane.ops + (loads + lane.loads) * LOAD_ISSUE;
             work.ops.tensor = 0.0;
             work.shape = Shape::Elementwise {
                 elems: work.out_elems,
