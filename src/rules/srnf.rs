@@ -6,9 +6,11 @@
 //! - Semantics are Tiny IR's reference evaluator: REDUCE drops its axes (keepdim = false), starts
 //!   from the op's identity and folds `acc = round_acc(acc ⊕ round_acc(x))` in order; elementwise
 //!   ops compute in `f64` and round to the node dtype; MAX/MIN propagate NaN. Values are finite
-//!   (an `inf - inf` created by a hoist is outside the contract; see the TODO at [`rules`]) and
-//!   the sign of a zero is not part of a hoist's value. `reduce-of-unit-axes` keeps it:
-//!   `sum([-0.0]) = +0.0`, so a sum over unit axes becomes `x + 0`, not `x`.
+//!   (an `inf - inf` created by a hoist is outside the contract; see the TODO at [`rules`]).
+//!   The sign of a zero is kept: a sum starts from `+0`, so it is never `-0`
+//!   (`sum([-0.0]) = +0.0`). A sum over unit axes becomes `x + 0`, not `x`, and a sum hoist
+//!   builds `(Σ x)·g + 0` (with `g < 0` and `Σ x = +0`, `(Σ x)·g` alone is `-0`, which
+//!   `rsqrt`/`recip` downstream turn into `-inf` where the reference gives `+inf`).
 //! - Facts come from the IndexBook: a reduced axis is "invariant" for a factor `g` only when
 //!   `expand(g, s)` reads `g` with the constant size 1 on that axis (`Dim` equality); a symbolic
 //!   size that might be 1 does not count.
@@ -240,7 +242,18 @@ impl Applier<TensorLang, IndexBook> for Hoist {
             g = e;
         }
         let c = if self.left { [g, red] } else { [red, g] };
-        union_same_facts(eg, eclass, TensorLang::binary(self.bin, c), rule)
+        let hoisted = match self.ops {
+            Ops::MaxMin => TensorLang::binary(self.bin, c),
+            // A sum starts from +0 and is never -0 (`+0 + -0 = +0`), but `(Σ x)·g` is -0 when
+            // `Σ x = +0` and `g < 0`: `+ 0` maps -0 to +0 and leaves every other value as it is.
+            Ops::Sum => {
+                let Some(v) = try_add(eg, TensorLang::binary(self.bin, c)) else {
+                    return vec![];
+                };
+                TensorLang::Add([v, leaf(eg, Attr::num(0.0))])
+            }
+        };
+        union_same_facts(eg, eclass, hoisted, rule)
     }
 }
 
@@ -314,16 +327,16 @@ pub fn rules() -> Vec<Rule> {
         rw!("reduce-of-unit-axes"; "(reduce ?op ?k ?acc ?x)" =>
             { UnitAxes { op: var("?op"), k: var("?k"), acc: var("?acc"), x: var("?x") } }),
         // The four multiplicative hoists below are FAST_MATH_RULES: exact for finite values only.
-        // R1: Σ_K x·bcast(g) = (Σ_K x)·g   when g is constant along K and K is nonempty.
+        // R1: Σ_K x·bcast(g) = (Σ_K x)·g + 0   when g is constant along K and K is nonempty.
         rw!("reduce-hoist-invariant-mul"; "(reduce ?op ?k ?acc (mul ?x (expand ?g ?s)))" =>
             { hoist(BinaryOp::Mul, Ops::Sum, false) }),
-        // R1: Σ_K bcast(g)·x = g·(Σ_K x)   when g is constant along K and K is nonempty.
+        // R1: Σ_K bcast(g)·x = g·(Σ_K x) + 0   when g is constant along K and K is nonempty.
         rw!("reduce-hoist-invariant-mul-left"; "(reduce ?op ?k ?acc (mul (expand ?g ?s) ?x))" =>
             { hoist(BinaryOp::Mul, Ops::Sum, true) }),
-        // R1: Σ_K x·c = (Σ_K x)·c   for a finite immediate c.
+        // R1: Σ_K x·c = (Σ_K x)·c + 0   for a finite immediate c.
         rw!("reduce-hoist-scalar-mul"; "(reduce sum ?k ?acc (mul ?x ?c))" =>
-            "(mul (reduce sum ?k ?acc ?x) ?c)" if is_finite_imm("?c")),
-        // R1: Σ_K x / bcast(g) = (Σ_K x) / g   when g is constant along K and K is nonempty.
+            "(add (mul (reduce sum ?k ?acc ?x) ?c) 0)" if is_finite_imm("?c")),
+        // R1: Σ_K x / bcast(g) = (Σ_K x) / g + 0   when g is constant along K and K is nonempty.
         rw!("reduce-hoist-invariant-div"; "(reduce ?op ?k ?acc (fdiv ?x (expand ?g ?s)))" =>
             { hoist(BinaryOp::Fdiv, Ops::Sum, false) }),
         // R1: max_K (x + bcast(g)) = max_K x + g   (min likewise) when g is constant along K.

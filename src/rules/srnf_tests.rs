@@ -321,6 +321,55 @@ fn unit_sum_is_x_plus_zero() {
     }
 }
 
+/// A sum hoist is `(Σ x)·g + 0`, not `(Σ x)·g`: with `x = +0` and `g = -1` the reference sums
+/// `+0 + (-0) = +0`, while `(Σ x)·g` alone is `-0` (which `rsqrt` turns into `-inf`). Both forms
+/// are proved equal to the reduce; only the one the rule builds keeps the sign.
+#[test]
+fn sum_hoist_keeps_positive_zero() {
+    let g_shape = vec![m(), n(), one()];
+    let p = f32p(g_shape.clone(), |b, x, g| {
+        let e = bcast(b, g)?;
+        let y = bin(b, BinaryOp::Mul, x, e)?;
+        red(b, ReduceOp::Sum, y, &[2])
+    });
+    fn hoisted(b: &mut Builder, x: NodeId, g: NodeId) -> Result<NodeId, TinyError> {
+        let s = red(b, ReduceOp::Sum, x, &[2])?;
+        let g = b.reshape(g, vec![m(), n()])?;
+        bin(b, BinaryOp::Mul, s, g)
+    }
+    let want = f32p(g_shape.clone(), |b, x, g| {
+        let y = hoisted(b, x, g)?;
+        b.binary(BinaryOp::Add, y.into(), Src::Imm(0.0))
+    });
+    let bare = f32p(g_shape, hoisted);
+    assert!(proves(&p, &want, &rules()));
+    let ins: BTreeMap<String, crate::tensor::Tensor> =
+        [("x", (vec![3, 4, 5], 0.0)), ("g", (vec![3, 4, 1], -1.0))]
+            .into_iter()
+            .map(|(n, (s, v))| {
+                let len = s.iter().product();
+                (
+                    n.to_string(),
+                    crate::tensor::Tensor::from_f64(DType::F32, s, &vec![v; len]),
+                )
+            })
+            .collect();
+    let signs = |q: &Program| -> Vec<bool> {
+        let y = crate::eval::evaluate(q, &bindings(), &ins).expect("evaluates");
+        y["y"]
+            .to_f64()
+            .iter()
+            .map(|v| v.is_sign_negative())
+            .collect()
+    };
+    assert!(signs(&p).iter().all(|neg| !neg), "the reference sum is +0");
+    assert!(signs(&want).iter().all(|neg| !neg), "the hoist keeps +0");
+    assert!(
+        signs(&bare).iter().all(|neg| *neg),
+        "without + 0 the hoist gives -0"
+    );
+}
+
 /// R2 makes more work, so the work cost never extracts it: check the split form is proved equal
 /// to the original and evaluates within tolerance of it.
 fn distribute_add_is_proved() {
