@@ -16,7 +16,7 @@ from graph_json import data, graph, param  # noqa: E402
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "realistic")
 
 
-def gemm(dtype, m, k, n, bias_relu):
+def gemm(dtype, m, k, n, bias_relu, symbols=None):
     inputs = [data("A"), data("B")]
     tensors = {"A": (dtype, [m, k]), "B": (dtype, [k, n])}
     nodes = [{"op": "GEMM", "name": "gemm", "inputs": ["A", "B"], "outputs": ["C"],
@@ -33,7 +33,7 @@ def gemm(dtype, m, k, n, bias_relu):
         ]
         out = "Y"
     tensors[out] = (dtype, [m, n])
-    return graph(inputs, [out], {}, tensors, nodes)
+    return graph(inputs, [out], symbols or {}, tensors, nodes)
 
 
 def conv(n, c, hw, bias_relu, pool):
@@ -107,6 +107,8 @@ def bias_gelu_residual(rows, cols):
 def graphs():
     yield "gemm_fp16_4096", gemm("fp16", 4096, 4096, 4096, False)
     yield "gemm_fp16_symbolic_bias_relu", gemm("fp16", "M", "K", "N", True)
+    # Symbolic M and N priced at their defaults (a tile the 4096 binding does not choose).
+    yield "gemm_fp16_symbolic_mn_defaults", gemm("fp16", "M", 4096, "N", False, {"M": 1000, "N": 3000})
     yield "gemm_bf16_4096", gemm("bf16", 4096, 4096, 4096, False)
     yield "conv3x3_n32_c64_56", conv(32, 64, 56, False, False)
     yield "conv3x3_n256_c64_224_bias_relu", conv(256, 64, 224, True, False)

@@ -33,8 +33,11 @@ pub const BASE_REGS: u32 = 40;
 pub const ROW: u32 = BASE_REGS + crate::plan::space::RESIDENT_PER_THREAD as u32;
 
 /// Registers a run-time-checked `cp.async` operand ([`Fill::CpAsyncChecked`]) adds to the
-/// heavier of its two paths: the uniform branch's alignment test, index and bound.
-pub const CHECKED_ELEMENT_PATH: u64 = 10;
+/// heavier of its two paths: the uniform branch's alignment test, index and bound (fitted:
+/// 11 covers the symbolic `M×4096×N` GEMM priced at `M = 1000`, `N = 3000`, whose
+/// `128×64×32` 3-stage tile takes 214 registers on sm_90a, 2 more than the same tile of the
+/// all-symbolic GEMM with a bias and relu; found by a hand sweep of realistic shapes).
+pub const CHECKED_ELEMENT_PATH: u64 = 11;
 
 /// The most 4-byte registers per thread the `mma_sync` template holds one register-staged
 /// operand tile in across a k-step's fragment loop; a larger tile is stored to shared memory
@@ -145,7 +148,7 @@ pub fn mma_sync(fill: [Fill; 2], t: &Tile) -> u32 {
             // path's offsets, or the element path's pairs held as a register-staged operand
             // holds them) plus the branch's test, index and bound (the symbolic GEMM's
             // `64×64×32` 3-stage tile over 4 warps takes 173 registers on sm_90a, its
-            // `128×64×32` 3-stage tile 212).
+            // `128×64×32` 3-stage tile 212–214).
             Fill::CpAsyncChecked if t.async_ => {
                 (outer * t.bk / 8).div_ceil(threads).max(staged(pairs)) + CHECKED_ELEMENT_PATH
             }

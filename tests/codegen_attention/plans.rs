@@ -194,6 +194,26 @@ fn the_attention_plan_is_priced_as_emitted() {
     );
 }
 
+/// The causal fp16 attention of head dim `d` at the measured shape (B = 8, H = 16, S = 2048):
+/// its matched region pair and the sm90 cost model bound to that shape, handed to `f`.
+fn with_measured_pair<R>(
+    d: u64,
+    f: impl FnOnce(&attention::AttentionPair, &dlc_egg::extract::kernels::CostModel) -> R,
+) -> R {
+    use dlc_egg::target::Arch;
+    let text = graph(d, d, "fp16", true, None).replace("\"S\": 64", "\"S\": 2048");
+    let p = lowered(&text);
+    let o = optimized(&p);
+    let rs = regions(&o.program);
+    let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
+    let model = dlc_egg::extract::kernels::CostModel {
+        bindings: bindings(8, 16, 2048),
+        target: Arch::Sm90.target(),
+        ..o.model.clone()
+    };
+    f(&pair, &model)
+}
+
 /// The attention price against the H100 measurements of 2026-11-26
 /// (`bench/results/gpu-h100-2026-11-26/call1-gpu-native.md`: causal B = 8, H = 16, S = 2048,
 /// fp16, sm90 build, `k0_div_reduce_exp2_mul_k1_reduce_mul` 0.3015 ms at d = 64 with plan
@@ -206,47 +226,38 @@ fn the_attention_plan_is_priced_as_emitted() {
 fn the_attention_price_matches_the_h100_measurements() {
     use dlc_egg::codegen::templates::attention::AttentionPlan;
     use dlc_egg::cost::attention::{choose_attention_plan, estimate, issue, MEASURED};
-    use dlc_egg::target::Arch;
     for (d, bn, measured_ms) in [(64, 64, 0.3015), (128, 32, 0.6353)] {
-        let text = graph(d, d, "fp16", true, None).replace("\"S\": 64", "\"S\": 2048");
-        let p = lowered(&text);
-        let o = optimized(&p);
-        let rs = regions(&o.program);
-        let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
-        let model = dlc_egg::extract::kernels::CostModel {
-            bindings: bindings(8, 16, 2048),
-            target: Arch::Sm90.target(),
-            ..o.model.clone()
-        };
-        let plan = AttentionPlan {
-            bm: 64,
-            rows: 16,
-            bn,
-            stages: 2,
-            async_: true,
-            q_in_regs: true,
-        };
-        let then = estimate(&pair, &plan, &model, MEASURED).expect("prices");
-        let now = estimate(&pair, &plan, &model, issue(&pair)).expect("prices");
-        let best = choose_attention_plan(&pair, &model).expect("plans");
-        let ms = |t: f64| t * 1e3;
-        eprintln!(
-            "d = {d}: measured {measured_ms} ms, priced {:.4} ms (kernel measured), {:.4} ms \
-             (kernel now), chosen {:?} {:.4} ms",
-            ms(then.time_s),
-            ms(now.time_s),
-            best.best.plan.tile,
-            ms(best.best.estimate.time_s)
-        );
-        let err = ms(then.time_s) / measured_ms - 1.0;
-        assert!(
-            err.abs() <= 0.10,
-            "d = {d}: {:.4} ms priced vs {measured_ms} ms measured ({:+.1} %)",
-            ms(then.time_s),
-            err * 100.0
-        );
-        assert!(now.time_s < then.time_s, "d = {d}: the cheaper kernel");
-        assert!(best.best.estimate.time_s <= now.time_s * (1.0 + 1e-9));
+        with_measured_pair(d, |pair, model| {
+            let plan = AttentionPlan {
+                bm: 64,
+                rows: 16,
+                bn,
+                stages: 2,
+                async_: true,
+                q_in_regs: true,
+            };
+            let then = estimate(pair, &plan, model, MEASURED).expect("prices");
+            let now = estimate(pair, &plan, model, issue(&pair)).expect("prices");
+            let best = choose_attention_plan(pair, model).expect("plans");
+            let ms = |t: f64| t * 1e3;
+            eprintln!(
+                "d = {d}: measured {measured_ms} ms, priced {:.4} ms (kernel measured), {:.4} ms \
+                 (kernel now), chosen {:?} {:.4} ms",
+                ms(then.time_s),
+                ms(now.time_s),
+                best.best.plan.tile,
+                ms(best.best.estimate.time_s)
+            );
+            let err = ms(then.time_s) / measured_ms - 1.0;
+            assert!(
+                err.abs() <= 0.10,
+                "d = {d}: {:.4} ms priced vs {measured_ms} ms measured ({:+.1} %)",
+                ms(then.time_s),
+                err * 100.0
+            );
+            assert!(now.time_s < then.time_s, "d = {d}: the cheaper kernel");
+            assert!(best.best.estimate.time_s <= now.time_s * (1.0 + 1e-9));
+        });
     }
 }
 
@@ -258,42 +269,33 @@ fn the_attention_price_matches_the_h100_measurements() {
 fn the_32_row_layout_price_matches_the_h200_measurements() {
     use dlc_egg::codegen::templates::attention::AttentionPlan;
     use dlc_egg::cost::attention::{estimate, issue};
-    use dlc_egg::target::Arch;
     for (d, bn, measured_ms) in [(32, 64, 0.1871), (64, 64, 0.2758), (128, 32, 0.5115)] {
-        let text = graph(d, d, "fp16", true, None).replace("\"S\": 64", "\"S\": 2048");
-        let p = lowered(&text);
-        let o = optimized(&p);
-        let rs = regions(&o.program);
-        let pair = attention::pair(rs[0], rs[1]).expect("the pair matches");
-        let model = dlc_egg::extract::kernels::CostModel {
-            bindings: bindings(8, 16, 2048),
-            target: Arch::Sm90.target(),
-            ..o.model.clone()
-        };
-        // The cheaper of `Q` in registers or in shared memory, as plan choice takes it.
-        let priced_ms = [true, false]
-            .into_iter()
-            .filter_map(|q_in_regs| {
-                let plan = AttentionPlan {
-                    bm: 128,
-                    rows: 32,
-                    bn,
-                    stages: 2,
-                    async_: true,
-                    q_in_regs,
-                };
-                estimate(&pair, &plan, &model, issue(&pair)).ok()
-            })
-            .map(|e| e.time_s * 1e3)
-            .fold(f64::INFINITY, f64::min);
-        let ratio = priced_ms / measured_ms;
-        eprintln!(
-            "d = {d}, BN = {bn}: priced {priced_ms:.4} ms, measured {measured_ms} ms ({ratio:.2}x)"
-        );
-        assert!(
-            (0.8..=1.2).contains(&ratio),
-            "d = {d}: {priced_ms:.4} ms priced vs {measured_ms} ms measured ({ratio:.2}x)"
-        );
+        with_measured_pair(d, |pair, model| {
+            // The cheaper of `Q` in registers or in shared memory, as plan choice takes it.
+            let priced_ms = [true, false]
+                .into_iter()
+                .filter_map(|q_in_regs| {
+                    let plan = AttentionPlan {
+                        bm: 128,
+                        rows: 32,
+                        bn,
+                        stages: 2,
+                        async_: true,
+                        q_in_regs,
+                    };
+                    estimate(pair, &plan, model, issue(&pair)).ok()
+                })
+                .map(|e| e.time_s * 1e3)
+                .fold(f64::INFINITY, f64::min);
+            let ratio = priced_ms / measured_ms;
+            eprintln!(
+                "d = {d}, BN = {bn}: priced {priced_ms:.4} ms, measured {measured_ms} ms ({ratio:.2}x)"
+            );
+            assert!(
+                (0.8..=1.2).contains(&ratio),
+                "d = {d}: {priced_ms:.4} ms priced vs {measured_ms} ms measured ({ratio:.2}x)"
+            );
+        });
     }
 }
 

@@ -20,6 +20,7 @@ use super::super::cexpr;
 use super::super::scalar::Emitter;
 use crate::index::gcd;
 use crate::ir::dim::{Atom, Dim};
+use crate::ir::region::verify::children_mut;
 use crate::ir::region::{Expr, Region, Size};
 use std::collections::BTreeMap;
 
@@ -123,42 +124,20 @@ pub fn substitute_region(r: &Region, sub: &BTreeMap<String, Dim>) -> Region {
 
 fn substitute_expr(e: &mut Expr, sub: &BTreeMap<String, Dim>) {
     match e {
-        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => {}
-        Expr::Unary(_, x) | Expr::Transpose { operand: x, .. } | Expr::Cast { x, .. } => {
-            substitute_expr(x, sub)
-        }
-        Expr::Gather { index, .. } => substitute_expr(index, sub),
-        Expr::Binary(_, a, b)
-        | Expr::Select {
-            then: a,
-            otherwise: b,
-            ..
-        } => {
-            substitute_expr(a, sub);
-            substitute_expr(b, sub);
-        }
-        Expr::Where(c, a, b) => {
-            substitute_expr(c, sub);
-            substitute_expr(a, sub);
-            substitute_expr(b, sub);
-        }
         Expr::Reduce(red) => {
             for (_, s) in &mut red.extents {
                 s.0 = s.0.substitute_dims(sub);
             }
-            substitute_expr(&mut red.body, sub);
         }
-        Expr::Scan(sc) => substitute_expr(&mut sc.body, sub),
-        Expr::BroadcastInDim {
-            operand,
-            result_shape,
-            ..
-        } => {
+        Expr::BroadcastInDim { result_shape, .. } => {
             for s in result_shape {
                 s.0 = s.0.substitute_dims(sub);
             }
-            substitute_expr(operand, sub);
         }
+        _ => {}
+    }
+    for c in children_mut(e) {
+        substitute_expr(c, sub);
     }
 }
 

@@ -250,11 +250,21 @@ fn let_values(
         .into_par_iter()
         .map_init(|| vec![0i64; nslots], point)
         .collect::<EResult<Vec<f64>>>();
-    // Which failing point a parallel pass reports depends on the schedule: the error is the
-    // first point's in order, found again sequentially, so that the message is deterministic.
-    par.or_else(|e| {
+    first_error_in_order(par, || {
         let mut env = vec![0i64; nslots];
-        (0..n).try_for_each(|flat| point(&mut env, flat).map(|_| ()))?;
+        (0..n).try_for_each(|flat| point(&mut env, flat).map(|_| ()))
+    })
+}
+
+/// `par`, a parallel pass's result; on an error, the first error in order. Which failing point,
+/// line or row a parallel pass reports depends on the schedule: `in_order` runs the pass again
+/// sequentially and its first error is reported, so that the message is deterministic.
+pub(super) fn first_error_in_order<T>(
+    par: EResult<T>,
+    in_order: impl FnOnce() -> EResult<()>,
+) -> EResult<T> {
+    par.or_else(|e| {
+        in_order()?;
         Err(e)
     })
 }
@@ -364,10 +374,8 @@ impl ScanLine<'_> {
             .into_par_iter()
             .map(line)
             .collect::<EResult<Vec<_>>>();
-        // The first failing line in order (see `let_values`'s points), not the schedule's.
-        let per_line = per_line.or_else(|e| {
-            (0..lines).try_for_each(|flat| line(flat).map(|_| ()))?;
-            Err(e)
+        let per_line = first_error_in_order(per_line, || {
+            (0..lines).try_for_each(|flat| line(flat).map(|_| ()))
         })?;
         let mut vals = vec![0.0; lines * len];
         for (at, v) in per_line.into_iter().flatten() {

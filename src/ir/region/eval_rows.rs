@@ -22,7 +22,10 @@ use super::super::kind::Kind;
 use super::super::BinaryFn;
 use super::affine::axis_checked;
 use super::ops::{binary, fold, unary};
-use super::{advance, axis, pred, set_slots, CAxis, CExpr, CPred, Class, Cls, Ctx, EResult};
+use super::{
+    advance, axis, first_error_in_order, pred, set_slots, CAxis, CExpr, CPred, Class, Cls, Ctx,
+    EResult,
+};
 use crate::ir::dtype::DType;
 use crate::ir::tiny::ReduceOp;
 use crate::tensor::TensorData;
@@ -147,15 +150,12 @@ impl RowLet<'_> {
             .par_chunks_mut(len)
             .enumerate()
             .try_for_each_init(init, row);
-        // Which failing row a parallel pass reports depends on the schedule: the error is the
-        // first row's in order, found again sequentially, so that the message is deterministic.
-        if let Err(e) = par {
+        first_error_in_order(par, || {
             let mut rows = init();
-            for chunk in vals.chunks_mut(len).enumerate() {
-                row(&mut rows, chunk)?;
-            }
-            return Err(e);
-        }
+            vals.chunks_mut(len)
+                .enumerate()
+                .try_for_each(|chunk| row(&mut rows, chunk))
+        })?;
         Ok(vals)
     }
 }

@@ -215,6 +215,27 @@ pub fn children(e: &Expr) -> Children<'_> {
     a.into_iter().flatten()
 }
 
+/// The direct sub-expressions of `e`, in [`children`]'s order, mutably: a rewrite that rebuilds
+/// an expression bottom-up (`for c in children_mut(e) { … }`) without naming every variant.
+pub fn children_mut(e: &mut Expr) -> impl Iterator<Item = &mut Expr> {
+    let a: [Option<&mut Expr>; 3] = match e {
+        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => [None, None, None],
+        Expr::Unary(_, x) | Expr::Cast { x, .. } => [Some(x), None, None],
+        Expr::Gather { index, .. } => [Some(index), None, None],
+        Expr::Where(c, a, b) => [Some(c), Some(a), Some(b)],
+        Expr::Binary(_, a, b) => [Some(a), Some(b), None],
+        Expr::Select {
+            then, otherwise, ..
+        } => [Some(then), Some(otherwise), None],
+        Expr::Reduce(r) => [Some(&mut r.body), None, None],
+        Expr::Scan(s) => [Some(&mut s.body), None, None],
+        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
+            [Some(operand), None, None]
+        }
+    };
+    a.into_iter().flatten()
+}
+
 /// True when `e` has a reduce or a scan strictly inside it.
 fn nests_fold(e: &Expr) -> bool {
     children(e)

@@ -8,6 +8,7 @@
 use crate::index::{quasi_of_axis, Atom, Quasi};
 use crate::ir::axis::{AxisExpr, CmpOp, Pred};
 use crate::ir::dtype::DType;
+use crate::ir::region::verify::children_mut;
 use crate::ir::region::{BinaryFn, Expr, Materialize, Reduce, Region, UnaryFn};
 use crate::ir::tiny::ReduceOp;
 use std::collections::{BTreeMap, BTreeSet};
@@ -232,29 +233,8 @@ fn replace(e: &Expr, from: &Expr, to: &Expr) -> Expr {
         return to.clone();
     }
     let mut out = e.clone();
-    let r = |x: &mut Box<Expr>| **x = replace(x, from, to);
-    match &mut out {
-        Expr::Unary(_, x) | Expr::Cast { x, .. } => r(x),
-        Expr::Binary(_, a, b) => {
-            r(a);
-            r(b);
-        }
-        Expr::Where(c, a, b) => {
-            r(c);
-            r(a);
-            r(b);
-        }
-        Expr::Select {
-            then, otherwise, ..
-        } => {
-            r(then);
-            r(otherwise);
-        }
-        Expr::Gather { index, .. } => r(index),
-        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => r(operand),
-        Expr::Reduce(red) => red.body = replace(&red.body, from, to),
-        Expr::Scan(sc) => sc.body = replace(&sc.body, from, to),
-        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => {}
+    for c in children_mut(&mut out) {
+        *c = replace(c, from, to);
     }
     out
 }
