@@ -107,10 +107,15 @@ impl KernelFeatures {
     pub fn with_model(r: &Region, model: &CostModel) -> Option<KernelFeatures> {
         let w = analyze(r, model).ok()?;
         // A contraction's multiply-adds are in its GEMM view, not in `ops` (its epilogue runs
-        // per output element and its prologue at packing, as the GPU analysis counts them);
-        // any other region's lets run once per point of their free iters (`super::work`).
+        // per output element and its prologue at packing, as the GPU analysis counts them) when
+        // the C runs it as a packed GEMM; any other region's lets run once per point of their
+        // free iters (`super::work`). BERT's `softmax · V` with the masked softmax fused into
+        // its operand was priced by the GEMM view (exp per score: 0.76 ms predicted at
+        // sequence 128) while the C recomputed the softmax per output element (1224 ms).
         let (gemm, ops) = match &w.shape {
-            Shape::Contraction(g) => (2.0 * g.batch * g.m * g.n * g.k, w.ops),
+            Shape::Contraction(g) if super::emit::runs_packed_contraction(r) => {
+                (2.0 * g.batch * g.m * g.n * g.k, w.ops)
+            }
             _ => (0.0, super::work::region_ops(r, model)?),
         };
         Some(KernelFeatures {

@@ -149,6 +149,32 @@ fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
     }
 }
 
+/// Whether [`emit_region`] runs some let of `r` as a packed contraction (`gemm.h`, after the
+/// same renaming of shadowing reduce axes): what the CPU cost model may price by the GEMM view.
+/// A contraction whose operands read lets or gather (attention's `softmax · V` with the softmax
+/// fused in) is not one: it runs as loop nests, each let once per point of its free iters.
+pub fn runs_packed_contraction(r: &Region) -> bool {
+    let Ok(mut checked) = verify(r) else {
+        return false;
+    };
+    let renamed = super::unshadow::unshadow(r, &checked.iter_sizes);
+    if let Some(r2) = &renamed {
+        match verify(r2) {
+            Ok(c) => checked = c,
+            Err(_) => return false,
+        }
+    }
+    let r = renamed.as_ref().unwrap_or(r);
+    let input = |nm: &str| r.input(nm).map(|i| i.dtype);
+    let no_let = |_: &str| None;
+    let kinds = Kinds {
+        input: &input,
+        let_kind: &no_let,
+    };
+    let float_kind = |e: &Expr| kinds.of(e) == Kind::Float && !matches!(e, Expr::Const(_));
+    (0..r.lets.len()).any(|li| recognize(r, li, &checked.let_free[li], &float_kind).is_some())
+}
+
 /// The C function `fname(void *const *dlc_buf, const int64_t *dlc_sym, int dlc_nt)` for region
 /// `r`: `dlc_buf` holds its inputs then its outputs, `dlc_sym` the values of `symbols` (the
 /// program's symbol table, extended with the symbols this region uses). Returns 0, 1 (a gather
