@@ -386,7 +386,9 @@ fn windows_read_in_place_and_pointwise_or_depthwise_convolutions_pack() {
     let direct = |text: &str| -> Vec<bool> {
         let g = load_str(text, "direct").expect("load");
         let prog = lower(&g).expect("lower");
-        let o = optimize(&prog, &OptimizeOptions::default()).expect("optimize");
+        // Covered as `run --device cpu` covers it: by the CPU pricer.
+        let cpu = dlc_egg::cpu::pricing::CpuPricer::new(Default::default(), 2);
+        let o = optimize(&prog, &OptimizeOptions::default().with_pricer(cpu)).expect("optimize");
         let params = dlc_egg::cpu::exec::param_inputs(&g);
         let native =
             dlc_egg::cpu::program::emit_program_with_params(&o.program, &params).expect("emit");

@@ -165,6 +165,11 @@ pub fn runs_packed_contraction(r: &Region) -> bool {
         }
     }
     let r = renamed.as_ref().unwrap_or(r);
+    recognized(r, &checked).iter().any(Option::is_some)
+}
+
+/// Per let of `r`, the packed contraction it runs as (`gemm.h`), if the recognizer takes it.
+fn recognized(r: &Region, checked: &Checked) -> Vec<Option<Contraction>> {
     let input = |nm: &str| r.input(nm).map(|i| i.dtype);
     let no_let = |_: &str| None;
     let kinds = Kinds {
@@ -172,7 +177,9 @@ pub fn runs_packed_contraction(r: &Region) -> bool {
         let_kind: &no_let,
     };
     let float_kind = |e: &Expr| kinds.of(e) == Kind::Float && !matches!(e, Expr::Const(_));
-    (0..r.lets.len()).any(|li| recognize(r, li, &checked.let_free[li], &float_kind).is_some())
+    (0..r.lets.len())
+        .map(|li| recognize(r, li, &checked.let_free[li], &float_kind))
+        .collect()
 }
 
 /// The C function `fname(void *const *dlc_buf, const int64_t *dlc_sym, int dlc_nt)` for region
@@ -265,16 +272,7 @@ pub fn emit_region(
 impl<'a> Emitter<'a> {
     pub(super) fn new(r: &'a Region, checked: Checked) -> Emitter<'a> {
         let n = r.iters.len();
-        let input = |nm: &str| r.input(nm).map(|i| i.dtype);
-        let no_let = |_: &str| None;
-        let kinds = Kinds {
-            input: &input,
-            let_kind: &no_let,
-        };
-        let float_kind = |e: &Expr| kinds.of(e) == Kind::Float && !matches!(e, Expr::Const(_));
-        let gemms: Vec<Option<Contraction>> = (0..r.lets.len())
-            .map(|li| recognize(r, li, &checked.let_free[li], &float_kind))
-            .collect();
+        let gemms = recognized(r, &checked);
         // Iters a reduce rebinds cannot be outer: a let read at a rebound value needs the
         // whole range of that iter inside one outer point.
         let mut rebound = BTreeSet::new();

@@ -237,7 +237,7 @@ fn the_attention_price_matches_the_h100_measurements() {
                 q_in_regs: true,
             };
             let then = estimate(pair, &plan, model, MEASURED).expect("prices");
-            let now = estimate(pair, &plan, model, issue(&pair)).expect("prices");
+            let now = estimate(pair, &plan, model, issue(pair)).expect("prices");
             let best = choose_attention_plan(pair, model).expect("plans");
             let ms = |t: f64| t * 1e3;
             eprintln!(
@@ -283,7 +283,7 @@ fn the_32_row_layout_price_matches_the_h200_measurements() {
                         async_: true,
                         q_in_regs,
                     };
-                    estimate(pair, &plan, model, issue(&pair)).ok()
+                    estimate(pair, &plan, model, issue(pair)).ok()
                 })
                 .map(|e| e.time_s * 1e3)
                 .fold(f64::INFINITY, f64::min);
