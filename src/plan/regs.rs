@@ -34,10 +34,10 @@ pub const ROW: u32 = BASE_REGS + crate::plan::space::RESIDENT_PER_THREAD as u32;
 
 /// Registers a run-time-checked `cp.async` operand ([`Fill::CpAsyncChecked`]) adds to the
 /// heavier of its two paths: the uniform branch's alignment test, index and bound (fitted:
-/// 11 covers the symbolic `M×4096×N` GEMM priced at `M = 1000`, `N = 3000`, whose
-/// `128×64×32` 3-stage tile takes 214 registers on sm_90a, 2 more than the same tile of the
-/// all-symbolic GEMM with a bias and relu; found by a hand sweep of realistic shapes).
-pub const CHECKED_ELEMENT_PATH: u64 = 11;
+/// 12 covers the symbolic `M×4096×N` GEMM priced at `M = 1000`, `N = 3000` — one checked
+/// operand —, whose `128×64×32` 3-stage tile takes 214 registers on sm_90a; found by a hand
+/// sweep of realistic shapes, tests/data/realistic/gemm_fp16_symbolic_mn_defaults.json).
+pub const CHECKED_ELEMENT_PATH: u64 = 12;
 
 /// The most 4-byte registers per thread the `mma_sync` template holds one register-staged
 /// operand tile in across a k-step's fragment loop; a larger tile is stored to shared memory
