@@ -86,6 +86,10 @@ const KNOWN_FAILURES: &[(&str, &str, Check)] = &[
     // changes the covers (ResNet-18, tests/rules_subst's encoder).
     // Vec128Loads: 16-byte plan without 128-bit loads.
     // Vec128Stores: 16-byte plan without 128-bit stores.
+    // TODO(issue 15): the checked-cp.async register term (`plan::regs::CHECKED_ELEMENT_PATH`) is
+    // one constant for every tile; this `128×64×32` tile with one checked operand takes 214
+    // registers against 213 estimated (found by a hand sweep on 2026-11-28).
+    ("gemm_fp16_symbolic_mn_defaults", "sm90", RegsWithinPlan),
 ];
 
 /// Values of the symbols a graph leaves unbound (its `symbols` give the others): the realistic
