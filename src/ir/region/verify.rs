@@ -194,46 +194,39 @@ fn derive_extent(r: &Region, e: &Expr, axis: &str, out: &mut Vec<Dim>) {
 /// The direct sub-expressions of `e` (at most three), in order.
 pub type Children<'a> = std::iter::Flatten<std::array::IntoIter<Option<&'a Expr>, 3>>;
 
+/// The up-to-three direct sub-expressions of an expression, shared or mutable (`mut`), in one
+/// order: [`children`] and [`children_mut`] are this one match.
+macro_rules! child_slots {
+    ($e:expr $(, $m:tt)?) => {{
+        let slots: [Option<&$($m)? Expr>; 3] = match $e {
+            Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => [None, None, None],
+            Expr::Unary(_, x) | Expr::Cast { x, .. } => [Some(x), None, None],
+            Expr::Gather { index, .. } => [Some(index), None, None],
+            Expr::Where(c, a, b) => [Some(c), Some(a), Some(b)],
+            Expr::Binary(_, a, b) => [Some(a), Some(b), None],
+            Expr::Select {
+                then, otherwise, ..
+            } => [Some(then), Some(otherwise), None],
+            Expr::Reduce(r) => [Some(&$($m)? r.body), None, None],
+            Expr::Scan(s) => [Some(&$($m)? s.body), None, None],
+            Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
+                [Some(operand), None, None]
+            }
+        };
+        slots.into_iter().flatten()
+    }};
+}
+
 /// The direct sub-expressions of `e`, in order (no allocation: the region walks of synthesis,
 /// verification and planning call it on every node).
 pub fn children(e: &Expr) -> Children<'_> {
-    let a: [Option<&Expr>; 3] = match e {
-        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => [None, None, None],
-        Expr::Unary(_, x) | Expr::Cast { x, .. } => [Some(x), None, None],
-        Expr::Gather { index, .. } => [Some(index), None, None],
-        Expr::Where(c, a, b) => [Some(c), Some(a), Some(b)],
-        Expr::Binary(_, a, b) => [Some(a), Some(b), None],
-        Expr::Select {
-            then, otherwise, ..
-        } => [Some(then), Some(otherwise), None],
-        Expr::Reduce(r) => [Some(&r.body), None, None],
-        Expr::Scan(s) => [Some(&s.body), None, None],
-        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
-            [Some(operand), None, None]
-        }
-    };
-    a.into_iter().flatten()
+    child_slots!(e)
 }
 
 /// The direct sub-expressions of `e`, in [`children`]'s order, mutably: a rewrite that rebuilds
 /// an expression bottom-up (`for c in children_mut(e) { … }`) without naming every variant.
 pub fn children_mut(e: &mut Expr) -> impl Iterator<Item = &mut Expr> {
-    let a: [Option<&mut Expr>; 3] = match e {
-        Expr::Const(_) | Expr::Let(_) | Expr::Read { .. } | Expr::Index(_) => [None, None, None],
-        Expr::Unary(_, x) | Expr::Cast { x, .. } => [Some(x), None, None],
-        Expr::Gather { index, .. } => [Some(index), None, None],
-        Expr::Where(c, a, b) => [Some(c), Some(a), Some(b)],
-        Expr::Binary(_, a, b) => [Some(a), Some(b), None],
-        Expr::Select {
-            then, otherwise, ..
-        } => [Some(then), Some(otherwise), None],
-        Expr::Reduce(r) => [Some(&mut r.body), None, None],
-        Expr::Scan(s) => [Some(&mut s.body), None, None],
-        Expr::BroadcastInDim { operand, .. } | Expr::Transpose { operand, .. } => {
-            [Some(operand), None, None]
-        }
-    };
-    a.into_iter().flatten()
+    child_slots!(e, mut)
 }
 
 /// True when `e` has a reduce or a scan strictly inside it.
