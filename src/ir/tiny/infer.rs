@@ -2,7 +2,7 @@
 //! truth for a node's result dtype and shape; the builder calls it when a node is created and
 //! [`verify`] re-checks a whole program after every pass.
 
-use super::{BinaryOp, Node, NodeId, Program, Src, UOp, UnaryOp};
+use super::{AffineIndex, BinaryOp, Node, NodeId, Program, Src, UOp, UnaryOp};
 use crate::diag::codes;
 use crate::diag::{Diagnostic, Location};
 use crate::ir::dim::{fmt_shape, numel, Dim, Shape};
@@ -247,145 +247,12 @@ pub fn infer_node(prog: &Program, n: &Node) -> Result<(DType, Shape), TinyError>
             }
             Ok((x.dtype, n.shape.clone()))
         }
-        UOp::Permute { perm } => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            let rank = x.shape.len();
-            let mut seen = vec![false; rank];
-            let valid = perm.len() == rank
-                && perm
-                    .iter()
-                    .all(|p| *p < rank && !std::mem::replace(&mut seen[*p], true));
-            if !valid {
-                return Err(TinyError::InvalidPermutation {
-                    node: n.id,
-                    perm: perm.clone(),
-                    rank,
-                });
-            }
-            Ok((x.dtype, perm.iter().map(|p| x.shape[*p].clone()).collect()))
-        }
-        UOp::Expand => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            let ok = x.shape.len() == n.shape.len()
-                && x.shape
-                    .iter()
-                    .zip(&n.shape)
-                    .all(|(a, b)| a == b || a.is_int(1));
-            if !ok {
-                return Err(TinyError::InvalidExpand {
-                    node: n.id,
-                    from: fmt_shape(&x.shape),
-                    to: fmt_shape(&n.shape),
-                });
-            }
-            Ok((x.dtype, n.shape.clone()))
-        }
-        UOp::Pad { pad, .. } => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            if pad.len() != x.shape.len() || pad.iter().any(|(l, h)| *l < 0 || *h < 0) {
-                return Err(TinyError::OutOfBounds {
-                    node: n.id,
-                    detail: format!("PAD needs one non-negative (lo, hi) per axis, got {pad:?}"),
-                });
-            }
-            let shape = x
-                .shape
-                .iter()
-                .zip(pad)
-                .map(|(d, (l, h))| d.add_int(l + h))
-                .collect();
-            Ok((x.dtype, shape))
-        }
-        UOp::Shrink { lo, hi, step } => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            let r = x.shape.len();
-            if lo.len() != r || hi.len() != r || step.len() != r || step.iter().any(|s| *s < 1) {
-                return Err(TinyError::OutOfBounds {
-                    node: n.id,
-                    detail: "SHRINK needs lo, hi and a positive step per axis".into(),
-                });
-            }
-            let mut shape = Vec::with_capacity(r);
-            for i in 0..r {
-                let inside = not_provably_greater(&Dim::int(0), &lo[i])
-                    && not_provably_greater(&lo[i], &hi[i])
-                    && not_provably_greater(&hi[i], &x.shape[i]);
-                if !inside {
-                    return Err(TinyError::OutOfBounds {
-                        node: n.id,
-                        detail: format!(
-                            "SHRINK axis {i}: need 0 <= {} <= {} <= {}",
-                            lo[i], hi[i], x.shape[i]
-                        ),
-                    });
-                }
-                shape.push(hi[i].sub(&lo[i]).ceildiv(step[i]));
-            }
-            Ok((x.dtype, shape))
-        }
-        UOp::Flip { axes } => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            let mut seen = vec![false; x.shape.len()];
-            for a in axes {
-                check_axis(n, *a, x.shape.len())?;
-                if std::mem::replace(&mut seen[*a], true) {
-                    return Err(TinyError::Malformed {
-                        node: n.id,
-                        detail: format!("FLIP axis {a} repeated"),
-                    });
-                }
-            }
-            Ok((x.dtype, x.shape.clone()))
-        }
-        UOp::View { map } => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            if map.len() != x.shape.len() {
-                return Err(TinyError::Malformed {
-                    node: n.id,
-                    detail: format!(
-                        "VIEW index map has {} entries for an input of rank {}",
-                        map.len(),
-                        x.shape.len()
-                    ),
-                });
-            }
-            for (j, e) in map.iter().enumerate() {
-                for (a, _) in &e.terms {
-                    check_axis(n, *a, n.shape.len())?;
-                }
-                // Bounds: provable only for constant sizes; symbolic ones are checked when bound.
-                let out: Option<Vec<i64>> = n.shape.iter().map(|d| d.as_int()).collect();
-                if let (Some(out), Some(limit)) = (out, x.shape[j].as_int()) {
-                    if out.contains(&0) {
-                        continue;
-                    }
-                    let (mut lo, mut hi) = (e.offset, e.offset);
-                    for (a, c) in &e.terms {
-                        let span = c * (out[*a] - 1);
-                        if span < 0 {
-                            lo += span;
-                        } else {
-                            hi += span;
-                        }
-                    }
-                    if lo < 0 || hi >= limit {
-                        return Err(TinyError::OutOfBounds {
-                            node: n.id,
-                            detail: format!(
-                                "VIEW input axis {j} index `{e}` spans [{lo}, {hi}] outside [0, {limit})"
-                            ),
-                        });
-                    }
-                }
-            }
-            Ok((x.dtype, n.shape.clone()))
-        }
+        UOp::Permute { perm } => infer_permute(prog, n, perm),
+        UOp::Expand => infer_expand(prog, n),
+        UOp::Pad { pad, .. } => infer_pad(prog, n, pad),
+        UOp::Shrink { lo, hi, step } => infer_shrink(prog, n, lo, hi, step),
+        UOp::Flip { axes } => infer_flip(prog, n, axes),
+        UOp::View { map } => infer_view(prog, n, map),
         UOp::Read { access } => {
             arity(n, 1)?;
             let x = src_node(prog, n, 0)?;
@@ -394,150 +261,333 @@ pub fn infer_node(prog: &Program, n: &Node) -> Result<(DType, Shape), TinyError>
                 .map_err(|detail| TinyError::Malformed { node: n.id, detail })?;
             Ok((x.dtype, access.shape.clone()))
         }
-        UOp::Unary(op) => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            let int_ok = matches!(op, UnaryOp::Neg | UnaryOp::Relu | UnaryOp::Abs);
-            if !(x.dtype.is_float() || (int_ok && x.dtype == DType::I32)) {
-                return Err(TinyError::DtypeMismatch {
-                    node: n.id,
-                    detail: format!("{} is not defined on {}", n.uop.name(), x.dtype),
-                });
-            }
-            Ok((x.dtype, x.shape.clone()))
-        }
-        UOp::Binary(op) => {
-            arity(n, 2)?;
-            let (dtype, shape) = elementwise_operands(prog, n, &n.src, None)?;
-            let ok = match op {
-                BinaryOp::Fdiv | BinaryOp::Pow => dtype.is_float(),
-                BinaryOp::Idiv => dtype == DType::I32,
-                BinaryOp::Add
-                | BinaryOp::Sub
-                | BinaryOp::Mul
-                | BinaryOp::CmpLt
-                | BinaryOp::CmpLe => dtype != DType::Bool,
-                BinaryOp::Max | BinaryOp::Min | BinaryOp::CmpEq | BinaryOp::CmpNe => true,
-            };
-            if !ok {
-                return Err(TinyError::DtypeMismatch {
-                    node: n.id,
-                    detail: format!("{} is not defined on {dtype}", n.uop.name()),
-                });
-            }
-            let out = if op.is_comparison() {
-                DType::Bool
-            } else {
-                dtype
-            };
-            Ok((out, shape))
-        }
-        UOp::Where => {
-            arity(n, 3)?;
-            let c = src_node(prog, n, 0)?;
-            if c.dtype != DType::Bool {
-                return Err(TinyError::DtypeMismatch {
-                    node: n.id,
-                    detail: format!("WHERE condition is {}, not bool", c.dtype),
-                });
-            }
-            let (dtype, shape) = elementwise_operands(prog, n, &n.src[1..], Some(&c.shape))?;
-            if shape != c.shape {
-                return Err(TinyError::BroadcastMismatch {
-                    node: n.id,
-                    lhs: fmt_shape(&c.shape),
-                    rhs: fmt_shape(&shape),
-                });
-            }
-            Ok((dtype, shape))
-        }
+        UOp::Unary(op) => infer_unary(prog, n, op),
+        UOp::Binary(op) => infer_binary(prog, n, op),
+        UOp::Where => infer_where(prog, n),
         UOp::Cast => {
             arity(n, 1)?;
             let x = src_node(prog, n, 0)?;
             Ok((n.dtype, x.shape.clone()))
         }
-        UOp::Reduce { axes, acc, .. } => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            if *acc != n.dtype {
-                return Err(TinyError::AccDtypeMismatch {
-                    node: n.id,
-                    acc: *acc,
-                    dtype: n.dtype,
-                });
-            }
-            if x.dtype == DType::Bool || (x.dtype.is_float() != acc.is_float()) {
-                return Err(TinyError::DtypeMismatch {
-                    node: n.id,
-                    detail: format!("cannot reduce {} into a {acc} accumulator", x.dtype),
-                });
-            }
-            for (i, a) in axes.iter().enumerate() {
-                check_axis(n, *a, x.shape.len())?;
-                if i > 0 && axes[i - 1] >= *a {
-                    return Err(TinyError::Malformed {
-                        node: n.id,
-                        detail: format!("REDUCE axes {axes:?} must be strictly ascending"),
-                    });
-                }
-            }
-            let shape = x
-                .shape
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !axes.contains(i))
-                .map(|(_, d)| d.clone())
-                .collect();
-            Ok((*acc, shape))
+        UOp::Reduce { axes, acc, .. } => infer_reduce(prog, n, axes, acc),
+        UOp::Scan { axis, acc, .. } => infer_scan(prog, n, axis, acc),
+        UOp::Gather { axis } => infer_gather(prog, n, axis),
+    }
+}
+
+/// `EXPAND`: same rank, each input axis equal to the result's or 1.
+fn infer_expand(prog: &Program, n: &Node) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    let ok = x.shape.len() == n.shape.len()
+        && x.shape
+            .iter()
+            .zip(&n.shape)
+            .all(|(a, b)| a == b || a.is_int(1));
+    if !ok {
+        return Err(TinyError::InvalidExpand {
+            node: n.id,
+            from: fmt_shape(&x.shape),
+            to: fmt_shape(&n.shape),
+        });
+    }
+    Ok((x.dtype, n.shape.clone()))
+}
+
+/// A unary op on a float (neg, relu and abs also on i32); the shape is kept.
+fn infer_unary(prog: &Program, n: &Node, op: &UnaryOp) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    let int_ok = matches!(op, UnaryOp::Neg | UnaryOp::Relu | UnaryOp::Abs);
+    if !(x.dtype.is_float() || (int_ok && x.dtype == DType::I32)) {
+        return Err(TinyError::DtypeMismatch {
+            node: n.id,
+            detail: format!("{} is not defined on {}", n.uop.name(), x.dtype),
+        });
+    }
+    Ok((x.dtype, x.shape.clone()))
+}
+
+/// `PERMUTE`: `perm` is a permutation of the input axes.
+fn infer_permute(prog: &Program, n: &Node, perm: &[usize]) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    let rank = x.shape.len();
+    let mut seen = vec![false; rank];
+    let valid = perm.len() == rank
+        && perm
+            .iter()
+            .all(|p| *p < rank && !std::mem::replace(&mut seen[*p], true));
+    if !valid {
+        return Err(TinyError::InvalidPermutation {
+            node: n.id,
+            perm: perm.to_vec(),
+            rank,
+        });
+    }
+    Ok((x.dtype, perm.iter().map(|p| x.shape[*p].clone()).collect()))
+}
+
+/// `PAD`: one non-negative `(lo, hi)` per axis widens it.
+fn infer_pad(prog: &Program, n: &Node, pad: &[(i64, i64)]) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    if pad.len() != x.shape.len() || pad.iter().any(|(l, h)| *l < 0 || *h < 0) {
+        return Err(TinyError::OutOfBounds {
+            node: n.id,
+            detail: format!("PAD needs one non-negative (lo, hi) per axis, got {pad:?}"),
+        });
+    }
+    let shape = x
+        .shape
+        .iter()
+        .zip(pad)
+        .map(|(d, (l, h))| d.add_int(l + h))
+        .collect();
+    Ok((x.dtype, shape))
+}
+
+/// `SHRINK`: `0 <= lo <= hi <= size` per axis (where provable), `ceil((hi - lo) / step)` left.
+fn infer_shrink(
+    prog: &Program,
+    n: &Node,
+    lo: &[Dim],
+    hi: &[Dim],
+    step: &[i64],
+) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    let r = x.shape.len();
+    if lo.len() != r || hi.len() != r || step.len() != r || step.iter().any(|s| *s < 1) {
+        return Err(TinyError::OutOfBounds {
+            node: n.id,
+            detail: "SHRINK needs lo, hi and a positive step per axis".into(),
+        });
+    }
+    let mut shape = Vec::with_capacity(r);
+    for i in 0..r {
+        let inside = not_provably_greater(&Dim::int(0), &lo[i])
+            && not_provably_greater(&lo[i], &hi[i])
+            && not_provably_greater(&hi[i], &x.shape[i]);
+        if !inside {
+            return Err(TinyError::OutOfBounds {
+                node: n.id,
+                detail: format!(
+                    "SHRINK axis {i}: need 0 <= {} <= {} <= {}",
+                    lo[i], hi[i], x.shape[i]
+                ),
+            });
         }
-        UOp::Scan { axis, acc, .. } => {
-            arity(n, 1)?;
-            let x = src_node(prog, n, 0)?;
-            if *acc != n.dtype {
-                return Err(TinyError::AccDtypeMismatch {
-                    node: n.id,
-                    acc: *acc,
-                    dtype: n.dtype,
-                });
-            }
-            if x.dtype == DType::Bool || (x.dtype.is_float() != acc.is_float()) {
-                return Err(TinyError::DtypeMismatch {
-                    node: n.id,
-                    detail: format!("cannot scan {} into a {acc} accumulator", x.dtype),
-                });
-            }
-            check_axis(n, *axis, x.shape.len())?;
-            Ok((*acc, x.shape.clone()))
-        }
-        UOp::Gather { axis } => {
-            arity(n, 2)?;
-            let x = src_node(prog, n, 0)?;
-            let idx = src_node(prog, n, 1)?;
-            if idx.dtype != DType::I32 {
-                return Err(TinyError::DtypeMismatch {
-                    node: n.id,
-                    detail: format!("GATHER index is {}, not i32", idx.dtype),
-                });
-            }
-            check_axis(n, *axis, x.shape.len())?;
-            if idx.shape.len() != x.shape.len() {
-                return Err(TinyError::BroadcastMismatch {
-                    node: n.id,
-                    lhs: fmt_shape(&x.shape),
-                    rhs: fmt_shape(&idx.shape),
-                });
-            }
-            for (i, (a, b)) in x.shape.iter().zip(&idx.shape).enumerate() {
-                if i != *axis && !not_provably_greater(b, a) {
-                    return Err(TinyError::OutOfBounds {
-                        node: n.id,
-                        detail: format!("GATHER index axis {i} has size {b} > input size {a}"),
-                    });
-                }
-            }
-            Ok((x.dtype, idx.shape.clone()))
+        shape.push(hi[i].sub(&lo[i]).ceildiv(step[i]));
+    }
+    Ok((x.dtype, shape))
+}
+
+/// `FLIP`: distinct axes of the input; the shape is kept.
+fn infer_flip(prog: &Program, n: &Node, axes: &[usize]) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    let mut seen = vec![false; x.shape.len()];
+    for a in axes {
+        check_axis(n, *a, x.shape.len())?;
+        if std::mem::replace(&mut seen[*a], true) {
+            return Err(TinyError::Malformed {
+                node: n.id,
+                detail: format!("FLIP axis {a} repeated"),
+            });
         }
     }
+    Ok((x.dtype, x.shape.clone()))
+}
+
+/// `VIEW`: one index per input axis over the result axes, in bounds where sizes are constant.
+fn infer_view(prog: &Program, n: &Node, map: &[AffineIndex]) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    if map.len() != x.shape.len() {
+        return Err(TinyError::Malformed {
+            node: n.id,
+            detail: format!(
+                "VIEW index map has {} entries for an input of rank {}",
+                map.len(),
+                x.shape.len()
+            ),
+        });
+    }
+    for (j, e) in map.iter().enumerate() {
+        for (a, _) in &e.terms {
+            check_axis(n, *a, n.shape.len())?;
+        }
+        // Bounds: provable only for constant sizes; symbolic ones are checked when bound.
+        let out: Option<Vec<i64>> = n.shape.iter().map(|d| d.as_int()).collect();
+        if let (Some(out), Some(limit)) = (out, x.shape[j].as_int()) {
+            if out.contains(&0) {
+                continue;
+            }
+            let (mut lo, mut hi) = (e.offset, e.offset);
+            for (a, c) in &e.terms {
+                let span = c * (out[*a] - 1);
+                if span < 0 {
+                    lo += span;
+                } else {
+                    hi += span;
+                }
+            }
+            if lo < 0 || hi >= limit {
+                return Err(TinyError::OutOfBounds {
+                    node: n.id,
+                    detail: format!(
+                        "VIEW input axis {j} index `{e}` spans [{lo}, {hi}] outside [0, {limit})"
+                    ),
+                });
+            }
+        }
+    }
+    Ok((x.dtype, n.shape.clone()))
+}
+
+/// A binary op: operands agree ([`elementwise_operands`]) and the op is defined on their dtype; comparisons give bool.
+fn infer_binary(prog: &Program, n: &Node, op: &BinaryOp) -> Result<(DType, Shape), TinyError> {
+    arity(n, 2)?;
+    let (dtype, shape) = elementwise_operands(prog, n, &n.src, None)?;
+    let ok = match op {
+        BinaryOp::Fdiv | BinaryOp::Pow => dtype.is_float(),
+        BinaryOp::Idiv => dtype == DType::I32,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::CmpLt | BinaryOp::CmpLe => {
+            dtype != DType::Bool
+        }
+        BinaryOp::Max | BinaryOp::Min | BinaryOp::CmpEq | BinaryOp::CmpNe => true,
+    };
+    if !ok {
+        return Err(TinyError::DtypeMismatch {
+            node: n.id,
+            detail: format!("{} is not defined on {dtype}", n.uop.name()),
+        });
+    }
+    let out = if op.is_comparison() {
+        DType::Bool
+    } else {
+        dtype
+    };
+    Ok((out, shape))
+}
+
+/// `WHERE`: a bool condition and two branches of its shape.
+fn infer_where(prog: &Program, n: &Node) -> Result<(DType, Shape), TinyError> {
+    arity(n, 3)?;
+    let c = src_node(prog, n, 0)?;
+    if c.dtype != DType::Bool {
+        return Err(TinyError::DtypeMismatch {
+            node: n.id,
+            detail: format!("WHERE condition is {}, not bool", c.dtype),
+        });
+    }
+    let (dtype, shape) = elementwise_operands(prog, n, &n.src[1..], Some(&c.shape))?;
+    if shape != c.shape {
+        return Err(TinyError::BroadcastMismatch {
+            node: n.id,
+            lhs: fmt_shape(&c.shape),
+            rhs: fmt_shape(&shape),
+        });
+    }
+    Ok((dtype, shape))
+}
+
+/// `REDUCE`: the accumulator is the node dtype and fits the input; strictly ascending axes are dropped.
+fn infer_reduce(
+    prog: &Program,
+    n: &Node,
+    axes: &[usize],
+    acc: &DType,
+) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    if *acc != n.dtype {
+        return Err(TinyError::AccDtypeMismatch {
+            node: n.id,
+            acc: *acc,
+            dtype: n.dtype,
+        });
+    }
+    if x.dtype == DType::Bool || (x.dtype.is_float() != acc.is_float()) {
+        return Err(TinyError::DtypeMismatch {
+            node: n.id,
+            detail: format!("cannot reduce {} into a {acc} accumulator", x.dtype),
+        });
+    }
+    for (i, a) in axes.iter().enumerate() {
+        check_axis(n, *a, x.shape.len())?;
+        if i > 0 && axes[i - 1] >= *a {
+            return Err(TinyError::Malformed {
+                node: n.id,
+                detail: format!("REDUCE axes {axes:?} must be strictly ascending"),
+            });
+        }
+    }
+    let shape = x
+        .shape
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !axes.contains(i))
+        .map(|(_, d)| d.clone())
+        .collect();
+    Ok((*acc, shape))
+}
+
+/// `SCAN`: the accumulator is the node dtype and fits the input; the shape is kept.
+fn infer_scan(
+    prog: &Program,
+    n: &Node,
+    axis: &usize,
+    acc: &DType,
+) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    if *acc != n.dtype {
+        return Err(TinyError::AccDtypeMismatch {
+            node: n.id,
+            acc: *acc,
+            dtype: n.dtype,
+        });
+    }
+    if x.dtype == DType::Bool || (x.dtype.is_float() != acc.is_float()) {
+        return Err(TinyError::DtypeMismatch {
+            node: n.id,
+            detail: format!("cannot scan {} into a {acc} accumulator", x.dtype),
+        });
+    }
+    check_axis(n, *axis, x.shape.len())?;
+    Ok((*acc, x.shape.clone()))
+}
+
+/// `GATHER`: an i32 index of the input's rank, no larger than the input off `axis`.
+fn infer_gather(prog: &Program, n: &Node, axis: &usize) -> Result<(DType, Shape), TinyError> {
+    arity(n, 2)?;
+    let x = src_node(prog, n, 0)?;
+    let idx = src_node(prog, n, 1)?;
+    if idx.dtype != DType::I32 {
+        return Err(TinyError::DtypeMismatch {
+            node: n.id,
+            detail: format!("GATHER index is {}, not i32", idx.dtype),
+        });
+    }
+    check_axis(n, *axis, x.shape.len())?;
+    if idx.shape.len() != x.shape.len() {
+        return Err(TinyError::BroadcastMismatch {
+            node: n.id,
+            lhs: fmt_shape(&x.shape),
+            rhs: fmt_shape(&idx.shape),
+        });
+    }
+    for (i, (a, b)) in x.shape.iter().zip(&idx.shape).enumerate() {
+        if i != *axis && !not_provably_greater(b, a) {
+            return Err(TinyError::OutOfBounds {
+                node: n.id,
+                detail: format!("GATHER index axis {i} has size {b} > input size {a}"),
+            });
+        }
+    }
+    Ok((x.dtype, idx.shape.clone()))
 }
 
 /// Shared rule of binary ops and WHERE's branches: node operands agree on shape and dtype;
