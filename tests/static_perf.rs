@@ -253,6 +253,7 @@ fn emitted_template(plan: &Value) -> Option<&'static str> {
         "contraction" if claims_algo(plan, "gemv") => "gemv",
         "contraction" => "contraction_simt",
         "reduction" => "row",
+        "reduce" => "reduce",
         "elementwise" | "compute_at" => "pointwise",
         // A scan region's plan (`plan::work::Shape::Scan`) is emitted by the scan template.
         "scan" => "scan",
