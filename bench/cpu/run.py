@@ -272,8 +272,10 @@ def time_torch(fn, feeds, inits, threads, repeat):
         return (time.perf_counter() - t0) / repeat * 1e3
 
 
-def run_dlc(model_path, feeds, threads, repeat, work, timeout):
-    args = [str(DLC), "run", str(model_path), "--device", DEVICE, "--repeat", str(repeat),
+def run_dlc(model_path, feeds, threads, repeat, work, timeout, binary=None):
+    """Runs `binary` (default: --dlc) on the model; `work` is its own scratch (out, cache)."""
+    work.mkdir(parents=True, exist_ok=True)
+    args = [str(binary or DLC), "run", str(model_path), "--device", DEVICE, "--repeat", str(repeat),
             "--out-dir", str(work / "out"), "--plan-cache", str(work / "cache")]
     if DEVICE == "cpu":
         args += ["--threads", str(threads)]
@@ -329,6 +331,9 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--dlc", type=Path, default=DLC,
                     help="the dlc-egg binary (default: this checkout's target/release/dlc-egg)")
+    ap.add_argument("--dlc-base", type=Path, default=None,
+                    help="a second (baseline) dlc-egg binary, timed in every round beside --dlc "
+                         "(before/after side by side: columns base ms and base/dlc)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds of (onnxruntime, PyTorch, dlc-egg) per case; medians reported")
     ap.add_argument("--results", type=Path)
@@ -373,6 +378,7 @@ def main():
             mp = work / "model.onnx"
             onnx.save(m, str(mp))
             dlcs, orts, torches, ok, err = [], [], [], True, None
+            bases = []
             # Rounds alternate the three, so that a slow spell of the (shared, noisy) machine
             # hits all of them; the medians and the spread of the per-round ratios are reported.
             for _ in range(a.rounds):
@@ -388,12 +394,20 @@ def main():
                 except RuntimeError as e:
                     ok, err = False, str(e)
                     break
+                if a.dlc_base:
+                    try:
+                        btiming, _ = run_dlc(mp, feeds, a.threads, a.repeat, work / "base", a.case_timeout,
+                                             binary=a.dlc_base)
+                        bases.append(btiming["total_ms"])
+                    except RuntimeError as e:
+                        print(f"base binary failed: {e}", flush=True)
             dlc_ms = median(dlcs) if dlcs and err is None else None
             ort_ms = median(orts)
             torch_ms = median(torches) if all(t is not None for t in torches) else None
             spread = [o / t for o, t in zip(orts, dlcs)] if dlc_ms else []
             tspread = [o / t for o, t in zip(torches, dlcs)] if (dlc_ms and torch_ms) else []
-        row = dict(name=name, desc=desc, dlc=dlc_ms, ort=ort_ms, torch=torch_ms, ok=ok, target=target,
+            bspread = [b / t for b, t in zip(bases, dlcs)] if (dlc_ms and bases) else []
+        row = dict(base=median(bases) if bases else None, bspread=bspread, name=name, desc=desc, dlc=dlc_ms, ort=ort_ms, torch=torch_ms, ok=ok, target=target,
                    flops=flops, err=err, load=os.getloadavg()[0], spread=spread, tspread=tspread)
         rows.append(row)
         print_row(row)
@@ -409,7 +423,8 @@ def fmt(x, spec=".3f"):
 
 def print_row(r):
     ratio = median(r["spread"]) if r.get("spread") else None
-    print(f"{r['name']:>20}: dlc-egg {fmt(r['dlc'])} ms  ort {fmt(r['ort'])} ms  torch {fmt(r['torch'])} ms"
+    base = f"  base {fmt(r['base'])} ms" if r.get("base") else ""
+    print(f"{r['name']:>20}: dlc-egg {fmt(r['dlc'])} ms{base}  ort {fmt(r['ort'])} ms  torch {fmt(r['torch'])} ms"
           f"  ort/dlc {fmt(ratio, '.2f')}  {'ok' if r['ok'] else 'MISMATCH ' + (r['err'] or '')}", flush=True)
 
 
@@ -430,6 +445,13 @@ def render(rows, a):
         lines.append(f"| {r['desc']} | {fmt(r['dlc'])} | {fmt(r['ort'])} | {fmt(r['torch'])} | {fmt(ro, '.2f')} | {per} | "
                      f"{fmt(rt, '.2f')} | {'>= ' + str(r['target']) if r['target'] else 'report'} | {fmt(gf, '.1f')} | {out} | "
                      f"{r['load']:.1f} |")
+    if any(r.get("base") for r in rows):
+        lines += ["", f"Baseline binary {a.dlc_base} timed in the same rounds (base/dlc >= 1: --dlc faster):", "",
+                  "| case | base ms | dlc-egg ms | base/dlc | base/dlc per round |", "| --- | ---: | ---: | ---: | --- |"]
+        for r in rows:
+            rb = median(r["bspread"]) if r.get("bspread") else None
+            per = ", ".join(f"{x:.2f}" for x in r.get("bspread", []))
+            lines.append(f"| {r['desc']} | {fmt(r.get('base'))} | {fmt(r['dlc'])} | {fmt(rb, '.2f')} | {per} |")
     return "\n".join(lines)
 
 

@@ -10,8 +10,8 @@
 //! over the free iters inside: every element still folds its axes in row-major order, so the
 //! result is the reference's bit for bit), and an fp32 reduce to a scalar is a vectorized
 //! horizontal reduction (64 lane accumulators, `emit_loops.rs`). In *flat* form (`O` empty:
-//! 1-D regions, global reductions) each let is a whole array and its loop nest is `omp parallel for` over its
-//! outermost iter. Values compute in their kind ([`crate::ir::region::kind`]): fp32 as `float`
+//! 1-D regions, global reductions) each let is a whole array and its loop nest is one collapsed `omp parallel for` over its
+//! leading iters (all but the vector loop: `emit_loops::flat_collapse`). Values compute in their kind ([`crate::ir::region::kind`]): fp32 as `float`
 //! (fp16/bf16 storage converted on load and store), i32 and bool as `int32_t`, i32/bool ops
 //! through `double` exactly as the reference rounds them.
 

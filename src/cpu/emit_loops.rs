@@ -278,8 +278,9 @@ impl Emitter<'_> {
         self.line(&format!("out{oi}[{idx}] = {st};"));
     }
 
-    /// Opens one loop per iter of `iters` (loop vars `i<k>`); in flat form the outermost is an
-    /// `omp parallel for`, the innermost an `omp simd` loop when `simd`.
+    /// Opens one loop per iter of `iters` (loop vars `i<k>`); in flat form the leading loops
+    /// are one collapsed `omp parallel for` ([`flat_collapse`]), the innermost an `omp simd`
+    /// loop when `simd`.
     pub(super) fn open_loops(
         &mut self,
         iters: &[usize],
@@ -287,16 +288,23 @@ impl Emitter<'_> {
         simd: bool,
     ) -> Result<(), CpuError> {
         let n = iters.len();
+        let simd = simd && !self.has_gather;
         for (k, i) in iters.iter().enumerate() {
             let v = Self::iter_var(*i);
             let z = Self::size_var(*i);
             if flat && k == 0 {
                 let rest: Vec<String> = iters.iter().map(|j| Self::size_var(*j)).collect();
+                let c = flat_collapse(n, simd);
+                let collapse = if c > 1 {
+                    format!(" collapse({c})")
+                } else {
+                    String::new()
+                };
                 self.line(&format!(
-                    "#pragma omp parallel for num_threads(dlc_nt) schedule(static) if({} >= 4096)",
+                    "#pragma omp parallel for{collapse} num_threads(dlc_nt) schedule(static) if({} >= 4096)",
                     rest.join(" * ")
                 ));
-            } else if simd && k + 1 == n && !self.has_gather {
+            } else if simd && k + 1 == n {
                 self.line("#pragma omp simd");
             }
             self.line(&format!("for (int64_t {v} = 0; {v} < {z}; {v}++) {{"));
@@ -761,5 +769,20 @@ fn chunkable(sc: &crate::ir::region::Scan) -> bool {
         (Kind::Float, ReduceOp::Sum) => sc.dtype == DType::F32,
         (Kind::Float, ReduceOp::Prod) => false,
         _ => true,
+    }
+}
+
+/// How many of a flat let's `n` loops one `omp parallel for` shares among the threads: all of
+/// them but the innermost when that is the `omp simd` loop (it stays whole: a vector loop with
+/// its tail), else all of them. Collapsing the leading loops splits the work across the threads
+/// even when the outermost extent is 1 (BERT's masked softmax over `[1, 12, 128, 128]` ran on one
+/// thread when only the outermost loop was parallel). Each point's value (its reductions
+/// included) is computed inside one iteration, in the same order whatever the partition, so the
+/// results are those of one thread bit for bit.
+pub(super) fn flat_collapse(n: usize, simd: bool) -> usize {
+    if simd && n > 1 {
+        n - 1
+    } else {
+        n.max(1)
     }
 }
