@@ -99,18 +99,20 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Ker
             rows_per_block,
             ..
         } => {
-            let (threads, rows) = (threads_per_row as u32, rows_per_block as u32);
-            if templates::row::cooperative(r).is_some() {
-                templates::row::build(r, arch, threads, rows, width)?
-            } else if templates::reduce::plain(r).is_some() {
-                templates::reduce::build(r, arch, threads, rows, width)?
-            } else {
+            if templates::row::cooperative(r).is_none() {
                 return Err(not_emittable(
                     r,
                     choice,
-                    "neither the row nor the reduce template accepts the region",
+                    "the row template does not accept the region",
                 ));
             }
+            templates::row::build(
+                r,
+                arch,
+                threads_per_row as u32,
+                rows_per_block as u32,
+                width,
+            )?
         }
         Knobs::Elementwise { block, items, .. } => {
             templates::pointwise::build(r, arch, block as u32, items as u32, width)?

@@ -236,10 +236,6 @@ pub enum Shape {
         /// `codegen::templates::row::vector_guard`, where the priced length takes it).
         #[serde(skip)]
         vec_cap: u64,
-        /// Emitted by the plain-reduction template (`codegen::templates::reduce`: the reduced
-        /// axes are no iters, one output per row, no output pass), not the row template.
-        #[serde(skip)]
-        plain: bool,
     },
     /// One thread per output element, no reduction.
     Elementwise {
@@ -259,12 +255,10 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// `contraction`, `reduction` (the row template), `reduce` (the plain-reduction
-    /// template), `elementwise`, `compute_at`, `scan`.
+    /// `contraction`, `reduction`, `elementwise`.
     pub fn template(&self) -> &'static str {
         match self {
             Shape::Contraction(_) => "contraction",
-            Shape::Reduction { plain: true, .. } => "reduce",
             Shape::Reduction { .. } => "reduction",
             Shape::Elementwise { .. } => "elementwise",
             Shape::ComputeAt(_) => "compute_at",
@@ -727,7 +721,6 @@ impl<'a> Cx<'a> {
             passes,
             window,
             vec_cap: 16,
-            plain: false,
         })
     }
 
