@@ -493,15 +493,9 @@ fn infer_where(prog: &Program, n: &Node) -> Result<(DType, Shape), TinyError> {
     Ok((dtype, shape))
 }
 
-/// `REDUCE`: the accumulator is the node dtype and fits the input; strictly ascending axes are dropped.
-fn infer_reduce(
-    prog: &Program,
-    n: &Node,
-    axes: &[usize],
-    acc: &DType,
-) -> Result<(DType, Shape), TinyError> {
-    arity(n, 1)?;
-    let x = src_node(prog, n, 0)?;
+/// A fold's accumulator (`verb`: reduce, scan): the node's dtype, and of the input's kind
+/// (float into float, integer into integer; never bool).
+fn check_accumulator(n: &Node, x: &Node, acc: &DType, verb: &str) -> Result<(), TinyError> {
     if *acc != n.dtype {
         return Err(TinyError::AccDtypeMismatch {
             node: n.id,
@@ -512,9 +506,22 @@ fn infer_reduce(
     if x.dtype == DType::Bool || (x.dtype.is_float() != acc.is_float()) {
         return Err(TinyError::DtypeMismatch {
             node: n.id,
-            detail: format!("cannot reduce {} into a {acc} accumulator", x.dtype),
+            detail: format!("cannot {verb} {} into a {acc} accumulator", x.dtype),
         });
     }
+    Ok(())
+}
+
+/// `REDUCE`: the accumulator is the node dtype and fits the input; strictly ascending axes are dropped.
+fn infer_reduce(
+    prog: &Program,
+    n: &Node,
+    axes: &[usize],
+    acc: &DType,
+) -> Result<(DType, Shape), TinyError> {
+    arity(n, 1)?;
+    let x = src_node(prog, n, 0)?;
+    check_accumulator(n, x, acc, "reduce")?;
     for (i, a) in axes.iter().enumerate() {
         check_axis(n, *a, x.shape.len())?;
         if i > 0 && axes[i - 1] >= *a {
@@ -543,19 +550,7 @@ fn infer_scan(
 ) -> Result<(DType, Shape), TinyError> {
     arity(n, 1)?;
     let x = src_node(prog, n, 0)?;
-    if *acc != n.dtype {
-        return Err(TinyError::AccDtypeMismatch {
-            node: n.id,
-            acc: *acc,
-            dtype: n.dtype,
-        });
-    }
-    if x.dtype == DType::Bool || (x.dtype.is_float() != acc.is_float()) {
-        return Err(TinyError::DtypeMismatch {
-            node: n.id,
-            detail: format!("cannot scan {} into a {acc} accumulator", x.dtype),
-        });
-    }
+    check_accumulator(n, x, acc, "scan")?;
     check_axis(n, *axis, x.shape.len())?;
     Ok((*acc, x.shape.clone()))
 }
