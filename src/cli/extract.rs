@@ -186,7 +186,9 @@ fn problem_diagnostic(file: &str, e: &ProblemError) -> Failure {
             format!("nodes.{node}.cost"),
             "give every e-node a cost ≥ 0 (a huge cost such as 1.7976931348623157e308 marks it unusable)",
         ),
-        ProblemError::BadClassIndex { .. } | ProblemError::TooLarge(_) => (
+        ProblemError::BadClassIndex { .. }
+        | ProblemError::BadNodeIndex { .. }
+        | ProblemError::TooLarge(_) => (
             "nodes".to_string(),
             "split the e-graph; at most 2^32 - 1 e-nodes and e-classes are supported",
         ),

@@ -17,8 +17,9 @@ use super::dag::{
     ClassIx, DagExtractor, ExtractError, ExtractOptions, Extraction, Problem, ProblemError, Status,
 };
 use super::derived::Derived;
+use super::pair_check::{extract_checked, CheckError, PairTable};
 use super::kernels::{CostModel, KernelCost};
-use super::pricing::{KernelPricer, Roofline};
+use super::pricing::{KernelPricer, PairRole, Roofline};
 use crate::ir::egraph::{TensorGraph, TensorLang};
 use egg::Id;
 use std::collections::HashMap;
@@ -52,6 +53,24 @@ pub struct KernelProblem {
     pub classes: Vec<Id>,
     /// The e-node of every problem node, by node index.
     pub nodes: Vec<TensorLang>,
+    /// The attention pairs among the nodes, as the pricer priced them.
+    pairs: PairTable,
+}
+
+impl KernelProblem {
+    /// A cover of the problem by `extractor` with its attention pairs priced as they run
+    /// ([`super::pair_check`]): the extraction and its price. The problem keeps the first
+    /// kernels it had to reprice.
+    pub fn extract(
+        &mut self,
+        extractor: &dyn DagExtractor,
+        opts: &ExtractOptions,
+    ) -> Result<(Extraction, f64), CoverError> {
+        extract_checked(&mut self.problem, &self.pairs, extractor, opts).map_err(|e| match e {
+            CheckError::Extract(e) => CoverError::Extract(e),
+            CheckError::Invalid(v) => CoverError::Invalid(v),
+        })
+    }
 }
 
 /// The extraction problem of `eg` with `roots` (canonical or not), kernels priced by
@@ -125,15 +144,20 @@ pub fn kernel_problem_derived(
         .filter(|(c, n, _)| matches!(n, TensorLang::Kernel(_)) && !at_load(*c, n))
         .map(|(_, n, _)| *n)
         .collect();
-    let mut kernel_prices = pricer.price_all(eg, &kernels, sizes).into_iter();
-    let prices: Vec<f64> = found
+    let (kernel_prices, kernel_roles) = pricer.price_all_paired(eg, &kernels, sizes);
+    let mut kernel_prices = kernel_prices.into_iter();
+    let mut kernel_roles = kernel_roles.into_iter();
+    let (prices, roles): (Vec<f64>, Vec<Option<PairRole>>) = found
         .iter()
         .map(|(c, n, _)| match n {
-            TensorLang::Kernel(_) if at_load(*c, n) => Derived::price(n, eg),
-            TensorLang::Kernel(_) => kernel_prices.next().map_or(f64::INFINITY, |c| c.scalar()),
-            _ => node_price_with(eg, n, sizes, pricer),
+            TensorLang::Kernel(_) if at_load(*c, n) => (Derived::price(n, eg), None),
+            TensorLang::Kernel(_) => (
+                kernel_prices.next().map_or(f64::INFINITY, |c| c.scalar()),
+                kernel_roles.next().flatten(),
+            ),
+            _ => (node_price_with(eg, n, sizes, pricer), None),
         })
-        .collect();
+        .unzip();
     let mut nodes = Vec::with_capacity(found.len());
     for ((class, n, children), price) in found.into_iter().zip(prices) {
         problem.add_node(class, op_name(n), price, &children)?;
@@ -144,10 +168,12 @@ pub fn kernel_problem_derived(
         let ix = index.get(&c).copied().ok_or(ProblemError::NoRoots)?;
         problem.add_root(ix)?;
     }
+    let pairs = PairTable::new(&nodes, &roles);
     Ok(KernelProblem {
         problem,
         classes: ids,
         nodes,
+        pairs,
     })
 }
 
@@ -257,14 +283,12 @@ pub fn extract_cover_derived(
 ) -> Result<(Cover, (f64, Option<f64>)), CoverError> {
     let start = std::time::Instant::now();
     let cpu = crate::timing::process_cpu_seconds();
-    let kp = kernel_problem_derived(eg, roots, sizes, pricer, derived)?;
+    let mut kp = kernel_problem_derived(eg, roots, sizes, pricer, derived)?;
     let cpu = crate::timing::process_cpu_seconds()
         .zip(cpu)
         .map(|(b, a)| (b - a).max(0.0));
     let pricing = (start.elapsed().as_secs_f64(), cpu);
-    let e: Extraction = extractor.extract(&kp.problem, opts)?;
-    let price =
-        super::dag::dag_cost(&kp.problem, &e).map_err(|v| CoverError::Invalid(v.to_string()))?;
+    let (e, price) = kp.extract(extractor, opts)?;
     let choice = e
         .chosen()
         .map(|(c, n)| (kp.classes[c.ix()], kp.nodes[n.ix()].clone()))

@@ -12,5 +12,6 @@ pub mod dag;
 pub mod derived;
 pub mod kernels;
 mod own_cost;
+pub mod pair_check;
 pub mod pricing;
 pub mod serialize;

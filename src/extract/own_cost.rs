@@ -9,6 +9,7 @@
 //! ([`attention_pair_of`], [`first_share`]); the batched pricing lists the first kernels once
 //! per input class instead of once per reader.
 
+use super::pricing::PairRole;
 use super::kernels::{
     body_flops, finite_sum, kernel_inputs, kernel_plan_fp, kernel_plan_of, plan_key, CostModel,
     KernelCost,
@@ -128,6 +129,16 @@ pub fn kernel_own_costs(
     nodes: &[&TensorLang],
     model: &CostModel,
 ) -> Vec<KernelCost> {
+    kernel_own_costs_paired(eg, nodes, model).0
+}
+
+/// [`kernel_own_costs`] with each node's part in an attention pair ([`PairRole`]; `None`: it
+/// is in none), by which the extractor checks a cover's pairs ([`super::cover`]).
+pub fn kernel_own_costs_paired(
+    eg: &TensorGraph,
+    nodes: &[&TensorLang],
+    model: &CostModel,
+) -> (Vec<KernelCost>, Vec<Option<PairRole>>) {
     let fingerprint = model.fingerprint();
     let owns: Vec<Option<Own>> = nodes
         .par_iter()
@@ -166,19 +177,26 @@ pub fn kernel_own_costs(
         .zip(nodes)
         .map(|((o, p), n)| {
             let Some(cost) = o.as_ref().and_then(Own::standalone) else {
-                return KernelCost::INFINITY;
+                return (KernelCost::INFINITY, None);
             };
-            let time = match (p, shares.get(*n)) {
+            let (time, role) = match (p, shares.get(*n)) {
                 (Some(p), _) => {
                     let share = shares.get(&p.first).copied().unwrap_or(p.first_time);
-                    Time(p.fused.0.saturating_sub(share.0))
+                    let role = PairRole::Second {
+                        first: p.first.clone(),
+                        alone: cost,
+                    };
+                    (Time(p.fused.0.saturating_sub(share.0)), Some(role))
                 }
-                (None, Some(share)) => cost.time.min(*share),
-                (None, None) => cost.time,
+                (None, Some(share)) => {
+                    let role = (*share < cost.time).then_some(PairRole::First { alone: cost });
+                    (cost.time.min(*share), role)
+                }
+                (None, None) => (cost.time, None),
             };
-            KernelCost { time, ..cost }
+            (KernelCost { time, ..cost }, role)
         })
-        .collect()
+        .unzip()
 }
 
 /// The pair a second kernel forms ([`attention_pair_of`]): its first kernel e-node, that

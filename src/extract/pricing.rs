@@ -65,6 +65,23 @@ pub trait KernelPricer: Send + Sync {
             .collect()
     }
 
+    /// [`KernelPricer::price_all`] with each kernel's part in an attention pair (`None`: in
+    /// none). A pricer that prices the first kernel of a pair below what it costs by itself
+    /// (at its share of the fused kernel, as [`Roofline`] does) must say so here: the extractor
+    /// then checks every cover it finds and reprices a first kernel that the cover runs by
+    /// itself (read by another kernel too, or a graph output), [`super::cover`]. The default:
+    /// `price_all`, no pairs.
+    fn price_all_paired(
+        &self,
+        eg: &TensorGraph,
+        kernels: &[&TensorLang],
+        model: &CostModel,
+    ) -> (Vec<KernelCost>, Vec<Option<PairRole>>) {
+        let costs = self.price_all(eg, kernels, model);
+        let roles = vec![None; costs.len()];
+        (costs, roles)
+    }
+
     /// The parallel units of `target` a kernel must fill before more work in it costs more
     /// time under this pricer, for the graph substitutions' merge gate
     /// (`crate::rules::subst::MergeGate`): batched projections sharing an input merge only
@@ -101,4 +118,36 @@ impl KernelPricer for Roofline {
     ) -> Vec<KernelCost> {
         super::own_cost::kernel_own_costs(eg, kernels, model)
     }
+
+    /// [`Roofline::price_all`] with the attention pairs: a second kernel (`P·V`) is priced at
+    /// the fused kernel less its first kernel's share, the first kernel at that share.
+    fn price_all_paired(
+        &self,
+        eg: &TensorGraph,
+        kernels: &[&TensorLang],
+        model: &CostModel,
+    ) -> (Vec<KernelCost>, Vec<Option<PairRole>>) {
+        super::own_cost::kernel_own_costs_paired(eg, kernels, model)
+    }
+}
+
+/// A kernel e-node's part in an attention pair, as its pricer priced it
+/// ([`KernelPricer::price_all_paired`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PairRole {
+    /// The first kernel of a pair (scores and softmax), priced below `alone`, what it costs
+    /// when it runs by itself (it only runs inside the fused kernel when its one reader is a
+    /// second kernel paired with it and it is no graph output).
+    First {
+        /// Its price by itself.
+        alone: KernelCost,
+    },
+    /// A second kernel (`P·V`) priced as fused with the first kernel e-node `first` (of one of
+    /// its input classes); `alone`: its price when that first kernel is not fused with it.
+    Second {
+        /// The first kernel e-node it pairs with.
+        first: TensorLang,
+        /// Its price by itself.
+        alone: KernelCost,
+    },
 }

@@ -111,6 +111,14 @@ pub enum ProblemError {
         /// Classes of the problem.
         classes: usize,
     },
+    /// A node index outside the problem (builder use only).
+    #[error("index {index} is not a node of the problem ({nodes} nodes)")]
+    BadNodeIndex {
+        /// The index given.
+        index: u32,
+        /// Nodes of the problem.
+        nodes: usize,
+    },
     /// More classes or nodes than fit a `u32` index.
     #[error("the e-graph is too large: more than {0} classes or nodes")]
     TooLarge(u32),
@@ -186,6 +194,25 @@ impl Problem {
         });
         self.classes[class.ix()].nodes.push(NodeIx(ix));
         Ok(NodeIx(ix))
+    }
+
+    /// Replaces the own cost of node `n` (`≥ 0`, or `+∞`: unusable), e.g. to reprice a node
+    /// between extractions ([`crate::extract::cover`] repairs attention-pair shares this way).
+    pub fn set_cost(&mut self, n: NodeIx, cost: f64) -> Result<(), ProblemError> {
+        let Some(node) = self.nodes.get_mut(n.ix()) else {
+            return Err(ProblemError::BadNodeIndex {
+                index: n.0,
+                nodes: self.nodes.len(),
+            });
+        };
+        if cost.is_nan() || cost < 0.0 {
+            return Err(ProblemError::InvalidCost {
+                node: node.name.clone(),
+                cost,
+            });
+        }
+        node.cost = cost;
+        Ok(())
     }
 
     /// Makes `class` a root (a class listed twice is a root once).
