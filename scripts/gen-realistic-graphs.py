@@ -104,6 +104,12 @@ def bias_gelu_residual(rows, cols):
           "attrs": {"fn": "add"}}])
 
 
+def reduce(dtype, xs, ys, fn, axes, keepdim, symbols=None):
+    return graph([data("X")], ["Y"], symbols or {}, {"X": (dtype, xs), "Y": (dtype, ys)},
+                 [{"op": "Reduce", "name": "red", "inputs": ["X"], "outputs": ["Y"],
+                   "attrs": {"fn": fn, "axes": axes, "keepdim": keepdim, "acc_dtype": "fp32"}}])
+
+
 def graphs():
     yield "gemm_fp16_4096", gemm("fp16", 4096, 4096, 4096, False)
     yield "gemm_fp16_symbolic_bias_relu", gemm("fp16", "M", "K", "N", True)
@@ -124,6 +130,16 @@ def graphs():
     yield "rmsnorm_8192x4096", norm("RMSNorm", 8192, 4096)
     yield "softmax_8192x1024", softmax(8192, 1024)
     yield "bias_gelu_residual_4096x3072", bias_gelu_residual(4096, 3072)
+    # Plain reductions (issue 15): rows, a keepdim mean, columns, a middle axis, everything.
+    yield "reduce_sum_rows", reduce("fp16", [1024, 4096], [1024], "sum", [-1], False)
+    yield "reduce_mean_rows", reduce("fp16", [8192, 768], [8192, 1], "mean", [-1], True)
+    yield "reduce_max_cols", reduce("fp16", [4096, 1024], [1024], "max", [0], False)
+    yield "reduce_sum_mid", reduce("fp16", [64, 512, 256], [64, 256], "sum", [1], False)
+    yield "reduce_sum_all", reduce("fp16", [4194304], [], "sum", [0], False)
+    yield "reduce_max_rows_bf16_1000x777", reduce("bf16", [1000, 777], [1000], "max", [1], False)
+    yield "reduce_min_rows_fp32_4099x13", reduce("fp32", [4099, 13], [4099, 1], "min", [-1], True)
+    yield "reduce_sum_rows_fp16_symbolic", reduce("fp16", ["N", 4096], ["N"], "sum", [1], False,
+                                                  {"N": 1000})
 
 
 def main():

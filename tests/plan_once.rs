@@ -60,6 +60,7 @@ fn emitted_template(plan: &Value) -> &'static str {
         "contraction" if algo.contains("\"gemv\"") => "gemv",
         "contraction" => "contraction_simt",
         "reduction" => "row",
+        "reduce" => "reduce",
         "elementwise" | "compute_at" => "pointwise",
         t => panic!("unknown plan template {t}"),
     }

@@ -253,6 +253,7 @@ fn emitted_template(plan: &Value) -> Option<&'static str> {
         "contraction" if claims_algo(plan, "gemv") => "gemv",
         "contraction" => "contraction_simt",
         "reduction" => "row",
+        "reduce" => "reduce",
         "elementwise" | "compute_at" => "pointwise",
         // A scan region's plan (`plan::work::Shape::Scan`) is emitted by the scan template.
         "scan" => "scan",
@@ -437,11 +438,13 @@ fn sass_checks(kernel: &str, plan: &Value, out_bytes: u64, s: &SassSummary, o: &
             }),
         );
         // A plan whose epilogue stores from the fragments says so (`C_store`): then no
-        // 16-byte store, else some.
+        // 16-byte store, else some. A plain reduction (`reduce`) stores one element per row
+        // of loads: its width is the loads'.
         let staged = plan["layout_hints"]["C_store"].as_str() != Some("fragments");
+        let one_per_row = plan["template"].as_str() == Some("reduce");
         o.judge(
             Vec128Stores,
-            (staged != s.stg.contains_key(&128)).then(|| {
+            (!one_per_row && staged != s.stg.contains_key(&128)).then(|| {
                 format!(
                     "{kernel}: vectorized by 16 B, C_store {}; STG {}",
                     if staged { "staged" } else { "fragments" },

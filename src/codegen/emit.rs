@@ -99,20 +99,18 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Ker
             rows_per_block,
             ..
         } => {
-            if templates::row::cooperative(r).is_none() {
+            let (threads, rows) = (threads_per_row as u32, rows_per_block as u32);
+            if templates::row::cooperative(r).is_some() {
+                templates::row::build(r, arch, threads, rows, width)?
+            } else if templates::reduce::plain(r).is_some() {
+                templates::reduce::build(r, arch, threads, rows, width)?
+            } else {
                 return Err(not_emittable(
                     r,
                     choice,
-                    "the row template does not accept the region",
+                    "neither the row nor the reduce template accepts the region",
                 ));
             }
-            templates::row::build(
-                r,
-                arch,
-                threads_per_row as u32,
-                rows_per_block as u32,
-                width,
-            )?
         }
         Knobs::Elementwise { block, items, .. } => {
             templates::pointwise::build(r, arch, block as u32, items as u32, width)?

@@ -103,8 +103,11 @@ fn choose_plan_as(
     // codegen emits). Only then is the work analysis kept for the second pricing.
     let thin = matches!(&raw.shape, Shape::Contraction(g)
         if g.row_extent.is_none() && g.k < THIN_SIDE && g.m.min(g.n) < THIN_SIDE);
-    let fold_work = (fold_too && thin && !online && matches!(e, Emits::Contraction { .. }))
-        .then(|| raw.clone());
+    // A plain reduction ([`crate::codegen::templates::reduce`]) is priced as the pointwise fold too.
+    let plain = matches!(e, Emits::Reduce { .. });
+    let fold_work = (fold_too
+        && (plain || thin && !online && matches!(e, Emits::Contraction { .. })))
+    .then(|| raw.clone());
     let mut work = as_emitted(raw, e);
     if let (true, Shape::Contraction(g)) = (online, &mut work.shape) {
         g.row_passes = 1;

@@ -236,6 +236,10 @@ pub enum Shape {
         /// `codegen::templates::row::vector_guard`, where the priced length takes it).
         #[serde(skip)]
         vec_cap: u64,
+        /// Emitted by the plain-reduction template (`codegen::templates::reduce`: the reduced
+        /// axes are no iters, one output per row, no output pass), not the row template.
+        #[serde(skip)]
+        plain: bool,
     },
     /// One thread per output element, no reduction.
     Elementwise {
@@ -255,10 +259,12 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// `contraction`, `reduction`, `elementwise`.
+    /// `contraction`, `reduction` (the row template), `reduce` (the plain-reduction
+    /// template), `elementwise`, `compute_at`, `scan`.
     pub fn template(&self) -> &'static str {
         match self {
             Shape::Contraction(_) => "contraction",
+            Shape::Reduction { plain: true, .. } => "reduce",
             Shape::Reduction { .. } => "reduction",
             Shape::Elementwise { .. } => "elementwise",
             Shape::ComputeAt(_) => "compute_at",
@@ -721,6 +727,7 @@ impl<'a> Cx<'a> {
             passes,
             window,
             vec_cap: 16,
+            plain: false,
         })
     }
 

@@ -6,12 +6,13 @@
 //! ([`super::contraction::view`]) and both operands are fp16 or both bf16
 //! ([`super::contraction_mma::mma_dtype`]), on the SIMT skeleton when only the view exists, and
 //! otherwise as a pointwise kernel (one thread per output point, the reduction serial); a
-//! reduction runs on the row template when [`super::row::cooperative`] accepts it, otherwise
-//! pointwise.
+//! reduction runs on the row template when [`super::row::cooperative`] accepts it, on the
+//! plain-reduction template when [`super::reduce::plain`] does (priced against the pointwise
+//! kernel too, `crate::cost::choose_plan`), otherwise pointwise.
 
 use super::contraction::{self, Side};
 use super::contraction_mma::{self, Staging};
-use super::row;
+use super::{reduce, row};
 use crate::codegen::scalar::Emitter;
 use crate::ir::region::Region;
 use crate::plan::work::{Fill, KernelWork, Shape};
@@ -38,6 +39,13 @@ pub enum Emits {
     /// ([`row::lanes`], or the vector walk of [`row::vector_guard`] where the priced sizes
     /// take it).
     Row {
+        /// The widest vector access of the row walk, bytes.
+        vec_bytes: u64,
+    },
+    /// The plain-reduction template ([`super::reduce`]): the row template's fold per output
+    /// point, one walk of the row (no output pass), loading at most `vec_bytes` at a time
+    /// ([`reduce::lanes`]).
+    Reduce {
         /// The widest vector access of the row walk, bytes.
         vec_bytes: u64,
     },
@@ -93,6 +101,13 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
                 vec_bytes: u64::from(row_lanes(r, work, want)) * elem.max(1),
             }
         }
+        Shape::Reduction { .. } if reduce::plain(r).is_some() => {
+            let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4);
+            let want = u32::try_from(16 / elem.max(1)).unwrap_or(1);
+            Emits::Reduce {
+                vec_bytes: u64::from(reduce::lanes(r, want)) * elem.max(1),
+            }
+        }
         _ => Emits::Pointwise,
     }
 }
@@ -138,6 +153,21 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
         }
         (Shape::Reduction { vec_cap, .. }, Emits::Row { vec_bytes }) => {
             *vec_cap = (*vec_cap).min(vec_bytes);
+        }
+        (
+            Shape::Reduction {
+                vec_cap,
+                passes,
+                plain,
+                ..
+            },
+            Emits::Reduce { vec_bytes },
+        ) => {
+            // One walk of the row: its reductions fold in it (`reduce::plain` admits no
+            // dependent one) and the row's single output is stored once, not in a second pass.
+            *vec_cap = (*vec_cap).min(vec_bytes);
+            *passes = 1;
+            *plain = true;
         }
         (Shape::Contraction(_) | Shape::Reduction { .. }, Emits::Pointwise) => {
             // One thread per output point folds serially: every multiply-accumulate runs on

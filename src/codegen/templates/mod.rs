@@ -7,6 +7,7 @@
 //! | `contraction_mma` | the plan's algorithm is `mma_sync` and both operands are fp16 or both bf16 after their prologue | SM80 tensor cores: a multi-stage shared-memory ring filled by `cp.async` (plain aligned reads) or through registers (computed operands), `ldmatrix` fragments, `mma.sync.m16n8k16` with fp32 accumulators, the epilogue on the accumulator fragments, predicated tails |
 //! | `gemv` | the plan's algorithm is `gemv` (a contraction with `M ≤ 8`) | warps over output columns and `K`-slices, each warp's lanes over 1, 8, 16 or 32 consecutive columns × the rest along `K` (the weight's contiguous axis, by the price), `BM` fp32 accumulators folded by warp shuffles, slices summed through shared memory in a fixed order, the epilogue once per output |
 //! | `row` | a top-level reduction over trailing iters (softmax, norms) | one row per `threads_per_row` threads, strided loops, warp shuffles and a shared-memory combine across warps, then the row's outputs |
+//! | `reduce` | a plain reduction (the reduced axes are no iters: a graph `Reduce`, a mean) read along its innermost reduced axis | the row template's fold per output point (`threads_per_row` threads, vector chunks, warp shuffles, partials through shared memory in a fixed order), the yields stored by the row's first thread |
 //! | `scan` | a region with a `scan` let (cumulative ops) | one block per line, tiles of `block × items`: per-thread sequential scan, warp shuffle scan, warp totals through shared memory, a running carry; fp32 (or i32) accumulation |
 //! | `pointwise` | anything else (elementwise, movement, pooling windows, small contractions) | one thread per output point (`items` per thread), reductions as loops; with the plan's vector width, chunks of consecutive points with 16-byte vector loads and stores where alignment is proved (`vector`) |
 //!
@@ -20,6 +21,7 @@ pub mod contraction_mma;
 pub mod contraction_simt;
 pub mod gemv;
 pub mod pointwise;
+pub mod reduce;
 pub mod row;
 pub mod row_guard;
 pub mod scan;

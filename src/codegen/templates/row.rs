@@ -304,7 +304,7 @@ fn row_body(
 /// The fold of the cooperative let `li` of the row walk `walk` (C row length in chunks, threads
 /// per row, warps per row): each thread's share, the warp butterfly, the warps' partials through
 /// shared memory; the let is then provided to the rest of the body.
-fn fold_let(
+pub(super) fn fold_let(
     em: &mut Emitter,
     walk: &Walk,
     li: usize,
@@ -395,10 +395,13 @@ fn fold_let(
 
 /// How the threads of a row walk it: the row axes, bound from the walk index `e` over `sizes`
 /// (C; the last one counts chunks when `lanes` > 1).
-struct Walk<'r> {
-    axes: &'r [String],
-    sizes: Vec<String>,
-    lanes: u32,
+pub(super) struct Walk<'r> {
+    /// The walked axes, outermost first.
+    pub(super) axes: &'r [String],
+    /// Their sizes (C), the last in chunks when `lanes` > 1.
+    pub(super) sizes: Vec<String>,
+    /// Elements per chunk.
+    pub(super) lanes: u32,
 }
 
 impl Walk<'_> {
