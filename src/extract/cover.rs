@@ -17,8 +17,8 @@ use super::dag::{
     ClassIx, DagExtractor, ExtractError, ExtractOptions, Extraction, Problem, ProblemError, Status,
 };
 use super::derived::Derived;
-use super::pair_check::{extract_checked, CheckError, PairTable};
 use super::kernels::{CostModel, KernelCost};
+use super::pair_check::{extract_checked, CheckError, PairTable};
 use super::pricing::{KernelPricer, PairRole, Roofline};
 use crate::ir::egraph::{TensorGraph, TensorLang};
 use egg::Id;

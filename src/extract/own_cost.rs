@@ -9,11 +9,11 @@
 //! ([`attention_pair_of`], [`first_share`]); the batched pricing lists the first kernels once
 //! per input class instead of once per reader.
 
-use super::pricing::PairRole;
 use super::kernels::{
     body_flops, finite_sum, kernel_inputs, kernel_plan_fp, kernel_plan_of, plan_key, CostModel,
     KernelCost,
 };
+use super::pricing::PairRole;
 use crate::cost::model::synthesize_deferred;
 use crate::cost::Time;
 use crate::ir::dtype::DType;
@@ -45,13 +45,17 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -
             ..cost
         };
     }
-    // A first kernel of some pair: its share of the fused time (`first_share`).
+    // A first kernel of some pair: its share of the fused time (`first_share`); any other
+    // kernel (a first kernel no second kernel pairs with too) at the time it runs by itself.
+    let Some(unfused) = own.unfused() else {
+        return KernelCost::INFINITY;
+    };
     let Some(class) = eg.lookup(node.clone()) else {
-        return cost;
+        return unfused;
     };
     let firsts_here = firsts(class);
     let Some(f) = firsts_here.iter().find(|f| f.node == *node) else {
-        return cost;
+        return unfused;
     };
     let as_first = Paired {
         first: f.node.clone(),
@@ -59,8 +63,12 @@ pub fn kernel_own_cost(eg: &TensorGraph, node: &TensorLang, model: &CostModel) -
         first_time: f.time,
         fused: Time(0),
     };
+    let readers = pair_readers(eg, &as_first, model, fingerprint);
+    if readers.is_empty() {
+        return unfused;
+    }
     KernelCost {
-        time: first_share(cost.time, pair_readers(eg, &as_first, model, fingerprint)),
+        time: first_share(cost.time, readers),
         ..cost
     }
 }
@@ -176,25 +184,29 @@ pub fn kernel_own_costs_paired(
         .zip(&pairs)
         .zip(nodes)
         .map(|((o, p), n)| {
-            let Some(cost) = o.as_ref().and_then(Own::standalone) else {
+            let (Some(cost), Some(unfused)) = (
+                o.as_ref().and_then(Own::standalone),
+                o.as_ref().and_then(Own::unfused),
+            ) else {
                 return (KernelCost::INFINITY, None);
             };
-            let (time, role) = match (p, shares.get(*n)) {
+            match (p, shares.get(*n)) {
                 (Some(p), _) => {
                     let share = shares.get(&p.first).copied().unwrap_or(p.first_time);
                     let role = PairRole::Second {
                         first: p.first.clone(),
-                        alone: cost,
+                        alone: unfused,
                     };
-                    (Time(p.fused.0.saturating_sub(share.0)), Some(role))
+                    let time = Time(p.fused.0.saturating_sub(share.0));
+                    (KernelCost { time, ..cost }, Some(role))
                 }
                 (None, Some(share)) => {
-                    let role = (*share < cost.time).then_some(PairRole::First { alone: cost });
-                    (cost.time.min(*share), role)
+                    let time = cost.time.min(*share);
+                    let role = (time < unfused.time).then_some(PairRole::First { alone: unfused });
+                    (KernelCost { time, ..cost }, role)
                 }
-                (None, None) => (cost.time, None),
-            };
-            (KernelCost { time, ..cost }, role)
+                (None, None) => (unfused, None),
+            }
         })
         .unzip()
 }
@@ -256,6 +268,15 @@ impl<'a> Own<'a> {
         self.cached.as_ref().as_ref().map(|b| b.cost)
     }
 
+    /// [`Own::standalone`] with the time it runs in when no attention pair fuses it
+    /// ([`BodyCost::unfused`]).
+    fn unfused(&self) -> Option<KernelCost> {
+        self.cached.as_ref().as_ref().map(|b| KernelCost {
+            time: b.unfused,
+            ..b.cost
+        })
+    }
+
     /// The attention pair the kernel forms as its second kernel, with the first kernels of
     /// each input class from `firsts` ([`attention_pair_of`]).
     fn pair(
@@ -283,35 +304,67 @@ const BODY_COST_TAG: u64 = 0x6b63_6f73_745f_7631;
 /// an attention pair, whose time depends on the e-graph, [`attention_pair_of`]).
 struct BodyCost {
     cost: KernelCost,
+    /// The time of the kernel when no attention pair fuses it: `cost.time` but for a
+    /// contraction with a row epilogue (the scores and softmax of attention, or a part of
+    /// them), which extraction prices as the fused attention kernel would run it
+    /// ([`crate::cost::choose_plan_for_extraction`]) and which by itself runs as
+    /// [`crate::cost::choose_plan`] plans it (a d = 256 masked `exp2(scores − max)` kernel:
+    /// 21 µs against 1578 µs pointwise).
+    unfused: Time,
     contraction: Option<Arc<Region>>,
 }
 
 /// [`BodyCost`] of a body over inputs of these facts (uncached); `None`: no region, no plan, or
 /// not a tensor.
 fn body_cost(body: &KernelBody, in_facts: &[TensorFacts], model: &CostModel) -> Option<BodyCost> {
+    use crate::cost::work::Shape;
     let facts = body.node_facts(in_facts).ok()?;
     let out = match facts.last() {
         Some(Facts::Tensor(t)) => model.bytes(t),
         _ => return None,
     };
-    let time = match kernel_plan_of(body, in_facts, model).as_ref() {
-        Ok(choice) => choice.best.time,
+    let (time, row_contraction) = match kernel_plan_of(body, in_facts, model).as_ref() {
+        Ok(choice) => (
+            choice.best.time,
+            matches!(&choice.work.shape, Shape::Contraction(g) if g.row_extent.is_some()),
+        ),
         Err(_) => return None,
     };
     // The plan exists, so the region does (cached by the plan choice).
-    let contraction = match &model.regions {
+    let region = match &model.regions {
         Some(cache) => cache.region(body.expr(), in_facts).ok(),
         None => super::kernels::synthesize_kernel(body.expr(), in_facts)
             .ok()
             .map(Arc::new),
-    }
-    .filter(|r| r.lets.iter().any(|l| matches!(l.expr, Expr::Reduce(_))));
+    };
+    let unfused = match &region {
+        Some(r) if row_contraction => {
+            crate::cost::choose_plan(r, model).map_or(Time::INFINITY, |c| c.best.time)
+        }
+        _ => time,
+    };
+    let contraction = region.filter(|r| r.lets.iter().any(|l| matches!(l.expr, Expr::Reduce(_))));
     let read: u64 = in_facts
         .iter()
         .fold(0, |acc, f| finite_sum(acc, model.bytes(f)));
+    Some(BodyCost {
+        cost: KernelCost {
+            time,
+            bytes: finite_sum(read, out),
+            kernels: 1,
+            roundings: narrow_roundings(body, &facts),
+            flops: body_flops(body.expr(), &facts, model),
+            ops: body.op_count() as u64,
+        },
+        unfused,
+        contraction,
+    })
+}
+
+/// The body's fp16/bf16 values other than its result (each is rounded to the narrow type).
+fn narrow_roundings(body: &KernelBody, facts: &[Facts]) -> u64 {
     let root = body.expr().as_ref().len() - 1;
-    let roundings = body
-        .expr()
+    body.expr()
         .as_ref()
         .iter()
         .zip(facts.iter())
@@ -322,18 +375,7 @@ fn body_cost(body: &KernelBody, in_facts: &[TensorFacts], model: &CostModel) -> 
                 && !n.is_movement()
                 && matches!(f, Facts::Tensor(t) if matches!(t.dtype, DType::F16 | DType::BF16))
         })
-        .count() as u64;
-    Some(BodyCost {
-        cost: KernelCost {
-            time,
-            bytes: finite_sum(read, out),
-            kernels: 1,
-            roundings,
-            flops: body_flops(body.expr(), &facts, model),
-            ops: body.op_count() as u64,
-        },
-        contraction,
-    })
+        .count() as u64
 }
 
 /// A kernel that may be the first of an attention pair (the scores and softmax: a contraction
