@@ -175,3 +175,102 @@ pub enum CheckError {
     #[error("{0}")]
     Invalid(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::dag::{ExactExtractor, FastExtractor};
+
+    /// An attention whose scores `P` (a first kernel priced at its share, 21, by itself 1578)
+    /// feed `P·V` (`o_pair`, paired with it: 100) and, when `sum_reads_p`, a row sum (12) too;
+    /// the fused kernel reading the inputs directly (`o_fused`) costs 136. Returns the problem,
+    /// the table and the nodes (`p`, `o_pair`, `o_fused`).
+    fn attention(sum_reads_p: bool, p_is_root: bool) -> (Problem, PairTable, [NodeIx; 3]) {
+        let mut pb = Problem::new();
+        let [a, p, r, o] = ["a", "p", "r", "o"].map(|n| pb.add_class(n).expect("class"));
+        pb.add_node(a, "input", 0.0, &[]).expect("node");
+        let p1 = pb.add_node(p, "kernel", 21.0, &[a]).expect("node");
+        let sum_of = if sum_reads_p { p } else { a };
+        pb.add_node(r, "kernel", 12.0, &[sum_of]).expect("node");
+        let o_pair = pb.add_node(o, "kernel", 100.0, &[p, r]).expect("node");
+        let o_fused = pb.add_node(o, "kernel", 136.0, &[a]).expect("node");
+        pb.add_root(o).expect("root");
+        if p_is_root {
+            pb.add_root(p).expect("root");
+        }
+        let mut table = PairTable::default();
+        table.firsts.insert(p1, 1578.0);
+        table.seconds.insert(o_pair, (p1, 100.0));
+        (pb, table, [p1, o_pair, o_fused])
+    }
+
+    fn checked(pb: &mut Problem, table: &PairTable) -> (Extraction, f64) {
+        extract_checked(
+            pb,
+            table,
+            &ExactExtractor::default(),
+            &ExtractOptions::default(),
+        )
+        .expect("extracts")
+    }
+
+    #[test]
+    fn a_first_kernel_read_by_another_kernel_is_repriced_and_the_fused_cover_wins() {
+        let (mut pb, table, [p1, o_pair, o_fused]) = attention(true, false);
+        // Priced at its share the split cover looks cheapest: 21 + 12 + 100 = 133 < 136.
+        let naive = ExactExtractor::default()
+            .extract(&pb, &ExtractOptions::default())
+            .expect("extracts");
+        assert_eq!(naive.choice(pb.node(o_pair).class), Some(o_pair));
+        assert_eq!(dag_cost(&pb, &naive), Ok(133.0));
+        // As it runs: P by itself (another reader), 1578 + 12 + 100.
+        let audit = table.audit(&pb, &naive);
+        assert_eq!(audit.under, vec![(p1, 1578.0)]);
+        assert_eq!(133.0 + audit.delta, 1690.0);
+        let (e, price) = checked(&mut pb, &table);
+        assert_eq!(e.choice(pb.node(o_fused).class), Some(o_fused));
+        assert_eq!(price, 136.0);
+        assert_eq!((e.status, e.lower_bound), (Status::Heuristic, None));
+        assert_eq!(
+            pb.node(p1).cost,
+            1578.0,
+            "the repricing stays in the problem"
+        );
+    }
+
+    #[test]
+    fn a_first_kernel_read_by_its_second_kernel_alone_keeps_its_share() {
+        let (mut pb, table, [p1, o_pair, _]) = attention(false, false);
+        let (e, price) = checked(&mut pb, &table);
+        assert_eq!(e.choice(pb.node(o_pair).class), Some(o_pair));
+        assert_eq!(price, 133.0);
+        assert_eq!(e.status, Status::Optimal);
+        assert_eq!(pb.node(p1).cost, 21.0);
+    }
+
+    #[test]
+    fn a_first_kernel_that_is_a_graph_output_runs_by_itself() {
+        let (mut pb, table, [p1, o_pair, _]) = attention(false, true);
+        let (e, price) = checked(&mut pb, &table);
+        // P is materialized (a root): 1578 by itself; then `P·V` reading it by itself (100)
+        // and the row sum (12) beat the fused kernel recomputing it (136).
+        assert_eq!(e.choice(pb.node(p1).class), Some(p1));
+        assert_eq!(e.choice(pb.node(o_pair).class), Some(o_pair));
+        assert_eq!(price, 1578.0 + 100.0 + 12.0);
+        assert_eq!(pb.node(p1).cost, 1578.0);
+    }
+
+    #[test]
+    fn the_fast_extractor_is_checked_alike() {
+        let (mut pb, table, [_, _, o_fused]) = attention(true, false);
+        let (e, price) = extract_checked(
+            &mut pb,
+            &table,
+            &FastExtractor::default(),
+            &ExtractOptions::default(),
+        )
+        .expect("extracts");
+        assert_eq!(e.choice(pb.node(o_fused).class), Some(o_fused));
+        assert_eq!(price, 136.0);
+    }
+}

@@ -377,7 +377,10 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
     let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
     let mut ops = Ops::default();
     for l in &region.lets {
-        ops.add(cx.expr_ops(&l.expr, &l.name)?, cx.evals(&l.name, out_elems));
+        ops.add(
+            cx.expr_ops(&l.expr, &l.name, None)?,
+            cx.evals(&l.name, out_elems),
+        );
     }
     let out_elem_bytes = region
         .outputs
@@ -520,24 +523,50 @@ impl<'a> Cx<'a> {
                 _ => &mut r.lane,
             };
             let again = (out_elems - info.evals).max(0.0);
-            part.ops += self.expr_ops(&l.expr, &l.name)?.total() * again;
-            part.loads += self.fold_elems(&l.expr, &l.name)? * out_elems;
+            part.ops += self.expr_ops(&l.expr, &l.name, Some(&[]))?.total() * again;
+            part.loads += self.fold_elems(&l.expr, &l.name, &[])? * out_elems;
         }
         Ok(r)
     }
 
-    /// Innermost evaluations of one evaluation of `e`: the product of the extents of nested
-    /// reductions (`Σ_n Σ_k`: N·K), summed over sibling folds; 0 without a reduction.
-    fn fold_elems(&self, e: &Expr, at: &str) -> Result<f64, WorkError> {
+    /// Innermost evaluations of one evaluation of `e` folded at an output point: the product of
+    /// the extents of nested reductions (`Σ_n Σ_k`: N·K), summed over sibling folds, through
+    /// the lets [`Self::refolded_let`] recomputes; 0 without a reduction.
+    fn fold_elems(&self, e: &Expr, at: &str, folds: &[String]) -> Result<f64, WorkError> {
         if let Expr::Reduce(red) = e {
             let n: f64 = self.extents(red, at)?.iter().product();
-            return Ok(n * self.fold_elems(&red.body, at)?.max(1.0));
+            let inner = [folds, &red.axes].concat();
+            return Ok(n * self.fold_elems(&red.body, at, &inner)?.max(1.0));
+        }
+        if let Some((name, l)) = self.refolded_let(e, Some(folds)) {
+            return self.fold_elems(l.expr, name, folds);
         }
         let mut s = 0.0;
         for c in children(e) {
-            s += self.fold_elems(c, at)?;
+            s += self.fold_elems(c, at, folds)?;
         }
         Ok(s)
+    }
+
+    /// The let `e` reads when a fold over `folds` (the axes of the reductions around `e`)
+    /// recomputes it at every step: the pointwise template shares nothing between the steps of
+    /// a fold, so a let that varies along a folded axis — the `Σ_k a·w` of every `n` a
+    /// LayerNorm's variance `Σ_n (h − mean)²` reads — is evaluated again at each. `None` for
+    /// any other expression, or without `folds` (the let is counted once per point of its
+    /// free iters).
+    fn refolded_let<'e>(
+        &'e self,
+        e: &'e Expr,
+        folds: Option<&[String]>,
+    ) -> Option<(&'e str, &'e LetInfo<'a>)> {
+        let (Expr::Let(name), Some(folds)) = (e, folds) else {
+            return None;
+        };
+        let l = self.lets.get(name)?;
+        folds
+            .iter()
+            .any(|f| l.free.contains(f))
+            .then_some((name.as_str(), l))
     }
 
     fn size(&self, d: &Dim) -> f64 {
@@ -550,13 +579,17 @@ impl<'a> Cx<'a> {
         Ok(ext.iter().map(|d| self.size(d)).collect())
     }
 
-    /// Ops of one evaluation of `e` (reductions: their whole fold).
-    fn expr_ops(&self, e: &Expr, at: &str) -> Result<Ops, WorkError> {
+    /// Ops of one evaluation of `e` (reductions: their whole fold). With `folds` (the axes of
+    /// the reductions around `e`, `Some(&[])` at a refolded let's root) as the pointwise
+    /// template folds it at an output point: the lets a fold recomputes at every step
+    /// ([`Self::refolded_let`]) with their own ops; without, a let read costs nothing here.
+    fn expr_ops(&self, e: &Expr, at: &str, folds: Option<&[String]>) -> Result<Ops, WorkError> {
         let mut o = Ops::default();
         match e {
             Expr::Reduce(red) => {
                 let n: f64 = self.extents(red, at)?.iter().product();
-                let mut body = self.expr_ops(&red.body, at)?;
+                let inner = folds.map(|f| [f, &red.axes].concat());
+                let mut body = self.expr_ops(&red.body, at, inner.as_deref())?;
                 if let Some((x, y)) = product_operands(red) {
                     if half_pair(self, x, y) {
                         body.simt -= 1.0; // the multiply
@@ -570,13 +603,16 @@ impl<'a> Cx<'a> {
                 return Ok(o);
             }
             _ => {
+                if let Some((name, l)) = self.refolded_let(e, folds) {
+                    return self.expr_ops(l.expr, name, folds);
+                }
                 let (simt, sfu) = node_cost(e);
                 o.simt += simt;
                 o.sfu += sfu;
             }
         }
         for c in children(e) {
-            o.add(self.expr_ops(c, at)?, 1.0);
+            o.add(self.expr_ops(c, at, folds)?, 1.0);
         }
         Ok(o)
     }

@@ -106,7 +106,7 @@ impl<'a> Cx<'a> {
         let mut adjusted = BTreeSet::new();
         for (i, side) in [mc.a, mc.b].into_iter().enumerate() {
             let elems = batch * if i == 0 { m } else { n } * k;
-            let inline_ops = self.expr_ops(side, &mc.name)?;
+            let inline_ops = self.expr_ops(side, &mc.name, None)?;
             // The inline operand ops were counted per multiply-accumulate; a tiled kernel applies
             // them per loaded element.
             ops.add(inline_ops, elems - macs);
@@ -114,7 +114,7 @@ impl<'a> Cx<'a> {
             let mut seen = BTreeSet::new();
             self.let_deps(side, &mut seen);
             for l in &seen {
-                let let_ops = self.expr_ops(self.lets[l].expr, l)?;
+                let let_ops = self.expr_ops(self.lets[l].expr, l, None)?;
                 let reduce = matches!(self.lets[l].expr, Expr::Reduce(_));
                 let per_elem = if reduce {
                     self.lets[l].evals / elems.max(1.0)
