@@ -54,7 +54,9 @@ pub fn choose_plan(region: &Region, model: &CostModel) -> Result<PlanChoice, Pla
 
 /// [`choose_plan`] for the extractor, which prices kernels one by one and does not see
 /// attention pairs: the scores-and-softmax region of a pair is priced as the tensor-core
-/// contraction the fused kernel runs it as. TODO(issue 15): price the pair in extraction.
+/// contraction the fused kernel runs it as. Extraction prices such a kernel at this price only
+/// as the first kernel of a pair it may fuse into, and at [`choose_plan`]'s otherwise
+/// (`extract::own_cost`); a cover that runs it unfused is repriced (`extract::pair_check`).
 pub fn choose_plan_for_extraction(
     region: &Region,
     model: &CostModel,

@@ -59,13 +59,13 @@ pub struct KernelProblem {
 
 impl KernelProblem {
     /// A cover of the problem by `extractor` with its attention pairs priced as they run
-    /// ([`super::pair_check`]): the extraction and its price. The problem keeps the first
-    /// kernels it had to reprice.
+    /// ([`super::pair_check`]): the extraction, its price and how many first kernels were
+    /// repriced. The problem keeps the repriced costs.
     pub fn extract(
         &mut self,
         extractor: &dyn DagExtractor,
         opts: &ExtractOptions,
-    ) -> Result<(Extraction, f64), CoverError> {
+    ) -> Result<(Extraction, f64, usize), CoverError> {
         extract_checked(&mut self.problem, &self.pairs, extractor, opts).map_err(|e| match e {
             CheckError::Extract(e) => CoverError::Extract(e),
             CheckError::Invalid(v) => CoverError::Invalid(v),
@@ -195,6 +195,9 @@ pub struct Cover {
     pub price: f64,
     /// A proven lower bound on the optimal price (the exact extractor).
     pub lower_bound: Option<f64>,
+    /// First kernels of attention pairs the extraction repriced at their unfused time, since a
+    /// cover it found ran them unfused ([`super::pair_check`]); 0 when none did.
+    pub repriced_pairs: usize,
 }
 
 impl Cover {
@@ -288,7 +291,7 @@ pub fn extract_cover_derived(
         .zip(cpu)
         .map(|(b, a)| (b - a).max(0.0));
     let pricing = (start.elapsed().as_secs_f64(), cpu);
-    let (e, price) = kp.extract(extractor, opts)?;
+    let (e, price, repriced_pairs) = kp.extract(extractor, opts)?;
     let choice = e
         .chosen()
         .map(|(c, n)| (kp.classes[c.ix()], kp.nodes[n.ix()].clone()))
@@ -298,6 +301,7 @@ pub fn extract_cover_derived(
         status: e.status,
         price,
         lower_bound: e.lower_bound,
+        repriced_pairs,
     };
     Ok((cover, pricing))
 }

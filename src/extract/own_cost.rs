@@ -121,9 +121,9 @@ fn pair_readers(
 /// fused)` for the second kernel where it runs `standalone` — but then that cover only wins
 /// when it is cheaper than the pair at the true price too, since the pair is priced exactly
 /// (the first kernel's inputs cost at least nothing). A cover where the first kernel has a
-/// reader other than its second kernels (then it is not fused) pays only its share for it.
-/// TODO(issue 15): price pairs in the extractor itself (a pair variable in the exact
-/// extractor), which would make both exact.
+/// reader other than its second kernel, or is a graph output (then it is not fused), would pay
+/// only its share for it: the extractor checks every cover for that and reprices such a first
+/// kernel at its unfused time ([`super::pair_check`], from [`PairRole`]).
 fn first_share(first_time: Time, readers: impl IntoIterator<Item = (Time, Time)>) -> Time {
     readers.into_iter().fold(first_time, |t, (fused, alone)| {
         t.min(Time(fused.0.saturating_sub(alone.0)))

@@ -110,7 +110,7 @@ impl PairTable {
 }
 
 /// A cover of `problem` by `extractor` whose attention pairs are priced as they run (module
-/// documentation): its extraction and true price. When no first kernel had to be repriced it is
+/// documentation): its extraction, true price and the number of first kernels repriced. When no first kernel had to be repriced it is
 /// exactly the extractor's answer at its problem price; otherwise the least true price found,
 /// marked [`Status::Heuristic`] without a lower bound (the repriced problem bounds no cover's true
 /// price). `problem` keeps the repriced costs.
@@ -119,14 +119,16 @@ pub fn extract_checked(
     table: &PairTable,
     extractor: &dyn DagExtractor,
     opts: &ExtractOptions,
-) -> Result<(Extraction, f64), CheckError> {
+) -> Result<(Extraction, f64, usize), CheckError> {
     let (e, price, audit) = extract_once(problem, table, extractor, opts)?;
     if audit.under.is_empty() {
-        return Ok((e, price));
+        return Ok((e, price, 0));
     }
     let mut best = (e, price + audit.delta);
     let mut under = audit.under;
+    let mut repriced = 0;
     for _ in 0..MAX_REPAIRS {
+        repriced += under.len();
         for (n, alone) in under.drain(..) {
             problem
                 .set_cost(n, alone)
@@ -145,7 +147,7 @@ pub fn extract_checked(
     let (mut e, truth) = best;
     e.status = Status::Heuristic;
     e.lower_bound = None;
-    Ok((e, truth))
+    Ok((e, truth, repriced))
 }
 
 /// One extraction of `problem`, its problem price and its [`Audit`].
@@ -205,13 +207,10 @@ mod tests {
     }
 
     fn checked(pb: &mut Problem, table: &PairTable) -> (Extraction, f64) {
-        extract_checked(
-            pb,
-            table,
-            &ExactExtractor::default(),
-            &ExtractOptions::default(),
-        )
-        .expect("extracts")
+        let exact = ExactExtractor::default();
+        let (e, price, _) =
+            extract_checked(pb, table, &exact, &ExtractOptions::default()).expect("extracts");
+        (e, price)
     }
 
     #[test]
@@ -263,7 +262,7 @@ mod tests {
     #[test]
     fn the_fast_extractor_is_checked_alike() {
         let (mut pb, table, [_, _, o_fused]) = attention(true, false);
-        let (e, price) = extract_checked(
+        let (e, price, repriced) = extract_checked(
             &mut pb,
             &table,
             &FastExtractor::default(),
@@ -271,6 +270,6 @@ mod tests {
         )
         .expect("extracts");
         assert_eq!(e.choice(pb.node(o_fused).class), Some(o_fused));
-        assert_eq!(price, 136.0);
+        assert_eq!((price, repriced), (136.0, 1));
     }
 }

@@ -368,6 +368,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         status: cover.status,
         price: cover.price,
         lower_bound: cover.lower_bound,
+        repriced_pairs: cover.repriced_pairs,
         custom: custom_names(opts),
     };
     let mut eg = eg;
@@ -591,6 +592,10 @@ pub fn program_of_cover(
     })
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// How the kernel cover was chosen (for `--explain` and `--report`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExtractionInfo {
@@ -603,6 +608,10 @@ pub struct ExtractionInfo {
     pub price: f64,
     /// The exact extractor's lower bound.
     pub lower_bound: Option<f64>,
+    /// First kernels of attention pairs repriced at their unfused time because a cover ran them
+    /// unfused (`extract::pair_check`; the status is then `heuristic`); omitted when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub repriced_pairs: usize,
     /// A library user's pricer and extractor (`pricer=NAME extractor=NAME`); absent for the
     /// built-in ones (the CLI's report).
     #[serde(skip_serializing_if = "Option::is_none")]
