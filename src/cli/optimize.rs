@@ -62,7 +62,9 @@ pub struct OptimizeArgs {
     pub extractor: ExtractorArg,
 
     /// Time limit of the exact extractor in seconds; at it, the best cover so far is used (never
-    /// worse than the fast extractor's, which seeds it) and the report says `time_limit`.
+    /// worse than the fast extractor's, which seeds it) and the report says `time_limit`. Per
+    /// extraction: a cover that runs an attention pair's first kernel unfused is repriced and
+    /// extracted again (at most 8 more times; the report's `repriced_pairs`).
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub extract_timeout: f64,
 
