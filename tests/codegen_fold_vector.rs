@@ -12,7 +12,7 @@ use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 
 mod common;
-use common::host::emulation_matches_reference;
+use common::host::{emulation_matches_reference, optimized_for};
 
 /// An attention graph: `dt` Q, K, V, O of `[b, 1, s, d]`, a `mask` of `[b, 1, 1, s]` in
 /// `mask_dt`.
@@ -59,13 +59,7 @@ fn check(
     (template, width, marker): (&str, u32, &str),
     bytes: u32,
 ) {
-    let g = frontend::load_str(text, "attn.json").expect("loads");
-    let p = lower::lower(&g).expect("lowers");
-    let opts = OptimizeOptions {
-        target: arch.target(),
-        ..OptimizeOptions::default()
-    };
-    let o = optimize(&p, &opts).expect("optimizes");
+    let (p, o) = optimized_for(text, arch);
     let generated = generate(&o).expect("generates");
     let source = &generated.emitted.source;
     let kernels: Vec<&str> = o

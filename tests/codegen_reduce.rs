@@ -7,13 +7,11 @@
 //! evaluator does. No GPU needed.
 
 use dlc_egg::codegen::generate;
-use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::target::Arch;
-use dlc_egg::{ir::frontend, lower};
 use std::collections::BTreeMap;
 
 mod common;
-use common::host::emulation_matches_reference;
+use common::host::{emulation_matches_reference, optimized_for};
 
 /// A one-`Reduce` graph: `X` of `dims` in `dt` (JSON entries: integers or quoted symbol names,
 /// bound by `symbols`), folded by `func` over `axes` (negative from the end).
@@ -59,13 +57,7 @@ fn rel(dt: &str) -> f64 {
 /// Optimizes `text` for `arch`, returns the emitted templates, and checks the emulated output
 /// against the reference at `binds`.
 fn check(text: &str, arch: Arch, binds: &[(&str, i64)], rel: f64, what: &str) -> Vec<String> {
-    let g = frontend::load_str(text, "reduce.json").expect("loads");
-    let p = lower::lower(&g).expect("lowers");
-    let opts = OptimizeOptions {
-        target: arch.target(),
-        ..OptimizeOptions::default()
-    };
-    let o = optimize(&p, &opts).expect("optimizes");
+    let (p, o) = optimized_for(text, arch);
     let generated = generate(&o).expect("generates");
     let bindings: BTreeMap<String, i64> = binds.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     emulation_matches_reference(&p, &generated, &bindings, 7, rel, what);

@@ -40,3 +40,19 @@ pub fn emulation_matches_reference(
         }
     }
 }
+
+/// `text` (a graph document) loaded, lowered and optimized for `arch`, the other options at
+/// their defaults.
+pub fn optimized_for(
+    text: &str,
+    arch: dlc_egg::target::Arch,
+) -> (Program, dlc_egg::optimize::Optimized) {
+    let g = dlc_egg::ir::frontend::load_str(text, "graph.json").expect("loads");
+    let p = dlc_egg::lower::lower(&g).expect("lowers");
+    let opts = dlc_egg::optimize::OptimizeOptions {
+        target: arch.target(),
+        ..dlc_egg::optimize::OptimizeOptions::default()
+    };
+    let o = dlc_egg::optimize::optimize(&p, &opts).expect("optimizes");
+    (p, o)
+}

@@ -14,15 +14,15 @@
 //! second pass for too few outputs to fill the GPU (one output of 4M elements runs on one CTA).
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt};
+use super::super::gpu::{CType, Div, Kernel, Stmt};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::row::{fold_let, Walk};
-use super::{bind_flat, params, store_yields, vector};
+use super::{bind_flat, store_yields, vector};
 use crate::index::axis::AxisExpr;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::ir::region::{Expr, Region, Size};
+use crate::ir::region::{Expr, Region};
 use crate::ir::tiny::ReduceOp;
 use crate::target::Arch;
 
@@ -134,31 +134,13 @@ pub fn build(
     let body = body(r, (threads_per_row, rows_per_block), lanes)?;
     let em = Emitter::new(r, "")?;
     let rows = Dim::product(&em.iter_sizes);
-    let warps = threads_per_row / 32;
-    let mut smem = Vec::new();
-    if warps > 1 {
-        smem.push(Smem {
-            name: "partial".into(),
-            ty: CType::F32,
-            dims: vec![rows_per_block as u64, warps as u64],
-            dynamic: false,
-        });
-    }
-    let grid = rows.ceildiv(rows_per_block as i64).max_of(&Dim::int(1));
-    Ok(Kernel {
-        name: cexpr::ident(&r.name),
-        arch,
-        template: "reduce".into(),
-        params: params(r),
-        launch: Launch {
-            grid: [Size(grid), Size(Dim::int(1)), Size(Dim::int(1))],
-            block: [threads_per_row, rows_per_block, 1],
-            dyn_smem_bytes: 0,
-        },
-        smem,
+    Ok(super::row::rows_kernel(
+        r,
+        (arch, "reduce"),
+        &rows,
+        (threads_per_row, rows_per_block),
         body,
-        max_regs: Some(crate::plan::regs::ROW),
-    })
+    ))
 }
 
 /// The body: the output point from the block and `threadIdx.y`, the folds of the reduce lets

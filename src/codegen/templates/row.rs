@@ -173,6 +173,25 @@ pub fn build(
         .map(|(_, s)| s.clone())
         .collect();
     let rows = Dim::product(&outer_sizes);
+    Ok(rows_kernel(
+        r,
+        (arch, "row"),
+        &rows,
+        (threads_per_row, rows_per_block),
+        body,
+    ))
+}
+
+/// The kernel of a template that folds each of `rows` rows with `threads_per_row` threads,
+/// `rows_per_block` rows a block (this `row` template and `reduce`): one block row per
+/// `threadIdx.y`, the warps' partials in shared memory when a row has several warps.
+pub(super) fn rows_kernel(
+    r: &Region,
+    (arch, template): (Arch, &str),
+    rows: &Dim,
+    (threads_per_row, rows_per_block): (u32, u32),
+    body: Vec<Stmt>,
+) -> Kernel {
     let warps = threads_per_row / 32;
     let mut smem = Vec::new();
     if warps > 1 {
@@ -184,10 +203,10 @@ pub fn build(
         });
     }
     let grid = rows.ceildiv(rows_per_block as i64).max_of(&Dim::int(1));
-    Ok(Kernel {
+    Kernel {
         name: cexpr::ident(&r.name),
         arch,
-        template: "row".into(),
+        template: template.into(),
         params: params(r),
         launch: Launch {
             grid: [Size(grid), Size(Dim::int(1)), Size(Dim::int(1))],
@@ -197,7 +216,7 @@ pub fn build(
         smem,
         body,
         max_regs: Some(crate::plan::regs::ROW),
-    })
+    }
 }
 
 /// The body of the row kernel of `r` (threads per row, rows per block) with up to `lanes`
