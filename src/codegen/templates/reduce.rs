@@ -14,7 +14,7 @@
 //! second pass for too few outputs to fill the GPU (one output of 4M elements runs on one CTA).
 
 use super::super::cexpr;
-use super::super::gpu::{CType, Div, Kernel, Stmt};
+use super::super::gpu::{Div, Kernel, Stmt};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::row::{fold_let, Walk};
@@ -168,21 +168,7 @@ fn body(
     };
     let rows = Dim::product(&iter_sizes);
     let (rows_c, len_c) = (cexpr::dim(&rows), cexpr::dim(&Dim::product(&walk_sizes)));
-    em.open();
-    em.emit(Stmt::int("ty", "(int)threadIdx.y"));
-    em.emit(Stmt::int("tx", "(int)threadIdx.x"));
-    em.emit(Stmt::int(
-        "row_raw",
-        format!("(int)blockIdx.x * {rows_per_block} + ty"),
-    ));
-    em.emit(Stmt::Let {
-        ty: CType::Bool,
-        name: "valid".into(),
-        value: format!("row_raw < {rows_c}"),
-        mutable: false,
-    });
-    em.emit(Stmt::int("row", format!("valid ? row_raw : {rows_c} - 1")));
-    em.push_scope();
+    super::row::open_row(&mut em, rows_per_block, &rows_c);
     let names: Vec<String> = r.iters.iter().map(|i| i.name.clone()).collect();
     let sizes_c: Vec<String> = iter_sizes.iter().map(cexpr::dim).collect();
     bind_flat(&mut em, &names, &sizes_c, "row", "i_");

@@ -182,6 +182,28 @@ pub fn build(
     ))
 }
 
+/// Opens the body of a kernel folding `rows_c` rows, `rows_per_block` a block (this `row`
+/// template and `reduce`): `ty`, `tx`, the block's row `row_raw`, whether it is `valid`, and
+/// the `row` computed on (rows past the end compute on the last row, so every thread reaches
+/// every barrier); then a scope for the row's bindings.
+pub(super) fn open_row(em: &mut Emitter, rows_per_block: u32, rows_c: &str) {
+    em.open();
+    em.emit(Stmt::int("ty", "(int)threadIdx.y"));
+    em.emit(Stmt::int("tx", "(int)threadIdx.x"));
+    em.emit(Stmt::int(
+        "row_raw",
+        format!("(int)blockIdx.x * {rows_per_block} + ty"),
+    ));
+    em.emit(Stmt::Let {
+        ty: CType::Bool,
+        name: "valid".into(),
+        value: format!("row_raw < {rows_c}"),
+        mutable: false,
+    });
+    em.emit(Stmt::int("row", format!("valid ? row_raw : {rows_c} - 1")));
+    em.push_scope();
+}
+
 /// The kernel of a template that folds each of `rows` rows with `threads_per_row` threads,
 /// `rows_per_block` rows a block (this `row` template and `reduce`): one block row per
 /// `threadIdx.y`, the warps' partials in shared memory when a row has several warps.
@@ -259,21 +281,7 @@ fn row_body(
     let rows = Dim::product(&outer_sizes);
     let (rows_c, len_c) = (cexpr::dim(&rows), cexpr::dim(&Dim::product(&walk_sizes)));
     let warps = threads_per_row / 32;
-    em.open();
-    em.emit(Stmt::int("ty", "(int)threadIdx.y"));
-    em.emit(Stmt::int("tx", "(int)threadIdx.x"));
-    em.emit(Stmt::int(
-        "row_raw",
-        format!("(int)blockIdx.x * {rows_per_block} + ty"),
-    ));
-    em.emit(Stmt::Let {
-        ty: CType::Bool,
-        name: "valid".into(),
-        value: format!("row_raw < {rows_c}"),
-        mutable: false,
-    });
-    em.emit(Stmt::int("row", format!("valid ? row_raw : {rows_c} - 1")));
-    em.push_scope();
+    open_row(&mut em, rows_per_block, &rows_c);
     let outer_c: Vec<String> = outer_sizes.iter().map(cexpr::dim).collect();
     bind_flat(&mut em, &outer, &outer_c, "row", "i_");
     for li in coop {
