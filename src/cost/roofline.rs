@@ -567,7 +567,16 @@ fn compute_at(
     target: &Target,
 ) -> Estimate {
     let loads = ca.loads * LOAD_ISSUE;
-    thread_per_point(work, knobs, res, target, ca.points, loads, work.in_bytes())
+    thread_per_point(
+        work,
+        knobs,
+        res,
+        target,
+        ca.points,
+        loads,
+        work.in_bytes(),
+        0.0,
+    )
 }
 
 fn elementwise(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Target) -> Estimate {
@@ -579,11 +588,20 @@ fn elementwise(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Targe
     } as f64;
     let per_thread = work.pointwise_refolds.thread;
     let extra = (per_thread.ops + per_thread.loads * LOAD_ISSUE) / lanes;
-    thread_per_point(work, knobs, res, target, work.out_elems, extra, dram)
+    // Every point folds every reduce let: the folds' loads come through L2.
+    let l2 = match *knobs {
+        Knobs::Elementwise { block, items, .. } => work
+            .fold_traffic
+            .l2_bytes(work.out_elems, (block * items) as f64 * lanes),
+        _ => 0.0,
+    };
+    thread_per_point(work, knobs, res, target, work.out_elems, extra, dram, l2)
 }
 
 /// A kernel of `points` thread work items (`items` per thread, vector lanes of the plan):
-/// `work`'s ops plus `extra_simt` issue slots (before tail waste) against `dram` bytes read.
+/// `work`'s ops plus `extra_simt` issue slots (before tail waste) against `dram` bytes read
+/// and `l2` more bytes loaded through L2 (the folds' loads, [`KernelWork::fold_traffic`]).
+#[allow(clippy::too_many_arguments)]
 fn thread_per_point(
     work: &KernelWork,
     knobs: &Knobs,
@@ -592,6 +610,7 @@ fn thread_per_point(
     points: f64,
     extra_simt: f64,
     dram: f64,
+    l2: f64,
 ) -> Estimate {
     let Knobs::Elementwise {
         block,
@@ -609,7 +628,7 @@ fn thread_per_point(
     let waste = ctas * per_cta / points.max(1.0);
     let simt = (work.ops.simt + extra_simt) * waste;
     let compute_s = unit_time(simt, work.ops.sfu * waste, target, occ);
-    let memory_s = dram / (target.dram_bw * occ.max(1e-9));
+    let memory_s = (dram / target.dram_bw).max(l2 / target.l2_bw) / occ.max(1e-9);
     let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
     finish(
         compute_s,
@@ -618,7 +637,7 @@ fn thread_per_point(
         0.0,
         (work.ops.simt + work.ops.sfu) * waste,
         dram + work.out_bytes,
-        dram + work.out_bytes,
+        dram + work.out_bytes + l2,
         occ,
         waves,
         1.0,

@@ -34,10 +34,12 @@
 mod compute_at;
 mod contraction;
 mod exprs;
+mod fold_traffic;
 mod footprint;
 mod strides;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
+pub use fold_traffic::{FoldRead, FoldTraffic, Window, L1_WINDOW_BYTES};
 // the per-op cost table, for the CPU backend's own count (`crate::cpu::work`)
 pub use exprs::node_cost;
 pub use strides::LaneStrides;
@@ -296,6 +298,9 @@ pub struct KernelWork {
     /// contraction (a normalization's row sums, the mean's `Σ_n Σ_k a·w`) folded again at each
     /// output point instead of once per point of its free iters. Zero for other shapes.
     pub pointwise_refolds: Refolds,
+    /// The reads inside the region's folds, for what the pointwise template loads through L2
+    /// when every output point folds every reduce let ([`FoldTraffic`]).
+    pub fold_traffic: FoldTraffic,
 }
 
 /// The reduce lets of a contraction region other than the main one, as the pointwise template
@@ -470,6 +475,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
         out_elems,
         inner_extent,
         pointwise_refolds,
+        fold_traffic: cx.fold_traffic()?,
     })
 }
 

@@ -123,42 +123,50 @@ impl Cx<'_> {
     /// The interval of `x` over the box `env` (axis → extent; any other name is a symbol of
     /// the priced sizes).
     fn interval(&self, x: &AxisExpr, env: &BTreeMap<String, i64>) -> Option<(i64, i64)> {
-        Some(match x {
-            AxisExpr::Const(c) => (*c, *c),
-            AxisExpr::Name(n) => match env.get(n) {
-                Some(ext) if *ext >= 1 => (0, ext - 1),
-                Some(_) => return None,
-                None => {
-                    let v = i64::try_from(self.sizes.numel(&[Dim::sym(n)])).ok()?;
-                    (v, v)
-                }
-            },
-            AxisExpr::Add(ts) => ts.iter().try_fold((0i64, 0i64), |(a, b), t| {
-                let (lo, hi) = self.interval(t, env)?;
-                Some((a.checked_add(lo)?, b.checked_add(hi)?))
-            })?,
-            AxisExpr::Mul(a, b) => {
-                let (a, b) = (self.interval(a, env)?, self.interval(b, env)?);
-                let ps = [
-                    a.0.checked_mul(b.0)?,
-                    a.0.checked_mul(b.1)?,
-                    a.1.checked_mul(b.0)?,
-                    a.1.checked_mul(b.1)?,
-                ];
-                (*ps.iter().min()?, *ps.iter().max()?)
-            }
-            AxisExpr::FloorDiv(a, c) if *c > 0 => {
-                let (lo, hi) = self.interval(a, env)?;
-                (lo.div_euclid(*c), hi.div_euclid(*c))
-            }
-            AxisExpr::FloorDiv(..) => return None,
-            AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
-                let (a, b) = (self.interval(a, env)?, self.interval(b, env)?);
-                match x {
-                    AxisExpr::Min(..) => (a.0.min(b.0), a.1.min(b.1)),
-                    _ => (a.0.max(b.0), a.1.max(b.1)),
-                }
+        interval(x, &|n: &str| match env.get(n) {
+            Some(ext) if *ext >= 1 => Some((0, ext - 1)),
+            Some(_) => None,
+            None => {
+                let v = i64::try_from(self.sizes.numel(&[Dim::sym(n)])).ok()?;
+                Some((v, v))
             }
         })
     }
+}
+
+/// The interval of `x` when each name ranges over `name`'s interval (`None`: unbounded).
+pub(super) fn interval(
+    x: &AxisExpr,
+    name: &dyn Fn(&str) -> Option<(i64, i64)>,
+) -> Option<(i64, i64)> {
+    Some(match x {
+        AxisExpr::Const(c) => (*c, *c),
+        AxisExpr::Name(n) => name(n)?,
+        AxisExpr::Add(ts) => ts.iter().try_fold((0i64, 0i64), |(a, b), t| {
+            let (lo, hi) = interval(t, name)?;
+            Some((a.checked_add(lo)?, b.checked_add(hi)?))
+        })?,
+        AxisExpr::Mul(a, b) => {
+            let (a, b) = (interval(a, name)?, interval(b, name)?);
+            let ps = [
+                a.0.checked_mul(b.0)?,
+                a.0.checked_mul(b.1)?,
+                a.1.checked_mul(b.0)?,
+                a.1.checked_mul(b.1)?,
+            ];
+            (*ps.iter().min()?, *ps.iter().max()?)
+        }
+        AxisExpr::FloorDiv(a, c) if *c > 0 => {
+            let (lo, hi) = interval(a, name)?;
+            (lo.div_euclid(*c), hi.div_euclid(*c))
+        }
+        AxisExpr::FloorDiv(..) => return None,
+        AxisExpr::Min(a, b) | AxisExpr::Max(a, b) => {
+            let (a, b) = (interval(a, name)?, interval(b, name)?);
+            match x {
+                AxisExpr::Min(..) => (a.0.min(b.0), a.1.min(b.1)),
+                _ => (a.0.max(b.0), a.1.max(b.1)),
+            }
+        }
+    })
 }
