@@ -6,12 +6,12 @@
 //! (≈ 2.3 GB, ≈ 250 µs at H100's L2 bandwidth). Priced with that traffic, the down-projection
 //! runs on a tiled contraction kernel.
 
+mod common;
+
+use common::host::{kernel_templates, optimized_for};
 use dlc_egg::cost::work::analyze;
 use dlc_egg::extract::kernels::CostModel;
-use dlc_egg::ir::frontend::load_str;
 use dlc_egg::ir::region::Region;
-use dlc_egg::lower::lower;
-use dlc_egg::optimize::{optimize, OptimizeOptions};
 use dlc_egg::target::{Arch, Target};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -53,21 +53,8 @@ fn two_projections() -> String {
 /// fold is compute-bound at ≈ 229 µs either way and the L2 term does not decide.)
 #[test]
 fn a_whole_gemm_is_not_folded_per_element_on_sm90() {
-    let g = load_str(&two_projections(), "two.json").expect("loads");
-    let p = lower(&g).expect("lowers");
-    let opts = OptimizeOptions {
-        target: Arch::Sm90.target(),
-        ..OptimizeOptions::default()
-    };
-    let o = optimize(&p, &opts).expect("optimizes");
-    let kernels: Vec<(&str, &str, &Vec<String>)> = o
-        .kernels
-        .iter()
-        .map(|k| {
-            let template = k.plan.as_ref().map_or("none", |pl| pl.template);
-            (k.name.as_str(), template, &k.covers)
-        })
-        .collect();
+    let (_, o) = optimized_for(&two_projections(), Arch::Sm90);
+    let kernels = kernel_templates(&o);
     let down: Vec<_> = kernels
         .iter()
         .filter(|(_, _, covers)| covers.iter().any(|c| c == "down"))

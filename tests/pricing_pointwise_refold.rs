@@ -6,9 +6,9 @@
 //! an H200 (bench/results/gpu-h200-2026-11-28). Priced as emitted, the cover is the GEMM with its
 //! epilogue and the LayerNorm's row kernel.
 
-use dlc_egg::ir::frontend::load_str;
-use dlc_egg::lower::lower;
-use dlc_egg::optimize::{optimize, OptimizeOptions};
+mod common;
+
+use common::host::{kernel_templates, optimized_for};
 use serde_json::json;
 
 /// `Y = LayerNorm(A·W + b + X)`, fp32, `[128, d]` activations, a `[d, d]` weight.
@@ -40,21 +40,8 @@ fn gemm_residual_layernorm(d: u32) -> String {
 #[test]
 fn a_gemm_is_not_refolded_per_element_under_a_layernorm() {
     for arch in [dlc_egg::target::Arch::Sm90, dlc_egg::target::Arch::Sm80] {
-        let g = load_str(&gemm_residual_layernorm(768), "gln.json").expect("loads");
-        let p = lower(&g).expect("lowers");
-        let opts = OptimizeOptions {
-            target: arch.target(),
-            ..OptimizeOptions::default()
-        };
-        let o = optimize(&p, &opts).expect("optimizes");
-        let kernels: Vec<(&str, &str, &Vec<String>)> = o
-            .kernels
-            .iter()
-            .map(|k| {
-                let template = k.plan.as_ref().map_or("none", |pl| pl.template);
-                (k.name.as_str(), template, &k.covers)
-            })
-            .collect();
+        let (_, o) = optimized_for(&gemm_residual_layernorm(768), arch);
+        let kernels = kernel_templates(&o);
         let gemm: Vec<_> = kernels
             .iter()
             .filter(|(_, _, covers)| covers.iter().any(|c| c == "mm"))

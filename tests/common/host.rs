@@ -56,3 +56,15 @@ pub fn optimized_for(
     let o = dlc_egg::optimize::optimize(&p, &opts).expect("optimizes");
     (p, o)
 }
+
+/// Each kernel of `o` as (name, the template its plan runs on or `none`, the graph nodes it
+/// covers), for assertions on covers.
+pub fn kernel_templates(o: &dlc_egg::optimize::Optimized) -> Vec<(&str, &str, &Vec<String>)> {
+    o.kernels
+        .iter()
+        .map(|k| {
+            let template = k.plan.as_ref().map_or("none", |pl| pl.template);
+            (k.name.as_str(), template, &k.covers)
+        })
+        .collect()
+}
