@@ -40,6 +40,9 @@ pub const L1_WINDOW_BYTES: f64 = 32.0 * 1024.0;
 /// first, with their extents.
 pub type Window = (Vec<AxisExpr>, Vec<(String, i64)>);
 
+/// A read counted once per fold nest: its input, index and the folds around it.
+type ReadKey = (String, Vec<AxisExpr>, Vec<(String, i64)>);
+
 /// One read inside a fold, as the pointwise template issues it at every output point.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FoldRead {
@@ -176,7 +179,7 @@ impl Cx<'_> {
         at: &str,
         folds: &[(String, i64)],
         per: f64,
-        seen: &mut BTreeSet<(String, String, Vec<String>)>,
+        seen: &mut BTreeSet<ReadKey>,
         out: &mut Vec<FoldRead>,
     ) -> Result<(), WorkError> {
         match e {
@@ -188,16 +191,18 @@ impl Cx<'_> {
                 return self.fold_reads(&red.body, at, &inner, per * n, seen, out);
             }
             Expr::Read { tensor, map } | Expr::Gather { tensor, map, .. } if !folds.is_empty() => {
-                let names: Vec<String> = folds.iter().map(|(f, _)| f.clone()).collect();
-                if seen.insert((tensor.clone(), format!("{map:?}"), names)) {
+                let first = seen.insert((tensor.clone(), map.clone(), folds.to_vec()));
+                if first {
                     out.push(self.fold_read(e, tensor, folds, per));
                 }
             }
+            Expr::Let(_) => {
+                let names: Vec<String> = folds.iter().map(|(f, _)| f.clone()).collect();
+                if let Some((name, l)) = self.refolded_let(e, Some(&names)) {
+                    return self.fold_reads(l.expr, name, folds, per, seen, out);
+                }
+            }
             _ => {}
-        }
-        let names: Vec<String> = folds.iter().map(|(f, _)| f.clone()).collect();
-        if let Some((name, l)) = self.refolded_let(e, Some(&names)) {
-            return self.fold_reads(l.expr, name, folds, per, seen, out);
         }
         for c in children(e) {
             self.fold_reads(c, at, folds, per, seen, out)?;
@@ -227,19 +232,17 @@ impl Cx<'_> {
                 .map(|i| axes.contains(&i.name) && !is_fold(&i.name))
                 .collect(),
             window: match e {
-                Expr::Read { map, .. } => Some((self.resolved(map), folds.to_vec())),
+                Expr::Read { map, .. } => Some((self.resolved(map, &is_fold), folds.to_vec())),
                 _ => None,
             },
         }
     }
-}
 
-impl Cx<'_> {
-    /// `map` with every name that is no iter and no reduce axis (a symbol) replaced by its
-    /// priced size.
-    fn resolved(&self, map: &[AxisExpr]) -> Vec<AxisExpr> {
+    /// `map` with every name that is no iter and no fold axis (`is_fold`) — a symbol —
+    /// replaced by its priced size.
+    fn resolved(&self, map: &[AxisExpr], is_fold: &dyn Fn(&str) -> bool) -> Vec<AxisExpr> {
         let symbol = |n: &str| {
-            let axis = self.r.iters.iter().any(|i| i.name == n) || self.is_reduce_axis(n);
+            let axis = is_fold(n) || self.r.iters.iter().any(|i| i.name == n);
             (!axis).then(|| AxisExpr::Const(self.sizes.numel(&[Dim::sym(n)]) as i64))
         };
         map.iter().map(|x| x.substitute(&symbol)).collect()
