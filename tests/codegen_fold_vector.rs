@@ -134,14 +134,15 @@ fn d256_is_fused_on_sm90() {
 }
 
 #[test]
-fn an_attention_fold_with_fp32_output_takes_lanes_by_its_bf16_reads() {
-    // On sm80 the fold writes fp32 (then copied to bf16) and folds bf16 `V`: 8 lanes (32
-    // output bytes), `V` in 16-byte vectors. By its output element it took 4 lanes (16 bytes)
-    // and loaded `V` 8 bytes at a time under the 16-byte plan (the sweep's seed 4 Vec128Loads
-    // failure, at d = 256; that attention is one fused kernel on sm80 now, whose fold at 8
-    // lanes is priced slower: d = 288, above the fused template's head dims, keeps the fold).
+fn an_attention_fold_on_sm80_loads_v_as_vectors() {
+    // The sweep's seed 4 Vec128Loads failure (d = 256, sm80): the fold wrote fp32 and folded
+    // bf16 `V`, took 4 lanes by its output element and loaded `V` 8 bytes at a time under the
+    // 16-byte plan (the fp32-output case of the rule is `a_bf16_fold_with_fp32_output_…`
+    // below). That attention is one fused kernel on sm80 now, and at 128 keys `P·V` runs as a
+    // SIMT contraction on the 32-row tiles (144 CTAs against the fold's 8-lane threads): 48
+    // keys keep the fold, of 8 lanes of bf16 output with `V` in 16-byte vectors.
     check(
-        &graph(),
+        &attention("bf16", "bf16", (4, 48, 288), true),
         dlc_egg::target::Arch::Sm80,
         ("elementwise", 8, "acc_"),
         16,

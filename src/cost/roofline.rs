@@ -17,7 +17,8 @@
 //! - **eff** (pipeline efficiency) = the multiply's share of the k-loop's cycles
 //!   `iters · c / (L + iters · max(c / a + B, L / ahead))` for k-iterations of `c` cycles at
 //!   peak (the SM's resident blocks), the algorithm's reachable fraction `a` of the peak
-//!   ([`algo_efficiency`]), the barrier `B` ([`BARRIER_CYCLES`]) and the load latency `L`
+//!   ([`algo_efficiency`]; for `simt` times the share its shared-memory reads leave the FMA pipe,
+//!   [`simt_smem_share`]), the barrier `B` ([`BARRIER_CYCLES`]) and the load latency `L`
 //!   ([`LOAD_LATENCY_CYCLES`]): the first tile waits `L`, then `ahead` tiles are in flight
 //!   (`stages − 1` asynchronous, one for synchronous register prefetch). For a `wgmma` GEMM
 //!   fed by TMA (not a conv's gather) the reachable fraction is [`WGMMA_TMA_EFFICIENCY`], the
@@ -29,6 +30,7 @@
 //! - **launch**: [`Target::launch_s`] per kernel.
 
 use super::work::{ComputeAtWork, Gemm, KernelWork, Pattern, Role, Shape};
+use crate::plan::regs::simt_micro_tile;
 use crate::plan::space::{Algo, Knobs, Resources, RASTER_GROUP};
 use crate::target::{Arch, Target};
 
@@ -87,6 +89,25 @@ pub fn algo_efficiency(algo: Algo, arch: Arch) -> f64 {
         // The GEMV walk issues one FMA per loaded element: bound by its loads, not its pipe.
         (Algo::Gemv, _) => 1.0,
     }
+}
+
+/// Shared-memory wavefronts an SM serves per cycle (32 banks of 4 bytes: one warp read of 4-byte
+/// values that hits distinct banks or broadcasts).
+pub const SMEM_WAVEFRONTS_PER_CLOCK: f64 = 1.0;
+
+/// The share of the FMA pipe the SIMT template's inner step can keep busy, at most 1: per `K`
+/// element each thread reads its `TM + TN` fragment values from shared memory (each warp read
+/// one wavefront: the template's strided micro-tile makes them broadcasts or distinct banks) for
+/// `TM·TN` FMAs ([`simt_micro_tile`] of `bm·bn / threads`). A small micro-tile is bound by its
+/// shared-memory reads, not its FMAs: `32×32` over 128 threads (`4×2`) keeps a third of an H100
+/// SM's FMA lanes busy, `128×128` over 256 (`8×8`) nearly all.
+pub fn simt_smem_share(bm: u64, bn: u64, threads: u64, target: &Target) -> f64 {
+    let threads = threads.max(1);
+    let (tm, tn) = simt_micro_tile((bm * bn / threads).max(1));
+    let fma_per_clock = target.fp32_flops / 2.0 / (target.sms as f64 * target.clock_ghz * 1e9);
+    let fma_cycles = (threads * tm * tn) as f64 / fma_per_clock;
+    let read_cycles = (threads as f64 / 32.0).ceil() * (tm + tn) as f64 / SMEM_WAVEFRONTS_PER_CLOCK;
+    (fma_cycles / read_cycles.max(1e-9)).min(1.0)
 }
 
 pub use crate::plan::priced::{Bound, Estimate};
@@ -251,10 +272,13 @@ fn contraction(
     let ahead = if async_ { stages as f64 - 1.0 } else { 1.0 };
     // A GEMM on the TMA ring (a conv's gathered image is priced as the other pipelines).
     let tma_ring = algo == Algo::Wgmma && g.pattern != Pattern::Conv;
-    let reach = if tma_ring {
-        WGMMA_TMA_EFFICIENCY
-    } else {
-        algo_efficiency(algo, target.arch)
+    let reach = match algo {
+        _ if tma_ring => WGMMA_TMA_EFFICIENCY,
+        Algo::Simt => {
+            algo_efficiency(algo, target.arch)
+                * simt_smem_share(bm as u64, bn as u64, res.threads as u64, target)
+        }
+        _ => algo_efficiency(algo, target.arch),
     };
     let busy = iter_cycles / reach + BARRIER_CYCLES;
     let (latency, per_iter) = if tma_ring {

@@ -279,8 +279,8 @@ fn stop_vector_widths_shrinking_or_misaligned() {
 
 #[test]
 fn stop_shared_memory_over_80_percent() {
-    // The seed's fp32 attention rows at N = 4096: the row-resident tile [64, 4096, 32] needs
-    // 2 · 32 · (64 + 4096) · 4 bytes.
+    // The seed's fp32 attention rows at N = 4096: the SIMT row-resident tile [64, 4096, 32]
+    // needs 32 · (64 + 1 + 4096 + 1) · 4 bytes (one fp32 buffer of each operand, rows padded).
     let m = model(
         Arch::Sm80.target(),
         &[("B", 1), ("H", 1), ("M", 256), ("N", 4096), ("D", 64)],
@@ -289,7 +289,7 @@ fn stop_shared_memory_over_80_percent() {
     assert!(s.iter().any(|x| matches!(
         x,
         Stop::SmemOver {
-            smem_bytes: 1064960,
+            smem_bytes: 532736,
             ..
         }
     )));
@@ -454,4 +454,28 @@ fn wgmma_gemm_4096_is_calibrated_on_the_h100_measurement() {
         "{:?}",
         four_stages.verdict.err()
     );
+}
+
+/// The SIMT micro-tile's shared-memory reads against its FMAs (`roofline::simt_smem_share`):
+/// `32×32` over 128 threads (`4×2`: 6 reads for 8 FMAs a thread) keeps 0.31 of an H100 SM's
+/// 137 FMA lanes a cycle busy, `64×64` over 128 (`8×4`) 0.62, `128×128` over 256 (`8×8`) 0.93;
+/// A100's 64 lanes a cycle are fed fully from `8×4` on.
+#[test]
+fn simt_share_of_the_fma_pipe_is_set_by_the_micro_tile() {
+    use super::roofline::simt_smem_share;
+    let h100 = Arch::Sm90.target();
+    let a100 = Arch::Sm80.target();
+    let at = |bm, bn, threads, t: &Target| simt_smem_share(bm, bn, threads, t);
+    // H100: 66.9 TFLOP/s over 132 SMs at 1.83 GHz, 138.5 FMA a cycle.
+    let lanes = 66.9e12 / 2.0 / (132.0 * 1.83e9);
+    assert!(close(at(32, 32, 128, &h100), 128.0 * 8.0 / lanes / 24.0));
+    assert!(close(at(64, 64, 128, &h100), 128.0 * 32.0 / lanes / 48.0));
+    assert!(close(
+        at(128, 128, 256, &h100),
+        256.0 * 64.0 / lanes / 128.0
+    ));
+    assert!(at(32, 32, 256, &h100) < at(32, 32, 128, &h100));
+    assert!(at(64, 64, 256, &h100) < at(64, 64, 128, &h100));
+    assert_eq!(at(64, 64, 128, &a100), 1.0);
+    assert!(at(32, 32, 128, &a100) < 1.0);
 }

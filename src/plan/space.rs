@@ -323,8 +323,18 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
     for algo in algos {
         let mut tiles: Vec<[u64; 3]> = match algo {
             // The 128×128 SIMT tile keeps 64 accumulators per thread: a 16-deep K step leaves room
-            // for the register double buffer (32 deep spills on sm_90a).
-            Algo::Simt => vec![[64, 64, 16], [64, 64, 32], [128, 64, 32], [128, 128, 16]],
+            // for the register double buffer (32 deep spills on sm_90a). The 32-row tiles give a
+            // small-`M` GEMM (BERT's 128-token feed-forward: 24 CTAs of 64×64) four times the
+            // CTAs, at the price of a micro-tile bound by its shared-memory reads
+            // (`cost::roofline::simt_smem_share`).
+            Algo::Simt => vec![
+                [32, 32, 32],
+                [32, 64, 32],
+                [64, 64, 16],
+                [64, 64, 32],
+                [128, 64, 32],
+                [128, 128, 16],
+            ],
             Algo::MmaSync => MMA_SYNC_TILES.to_vec(),
             Algo::Gemv => unreachable!("the GEMV points come from gemv_grid"),
             // `[128, 64, 64]`: narrow `N` (a conv's 64 output channels) without a half-empty tile.

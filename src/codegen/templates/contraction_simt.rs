@@ -1,8 +1,10 @@
 //! The SIMT contraction template (seed 000 §6–7): a `BM×BN` output tile per block, `K` walked
 //! in `BK` steps. Each step's operand tiles are loaded cooperatively (consecutive threads take
 //! consecutive `K` elements of `A` and `N` elements of `B`), their prologue computed on the way,
-//! and stored to shared memory `K`-major; the next step's tiles are loaded into registers while
-//! the current one is multiplied (two buffers, synchronous: the plan's `stages = 2`). Each
+//! and stored to shared memory `K`-major (rows padded by `plan::regs::SIMT_ROW_PAD`, so that
+//! the stores of an operand loaded `K` fastest do not conflict); the next step's tiles are
+//! loaded into registers while the current one is multiplied (two buffers, synchronous: the
+//! plan's `stages = 2`). Each
 //! thread owns a `TM×TN` micro-tile of fp32 accumulators, strided over the tile so that a
 //! warp's shared-memory reads are conflict-free and its stores coalesce; the epilogue runs on
 //! the accumulators and stores predicated on the output's bounds.
@@ -14,16 +16,8 @@ use super::super::CodegenError;
 use super::contraction::{Side, View};
 use super::params;
 use crate::ir::region::{Region, Size};
+use crate::plan::regs::{simt_micro_tile, SIMT_ROW_PAD};
 use crate::target::Arch;
-
-/// The micro-tile `TM×TN` of `e` accumulators per thread.
-pub fn micro_tile(e: u64) -> (u64, u64) {
-    let mut tn = 1;
-    while tn * 2 <= 8 && (tn * 2) * (tn * 2) <= e {
-        tn *= 2;
-    }
-    (e / tn, tn)
-}
 
 /// The tile coordinates (outer, k) of a tile's `e`-th element (C), `K` fastest or not.
 fn tile_index(k_fastest: bool, rows: u64, bk: u64) -> (String, String) {
@@ -52,7 +46,7 @@ pub fn build(
             "{threads} threads do not divide a {bm}x{bn} tile"
         )));
     }
-    let (tm, tn) = micro_tile(bm * bn / threads);
+    let (tm, tn) = simt_micro_tile(bm * bn / threads);
     let (tm_threads, tn_threads) = (bm / tm, bn / tn);
     if tm_threads * tn_threads != threads || bm % tm != 0 || bn % tn != 0 {
         return Err(bad(format!(
@@ -251,13 +245,13 @@ pub fn build(
             Smem {
                 name: "As".into(),
                 ty: CType::F32,
-                dims: vec![bk, bm],
+                dims: vec![bk, bm + SIMT_ROW_PAD],
                 dynamic: false,
             },
             Smem {
                 name: "Bs".into(),
                 ty: CType::F32,
-                dims: vec![bk, bn],
+                dims: vec![bk, bn + SIMT_ROW_PAD],
                 dynamic: false,
             },
         ],

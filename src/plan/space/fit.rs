@@ -32,7 +32,7 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             };
             let regs = match algo {
                 Algo::MmaSync => regs::mma_sync(g.fill, &t),
-                Algo::Simt => regs::simt(&t),
+                Algo::Simt => regs::simt(&t, g.pattern == crate::plan::work::Pattern::Conv),
                 // wgmma reads its operands from shared memory (a conv's image gathered by
                 // the producer warpgroup).
                 Algo::Wgmma => regs::wgmma(g.fill, &t),
@@ -42,6 +42,7 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 // The slices' partial sums (`part[slices][bn][bm]` fp32).
                 Algo::Gemv if warps_m > 1 => warps_m * bn * bm * 4,
                 Algo::Gemv => 0,
+                Algo::Simt => regs::simt_smem_bytes(bm, bn, bk),
                 _ => stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem),
             };
             (regs, smem)
