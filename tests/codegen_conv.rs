@@ -9,9 +9,10 @@
 //! with NVRTC for sm_80 (no spills; on sm90 they are planned on wgmma, `tests/codegen_sm90.rs`).
 //! Needs g++ and NVRTC, no GPU.
 
+mod common;
+
 use dlc_egg::codegen::gpu::{render, Kernel};
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
-use dlc_egg::codegen::manifest::ManifestStep;
 use dlc_egg::codegen::{emit, generate};
 use dlc_egg::cost::{choose_plan, choose_tiled_plan};
 use dlc_egg::cuda::{compile, toolchain, CompileOptions};
@@ -194,7 +195,8 @@ fn check(c: &Conv) -> Staged {
     // the host runs below put the tiled kernel in place of the emitted one either way.
     let chosen = choose_plan(r, &o.model).expect("a plan");
     let tiled = matches!(chosen.best.knobs, Knobs::Contraction { .. });
-    let emitted = render::kernel(&emit::kernel_of(r, &chosen, &o.model.target).expect("builds"));
+    let emitted_kernel = emit::kernel_of(r, &chosen, &o.model.target).expect("builds");
+    let emitted = render::kernel(&emitted_kernel);
     assert!(generated.emitted.source.contains(&emitted), "{c:?}");
     assert_eq!(
         emitted == planned,
@@ -215,17 +217,7 @@ fn check(c: &Conv) -> Staged {
         if std::env::var_os("DLC_CONV_DUMP").is_some() {
             eprintln!("{text}");
         }
-        let source = generated.emitted.source.replace(&emitted, &text);
-        let mut manifest = generated.emitted.manifest.clone();
-        for s in &mut manifest.steps {
-            if let ManifestStep::Launch(l) = s {
-                if l.kernel == k.name {
-                    l.grid = k.launch.grid.clone();
-                    l.block = k.launch.block;
-                    l.dyn_smem_bytes = k.launch.dyn_smem_bytes;
-                }
-            }
-        }
+        let (source, manifest) = common::host::swap_kernel(&generated, &emitted_kernel, k);
         let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
             .unwrap_or_else(|e| panic!("{c:?}: the host run fails: {e}\n{text}"));
         for (name, w) in &want {

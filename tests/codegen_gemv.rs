@@ -6,6 +6,8 @@
 //! compiles with NVRTC for sm_80 and sm_90a without spills and within the plan's registers.
 //! Needs g++ and NVRTC (`DLC_SKIP_NVRTC=1` skips the NVRTC test), no GPU.
 
+mod common;
+
 use dlc_egg::codegen::gpu::{render, Kernel};
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
 use dlc_egg::codegen::manifest::ManifestStep;
@@ -26,32 +28,8 @@ use std::collections::BTreeMap;
 
 /// `Y[M, N] = relu(A[M, K] · B + bias[N])`, `B` as `[N, K]` when `trans_b`.
 fn gemm_graph(dt: &str, [m, k, n]: [i64; 3], trans_b: bool) -> String {
-    let b = if trans_b {
-        format!("[{n}, {k}]")
-    } else {
-        format!("[{k}, {n}]")
-    };
-    format!(
-        r#"{{
-  "signature": {{
-    "inputs": [{{"tensor": "A", "role": "data"}}, {{"tensor": "B", "role": "param"}},
-               {{"tensor": "bias", "role": "param"}}],
-    "outputs": [{{"tensor": "Y"}}]
-  }},
-  "tensors": {{
-    "A": {{"dtype": "{dt}", "shape": [{m}, {k}]}},
-    "B": {{"dtype": "{dt}", "shape": {b}}},
-    "bias": {{"dtype": "{dt}", "shape": [{n}]}},
-    "Y": {{"dtype": "{dt}", "shape": [{m}, {n}]}}
-  }},
-  "graph": [
-    {{"op": "GEMM", "name": "gemm", "inputs": ["A", "B"], "outputs": ["C0"],
-      "attrs": {{"acc_dtype": "fp32", "trans_a": false, "trans_b": {trans_b}}}}},
-    {{"op": "Elementwise", "name": "bias_add", "fn": "add", "inputs": ["C0", "bias"], "outputs": ["C1"]}},
-    {{"op": "Elementwise", "name": "relu", "fn": "relu", "inputs": ["C1"], "outputs": ["Y"]}}
-  ]
-}}"#
-    )
+    let [m, k, n] = [m, k, n].map(|d| d.to_string());
+    common::gemm_bias_relu_t(dt, [&m, &k, &n], 1, [false, trans_b])
 }
 
 fn lowered(text: &str) -> Program {

@@ -7,14 +7,14 @@
 //! (`codegen::host`, which runs `ldmatrix`, `mma.sync` and `cp.async` per the PTX ISA) and
 //! compared with the reference evaluator. Needs g++, no GPU.
 
+mod common;
+
 use dlc_egg::codegen::gpu::verify::{verify, GpuIrError};
 use dlc_egg::codegen::gpu::{render, Kernel, Stmt};
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
-use dlc_egg::codegen::manifest::ManifestStep;
 use dlc_egg::codegen::{emit, generate};
 use dlc_egg::cost::choose_plan;
 use dlc_egg::eval::evaluate;
-use dlc_egg::ir::region::program::Step;
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::plan::space::{Algo, Knobs};
@@ -55,53 +55,8 @@ const VARIANTS: [Variant; 7] = [
     var([128, 128, 64], [2, 2], 2, false),
 ];
 
-fn gemm_graph(dt: &str, [m, k, n]: [&str; 3], trans_a: bool, trans_b: bool) -> String {
-    let q = |s: &str| {
-        if s.parse::<i64>().is_ok() {
-            s.to_string()
-        } else {
-            format!("\"{s}\"")
-        }
-    };
-    let (m, k, n) = (q(m), q(k), q(n));
-    let a = if trans_a {
-        format!("[{k}, {m}]")
-    } else {
-        format!("[{m}, {k}]")
-    };
-    let b = if trans_b {
-        format!("[{n}, {k}]")
-    } else {
-        format!("[{k}, {n}]")
-    };
-    let syms: Vec<String> = [&m, &k, &n]
-        .iter()
-        .filter(|s| s.starts_with('"'))
-        .map(|s| format!("{s}: 16"))
-        .collect();
-    format!(
-        r#"{{
-  "signature": {{
-    "inputs": [{{"tensor": "A", "role": "data"}}, {{"tensor": "B", "role": "data"}},
-               {{"tensor": "bias", "role": "param"}}],
-    "outputs": [{{"tensor": "Y"}}]
-  }},
-  "symbols": {{{syms}}},
-  "tensors": {{
-    "A": {{"dtype": "{dt}", "shape": {a}}},
-    "B": {{"dtype": "{dt}", "shape": {b}}},
-    "bias": {{"dtype": "{dt}", "shape": [{n}]}},
-    "Y": {{"dtype": "{dt}", "shape": [{m}, {n}]}}
-  }},
-  "graph": [
-    {{"op": "GEMM", "name": "gemm", "inputs": ["A", "B"], "outputs": ["C0"],
-      "attrs": {{"acc_dtype": "fp32", "trans_a": {trans_a}, "trans_b": {trans_b}}}}},
-    {{"op": "Elementwise", "name": "bias_add", "fn": "add", "inputs": ["C0", "bias"], "outputs": ["C1"]}},
-    {{"op": "Elementwise", "name": "relu", "fn": "relu", "inputs": ["C1"], "outputs": ["Y"]}}
-  ]
-}}"#,
-        syms = syms.join(", ")
-    )
+fn gemm_graph(dt: &str, mkn: [&str; 3], trans_a: bool, trans_b: bool) -> String {
+    common::gemm_bias_relu_t(dt, mkn, 16, [trans_a, trans_b])
 }
 
 /// A 3×3, stride 2, pad 1 conv with bias and SiLU (the structure of
@@ -142,25 +97,7 @@ fn lowered(text: &str) -> Program {
 
 /// The optimized program's regions whose chosen plan is `mma_sync`.
 fn mma_regions(o: &Optimized) -> Vec<&dlc_egg::ir::region::Region> {
-    o.program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
-        .filter(|r| {
-            choose_plan(r, &o.model).is_ok_and(|c| {
-                matches!(
-                    c.best.knobs,
-                    Knobs::Contraction {
-                        algo: Algo::MmaSync,
-                        ..
-                    }
-                )
-            })
-        })
-        .collect()
+    common::host::contraction_regions(o, &[Algo::MmaSync])
 }
 
 /// The tensor-core kernel of `r` under `v` (verified by `kernel_of`).
@@ -238,24 +175,11 @@ fn check_optimized(
     let mut uses_async = Vec::new();
     for v in variants {
         let k = kernel_for(o, r, *v);
-        let mut source = generated.emitted.source.clone();
-        let old = render::kernel(&plan_kernel);
-        assert!(source.contains(&old), "the planned kernel is in kernels.cu");
         let new = render::kernel(&k);
         if std::env::var_os("DLC_MMA_DUMP").is_some() {
             eprintln!("{new}");
         }
-        source = source.replace(&old, &new);
-        let mut manifest = generated.emitted.manifest.clone();
-        for s in &mut manifest.steps {
-            if let ManifestStep::Launch(l) = s {
-                if l.kernel == k.name {
-                    l.grid = k.launch.grid.clone();
-                    l.block = k.launch.block;
-                    l.dyn_smem_bytes = k.launch.dyn_smem_bytes;
-                }
-            }
-        }
+        let (source, manifest) = common::host::swap_kernel(&generated, &plan_kernel, &k);
         uses_async.push(new.contains("dlc_cp_async_16("));
         let got = run_on_host(&source, &manifest, &ins, b, &HostOptions::default())
             .unwrap_or_else(|e| panic!("{v:?}: the host run fails: {e}\n{new}"));

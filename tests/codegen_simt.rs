@@ -8,79 +8,26 @@
 
 mod common;
 
-use dlc_egg::codegen::gpu::render;
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
-use dlc_egg::codegen::manifest::ManifestStep;
 use dlc_egg::codegen::{emit, generate};
 use dlc_egg::cost::choose_plan;
 use dlc_egg::eval::evaluate;
-use dlc_egg::ir::region::program::Step;
 use dlc_egg::plan::space::{candidates, Algo, Knobs};
 use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// `Y = relu(op(A)·op(B) + bias)` in fp32 with `M`, `K`, `N` = `m`, `k`, `n`.
-fn gemm(m: u64, k: u64, n: u64, trans: bool) -> String {
-    let (a, b) = if trans {
-        (format!("[{k}, {m}]"), format!("[{n}, {k}]"))
-    } else {
-        (format!("[{m}, {k}]"), format!("[{k}, {n}]"))
-    };
-    format!(
-        r#"{{
-  "signature": {{
-    "inputs": [{{"tensor": "A", "role": "data"}}, {{"tensor": "B", "role": "param"}},
-               {{"tensor": "bias", "role": "param"}}],
-    "outputs": [{{"tensor": "Y"}}]
-  }},
-  "tensors": {{
-    "A": {{"dtype": "fp32", "shape": {a}}},
-    "B": {{"dtype": "fp32", "shape": {b}}},
-    "bias": {{"dtype": "fp32", "shape": [{n}]}},
-    "Y": {{"dtype": "fp32", "shape": [{m}, {n}]}}
-  }},
-  "graph": [
-    {{"op": "GEMM", "name": "gemm", "inputs": ["A", "B"], "outputs": ["C0"],
-      "attrs": {{"acc_dtype": "fp32", "trans_a": {trans}, "trans_b": {trans}}}}},
-    {{"op": "Elementwise", "name": "bias_add", "fn": "add", "inputs": ["C0", "bias"], "outputs": ["C1"]}},
-    {{"op": "Elementwise", "name": "relu", "fn": "relu", "inputs": ["C1"], "outputs": ["Y"]}}
-  ]
-}}"#
-    )
-}
 
 /// Every SIMT `(tile, warps)` of the plan space of `text`'s one SIMT contraction on `arch`, each
 /// run on the host against the reference; returns the tiles run.
 fn every_simt_tile(text: &str, arch: Arch) -> BTreeSet<[u64; 3]> {
     let (p, o) = common::host::optimized_for(text, arch);
     let target = &o.model.target;
-    let regions: Vec<_> = o
-        .program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
-        .filter(|r| {
-            choose_plan(r, &o.model).is_ok_and(|c| {
-                matches!(
-                    c.best.knobs,
-                    Knobs::Contraction {
-                        algo: Algo::Simt,
-                        ..
-                    }
-                )
-            })
-        })
-        .collect();
+    let regions = common::host::contraction_regions(&o, &[Algo::Simt]);
     assert_eq!(regions.len(), 1, "one SIMT contraction kernel");
     let r = regions[0];
     let choice = choose_plan(r, &o.model).expect("a plan");
     let generated = generate(&o).expect("generates");
-    let planned = render::kernel(&emit::kernel_of(r, &choice, target).expect("the plan emits"));
-    assert!(generated.emitted.source.contains(&planned));
+    let planned = emit::kernel_of(r, &choice, target).expect("the plan emits");
     let b = BTreeMap::new();
     let ins = random_inputs(&p, &b, 11).expect("inputs");
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");
@@ -122,20 +69,7 @@ fn every_simt_tile(text: &str, arch: Arch) -> BTreeSet<[u64; 3]> {
             .map(|s| 4 * s.dims.iter().product::<u64>())
             .sum();
         assert_eq!(smem, u64::from(c.resources.smem_bytes), "{what}: smem");
-        let source = generated
-            .emitted
-            .source
-            .replace(&planned, &render::kernel(&k));
-        let mut manifest = generated.emitted.manifest.clone();
-        for s in &mut manifest.steps {
-            if let ManifestStep::Launch(l) = s {
-                if l.kernel == k.name {
-                    l.grid = k.launch.grid.clone();
-                    l.block = k.launch.block;
-                    l.dyn_smem_bytes = k.launch.dyn_smem_bytes;
-                }
-            }
-        }
+        let (source, manifest) = common::host::swap_kernel(&generated, &planned, &k);
         let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
             .unwrap_or_else(|e| panic!("{what}: the host run fails: {e}"));
         for (name, w) in &want {
@@ -157,7 +91,10 @@ fn every_simt_tile(text: &str, arch: Arch) -> BTreeSet<[u64; 3]> {
 #[test]
 fn every_simt_tile_runs_a_gemm_with_tails() {
     for arch in [Arch::Sm90, Arch::Sm80] {
-        let tiles = every_simt_tile(&gemm(45, 70, 83, false), arch);
+        let tiles = every_simt_tile(
+            &common::gemm_bias_relu_t("fp32", ["45", "70", "83"], 1, [false; 2]),
+            arch,
+        );
         for t in [[32, 32, 32], [32, 64, 32], [64, 64, 16], [128, 128, 16]] {
             assert!(tiles.contains(&t), "{arch:?}: {t:?} is in the space");
         }
@@ -167,6 +104,9 @@ fn every_simt_tile_runs_a_gemm_with_tails() {
 /// Both operands transposed (`A [K, M]`, `B [N, K]`: `B`'s loads walk `K` fastest), tails again.
 #[test]
 fn every_simt_tile_runs_a_transposed_gemm() {
-    let tiles = every_simt_tile(&gemm(37, 41, 50, true), Arch::Sm90);
+    let tiles = every_simt_tile(
+        &common::gemm_bias_relu_t("fp32", ["37", "41", "50"], 1, [true; 2]),
+        Arch::Sm90,
+    );
     assert!(tiles.contains(&[32, 32, 32]));
 }

@@ -15,6 +15,8 @@
 //! without spills, and the PTX holds `wgmma.mma_async`, `cp.async.bulk.tensor` and
 //! `mbarrier`. Needs g++ (and NVRTC for the compile tests), no GPU.
 
+mod common;
+
 use dlc_egg::codegen::gpu::{render, Kernel};
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
 use dlc_egg::codegen::manifest::ManifestStep;
@@ -145,25 +147,7 @@ const fn var(bm: u64, bn: u64, consumers: u64, stages: u32) -> Variant {
 /// The regions planned as tensor-core contractions (on small shapes the cost model may prefer
 /// `mma_sync`; the emulation tests rebuild them on `wgmma`).
 fn tensor_core_regions(o: &Optimized) -> Vec<&Region> {
-    o.program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
-        .filter(|r| {
-            choose_plan(r, &o.model).is_ok_and(|c| {
-                matches!(
-                    c.best.knobs,
-                    Knobs::Contraction {
-                        algo: Algo::Wgmma | Algo::MmaSync,
-                        ..
-                    }
-                )
-            })
-        })
-        .collect()
+    common::host::contraction_regions(o, &[Algo::Wgmma, Algo::MmaSync])
 }
 
 fn kernel_for(o: &Optimized, r: &Region, v: Variant) -> Kernel {
@@ -213,16 +197,10 @@ fn with_kernel(
     let generated = generate(o).expect("generates");
     let choice = choose_plan(r, &o.model).expect("plan");
     let planned = emit::kernel_of(r, &choice, &o.model.target).expect("the planned kernel builds");
-    let old = render::kernel(&planned);
-    assert!(generated.emitted.source.contains(&old));
-    let source = generated.emitted.source.replace(&old, &render::kernel(k));
-    let mut manifest = generated.emitted.manifest.clone();
+    let (source, mut manifest) = common::host::swap_kernel(&generated, &planned, k);
     for s in &mut manifest.steps {
         if let ManifestStep::Launch(l) = s {
             if l.kernel == k.name {
-                l.grid = k.launch.grid.clone();
-                l.block = k.launch.block;
-                l.dyn_smem_bytes = k.launch.dyn_smem_bytes;
                 l.args.retain(|a| {
                     !matches!(a, dlc_egg::codegen::manifest::KernelArg::TensorMap { .. })
                 });

@@ -68,3 +68,59 @@ pub fn kernel_templates(o: &dlc_egg::optimize::Optimized) -> Vec<(&str, &str, &V
         })
         .collect()
 }
+
+/// The regions of `o` whose chosen plan is a contraction on one of `algos` (every contraction
+/// when `algos` is empty), in program order.
+pub fn contraction_regions<'a>(
+    o: &'a dlc_egg::optimize::Optimized,
+    algos: &[dlc_egg::plan::space::Algo],
+) -> Vec<&'a dlc_egg::ir::region::Region> {
+    use dlc_egg::ir::region::program::Step;
+    use dlc_egg::plan::space::Knobs;
+    o.program
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Region(r) => Some(r),
+            _ => None,
+        })
+        .filter(|r| {
+            dlc_egg::cost::choose_plan(r, &o.model).is_ok_and(|c| match c.best.knobs {
+                Knobs::Contraction { algo, .. } => algos.is_empty() || algos.contains(&algo),
+                _ => false,
+            })
+        })
+        .collect()
+}
+
+/// `generated`'s source and manifest with kernel `new` in place of `old` (same name): its text,
+/// and its launch's grid, block and dynamic shared memory.
+pub fn swap_kernel(
+    generated: &Generated,
+    old: &dlc_egg::codegen::gpu::Kernel,
+    new: &dlc_egg::codegen::gpu::Kernel,
+) -> (String, dlc_egg::codegen::manifest::Manifest) {
+    use dlc_egg::codegen::gpu::render;
+    use dlc_egg::codegen::manifest::ManifestStep;
+    let old_text = render::kernel(old);
+    assert!(
+        generated.emitted.source.contains(&old_text),
+        "kernel {} is in kernels.cu",
+        old.name
+    );
+    let source = generated
+        .emitted
+        .source
+        .replace(&old_text, &render::kernel(new));
+    let mut manifest = generated.emitted.manifest.clone();
+    for s in &mut manifest.steps {
+        if let ManifestStep::Launch(l) = s {
+            if l.kernel == new.name {
+                l.grid = new.launch.grid.clone();
+                l.block = new.launch.block;
+                l.dyn_smem_bytes = new.launch.dyn_smem_bytes;
+            }
+        }
+    }
+    (source, manifest)
+}

@@ -283,7 +283,13 @@ pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
 
 /// `Y = relu(A·B + bias)`, `A [M, K]`, `B [K, N]`; a size that is not a number is a symbol
 /// priced at `default`.
-pub fn gemm_bias_relu(dt: &str, [m, k, n]: [&str; 3], default: i64) -> String {
+pub fn gemm_bias_relu(dt: &str, mkn: [&str; 3], default: i64) -> String {
+    gemm_bias_relu_t(dt, mkn, default, [false, false])
+}
+
+/// [`gemm_bias_relu`] with `A` stored `[K, M]` when `trans[0]` and `B` stored `[N, K]` when
+/// `trans[1]` (the GEMM's `trans_a`, `trans_b`).
+pub fn gemm_bias_relu_t(dt: &str, [m, k, n]: [&str; 3], default: i64, trans: [bool; 2]) -> String {
     let q = |s: &str| {
         if s.parse::<i64>().is_ok() {
             s.to_string()
@@ -297,6 +303,9 @@ pub fn gemm_bias_relu(dt: &str, [m, k, n]: [&str; 3], default: i64) -> String {
         .map(|s| format!("\"{s}\": {default}"))
         .collect();
     let (m, k, n) = (q(m), q(k), q(n));
+    let [trans_a, trans_b] = trans;
+    let a = if trans_a { [&k, &m] } else { [&m, &k] };
+    let b = if trans_b { [&n, &k] } else { [&k, &n] };
     format!(
         r#"{{
   "signature": {{
@@ -306,18 +315,22 @@ pub fn gemm_bias_relu(dt: &str, [m, k, n]: [&str; 3], default: i64) -> String {
   }},
   "symbols": {{{syms}}},
   "tensors": {{
-    "A": {{"dtype": "{dt}", "shape": [{m}, {k}]}},
-    "B": {{"dtype": "{dt}", "shape": [{k}, {n}]}},
+    "A": {{"dtype": "{dt}", "shape": [{a0}, {a1}]}},
+    "B": {{"dtype": "{dt}", "shape": [{b0}, {b1}]}},
     "bias": {{"dtype": "{dt}", "shape": [{n}]}},
     "Y": {{"dtype": "{dt}", "shape": [{m}, {n}]}}
   }},
   "graph": [
     {{"op": "GEMM", "name": "gemm", "inputs": ["A", "B"], "outputs": ["C0"],
-      "attrs": {{"acc_dtype": "fp32"}}}},
+      "attrs": {{"acc_dtype": "fp32", "trans_a": {trans_a}, "trans_b": {trans_b}}}}},
     {{"op": "Elementwise", "name": "bias_add", "fn": "add", "inputs": ["C0", "bias"], "outputs": ["C1"]}},
     {{"op": "Elementwise", "name": "relu", "fn": "relu", "inputs": ["C1"], "outputs": ["Y"]}}
   ]
 }}"#,
-        syms = syms.join(", ")
+        syms = syms.join(", "),
+        a0 = a[0],
+        a1 = a[1],
+        b0 = b[0],
+        b1 = b[1],
     )
 }
