@@ -98,13 +98,7 @@ fn launches(m: &Manifest) -> Vec<&str> {
 }
 
 fn regions(p: &RegionProgram) -> Vec<&Region> {
-    p.steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            Step::Alias { .. } => None,
-        })
-        .collect()
+    p.regions().collect()
 }
 
 fn emitted(o: &Optimized, program: &RegionProgram) -> Emitted {

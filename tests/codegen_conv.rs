@@ -127,12 +127,7 @@ fn optimized(c: &Conv, arch: Arch) -> (dlc_egg::ir::tiny::Program, Optimized) {
 /// template on it all the same).
 fn mma_regions(o: &Optimized) -> Vec<&Region> {
     o.program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
+        .regions()
         .filter(|r| {
             choose_tiled_plan(r, &o.model).is_ok_and(|c| {
                 matches!(

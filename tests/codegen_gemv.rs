@@ -54,12 +54,7 @@ fn optimized(text: &str, arch: Arch) -> (Program, Optimized) {
 fn gemv_region(o: &Optimized) -> (&Region, PlanChoice) {
     let found: Vec<(&Region, PlanChoice)> = o
         .program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
+        .regions()
         .filter_map(|r| choose_plan(r, &o.model).ok().map(|c| (r, c)))
         .filter(|(_, c)| {
             matches!(

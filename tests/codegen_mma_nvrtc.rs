@@ -18,7 +18,6 @@ use dlc_egg::codegen::templates::contraction_mma::{operand_staging, Staging};
 use dlc_egg::cost::choose_plan;
 use dlc_egg::cuda::{compile, toolchain, CompileOptions};
 use dlc_egg::ir::frontend;
-use dlc_egg::ir::region::program::Step;
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
 use dlc_egg::plan::space::Knobs;
 use dlc_egg::shapes::specialize::graph_symbols;
@@ -84,12 +83,7 @@ fn case(dt: &str, sizes: Sizes, arch: Arch) -> String {
     let (o, binding) = optimized(dt, sizes, arch);
     let regions: Vec<_> = o
         .program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
+        .regions()
         .filter(|r| {
             choose_plan(r, &o.model)
                 .is_ok_and(|c| matches!(c.best.knobs, Knobs::Contraction { .. }))

@@ -23,7 +23,6 @@ use dlc_egg::codegen::manifest::ManifestStep;
 use dlc_egg::codegen::{emit, generate};
 use dlc_egg::cost::choose_plan;
 use dlc_egg::eval::evaluate;
-use dlc_egg::ir::region::program::Step;
 use dlc_egg::ir::region::Region;
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
@@ -115,15 +114,7 @@ fn is_wgmma(r: &Region, o: &Optimized) -> bool {
 
 /// The optimized program's regions planned on `wgmma`.
 fn wgmma_regions(o: &Optimized) -> Vec<&Region> {
-    o.program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
-        .filter(|r| is_wgmma(r, o))
-        .collect()
+    o.program.regions().filter(|r| is_wgmma(r, o)).collect()
 }
 
 /// A plan point of the template: tile `[BM, BN, 64]`, consumer warpgroups, stages.

@@ -646,7 +646,6 @@ int main(void) {
 fn cpu_priced_extraction_runs_like_the_reference_and_is_no_dearer_on_the_cpu() {
     use dlc_egg::cpu::calibrate::{CpuCostParams, KernelFeatures};
     use dlc_egg::cpu::pricing::CpuPricer;
-    use dlc_egg::ir::region::program::Step;
     let text = r#"{
       "signature": {"inputs": [{"tensor": "A", "role": "data"}, {"tensor": "B", "role": "param"},
         {"tensor": "R", "role": "data"}, {"tensor": "g", "role": "param"}, {"tensor": "b", "role": "param"}],
@@ -682,12 +681,7 @@ fn cpu_priced_extraction_runs_like_the_reference_and_is_no_dearer_on_the_cpu() {
     .expect("runs natively");
     compare_all(&got, &want, "gemm_ln").unwrap();
     let cpu_ms = |p: &dlc_egg::ir::region::program::RegionProgram| -> f64 {
-        p.steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Region(r) => Some(r),
-                Step::Alias { .. } => None,
-            })
+        p.regions()
             .map(|r| {
                 let f = KernelFeatures::of(r, &prepared.bindings).expect("features");
                 params.predict_ms(&f, 2)

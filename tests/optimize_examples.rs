@@ -7,7 +7,7 @@ mod common;
 
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::dtype::DType;
-use dlc_egg::ir::region::program::{evaluate_program, Step};
+use dlc_egg::ir::region::program::evaluate_program;
 use dlc_egg::ir::region::{Expr, Materialize, Region};
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
@@ -27,14 +27,7 @@ fn lowered(name: &str) -> Program {
 }
 
 fn regions(o: &Optimized) -> Vec<&Region> {
-    o.program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
-        .collect()
+    o.program.regions().collect()
 }
 
 /// Every sub-expression of a region's lets.

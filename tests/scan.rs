@@ -12,7 +12,7 @@ use dlc_egg::extract::kernels::CostModel;
 use dlc_egg::ir::dim::Dim;
 use dlc_egg::ir::dtype::DType;
 use dlc_egg::ir::frontend::{load_str, resolve_symbols};
-use dlc_egg::ir::region::program::{evaluate_program, Step};
+use dlc_egg::ir::region::program::evaluate_program;
 use dlc_egg::ir::region::{Expr, Region};
 use dlc_egg::ir::tiny::{Builder, Program, ReduceOp, ScanSpec, UOp};
 use dlc_egg::lower::{cumulative_window, lower};
@@ -133,13 +133,7 @@ fn reference_and_optimized(
 }
 
 fn regions(p: &dlc_egg::ir::region::program::RegionProgram) -> Vec<&Region> {
-    p.steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
-        .collect()
+    p.regions().collect()
 }
 
 /// Every variant, the scanned axis strided or innermost, fp16 (casts fused as prologue and

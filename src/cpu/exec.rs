@@ -394,10 +394,7 @@ pub fn log_timings(
     params: &CpuCostParams,
     log: &Path,
 ) -> Result<(), CpuError> {
-    let regions = p.steps.iter().filter_map(|s| match s {
-        Step::Region(r) => Some(r),
-        Step::Alias { .. } => None,
-    });
+    let regions = p.regions();
     let mut rows = Vec::new();
     for ((r, k), (_, ms)) in regions.zip(&prog.kernels).zip(&t.kernels) {
         let Some(features) = KernelFeatures::of(r, bindings) else {

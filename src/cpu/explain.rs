@@ -5,17 +5,14 @@
 
 use super::plan::{KernelPlan, NativePlan, Roofline};
 use super::Isa;
-use crate::ir::region::program::{RegionProgram, Step};
+use crate::ir::region::program::RegionProgram;
 use crate::ir::region::Region;
 use crate::optimize::explain::TargetExplain;
 use std::collections::BTreeMap;
 
 /// The CPU account of `plan` (the plan of the program emitted from `p`).
 pub fn explain(plan: &NativePlan, p: &RegionProgram) -> TargetExplain {
-    let regions = p.steps.iter().filter_map(|s| match s {
-        Step::Region(r) => Some(r),
-        Step::Alias { .. } => None,
-    });
+    let regions = p.regions();
     let mut kernels = BTreeMap::new();
     for (k, r) in plan.kernels.iter().zip(regions) {
         let lines = kernel_lines(k, r, plan.isa, plan.threads);

@@ -7,7 +7,7 @@
 use super::calibrate::{CpuCostParams, KernelFeatures};
 use super::program::NativeProgram;
 use super::Isa;
-use crate::ir::region::program::{RegionProgram, Step};
+use crate::ir::region::program::RegionProgram;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -77,10 +77,7 @@ impl NativePlan {
         threads: usize,
         bindings: &BTreeMap<String, i64>,
     ) -> NativePlan {
-        let regions = p.steps.iter().filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            Step::Alias { .. } => None,
-        });
+        let regions = p.regions();
         let kernels = prog
             .kernels
             .iter()

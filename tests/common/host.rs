@@ -75,15 +75,9 @@ pub fn contraction_regions<'a>(
     o: &'a dlc_egg::optimize::Optimized,
     algos: &[dlc_egg::plan::space::Algo],
 ) -> Vec<&'a dlc_egg::ir::region::Region> {
-    use dlc_egg::ir::region::program::Step;
     use dlc_egg::plan::space::Knobs;
     o.program
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            _ => None,
-        })
+        .regions()
         .filter(|r| {
             dlc_egg::cost::choose_plan(r, &o.model).is_ok_and(|c| match c.best.knobs {
                 Knobs::Contraction { algo, .. } => algos.is_empty() || algos.contains(&algo),

@@ -74,6 +74,14 @@ pub struct RegionProgram {
 }
 
 impl RegionProgram {
+    /// The kernels of the program (its `Region` steps), in execution order.
+    pub fn regions(&self) -> impl Iterator<Item = &Region> {
+        self.steps.iter().filter_map(|s| match s {
+            Step::Region(r) => Some(r),
+            Step::Alias { .. } => None,
+        })
+    }
+
     /// The names of the inputs computed by [`RegionProgram::derived`] (not given by the caller).
     pub fn derived_inputs(&self) -> std::collections::BTreeSet<String> {
         let defined = defined_by(&self.derived);

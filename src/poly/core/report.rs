@@ -5,7 +5,7 @@ use super::compute_at::{compute_at, ComputeAt};
 use super::hints;
 use super::relation::{dependences, DepKind, Dependence};
 use crate::diag::{codes, Diagnostic};
-use crate::ir::region::program::{RegionProgram, Step};
+use crate::ir::region::program::RegionProgram;
 use crate::ir::region::Region;
 use crate::plan::Plan;
 use crate::poly::view::{self, diag as view_diag, PolyView, Stmt};
@@ -81,14 +81,7 @@ pub fn build(p: &RegionProgram, plans: &BTreeMap<String, Plan>, arch: Arch) -> P
         .filter(|d| d.code == codes::EXCESSIVE_PIECEWISE.0)
         .cloned()
         .collect();
-    let regions: Vec<&Region> = p
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Region(r) => Some(r),
-            Step::Alias { .. } => None,
-        })
-        .collect();
+    let regions: Vec<&Region> = p.regions().collect();
     let mut reports = Vec::new();
     for r in &regions {
         let rep = region_report(r, &v, plans.get(&r.name), arch);
