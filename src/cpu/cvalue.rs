@@ -108,8 +108,8 @@ pub(super) fn fold(op: ReduceOp, d: DType, acc: &str, v: &str) -> String {
     let raw = match (Kind::of(d), op) {
         (Kind::Float, ReduceOp::Sum) => format!("({acc} + {v})"),
         (Kind::Float, ReduceOp::Prod) => format!("({acc} * {v})"),
-        (Kind::Float, ReduceOp::Max) => format!("dlc_fmax({acc}, {v})"),
-        (Kind::Float, ReduceOp::Min) => format!("dlc_fmin({acc}, {v})"),
+        (Kind::Float, ReduceOp::Max) => format!("dlc_fmax_acc({acc}, {v})"),
+        (Kind::Float, ReduceOp::Min) => format!("dlc_fmin_acc({acc}, {v})"),
         (Kind::I32, ReduceOp::Sum) => format!("dlc_iadd({acc}, {v})"),
         (Kind::I32, ReduceOp::Prod) => format!("dlc_imul({acc}, {v})"),
         (Kind::Bool, ReduceOp::Sum) => format!("((int32_t)(({acc} | {v}) != 0))"),

@@ -65,20 +65,32 @@ DLC_INLINE int32_t dlc_bool(double x) { return x != 0.0; }
 #define DLC_DIV_INV(x, s) ((x) * (1.0f / (s)))
 #endif
 
-// NaN-propagating max / min (the reference's `nan_or`).
-DLC_INLINE float dlc_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
-DLC_INLINE float dlc_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
+// NaN-propagating max / min (the reference's `nan_or`) as reduction steps: the spelling GCC
+// vectorizes as a max / min reduction.
+DLC_INLINE float dlc_fmax_acc(float a, float b) { return (a > b || a != a) ? a : b; }
+DLC_INLINE float dlc_fmin_acc(float a, float b) { return (a < b || a != a) ? a : b; }
+// The same values as elementwise ops, branch-free: the larger (smaller) by a plain compare, then
+// `a` where it is NaN by a bit select. In scalar loops (the remainder iterations of a vector
+// loop, a strided window's borders) GCC turned the spelling above into two data-dependent
+// branches: relu6 `fmin(fmax(x, 0), 6)` over random data took 5–11 ns per element, 2–5 this
+// way; vectorized, 0.17 against 0.11 (GCC 12, AVX-512). Bit-identical, ±0 and NaN included.
+DLC_INLINE float dlc_f_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+DLC_INLINE uint32_t dlc_bits_f(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+DLC_INLINE float dlc_nan_or(float a, float m) {
+    const uint32_t k = -(uint32_t)(a != a);
+    return dlc_f_bits((dlc_bits_f(a) & k) | (dlc_bits_f(m) & ~k));
+}
+DLC_INLINE float dlc_fmax(float a, float b) { return dlc_nan_or(a, a > b ? a : b); }
+DLC_INLINE float dlc_fmin(float a, float b) { return dlc_nan_or(a, a < b ? a : b); }
 DLC_INLINE int32_t dlc_smax(int32_t a, int32_t b) { return a > b ? a : b; }
 DLC_INLINE int32_t dlc_smin(int32_t a, int32_t b) { return a < b ? a : b; }
-DLC_INLINE float dlc_relu(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
+DLC_INLINE float dlc_relu(float x) { return dlc_nan_or(x, x > 0.0f ? x : 0.0f); }
 DLC_INLINE float dlc_rsqrt(float x) { return 1.0f / sqrtf(x); }
 
 // fp32 transcendental functions (docs/numerics.md, "The native CPU backend"): branch-free so
 // that `omp simd` loops vectorize them, with explicit FMAs (one instruction with -march=native;
 // not subject to -ffp-contract). Max errors against the correctly rounded value, measured over
 // every 97th fp32 bit pattern: see docs/numerics.md. Infinities and NaN behave as libm's.
-DLC_INLINE float dlc_f_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
-DLC_INLINE uint32_t dlc_bits_f(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 // p·2^a for an integer a in [-151, 129]: two normal factors applied one after the other
 // (gradual underflow, overflow to inf, no intermediate overflow for p in [0.5, 2]). Any other a
 // (the bits of a NaN's shifter sum) gives some finite factor: a NaN p stays NaN.
