@@ -10,7 +10,6 @@ mod common;
 
 use dlc_egg::codegen::gpu::{render, Kernel};
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
-use dlc_egg::codegen::manifest::ManifestStep;
 use dlc_egg::codegen::{emit, generate, HEADER_NAME};
 use dlc_egg::cost::roofline::estimate;
 use dlc_egg::cost::{choose_plan, PlanChoice};
@@ -114,23 +113,11 @@ fn check(dt: &str, mkn: [i64; 3], trans_b: bool, rtol: f64) {
     let b = BTreeMap::new();
     let ins = random_inputs(&p, &b, 11).expect("inputs");
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");
-    let old = render::kernel(&planned);
     for block in GEMV_BLOCKS {
         let k: Kernel =
             emit::kernel_of(r, &with_block(&choice, block, Arch::Sm80), &o.model.target)
                 .unwrap_or_else(|e| panic!("{block:?}: {e}"));
-        let mut source = generated.emitted.source.clone();
-        assert!(source.contains(&old), "the planned kernel is in kernels.cu");
-        source = source.replace(&old, &render::kernel(&k));
-        let mut manifest = generated.emitted.manifest.clone();
-        for s in &mut manifest.steps {
-            if let ManifestStep::Launch(l) = s {
-                if l.kernel == k.name {
-                    l.grid = k.launch.grid.clone();
-                    l.block = k.launch.block;
-                }
-            }
-        }
+        let (source, manifest) = common::host::swap_kernel(&generated, &planned, &k);
         let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
             .unwrap_or_else(|e| panic!("{block:?}: the host run fails: {e}"));
         for (name, w) in &want {

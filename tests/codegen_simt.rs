@@ -72,16 +72,7 @@ fn every_simt_tile(text: &str, arch: Arch) -> BTreeSet<[u64; 3]> {
         let (source, manifest) = common::host::swap_kernel(&generated, &planned, &k);
         let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
             .unwrap_or_else(|e| panic!("{what}: the host run fails: {e}"));
-        for (name, w) in &want {
-            let (g, w) = (got[name].to_f64(), w.to_f64());
-            assert_eq!(g.len(), w.len(), "{what} {name}: element count");
-            for (i, (g, w)) in g.iter().zip(&w).enumerate() {
-                assert!(
-                    (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                    "{what} {name}[{i}]: got {g}, want {w}"
-                );
-            }
-        }
+        common::host::assert_outputs_within(&got, &want, 1e-5, &what);
     }
     tiles
 }

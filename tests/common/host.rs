@@ -29,7 +29,18 @@ pub fn emulation_matches_reference(
         &HostOptions::default(),
     )
     .unwrap_or_else(|e| panic!("{what}: the host run fails: {e}"));
-    for (name, w) in &want {
+    assert_outputs_within(&got, &want, rel, what);
+}
+
+/// Every output of `want` in `got`, element by element within `|got − want| ≤ rel·max(|want|,
+/// 1)`; `what` names the case in failure messages.
+pub fn assert_outputs_within(
+    got: &BTreeMap<String, dlc_egg::tensor::Tensor>,
+    want: &BTreeMap<String, dlc_egg::tensor::Tensor>,
+    rel: f64,
+    what: &str,
+) {
+    for (name, w) in want {
         let (g, w) = (got[name].to_f64(), w.to_f64());
         assert_eq!(g.len(), w.len(), "{what} {name}: element count");
         for (i, (g, w)) in g.iter().zip(&w).enumerate() {

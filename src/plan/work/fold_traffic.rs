@@ -260,6 +260,14 @@ mod tests {
         assert_eq!(cta_coverage(&[8.0, 4.0], 256.0), vec![8.0, 4.0]);
     }
 
+    fn name(n: &str) -> AxisExpr {
+        AxisExpr::Name(n.into())
+    }
+
+    fn plus(a: &str, b: &str) -> AxisExpr {
+        AxisExpr::Add(vec![name(a), name(b)])
+    }
+
     fn read(varies: Vec<bool>) -> FoldRead {
         FoldRead {
             tensor: "x".into(),
@@ -286,8 +294,6 @@ mod tests {
     #[test]
     fn a_stencil_loads_its_window_once() {
         // A 3×3 depthwise window x[h + i, w + j] at 56×56 points, CTAs of 512: 10 rows × 56.
-        let name = |n: &str| AxisExpr::Name(n.into());
-        let plus = |a: &str, b: &str| AxisExpr::Add(vec![name(a), name(b)]);
         let folds = vec![("i".to_string(), 3), ("j".to_string(), 3)];
         let mut r = read(vec![true, true]);
         r.per_point = 9.0;
@@ -306,8 +312,6 @@ mod tests {
     fn a_stencil_over_many_channels_reuses_each_channels_window() {
         // x[c, h + i, w + j] over 256 channels at 14×14 points, CTAs of 256 (all 196 points):
         // a channel's 16×16 window fits L1, all 256 windows (256 KB) do not.
-        let name = |n: &str| AxisExpr::Name(n.into());
-        let plus = |a: &str, b: &str| AxisExpr::Add(vec![name(a), name(b)]);
         let folds = vec![
             ("c".to_string(), 256),
             ("i".to_string(), 3),
