@@ -8,17 +8,7 @@
 
 mod common;
 
-use common::native::{compare_all, opts};
-use dlc_egg::cpu::exec::{prepare, run_loaded};
-use dlc_egg::ir::region::program::{evaluate_program, RegionProgram};
-use dlc_egg::run::random_tensor;
-use std::collections::{BTreeMap, BTreeSet};
-
-fn input(name: &str, shape: &[u64]) -> String {
-    format!(
-        r#"{{"name": "{name}", "dtype": "fp32", "memref": {{"shape": {shape:?}, "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}}}"#
-    )
-}
+use common::native::{check_region, region_input as input, region_program};
 
 /// `i·s + k − p` as region JSON.
 fn tap(k: &str, i: &str, s: u64, p: u64) -> String {
@@ -57,18 +47,6 @@ fn conv(c: u64, o: u64, h: u64, r: u64, s: u64, p: u64, prologue: bool) -> Strin
     )
 }
 
-fn program(step: &str, inputs: &[(&str, Vec<usize>)]) -> RegionProgram {
-    let ins: Vec<String> = inputs
-        .iter()
-        .map(|(n, s)| format!(r#"{{"name": "{n}", "dtype": "fp32", "shape": {s:?}}}"#))
-        .collect();
-    let text = format!(
-        r#"{{"inputs": [{}], "steps": [{step}], "outputs": [["y", "Y"]]}}"#,
-        ins.join(", ")
-    );
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
-
 /// Runs the convolution natively (2 threads; the weights and biases are `role: param` inputs,
 /// as in an imported model) and by the reference playback; returns the kernel's notes.
 fn check(
@@ -88,28 +66,13 @@ fn check(
         ("b2", vec![o]),
     ];
     let u = |x: usize| x as u64;
-    let prog = program(&conv(u(c), u(o), u(h), u(r), u(s), u(p), prologue), &ins);
-    let tensors: BTreeMap<String, dlc_egg::tensor::Tensor> = ins
-        .iter()
-        .enumerate()
-        .map(|(k, (n, sh))| {
-            let t = random_tensor(dlc_egg::ir::dtype::DType::F32, sh.clone(), 11, k as u64, 0);
-            (n.to_string(), t)
-        })
-        .collect();
-    let b = BTreeMap::new();
-    let want = evaluate_program(&prog, &b, &tensors).expect("reference");
-    let params: BTreeSet<String> = ["b1", "Wt", "b2"].iter().map(|n| n.to_string()).collect();
-    let (native, loaded) = prepare(&prog, &params, None).expect("native");
-    let mut o = opts();
-    o.params = params;
-    let (got, _) = run_loaded(&prog, &native, &loaded, &b, &tensors, &o).expect("run");
-    compare_all(&got, &want, &what).unwrap();
-    let notes: Vec<String> = native
-        .kernels
-        .iter()
-        .flat_map(|k| k.notes.clone())
-        .collect();
+    let prog = region_program(
+        &conv(u(c), u(o), u(h), u(r), u(s), u(p), prologue),
+        &ins,
+        "y",
+        "Y",
+    );
+    let notes = check_region(&prog, &ins, &["b1", "Wt", "b2"], 11, &what);
     assert!(
         notes.iter().any(|n| n.starts_with("direct convolution")),
         "{what}: {notes:?}"

@@ -4,22 +4,13 @@
 //! convolution nested in a global average pool reducing over `[k2, m, k3]` inside the iter
 //! `m`). The native backend renames those axes apart (`src/cpu/unshadow.rs`), so the 1×1
 //! convolution is a packed GEMM, the depthwise one an interchanged reduce vectorized over the
-//! output row (split at its padding border: `src/cpu/emit_border.rs`), and the pooled one folds its 320-long channel axis in lanes; every output must
+//! output row (its image rows staged once per row: `src/cpu/emit_stencil.rs`), and the pooled one folds its 320-long channel axis in lanes; every output must
 //! still match the region program's reference playback.
 
 mod common;
 
-use common::native::{compare_all, opts};
-use dlc_egg::cpu::exec::{prepare, run_loaded};
-use dlc_egg::ir::region::program::{evaluate_program, RegionProgram};
-use dlc_egg::run::random_tensor;
-use std::collections::{BTreeMap, BTreeSet};
-
-fn input(name: &str, shape: &[u64]) -> String {
-    format!(
-        r#"{{"name": "{name}", "dtype": "fp32", "memref": {{"shape": {shape:?}, "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}}}"#
-    )
-}
+use common::native::{check_region, region_input as input, region_program};
+use dlc_egg::ir::region::program::RegionProgram;
 
 /// The 1×1 convolution `X[1, C, H, W] · Wt[O, C, 1, 1]` into `[1, 1, O, H, W]` (k3 of the export).
 fn pointwise(c: u64, o: u64, h: u64, w: u64) -> String {
@@ -75,37 +66,12 @@ fn pooled(c: u64, o: u64, s: u64) -> String {
 }
 
 fn program(step: &str, inputs: &[(&str, Vec<usize>)], out: &str, buf: &str) -> RegionProgram {
-    let ins: Vec<String> = inputs
-        .iter()
-        .map(|(n, s)| format!(r#"{{"name": "{n}", "dtype": "fp32", "shape": {s:?}}}"#))
-        .collect();
-    let text = format!(
-        r#"{{"inputs": [{}], "steps": [{step}], "outputs": [["{out}", "{buf}"]]}}"#,
-        ins.join(", ")
-    );
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    region_program(step, inputs, out, buf)
 }
 
 /// Runs `p` natively (2 threads) and by the reference playback; returns the kernels' notes.
 fn check(p: &RegionProgram, inputs: &[(&str, Vec<usize>)], what: &str) -> Vec<String> {
-    let ins: BTreeMap<String, dlc_egg::tensor::Tensor> = inputs
-        .iter()
-        .enumerate()
-        .map(|(k, (n, s))| {
-            let t = random_tensor(dlc_egg::ir::dtype::DType::F32, s.clone(), 7, k as u64, 0);
-            (n.to_string(), t)
-        })
-        .collect();
-    let b = BTreeMap::new();
-    let want = evaluate_program(p, &b, &ins).expect("reference");
-    let (native, loaded) = prepare(p, &BTreeSet::new(), None).expect("native");
-    let (got, _) = run_loaded(p, &native, &loaded, &b, &ins, &opts()).expect("run");
-    compare_all(&got, &want, what).unwrap();
-    native
-        .kernels
-        .iter()
-        .flat_map(|k| k.notes.clone())
-        .collect()
+    check_region(p, inputs, &[], 7, what)
 }
 
 #[test]
@@ -142,9 +108,9 @@ fn a_strided_depthwise_convolution_with_a_shadowing_axis_vectorizes_its_output_r
             !notes.iter().any(|n| n.contains("lane accumulators")),
             "{notes:?}"
         );
-        // the guard over the output column dropped inside the row's interval (emit_border.rs)
+        // the image rows staged once per row, the taps unguarded (emit_stencil.rs)
         assert!(
-            notes.iter().any(|n| n.contains("padding border")),
+            notes.iter().any(|n| n.contains("image rows staged")),
             "{notes:?}"
         );
     }

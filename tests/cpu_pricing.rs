@@ -4,16 +4,13 @@
 //! priced by the GEMM view (one exp per score), BERT-base's fused kernel at sequence 128 was
 //! predicted 0.76 ms and ran 1224 ms, and extraction kept it in one layer of twelve.
 
+mod common;
+
+use common::native::region_input as input;
 use dlc_egg::cpu::calibrate::KernelFeatures;
 use dlc_egg::cpu::emit::{emit_region, runs_packed_contraction};
 use dlc_egg::ir::region::Region;
 use std::collections::{BTreeMap, BTreeSet};
-
-fn input(name: &str, shape: &[u64]) -> String {
-    format!(
-        r#"{{"name": "{name}", "dtype": "fp32", "memref": {{"shape": {shape:?}, "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}}}"#
-    )
-}
 
 /// `O[h, m, n] = Σ_k body(k) · V[h, k, n]` over `h < H, m < S, n < D`, with `lets` before it.
 fn attention(h: u64, s: u64, d: u64, lets: &str, body: &str) -> Region {

@@ -80,7 +80,7 @@ pub(super) struct Direct {
 
 /// `e` as an affine form over names with integer coefficients (variables only: no floors,
 /// `min`, `max` or opaque atoms).
-fn affine(e: &AxisExpr) -> Option<Quasi<i64, String>> {
+pub(super) fn affine(e: &AxisExpr) -> Option<Quasi<i64, String>> {
     let q = quasi_of_axis(e).ok()?;
     q.terms
         .keys()
@@ -89,7 +89,7 @@ fn affine(e: &AxisExpr) -> Option<Quasi<i64, String>> {
 }
 
 /// The coefficient of variable `n` in `q` (0 when absent).
-fn coef(q: &Quasi<i64, String>, n: &str) -> i64 {
+pub(super) fn coef(q: &Quasi<i64, String>, n: &str) -> i64 {
     q.terms.get(&Atom::Var(n.to_string())).copied().unwrap_or(0)
 }
 
@@ -118,9 +118,40 @@ fn non_negative(op: CmpOp, a: &AxisExpr, b: &AxisExpr) -> Option<Quasi<i64, Stri
     })
 }
 
+/// `Some` when every conjunct of guard `p` is a bound of one axis of an image read through
+/// `maps` (`idx_d ≥ 0` or `idx_d ≤ size_d − 1`, in any spelling): the guard then only says
+/// "inside the image", and a zero-padded copy of the image evaluates it.
+pub(super) fn bounds_only(
+    p: &Pred,
+    maps: &[Quasi<i64, String>],
+    shape: &[crate::ir::region::Size],
+) -> Option<()> {
+    let mut cs = Vec::new();
+    conjuncts(p, &mut cs)?;
+    for cj in cs {
+        let Pred::Cmp(op, a, b) = cj else {
+            return None;
+        };
+        let l = non_negative(*op, a, b)?;
+        let bound = maps.iter().zip(shape).any(|(m, s)| {
+            let upper = dim_to_expr(&s.0)
+                .and_then(|e| quasi_of_axis(&e).ok())
+                .map(|s| s.sub(&Quasi::int(1)).sub(m));
+            &l == m || upper.as_ref() == Some(&l)
+        });
+        if !bound {
+            return None;
+        }
+    }
+    Some(())
+}
+
 /// Collects the reads of `e` (tensor, index map) when `e` combines them pointwise: constants,
 /// unary and binary ops, casts; `None` for anything else (a let, a select, a reduce, a gather).
-fn pointwise_reads<'e>(e: &'e Expr, out: &mut Vec<(&'e str, &'e [AxisExpr])>) -> Option<()> {
+pub(super) fn pointwise_reads<'e>(
+    e: &'e Expr,
+    out: &mut Vec<(&'e str, &'e [AxisExpr])>,
+) -> Option<()> {
     match e {
         Expr::Read { tensor, map } => {
             out.push((tensor, map));
@@ -137,10 +168,10 @@ fn pointwise_reads<'e>(e: &'e Expr, out: &mut Vec<(&'e str, &'e [AxisExpr])>) ->
 }
 
 /// Per read: its tensor, its index map, and that map over the padded copy's variables.
-type Remap<'e> = Vec<(&'e str, &'e [AxisExpr], Vec<AxisExpr>)>;
+pub(super) type Remap<'e> = Vec<(&'e str, &'e [AxisExpr], Vec<AxisExpr>)>;
 
 /// `e` with each read's index map replaced by `remap`'s (tensor, old map) → new map.
-fn reindex(e: &Expr, remap: &Remap<'_>) -> Expr {
+pub(super) fn reindex(e: &Expr, remap: &Remap<'_>) -> Expr {
     let r = |x: &Expr| Box::new(reindex(x, remap));
     match e {
         Expr::Read { tensor, map } => Expr::Read {
@@ -255,23 +286,7 @@ impl Emitter<'_> {
             return None;
         }
         if let Some(p) = guard {
-            let mut cs = Vec::new();
-            conjuncts(p, &mut cs)?;
-            for cj in cs {
-                let Pred::Cmp(op, a, b) = cj else {
-                    return None;
-                };
-                let l = non_negative(*op, a, b)?;
-                let bound = maps.iter().zip(&inp.memref.shape).any(|(m, s)| {
-                    let upper = dim_to_expr(&s.0)
-                        .and_then(|e| quasi_of_axis(&e).ok())
-                        .map(|s| s.sub(&Quasi::int(1)).sub(m));
-                    &l == m || upper.as_ref() == Some(&l)
-                });
-                if !bound {
-                    return None;
-                }
-            }
+            bounds_only(p, &maps, &inp.memref.shape)?;
         }
         Some(Direct {
             value: reindex(value, &remap),
@@ -289,7 +304,7 @@ impl Emitter<'_> {
     /// shape through the image's map takes `cdv` whole; any other read (a per-channel bias
     /// `b[k]`, a scale `s[0, k, 0, 0]`) must index each of its axes by an integer or by exactly
     /// the image's index of some axis `d` of the same size (then `cdv<d>`). `None` otherwise.
-    fn image_reads<'e>(
+    pub(super) fn image_reads<'e>(
         &self,
         reads: &[(&'e str, &'e [AxisExpr])],
         maps: &[Quasi<i64, String>],

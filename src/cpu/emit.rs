@@ -673,7 +673,8 @@ impl<'a> Emitter<'a> {
     /// The fused-epilogue choice and the contraction lets' result buffers (one check after
     /// every allocation: a failed one frees those that succeeded); returns the lets whose
     /// buffers were allocated. A region that is one contraction let yielded into an fp32
-    /// output over its iters in order (a plain GEMM) writes that output directly
+    /// output over its iters in order (a plain GEMM; iters of size 1 may be missing from the
+    /// let, as a batch-1 convolution's) writes that output directly
     /// ([`Emitter::gemm_out`]): no buffer, no copy.
     fn emit_gemm_buffers(&mut self, gemms: &[usize]) -> Vec<usize> {
         if let &[li] = gemms {
@@ -682,9 +683,16 @@ impl<'a> Emitter<'a> {
                 for (g, l) in self.lets.iter_mut().enumerate() {
                     l.local = g != li;
                 }
-                let all: Vec<usize> = (0..self.r.iters.len()).collect();
+                // the let over every iter but those of size 1 (a batch-1 convolution's): the
+                // output's layout is the let's
+                let sized: Vec<usize> = (0..self.r.iters.len())
+                    .filter(|i| self.checked.iter_sizes[*i].as_int() != Some(1))
+                    .collect();
+                let inner = &self.lets[li].inner;
+                let same = inner.windows(2).all(|w| w[0] < w[1])
+                    && sized.iter().all(|i| inner.contains(i));
                 let oi = match (&self.r.lets[..], &self.r.yields[..]) {
-                    ([l], [y]) if y.from == l.name && self.lets[li].inner == all => {
+                    ([l], [y]) if y.from == l.name && same => {
                         self.r.outputs.iter().position(|o| o.name == y.to)
                     }
                     _ => None,

@@ -530,6 +530,11 @@ impl Emitter<'_> {
             Some(h) => Some(self.emit_hoist_prepass(h, &red.axes[0], scope)?),
             None => None,
         };
+        if hoist.is_none() {
+            if let Some(s) = self.stencil_of(red, &inner) {
+                return self.emit_stencil(li, red, &inner, &s, &ext, scope);
+            }
+        }
         let mut rv = Vec::new();
         for (a, e) in red.axes.iter().zip(&ext) {
             let v = self.fresh("r");

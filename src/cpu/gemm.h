@@ -222,12 +222,13 @@ static void dlc_gemm_plan(int64_t M, int64_t N, int nt, int64_t *nc, int64_t *mg
     *mg = rp > 0 ? (rp + *rg / DLC_MR - 1) / (*rg / DLC_MR) : 1;
 }
 
-// Per-thread scratch for packed panels and index arrays, kept between calls (slot < 8): the
-// same buffers serve every run of the program instead of fresh pages faulted in each time.
-// Threads of OpenMP's pool persist, so do their buffers (up to the largest contraction run).
+// Per-thread scratch for packed panels and index arrays (slots 0-7) and staged window rows
+// (slot 8, emit_stencil.rs), kept between calls: the same buffers serve every run of the
+// program instead of fresh pages faulted in each time. Threads of OpenMP's pool persist, so do
+// their buffers (up to the largest contraction run).
 DLC_INLINE void *dlc_scratch(int slot, int64_t bytes) {
-    static __thread void *buf[8];
-    static __thread int64_t cap[8];
+    static __thread void *buf[9];
+    static __thread int64_t cap[9];
     if (bytes < 64) bytes = 64;
     if (bytes > cap[slot]) {
         free(buf[slot]);

@@ -72,6 +72,7 @@ mod emit_fuse;
 mod emit_hoist;
 mod emit_loops;
 mod emit_split;
+mod emit_stencil;
 pub mod exec;
 pub mod explain;
 pub mod plan;

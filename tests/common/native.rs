@@ -90,3 +90,68 @@ pub fn compare_all(
     }
     Ok(())
 }
+
+/// A region program of one step (`step`: a region's JSON) over fp32 `inputs` (name, shape),
+/// whose program output `out` is the step's buffer `buf`.
+pub fn region_program(
+    step: &str,
+    inputs: &[(&str, Vec<usize>)],
+    out: &str,
+    buf: &str,
+) -> dlc_egg::ir::region::program::RegionProgram {
+    let ins: Vec<String> = inputs
+        .iter()
+        .map(|(n, s)| format!(r#"{{"name": "{n}", "dtype": "fp32", "shape": {s:?}}}"#))
+        .collect();
+    let text = format!(
+        r#"{{"inputs": [{}], "steps": [{step}], "outputs": [["{out}", "{buf}"]]}}"#,
+        ins.join(", ")
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Runs region program `p` natively (2 threads; `params`: the inputs read as constant
+/// parameters, packed once) and by the reference playback on random inputs (`seed`), asserts
+/// they agree, and returns the kernels' notes.
+pub fn check_region(
+    p: &dlc_egg::ir::region::program::RegionProgram,
+    inputs: &[(&str, Vec<usize>)],
+    params: &[&str],
+    seed: u64,
+    what: &str,
+) -> Vec<String> {
+    let ins: BTreeMap<String, Tensor> = inputs
+        .iter()
+        .enumerate()
+        .map(|(k, (n, s))| {
+            let t = dlc_egg::run::random_tensor(
+                dlc_egg::ir::dtype::DType::F32,
+                s.clone(),
+                seed,
+                k as u64,
+                0,
+            );
+            (n.to_string(), t)
+        })
+        .collect();
+    let b = BTreeMap::new();
+    let want = evaluate_program(p, &b, &ins).expect("reference");
+    let params: std::collections::BTreeSet<String> = params.iter().map(|n| n.to_string()).collect();
+    let (native, loaded) = prepare(p, &params, None).expect("native");
+    let mut o = opts();
+    o.params = params;
+    let (got, _) = run_loaded(p, &native, &loaded, &b, &ins, &o).expect("run");
+    compare_all(&got, &want, what).unwrap();
+    native
+        .kernels
+        .iter()
+        .flat_map(|k| k.notes.clone())
+        .collect()
+}
+
+/// A region input's JSON: fp32, row-major, of `shape`.
+pub fn region_input(name: &str, shape: &[u64]) -> String {
+    format!(
+        r#"{{"name": "{name}", "dtype": "fp32", "memref": {{"shape": {shape:?}, "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}}}"#
+    )
+}
