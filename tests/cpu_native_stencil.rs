@@ -92,6 +92,11 @@ impl Dw {
 
     /// Runs it natively and by the reference; returns whether it was staged.
     fn staged(&self) -> bool {
+        self.notes().iter().any(|n| n.contains(NOTE))
+    }
+
+    /// Runs it natively and by the reference; returns the kernel's notes.
+    fn notes(&self) -> Vec<String> {
         let u = |x: u64| x as usize;
         let ins = [
             ("Y", vec![1, u(self.c), u(self.h), u(self.w)]),
@@ -99,8 +104,7 @@ impl Dw {
             ("Wd", vec![u(self.c), 1, u(self.kh), u(self.kw)]),
         ];
         let p = region_program(&self.region(), &ins, "z", "Z");
-        let notes = check_region(&p, &ins, &["bias", "Wd"], 5, &format!("{self:?}"));
-        notes.iter().any(|n| n.contains(NOTE))
+        check_region(&p, &ins, &["bias", "Wd"], 5, &format!("{self:?}"))
     }
 }
 
@@ -168,6 +172,32 @@ fn windows_of_every_width_dilation_and_direction_match() {
                 assert_eq!(d.staged(), kw > 1, "{d:?}");
             }
         }
+    }
+}
+
+#[test]
+fn small_windows_fold_in_registers_and_large_ones_per_tap() {
+    // 3×3 and 7×7 (49 points) in registers, 9×9 (81) one vector loop per tap; 40 channels of
+    // 7×7 or 5×9 outputs: the work items are whole planes (rows shorter than 32)
+    for (kh, kw, h, w, c) in [
+        (3, 3, 9, 9, 40),
+        (7, 7, 15, 9, 40),
+        (9, 9, 15, 17, 3),
+        (9, 9, 13, 13, 40),
+    ] {
+        let d = Dw {
+            c,
+            h,
+            w,
+            kh,
+            kw,
+            pad: 4,
+            ..BASE
+        };
+        let notes = d.notes();
+        let registers = notes.iter().any(|n| n.contains("folded in registers"));
+        assert_eq!(registers, kh * kw <= 64, "{d:?}: {notes:?}");
+        assert!(notes.iter().any(|n| n.contains(NOTE)), "{d:?}: {notes:?}");
     }
 }
 

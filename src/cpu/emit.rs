@@ -269,6 +269,28 @@ pub fn emit_region(
     })
 }
 
+/// The longest vector loop (a known size) whose rows are merged into planes by [`short_rows`].
+const SHORT_ROW: i64 = 32;
+/// The fewest outer points [`short_rows`] leaves (the work items of the threads).
+const SHORT_ROW_MIN_ITEMS: i64 = 32;
+
+/// Whether rows form's work items grow from rows to planes: the vector loop (the innermost iter
+/// `n − 1`, inner) is shorter than [`SHORT_ROW`], the last outer iter is the one before it, at
+/// least [`SHORT_ROW_MIN_ITEMS`] outer points stay, and every heavy let in `pool` is over the
+/// vector loop's iter (interchanged reduces, as a depthwise convolution's at 14² or 7²: one
+/// work item per 14-point row spent more on the item than on its 126 multiply-adds).
+fn short_rows(outer: &[usize], n: usize, checked: &Checked, pool: &[usize]) -> bool {
+    let size = |i: usize| checked.iter_sizes[i].eval_with(&BTreeMap::new()).ok();
+    let (Some(&last), Some(inner)) = (outer.last(), n.checked_sub(1)) else {
+        return false;
+    };
+    let items: Option<i64> = outer[..outer.len() - 1].iter().map(|i| size(*i)).product();
+    last + 1 == inner
+        && size(inner).is_some_and(|z| z < SHORT_ROW)
+        && items.is_some_and(|p| p >= SHORT_ROW_MIN_ITEMS)
+        && pool.iter().all(|li| checked.let_free[*li].contains(&inner))
+}
+
 impl<'a> Emitter<'a> {
     pub(super) fn new(r: &'a Region, checked: Checked) -> Emitter<'a> {
         let n = r.iters.len();
@@ -320,6 +342,9 @@ impl<'a> Emitter<'a> {
         // outer: scalar stores through a flat loop. Keep the innermost axis inner (the SIMD loop).
         if pointwise && n > 0 && outer.contains(&(n - 1)) {
             outer.retain(|i| *i != n - 1);
+        }
+        if !pointwise && short_rows(&outer, n, &checked, &pool) {
+            outer.pop();
         }
         let mut has_gather = false;
         for l in &r.lets {
