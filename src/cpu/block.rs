@@ -138,7 +138,7 @@ impl Emitter<'_> {
             "const int64_t cdcw = cdW <= DLC_CV_COLS ? cdW : DLC_CV_COLS / DLC_PX * DLC_PX;",
             "const int64_t cdnc = (cdW + cdcw - 1) / cdcw, cdcwp = (cdcw + DLC_PX - 1) / DLC_PX * DLC_PX;",
             "const int64_t cdri = cdnc > 1 || DLC_CV_COLS / cdW < 1 ? 1 : DLC_CV_COLS / cdW;",
-            "const int64_t cdnh = (cdH + cdri - 1) / cdri, cdni = cdG * cdnh * cdnc;",
+            "const int64_t cdnh = (cdH + cdri - 1) / cdri, cdni = cdG * cdnh * cdnc, cdq = cdri * cdcwp;",
             "const int64_t cnpn = (cM + DLC_CR - 1) / DLC_CR;",
         ] {
             self.line(l);
@@ -148,7 +148,7 @@ impl Emitter<'_> {
         ));
         self.line("const int64_t cRG = (cnpn + cMG - 1) / cMG * DLC_CR;");
         self.line("cMG = (cnpn * DLC_CR + cRG - 1) / cRG; if (cMG < 1) cMG = 1;");
-        self.line("float *cCt = (float *)dlc_scratch(1, 4 * cdri * cdcwp * cRG);");
+        self.line("float *cCt = (float *)dlc_scratch(1, 4 * cdq * cRG);");
         self.line("if (!cCt) dlc_err_flag(&dlc_err, 2);");
         if last {
             self.line("#pragma omp for schedule(static) nowait");
