@@ -1,6 +1,7 @@
 //! Window reduces in rows form whose image rows are staged once per row
 //! (`src/cpu/emit_stencil.rs`): depthwise convolutions with strides 1–3, dilation, padding 0–2,
-//! windows of 1–7 taps, a ReLU6 prologue over a per-channel bias or a bare read, the window as
+//! windows of 1–9 taps, pooling windows (max, min, sum: the window is the whole body, padded
+//! with its own value), a ReLU6 prologue over a per-channel bias or a bare read, the window as
 //! either factor of the product, a window walking the row backwards, and a 1-D window without
 //! row taps; output rows of 1 to 37 positions (every vector tail). Each must match the region
 //! program's reference playback, and take the staged path exactly where it pays (a stride above
@@ -30,6 +31,9 @@ struct Dw {
     window_first: bool,
     /// The column tap walks the row backwards (`s·n − d·k1 + d·(kw − 1) − p`).
     flip: bool,
+    /// A pooling window (`max`, `min` or `sum` of the window itself, padded with −∞, +∞ or 0)
+    /// instead of the convolution `Σ x · Wd`.
+    pool: Option<&'static str>,
 }
 
 impl Dw {
@@ -62,9 +66,14 @@ impl Dw {
             y
         };
         let bound = |e: &str, n: u64| format!(r#"{{"ge": [{e}, 0]}}, {{"lt": [{e}, {n}]}}"#);
+        let pad = match self.pool {
+            Some("max") => r#""-INF""#,
+            Some("min") => r#""INF""#,
+            _ => "0.0",
+        };
         let window = if self.pad > 0 {
             format!(
-                r#"{{"select": {{"pred": {{"and": [{}, {}]}}, "then": {image}, "else": 0.0}}}}"#,
+                r#"{{"select": {{"pred": {{"and": [{}, {}]}}, "then": {image}, "else": {pad}}}}}"#,
                 bound(&row, self.h),
                 bound(&col, self.w)
             )
@@ -72,21 +81,24 @@ impl Dw {
             image
         };
         let wd = r#"{"read": {"tensor": "Wd", "map": ["c", 0, "k", "k1"]}}"#;
-        let (a, b) = if self.window_first {
-            (window, wd.to_string())
-        } else {
-            (wd.to_string(), window)
+        let body = match self.pool {
+            Some(_) => window,
+            None if self.window_first => format!(r#"{{"mul": [{window}, {wd}]}}"#),
+            None => format!(r#"{{"mul": [{wd}, {window}]}}"#),
         };
+        let op = self.pool.unwrap_or("sum");
         format!(
             r#"{{"region": {{"name": "dw", "iters": [{{"name": "b", "size": 1}}, {{"name": "c", "size": {c}}}, {{"name": "m", "size": {ho}}}, {{"name": "n", "size": {wo}}}],
   "inputs": [{}, {}, {}],
   "outputs": [{{"name": "Z", "dtype": "fp32", "memref": {{"shape": [1, {c}, {ho}, {wo}], "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}, "materialize": "deferred"}}],
-  "lets": [{{"let": "acc", "expr": {{"reduce": {{"op": "sum", "axes": ["k", "k1"], "init": 0.0, "dtype": "fp32", "body": {{"mul": [{a}, {b}]}}}}}}}}],
+  "lets": [{{"let": "acc", "expr": {{"reduce": {{"op": "{op}", "axes": ["k", "k1"], "extents": {{"k": {kh}, "k1": {kw}}}, "dtype": "fp32", "body": {body}}}}}}}],
   "yield": [{{"from": "acc", "to": "Z"}}]}}}}"#,
             input("Y", &[1, self.c, self.h, self.w]),
             input("bias", &[self.c]),
             input("Wd", &[self.c, 1, self.kh, self.kw]),
             c = self.c,
+            kh = self.kh,
+            kw = self.kw,
         )
     }
 
@@ -120,6 +132,7 @@ const BASE: Dw = Dw {
     prologue: true,
     window_first: true,
     flip: false,
+    pool: None,
 };
 
 #[test]
@@ -198,6 +211,25 @@ fn small_windows_fold_in_registers_and_large_ones_per_tap() {
         let registers = notes.iter().any(|n| n.contains("folded in registers"));
         assert_eq!(registers, kh * kw <= 64, "{d:?}: {notes:?}");
         assert!(notes.iter().any(|n| n.contains(NOTE)), "{d:?}: {notes:?}");
+    }
+}
+
+/// ResNet's max pool (3×3, stride 2, padding 1 with −∞, over `relu(t + b)`), a min pool and a
+/// sum pool: the window is the whole body.
+#[test]
+fn pooling_windows_are_staged_with_their_padding_value() {
+    for pool in ["max", "min", "sum"] {
+        for (h, stride, pad) in [(9, 2, 1), (14, 2, 1), (40, 2, 0), (7, 1, 1), (33, 3, 2)] {
+            let d = Dw {
+                h,
+                w: h + 1,
+                stride,
+                pad,
+                pool: Some(pool),
+                ..BASE
+            };
+            assert!(d.staged(), "{d:?}");
+        }
     }
 }
 

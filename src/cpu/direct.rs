@@ -146,6 +146,19 @@ pub(super) fn bounds_only(
     Some(())
 }
 
+/// `e` as a value under an optional guard: `pred ? v : 0` (a +0.0 otherwise: the zero padding
+/// of a window) is `(v, Some(pred))`, anything else `(e, None)`.
+pub(super) fn guarded_value(e: &Expr) -> (&Expr, Option<&Pred>) {
+    match e {
+        Expr::Select {
+            pred,
+            then,
+            otherwise,
+        } if matches!(**otherwise, Expr::Const(z) if z.to_bits() == 0) => (&**then, Some(pred)),
+        e => (e, None),
+    }
+}
+
 /// Collects the reads of `e` (tensor, index map) when `e` combines them pointwise: constants,
 /// unary and binary ops, casts; `None` for anything else (a let, a select, a reduce, a gather).
 pub(super) fn pointwise_reads<'e>(
@@ -224,14 +237,7 @@ impl Emitter<'_> {
         if !c.batch.is_empty() {
             return None;
         }
-        let (value, guard) = match &c.y {
-            Expr::Select {
-                pred,
-                then,
-                otherwise,
-            } if matches!(**otherwise, Expr::Const(z) if z.to_bits() == 0) => (&**then, Some(pred)),
-            e => (e, None),
-        };
+        let (value, guard) = guarded_value(&c.y);
         let mut reads = Vec::new();
         pointwise_reads(value, &mut reads)?;
         let &(tensor, map) = reads.first()?;
