@@ -6,10 +6,7 @@
 
 mod common;
 
-use common::native::check_graph;
-use dlc_egg::ir::frontend::load_str;
-use dlc_egg::lower::lower;
-use dlc_egg::optimize::{optimize, OptimizeOptions};
+use common::native::{check_graph, graph_notes};
 
 /// Softmax over the last axis of `[3, 5, N]`, then `P·V` with `V: [3, N, 20]`.
 const SOFTMAX_PV: &str = r#"{
@@ -28,14 +25,7 @@ const NOTE: &str = "SIMD pre-pass";
 
 /// Whether any kernel `text` emits notes the pre-pass.
 fn has_prepass(text: &str) -> bool {
-    let g = load_str(text, "hoist").expect("load");
-    let prog = lower(&g).expect("lower");
-    let o = optimize(&prog, &OptimizeOptions::default()).expect("optimize");
-    let native = dlc_egg::cpu::program::emit_program(&o.program).expect("emit");
-    native
-        .kernels
-        .iter()
-        .any(|k| k.notes.iter().any(|n| n.contains(NOTE)))
+    graph_notes(text).iter().any(|n| n.contains(NOTE))
 }
 
 #[test]

@@ -283,3 +283,49 @@ fn a_one_dimensional_window_without_row_taps_is_staged() {
         assert!(notes.iter().any(|n| n.contains(NOTE)), "w = {w}: {notes:?}");
     }
 }
+
+/// A depthwise 3×3 convolution (padding 1) of `relu(X)` over symbolic `H × W`, and a 3×3 one
+/// with stride 2 over a fixed image, in every dtype, through the whole pipeline.
+const GRAPH: &str = r#"{
+  "signature": {"inputs": [{"tensor": "X"}, {"tensor": "Wd", "role": "param"},
+                           {"tensor": "X2"}, {"tensor": "W2", "role": "param"}],
+                "outputs": [{"tensor": "Y"}, {"tensor": "Y2"}]},
+  "symbols": {"H": 9, "W": 9},
+  "tensors": {
+    "X": {"dtype": "fp16", "shape": [1, 6, "H", "W"]}, "Wd": {"dtype": "fp16", "shape": [6, 1, 3, 3]},
+    "Y": {"dtype": "fp16", "shape": [1, 6, "H", "W"]},
+    "X2": {"dtype": "fp16", "shape": [1, 5, 19, 18]}, "W2": {"dtype": "fp16", "shape": [5, 1, 3, 3]},
+    "Y2": {"dtype": "fp16", "shape": [1, 5, 10, 9]}
+  },
+  "graph": [
+    {"op": "Elementwise", "name": "r", "inputs": ["X"], "outputs": ["R"], "attrs": {"fn": "relu"}},
+    {"op": "Conv", "name": "dw", "inputs": ["R", "Wd"], "outputs": ["Y"],
+     "attrs": {"pad": 1, "groups": 6, "acc_dtype": "fp32"}},
+    {"op": "Elementwise", "name": "r2", "inputs": ["X2"], "outputs": ["R2"], "attrs": {"fn": "relu"}},
+    {"op": "Conv", "name": "dw2", "inputs": ["R2", "W2"], "outputs": ["Y2"],
+     "attrs": {"pad": 1, "stride": 2, "groups": 5, "acc_dtype": "fp32"}}
+  ]
+}"#;
+
+#[test]
+fn depthwise_convolutions_match_in_every_dtype_and_symbolic_sizes() {
+    let staged = common::native::graph_notes(GRAPH)
+        .iter()
+        .filter(|n| n.contains(NOTE))
+        .count();
+    assert_eq!(
+        staged, 2,
+        "both convolutions staged, their ReLU as the prologue"
+    );
+    let mut failures = Vec::new();
+    for dt in ["fp32", "fp16", "bf16"] {
+        let g = GRAPH.replace("\"fp16\"", &format!("\"{dt}\""));
+        for (h, w) in [(9, 9), (5, 7), (3, 17), (40, 33), (1, 1)] {
+            let what = format!("depthwise as {dt}, H = {h}, W = {w}");
+            if let Err(e) = common::native::check_graph(&g, &[("H", h), ("W", w)], &what) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -155,3 +155,13 @@ pub fn region_input(name: &str, shape: &[u64]) -> String {
         r#"{{"name": "{name}", "dtype": "fp32", "memref": {{"shape": {shape:?}, "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}}}"#
     )
 }
+
+/// The native kernels' notes (what the C emitter chose) of graph `text` optimized with the
+/// default options.
+pub fn graph_notes(text: &str) -> Vec<String> {
+    let g = load_str(text, "notes").expect("load");
+    let prog = lower(&g).expect("lower");
+    let o = optimize(&prog, &OptimizeOptions::default()).expect("optimize");
+    let native = dlc_egg::cpu::program::emit_program(&o.program).expect("emit");
+    native.kernels.into_iter().flat_map(|k| k.notes).collect()
+}
