@@ -124,6 +124,19 @@ pub(super) fn fold(op: ReduceOp, d: DType, acc: &str, v: &str) -> String {
     }
 }
 
+/// `acc ⊕ v` as [`fold`] computes it, spelled for a fold across values of one element (a
+/// register folding a window's taps) rather than along a vectorized reduction loop: float max
+/// and min as the prelude's branch-free `dlc_fmax` / `dlc_fmin` (the same values, NaN and ±0
+/// included; `dlc_fmax_acc`'s `(a > b || a != a) ? a : b` is the spelling GCC vectorizes as a
+/// reduction, and became scalar branches in an unrolled chain).
+pub(super) fn fold_elementwise(op: ReduceOp, d: DType, acc: &str, v: &str) -> String {
+    match (Kind::of(d), op) {
+        (Kind::Float, ReduceOp::Max) if d == DType::F32 => format!("dlc_fmax({acc}, {v})"),
+        (Kind::Float, ReduceOp::Min) if d == DType::F32 => format!("dlc_fmin({acc}, {v})"),
+        _ => fold(op, d, acc, v),
+    }
+}
+
 /// A float unary op. `exp`, `exp2`, `erf`, `tanh` and `sigmoid` are the prelude's fp32
 /// approximations (a few ulp, docs/numerics.md: inside graph-json's tolerances; vectorized
 /// inline, no libm call); `log`, `log2` and `rsqrt` compute in double and round to fp32, as

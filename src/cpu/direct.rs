@@ -146,16 +146,20 @@ pub(super) fn bounds_only(
     Some(())
 }
 
-/// `e` as a value under an optional guard: `pred ? v : 0` (a +0.0 otherwise: the zero padding
-/// of a window) is `(v, Some(pred))`, anything else `(e, None)`.
-pub(super) fn guarded_value(e: &Expr) -> (&Expr, Option<&Pred>) {
+/// `e` as a value under an optional guard, with the value it takes outside: `pred ? v : c` (a
+/// constant `c`: a window's padding, 0 for a convolution, −∞ for a max pool) is
+/// `(v, Some(pred), c)`, anything else `(e, None, 0)`.
+pub(super) fn guarded_value(e: &Expr) -> (&Expr, Option<&Pred>, f64) {
     match e {
         Expr::Select {
             pred,
             then,
             otherwise,
-        } if matches!(**otherwise, Expr::Const(z) if z.to_bits() == 0) => (&**then, Some(pred)),
-        e => (e, None),
+        } => match **otherwise {
+            Expr::Const(c) => (&**then, Some(pred), c),
+            _ => (e, None, 0.0),
+        },
+        e => (e, None, 0.0),
     }
 }
 
@@ -237,7 +241,10 @@ impl Emitter<'_> {
         if !c.batch.is_empty() {
             return None;
         }
-        let (value, guard) = guarded_value(&c.y);
+        let (value, guard, pad) = guarded_value(&c.y);
+        if pad.to_bits() != 0 {
+            return None;
+        }
         let mut reads = Vec::new();
         pointwise_reads(value, &mut reads)?;
         let &(tensor, map) = reads.first()?;

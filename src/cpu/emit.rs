@@ -280,7 +280,7 @@ const SHORT_ROW_MIN_ITEMS: i64 = 32;
 /// vector loop's iter (interchanged reduces, as a depthwise convolution's at 14² or 7²: one
 /// work item per 14-point row spent more on the item than on its 126 multiply-adds).
 fn short_rows(outer: &[usize], n: usize, checked: &Checked, pool: &[usize]) -> bool {
-    let size = |i: usize| checked.iter_sizes[i].eval_with(&BTreeMap::new()).ok();
+    let size = |i: usize| checked.iter_sizes[i].as_int();
     let (Some(&last), Some(inner)) = (outer.last(), n.checked_sub(1)) else {
         return false;
     };
@@ -711,7 +711,7 @@ impl<'a> Emitter<'a> {
                 // the let over every iter but those of size 1 (a batch-1 convolution's): the
                 // output's layout is the let's
                 let sized: Vec<usize> = (0..self.r.iters.len())
-                    .filter(|i| self.checked.iter_sizes[*i].as_int() != Some(1))
+                    .filter(|i| !self.checked.iter_sizes[*i].is_int(1))
                     .collect();
                 let inner = &self.lets[li].inner;
                 let same = inner.windows(2).all(|w| w[0] < w[1])

@@ -519,22 +519,27 @@ impl Emitter<'_> {
             region: self.r.name.clone(),
             why: "reduce without an accumulation dtype".into(),
         })?;
-        let init = init_lit(red.op, red.init, dtype);
-        self.open_loops(&inner, false, true)?;
-        let t = self.let_ref(li, scope);
-        self.line(&format!("{t} = {init};"));
-        self.close_loops(inner.len());
         let ext = self.extents(red)?;
         let hoist = self.hoistable(red, &inner);
+        let stencil = match hoist {
+            None => self.stencil_of(red, &inner),
+            Some(_) => None,
+        };
+        // the buffer starts at the init (a staged window's register form writes it whole)
+        if stencil.as_ref().is_none_or(|s| s.register.is_none()) {
+            let init = init_lit(red.op, red.init, dtype);
+            self.open_loops(&inner, false, true)?;
+            let t = self.let_ref(li, scope);
+            self.line(&format!("{t} = {init};"));
+            self.close_loops(inner.len());
+        }
+        if let Some(s) = &stencil {
+            return self.emit_stencil(li, red, &inner, s, &ext, scope);
+        }
         let staged = match &hoist {
             Some(h) => Some(self.emit_hoist_prepass(h, &red.axes[0], scope)?),
             None => None,
         };
-        if hoist.is_none() {
-            if let Some(s) = self.stencil_of(red, &inner) {
-                return self.emit_stencil(li, red, &inner, &s, &ext, scope);
-            }
-        }
         let mut rv = Vec::new();
         for (a, e) in red.axes.iter().zip(&ext) {
             let v = self.fresh("r");

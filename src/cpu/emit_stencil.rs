@@ -40,8 +40,8 @@
 //! point; and the staging pays — a stride above 1, a prologue or padding (a bare unguarded
 //! stride-1 read already streams from the image).
 
-use super::cvalue::{binary_float, fold, init_lit, to_dtype};
-use super::direct::{affine, bounds_only, coef, pointwise_reads};
+use super::cvalue::{binary_float, fold, fold_elementwise, init_lit, to_dtype};
+use super::direct::{affine, bounds_only, coef, guarded_value, pointwise_reads};
 use super::emit::{Emitter, Scope};
 use super::CpuError;
 use crate::index::Quasi;
@@ -89,6 +89,10 @@ pub(super) struct Stencil {
     row_axes: Vec<usize>,
     /// The reduce axes that do (the window's columns), in the reduce's order.
     col_axes: Vec<usize>,
+    /// The reduce axes' extents when all are known and the window has at most
+    /// [`STENCIL_MAX_TAPS`] points: the register form, which folds each output element from
+    /// the reduce's init without reading the let's buffer (left uninitialized).
+    pub(super) register: Option<Vec<i64>>,
 }
 
 /// One staged reduce being emitted: its let, the reduce, the analysis, the reduce axes'
@@ -119,12 +123,6 @@ pub(super) struct Plane {
     lo: i64,
     /// How many rows, as C.
     count: String,
-}
-
-fn mentions(e: &AxisExpr, v: &str) -> bool {
-    let mut hit = false;
-    e.for_each_name(&mut |x| hit |= x == v);
-    hit
 }
 
 impl Emitter<'_> {
@@ -164,22 +162,12 @@ impl Emitter<'_> {
     fn window(&self, red: &Reduce, inner: &[usize], win: &Expr) -> Option<Stencil> {
         let (&vi, rest) = inner.split_last()?;
         let vn = self.r.iters[vi].name.as_str();
-        let (value, guard, pad) = match win {
-            Expr::Select {
-                pred,
-                then,
-                otherwise,
-            } => match **otherwise {
-                Expr::Const(c) => (&**then, Some(pred), c),
-                _ => return None,
-            },
-            e => (e, None, 0.0),
-        };
+        let (value, guard, pad) = guarded_value(win);
         let mut reads = Vec::new();
         pointwise_reads(value, &mut reads)?;
         let at = reads
             .iter()
-            .position(|(_, m)| m.iter().any(|e| mentions(e, vn)))?;
+            .position(|(_, m)| m.iter().any(|e| e.mentions(&|n| n == vn)))?;
         let image = reads.remove(at);
         reads.insert(0, image);
         let (tensor, map) = image;
@@ -200,6 +188,11 @@ impl Emitter<'_> {
         let (col_axes, row_axes): (Vec<usize>, Vec<usize>) =
             (0..red.axes.len()).partition(|&k| coef(&maps[l], &red.axes[k]) != 0);
         let many = |k: &usize| ext[*k] != "1";
+        let register = ext
+            .iter()
+            .map(|e| e.parse::<i64>().ok())
+            .collect::<Option<Vec<i64>>>()
+            .filter(|c| (1..=STENCIL_MAX_TAPS).contains(&c.iter().product::<i64>()));
         let first_col = col_axes.iter().copied().find(many)?;
         let other_inner = rest.iter().map(|i| self.r.iters[*i].name.as_str());
         if row_axes.iter().any(|k| many(k) && *k > first_col)
@@ -228,6 +221,7 @@ impl Emitter<'_> {
             stride,
             row_axes,
             col_axes,
+            register,
         })
     }
 
@@ -280,8 +274,8 @@ impl Emitter<'_> {
         s
     }
 
-    /// The staged reduce `s` of let `li` (its accumulators already initialized; `ext`: the
-    /// reduce axes' extents as C). Leaves `scope` as it was.
+    /// The staged reduce `s` of let `li` (its buffer initialized to the reduce's init unless
+    /// `s.register`; `ext`: the reduce axes' extents as C). Leaves `scope` as it was.
     pub(super) fn emit_stencil(
         &mut self,
         li: usize,
@@ -320,20 +314,15 @@ impl Emitter<'_> {
                 t.join(" + ")
             }
         };
-        let consts: Option<Vec<i64>> = ext.iter().map(|e| e.parse::<i64>().ok()).collect();
-        let taps = consts
-            .as_ref()
-            .map(|c| c.iter().product::<i64>())
-            .filter(|t| (1..=STENCIL_MAX_TAPS).contains(t));
         // the rows staged at once: every point of the window's rows in the register form, or
         // every image row of the work item's plane
-        let plane = match (&consts, taps) {
-            (Some(c), Some(_)) => self.plane_rows(red, s, rest, c),
-            _ => None,
-        };
-        let rows_at_once: String = match (&consts, taps, &plane) {
-            (_, _, Some(p)) => format!("({})", p.count),
-            (Some(c), Some(_), None) => s
+        let plane = s
+            .register
+            .as_ref()
+            .and_then(|c| self.plane_rows(red, s, rest, c));
+        let rows_at_once: String = match (&s.register, &plane) {
+            (_, Some(p)) => format!("({})", p.count),
+            (Some(c), None) => s
                 .row_axes
                 .iter()
                 .map(|&k| c[k])
@@ -343,7 +332,7 @@ impl Emitter<'_> {
         };
         self.note(format!(
             "the window's image rows staged once per row (stride {sw}): the operand evaluated once per element, {}",
-            if taps.is_some() {
+            if s.register.is_some() {
                 "all taps folded in registers per output vector"
             } else {
                 "the taps unguarded contiguous vector loops"
@@ -367,7 +356,7 @@ impl Emitter<'_> {
             "float *restrict cst_tmp = cst + {rows_at_once} * {sw} * cst_J; (void)cst_tmp;"
         ));
         let depth = scope.len();
-        let mut w = Window {
+        let w = Window {
             li,
             red,
             s,
@@ -377,9 +366,9 @@ impl Emitter<'_> {
             z: &z,
             vn: &vn,
         };
-        match consts.filter(|_| taps.is_some()) {
-            Some(c) => self.emit_taps_in_registers(&mut w, rest, &c, plane.as_ref(), scope)?,
-            None => self.emit_taps_outside(&mut w, rest, scope)?,
+        match &s.register {
+            Some(c) => self.emit_taps_in_registers(&w, rest, c, plane.as_ref(), scope)?,
+            None => self.emit_taps_outside(&w, rest, scope)?,
         }
         scope.truncate(depth);
         self.indent -= 1;
@@ -427,13 +416,12 @@ impl Emitter<'_> {
             None => staged,
         };
         let prod = to_dtype(&prod, Kind::Float, DType::F32);
-        Ok(match (w.red.op, register) {
-            // a register's fold across taps is elementwise: the branch-free spelling (the
-            // reduction one, `(a > b || a != a) ? a : b`, became scalar branches in the
-            // unrolled tap chain: ResNet's max pool 1.5 → 2.1 ms). The same values, NaN and ±0.
-            (ReduceOp::Max, true) => format!("dlc_fmax({acc}, {prod})"),
-            (ReduceOp::Min, true) => format!("dlc_fmin({acc}, {prod})"),
-            _ => fold(w.red.op, DType::F32, acc, &prod),
+        // a register's fold across taps is elementwise (the reduction spelling of max became
+        // scalar branches in the unrolled tap chain: ResNet's max pool 1.5 → 2.1 ms)
+        Ok(if register {
+            fold_elementwise(w.red.op, DType::F32, acc, &prod)
+        } else {
+            fold(w.red.op, DType::F32, acc, &prod)
         })
     }
 
@@ -450,7 +438,7 @@ impl Emitter<'_> {
     /// staged row, then per column tap one vector loop folding into the let's buffer.
     fn emit_taps_outside(
         &mut self,
-        w: &mut Window<'_>,
+        w: &Window<'_>,
         rest: &[usize],
         scope: &mut Scope,
     ) -> Result<(), CpuError> {
@@ -458,20 +446,15 @@ impl Emitter<'_> {
         let rows = self.open_taps(w, &w.s.row_axes.clone(), scope);
         self.open_loops(rest, false, false)?;
         self.line("float *restrict cst_row = cst;");
-        self.emit_stage_row(w.s, w.vn, w.cols, scope, None)?;
+        self.emit_stage_row(w, scope, None)?;
         let col_axes = w.s.col_axes.clone();
         self.open_taps(w, &col_axes, scope);
         self.tap_offset(w, scope);
         self.line(&format!(
             "const float *restrict cstr = cst + (cst_d % {sw}) * cst_J + cst_d / {sw};"
         ));
-        let f = self.tap_fold(
-            w,
-            &self.let_ref(w.li, scope),
-            format!("cstr[{}]", w.v),
-            false,
-            scope,
-        )?;
+        let t = self.let_ref(w.li, scope);
+        let f = self.tap_fold(w, &t, format!("cstr[{}]", w.v), false, scope)?;
         if !self.has_gather {
             self.line("#pragma omp simd");
         }
@@ -481,7 +464,6 @@ impl Emitter<'_> {
             z = w.z
         ));
         self.indent += 1;
-        let t = self.let_ref(w.li, scope);
         self.line(&format!("{t} = {f};"));
         self.close_loops(1 + col_axes.len() + rest.len() + rows.len());
         Ok(())
@@ -492,7 +474,7 @@ impl Emitter<'_> {
     /// vector loop whose element folds all taps in a register, in the reduce's order.
     fn emit_taps_in_registers(
         &mut self,
-        w: &mut Window<'_>,
+        w: &Window<'_>,
         rest: &[usize],
         c: &[i64],
         plane: Option<&Plane>,
@@ -535,7 +517,7 @@ impl Emitter<'_> {
                 at_zero.push((w.red.axes[k].clone(), "0".into()));
             }
             let shift = format!("({}) + cst_q", p.lo);
-            self.emit_stage_row(w.s, w.vn, w.cols, &at_zero, Some(&shift))?;
+            self.emit_stage_row(w, &at_zero, Some(&shift))?;
             self.close_loops(1);
             self.open_loops(rest, false, false)?;
         } else {
@@ -545,11 +527,11 @@ impl Emitter<'_> {
                 "float *restrict cst_row = cst + ({}) * {sw} * cst_J;",
                 row_index(&vars)
             ));
-            self.emit_stage_row(w.s, w.vn, w.cols, scope, None)?;
+            self.emit_stage_row(w, scope, None)?;
             self.close_loops(row_axes.len());
             scope.truncate(scope.len() - row_axes.len());
         }
-        // each output element folds from the reduce's init (its buffer holds just that): an
+        // each output element folds from the reduce's init (the buffer is only written): an
         // element computed twice by the overlapping last block gets the same value
         let init = init_lit(w.red.op, w.red.init, DType::F32);
         let (v, z) = (w.v.to_string(), w.z.to_string());
@@ -628,12 +610,11 @@ impl Emitter<'_> {
     /// is added to the row axis' index (a plane's row `cst_q`).
     fn emit_stage_row(
         &mut self,
-        s: &Stencil,
-        vn: &str,
-        cols: &[(String, i64, String)],
+        w: &Window<'_>,
         scope: &Scope,
         shift: Option<&str>,
     ) -> Result<(), CpuError> {
+        let (s, vn, cols) = (w.s, w.vn, w.cols);
         let l = s.rows.len();
         let sw = s.stride;
         let mut rows: Vec<String> = s.rows.iter().map(|e| self.axis(e, scope)).collect();
