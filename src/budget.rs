@@ -208,6 +208,25 @@ pub fn read_file_limited(path: &Path, max: u64) -> Result<Vec<u8>, Diagnostic> {
     Ok(bytes)
 }
 
+/// A whole file as shared bytes, refusing one over `max` bytes (`E1400`): a regular file is
+/// mapped ([`crate::mapped`], nothing is read until used: an ONNX model's weights are slices of
+/// the map), anything else is read by [`read_file_limited`]. Failures are `E0000
+/// UnreadableInput`.
+pub fn map_file_limited(path: &Path, max: u64) -> Result<crate::mapped::SharedBytes, Diagnostic> {
+    let unreadable = |e: std::io::Error| {
+        Diagnostic::unreadable_input(path, format!("cannot read the file: {e}"))
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return read_file_limited(path, max).map(crate::mapped::SharedBytes::owned);
+    }
+    if meta.len() > max {
+        return Err(file_too_large(path, meta.len(), max));
+    }
+    crate::mapped::SharedBytes::map(&file, meta.len()).map_err(unreadable)
+}
+
 fn file_too_large(path: &Path, bytes: u64, max: u64) -> Diagnostic {
     Diagnostic::error(
         codes::INPUT_FILE_TOO_LARGE,

@@ -53,6 +53,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "mimalloc")]
+pub mod alloc;
 pub mod budget;
 pub mod codegen;
 pub mod cost;
@@ -68,6 +70,7 @@ pub mod fuzz_target;
 pub mod index;
 pub mod ir;
 pub mod lower;
+pub mod mapped;
 pub mod npy;
 pub mod onnx;
 pub mod optimize;

@@ -4,13 +4,11 @@
 
 mod cli;
 
-/// With the `mimalloc` feature (off by default: `run --device cpu`'s timed kernels were slower
-/// under it, see Cargo.toml), mimalloc instead of the system allocator: the optimizer allocates
-/// and frees millions of small term, region and plan values (a third of `optimize`'s CPU time
-/// went to glibc's `malloc`/`free` on a BERT export; bench/results/optimize-speed-2026-11-27.md).
+/// mimalloc for small blocks, the system allocator for large ones ([`dlc_egg::alloc`]; feature
+/// `mimalloc`, on by default).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: dlc_egg::alloc::SplitAlloc = dlc_egg::alloc::SplitAlloc;
 
 fn main() {
     let code = cli::main_with_args(std::env::args().collect());

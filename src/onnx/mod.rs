@@ -93,7 +93,14 @@ pub fn decode_model(bytes: Vec<u8>, path: &Path) -> Result<proto::ModelProto, Di
 /// [`load`] of the model file `path` whose bytes were already read (its external data is still
 /// read from beside it).
 pub fn load_bytes(bytes: Vec<u8>, path: &Path) -> Result<Graph, Diagnostics> {
-    let model = decode_model(bytes, path).map_err(Diagnostics::one)?;
+    load_shared(crate::mapped::SharedBytes::owned(bytes), path)
+}
+
+/// [`load_bytes`] of shared bytes (a mapped file, [`crate::budget::map_file_limited`]): the
+/// initializers are slices of them, decoded when first read.
+pub fn load_shared(bytes: crate::mapped::SharedBytes, path: &Path) -> Result<Graph, Diagnostics> {
+    let model = proto::ModelProto::decode(prost::bytes::Bytes::from_owner(bytes))
+        .map_err(|e| Diagnostics::one(unreadable(path, format!("not a valid ONNX model: {e}"))))?;
     let dir = path.parent().unwrap_or(Path::new(""));
     load_model(&model, dir, &path.display().to_string())
 }

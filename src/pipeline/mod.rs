@@ -94,27 +94,27 @@ pub struct LoadOptions {
 /// against the node, Concat and rank budgets. What every command of the CLI does.
 pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Graph, Failure> {
     let budgets = opts.budgets;
-    let bytes = crate::budget::read_file_limited(path, budgets.max_file_bytes)?;
+    // Mapped, not read: an ONNX model's weights (435 MB for a BERT-base export) are slices of
+    // the map, decoded only when a value is asked for (`run`), never by `optimize`.
+    let bytes = crate::budget::map_file_limited(path, budgets.max_file_bytes)?;
     let graph = match Format::of(path) {
         Format::Onnx => {
             crate::budget::set_external_data_budget(budgets.max_file_bytes);
-            // The bytes read within the budget, not the file a second time (435 MB for a
-            // BERT-base export).
-            crate::onnx::load_bytes(bytes, path)?
+            crate::onnx::load_shared(bytes, path)?
         }
         format => {
             let file = path.display().to_string();
-            let text = String::from_utf8(bytes).map_err(|e| {
+            let text = std::str::from_utf8(&bytes).map_err(|e| {
                 Diagnostic::unreadable_input(
                     path,
                     format!("cannot read the file: it is not UTF-8 text ({e})"),
                 )
             })?;
             if format == Format::Dsl {
-                crate::dsl::load_str(&text, &file, opts.dsl)?
+                crate::dsl::load_str(text, &file, opts.dsl)?
             } else {
                 let base = path.parent().unwrap_or(Path::new(""));
-                frontend::load_str_in(&text, &file, base)?
+                frontend::load_str_in(text, &file, base)?
             }
         }
     };

@@ -19,11 +19,14 @@ use super::Graph;
 use crate::diag::codes;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::dtype::DType;
-use crate::tensor::{Tensor, TensorData};
+use crate::mapped::SharedBytes;
+use crate::tensor::{Constant, Tensor, TensorData};
+use safetensors::Dtype as S;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One entry of `constants`, as written.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,18 +109,20 @@ pub(super) fn parse(v: &Value, errs: &mut Vec<Diagnostic>) -> Vec<(String, Const
 }
 
 /// Reads every constant into `graph.constants`; paths are relative to `base`. Every problem is
-/// reported.
+/// reported. A `.safetensors` file is mapped and its header read once; float weights are decoded
+/// when first asked for ([`crate::tensor::Constant::lazy`]: `optimize` never asks), the rest
+/// (integer and boolean tensors, whose values are checked) at once.
 pub(super) fn resolve(
     graph: &mut Graph,
     specs: Vec<(String, ConstSpec)>,
     base: &Path,
 ) -> Result<(), Diagnostics> {
     let mut errs = Vec::new();
-    let mut files: BTreeMap<PathBuf, Result<Vec<u8>, String>> = BTreeMap::new();
+    let mut files: BTreeMap<PathBuf, Result<Arc<SafeFile>, SafeError>> = BTreeMap::new();
     for (name, spec) in specs {
         match resolve_one(graph, &name, spec, base, &mut files) {
-            Ok(t) => {
-                graph.constants.insert(name, t);
+            Ok(c) => {
+                graph.constants.insert_constant(name, c);
             }
             Err(d) => errs.push(d),
         }
@@ -126,6 +131,44 @@ pub(super) fn resolve(
         Ok(())
     } else {
         Err(Diagnostics(errs))
+    }
+}
+
+/// A mapped `.safetensors` file and its parsed header.
+struct SafeFile {
+    bytes: SharedBytes,
+    /// Where the data section starts (after the length word and the header).
+    data_start: usize,
+    meta: safetensors::tensor::Metadata,
+}
+
+/// Why a `.safetensors` file could not be opened.
+enum SafeError {
+    /// It could not be read (missing, not a regular file, ...).
+    Io(String),
+    /// Its header is not a valid safetensors header.
+    Format(String),
+}
+
+impl SafeFile {
+    fn open(path: &Path) -> Result<SafeFile, SafeError> {
+        let bytes = crate::mapped::map_regular_file(path).map_err(SafeError::Io)?;
+        let (header, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+            .map_err(|e| SafeError::Format(format!("not a valid .safetensors file: {e}")))?;
+        Ok(SafeFile {
+            bytes,
+            data_start: 8 + header,
+            meta,
+        })
+    }
+
+    /// The stored dtype and shape of tensor `key`, and where its data lies in the file.
+    fn tensor(&self, key: &str) -> Option<(safetensors::Dtype, &[usize], Range<usize>)> {
+        let info = self.meta.info(key)?;
+        let (from, to) = info.data_offsets;
+        let range = self.data_start + from..self.data_start + to;
+        self.bytes.get(range.clone())?;
+        Some((info.dtype, &info.shape, range))
     }
 }
 
@@ -138,8 +181,8 @@ fn resolve_one(
     name: &str,
     spec: ConstSpec,
     base: &Path,
-    files: &mut BTreeMap<PathBuf, Result<Vec<u8>, String>>,
-) -> Result<Tensor, Diagnostic> {
+    files: &mut BTreeMap<PathBuf, Result<Arc<SafeFile>, SafeError>>,
+) -> Result<Constant, Diagnostic> {
     if !graph.signature.inputs.iter().any(|i| i.tensor == name) {
         return Err(invalid(
             name,
@@ -180,21 +223,13 @@ fn resolve_one(
                     "list every element in row-major order",
                 ));
             }
-            Ok(Tensor::from_f64(dtype, shape, &v))
+            Ok(Constant::ready(Tensor::from_f64(dtype, shape, &v)))
         }
         ConstSpec::File { file, key } => {
             let path = base.join(&file);
-            let bytes = files
+            let opened = files
                 .entry(path.clone())
-                .or_insert_with(|| read_regular_file(&path));
-            let bytes = bytes.as_ref().map_err(|e| {
-                diag(
-                    codes::UNREADABLE_CONSTANT,
-                    tensor_loc(name),
-                    format!("cannot read constants file `{}`: {e}", path.display()),
-                    "the file is named relative to the graph file's folder; keep them together",
-                )
-            })?;
+                .or_insert_with(|| SafeFile::open(&path).map(Arc::new));
             let unreadable = |why: String| {
                 diag(
                     codes::UNREADABLE_CONSTANT,
@@ -203,56 +238,83 @@ fn resolve_one(
                     "regenerate the file (dlc-egg import writes it beside graph.json)",
                 )
             };
-            let st = safetensors::SafeTensors::deserialize(bytes)
-                .map_err(|e| unreadable(format!("not a valid .safetensors file: {e}")))?;
-            let view = st
+            let st =
+                match opened {
+                    Ok(st) => st,
+                    Err(SafeError::Format(why)) => return Err(unreadable(why.clone())),
+                    Err(SafeError::Io(e)) => return Err(diag(
+                        codes::UNREADABLE_CONSTANT,
+                        tensor_loc(name),
+                        format!("cannot read constants file `{}`: {e}", path.display()),
+                        "the file is named relative to the graph file's folder; keep them together",
+                    )),
+                };
+            let (stored, stored_shape, range) = st
                 .tensor(&key)
-                .map_err(|_| unreadable(format!("it has no tensor `{key}`")))?;
-            if view.shape() != shape.as_slice() {
+                .ok_or_else(|| unreadable(format!("it has no tensor `{key}`")))?;
+            if stored_shape != shape.as_slice() {
                 return Err(invalid(
                     name,
                     format!(
-                        "constant `{name}` has shape {:?} in the file, declared {shape:?}",
-                        view.shape()
+                        "constant `{name}` has shape {stored_shape:?} in the file, declared {shape:?}"
                     ),
                     "the stored shape must be the declared one",
                 ));
             }
-            decode(view.dtype(), view.data(), dtype)
-                .map(|data| Tensor { dtype, shape, data })
-                .map_err(|why| {
-                    invalid(
-                        name,
-                        format!("constant `{name}`: {why}"),
-                        "store it in a dtype that fits",
-                    )
-                })
+            let misfit = |why: String| {
+                invalid(
+                    name,
+                    format!("constant `{name}`: {why}"),
+                    "store it in a dtype that fits",
+                )
+            };
+            if dtype.is_float() && matches!(stored, S::F32 | S::F16 | S::BF16) {
+                // Decoded when first asked for, from the map (kept alive by the recipe).
+                let st = Arc::clone(st);
+                return Ok(Constant::lazy(dtype, shape.clone(), move || Tensor {
+                    dtype,
+                    shape: shape.clone(),
+                    data: TensorData::F32(decode_float(stored, &st.bytes[range.clone()], dtype)),
+                }));
+            }
+            decode(stored, &st.bytes[range], dtype)
+                .map(|data| Constant::ready(Tensor { dtype, shape, data }))
+                .map_err(misfit)
         }
+    }
+}
+
+/// Decodes little-endian float data (`F32`, `F16` or `BF16`) rounded to the float dtype `want`.
+/// Generic, not `dyn`: one indirect call per element was most of loading a large model's weights
+/// (BERT-base: 110 M floats).
+fn decode_float(st: safetensors::Dtype, b: &[u8], want: DType) -> Vec<f32> {
+    fn round(want: DType, it: impl Iterator<Item = f32>) -> Vec<f32> {
+        it.map(|x| round_one(want, x)).collect()
+    }
+    match st {
+        S::F16 => round(
+            want,
+            b.chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()),
+        ),
+        S::BF16 => round(
+            want,
+            b.chunks_exact(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()),
+        ),
+        _ => round(
+            want,
+            b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        ),
     }
 }
 
 /// Decodes little-endian safetensors data into the storage of `want`.
 fn decode(st: safetensors::Dtype, b: &[u8], want: DType) -> Result<TensorData, String> {
-    use safetensors::Dtype as S;
     let words = |n: usize| b.chunks_exact(n);
-    // Generic, not `dyn`: one indirect call per element was most of loading a large model's
-    // weights (BERT-base: 110 M floats).
-    fn round(want: DType, it: impl Iterator<Item = f32>) -> Vec<f32> {
-        it.map(|x| round_one(want, x)).collect()
-    }
     Ok(match (st, want) {
-        (S::F32, w) if w.is_float() => TensorData::F32(round(
-            w,
-            words(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-        )),
-        (S::F16, w) if w.is_float() => TensorData::F32(round(
-            w,
-            words(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()),
-        )),
-        (S::BF16, w) if w.is_float() => TensorData::F32(round(
-            w,
-            words(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()),
-        )),
+        (S::F32 | S::F16 | S::BF16, w) if w.is_float() => TensorData::F32(decode_float(st, b, w)),
         (S::I32, DType::I32) => TensorData::I32(
             words(4)
                 .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -281,25 +343,4 @@ fn round_one(want: DType, x: f32) -> f32 {
     } else {
         want.round(f64::from(x)) as f32
     }
-}
-
-/// Reads a regular file whole (a side file named by the graph, e.g. `constants`), with a
-/// fallible allocation of its size; a device, FIFO or directory is refused, so a graph naming
-/// `/dev/zero` cannot make the loader read forever. Errors are plain text for the caller's
-/// diagnostic.
-fn read_regular_file(path: &Path) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    let len = usize::try_from(meta.len()).map_err(|_| "it is too large".to_string())?;
-    let mut bytes = Vec::new();
-    bytes
-        .try_reserve_exact(len)
-        .map_err(|_| format!("cannot allocate {len} bytes for it (E1407 AllocationFailed)"))?;
-    file.take(meta.len())
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    Ok(bytes)
 }
