@@ -22,8 +22,32 @@ pub struct Checked {
 }
 
 /// Verifies `region` with no symbol values (the out-of-bounds check runs on constant sizes).
+///
+/// The last few regions verified on this thread are remembered with their result (compared
+/// whole, so a hit is exactly the same region): pricing a kernel verifies its region in
+/// synthesis, in the work analysis, in the vector-width check and in the template matchers, one
+/// after the other (issue 23: the verifier was a tenth of `optimize`'s time on BERT).
 pub fn verify(region: &Region) -> VResult<Checked> {
-    verify_with(region, &BTreeMap::new())
+    RECENT.with(|recent| {
+        if let Some((_, c)) = recent.borrow().iter().find(|(r, _)| r == region) {
+            return Ok(c.clone());
+        }
+        let c = verify_with(region, &BTreeMap::new())?;
+        let mut recent = recent.borrow_mut();
+        if recent.len() == RECENT_REGIONS {
+            recent.pop_back();
+        }
+        recent.push_front((region.clone(), c.clone()));
+        Ok(c)
+    })
+}
+
+/// How many verified regions [`verify`] remembers per thread.
+const RECENT_REGIONS: usize = 4;
+
+thread_local! {
+    static RECENT: std::cell::RefCell<std::collections::VecDeque<(Region, Checked)>> =
+        const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
 }
 
 /// Verifies `region`; symbols with a value in `bindings` make more sizes known to the
