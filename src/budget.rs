@@ -187,11 +187,19 @@ pub fn parse_bytes(raw: &str) -> Result<u64, String> {
 /// bytes (so `/dev/zero` or a FIFO is refused, not read until memory runs out). Read failures
 /// are `E0000 UnreadableInput`.
 pub fn read_file_limited(path: &Path, max: u64) -> Result<Vec<u8>, Diagnostic> {
-    let unreadable = |e: std::io::Error| {
-        Diagnostic::unreadable_input(path, format!("cannot read the file: {e}"))
-    };
-    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let file = std::fs::File::open(path).map_err(|e| unreadable(path, e))?;
     let hint = file.metadata().map(|m| m.len()).unwrap_or(0);
+    read_open_file_limited(file, hint, path, max)
+}
+
+/// [`read_file_limited`] of a file already open, `hint` its size from its metadata (0 when
+/// unknown, e.g. a FIFO).
+fn read_open_file_limited(
+    file: std::fs::File,
+    hint: u64,
+    path: &Path,
+    max: u64,
+) -> Result<Vec<u8>, Diagnostic> {
     if hint > max {
         return Err(file_too_large(path, hint, max));
     }
@@ -201,7 +209,7 @@ pub fn read_file_limited(path: &Path, max: u64) -> Result<Vec<u8>, Diagnostic> {
         .map_err(|_| allocation_failed(&path.display().to_string(), u128::from(hint)))?;
     file.take(max.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
+        .map_err(|e| unreadable(path, e))?;
     if bytes.len() as u64 > max {
         return Err(file_too_large(path, bytes.len() as u64, max));
     }
@@ -210,21 +218,25 @@ pub fn read_file_limited(path: &Path, max: u64) -> Result<Vec<u8>, Diagnostic> {
 
 /// A whole file as shared bytes, refusing one over `max` bytes (`E1400`): a regular file is
 /// mapped ([`crate::mapped`], nothing is read until used: an ONNX model's weights are slices of
-/// the map), anything else is read by [`read_file_limited`]. Failures are `E0000
+/// the map), anything else is read whole as [`read_file_limited`] reads it. Failures are `E0000
 /// UnreadableInput`.
 pub fn map_file_limited(path: &Path, max: u64) -> Result<crate::mapped::SharedBytes, Diagnostic> {
-    let unreadable = |e: std::io::Error| {
-        Diagnostic::unreadable_input(path, format!("cannot read the file: {e}"))
-    };
-    let file = std::fs::File::open(path).map_err(unreadable)?;
-    let meta = file.metadata().map_err(unreadable)?;
+    let file = std::fs::File::open(path).map_err(|e| unreadable(path, e))?;
+    let meta = file.metadata().map_err(|e| unreadable(path, e))?;
     if !meta.is_file() {
-        return read_file_limited(path, max).map(crate::mapped::SharedBytes::owned);
+        // Read from the descriptor already open (a FIFO is not opened twice).
+        return read_open_file_limited(file, meta.len(), path, max)
+            .map(crate::mapped::SharedBytes::owned);
     }
     if meta.len() > max {
         return Err(file_too_large(path, meta.len(), max));
     }
-    crate::mapped::SharedBytes::map(&file, meta.len()).map_err(unreadable)
+    crate::mapped::SharedBytes::map(&file, meta.len()).map_err(|e| unreadable(path, e))
+}
+
+/// `E0000 UnreadableInput` for a read failure of `path`.
+fn unreadable(path: &Path, e: std::io::Error) -> Diagnostic {
+    Diagnostic::unreadable_input(path, format!("cannot read the file: {e}"))
 }
 
 fn file_too_large(path: &Path, bytes: u64, max: u64) -> Diagnostic {

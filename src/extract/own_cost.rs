@@ -424,9 +424,9 @@ fn first_kernels(
         // Cheap test before the plan lookup (which hashes the input facts) and the deferred
         // region's synthesis (a tenth of BERT's pricing).
         let may_be_first = match n {
-            TensorLang::Kernel(ch) => {
-                kernel_parts(ch, &attr).is_ok_and(|(b, _)| may_be_softmax(b.expr()))
-            }
+            TensorLang::Kernel(ch) => kernel_parts(ch, &attr).is_ok_and(|(b, _)| {
+                crate::codegen::templates::attention::body_may_be_first(b.expr())
+            }),
             _ => false,
         };
         if !may_be_first {
@@ -458,18 +458,6 @@ fn first_kernels(
     }
     out.sort_by_key(|f| f.time);
     out
-}
-
-/// Whether `body` has what the first region of an attention pair computes
-/// ([`crate::codegen::templates::attention::is_first`]: `p = e / Σe` with `e = exp2(…(s −
-/// max s)…)`): a division, an `exp2` and two reductions. Synthesis spells a region's division
-/// only from `fdiv` and its exponential only from `exp2`, so a body without them never matches.
-fn may_be_softmax(body: &egg::RecExpr<TensorLang>) -> bool {
-    let nodes = body.as_ref();
-    let count = |f: fn(&TensorLang) -> bool| nodes.iter().filter(|m| f(m)).count();
-    count(|m| matches!(m, TensorLang::Reduce(_))) >= 2
-        && count(|m| matches!(m, TensorLang::Fdiv(_))) >= 1
-        && count(|m| matches!(m, TensorLang::Exp2(_))) >= 1
 }
 
 /// A kernel that may be the second of an attention pair: body, input facts and its region,
@@ -551,29 +539,4 @@ fn attention_pair_of(
         }
     }
     best
-}
-
-#[cfg(test)]
-mod tests {
-    use super::may_be_softmax;
-
-    fn term(s: &str) -> egg::RecExpr<crate::ir::egraph::TensorLang> {
-        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
-    }
-
-    #[test]
-    fn only_a_softmax_shaped_body_may_start_an_attention_pair() {
-        let x = "(input @x fp32 [4,8])";
-        let e = format!("(exp2 (mul (sub {x} (expand (reduce max #[1] fp32 {x}) [4,8])) 1.4427))");
-        let softmax = format!("(fdiv {e} (expand (reduce sum #[1] fp32 {e}) [4,8]))");
-        assert!(may_be_softmax(&term(&softmax)));
-        // A LayerNorm-like row epilogue: two reductions and a division, no exponential.
-        let mean = format!("(fdiv (reduce sum #[1] fp32 {x}) 8)");
-        let d = format!("(sub {x} (expand {mean} [4,8]))");
-        let var = format!("(reduce sum #[1] fp32 (mul {d} {d}))");
-        let ln = format!("(fdiv {d} (expand (sqrt {var}) [4,8]))");
-        assert!(!may_be_softmax(&term(&ln)));
-        // exp2 and a division over one reduction (an unnormalized score).
-        assert!(!may_be_softmax(&term(&format!("(fdiv {e} 2)"))));
-    }
 }

@@ -86,7 +86,12 @@ pub fn read_model(path: &Path) -> Result<proto::ModelProto, Diagnostic> {
 
 /// Decodes the bytes of the ONNX model file `path` (already read, e.g. within a file budget).
 pub fn decode_model(bytes: Vec<u8>, path: &Path) -> Result<proto::ModelProto, Diagnostic> {
-    proto::ModelProto::decode(prost::bytes::Bytes::from(bytes))
+    decode_bytes(prost::bytes::Bytes::from(bytes), path)
+}
+
+/// [`decode_model`] of any shared byte buffer (a `Vec`, a mapped file).
+fn decode_bytes(bytes: prost::bytes::Bytes, path: &Path) -> Result<proto::ModelProto, Diagnostic> {
+    proto::ModelProto::decode(bytes)
         .map_err(|e| unreadable(path, format!("not a valid ONNX model: {e}")))
 }
 
@@ -99,8 +104,8 @@ pub fn load_bytes(bytes: Vec<u8>, path: &Path) -> Result<Graph, Diagnostics> {
 /// [`load_bytes`] of shared bytes (a mapped file, [`crate::budget::map_file_limited`]): the
 /// initializers are slices of them, decoded when first read.
 pub fn load_shared(bytes: crate::mapped::SharedBytes, path: &Path) -> Result<Graph, Diagnostics> {
-    let model = proto::ModelProto::decode(prost::bytes::Bytes::from_owner(bytes))
-        .map_err(|e| Diagnostics::one(unreadable(path, format!("not a valid ONNX model: {e}"))))?;
+    let model =
+        decode_bytes(prost::bytes::Bytes::from_owner(bytes), path).map_err(Diagnostics::one)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     load_model(&model, dir, &path.display().to_string())
 }

@@ -82,7 +82,7 @@ mod kernel;
 mod pattern;
 mod stage;
 
-pub use pattern::{fold_scale, inline, is_first, AttentionPair, Mask, Softmax};
+pub use pattern::{body_may_be_first, fold_scale, inline, is_first, AttentionPair, Mask, Softmax};
 
 use super::super::gpu::Kernel;
 use super::super::CodegenError;

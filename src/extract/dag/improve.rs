@@ -29,6 +29,16 @@ use std::sync::Arc;
 /// BERT-12 three such classes took two thirds of the extraction's search).
 const PARALLEL_TRIALS: usize = 8;
 
+/// Class `c` with the edges of its chosen node `old` removed, in a best-move search: what
+/// that freed, the log marks to roll back to and whether the ranks were valid.
+struct Removed {
+    c: u32,
+    old: u32,
+    freed: f64,
+    marks: (usize, usize),
+    valid: bool,
+}
+
 #[derive(Clone)]
 pub(crate) struct Improver<'a> {
     p: &'a Problem,
@@ -227,66 +237,71 @@ impl<'a> Improver<'a> {
         for &d in self.red.children.get(old) {
             freed += self.dec(d);
         }
-        let after_removal = self.marks();
+        let at = Removed {
+            c,
+            old,
+            freed,
+            marks: self.marks(),
+            valid,
+        };
         let mut best: Option<(f64, u32)> = None;
         let red = self.red;
         if lookahead && red.class_nodes[c as usize].len() > self.parallel_above {
             // Every alternative is tried from the same state: the trials run on two copies of
             // it, and are judged below in node order exactly as one after the other would be.
-            let deltas = self.trials_in_parallel(c, old, freed, eps, after_removal, valid);
-            for (n, delta) in deltas {
-                if delta < -eps && best.is_none_or(|(b, _)| delta < b) && !self.reaches(n, c) {
-                    best = Some((delta, n));
+            for (n, delta) in self.trials_in_parallel(&at, eps) {
+                self.judge(&mut best, c, n, delta, eps);
+            }
+        } else {
+            for &n in &red.class_nodes[c as usize] {
+                if n == old {
+                    continue;
                 }
-            }
-            self.rollback(start);
-            return best;
-        }
-        for &n in &red.class_nodes[c as usize] {
-            if n == old {
-                continue;
-            }
-            let base = self.cost(n) - self.cost(old) - freed;
-            // Without lookahead, adding edges never lowers the cost below `base`.
-            if !lookahead && (base >= -eps || best.is_some_and(|(b, _)| base >= b)) {
-                continue;
-            }
-            let delta = self.trial(c, n, base, eps, lookahead);
-            self.rollback(after_removal);
-            self.ranks_valid = valid;
-            if delta < -eps && best.is_none_or(|(b, _)| delta < b) && !self.reaches(n, c) {
-                best = Some((delta, n));
+                let base = self.cost(n) - self.cost(old) - freed;
+                // Without lookahead, adding edges never lowers the cost below `base`.
+                if !lookahead && (base >= -eps || best.is_some_and(|(b, _)| base >= b)) {
+                    continue;
+                }
+                let delta = self.trial_undone(&at, n, base, eps, lookahead);
+                self.judge(&mut best, c, n, delta, eps);
             }
         }
         self.rollback(start);
         best
     }
 
-    /// The cost change of a lookahead trial of every alternative `n` of class `c` (old node
-    /// `old`, its edges removed: `freed`, state marks `after_removal`), in node order, each from
-    /// that same state; the first half on `self`, the second on a copy, in parallel. The state
-    /// is left at `after_removal` and `work` counts both halves' steps, as if run in turn.
-    fn trials_in_parallel(
-        &mut self,
-        c: u32,
-        old: u32,
-        freed: f64,
-        eps: f64,
-        after_removal: (usize, usize),
-        valid: bool,
-    ) -> Vec<(u32, f64)> {
-        let red = self.red;
-        let alternatives: Vec<u32> = red.class_nodes[c as usize]
+    /// Keeps `n` as `best` when its cost change `delta` improves on it and choosing `n` for `c`
+    /// stays acyclic.
+    fn judge(&mut self, best: &mut Option<(f64, u32)>, c: u32, n: u32, delta: f64, eps: f64) {
+        if delta < -eps && best.is_none_or(|(b, _)| delta < b) && !self.reaches(n, c) {
+            *best = Some((delta, n));
+        }
+    }
+
+    /// [`Improver::trial`] of `n` for `at.c` from the state `at`, undone: its cost change.
+    fn trial_undone(&mut self, at: &Removed, n: u32, base: f64, eps: f64, lookahead: bool) -> f64 {
+        let delta = self.trial(at.c, n, base, eps, lookahead);
+        self.rollback(at.marks);
+        self.ranks_valid = at.valid;
+        delta
+    }
+
+    /// The cost change of a lookahead trial of every alternative `n` of class `at.c`, in node
+    /// order, each from the state `at`; the first half on `self`, the second on a copy, in
+    /// parallel. The state is left at `at` and `work` counts both halves' steps, as if run in
+    /// turn.
+    fn trials_in_parallel(&mut self, at: &Removed, eps: f64) -> Vec<(u32, f64)> {
+        let alternatives: Vec<u32> = self.red.class_nodes[at.c as usize]
             .iter()
             .copied()
-            .filter(|n| *n != old)
+            .filter(|n| *n != at.old)
             .collect();
         let (left, right) = alternatives.split_at(alternatives.len() / 2);
         let mut other = self.clone();
         let work_before = other.work;
         let (mut a, b) = rayon::join(
-            || self.trials(c, old, freed, eps, left, after_removal, valid),
-            || other.trials(c, old, freed, eps, right, after_removal, valid),
+            || self.trials(at, left, eps),
+            || other.trials(at, right, eps),
         );
         self.work += other.work - work_before;
         a.extend(b);
@@ -294,25 +309,12 @@ impl<'a> Improver<'a> {
     }
 
     /// [`Improver::trials_in_parallel`]'s half: the lookahead trials of `nodes`, in order.
-    #[allow(clippy::too_many_arguments)]
-    fn trials(
-        &mut self,
-        c: u32,
-        old: u32,
-        freed: f64,
-        eps: f64,
-        nodes: &[u32],
-        after_removal: (usize, usize),
-        valid: bool,
-    ) -> Vec<(u32, f64)> {
+    fn trials(&mut self, at: &Removed, nodes: &[u32], eps: f64) -> Vec<(u32, f64)> {
         nodes
             .iter()
             .map(|&n| {
-                let base = self.cost(n) - self.cost(old) - freed;
-                let delta = self.trial(c, n, base, eps, true);
-                self.rollback(after_removal);
-                self.ranks_valid = valid;
-                (n, delta)
+                let base = self.cost(n) - self.cost(at.old) - at.freed;
+                (n, self.trial_undone(at, n, base, eps, true))
             })
             .collect()
     }

@@ -230,28 +230,34 @@ fn resolve_one(
             let opened = files
                 .entry(path.clone())
                 .or_insert_with(|| SafeFile::open(&path).map(Arc::new));
-            let unreadable = |why: String| {
+            let unreadable = |why: String, suggestion: &str| {
                 diag(
                     codes::UNREADABLE_CONSTANT,
                     tensor_loc(name),
-                    format!("constants file `{}`: {why}", path.display()),
-                    "regenerate the file (dlc-egg import writes it beside graph.json)",
+                    why,
+                    suggestion,
                 )
             };
-            let st =
-                match opened {
-                    Ok(st) => st,
-                    Err(SafeError::Format(why)) => return Err(unreadable(why.clone())),
-                    Err(SafeError::Io(e)) => return Err(diag(
-                        codes::UNREADABLE_CONSTANT,
-                        tensor_loc(name),
-                        format!("cannot read constants file `{}`: {e}", path.display()),
-                        "the file is named relative to the graph file's folder; keep them together",
-                    )),
-                };
-            let (stored, stored_shape, range) = st
-                .tensor(&key)
-                .ok_or_else(|| unreadable(format!("it has no tensor `{key}`")))?;
+            let regenerate = "regenerate the file (dlc-egg import writes it beside graph.json)";
+            let st = opened.as_ref().map_err(|e| match e {
+                SafeError::Format(why) => unreadable(
+                    format!("constants file `{}`: {why}", path.display()),
+                    regenerate,
+                ),
+                SafeError::Io(e) => unreadable(
+                    format!("cannot read constants file `{}`: {e}", path.display()),
+                    "the file is named relative to the graph file's folder; keep them together",
+                ),
+            })?;
+            let (stored, stored_shape, range) = st.tensor(&key).ok_or_else(|| {
+                unreadable(
+                    format!(
+                        "constants file `{}`: it has no tensor `{key}`",
+                        path.display()
+                    ),
+                    regenerate,
+                )
+            })?;
             if stored_shape != shape.as_slice() {
                 return Err(invalid(
                     name,

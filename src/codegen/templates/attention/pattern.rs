@@ -8,6 +8,7 @@
 use crate::index::{quasi_of_axis, Atom, Quasi};
 use crate::ir::axis::{AxisExpr, CmpOp, Pred};
 use crate::ir::dtype::DType;
+use crate::ir::egraph::TensorLang;
 use crate::ir::region::verify::children_mut;
 use crate::ir::region::{BinaryFn, Expr, Materialize, Reduce, Region, UnaryFn};
 use crate::ir::tiny::ReduceOp;
@@ -450,6 +451,23 @@ pub fn is_first(r: &Region) -> bool {
     match_first(r).is_some()
 }
 
+/// Whether a kernel body (a term over Tiny IR e-nodes) can synthesize to a region [`is_first`]
+/// accepts: `p = e / Σe` with `e = exp2(…(s − max s)…)` needs an `fdiv`, an `exp2` and two
+/// reductions, since synthesis spells a region's division only from `fdiv` and its exponential
+/// only from `exp2`. A necessary condition, checked before synthesizing (pricing asks it of
+/// every kernel with a row epilogue: a GEMM + LayerNorm never is one).
+pub fn body_may_be_first(body: &egg::RecExpr<TensorLang>) -> bool {
+    let nodes = body.as_ref();
+    let has = |f: fn(&TensorLang) -> bool| nodes.iter().any(f);
+    nodes
+        .iter()
+        .filter(|m| matches!(m, TensorLang::Reduce(_)))
+        .count()
+        >= 2
+        && has(|m| matches!(m, TensorLang::Fdiv(_)))
+        && has(|m| matches!(m, TensorLang::Exp2(_)))
+}
+
 fn match_first(r: &Region) -> Option<First<'_>> {
     let [out] = r.outputs.as_slice() else {
         return None;
@@ -686,4 +704,29 @@ pub fn pair<'p>(first: &'p Region, second: &'p Region) -> Option<AttentionPair<'
         v_side,
         corr,
     })
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::body_may_be_first;
+
+    fn term(s: &str) -> egg::RecExpr<crate::ir::egraph::TensorLang> {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn only_a_softmax_shaped_body_may_start_an_attention_pair() {
+        let x = "(input @x fp32 [4,8])";
+        let e = format!("(exp2 (mul (sub {x} (expand (reduce max #[1] fp32 {x}) [4,8])) 1.4427))");
+        let softmax = format!("(fdiv {e} (expand (reduce sum #[1] fp32 {e}) [4,8]))");
+        assert!(body_may_be_first(&term(&softmax)));
+        // A LayerNorm-like row epilogue: two reductions and a division, no exponential.
+        let mean = format!("(fdiv (reduce sum #[1] fp32 {x}) 8)");
+        let d = format!("(sub {x} (expand {mean} [4,8]))");
+        let var = format!("(reduce sum #[1] fp32 (mul {d} {d}))");
+        let ln = format!("(fdiv {d} (expand (sqrt {var}) [4,8]))");
+        assert!(!body_may_be_first(&term(&ln)));
+        // exp2 and a division over one reduction (an unnormalized score).
+        assert!(!body_may_be_first(&term(&format!("(fdiv {e} 2)"))));
+    }
 }
