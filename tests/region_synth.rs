@@ -360,3 +360,64 @@ fn attention_softmax_is_one_region_with_shadowing_reduces() {
     assert!(matches!(mx.body, Expr::Let(_)), "{}", mx.body.to_json());
     check_region("softmax", &p, &r, pnode);
 }
+
+/// `X [B, S, 8]` flattened to `[B·S, 8]` times `W [8, 12]` (ONNX `Gemm`), then `tanh` of the
+/// product read back as `[B, S, 12]` — or, with `split_columns`, as `[B, S, 3, 4]` (its rows
+/// and, a head split, its columns).
+fn reshaped_gemm(split_columns: bool) -> Program {
+    let (back, y) = if split_columns {
+        (
+            serde_json::json!(["B", "S", 3, 4]),
+            serde_json::json!(["B", "S", 3, 4]),
+        )
+    } else {
+        (
+            serde_json::json!(["B", "S", 12]),
+            serde_json::json!(["B", "S", 12]),
+        )
+    };
+    let doc = serde_json::json!({
+        "signature": {"inputs": [{"tensor": "X"}, {"tensor": "W", "role": "param"}],
+            "outputs": [{"tensor": "Y"}]},
+        "symbols": {"B": 3, "S": 5},
+        "tensors": {"X": {"dtype": "fp32", "shape": ["B", "S", 8]},
+            "W": {"dtype": "fp32", "shape": [8, 12]}, "Y": {"dtype": "fp32", "shape": y}},
+        "graph": [
+            {"op": "Reshape", "name": "flat", "inputs": ["X"], "outputs": ["x2"],
+                "attrs": {"shape": [-1, 8]}},
+            {"op": "GEMM", "name": "fc", "inputs": ["x2", "W"], "outputs": ["g"], "attrs": {}},
+            {"op": "Reshape", "name": "back", "inputs": ["g"], "outputs": ["x"],
+                "attrs": {"shape": back}},
+            {"op": "Elementwise", "name": "act", "inputs": ["x"], "outputs": ["Y"],
+                "attrs": {"fn": "tanh"}}
+        ]
+    });
+    let g = frontend::load_str(&doc.to_string(), "reshaped_gemm.json")
+        .unwrap_or_else(|d| panic!("{d}"));
+    lower::lower(&g).unwrap_or_else(|d| panic!("{d}"))
+}
+
+/// The product is needed at the merged row `S·b + s`, one point per iteration (`synth`'s
+/// `aligned`): one region, the GEMM's reads at `X`'s own axes.
+#[test]
+fn a_gemm_read_back_at_merged_rows_is_one_region() {
+    let p = reshaped_gemm(false);
+    let r = whole(&p).unwrap_or_else(|e| panic!("{e}"));
+    let reduces = r
+        .lets
+        .iter()
+        .filter(|l| matches!(l.expr, Expr::Reduce(_)))
+        .count();
+    assert_eq!(reduces, 1, "{}", r.to_json_string());
+    check_region("reshaped_gemm", &p, &r, p.outputs[0].node);
+}
+
+/// The product's columns split into two iters: not one region (the contraction templates tile
+/// one column iter; `synth`'s `aligned` keeps the innermost index plain).
+#[test]
+fn a_gemm_whose_columns_are_split_is_not_one_region() {
+    match whole(&reshaped_gemm(true)) {
+        Err(SynthError::Recompute { .. }) => {}
+        other => panic!("expected Recompute, got {other:?}"),
+    }
+}

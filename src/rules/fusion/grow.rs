@@ -85,10 +85,11 @@ impl Grow {
     /// materialized for another kernel anyway) while there is one: the prefixes then include
     /// the whole row-reduction kernel after a GEMM or after another LayerNorm (BERT's second
     /// LayerNorm over `ff2 + LN1`) before those producers are absorbed (issue 23); then the
-    /// shared values, and it stops where only contractions wait. Deferred growth also absorbs
-    /// each class in the spelling that reads the fewest new classes (`absorb_computing`'s
-    /// `reuse`): the LayerNorm's mean as `Σx` over its own `x`, so the one-kernel LayerNorm over
-    /// a materialized `x` is among the prefixes. Returns the bodies and whether a dense-layer
+    /// shared values, and it stops where only contractions wait — unless the body is still an
+    /// elementwise epilogue: then with the dense-layer GEMMs ([`deferred_next`]). Deferred
+    /// growth also absorbs each class in the spelling that reads the fewest new classes
+    /// (`absorb_computing`'s `reuse`): the LayerNorm's mean as `Σx` over its own `x`, so the
+    /// one-kernel LayerNorm over a materialized `x` is among the prefixes. Returns the bodies and whether a dense-layer
     /// GEMM (a contraction with a rank-2 result) was waiting.
     pub(super) fn grow(&self, eg: &impl GrowView, seed: &Seed, defer: bool) -> (Vec<Grown>, bool) {
         // The seed's class is canonical ([`Grow::seeds`], on the unchanged e-graph).
@@ -98,6 +99,9 @@ impl Grow {
         let mut last_legal = g.clone();
         let mut strict = false;
         let mut saw_boundary = false;
+        // Deferred growth past its epilogue ([`deferred_next`]) and what it may absorb there.
+        let mut closing = false;
+        let mut products: BTreeSet<Id> = BTreeSet::new();
         loop {
             // Free closure.
             while let Some(d) = g.queue.pop_front() {
@@ -121,14 +125,8 @@ impl Grow {
                 out.push((g.body.clone(), g.ins.clone()));
             }
             // One computing op.
-            let boundary = |d: Id| eg.is_contraction(d) || eg.read_outside(d, &g.inside);
-            // Deferred growth takes shared values after the rest and stops where only
-            // contractions wait: absorbing them is what the breadth-first growth does, and the
-            // bodies past that point (a GEMM under a whole LayerNorm) were a third of BERT's
-            // pricing and never chosen.
             let next = if defer {
-                let first = g.waiting.iter().position(|d| !boundary(*d));
-                match first.or_else(|| g.waiting.iter().position(|d| !eg.is_contraction(*d))) {
+                match deferred_next(eg, &g, &mut closing, &products) {
                     Some(i) => i,
                     None => break,
                 }
@@ -138,10 +136,14 @@ impl Grow {
             let Some(d) = g.waiting.get(next).copied() else {
                 break;
             };
-            saw_boundary |= eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2);
+            saw_boundary |= dense(eg, d);
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes {
+                let before: BTreeSet<Id> = g.ins.iter().copied().collect();
                 if let Some(alternatives) = self.absorb_computing(eg, eclass, &mut g, d, defer) {
+                    if closing && dense(eg, d) {
+                        products.extend(g.ins.iter().filter(|c| !before.contains(c)));
+                    }
                     out.push((g.body.clone(), g.ins.clone()));
                     out.extend(alternatives);
                 }
@@ -306,6 +308,49 @@ impl Growth {
         self.body = body;
         self.ins = ins;
     }
+}
+
+/// The waiting input a deferred growth absorbs next (`None`: it ends). Shared values come after
+/// the rest, and it stops where only contractions wait: absorbing them is what the
+/// breadth-first growth does, and the bodies past that point (a GEMM under a whole LayerNorm)
+/// were a third of BERT's pricing and never chosen. Except after an elementwise epilogue (no
+/// reduction in the body): then it is `closing` and absorbs the waiting dense-layer GEMMs and
+/// their `products` (the classes their reduces read), each a prefix — the GEMM with its whole
+/// epilogue (GPT-2's tanh GELU over a `[B·S, N]` GEMM read back as `[B, S, N]`, where the
+/// breadth-first growth reaches the GEMM's LayerNorm before the epilogue is whole).
+fn deferred_next(
+    eg: &impl GrowView,
+    g: &Growth,
+    closing: &mut bool,
+    products: &BTreeSet<Id>,
+) -> Option<usize> {
+    if !*closing {
+        let boundary = |d: Id| eg.is_contraction(d) || eg.read_outside(d, &g.inside);
+        let first = g.waiting.iter().position(|d| !boundary(*d));
+        let other = || g.waiting.iter().position(|d| !eg.is_contraction(*d));
+        if let Some(i) = first.or_else(other) {
+            return Some(i);
+        }
+        if has_reduce(&g.body) {
+            return None;
+        }
+        *closing = true;
+    }
+    g.waiting
+        .iter()
+        .position(|d| dense(eg, *d) || products.contains(d))
+}
+
+/// A dense layer's GEMM: a contraction with a rank-2 result.
+fn dense(eg: &impl GrowView, d: Id) -> bool {
+    eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2)
+}
+
+/// Whether `body` holds a reduction.
+fn has_reduce(body: &RecExpr<TensorLang>) -> bool {
+    body.as_ref()
+        .iter()
+        .any(|n| matches!(n, TensorLang::Reduce(_)))
 }
 
 /// Ops a kernel absorbs without computing anything per element: movement (an access map) and
