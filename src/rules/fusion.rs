@@ -323,6 +323,15 @@ fn is_contraction_class(eg: &TensorGraph, d: Id) -> bool {
     })
 }
 
+/// Whether class `d` computes a dense layer's GEMM: a contraction with a rank-2 result, or a
+/// lowered MatMul of activations `X: [L…, K]` by one weight `W: [K, N]` (ONNX `Gemm`, or
+/// `MatMul` of a rank-3 `X`: `crate::rules::subst`'s form); not attention's batched products.
+fn is_dense_class(eg: &TensorGraph, d: Id) -> bool {
+    is_contraction_class(eg, d)
+        && (eg[d].data.tensor().is_some_and(|f| f.shape.len() == 2)
+            || super::subst::is_weight_matmul(eg, d))
+}
+
 /// True when a body contains a contraction: a sum whose operand (under casts) is a product of
 /// two different values (a GEMM, a convolution, QKᵀ). A sum of squares (`mul(d, d)`, a
 /// variance) or of a value times an immediate is not one.

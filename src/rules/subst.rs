@@ -296,6 +296,12 @@ fn matmul(eg: &TensorGraph, class: Id) -> Option<Matmul> {
     })
 }
 
+/// Whether `class` holds a lowered MatMul of activations by one weight `W: [K, N]` (the growth's
+/// dense-layer test, `crate::rules::fusion`).
+pub(crate) fn is_weight_matmul(eg: &TensorGraph, class: Id) -> bool {
+    matmul(eg, class).is_some()
+}
+
 /// The first `f(acc, a, b)` accepted over the lowered MatMuls of `class`:
 /// `reduce(sum, [r], acc, a · b)` over the last axis of `a, b: [L…, N, K]` (`r` = rank − 1;
 /// `[M, N, K]` and axis 2 for a rank-2 `X`).

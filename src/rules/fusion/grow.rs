@@ -90,7 +90,8 @@ impl Grow {
     /// growth also absorbs each class in the spelling that reads the fewest new classes
     /// (`absorb_computing`'s `reuse`): the LayerNorm's mean as `Σx` over its own `x`, so the
     /// one-kernel LayerNorm over a materialized `x` is among the prefixes. Returns the bodies and whether a dense-layer
-    /// GEMM (a contraction with a rank-2 result) was waiting.
+    /// GEMM was waiting where deferring pays: a rank-2 one for any seed, a batched dense layer
+    /// (`[B, S, K]·W`) for an elementwise epilogue ([`GrowView::is_dense`]).
     pub(super) fn grow(&self, eg: &impl GrowView, seed: &Seed, defer: bool) -> (Vec<Grown>, bool) {
         // The seed's class is canonical ([`Grow::seeds`], on the unchanged e-graph).
         let (eclass, body, ins) = seed.clone();
@@ -136,7 +137,10 @@ impl Grow {
             let Some(d) = g.waiting.get(next).copied() else {
                 break;
             };
-            saw_boundary |= dense(eg, d);
+            // A rank-2 GEMM defers any seed (the row reductions after it); a batched dense
+            // layer only an elementwise epilogue (the body holds no reduction yet).
+            saw_boundary |= dense(eg, d)
+                && (eg.facts(d).is_some_and(|f| f.shape.len() == 2) || !has_reduce(&g.body));
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes {
                 let before: BTreeSet<Id> = g.ins.iter().copied().collect();
@@ -341,9 +345,9 @@ fn deferred_next(
         .position(|d| dense(eg, *d) || products.contains(d))
 }
 
-/// A dense layer's GEMM: a contraction with a rank-2 result.
+/// A dense layer's GEMM ([`GrowView::is_dense`]).
 fn dense(eg: &impl GrowView, d: Id) -> bool {
-    eg.is_contraction(d) && eg.facts(d).is_some_and(|f| f.shape.len() == 2)
+    eg.is_dense(d)
 }
 
 /// Whether `body` holds a reduction.

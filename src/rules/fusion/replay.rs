@@ -30,6 +30,8 @@ pub(super) trait GrowView {
     fn facts(&self, d: Id) -> Option<&TensorFacts>;
     /// Whether `d` computes a contraction ([`super::is_contraction_class`]).
     fn is_contraction(&self, d: Id) -> bool;
+    /// Whether `d` computes a dense layer's GEMM ([`super::is_dense_class`]).
+    fn is_dense(&self, d: Id) -> bool;
     /// Whether an op node of a class outside `inside` reads `d`.
     fn read_outside(&self, d: Id, inside: &BTreeSet<Id>) -> bool;
     /// The kernels of `d`, largest body first ([`kernels_largest_first`]).
@@ -59,6 +61,10 @@ impl GrowView for Direct<'_> {
 
     fn is_contraction(&self, d: Id) -> bool {
         super::is_contraction_class(self.eg, d)
+    }
+
+    fn is_dense(&self, d: Id) -> bool {
+        super::is_dense_class(self.eg, d)
     }
 
     fn read_outside(&self, d: Id, inside: &BTreeSet<Id>) -> bool {
@@ -131,6 +137,10 @@ impl GrowView for Cached<'_> {
         self.inner.is_contraction(d)
     }
 
+    fn is_dense(&self, d: Id) -> bool {
+        self.inner.is_dense(d)
+    }
+
     fn read_outside(&self, d: Id, inside: &BTreeSet<Id>) -> bool {
         self.inner.read_outside(d, inside)
     }
@@ -146,6 +156,7 @@ enum Obs {
     Lookup(TensorLang, Option<u32>),
     Facts(u32, Option<TensorFacts>),
     Contraction(u32, bool),
+    Dense(u32, bool),
     ReadOutside(u32, Vec<u32>, bool),
     Kernels(u32, Vec<(KernelBody, Vec<u32>)>),
 }
@@ -293,6 +304,16 @@ impl GrowView for Recorder<'_> {
         out
     }
 
+    fn is_dense(&self, d: Id) -> bool {
+        let out = self.inner.is_dense(d);
+        if self.first(3, d) {
+            let mut r = self.record.borrow_mut();
+            let l = r.labels.label(d);
+            r.observations.push(Obs::Dense(l, out));
+        }
+        out
+    }
+
     fn read_outside(&self, d: Id, inside: &BTreeSet<Id>) -> bool {
         let out = self.inner.read_outside(d, inside);
         let mut r = self.record.borrow_mut();
@@ -388,6 +409,7 @@ fn check(o: &Obs, view: &Cached, labels: &mut Labels) -> Option<bool> {
         }
         Obs::Facts(l, f) => view.facts(labels.class(*l)?) == f.as_ref(),
         Obs::Contraction(l, b) => view.is_contraction(labels.class(*l)?) == *b,
+        Obs::Dense(l, b) => view.is_dense(labels.class(*l)?) == *b,
         Obs::ReadOutside(l, inside, b) => {
             let inside = inside
                 .iter()
