@@ -21,59 +21,108 @@ use std::collections::BTreeMap;
 /// the symbols' defaults `B`, `S` and the sizes `K`, `N`; with `batched`, the dense layer is
 /// `MatMul(X, W) + b` on the rank-3 `X` instead (an exporter's `nn.Linear`).
 fn dense_gelu(b: i64, s: i64, k: i64, n: i64, batched: bool) -> String {
-    let ew = |name: &str, f: &str, ins: serde_json::Value, out: &str| {
-        serde_json::json!({"op": "Elementwise", "name": name, "inputs": ins, "outputs": [out],
-            "attrs": {"fn": f}})
-    };
-    let layer = if batched {
-        serde_json::json!([
-            {"op": "MatMul", "name": "fc", "inputs": ["xl", "W"], "outputs": ["m"], "attrs": {}},
-            ew("unflat", "add", serde_json::json!(["m", "b"]), "x")
-        ])
-    } else {
-        serde_json::json!([
-            {"op": "Reshape", "name": "flat", "inputs": ["xl"], "outputs": ["x2"],
-                "attrs": {"shape": [-1, k]}},
-            {"op": "GEMM", "name": "fc", "inputs": ["x2", "W", "b"], "outputs": ["g"],
-                "attrs": {"trans_a": false, "trans_b": false, "alpha": 1.0, "beta": 1.0}},
-            {"op": "Reshape", "name": "unflat", "inputs": ["g"], "outputs": ["x"],
-                "attrs": {"shape": ["B", "S", n]}}
-        ])
-    };
-    let mut graph = vec![serde_json::json!({"op": "LayerNorm", "name": "ln",
-        "inputs": ["X", "lw", "lb"], "outputs": ["xl"], "attrs": {"axis": 2, "eps": 1e-5}})];
-    graph.extend(layer.as_array().cloned().unwrap_or_default());
-    graph.extend([
-        ew("half", "mul", serde_json::json!(["x", 0.5]), "a"),
-        ew("cube", "pow", serde_json::json!(["x", 3.0]), "p"),
-        ew("c1", "mul", serde_json::json!(["p", 0.044715]), "q"),
-        ew("inner", "add", serde_json::json!(["x", "q"]), "r"),
-        ew("c2", "mul", serde_json::json!(["r", 0.7978845608]), "t"),
-        ew("tanh", "tanh", serde_json::json!(["t"]), "th"),
-        ew("one", "add", serde_json::json!(["th", 1.0]), "u"),
-        ew("gelu", "mul", serde_json::json!(["a", "u"]), "Y"),
-    ]);
+    stacked(b, s, k, n, batched, 1)
+}
+
+/// `blocks` of [`dense_gelu`] in a row (`K = N` past the first), the last one's output `Y`.
+fn stacked(b: i64, s: i64, k: i64, n: i64, batched: bool, blocks: usize) -> String {
+    let mut inputs = vec![serde_json::json!({"tensor": "X"})];
+    let mut tensors = serde_json::Map::new();
+    tensors.insert(
+        "X".into(),
+        serde_json::json!({"dtype": "fp32", "shape": ["B", "S", k]}),
+    );
+    tensors.insert(
+        "Y".into(),
+        serde_json::json!({"dtype": "fp32", "shape": ["B", "S", n]}),
+    );
+    let mut graph = Vec::new();
+    for i in 0..blocks {
+        let kin = if i == 0 { k } else { n };
+        for (w, shape) in [
+            ("lw", serde_json::json!([kin])),
+            ("lb", serde_json::json!([kin])),
+            ("W", serde_json::json!([kin, n])),
+            ("b", serde_json::json!([n])),
+        ] {
+            let name = format!("{w}{i}");
+            inputs.push(serde_json::json!({"tensor": name, "role": "param"}));
+            tensors.insert(name, serde_json::json!({"dtype": "fp32", "shape": shape}));
+        }
+        let x = if i == 0 {
+            "X".to_string()
+        } else {
+            format!("y{}", i - 1)
+        };
+        let y = if i + 1 == blocks {
+            "Y".to_string()
+        } else {
+            format!("y{i}")
+        };
+        graph.extend(block(i, &x, &y, [kin, n], batched));
+    }
     let doc = serde_json::json!({
-        "signature": {
-            "inputs": [
-                {"tensor": "X"},
-                {"tensor": "lw", "role": "param"}, {"tensor": "lb", "role": "param"},
-                {"tensor": "W", "role": "param"}, {"tensor": "b", "role": "param"}
-            ],
-            "outputs": [{"tensor": "Y"}]
-        },
+        "signature": {"inputs": inputs, "outputs": [{"tensor": "Y"}]},
         "symbols": {"B": b, "S": s},
-        "tensors": {
-            "X": {"dtype": "fp32", "shape": ["B", "S", k]},
-            "lw": {"dtype": "fp32", "shape": [k]},
-            "lb": {"dtype": "fp32", "shape": [k]},
-            "W": {"dtype": "fp32", "shape": [k, n]},
-            "b": {"dtype": "fp32", "shape": [n]},
-            "Y": {"dtype": "fp32", "shape": ["B", "S", n]}
-        },
+        "tensors": tensors,
         "graph": graph
     });
     doc.to_string()
+}
+
+/// The nodes of block `i`: LayerNorm, the dense layer (`Gemm` between `Reshape`s or, `batched`,
+/// `MatMul` + bias) from `K` to `N` columns, tanh GELU; node names carry `i` past the first block.
+fn block(i: usize, x: &str, y: &str, [k, n]: [i64; 2], batched: bool) -> Vec<serde_json::Value> {
+    let id = |s: &str| {
+        if i == 0 {
+            s.to_string()
+        } else {
+            format!("{s}{i}")
+        }
+    };
+    let ew = |name: &str, f: &str, ins: serde_json::Value, out: &str| {
+        serde_json::json!({"op": "Elementwise", "name": id(name), "inputs": ins,
+            "outputs": [out], "attrs": {"fn": f}})
+    };
+    let t = |s: &str| format!("{s}_{i}");
+    let (xl, x2, g, m, xx) = (t("xl"), t("x2"), t("g"), t("m"), t("x"));
+    let mut out = vec![serde_json::json!({"op": "LayerNorm", "name": id("ln"),
+        "inputs": [x, format!("lw{i}"), format!("lb{i}")], "outputs": [xl],
+        "attrs": {"axis": 2, "eps": 1e-5}})];
+    if batched {
+        out.push(serde_json::json!({"op": "MatMul", "name": id("fc"),
+            "inputs": [xl, format!("W{i}")], "outputs": [m], "attrs": {}}));
+        out.push(ew(
+            "unflat",
+            "add",
+            serde_json::json!([m, format!("b{i}")]),
+            &xx,
+        ));
+    } else {
+        out.push(
+            serde_json::json!({"op": "Reshape", "name": id("flat"), "inputs": [xl],
+            "outputs": [x2], "attrs": {"shape": [-1, k]}}),
+        );
+        out.push(serde_json::json!({"op": "GEMM", "name": id("fc"),
+            "inputs": [x2, format!("W{i}"), format!("b{i}")], "outputs": [g],
+            "attrs": {"trans_a": false, "trans_b": false, "alpha": 1.0, "beta": 1.0}}));
+        out.push(
+            serde_json::json!({"op": "Reshape", "name": id("unflat"), "inputs": [g],
+            "outputs": [xx], "attrs": {"shape": ["B", "S", n]}}),
+        );
+    }
+    let (a, p, q, r, tt, th, u) = (t("a"), t("p"), t("q"), t("r"), t("t"), t("th"), t("u"));
+    out.extend([
+        ew("half", "mul", serde_json::json!([xx, 0.5]), &a),
+        ew("cube", "pow", serde_json::json!([xx, 3.0]), &p),
+        ew("c1", "mul", serde_json::json!([p, 0.044715]), &q),
+        ew("inner", "add", serde_json::json!([xx, q]), &r),
+        ew("c2", "mul", serde_json::json!([r, 0.7978845608]), &tt),
+        ew("tanh", "tanh", serde_json::json!([tt]), &th),
+        ew("one", "add", serde_json::json!([th, 1.0]), &u),
+        ew("gelu", "mul", serde_json::json!([a, u]), y),
+    ]);
+    out
 }
 
 /// The kernel of `o` covering the graph node `node`, as (name, covers).
@@ -136,5 +185,38 @@ fn the_fused_dense_layer_runs_natively_with_tails() {
     for batched in [false, true] {
         let text = dense_gelu(3, 7, 40, 72, batched);
         common::native::check_graph(&text, &[("B", 3), ("S", 7)], "dense_gelu").unwrap();
+    }
+}
+
+#[test]
+fn replayed_growth_equals_growing_on_stacked_dense_layers() {
+    // Identical blocks: growth is recorded on one and replayed on the next
+    // (`FusionLimits::replay`), which must give exactly what growing gives, the dense-layer
+    // test (`GrowView::is_dense`) included.
+    use dlc_egg::optimize::{optimize, OptimizeOptions};
+    use dlc_egg::rules::fusion::FusionLimits;
+    for batched in [false, true] {
+        let text = stacked(2, 16, 32, 32, batched, 3);
+        let g = dlc_egg::ir::frontend::load_str(&text, "stacked.json").expect("loads");
+        let p = dlc_egg::lower::lower(&g).expect("lowers");
+        let replayed = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
+        let no_replay = FusionLimits {
+            replay: false,
+            ..FusionLimits::default()
+        };
+        let opts = OptimizeOptions {
+            fusion: no_replay,
+            ..OptimizeOptions::default()
+        };
+        let grown = optimize(&p, &opts).expect("optimizes");
+        assert_eq!(
+            replayed.egraph.total_number_of_nodes(),
+            grown.egraph.total_number_of_nodes(),
+            "batched {batched}"
+        );
+        let covers = |o: &dlc_egg::optimize::Optimized| -> Vec<Vec<String>> {
+            o.kernels.iter().map(|k| k.covers.clone()).collect()
+        };
+        assert_eq!(covers(&replayed), covers(&grown), "batched {batched}");
     }
 }

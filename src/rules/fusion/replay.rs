@@ -234,9 +234,20 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// True the first time class query `kind` is asked about `d`.
+    /// True the first time class query `kind` is asked about `d` (0 op bodies, 1 facts,
+    /// 2 contraction, 3 kernels, 4 dense).
     fn first(&self, kind: u8, d: Id) -> bool {
         self.record.borrow_mut().classes.insert((kind, d))
+    }
+
+    /// Records the answer of class query `kind` about `d` (`obs` of `d`'s label) the first time
+    /// it is asked.
+    fn note(&self, kind: u8, d: Id, obs: impl FnOnce(u32) -> Obs) {
+        if self.first(kind, d) {
+            let mut r = self.record.borrow_mut();
+            let l = r.labels.label(d);
+            r.observations.push(obs(l));
+        }
     }
 
     /// The trace of what was observed, with `result` (its classes labelled), and every class
@@ -286,31 +297,19 @@ impl GrowView for Recorder<'_> {
 
     fn facts(&self, d: Id) -> Option<&TensorFacts> {
         let out = self.inner.facts(d);
-        if self.first(1, d) {
-            let mut r = self.record.borrow_mut();
-            let l = r.labels.label(d);
-            r.observations.push(Obs::Facts(l, out.cloned()));
-        }
+        self.note(1, d, |l| Obs::Facts(l, out.cloned()));
         out
     }
 
     fn is_contraction(&self, d: Id) -> bool {
         let out = self.inner.is_contraction(d);
-        if self.first(2, d) {
-            let mut r = self.record.borrow_mut();
-            let l = r.labels.label(d);
-            r.observations.push(Obs::Contraction(l, out));
-        }
+        self.note(2, d, |l| Obs::Contraction(l, out));
         out
     }
 
     fn is_dense(&self, d: Id) -> bool {
         let out = self.inner.is_dense(d);
-        if self.first(3, d) {
-            let mut r = self.record.borrow_mut();
-            let l = r.labels.label(d);
-            r.observations.push(Obs::Dense(l, out));
-        }
+        self.note(4, d, |l| Obs::Dense(l, out));
         out
     }
 
