@@ -252,7 +252,7 @@ struct GrowMemo {
     /// Per seed and policy (`true`: contraction-free producers only), the kernel counts of its
     /// input classes when it was last grown maximally: the maximal growth reads only those
     /// classes' kernels, so equal counts give equal results.
-    maxed: FxHashMap<(Seed, bool), Vec<usize>>,
+    maxed: FxHashMap<(Seed, apply::MaxMode), Vec<usize>>,
     /// Legality verdicts by (body, input facts): synthesis is the phase's dominant cost and the
     /// same body is reached from several seeds.
     legal: Verdicts,

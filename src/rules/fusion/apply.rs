@@ -9,6 +9,7 @@ use crate::ir::egraph::kernel::kernel_parts;
 use crate::ir::egraph::{IndexBook, KernelBody, TensorGraph, TensorLang};
 use egg::{Applier, Id, PatternAst, RecExpr, SearchMatches, Subst, Symbol};
 use rayon::prelude::*;
+use std::collections::BTreeSet;
 
 /// The kernels of a class, largest body first (ties: body text), as (body, inputs).
 pub(super) fn kernels_largest_first(eg: &TensorGraph, class: Id) -> Vec<(KernelBody, Vec<Id>)> {
@@ -33,6 +34,21 @@ pub(super) fn kernels_largest_first(eg: &TensorGraph, class: Id) -> Vec<(KernelB
     ks.into_iter().map(|(_, b, ins)| (b, ins)).collect()
 }
 
+/// Which producer kernels a maximal growth absorbs, input by input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum MaxMode {
+    /// The largest legal kernel of each input class, in input order.
+    Largest = 0,
+    /// The largest contraction-free kernel of each (deferred seeds: the row-reduction kernel
+    /// after a GEMM).
+    NoContractions = 1,
+    /// As `Largest`, but only for the inputs no other kernel reads: a value materialized for
+    /// another consumer anyway stays an input (a residual add absorbs its branch's GEMM or
+    /// convolution, not the skip value's producer, whose kernel, absorbed first, left the
+    /// branch unfusable). Only for seeds with both kinds of input.
+    SharedKept = 2,
+}
+
 impl Grow {
     /// Grows one single-op body by whole producer kernels: for each input in order, absorbs the
     /// largest kernel of the input's class that keeps the body legal (maximal fusion, built on
@@ -49,10 +65,18 @@ impl Grow {
         eclass: Id,
         body: RecExpr<TensorLang>,
         ins: Vec<Id>,
-        no_contractions: bool,
+        mode: MaxMode,
     ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
         // `eclass` is canonical (the caller's `find`).
-        let originals = ins.clone();
+        let mut originals = ins.clone();
+        if mode == MaxMode::SharedKept {
+            let inside = BTreeSet::from([eclass]);
+            originals.retain(|d| !eg.read_outside(*d, &inside));
+            if originals.len() == ins.len() || originals.is_empty() {
+                return None;
+            }
+        }
+        let no_contractions = mode == MaxMode::NoContractions;
         let (mut body, mut ins) = (body, ins);
         let mut grew = false;
         for d in originals {
@@ -135,25 +159,29 @@ impl Grow {
         let counts: Vec<usize> = ins.iter().map(|i| kernel_count(eg.eg, *i)).collect();
         let mut out = Vec::new();
         let deferred = lock(&self.memo).deferred.contains(seed);
-        for no_contractions in [false, true] {
-            if no_contractions && !deferred {
+        for mode in [
+            MaxMode::Largest,
+            MaxMode::NoContractions,
+            MaxMode::SharedKept,
+        ] {
+            if mode == MaxMode::NoContractions && !deferred {
                 continue;
             }
-            let key = (seed.clone(), no_contractions);
+            let key = (seed.clone(), mode);
             if lock(&self.memo).maxed.get(&key) == Some(&counts) {
                 continue;
             }
             lock(&self.memo).maxed.insert(key, counts.clone());
             let grown = if self.limits.replay {
                 let classes: Vec<Id> = std::iter::once(eclass).chain(ins.iter().copied()).collect();
-                let kind = 1 + u8::from(no_contractions);
+                let kind = 1 + mode as u8;
                 let (g, (), _) = self.replays_max.grow(eg, &body, kind, &classes, |rec| {
-                    let g = self.grow_max(rec, eclass, body.clone(), ins.clone(), no_contractions);
+                    let g = self.grow_max(rec, eclass, body.clone(), ins.clone(), mode);
                     (g.into_iter().collect(), ())
                 });
                 g
             } else {
-                let g = self.grow_max(eg, eclass, body.clone(), ins.clone(), no_contractions);
+                let g = self.grow_max(eg, eclass, body.clone(), ins.clone(), mode);
                 made(g.into_iter().collect())
             };
             out.extend(grown);
