@@ -249,9 +249,9 @@ struct GrowMemo {
     /// Seeds whose growth met a dense layer's GEMM: they also get the deferred growth and the
     /// contraction-free maximal growth.
     deferred: FxHashSet<Seed>,
-    /// Per seed and policy (`true`: contraction-free producers only), the kernel counts of its
-    /// input classes when it was last grown maximally: the maximal growth reads only those
-    /// classes' kernels, so equal counts give equal results.
+    /// Per seed and policy ([`apply::MaxMode`]), the kernel counts of its input classes when
+    /// it was last grown maximally: the maximal growth reads only those classes' kernels, so
+    /// equal counts give equal results.
     maxed: FxHashMap<(Seed, apply::MaxMode), Vec<usize>>,
     /// Legality verdicts by (body, input facts): synthesis is the phase's dominant cost and the
     /// same body is reached from several seeds.

@@ -89,9 +89,10 @@ impl Grow {
     /// elementwise epilogue: then with the dense-layer GEMMs ([`deferred_next`]). Deferred
     /// growth also absorbs each class in the spelling that reads the fewest new classes
     /// (`absorb_computing`'s `reuse`): the LayerNorm's mean as `Σx` over its own `x`, so the
-    /// one-kernel LayerNorm over a materialized `x` is among the prefixes. Returns the bodies and whether a dense-layer
-    /// GEMM was waiting where deferring pays: a rank-2 one for any seed, a batched dense layer
-    /// (`[B, S, K]·W`) for an elementwise epilogue ([`GrowView::is_dense`]).
+    /// one-kernel LayerNorm over a materialized `x` is among the prefixes. Returns the bodies
+    /// and whether a dense-layer GEMM was waiting where deferring pays: a rank-2 one for any
+    /// seed, a batched dense layer (`[B, S, K]·W`) for an elementwise epilogue
+    /// ([`GrowView::is_dense`]).
     pub(super) fn grow(&self, eg: &impl GrowView, seed: &Seed, defer: bool) -> (Vec<Grown>, bool) {
         // The seed's class is canonical ([`Grow::seeds`], on the unchanged e-graph).
         let (eclass, body, ins) = seed.clone();
@@ -139,13 +140,15 @@ impl Grow {
             };
             // A rank-2 GEMM defers any seed (the row reductions after it); a batched dense
             // layer only an elementwise epilogue (the body holds no reduction yet).
-            saw_boundary |= dense(eg, d)
+            saw_boundary |= eg.is_dense(d)
                 && (eg.facts(d).is_some_and(|f| f.shape.len() == 2) || !has_reduce(&g.body));
             g.waiting.remove(next);
             if g.computing < self.limits.max_prefixes {
-                let before: BTreeSet<Id> = g.ins.iter().copied().collect();
+                // A closing growth's GEMM: the inputs it adds are its products.
+                let before: Option<BTreeSet<Id>> =
+                    (closing && eg.is_dense(d)).then(|| g.ins.iter().copied().collect());
                 if let Some(alternatives) = self.absorb_computing(eg, eclass, &mut g, d, defer) {
-                    if closing && dense(eg, d) {
+                    if let Some(before) = before {
                         products.extend(g.ins.iter().filter(|c| !before.contains(c)));
                     }
                     out.push((g.body.clone(), g.ins.clone()));
@@ -342,12 +345,7 @@ fn deferred_next(
     }
     g.waiting
         .iter()
-        .position(|d| dense(eg, *d) || products.contains(d))
-}
-
-/// A dense layer's GEMM ([`GrowView::is_dense`]).
-fn dense(eg: &impl GrowView, d: Id) -> bool {
-    eg.is_dense(d)
+        .position(|d| eg.is_dense(*d) || products.contains(d))
 }
 
 /// Whether `body` holds a reduction.
