@@ -45,7 +45,9 @@ pub(super) enum MaxMode {
     /// As `Largest`, but only for the inputs no other kernel reads: a value materialized for
     /// another consumer anyway stays an input (a residual add absorbs its branch's GEMM or
     /// convolution, not the skip value's producer, whose kernel, absorbed first, left the
-    /// branch unfusable). Only for seeds with both kinds of input.
+    /// branch unfusable). For seeds with both kinds of input, and for seeds whose exclusive
+    /// inputs have such a growth themselves (the `relu` after that add,
+    /// [`Grow::grow_shared_kept`]).
     SharedKept = 2,
 }
 
@@ -67,19 +69,13 @@ impl Grow {
         ins: Vec<Id>,
         mode: MaxMode,
     ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
-        // `eclass` is canonical (the caller's `find`).
-        let mut originals = ins.clone();
         if mode == MaxMode::SharedKept {
-            let inside = BTreeSet::from([eclass]);
-            originals.retain(|d| !eg.read_outside(*d, &inside));
-            if originals.len() == ins.len() || originals.is_empty() {
-                return None;
-            }
+            return self.grow_shared_kept(eg, eclass, body, ins, SHARED_KEPT_DEPTH);
         }
         let no_contractions = mode == MaxMode::NoContractions;
         let (mut body, mut ins) = (body, ins);
         let mut grew = false;
-        for d in originals {
+        for d in ins.clone() {
             let Some(pos) = ins.iter().position(|c| *c == d) else {
                 continue;
             };
@@ -98,7 +94,73 @@ impl Grow {
         }
         grew.then_some((body, ins))
     }
+
+    /// [`MaxMode::SharedKept`]: the inputs other kernels read stay inputs; every other input
+    /// absorbs its own shared-kept growth (`depth` levels down: `relu(conv + b + skip)` is a
+    /// `relu` over an `add` whose shared-kept growth reads the skip value) or, without one, its
+    /// largest legal kernel. `None` when nothing is kept: then it is `Largest`'s growth.
+    fn grow_shared_kept(
+        &self,
+        eg: &impl GrowView,
+        eclass: Id,
+        body: RecExpr<TensorLang>,
+        ins: Vec<Id>,
+        depth: usize,
+    ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
+        let inside = BTreeSet::from([eclass]);
+        let exclusive: Vec<Id> = ins
+            .iter()
+            .copied()
+            .filter(|d| !eg.read_outside(*d, &inside))
+            .collect();
+        if exclusive.is_empty() {
+            return None;
+        }
+        // Each exclusive input's own shared-kept growth, from its first seed that has one.
+        let kept: Vec<Option<(RecExpr<TensorLang>, Vec<Id>)>> = exclusive
+            .iter()
+            .map(|&d| {
+                if depth == 0 {
+                    return None;
+                }
+                eg.op_bodies(d).into_iter().find_map(|(b, i)| {
+                    self.grow_shared_kept(eg, d, b, i, depth - 1)
+                        .filter(|(_, p_ins)| !p_ins.contains(&eclass))
+                })
+            })
+            .collect();
+        if exclusive.len() == ins.len() && kept.iter().all(Option::is_none) {
+            return None;
+        }
+        let (mut body, mut ins) = (body, ins);
+        let mut grew = false;
+        for (d, kept) in exclusive.into_iter().zip(kept) {
+            let Some(pos) = ins.iter().position(|c| *c == d) else {
+                continue;
+            };
+            let fused = match kept {
+                Some((p, p_ins)) => self.try_fuse(eg, &body, &ins, pos, &p, &p_ins),
+                None => eg.kernels(d).into_iter().find_map(|(p, p_ins)| {
+                    if p_ins.contains(&eclass) {
+                        return None;
+                    }
+                    self.try_fuse(eg, &body, &ins, pos, p.expr(), &p_ins)
+                }),
+            };
+            if let Some((b, i)) = fused {
+                body = b;
+                ins = i;
+                grew = true;
+            }
+        }
+        grew.then_some((body, ins))
+    }
 }
+
+/// How many single-input levels a shared-kept growth looks down for a kept value
+/// ([`MaxMode::SharedKept`]): `relu(add(conv + b, skip))` needs 1, a clip as `min(max(·))`
+/// over such an add 2.
+const SHARED_KEPT_DEPTH: usize = 2;
 
 impl Grow {
     /// The breadth-first growth of a seed, once per seed (it reads only op e-nodes, which the
