@@ -18,7 +18,10 @@
 //! share what is already paid), and the move is judged with them. Classes are visited from the
 //! roots' side down (decreasing rank), sweep after sweep: first plain moves to a fixpoint, then
 //! moves with lookahead to a fixpoint, or until the work budget (counted in cascade and search
-//! steps) is spent.
+//! steps) is spent. A class's lookahead search stops trying alternatives once it has taken
+//! [`CLASS_SHARE`] times an even share of the work left among the classes the sweep has still to
+//! visit, so every class gets its search (a sweep that improved nothing but cut a search short
+//! runs again with a larger share).
 
 use super::fast::NONE;
 use super::reduce::Reduced;
@@ -28,6 +31,14 @@ use std::sync::Arc;
 /// A class with more alternatives than this has its lookahead trials run on two threads (on
 /// BERT-12 three such classes took two thirds of the extraction's search).
 const PARALLEL_TRIALS: usize = 8;
+
+/// The most a class's lookahead search may take of the work left, as a multiple of an even
+/// share among the classes the sweep has still to try.
+const CLASS_SHARE: u64 = 4;
+
+/// Alternatives whose lookahead trials run in parallel between two judgements of the class's
+/// work (two threads, half each).
+const PARALLEL_ROUND: usize = 8;
 
 /// Class `c` with the edges of its chosen node `old` removed, in a best-move search: what
 /// that freed, the log marks to roll back to and whether the ranks were valid.
@@ -64,6 +75,10 @@ pub(crate) struct Improver<'a> {
     parents: Arc<(Vec<u32>, Vec<u32>)>,
     /// Lookahead trials of a class with more alternatives than this run in parallel.
     parallel_above: usize,
+    /// Whether a best-move search of the current sweep stopped at its work cap.
+    cut: bool,
+    /// Classes a lookahead search was run for (all sweeps).
+    lookahead_searches: usize,
     /// Scratch stack of [`Improver::inc`] and [`Improver::dec`] (kept: they run millions of
     /// times, and allocating it each time was a tenth of the search).
     stack: Vec<u32>,
@@ -89,6 +104,8 @@ impl<'a> Improver<'a> {
             work: 0,
             seen: vec![0; nc],
             epoch: 0,
+            cut: false,
+            lookahead_searches: 0,
             stack: Vec::new(),
         };
         for r in p.roots() {
@@ -180,6 +197,11 @@ impl<'a> Improver<'a> {
         let eps = 1e-9 * total.abs().max(1.0);
         let mut moves = 0;
         for lookahead in [false, true] {
+            // A lookahead search gets `share` times an even share of the work left: one class
+            // with many alternatives near the roots spent the whole budget on BERT-12 at
+            // sequence 128, and no other class was tried. A sweep that improves nothing but cut
+            // a search short is run again with four times the share.
+            let mut share = CLASS_SHARE;
             loop {
                 let mut order: Vec<u32> = (0..self.p.num_classes() as u32)
                     .filter(|c| {
@@ -188,17 +210,28 @@ impl<'a> Improver<'a> {
                     .collect();
                 order.sort_unstable_by_key(|c| std::cmp::Reverse(self.rank[*c as usize]));
                 let mut improved = false;
-                for c in order {
+                self.cut = false;
+                let count = order.len() as u64;
+                for (i, c) in order.into_iter().enumerate() {
                     if self.work > budget {
                         return moves;
                     }
-                    if self.refc[c as usize] > 0 && self.try_class(c, eps, lookahead) {
+                    let cap = if lookahead {
+                        let left = budget - self.work;
+                        (left / (count - i as u64)).saturating_mul(share)
+                    } else {
+                        u64::MAX
+                    };
+                    if self.refc[c as usize] > 0 && self.try_class(c, eps, lookahead, cap) {
                         improved = true;
                         moves += 1;
                     }
                 }
-                if !improved {
+                if !improved && !self.cut {
                     break;
+                }
+                if !improved {
+                    share = share.saturating_mul(4);
                 }
             }
         }
@@ -206,8 +239,9 @@ impl<'a> Improver<'a> {
     }
 
     /// Makes the best improving acyclic move of reachable class `c`, if any.
-    fn try_class(&mut self, c: u32, eps: f64, lookahead: bool) -> bool {
-        let Some((_, n)) = self.best_move(c, eps, lookahead) else {
+    fn try_class(&mut self, c: u32, eps: f64, lookahead: bool, cap: u64) -> bool {
+        self.lookahead_searches += usize::from(lookahead);
+        let Some((_, n)) = self.best_move(c, eps, lookahead, cap) else {
             return false;
         };
         // Replay the winning trial (deterministic), then keep it.
@@ -228,8 +262,10 @@ impl<'a> Improver<'a> {
     }
 
     /// The best improving acyclic alternative of reachable class `c` and its cost change; the
-    /// state is left as it was.
-    fn best_move(&mut self, c: u32, eps: f64, lookahead: bool) -> Option<(f64, u32)> {
+    /// state is left as it was. Alternatives are tried in node order until their trials have
+    /// taken `cap` work steps (the trial that crosses it is judged, later ones not run).
+    fn best_move(&mut self, c: u32, eps: f64, lookahead: bool, cap: u64) -> Option<(f64, u32)> {
+        let start_work = self.work;
         let old = self.choice[c as usize];
         let start = self.marks();
         let valid = self.ranks_valid;
@@ -246,17 +282,28 @@ impl<'a> Improver<'a> {
         };
         let mut best: Option<(f64, u32)> = None;
         let red = self.red;
-        if lookahead && red.class_nodes[c as usize].len() > self.parallel_above {
-            // Every alternative is tried from the same state: the trials run on two copies of
-            // it, and are judged below in node order exactly as one after the other would be.
-            for (n, delta) in self.trials_in_parallel(&at, eps) {
-                self.judge(&mut best, c, n, delta, eps);
+        let alternatives: Vec<u32> = red.class_nodes[c as usize]
+            .iter()
+            .copied()
+            .filter(|n| *n != old)
+            .collect();
+        let parallel = lookahead && red.class_nodes[c as usize].len() > self.parallel_above;
+        // Rounds of alternatives, the work judged after each (the same rounds in turn and in
+        // parallel, so both stop at the same alternative).
+        for round in alternatives.chunks(PARALLEL_ROUND) {
+            if self.work - start_work > cap {
+                self.cut = true;
+                break;
             }
-        } else {
-            for &n in &red.class_nodes[c as usize] {
-                if n == old {
-                    continue;
+            if parallel {
+                // Every alternative is tried from the same state: the trials run on two copies
+                // of it, and are judged below in node order exactly as in turn.
+                for (n, delta) in self.trials_in_parallel(&at, round, eps) {
+                    self.judge(&mut best, c, n, delta, eps);
                 }
+                continue;
+            }
+            for &n in round {
                 let base = self.cost(n) - self.cost(old) - freed;
                 // Without lookahead, adding edges never lowers the cost below `base`.
                 if !lookahead && (base >= -eps || best.is_some_and(|(b, _)| base >= b)) {
@@ -290,12 +337,12 @@ impl<'a> Improver<'a> {
     /// order, each from the state `at`; the first half on `self`, the second on a copy, in
     /// parallel. The state is left at `at` and `work` counts both halves' steps, as if run in
     /// turn.
-    fn trials_in_parallel(&mut self, at: &Removed, eps: f64) -> Vec<(u32, f64)> {
-        let alternatives: Vec<u32> = self.red.class_nodes[at.c as usize]
-            .iter()
-            .copied()
-            .filter(|n| *n != at.old)
-            .collect();
+    fn trials_in_parallel(
+        &mut self,
+        at: &Removed,
+        alternatives: &[u32],
+        eps: f64,
+    ) -> Vec<(u32, f64)> {
         let (left, right) = alternatives.split_at(alternatives.len() / 2);
         let mut other = self.clone();
         let work_before = other.work;
@@ -346,7 +393,7 @@ impl<'a> Improver<'a> {
             newly.sort_unstable_by_key(|d| (std::cmp::Reverse(self.rank[*d as usize]), *d));
             for &d in &newly {
                 if self.refc[d as usize] > 0 && self.red.class_nodes[d as usize].len() > 1 {
-                    if let Some((dd, m)) = self.best_move(d, eps, false) {
+                    if let Some((dd, m)) = self.best_move(d, eps, false, u64::MAX) {
                         self.apply(d, m);
                         delta += dd;
                     }
@@ -369,7 +416,7 @@ impl<'a> Improver<'a> {
             siblings.dedup();
             for x in siblings {
                 if self.refc[x as usize] > 0 {
-                    if let Some((dx, m)) = self.best_move(x, eps, false) {
+                    if let Some((dx, m)) = self.best_move(x, eps, false, u64::MAX) {
                         self.apply(x, m);
                         delta += dx;
                     }
@@ -514,14 +561,14 @@ mod tests {
         p
     }
 
-    /// The improvement with trials of classes over `parallel_above` alternatives in parallel:
-    /// its choices and work count.
-    fn improve(p: &Problem, parallel_above: usize) -> (Vec<u32>, u64, usize) {
+    /// The improvement within `budget` with trials of classes over `parallel_above`
+    /// alternatives in parallel: its choices, work count and moves.
+    fn improve(p: &Problem, parallel_above: usize, budget: u64) -> (Vec<u32>, u64, usize) {
         let red = Reduced::new(p, true);
         let (choice, rank) = greedy_dag(p, &red);
         let mut imp = Improver::new(p, &red, choice, rank);
         imp.parallel_above = parallel_above;
-        let moves = imp.run(u64::MAX);
+        let moves = imp.run(budget);
         let work = imp.work;
         (imp.into_choices(), work, moves)
     }
@@ -531,11 +578,64 @@ mod tests {
         let mut moves = 0;
         for seed in 0..100 {
             let p = random_problem(seed);
-            let parallel = improve(&p, 1);
-            assert_eq!(parallel, improve(&p, usize::MAX), "seed {seed}");
-            moves += parallel.2;
+            for budget in [u64::MAX, 2_000] {
+                let parallel = improve(&p, 1, budget);
+                assert_eq!(
+                    parallel,
+                    improve(&p, usize::MAX, budget),
+                    "seed {seed}, budget {budget}"
+                );
+                moves += parallel.2;
+            }
         }
         // The problems give the search something to do.
         assert!(moves >= 10, "{moves} moves");
+    }
+
+    /// A root with `k` alternatives, each reading its own chain of `len` classes of two
+    /// nodes (a dear leaf, or a read of the next class; the last class's leaf is cheap): every
+    /// lookahead trial of a root alternative pays a whole chain and searches each of its
+    /// classes.
+    fn heavy_root(k: usize, len: usize) -> Problem {
+        let mut p = Problem::new();
+        let root = p.add_class("root").expect("class");
+        for a in 0..k {
+            let chain: Vec<_> = (0..len)
+                .map(|j| p.add_class(format!("c{a}_{j}")).expect("class"))
+                .collect();
+            for j in 0..len {
+                let leaf = if j + 1 < len { 1000.0 } else { 5.0 };
+                p.add_node(chain[j], format!("leaf{a}_{j}"), leaf, &[])
+                    .expect("node");
+                if j + 1 < len {
+                    p.add_node(chain[j], format!("next{a}_{j}"), 1.0, &[chain[j + 1]])
+                        .expect("node");
+                }
+            }
+            let cost = 100.0 + a as f64;
+            p.add_node(root, format!("r{a}"), cost, &[chain[0]])
+                .expect("node");
+        }
+        p.add_root(root).expect("root");
+        p
+    }
+
+    #[test]
+    fn a_costly_class_leaves_the_others_their_lookahead_search() {
+        // The plain sweep takes about 4 000 steps; trying every alternative of the root with
+        // lookahead about 12 000 more (without a cap, that was the only lookahead search).
+        const BUDGET: u64 = 8_000;
+        let p = heavy_root(40, 20);
+        let red = Reduced::new(&p, true);
+        let (choice, rank) = greedy_dag(&p, &red);
+        let mut imp = Improver::new(&p, &red, choice, rank);
+        imp.run(BUDGET);
+        // The root and its chosen chain's 20 classes.
+        assert!(
+            imp.lookahead_searches >= 21,
+            "not every class was searched ({} searches, {} work)",
+            imp.lookahead_searches,
+            imp.work
+        );
     }
 }
