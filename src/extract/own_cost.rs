@@ -323,10 +323,17 @@ fn body_cost(body: &KernelBody, in_facts: &[TensorFacts], model: &CostModel) -> 
         Some(Facts::Tensor(t)) => model.bytes(t),
         _ => return None,
     };
-    let (time, row_contraction) = match kernel_plan_of(body, in_facts, model).as_ref() {
+    let (time, row_contraction, read) = match kernel_plan_of(body, in_facts, model).as_ref() {
         Ok(choice) => (
             choice.best.time,
             matches!(&choice.work.shape, Shape::Contraction(g) if g.row_extent.is_some()),
+            // What the reads touch (`plan::work`'s footprint): a kernel reading one column
+            // block of a merged Q‖K‖V GEMM's output moves that block, not the whole output.
+            choice
+                .work
+                .inputs
+                .iter()
+                .fold(0, |acc, i| finite_sum(acc, i.bytes.round() as u64)),
         ),
         Err(_) => return None,
     };
@@ -344,9 +351,6 @@ fn body_cost(body: &KernelBody, in_facts: &[TensorFacts], model: &CostModel) -> 
         _ => time,
     };
     let contraction = region.filter(|r| r.lets.iter().any(|l| matches!(l.expr, Expr::Reduce(_))));
-    let read: u64 = in_facts
-        .iter()
-        .fold(0, |acc, f| finite_sum(acc, model.bytes(f)));
     Some(BodyCost {
         cost: KernelCost {
             time,

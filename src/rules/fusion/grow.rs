@@ -186,7 +186,13 @@ impl Grow {
         let Some(pos) = g.ins.iter().position(|c| *c == d) else {
             return Absorbed::Gone;
         };
-        for (p, p_ins) in Self::candidates(eg, eclass, d, true) {
+        let mut candidates: Vec<Grown> = Self::candidates(eg, eclass, d, true).collect();
+        // A merged contraction's column block is a shrink of each merge that holds it (Q/K/V:
+        // of Q‖K‖V and of the pairs): the widest merge first — the one GEMM that computes every
+        // block, which the other blocks' consumers read too. Stable: the e-graph's order
+        // otherwise (issue 23: P·V read V through a copy of the three-way merge).
+        candidates.sort_by_key(|(p, p_ins)| std::cmp::Reverse(shrink_source_width(eg, p, p_ins)));
+        for (p, p_ins) in candidates {
             let Some((b, i)) = self.fuse_within_limits(eg, &g.body, &g.ins, pos, &p, &p_ins) else {
                 continue;
             };
@@ -357,6 +363,19 @@ fn has_reduce(body: &RecExpr<TensorLang>) -> bool {
 
 /// Ops a kernel absorbs without computing anything per element: movement (an access map) and
 /// casts (a conversion on load).
+/// The constant last extent of the tensor a single-op `shrink` body cuts its block from; 0 for
+/// other bodies and symbolic extents.
+fn shrink_source_width(eg: &impl GrowView, p: &RecExpr<TensorLang>, p_ins: &[Id]) -> i64 {
+    if !matches!(p.as_ref().last(), Some(TensorLang::Shrink(_))) {
+        return 0;
+    }
+    p_ins
+        .iter()
+        .filter_map(|c| eg.facts(*c)?.shape.last()?.as_int())
+        .max()
+        .unwrap_or(0)
+}
+
 fn is_free(n: &TensorLang) -> bool {
     n.is_movement() || matches!(n, TensorLang::Cast(_))
 }
