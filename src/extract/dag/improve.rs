@@ -282,28 +282,26 @@ impl<'a> Improver<'a> {
         };
         let mut best: Option<(f64, u32)> = None;
         let red = self.red;
-        let alternatives: Vec<u32> = red.class_nodes[c as usize]
-            .iter()
-            .copied()
-            .filter(|n| *n != old)
-            .collect();
-        let parallel = lookahead && red.class_nodes[c as usize].len() > self.parallel_above;
-        // Rounds of alternatives, the work judged after each (the same rounds in turn and in
-        // parallel, so both stop at the same alternative).
-        for round in alternatives.chunks(PARALLEL_ROUND) {
-            if self.work - start_work > cap {
-                self.cut = true;
-                break;
-            }
-            if parallel {
+        let nodes = &red.class_nodes[c as usize];
+        // Rounds of PARALLEL_ROUND alternatives, the work judged before each (the same rounds
+        // in turn and in parallel, so both stop at the same alternative).
+        if lookahead && nodes.len() > self.parallel_above {
+            let alternatives: Vec<u32> = nodes.iter().copied().filter(|n| *n != old).collect();
+            for round in alternatives.chunks(PARALLEL_ROUND) {
+                if self.over_cap(start_work, cap) {
+                    break;
+                }
                 // Every alternative is tried from the same state: the trials run on two copies
                 // of it, and are judged below in node order exactly as in turn.
                 for (n, delta) in self.trials_in_parallel(&at, round, eps) {
                     self.judge(&mut best, c, n, delta, eps);
                 }
-                continue;
             }
-            for &n in round {
+        } else {
+            for (k, &n) in nodes.iter().filter(|n| **n != old).enumerate() {
+                if k % PARALLEL_ROUND == 0 && self.over_cap(start_work, cap) {
+                    break;
+                }
                 let base = self.cost(n) - self.cost(old) - freed;
                 // Without lookahead, adding edges never lowers the cost below `base`.
                 if !lookahead && (base >= -eps || best.is_some_and(|(b, _)| base >= b)) {
@@ -315,6 +313,14 @@ impl<'a> Improver<'a> {
         }
         self.rollback(start);
         best
+    }
+
+    /// Whether the trials since `start_work` took more than `cap` steps (then the sweep was
+    /// `cut`).
+    fn over_cap(&mut self, start_work: u64, cap: u64) -> bool {
+        let over = self.work - start_work > cap;
+        self.cut |= over;
+        over
     }
 
     /// Keeps `n` as `best` when its cost change `delta` improves on it and choosing `n` for `c`
@@ -333,7 +339,7 @@ impl<'a> Improver<'a> {
         delta
     }
 
-    /// The cost change of a lookahead trial of every alternative `n` of class `at.c`, in node
+    /// The cost change of a lookahead trial of each of `alternatives` of class `at.c`, in
     /// order, each from the state `at`; the first half on `self`, the second on a copy, in
     /// parallel. The state is left at `at` and `work` counts both halves' steps, as if run in
     /// turn.

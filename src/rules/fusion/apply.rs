@@ -79,20 +79,36 @@ impl Grow {
             let Some(pos) = ins.iter().position(|c| *c == d) else {
                 continue;
             };
-            for (p, p_ins) in eg.kernels(d) {
-                if p_ins.contains(&eclass) || (no_contractions && has_contraction(p.expr())) {
-                    continue;
-                }
-                let Some((b, i)) = self.try_fuse(eg, &body, &ins, pos, p.expr(), &p_ins) else {
-                    continue;
-                };
+            if let Some((b, i)) =
+                self.absorb_largest(eg, eclass, &body, &ins, pos, d, no_contractions)
+            {
                 body = b;
                 ins = i;
                 grew = true;
-                break;
             }
         }
         grew.then_some((body, ins))
+    }
+
+    /// `body` with the largest kernel of input class `d` (at `pos`) that keeps it legal
+    /// absorbed; with `no_contractions`, only kernels without a contraction.
+    #[allow(clippy::too_many_arguments)]
+    fn absorb_largest(
+        &self,
+        eg: &impl GrowView,
+        eclass: Id,
+        body: &RecExpr<TensorLang>,
+        ins: &[Id],
+        pos: usize,
+        d: Id,
+        no_contractions: bool,
+    ) -> Option<(RecExpr<TensorLang>, Vec<Id>)> {
+        eg.kernels(d).into_iter().find_map(|(p, p_ins)| {
+            if p_ins.contains(&eclass) || (no_contractions && has_contraction(p.expr())) {
+                return None;
+            }
+            self.try_fuse(eg, body, ins, pos, p.expr(), &p_ins)
+        })
     }
 
     /// [`MaxMode::SharedKept`]: the inputs other kernels read stay inputs; every other input
@@ -140,12 +156,7 @@ impl Grow {
             };
             let fused = match kept {
                 Some((p, p_ins)) => self.try_fuse(eg, &body, &ins, pos, &p, &p_ins),
-                None => eg.kernels(d).into_iter().find_map(|(p, p_ins)| {
-                    if p_ins.contains(&eclass) {
-                        return None;
-                    }
-                    self.try_fuse(eg, &body, &ins, pos, p.expr(), &p_ins)
-                }),
+                None => self.absorb_largest(eg, eclass, &body, &ins, pos, d, false),
             };
             if let Some((b, i)) = fused {
                 body = b;

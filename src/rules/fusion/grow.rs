@@ -361,8 +361,6 @@ fn has_reduce(body: &RecExpr<TensorLang>) -> bool {
         .any(|n| matches!(n, TensorLang::Reduce(_)))
 }
 
-/// Ops a kernel absorbs without computing anything per element: movement (an access map) and
-/// casts (a conversion on load).
 /// The constant last extent of the tensor a single-op `shrink` body cuts its block from; 0 for
 /// other bodies and symbolic extents.
 fn shrink_source_width(eg: &impl GrowView, p: &RecExpr<TensorLang>, p_ins: &[Id]) -> i64 {
@@ -376,6 +374,8 @@ fn shrink_source_width(eg: &impl GrowView, p: &RecExpr<TensorLang>, p_ins: &[Id]
         .unwrap_or(0)
 }
 
+/// Ops a kernel absorbs without computing anything per element: movement (an access map) and
+/// casts (a conversion on load).
 fn is_free(n: &TensorLang) -> bool {
     n.is_movement() || matches!(n, TensorLang::Cast(_))
 }
