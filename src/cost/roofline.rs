@@ -133,6 +133,9 @@ pub fn estimate(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Targ
         (Shape::ComputeAt(ca), Knobs::Elementwise { .. }) => {
             compute_at(work, ca, knobs, res, target)
         }
+        (Shape::ComputeAt(ca), Knobs::Reduction { .. }) => {
+            compute_at_window(work, ca, knobs, res, target)
+        }
         (Shape::Scan { lines, len }, Knobs::Elementwise { .. }) => {
             scan(work, *lines, *len, knobs, res, target)
         }
@@ -600,6 +603,57 @@ fn compute_at(
         loads,
         work.in_bytes(),
         0.0,
+    )
+}
+
+/// The cooperative compute-at window (the reduce template over a compute-at region, seed
+/// 003): `threads_per_row` threads per consumer point split its window, each window point's
+/// producer fold a loop in its thread, the partials combined by a shuffle butterfly (and
+/// shared memory across warps). Compute counts every executed op and load as the nest does
+/// ([`compute_at`]), issued by every lane of a round of the window (`⌈window / t⌉ · t` slots
+/// for `window` points) and of the last block's clamped rows, plus the combine; DRAM serves
+/// every input once.
+fn compute_at_window(
+    work: &KernelWork,
+    ca: &ComputeAtWork,
+    knobs: &Knobs,
+    res: &Resources,
+    target: &Target,
+) -> Estimate {
+    let Knobs::Reduction {
+        threads_per_row,
+        rows_per_block,
+        ..
+    } = *knobs
+    else {
+        unreachable!("reduction knobs")
+    };
+    let (t, rpb) = (threads_per_row as f64, rows_per_block as f64);
+    let points = ca.points.max(1.0);
+    let ctas = (points / rpb).ceil().max(1.0);
+    let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
+    let rounds = (ca.window / t).ceil().max(1.0);
+    let waste = (rounds * t / ca.window.max(1.0)) * (ctas * rpb / points);
+    let warps_per_row = (t / 32.0).ceil();
+    let combine = points * warps_per_row * 32.0 * 5.0;
+    let simt = (work.ops.simt + ca.loads * LOAD_ISSUE) * waste + combine;
+    let compute_s = unit_time(simt, work.ops.sfu * waste, target, occ);
+    let dram = work.in_bytes();
+    let memory_s = (dram / target.dram_bw) / occ.max(1e-9);
+    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
+    finish(
+        compute_s,
+        memory_s,
+        epilogue_s,
+        0.0,
+        (work.ops.simt + work.ops.sfu) * waste,
+        dram + work.out_bytes,
+        dram + work.out_bytes,
+        occ,
+        waves,
+        1.0,
+        ctas,
+        target,
     )
 }
 

@@ -261,11 +261,23 @@ pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<C
         Shape::Contraction(g) => contraction_grid(g, target, wgmma),
         Shape::Reduction { len, .. } => reduction_grid(vector_extent(work).1, *len),
         Shape::Elementwise { .. } => elementwise_grid(work.out_elem_bytes, vector_cap(work)),
-        // The consumer-driven nest is scalar (its reads sit in reduce bodies): no vector width.
-        Shape::ComputeAt(_) => elementwise_grid(work.out_elem_bytes, 16)
-            .into_iter()
-            .filter(|k| k.vec_bytes() == work.out_elem_bytes)
-            .collect(),
+        // The consumer-driven nest is scalar (its reads sit in reduce bodies): no vector width;
+        // a cooperative one also splits each consumer point's window over a warp or a block
+        // (the reduce template's row shapes, scalar walk).
+        Shape::ComputeAt(ca) => {
+            let mut grid: Vec<Knobs> = elementwise_grid(work.out_elem_bytes, 16)
+                .into_iter()
+                .filter(|k| k.vec_bytes() == work.out_elem_bytes)
+                .collect();
+            if ca.cooperative {
+                grid.extend(
+                    reduction_grid(work.out_elem_bytes, ca.window)
+                        .into_iter()
+                        .filter(|k| k.vec_bytes() == work.out_elem_bytes),
+                );
+            }
+            grid
+        }
         // The scan template: one block per line, `block × items` elements per tile, scalar
         // loads (the scanned axis may be strided).
         Shape::Scan { .. } => elementwise_grid(work.out_elem_bytes, 16)
@@ -604,11 +616,7 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             },
             Shape::Reduction { len, rows, .. },
         ) => {
-            bind.insert("row".into(), "block.x".into());
-            bind.insert("r.i".into(), "thread.x".into());
-            if rows_per_block > 1 {
-                bind.insert("row.i".into(), "warp.y".into());
-            }
+            reduction_bind(&mut bind, rows_per_block);
             algo_choice.insert(
                 "reduce".into(),
                 if threads_per_row == 32 {
@@ -619,28 +627,39 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             );
             barrier_model = "syncthreads";
             let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4);
-            let mut tails = Vec::new();
-            if !(*len as u64).is_multiple_of(threads_per_row * (vec_bytes / elem).max(1)) {
-                tails.push("r.i".into());
-            }
-            if !(*rows as u64).is_multiple_of(rows_per_block) {
-                tails.push("row".into());
-            }
-            (
-                vec![rows_per_block, threads_per_row],
-                1,
-                "-".into(),
-                Vectorize {
-                    axis: "r.i".into(),
-                    width: (vec_bytes / elem.max(1)) as u32,
-                },
-                tails,
-                AsyncPlan {
-                    enable: false,
-                    prefetch_depth: 0,
-                    epilogue_overlap: false,
-                },
+            row_plan(
+                [*len, *rows],
+                [threads_per_row, rows_per_block],
+                vec_bytes / elem.max(1),
             )
+        }
+        (
+            Knobs::Reduction {
+                threads_per_row,
+                rows_per_block,
+                ..
+            },
+            Shape::ComputeAt(ca),
+        ) => {
+            // The cooperative window: the threads of a consumer point split its window, each
+            // window point's producer recomputed in its thread and handed over in a register.
+            reduction_bind(&mut bind, rows_per_block);
+            algo_choice.insert(
+                "compute_at".into(),
+                if threads_per_row == 32 {
+                    "window_per_warp".into()
+                } else {
+                    "window_per_block".into()
+                },
+            );
+            local_edges.push(LocalEdge {
+                from: "producer".into(),
+                to: ca.consumer.clone(),
+                buffer: "reg".into(),
+                depth: None,
+            });
+            barrier_model = "syncthreads";
+            row_plan([ca.window, ca.points], [threads_per_row, rows_per_block], 1)
         }
         (
             Knobs::Elementwise {
@@ -712,4 +731,49 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
         async_,
         barrier_model: barrier_model.to_string(),
     }
+}
+
+/// The thread binding of a row plan: a row per `block.x` (per warp `y` with several rows per
+/// block), the row's threads on `thread.x`.
+fn reduction_bind(bind: &mut BTreeMap<String, String>, rows_per_block: u64) {
+    bind.insert("row".into(), "block.x".into());
+    bind.insert("r.i".into(), "thread.x".into());
+    if rows_per_block > 1 {
+        bind.insert("row.i".into(), "warp.y".into());
+    }
+}
+
+/// What [`row_plan`] returns: tile, stages, warp shape, vector, tails, async plan.
+type RowPlan = (Vec<u64>, u32, String, Vectorize, Vec<String>, AsyncPlan);
+
+/// The tile, stages, warp shape, vector, tails and async plan of a row plan: `rows` rows of
+/// `len` elements walked `lanes` at a time by `threads_per_row` threads, `rows_per_block` rows
+/// per block.
+fn row_plan(
+    [len, rows]: [f64; 2],
+    [threads_per_row, rows_per_block]: [u64; 2],
+    lanes: u64,
+) -> RowPlan {
+    let mut tails = Vec::new();
+    if !(len as u64).is_multiple_of(threads_per_row * lanes.max(1)) {
+        tails.push("r.i".into());
+    }
+    if !(rows as u64).is_multiple_of(rows_per_block) {
+        tails.push("row".into());
+    }
+    (
+        vec![rows_per_block, threads_per_row],
+        1,
+        "-".into(),
+        Vectorize {
+            axis: "r.i".into(),
+            width: lanes as u32,
+        },
+        tails,
+        AsyncPlan {
+            enable: false,
+            prefetch_depth: 0,
+            epilogue_overlap: false,
+        },
+    )
 }

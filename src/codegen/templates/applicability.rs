@@ -101,6 +101,11 @@ pub fn emits(r: &Region, work: &KernelWork, attention_first: bool) -> Emits {
                 vec_bytes: u64::from(row_lanes(r, work, want)) * elem.max(1),
             }
         }
+        // A compute-at region whose consumer is a plain reduction (a global pool over a
+        // convolution): the threads of a consumer point split its window (scalar walk).
+        Shape::ComputeAt(_) if reduce::plain(r).is_some() => Emits::Reduce {
+            vec_bytes: work.out_elem_bytes.max(1),
+        },
         Shape::Reduction { .. } if reduce::plain(r).is_some() => {
             let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4);
             let want = u32::try_from(16 / elem.max(1)).unwrap_or(1);
@@ -169,6 +174,7 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             *passes = 1;
             *plain = true;
         }
+        (Shape::ComputeAt(ca), Emits::Reduce { .. }) => ca.cooperative = true,
         (Shape::Contraction(_) | Shape::Reduction { .. }, Emits::Pointwise) => {
             // One thread per output point folds serially: every multiply-accumulate runs on
             // CUDA cores and every folded element is a load (mostly an L1 hit). A reduction

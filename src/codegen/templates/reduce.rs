@@ -9,6 +9,14 @@
 //! Rows past the end compute on a clamped row and store nothing, so every thread reaches every
 //! barrier.
 //!
+//! A compute-at region (seed 003) whose consumer is such a reduction runs here too: a global
+//! average pool over a convolution (`mean_hw relu(conv(X) + b + S)`, [`nests_fold`]). The
+//! threads of an output point split the pooling window; each window point's producer fold
+//! (the convolution's `C·k·k` sum) is a loop in its thread, and the walk is scalar (the
+//! producer's reads are not along the row). The plan space offers it beside the
+//! thread-per-output nest (`plan::space`, `cost::roofline::compute_at_window`): a 7×7 pool of
+//! 512 channels is 512 outputs, too few threads for the nest.
+//!
 //! Reductions whose reduced axis is not the innermost of their reads (a reduce over columns)
 //! and products stay on the pointwise template. TODO(issue 15): a split across CTAs with a
 //! second pass for too few outputs to fill the GPU (one output of 4M elements runs on one CTA).
@@ -28,8 +36,9 @@ use crate::target::Arch;
 
 /// The reduced axes (outermost first), their extents and the reduce lets of `r` when `r` is a
 /// plain reduction this template emits: every `reduce` is a top-level let (sum, max or min in
-/// fp32) over the same axes, none of them an iter, each read of their bodies indexed by the
-/// innermost reduced axis in its last dimension, and no other let folds anything.
+/// fp32) over the same axes, none of them an iter, each read of their bodies outside nested
+/// reductions indexed by the innermost reduced axis in its last dimension (or, with a nested
+/// reduction, by no reduced axis at all), no scan in them, and no other let folds anything.
 pub fn plain(r: &Region) -> Option<(Vec<String>, Vec<Dim>, Vec<usize>)> {
     let em = Emitter::new(r, "").ok()?;
     let mut found: Option<(Vec<String>, Vec<Dim>)> = None;
@@ -42,7 +51,7 @@ pub fn plain(r: &Region) -> Option<(Vec<String>, Vec<Dim>, Vec<usize>)> {
             continue;
         };
         let op_ok = matches!(red.op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min);
-        if !op_ok || red.dtype.unwrap_or(DType::F32) != DType::F32 || folds(&red.body) {
+        if !op_ok || red.dtype.unwrap_or(DType::F32) != DType::F32 || scans(&red.body) {
             return None;
         }
         if red.axes.is_empty()
@@ -54,7 +63,7 @@ pub fn plain(r: &Region) -> Option<(Vec<String>, Vec<Dim>, Vec<usize>)> {
             return None;
         }
         let inner = red.axes.last()?;
-        if !reads_along(&red.body, inner) {
+        if !reads_along(&red.body, (inner, &red.axes), folds(&red.body)) {
             return None;
         }
         let extents = em.reduce_extents(red).ok()?;
@@ -77,6 +86,25 @@ fn folds(e: &Expr) -> bool {
     any
 }
 
+/// Whether `e` contains a `scan`.
+fn scans(e: &Expr) -> bool {
+    let mut any = false;
+    walk(e, &mut |x| any |= matches!(x, Expr::Scan(_)));
+    any
+}
+
+/// Whether a reduce let of the plain reduction `r` nests another reduction in its body: a
+/// compute-at region (a convolution's fold recomputed at every point of a pooling window,
+/// `plan::work::ComputeAtWork`), whose threads of a row split the window and run the nested
+/// fold each in its own loop. Its walk is scalar (the nested fold's reads are not along the
+/// row).
+pub fn nests_fold(r: &Region) -> bool {
+    r.lets.iter().any(|l| match &l.expr {
+        Expr::Reduce(red) => folds(&red.body),
+        _ => false,
+    })
+}
+
 fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
     f(e);
     for c in crate::ir::region::verify::children(e) {
@@ -84,17 +112,39 @@ fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
     }
 }
 
-/// Whether `e` reads something, and every read and gather is indexed by `inner` alone in its
-/// last dimension (consecutive threads of a row read consecutive elements).
-fn reads_along(e: &Expr, inner: &str) -> bool {
+/// Whether every read and gather of `e` outside its nested reductions is indexed by `inner`
+/// alone in its last dimension (consecutive threads of a row read consecutive elements), and
+/// `e` reads something there. When `nested` (a reduction in `e`: its folds read in a thread's
+/// own loop over a producer's fold, priced per load by `cost::roofline`; the walk is scalar),
+/// a read that no reduced axis (`axes`) indexes is one value for the whole row (a bias) too,
+/// and `e` may read nothing outside its nested folds.
+fn reads_along(e: &Expr, (inner, axes): (&str, &[String]), nested: bool) -> bool {
     let (mut reads, mut all) = (0, true);
-    walk(e, &mut |x| {
+    walk_outer(e, &mut |x| {
         if let Expr::Read { map, .. } | Expr::Gather { map, .. } = x {
             reads += 1;
-            all &= matches!(map.last(), Some(AxisExpr::Name(n)) if n == inner);
+            let along = matches!(map.last(), Some(AxisExpr::Name(n)) if n == inner);
+            let invariant = || {
+                let mut hit = false;
+                map.iter()
+                    .for_each(|a| a.for_each_name(&mut |n| hit |= axes.iter().any(|x| x == n)));
+                !hit
+            };
+            all &= along || (nested && invariant());
         }
     });
-    reads > 0 && all
+    (reads > 0 || nested) && all
+}
+
+/// [`walk`], not entering nested reductions.
+fn walk_outer(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    if matches!(e, Expr::Reduce(_)) {
+        return;
+    }
+    for c in crate::ir::region::verify::children(e) {
+        walk_outer(c, f);
+    }
 }
 
 /// The lanes of the walk of `r` under a plan of `want`: `want` cut to what provably divides the
@@ -103,6 +153,9 @@ pub fn lanes(r: &Region, want: u32) -> u32 {
     let Some((_, extents, _)) = plain(r) else {
         return 1;
     };
+    if nests_fold(r) {
+        return 1;
+    }
     let l = vector::lanes(&extents, want);
     if vector::chunk_sizes(&extents, l).is_some() {
         l
@@ -156,7 +209,11 @@ fn body(
     })?;
     let mut em = Emitter::new(r, "")?;
     let iter_sizes = em.iter_sizes.clone();
-    let mut lanes = vector::lanes(&extents, lanes);
+    let mut lanes = if nests_fold(r) {
+        1
+    } else {
+        vector::lanes(&extents, lanes)
+    };
     let walk_sizes = vector::chunk_sizes(&extents, lanes).unwrap_or_else(|| {
         lanes = 1;
         extents.clone()

@@ -2,8 +2,10 @@
 //! whose body embeds a producer reduction (a convolution) computed at every window point
 //! (`crate::synth` embeds it; `crate::poly::compute_at` states the legality).
 //!
-//! The template is the seed's consumer-driven loop nest (the pointwise template: one thread per
-//! consumer point, the window and the producer's fold as loops). What it executes is counted
+//! The templates: the seed's consumer-driven loop nest (the pointwise template: one thread per
+//! consumer point, the window and the producer's fold as loops), and where the consumer is a
+//! plain reduction the cooperative window (the reduce template: the threads of a consumer
+//! point split its window, [`ComputeAtWork::cooperative`]). What it executes is counted
 //! exactly, recomputation included: the producer's fold runs `points × window` times, so
 //! overlapping windows (stride < kernel) pay their recomputation in ops and loads. Every read
 //! inside the nest is a load instruction ([`ComputeAtWork::loads`]); DRAM serves each input
@@ -29,6 +31,11 @@ pub struct ComputeAtWork {
     pub loads: f64,
     /// The consumer let's name.
     pub consumer: String,
+    /// Whether the plain-reduction template runs it (`codegen::templates::reduce`, set by
+    /// `applicability::as_emitted`): the threads of a consumer point split its window, each
+    /// window point's producer fold a loop in its thread, the partials combined by warp
+    /// shuffles (and shared memory across warps). Otherwise only the thread-per-point nest.
+    pub cooperative: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -52,6 +59,7 @@ impl<'a> Cx<'a> {
                 producer_evals: points * window,
                 loads,
                 consumer: l.name.clone(),
+                cooperative: false,
             };
             if best.as_ref().is_none_or(|b| {
                 w.producer_evals * w.producer_len > b.producer_evals * b.producer_len

@@ -1,0 +1,163 @@
+//! The last convolution of a ResNet stage with the global average pool (issue 23): `P =
+//! mean_hw relu(conv3x3(X) + b + S)` is one compute-at region (the convolution recomputed at
+//! every window point of the pool, no `[N, C, H, W]` intermediate), and the plain-reduction
+//! template runs it cooperatively: the threads of an output channel split its 7×7 window, each
+//! window point's 3×3×C fold a loop in its thread, the partials combined by warp shuffles
+//! (`codegen::templates::reduce`, `cost::roofline::compute_at_window`). Before, only the
+//! thread-per-output nest could run that region (512 threads for ResNet-18's tail: priced
+//! 1 712.6 µs), and the convolution, the pool and the classifier were three kernels.
+//!
+//! The price decides: at batch 1 the fused kernel beats the tiled convolution (whose 49-row
+//! GEMM fills 32 CTAs); at batch 4 the tiled convolution fills the GPU and the pool stays a
+//! kernel of its own. The emitted CUDA (CPU emulation), NVRTC for sm_80 and sm_90a and the
+//! native program are checked.
+
+mod common;
+
+use dlc_egg::codegen::generate;
+use dlc_egg::plan::space::Knobs;
+use dlc_egg::target::Arch;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// `Y = fc(flatten(mean_hw(relu(conv3x3(X) + b + S))))`, `C` channels at `H×W`, batch `n`.
+fn stage_tail(c: i64, hw: i64, n: i64) -> String {
+    let param = |t: &str| json!({"tensor": t, "role": "param"});
+    let act = json!({"dtype": "fp32", "shape": [n, c, hw, hw]});
+    json!({
+        "signature": {
+            "inputs": [{"tensor": "X"}, {"tensor": "S"}, param("W"), param("b"), param("FW"),
+                param("FB")],
+            "outputs": [{"tensor": "Y"}]
+        },
+        "tensors": {
+            "X": act, "S": act,
+            "W": {"dtype": "fp32", "shape": [c, c, 3, 3]},
+            "b": {"dtype": "fp32", "shape": [c]},
+            "FW": {"dtype": "fp32", "shape": [10, c]},
+            "FB": {"dtype": "fp32", "shape": [10]},
+            "Y": {"dtype": "fp32", "shape": [n, 10]}
+        },
+        "graph": [
+            {"op": "Conv", "name": "conv", "inputs": ["X", "W", "b"], "outputs": ["C1"],
+             "attrs": {"stride": [1, 1], "pad": [[1, 1], [1, 1]], "dilation": [1, 1],
+                       "groups": 1}},
+            {"op": "Elementwise", "name": "residual", "inputs": ["C1", "S"], "outputs": ["A"],
+             "attrs": {"fn": "add"}},
+            {"op": "Elementwise", "name": "relu", "inputs": ["A"], "outputs": ["R"],
+             "attrs": {"fn": "relu"}},
+            {"op": "Reduce", "name": "pool", "inputs": ["R"], "outputs": ["P"],
+             "attrs": {"fn": "mean", "axes": [2, 3], "keepdim": true}},
+            {"op": "Reshape", "name": "flatten", "inputs": ["P"], "outputs": ["F"],
+             "attrs": {"shape": [n, c]}},
+            {"op": "GEMM", "name": "fc", "inputs": ["F", "FW", "FB"], "outputs": ["Y"],
+             "attrs": {"trans_a": false, "trans_b": true, "alpha": 1.0, "beta": 1.0}}
+        ]
+    })
+    .to_string()
+}
+
+/// The plan chosen for kernel `k` of `o`.
+fn choice(o: &dlc_egg::optimize::Optimized, k: usize) -> dlc_egg::cost::PlanChoice {
+    let r = o.program.regions().nth(k).expect("a region per kernel");
+    dlc_egg::cost::choose_plan(r, &o.model).expect("planned")
+}
+
+/// The index of the kernel covering `node`.
+fn kernel_of(o: &dlc_egg::optimize::Optimized, node: &str) -> usize {
+    o.kernels
+        .iter()
+        .position(|k| k.covers.iter().any(|c| c == node))
+        .unwrap_or_else(|| panic!("a kernel covers {node}"))
+}
+
+#[test]
+fn the_pool_runs_in_the_convolutions_kernel_at_batch_one() {
+    for (c, arch) in [(512, Arch::Sm90), (512, Arch::Sm80), (64, Arch::Sm90)] {
+        let (_, o) = common::host::optimized_for(&stage_tail(c, 7, 1), arch);
+        let covers: Vec<&Vec<String>> = o.kernels.iter().map(|k| &k.covers).collect();
+        let k = kernel_of(&o, "pool");
+        assert_eq!(k, kernel_of(&o, "conv"), "C = {c} {arch:?}: {covers:?}");
+        assert_eq!(o.kernels.len(), 2, "conv + pool, fc: {covers:?}");
+        let plan = o.kernels[k].plan.as_ref().expect("planned");
+        assert_eq!(plan.template, "compute_at", "C = {c} {arch:?}");
+        let knobs = &choice(&o, k).best.knobs;
+        assert!(
+            matches!(knobs, Knobs::Reduction { .. }),
+            "C = {c} {arch:?}: the cooperative window, not the thread-per-output nest: {knobs:?}"
+        );
+    }
+}
+
+#[test]
+fn at_batch_four_the_tiled_convolution_pays_and_the_pool_is_its_own_kernel() {
+    let (_, o) = common::host::optimized_for(&stage_tail(512, 7, 4), Arch::Sm90);
+    let covers: Vec<&Vec<String>> = o.kernels.iter().map(|k| &k.covers).collect();
+    assert_ne!(
+        kernel_of(&o, "conv"),
+        kernel_of(&o, "pool"),
+        "196 GEMM rows fill the GPU: {covers:?}"
+    );
+    assert!(matches!(
+        choice(&o, kernel_of(&o, "conv")).best.knobs,
+        Knobs::Contraction { .. }
+    ));
+}
+
+#[test]
+fn the_fused_kernel_computes_the_reference_on_the_cpu_emulation() {
+    for (c, hw) in [(64, 7), (12, 5)] {
+        let (p, o) = common::host::optimized_for(&stage_tail(c, hw, 1), Arch::Sm90);
+        assert_eq!(kernel_of(&o, "conv"), kernel_of(&o, "pool"), "C = {c}");
+        let g = generate(&o).expect("generates");
+        common::host::emulation_matches_reference(
+            &p,
+            &g,
+            &BTreeMap::new(),
+            7,
+            1e-4,
+            &format!("C = {c}, {hw}×{hw}"),
+        );
+    }
+}
+
+#[test]
+fn the_stage_tail_runs_natively() {
+    common::native::check_graph(&stage_tail(16, 7, 1), &[], "stage_tail").unwrap();
+}
+
+#[test]
+fn the_fused_kernel_compiles_spill_free_within_its_register_estimate() {
+    use dlc_egg::codegen::gpu::render;
+    use dlc_egg::codegen::{emit, HEADER_NAME};
+    use dlc_egg::cuda::{compile, toolchain, CompileOptions};
+    if let Err(e) = toolchain() {
+        if std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") {
+            eprintln!("skipping (DLC_SKIP_NVRTC=1): {e}");
+            return;
+        }
+        panic!("{e} (or set DLC_SKIP_NVRTC=1 to skip the NVRTC tests)");
+    }
+    for arch in [Arch::Sm80, Arch::Sm90] {
+        let (_, o) = common::host::optimized_for(&stage_tail(512, 7, 1), arch);
+        let k = kernel_of(&o, "pool");
+        let c = choice(&o, k);
+        let r = o.program.regions().nth(k).expect("a region per kernel");
+        let kernel = emit::kernel_of(r, &c, &o.model.target).expect("builds");
+        let src = format!(
+            "#include \"{HEADER_NAME}\"\n{}\n{}",
+            dlc_egg::codegen::cexpr::PRELUDE,
+            render::kernel(&kernel)
+        );
+        let compiled = compile(&src, arch, &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{arch:?}: {e}"));
+        let res = compiled.kernel(&kernel.name).expect("compiled");
+        assert_eq!(res.spill_bytes, 0, "{arch:?}");
+        let est = c.best.resources.regs_per_thread;
+        eprintln!(
+            "{arch:?}: ptxas {} registers, estimate {est}",
+            res.registers
+        );
+        assert!(res.registers <= est, "{arch:?}: {} > {est}", res.registers);
+    }
+}
