@@ -401,7 +401,13 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
     let fast_axis = iters.last().map(|(n, _)| n.clone());
     let inner_extent = iters.last().map(|(_, s)| *s).unwrap_or(1.0);
 
-    let main = cx.main_contraction()?;
+    // A contraction whose operand embeds another (a depthwise convolution over an expanding
+    // 1×1 convolution recomputed at each of its taps, compute-at) has no tile to stage: it is
+    // the compute-at nest's, when there is one.
+    let main = match cx.main_contraction() {
+        Err(WorkError::NestedContraction) if cx.compute_at_shape()?.is_some() => None,
+        m => m?,
+    };
     let pointwise_refolds = match &main {
         Some(mc) => cx.refolds(&mc.name, out_elems, fast_axis.as_deref())?,
         None => Refolds::default(),

@@ -11,8 +11,10 @@
 //!    box, not a lattice);
 //! 2. the enclosing reductions are *windows*: constant extents whose product is at most
 //!    [`MAX_WINDOW`] — the recomputation per consumer point is bounded by a constant;
-//! 3. every variable of the enclosing reductions appears in the environment — otherwise the
-//!    same producer point is recomputed once per value of the missing variable;
+//! 3. every variable of the enclosing reductions of extent other than 1 appears in the
+//!    environment — otherwise the same producer point is recomputed once per value of the
+//!    missing variable (a depthwise convolution's one input channel per group is such an
+//!    axis of extent 1: it recomputes nothing);
 //! 4. every region iter of extent other than 1 appears in the environment — otherwise the
 //!    producer is recomputed once per value of that iter (the MLP's second matmul reading
 //!    `relu(matmul1)[m, k]` misses `n`: rejected, as before).
@@ -83,8 +85,8 @@ impl Cx<'_> {
         }
         let mut used = BTreeSet::new();
         env.iter().for_each(|e| e.vars(&mut used));
-        for (name, _) in window {
-            if !used.contains(name) {
+        for (name, ext) in window {
+            if !ext.is_int(1) && !used.contains(name) {
                 return Err(format!(
                     "its index does not use the window axis `{name}`: the same point would \
                      be recomputed for every `{name}`"
