@@ -15,7 +15,7 @@ use dlc_egg::codegen::gpu::{render, Kernel};
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
 use dlc_egg::codegen::{emit, generate};
 use dlc_egg::cost::{choose_plan, choose_tiled_plan};
-use dlc_egg::cuda::{compile, toolchain, CompileOptions};
+use dlc_egg::cuda::{compile, CompileOptions};
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::program::Step;
 use dlc_egg::ir::region::{Expr, Region};
@@ -359,12 +359,8 @@ fn batch_one_literal_stays_on_tensor_cores() {
 /// `cp.async` and gathers `X`.
 #[test]
 fn realistic_convs_compile_spill_free() {
-    if let Err(e) = toolchain() {
-        if std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") {
-            eprintln!("skipping (DLC_SKIP_NVRTC=1): {e}");
-            return;
-        }
-        panic!("{e} (or set DLC_SKIP_NVRTC=1 to skip the NVRTC tests)");
+    if !crate::common::nvrtc_here() {
+        return;
     }
     let shapes = [
         Conv {

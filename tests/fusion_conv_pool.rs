@@ -130,13 +130,9 @@ fn the_stage_tail_runs_natively() {
 fn the_fused_kernel_compiles_spill_free_within_its_register_estimate() {
     use dlc_egg::codegen::gpu::render;
     use dlc_egg::codegen::{emit, HEADER_NAME};
-    use dlc_egg::cuda::{compile, toolchain, CompileOptions};
-    if let Err(e) = toolchain() {
-        if std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") {
-            eprintln!("skipping (DLC_SKIP_NVRTC=1): {e}");
-            return;
-        }
-        panic!("{e} (or set DLC_SKIP_NVRTC=1 to skip the NVRTC tests)");
+    use dlc_egg::cuda::{compile, CompileOptions};
+    if !crate::common::nvrtc_here() {
+        return;
     }
     for arch in [Arch::Sm80, Arch::Sm90] {
         let (_, o) = common::host::optimized_for(&stage_tail(512, 7, 1), arch);

@@ -164,13 +164,9 @@ fn the_gemm_and_its_whole_gelu_are_one_kernel() {
 /// NVRTC compiles `source` for `arch` with no spills (skipped with `DLC_SKIP_NVRTC=1` where
 /// NVRTC is missing, as `tests/cuda_compile.rs`).
 fn compiles_without_spills(source: &str, arch: dlc_egg::target::Arch) {
-    use dlc_egg::cuda::{compile, toolchain, CompileOptions};
-    if let Err(e) = toolchain() {
-        if std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") {
-            eprintln!("skipping the NVRTC compile (DLC_SKIP_NVRTC=1): {e}");
-            return;
-        }
-        panic!("{e} (or set DLC_SKIP_NVRTC=1 to skip the NVRTC tests)");
+    use dlc_egg::cuda::{compile, CompileOptions};
+    if !crate::common::nvrtc_here() {
+        return;
     }
     let c = compile(source, arch, &CompileOptions::default())
         .unwrap_or_else(|e| panic!("{arch:?}: {e}"));

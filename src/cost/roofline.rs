@@ -169,12 +169,33 @@ fn scan(
     let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
     let waste = tiles * tile / len.max(1.0);
     let compute_s = unit_time(work.ops.simt * waste, work.ops.sfu, target, occ);
+    let serial_s = tiles * waves * SCAN_TILE_S;
+    finish_read_once(
+        work,
+        compute_s.max(serial_s),
+        waste,
+        occ,
+        (waves, ctas),
+        target,
+    )
+}
+
+/// [`finish`] for a kernel that reads its inputs once and stores its output at occupancy
+/// `occ`, without overlap: `compute_s` against the memory and epilogue times of `work`'s
+/// bytes; its FLOPs are the work's ops times `waste` (the idle lanes that issue).
+fn finish_read_once(
+    work: &KernelWork,
+    compute_s: f64,
+    waste: f64,
+    occ: f64,
+    (waves, ctas): (f64, f64),
+    target: &Target,
+) -> Estimate {
     let dram = work.in_bytes();
     let memory_s = dram / (target.dram_bw * occ.max(1e-9));
     let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
-    let serial_s = tiles * waves * SCAN_TILE_S;
     finish(
-        compute_s.max(serial_s),
+        compute_s,
         memory_s,
         epilogue_s,
         0.0,
@@ -638,23 +659,7 @@ fn compute_at_window(
     let combine = points * warps_per_row * 32.0 * 5.0;
     let simt = (work.ops.simt + ca.loads * LOAD_ISSUE) * waste + combine;
     let compute_s = unit_time(simt, work.ops.sfu * waste, target, occ);
-    let dram = work.in_bytes();
-    let memory_s = (dram / target.dram_bw) / occ.max(1e-9);
-    let epilogue_s = work.out_bytes / (target.dram_bw * occ.max(1e-9));
-    finish(
-        compute_s,
-        memory_s,
-        epilogue_s,
-        0.0,
-        (work.ops.simt + work.ops.sfu) * waste,
-        dram + work.out_bytes,
-        dram + work.out_bytes,
-        occ,
-        waves,
-        1.0,
-        ctas,
-        target,
-    )
+    finish_read_once(work, compute_s, waste, occ, (waves, ctas), target)
 }
 
 fn elementwise(work: &KernelWork, knobs: &Knobs, res: &Resources, target: &Target) -> Estimate {

@@ -616,14 +616,10 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
             },
             Shape::Reduction { len, rows, .. },
         ) => {
-            reduction_bind(&mut bind, rows_per_block);
-            algo_choice.insert(
-                "reduce".into(),
-                if threads_per_row == 32 {
-                    "warp_per_row".into()
-                } else {
-                    "block_per_row".into()
-                },
+            bind_rows(
+                (&mut bind, &mut algo_choice),
+                ("reduce", ["warp_per_row", "block_per_row"]),
+                [threads_per_row, rows_per_block],
             );
             barrier_model = "syncthreads";
             let elem = work.inputs.iter().map(|i| i.elem_bytes).max().unwrap_or(4);
@@ -643,14 +639,10 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
         ) => {
             // The cooperative window: the threads of a consumer point split its window, each
             // window point's producer recomputed in its thread and handed over in a register.
-            reduction_bind(&mut bind, rows_per_block);
-            algo_choice.insert(
-                "compute_at".into(),
-                if threads_per_row == 32 {
-                    "window_per_warp".into()
-                } else {
-                    "window_per_block".into()
-                },
+            bind_rows(
+                (&mut bind, &mut algo_choice),
+                ("compute_at", ["window_per_warp", "window_per_block"]),
+                [threads_per_row, rows_per_block],
             );
             local_edges.push(LocalEdge {
                 from: "producer".into(),
@@ -733,14 +725,25 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
     }
 }
 
-/// The thread binding of a row plan: a row per `block.x` (per warp `y` with several rows per
-/// block), the row's threads on `thread.x`.
-fn reduction_bind(bind: &mut BTreeMap<String, String>, rows_per_block: u64) {
+/// The thread binding of a row plan (a row per `block.x`, per warp `y` with several rows per
+/// block, the row's threads on `thread.x`) and its algorithm under `key`: `names[0]` for a warp
+/// per row, `names[1]` for a block.
+fn bind_rows(
+    (bind, algo_choice): (&mut BTreeMap<String, String>, &mut BTreeMap<String, String>),
+    (key, names): (&str, [&str; 2]),
+    [threads_per_row, rows_per_block]: [u64; 2],
+) {
     bind.insert("row".into(), "block.x".into());
     bind.insert("r.i".into(), "thread.x".into());
     if rows_per_block > 1 {
         bind.insert("row.i".into(), "warp.y".into());
     }
+    let name = if threads_per_row == 32 {
+        names[0]
+    } else {
+        names[1]
+    };
+    algo_choice.insert(key.into(), name.into());
 }
 
 /// What [`row_plan`] returns: tile, stages, warp shape, vector, tails, async plan.

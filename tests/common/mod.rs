@@ -13,6 +13,20 @@ use dlc_egg::{ir::frontend, lower};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
+/// Whether NVRTC is here (`scripts/install-cuda-wheels.sh`, which `bash .ci/run` runs): panics
+/// with the install suggestion when it is not, unless `DLC_SKIP_NVRTC=1`, where it prints a
+/// skip line and the calling test returns.
+pub fn nvrtc_here() -> bool {
+    match dlc_egg::cuda::toolchain() {
+        Ok(_) => true,
+        Err(e) if std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") => {
+            eprintln!("skipping the NVRTC compile (DLC_SKIP_NVRTC=1): {e}");
+            false
+        }
+        Err(e) => panic!("{e} (or set DLC_SKIP_NVRTC=1 to skip the NVRTC tests)"),
+    }
+}
+
 /// Every `examples/*.json`, sorted, as absolute paths (at least one).
 pub fn example_paths() -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
