@@ -380,25 +380,69 @@ fn times_saturate_and_order() {
     assert_eq!(Time(1_500_000).to_string(), "1.500 µs");
 }
 
-/// A region spelling attention as one kernel (P·V whose P is QKᵀ's softmax) runs on no
-/// template.
-#[test]
-fn a_contraction_inside_a_contraction_operand_has_no_template() {
-    let text = r#"{"region": {"name": "attn1", "iters": [{"name": "m", "size": 8}, {"name": "n", "size": 4}],
+/// A region spelling attention as one kernel (P·V whose P is QKᵀ's softmax), with `o`'s
+/// operand reading the scores through `let_expr` (inline, or a let of its own).
+fn attention_in_one_region(scores_let: bool) -> Region {
+    // The key axis: the reduce's own `j` inline; the iter `k` in the let of its own.
+    let key = if scores_let { "k" } else { "j" };
+    let qk = format!(
+        r#"{{"reduce": {{"op": "sum", "axes": ["d"], "extents": {{"d": 4}}, "dtype": "fp32",
+                 "body": {{"mul": [{{"read": {{"tensor": "Q", "map": ["m", "d"]}}}}, {{"read": {{"tensor": "K", "map": ["{key}", "d"]}}}}]}}}}}}"#
+    );
+    let (lets, score) = if scores_let {
+        (
+            format!(r#"{{"let": "s", "expr": {qk}}},"#),
+            r#""s""#.to_string(),
+        )
+    } else {
+        (String::new(), qk)
+    };
+    let (iters, out) = if scores_let {
+        (
+            r#"[{"name": "m", "size": 8}, {"name": "k", "size": 8}, {"name": "n", "size": 4}]"#,
+            "[8, 8, 4]",
+        )
+    } else {
+        (
+            r#"[{"name": "m", "size": 8}, {"name": "n", "size": 4}]"#,
+            "[8, 4]",
+        )
+    };
+    let text = format!(
+        r#"{{"region": {{"name": "attn1", "iters": {iters},
         "inputs": [
-          {"name": "Q", "dtype": "fp16", "memref": {"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {"kind": "row_major"}}},
-          {"name": "K", "dtype": "fp16", "memref": {"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {"kind": "row_major"}}},
-          {"name": "V", "dtype": "fp16", "memref": {"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {"kind": "row_major"}}}],
-        "outputs": [{"name": "O", "dtype": "fp32", "memref": {"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {"kind": "row_major"}}, "materialize": "gmem"}],
-        "lets": [
-          {"let": "o", "expr": {"reduce": {"op": "sum", "axes": ["k"], "extents": {"k": 8}, "dtype": "fp32",
-             "body": {"mul": [
-               {"exp": [{"reduce": {"op": "sum", "axes": ["d"], "extents": {"d": 4}, "dtype": "fp32",
-                 "body": {"mul": [{"read": {"tensor": "Q", "map": ["m", "d"]}}, {"read": {"tensor": "K", "map": ["k", "d"]}}]}}}]},
-               {"read": {"tensor": "V", "map": ["k", "n"]}}]}}}}],
-        "yield": [{"from": "o", "to": "O"}]}}"#;
-    let region = Region::from_json_str(text).expect("parses");
-    let e = choose_plan(&region, &model(Arch::Sm90.target(), &[])).expect_err("no template");
+          {{"name": "Q", "dtype": "fp16", "memref": {{"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}}},
+          {{"name": "K", "dtype": "fp16", "memref": {{"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}}},
+          {{"name": "V", "dtype": "fp16", "memref": {{"shape": [8, 4], "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}}}],
+        "outputs": [{{"name": "O", "dtype": "fp32", "memref": {{"shape": {out}, "alignment": 128, "noalias": true, "layout": {{"kind": "row_major"}}}}, "materialize": "gmem"}}],
+        "lets": [{lets}
+          {{"let": "o", "expr": {{"reduce": {{"op": "sum", "axes": ["j"], "extents": {{"j": 8}}, "dtype": "fp32",
+             "body": {{"mul": [{{"exp": [{score}]}}, {{"read": {{"tensor": "V", "map": ["j", "n"]}}}}]}}}}}}}}],
+        "yield": [{{"from": "o", "to": "O"}}]}}}}"#
+    );
+    Region::from_json_str(&text).expect("parses")
+}
+
+/// Attention as one region runs on no tiled template. Embedded inline (the scores recomputed
+/// at every key of every output point) it is the compute-at nest's, its recomputation priced
+/// (synthesis never builds it: the scores' index misses the iter `n`, `synth::compute_at`
+/// rule 4); read through a let of its own it has no template at all.
+#[test]
+fn a_contraction_inside_a_contraction_operand_has_no_tiled_template() {
+    let m = model(Arch::Sm90.target(), &[]);
+    let nested = choose_plan(&attention_in_one_region(false), &m).expect("the nest");
+    assert_eq!(nested.best.plan.template, "compute_at");
+    match &nested.work.shape {
+        Shape::ComputeAt(ca) => {
+            assert_eq!((ca.points, ca.window, ca.producer_len), (32.0, 8.0, 4.0));
+            assert_eq!(
+                ca.producer_evals, 256.0,
+                "recomputed for each of the 4 columns"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = choose_plan(&attention_in_one_region(true), &m).expect_err("no template");
     assert!(
         matches!(e, PlanError::Work(work::WorkError::NestedContraction)),
         "{e}"
