@@ -14,6 +14,7 @@
 
 mod common;
 
+use common::host::kernel_covering;
 use dlc_egg::codegen::generate;
 use dlc_egg::plan::space::Knobs;
 use dlc_egg::target::Arch;
@@ -63,21 +64,17 @@ fn choice(o: &dlc_egg::optimize::Optimized, k: usize) -> dlc_egg::cost::PlanChoi
     dlc_egg::cost::choose_plan(r, &o.model).expect("planned")
 }
 
-/// The index of the kernel covering `node`.
-fn kernel_of(o: &dlc_egg::optimize::Optimized, node: &str) -> usize {
-    o.kernels
-        .iter()
-        .position(|k| k.covers.iter().any(|c| c == node))
-        .unwrap_or_else(|| panic!("a kernel covers {node}"))
-}
-
 #[test]
 fn the_pool_runs_in_the_convolutions_kernel_at_batch_one() {
     for (c, arch) in [(512, Arch::Sm90), (512, Arch::Sm80), (64, Arch::Sm90)] {
         let (_, o) = common::host::optimized_for(&stage_tail(c, 7, 1), arch);
         let covers: Vec<&Vec<String>> = o.kernels.iter().map(|k| &k.covers).collect();
-        let k = kernel_of(&o, "pool");
-        assert_eq!(k, kernel_of(&o, "conv"), "C = {c} {arch:?}: {covers:?}");
+        let k = kernel_covering(&o, "pool");
+        assert_eq!(
+            k,
+            kernel_covering(&o, "conv"),
+            "C = {c} {arch:?}: {covers:?}"
+        );
         assert_eq!(o.kernels.len(), 2, "conv + pool, fc: {covers:?}");
         let plan = o.kernels[k].plan.as_ref().expect("planned");
         assert_eq!(plan.template, "compute_at", "C = {c} {arch:?}");
@@ -94,12 +91,12 @@ fn at_batch_four_the_tiled_convolution_pays_and_the_pool_is_its_own_kernel() {
     let (_, o) = common::host::optimized_for(&stage_tail(512, 7, 4), Arch::Sm90);
     let covers: Vec<&Vec<String>> = o.kernels.iter().map(|k| &k.covers).collect();
     assert_ne!(
-        kernel_of(&o, "conv"),
-        kernel_of(&o, "pool"),
+        kernel_covering(&o, "conv"),
+        kernel_covering(&o, "pool"),
         "196 GEMM rows fill the GPU: {covers:?}"
     );
     assert!(matches!(
-        choice(&o, kernel_of(&o, "conv")).best.knobs,
+        choice(&o, kernel_covering(&o, "conv")).best.knobs,
         Knobs::Contraction { .. }
     ));
 }
@@ -108,7 +105,11 @@ fn at_batch_four_the_tiled_convolution_pays_and_the_pool_is_its_own_kernel() {
 fn the_fused_kernel_computes_the_reference_on_the_cpu_emulation() {
     for (c, hw) in [(64, 7), (12, 5)] {
         let (p, o) = common::host::optimized_for(&stage_tail(c, hw, 1), Arch::Sm90);
-        assert_eq!(kernel_of(&o, "conv"), kernel_of(&o, "pool"), "C = {c}");
+        assert_eq!(
+            kernel_covering(&o, "conv"),
+            kernel_covering(&o, "pool"),
+            "C = {c}"
+        );
         let g = generate(&o).expect("generates");
         common::host::emulation_matches_reference(
             &p,
@@ -136,7 +137,7 @@ fn the_fused_kernel_compiles_spill_free_within_its_register_estimate() {
     }
     for arch in [Arch::Sm80, Arch::Sm90] {
         let (_, o) = common::host::optimized_for(&stage_tail(512, 7, 1), arch);
-        let k = kernel_of(&o, "pool");
+        let k = kernel_covering(&o, "pool");
         let c = choice(&o, k);
         let r = o.program.regions().nth(k).expect("a region per kernel");
         let kernel = emit::kernel_of(r, &c, &o.model.target).expect("builds");

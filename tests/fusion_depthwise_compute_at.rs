@@ -13,6 +13,7 @@
 
 mod common;
 
+use common::host::kernel_covering;
 use dlc_egg::codegen::generate;
 use dlc_egg::target::Arch;
 use serde_json::json;
@@ -57,14 +58,6 @@ fn expand_depthwise(c: i64, hw: i64, s: i64) -> String {
     .to_string()
 }
 
-/// The index of the kernel covering `node`.
-fn kernel_of(o: &dlc_egg::optimize::Optimized, node: &str) -> usize {
-    o.kernels
-        .iter()
-        .position(|k| k.covers.iter().any(|c| c == node))
-        .unwrap_or_else(|| panic!("a kernel covers {node}"))
-}
-
 #[test]
 fn at_stride_two_the_depthwise_convolution_recomputes_the_expansion() {
     // sm90 (the default target). On sm80 the price keeps the expansion apart at these sizes:
@@ -81,8 +74,8 @@ fn at_stride_one_the_nine_fold_recomputation_does_not_pay() {
     let (_, o) = common::host::optimized_for(&expand_depthwise(24, 56, 1), Arch::Sm90);
     let covers: Vec<&Vec<String>> = o.kernels.iter().map(|k| &k.covers).collect();
     assert_ne!(
-        kernel_of(&o, "expand"),
-        kernel_of(&o, "depthwise"),
+        kernel_covering(&o, "expand"),
+        kernel_covering(&o, "depthwise"),
         "{covers:?}"
     );
 }
@@ -92,8 +85,8 @@ fn the_fused_kernel_computes_the_reference_on_the_cpu_emulation() {
     for (c, hw) in [(24, 56), (5, 9)] {
         let (p, o) = common::host::optimized_for(&expand_depthwise(c, hw, 2), Arch::Sm90);
         assert_eq!(
-            kernel_of(&o, "expand"),
-            kernel_of(&o, "depthwise"),
+            kernel_covering(&o, "expand"),
+            kernel_covering(&o, "depthwise"),
             "C = {c}"
         );
         let g = generate(&o).expect("generates");

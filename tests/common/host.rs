@@ -80,6 +80,14 @@ pub fn kernel_templates(o: &dlc_egg::optimize::Optimized) -> Vec<(&str, &str, &V
         .collect()
 }
 
+/// The index of the kernel of `o` covering the graph node `node` (panics when none does).
+pub fn kernel_covering(o: &dlc_egg::optimize::Optimized, node: &str) -> usize {
+    o.kernels
+        .iter()
+        .position(|k| k.covers.iter().any(|c| c == node))
+        .unwrap_or_else(|| panic!("a kernel covers {node}"))
+}
+
 /// The regions of `o` whose chosen plan is a contraction on one of `algos` (every contraction
 /// when `algos` is empty), in program order.
 pub fn contraction_regions<'a>(
