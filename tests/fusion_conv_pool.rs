@@ -159,47 +159,62 @@ fn the_fused_kernel_compiles_spill_free_within_its_register_estimate() {
     }
 }
 
-/// The cooperative window is the plain-reduction template's for every fold it takes: the
-/// `max` pool of `examples/conv_relu_pool.json` (2×2, four window points for a warp's 32
-/// lanes, the batch symbolic), whose price keeps the thread-per-output nest, run with the
-/// window split over a warp and over a block instead, computes the reference on the CPU
-/// emulation.
-#[test]
-fn a_max_pool_window_split_over_threads_computes_the_reference() {
+/// The cooperative window is the plain-reduction template's for every fold it takes: each
+/// compute-at kernel of `text`, run with its window split over a warp, two warps and a block
+/// (whatever its price chose), computes the reference on the CPU emulation at `binds`.
+fn split_windows_match_the_reference(text: &str, binds: &[(&str, i64)], what: &str) {
     use dlc_egg::codegen::emit;
     use dlc_egg::codegen::host::{run_on_host, HostOptions};
     use dlc_egg::plan::space::resources;
+    let (p, o) = common::host::optimized_for(text, Arch::Sm90);
+    let g = generate(&o).expect("generates");
+    let binds: BTreeMap<String, i64> = binds.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let ins = dlc_egg::rules::testing::random_inputs(&p, &binds, 5).expect("inputs");
+    let want = dlc_egg::eval::evaluate(&p, &binds, &ins).expect("reference");
+    let target = Arch::Sm90.target();
+    let mut split = 0;
+    for (k, r) in o.program.regions().enumerate() {
+        let chosen = choice(&o, k);
+        if chosen.best.plan.template != "compute_at" {
+            continue;
+        }
+        let old = emit::kernel_of(r, &chosen, &target).expect("builds");
+        for (threads_per_row, rows_per_block) in [(32, 4), (64, 2), (128, 1)] {
+            let mut c = chosen.clone();
+            c.best.knobs = Knobs::Reduction {
+                threads_per_row,
+                rows_per_block,
+                vec_bytes: 4,
+            };
+            c.best.resources = resources(&c.best.knobs, &c.work, &target);
+            let new = emit::kernel_of(r, &c, &target).expect("the reduce template builds it");
+            assert_eq!(new.template, "reduce");
+            let (source, manifest) = common::host::swap_kernel(&g, &old, &new);
+            let got = run_on_host(&source, &manifest, &ins, &binds, &HostOptions::default())
+                .unwrap_or_else(|e| panic!("{what} {threads_per_row}×{rows_per_block}: {e}"));
+            let case = format!(
+                "{what}: window over {threads_per_row} threads, {rows_per_block} per block"
+            );
+            common::host::assert_outputs_within(&got, &want, 1e-4, &case);
+            split += 1;
+        }
+    }
+    assert!(split > 0, "{what}: a compute-at kernel");
+}
+
+/// The `max` pool of `examples/conv_relu_pool.json` (2×2: four window points for a warp's 32
+/// lanes, the batch symbolic), whose price keeps the thread-per-output nest.
+#[test]
+fn a_max_pool_window_split_over_threads_computes_the_reference() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/conv_relu_pool.json");
     let text = std::fs::read_to_string(path).expect("the example");
-    let (p, o) = common::host::optimized_for(&text, Arch::Sm90);
-    assert_eq!(
-        o.kernels.len(),
-        1,
-        "conv + relu + pool: one compute-at kernel"
-    );
-    let g = generate(&o).expect("generates");
-    let r = o.program.regions().next().expect("a region");
-    let target = Arch::Sm90.target();
-    let nest = choice(&o, 0);
-    let old = emit::kernel_of(r, &nest, &target).expect("builds");
-    let binds = BTreeMap::from([("N".to_string(), 2)]);
-    let ins = dlc_egg::rules::testing::random_inputs(&p, &binds, 5).expect("inputs");
-    let want = dlc_egg::eval::evaluate(&p, &binds, &ins).expect("reference");
-    for (threads_per_row, rows_per_block) in [(32, 4), (128, 1)] {
-        let mut c = nest.clone();
-        c.best.knobs = Knobs::Reduction {
-            threads_per_row,
-            rows_per_block,
-            vec_bytes: 4,
-        };
-        c.best.resources = resources(&c.best.knobs, &c.work, &target);
-        let new = emit::kernel_of(r, &c, &target).expect("the reduce template builds it");
-        assert_eq!(new.template, "reduce");
-        let (source, manifest) = common::host::swap_kernel(&g, &old, &new);
-        let got = run_on_host(&source, &manifest, &ins, &binds, &HostOptions::default())
-            .unwrap_or_else(|e| panic!("{threads_per_row}×{rows_per_block}: {e}"));
-        let what = format!("window over {threads_per_row} threads, {rows_per_block} per block");
-        common::host::assert_outputs_within(&got, &want, 1e-4, &what);
-    }
+    split_windows_match_the_reference(&text, &[("N", 2)], "conv_relu_pool");
+}
+
+/// A 7×7 global pool (49 window points: two rounds of a warp, one of two warps) over a
+/// 24-channel convolution with a residual.
+#[test]
+fn a_global_pool_window_split_over_threads_computes_the_reference() {
+    split_windows_match_the_reference(&stage_tail(24, 7, 1), &[], "stage_tail");
 }

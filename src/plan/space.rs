@@ -275,6 +275,15 @@ pub fn candidates_with(work: &KernelWork, target: &Target, wgmma: bool) -> Vec<C
                         .into_iter()
                         .filter(|k| k.vec_bytes() == work.out_elem_bytes),
                 );
+                // Two warps per point: a window of 33–64 points (a 7×7 pool) in one round
+                // without a block's idle warps.
+                if ca.window > 32.0 {
+                    grid.push(Knobs::Reduction {
+                        threads_per_row: 64,
+                        rows_per_block: 2,
+                        vec_bytes: work.out_elem_bytes,
+                    });
+                }
             }
             grid
         }
