@@ -404,9 +404,14 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
     // A contraction whose operand embeds another (a depthwise convolution over an expanding
     // 1×1 convolution recomputed at each of its taps, compute-at) has no tile to stage: it is
     // the compute-at nest's, when there is one.
-    let main = match cx.main_contraction() {
-        Err(WorkError::NestedContraction) if cx.compute_at_shape()?.is_some() => None,
-        m => m?,
+    let (main, compute_at) = match cx.main_contraction() {
+        Ok(Some(mc)) => (Some(mc), None),
+        Ok(None) => (None, cx.compute_at_shape()?),
+        Err(WorkError::NestedContraction) => match cx.compute_at_shape()? {
+            Some(ca) => (None, Some(ca)),
+            None => return Err(WorkError::NestedContraction),
+        },
+        Err(e) => return Err(e),
     };
     let pointwise_refolds = match &main {
         Some(mc) => cx.refolds(&mc.name, out_elems, fast_axis.as_deref())?,
@@ -424,7 +429,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
             }
             Shape::Contraction(Box::new(cx.gemm(mc, &iters, &mut ops)?))
         }
-        None => match cx.compute_at_shape()? {
+        None => match compute_at {
             Some(ca) => Shape::ComputeAt(Box::new(ca)),
             None => cx.scan_shape(&iters, out_elems).unwrap_or_else(|| {
                 cx.reduction_shape()
