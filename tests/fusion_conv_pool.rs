@@ -18,56 +18,20 @@ use common::host::kernel_covering;
 use dlc_egg::codegen::generate;
 use dlc_egg::plan::space::Knobs;
 use dlc_egg::target::Arch;
-use serde_json::json;
 use std::collections::BTreeMap;
 
-/// `Y = fc(flatten(mean_hw(relu(conv3x3(X) + b + S))))`, `C` channels at `H×W`, batch `n`.
-fn stage_tail(c: i64, hw: i64, n: i64) -> String {
-    let param = |t: &str| json!({"tensor": t, "role": "param"});
-    let act = json!({"dtype": "fp32", "shape": [n, c, hw, hw]});
-    json!({
-        "signature": {
-            "inputs": [{"tensor": "X"}, {"tensor": "S"}, param("W"), param("b"), param("FW"),
-                param("FB")],
-            "outputs": [{"tensor": "Y"}]
-        },
-        "tensors": {
-            "X": act, "S": act,
-            "W": {"dtype": "fp32", "shape": [c, c, 3, 3]},
-            "b": {"dtype": "fp32", "shape": [c]},
-            "FW": {"dtype": "fp32", "shape": [10, c]},
-            "FB": {"dtype": "fp32", "shape": [10]},
-            "Y": {"dtype": "fp32", "shape": [n, 10]}
-        },
-        "graph": [
-            {"op": "Conv", "name": "conv", "inputs": ["X", "W", "b"], "outputs": ["C1"],
-             "attrs": {"stride": [1, 1], "pad": [[1, 1], [1, 1]], "dilation": [1, 1],
-                       "groups": 1}},
-            {"op": "Elementwise", "name": "residual", "inputs": ["C1", "S"], "outputs": ["A"],
-             "attrs": {"fn": "add"}},
-            {"op": "Elementwise", "name": "relu", "inputs": ["A"], "outputs": ["R"],
-             "attrs": {"fn": "relu"}},
-            {"op": "Reduce", "name": "pool", "inputs": ["R"], "outputs": ["P"],
-             "attrs": {"fn": "mean", "axes": [2, 3], "keepdim": true}},
-            {"op": "Reshape", "name": "flatten", "inputs": ["P"], "outputs": ["F"],
-             "attrs": {"shape": [n, c]}},
-            {"op": "GEMM", "name": "fc", "inputs": ["F", "FW", "FB"], "outputs": ["Y"],
-             "attrs": {"trans_a": false, "trans_b": true, "alpha": 1.0, "beta": 1.0}}
-        ]
-    })
-    .to_string()
-}
-
-/// The plan chosen for kernel `k` of `o`.
+/// The plan chosen once for kernel `k` of `o` (what code generation emits).
 fn choice(o: &dlc_egg::optimize::Optimized, k: usize) -> dlc_egg::cost::PlanChoice {
-    let r = o.program.regions().nth(k).expect("a region per kernel");
-    dlc_egg::cost::choose_plan(r, &o.model).expect("planned")
+    let name = &o.kernels[k].name;
+    let planned = o.planned.iter().find(|p| p.name == *name);
+    let planned = planned.unwrap_or_else(|| panic!("{name} is planned"));
+    planned.choice.clone().expect("a plan")
 }
 
 #[test]
 fn the_pool_runs_in_the_convolutions_kernel_at_batch_one() {
     for (c, arch) in [(512, Arch::Sm90), (512, Arch::Sm80), (64, Arch::Sm90)] {
-        let (_, o) = common::host::optimized_for(&stage_tail(c, 7, 1), arch);
+        let (_, o) = common::host::optimized_for(&common::stage_tail(c, 7, 1), arch);
         let covers: Vec<&Vec<String>> = o.kernels.iter().map(|k| &k.covers).collect();
         let k = kernel_covering(&o, "pool");
         assert_eq!(
@@ -88,7 +52,7 @@ fn the_pool_runs_in_the_convolutions_kernel_at_batch_one() {
 
 #[test]
 fn at_batch_four_the_tiled_convolution_pays_and_the_pool_is_its_own_kernel() {
-    let (_, o) = common::host::optimized_for(&stage_tail(512, 7, 4), Arch::Sm90);
+    let (_, o) = common::host::optimized_for(&common::stage_tail(512, 7, 4), Arch::Sm90);
     let covers: Vec<&Vec<String>> = o.kernels.iter().map(|k| &k.covers).collect();
     assert_ne!(
         kernel_covering(&o, "conv"),
@@ -104,7 +68,7 @@ fn at_batch_four_the_tiled_convolution_pays_and_the_pool_is_its_own_kernel() {
 #[test]
 fn the_fused_kernel_computes_the_reference_on_the_cpu_emulation() {
     for (c, hw) in [(64, 7), (12, 5)] {
-        let (p, o) = common::host::optimized_for(&stage_tail(c, hw, 1), Arch::Sm90);
+        let (p, o) = common::host::optimized_for(&common::stage_tail(c, hw, 1), Arch::Sm90);
         assert_eq!(
             kernel_covering(&o, "conv"),
             kernel_covering(&o, "pool"),
@@ -124,7 +88,7 @@ fn the_fused_kernel_computes_the_reference_on_the_cpu_emulation() {
 
 #[test]
 fn the_stage_tail_runs_natively() {
-    common::native::check_graph(&stage_tail(16, 7, 1), &[], "stage_tail").unwrap();
+    common::native::check_graph(&common::stage_tail(16, 7, 1), &[], "stage_tail").unwrap();
 }
 
 #[test]
@@ -136,7 +100,7 @@ fn the_fused_kernel_compiles_spill_free_within_its_register_estimate() {
         return;
     }
     for arch in [Arch::Sm80, Arch::Sm90] {
-        let (_, o) = common::host::optimized_for(&stage_tail(512, 7, 1), arch);
+        let (_, o) = common::host::optimized_for(&common::stage_tail(512, 7, 1), arch);
         let k = kernel_covering(&o, "pool");
         let c = choice(&o, k);
         let r = o.program.regions().nth(k).expect("a region per kernel");
@@ -216,5 +180,5 @@ fn a_max_pool_window_split_over_threads_computes_the_reference() {
 /// 24-channel convolution with a residual.
 #[test]
 fn a_global_pool_window_split_over_threads_computes_the_reference() {
-    split_windows_match_the_reference(&stage_tail(24, 7, 1), &[], "stage_tail");
+    split_windows_match_the_reference(&common::stage_tail(24, 7, 1), &[], "stage_tail");
 }

@@ -61,6 +61,8 @@ fn emitted_template(plan: &Value) -> &'static str {
         "contraction" => "contraction_simt",
         "reduction" => "row",
         "reduce" => "reduce",
+        // The cooperative compute-at window runs on the plain-reduction template.
+        "compute_at" if algo.contains("window_per") => "reduce",
         "elementwise" | "compute_at" => "pointwise",
         t => panic!("unknown plan template {t}"),
     }
@@ -151,6 +153,36 @@ fn every_example_reports_dumps_and_emits_one_plan() {
                 );
             }
         }
+    }
+}
+
+/// A stage's last convolution with its global average pool (batch 1: one compute-at kernel
+/// whose window is split over threads, `tests/fusion_conv_pool.rs`) keeps one plan: the
+/// report, `--dump plan` and the manifest agree, and it is launched on the reduce template.
+#[test]
+fn the_cooperative_compute_at_window_is_emitted_as_planned() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("stage_tail.json");
+    std::fs::write(&path, common::stage_tail(512, 7, 1)).expect("written");
+    for arch in ["sm80", "sm90"] {
+        let v = views(&path, arch);
+        let ks = check_agree(&format!("stage tail ({arch})"), &v);
+        let fused = v.report["kernels"]
+            .as_array()
+            .expect("kernels")
+            .iter()
+            .find(|k| k["covers"].to_string().contains("pool"))
+            .expect("a kernel covers the pool");
+        let plan = &fused["plan"]["Ok"]["plan"];
+        assert!(
+            plan["algo_choice"].to_string().contains("window_per"),
+            "{arch}: {plan}"
+        );
+        let (_, t) = ks
+            .iter()
+            .find(|(n, _)| fused["name"] == n.as_str())
+            .expect("launched");
+        assert_eq!(t, "reduce", "{arch}");
     }
 }
 

@@ -348,3 +348,40 @@ pub fn gemm_bias_relu_t(dt: &str, [m, k, n]: [&str; 3], default: i64, trans: [bo
         b1 = b[1],
     )
 }
+
+/// A ResNet stage's tail: `Y = fc(flatten(mean_hw(relu(conv3x3(X) + b + S))))`, `C` channels at `H×W`, batch `n`.
+pub fn stage_tail(c: i64, hw: i64, n: i64) -> String {
+    let param = |t: &str| json!({"tensor": t, "role": "param"});
+    let act = json!({"dtype": "fp32", "shape": [n, c, hw, hw]});
+    json!({
+        "signature": {
+            "inputs": [{"tensor": "X"}, {"tensor": "S"}, param("W"), param("b"), param("FW"),
+                param("FB")],
+            "outputs": [{"tensor": "Y"}]
+        },
+        "tensors": {
+            "X": act, "S": act,
+            "W": {"dtype": "fp32", "shape": [c, c, 3, 3]},
+            "b": {"dtype": "fp32", "shape": [c]},
+            "FW": {"dtype": "fp32", "shape": [10, c]},
+            "FB": {"dtype": "fp32", "shape": [10]},
+            "Y": {"dtype": "fp32", "shape": [n, 10]}
+        },
+        "graph": [
+            {"op": "Conv", "name": "conv", "inputs": ["X", "W", "b"], "outputs": ["C1"],
+             "attrs": {"stride": [1, 1], "pad": [[1, 1], [1, 1]], "dilation": [1, 1],
+                       "groups": 1}},
+            {"op": "Elementwise", "name": "residual", "inputs": ["C1", "S"], "outputs": ["A"],
+             "attrs": {"fn": "add"}},
+            {"op": "Elementwise", "name": "relu", "inputs": ["A"], "outputs": ["R"],
+             "attrs": {"fn": "relu"}},
+            {"op": "Reduce", "name": "pool", "inputs": ["R"], "outputs": ["P"],
+             "attrs": {"fn": "mean", "axes": [2, 3], "keepdim": true}},
+            {"op": "Reshape", "name": "flatten", "inputs": ["P"], "outputs": ["F"],
+             "attrs": {"shape": [n, c]}},
+            {"op": "GEMM", "name": "fc", "inputs": ["F", "FW", "FB"], "outputs": ["Y"],
+             "attrs": {"trans_a": false, "trans_b": true, "alpha": 1.0, "beta": 1.0}}
+        ]
+    })
+    .to_string()
+}
