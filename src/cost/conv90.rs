@@ -156,6 +156,7 @@ mod tests {
             b_elem: 2,
             tensor_cores: true,
             prologue: Default::default(),
+            pointwise_prologue: Default::default(),
             row_passes: 1,
             row_extent: None,
             axes: Default::default(),

@@ -149,6 +149,14 @@ pub struct Gemm {
     pub tensor_cores: bool,
     /// Prologue work per element of `A` and of `B` (recomputed at every reload of a tile).
     pub prologue: [Ops; 2],
+    /// The operand work a thread-per-output-point kernel (the pointwise template) does beyond
+    /// the analysis's count, which prices the prologue once per operand element as a tiled
+    /// kernel stages it: the operands' inline ops at every multiply-accumulate and the lets
+    /// they read at every output point (`codegen::templates::applicability::as_emitted`); in
+    /// `thread` the work of an operand that does not read the fastest output axis (shared by
+    /// the lanes of a vectorized thread), in `lane` the rest.
+    #[serde(skip)]
+    pub pointwise_prologue: Refolds,
     /// 1 without a row epilogue; else 1 + the depth of the chain of reductions over `N` (or
     /// `M`) in the epilogue: the passes over the row a block makes when the row is not
     /// resident (each pass recomputes the product).

@@ -3,7 +3,7 @@
 //! epilogue, the fill of a guarded operand, bytes per operand).
 
 use super::exprs::*;
-use super::{Cx, Fill, Gemm, GemmAxes, MainContraction, Ops, Pattern, WorkError};
+use super::{Cx, Fill, Gemm, GemmAxes, MainContraction, Ops, Pattern, Refolds, WorkError};
 use crate::ir::region::{Expr, Reduce};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,6 +101,15 @@ impl<'a> Cx<'a> {
         // Prologue: ops of the operands (inline, and the lets they read that are not the
         // accumulator's), per operand element.
         let mut prologue = [Ops::default(), Ops::default()];
+        // The pointwise template's extra operand work: per lane, or once per thread for an
+        // operand that does not read the fastest output axis (`P` of `P·V` with the value
+        // column fastest: the compiler shares it across a chunk's unrolled lanes).
+        let mut pointwise_prologue = Refolds::default();
+        let fast = iters.last().map(|(name, _)| name.as_str());
+        let invariant = |i: usize| {
+            let other = if i == 0 { &axes.n } else { &axes.m };
+            fast.is_some_and(|f| other.iter().any(|a| a == f))
+        };
         let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
         let macs = batch * m * n * k;
         let mut adjusted = BTreeSet::new();
@@ -110,6 +119,12 @@ impl<'a> Cx<'a> {
             // The inline operand ops were counted per multiply-accumulate; a tiled kernel applies
             // them per loaded element.
             ops.add(inline_ops, elems - macs);
+            let part = if invariant(i) {
+                &mut pointwise_prologue.thread
+            } else {
+                &mut pointwise_prologue.lane
+            };
+            part.ops += inline_ops.total() * (macs - elems);
             let mut inline = inline_ops;
             let mut seen = BTreeSet::new();
             self.let_deps(side, &mut seen);
@@ -125,6 +140,7 @@ impl<'a> Cx<'a> {
                 // Computed once per operand element, not per output element.
                 if !reduce && adjusted.insert(l.clone()) {
                     ops.add(let_ops, elems - out_elems);
+                    pointwise_prologue.lane.ops += let_ops.total() * (out_elems - elems);
                 }
             }
             prologue[i] = inline;
@@ -182,6 +198,7 @@ impl<'a> Cx<'a> {
             b_elem,
             tensor_cores,
             prologue,
+            pointwise_prologue,
             row_passes,
             row_extent,
             axes,
