@@ -154,6 +154,84 @@ fn a_single_matmul_does_not_merge() {
     assert_not_fired(&stats, "matmul-merge-shared-lhs");
 }
 
+/// `Linear` layers sharing `X: [3, 5]` (fp32): `X·Wᵢ + bᵢ` with `Wᵢ: [5, nᵢ]`, the bias added
+/// where `biased[i]` (else the bare MatMul).
+fn linears(ns: &[i64], biased: &[bool]) -> Program {
+    let mut tensors = serde_json::Map::new();
+    tensors.insert("X".into(), json!({"dtype": "fp32", "shape": [3, 5]}));
+    let (mut inputs, mut outputs, mut nodes) = (vec![json!({"tensor": "X"})], vec![], vec![]);
+    for (i, (n, b)) in ns.iter().zip(biased).enumerate() {
+        let (w, y) = (format!("W{i}"), format!("Y{i}"));
+        tensors.insert(w.clone(), json!({"dtype": "fp32", "shape": [5, n]}));
+        inputs.push(json!({"tensor": w, "role": "param"}));
+        let mm = if *b { format!("M{i}") } else { y.clone() };
+        tensors.insert(mm.clone(), json!({"dtype": "fp32", "shape": [3, n]}));
+        nodes.push(
+            json!({"op": "MatMul", "name": format!("mm{i}"), "inputs": ["X", w],
+            "outputs": [mm], "attrs": {}}),
+        );
+        if *b {
+            let bias = format!("b{i}");
+            tensors.insert(bias.clone(), json!({"dtype": "fp32", "shape": [n]}));
+            tensors.insert(y.clone(), json!({"dtype": "fp32", "shape": [3, n]}));
+            inputs.push(json!({"tensor": bias, "role": "param"}));
+            nodes.push(json!({"op": "Elementwise", "name": format!("bias{i}"),
+                "inputs": [mm, bias], "outputs": [y], "attrs": {"fn": "add"}}));
+        }
+        outputs.push(json!({"tensor": y}));
+    }
+    let doc = json!({
+        "signature": {"inputs": inputs, "outputs": outputs},
+        "tensors": tensors,
+        "graph": nodes,
+    });
+    let g = frontend::load_str(&doc.to_string(), "linears.json").unwrap_or_else(|d| panic!("{d}"));
+    lower::lower(&g).unwrap_or_else(|d| panic!("{d}"))
+}
+
+/// The `--explain` lines of every merged MatMul the subst phase builds for `prog`.
+fn merge_explanations(prog: &Program) -> Vec<String> {
+    let mut eg = TensorGraph::default();
+    add_program(&mut eg, prog);
+    let (eg, stats) = run_phase(eg, "subst", &subst::rules(), &Budget::default());
+    assert!(stats.saturated(), "{stats:?}");
+    let mut out: Vec<String> = eg
+        .classes()
+        .filter_map(|c| subst::explain(&eg, c.id))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn biased_projections_merge_with_their_biases_bit_exactly() {
+    // Q, K, V with biases: one GEMM whose epilogue adds b0‖b1‖b2, each output its columns.
+    let p = linears(&[4, 6, 2], &[true, true, true]);
+    let (q, stats, reduces) = merged(&p);
+    assert_fired(&stats, "matmul-merge-shared-lhs");
+    assert_eq!(reduces, 1, "{q:#?}");
+    check_sound(&p, &q, &BTreeMap::new(), &[7, 8, 9], Compare::BitExact).unwrap();
+    let lines = merge_explanations(&p);
+    assert!(
+        lines.iter().any(|l| l.contains("weights W0, W1, W2")
+            && l.ends_with("biases b0, b1, b2 concatenated and added in its epilogue")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn a_bias_merges_only_with_another_bias() {
+    // One projection has no bias: the weights merge, the bias stays with its own part.
+    let p = linears(&[4, 6], &[true, false]);
+    let (q, stats, reduces) = merged(&p);
+    assert_fired(&stats, "matmul-merge-shared-lhs");
+    assert_eq!(reduces, 1, "{q:#?}");
+    check_sound(&p, &q, &BTreeMap::new(), &[10], Compare::BitExact).unwrap();
+    let lines = merge_explanations(&p);
+    assert!(!lines.is_empty(), "the weights merge");
+    assert!(lines.iter().all(|l| !l.contains("biases")), "{lines:#?}");
+}
+
 fn encoder_layer() -> Program {
     use crate::bench_graphs::{transformer_encoder, EncoderConfig};
     let doc = transformer_encoder(&EncoderConfig::bert_base(1));

@@ -8,7 +8,10 @@
 //!   `X·W₁ = shrink(X·(W₁‖W₂), [0, 0], [M, N₁])`, `X·W₂ = shrink(X·(W₁‖W₂), [0, N₁], [M, N₁+N₂])`,
 //!   where `W₁‖W₂ = pad(W₁, N₂ right) + pad(W₂, N₁ left)` (Concat's own lowering). The merged
 //!   MatMul is merged again with a third sibling (Q, K and V: one GEMM with N = 3·hidden; the
-//!   FFN's gate and up projections likewise).
+//!   FFN's gate and up projections likewise). When both parts add a bias (`Linear` layers,
+//!   `X·Wᵢ + bᵢ`), the merged MatMul adds the concatenated bias too and each biased part is its
+//!   columns: `X·W₁ + b₁ = shrink(X·(W₁‖W₂) + (b₁‖b₂), columns of 1)`, so the merged GEMM
+//!   applies the biases in its epilogue as the parts did, not its consumers at every load.
 //! - `matmul-absorb-sum-pool` (fast-math only, `subst_pool.rs`): a MatMul over a sum or mean
 //!   pool is one contraction over the channels and the pooled axes (global average pool +
 //!   classifier: `Σ_c W[c,o]·(1/HW)·Σ_hw x[c,hw] = (Σ_(c,hw) W[c,o]·x[c,hw])/HW`).
@@ -25,8 +28,10 @@
 //!   `k` in the same order as the original: `w + 0 = w` for every value but `-0`, which becomes
 //!   `+0`; the sign of a zero is not part of a value (as in the epilogue rules), so the rule is
 //!   exact and tested with `Compare::BitExact` on random inputs.
-//! - Cycle filtering (Tensat): merged weights must be graph inputs, so no merged MatMul depends
-//!   on a class it is unioned with; an e-class cannot end up reading itself.
+//! - Cycle filtering (Tensat): merged weights and biases must be graph inputs, so no merged
+//!   MatMul depends on a class it is unioned with; an e-class cannot end up reading itself.
+//! - A bias is found among the parents of a MatMul's class: `add(X·W, expand(reshape(b,
+//!   [1…, N]), [L…, N]))` in either operand order, `b: [N]` (the lowering's broadcast).
 //! - Budget: a merge group (same `X`, `K`, accumulator and weight dtype) gives only left-deep
 //!   merges whose right part is one weight with a larger class id than every weight on the left
 //!   — every subset once, in one spelling — of at most [`MAX_MERGED`] weights: n siblings give
@@ -383,30 +388,54 @@ fn leaves(eg: &TensorGraph, w: Id, depth: usize) -> Option<Vec<Id>> {
 }
 
 /// For `--explain`: the substitution that produced class `class`'s value, when it is a merged
-/// MatMul (`matmul-merge-shared-lhs`, naming the concatenated weights).
+/// MatMul (`matmul-merge-shared-lhs`, naming the concatenated weights) or a merged MatMul with
+/// its concatenated bias added.
 pub fn explain(eg: &TensorGraph, class: Id) -> Option<String> {
-    let mm = matmul(eg, class)?;
+    let (mm, biases) = match matmul(eg, class) {
+        Some(mm) => (mm, None),
+        None => find(eg, class, |n| {
+            let TensorLang::Add([a, b]) = n else {
+                return None;
+            };
+            [(*a, *b), (*b, *a)].into_iter().find_map(|(x, e)| {
+                let mm = matmul(eg, x)?;
+                let bias = bias_of(eg, e, &mm.lead, mm.n)?;
+                Some((mm, Some(bias)))
+            })
+        })?,
+    };
     let ws = leaves(eg, mm.w, MAX_MERGED)?;
     if ws.len() < 2 {
         return None;
     }
-    let names: Vec<String> = ws
-        .iter()
-        .map(|w| {
-            find(eg, *w, |n| match n {
-                TensorLang::Input([name, _, _]) => match attr(eg, *name) {
-                    Some(Attr::Name(s)) => Some(s.clone()),
+    let names = |ids: &[Id]| -> String {
+        ids.iter()
+            .map(|w| {
+                find(eg, *w, |n| match n {
+                    TensorLang::Input([name, _, _]) => match attr(eg, *name) {
+                        Some(Attr::Name(s)) => Some(s.clone()),
+                        _ => None,
+                    },
                     _ => None,
-                },
-                _ => None,
+                })
+                .unwrap_or_else(|| format!("class {w}"))
             })
-            .unwrap_or_else(|| format!("class {w}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let bias_note = biases
+        .and_then(|b| leaves(eg, b, MAX_MERGED))
+        .map(|bs| {
+            format!(
+                ", biases {} concatenated and added in its epilogue",
+                names(&bs)
+            )
         })
-        .collect();
+        .unwrap_or_default();
     Some(format!(
         "substitution matmul-merge-shared-lhs: one GEMM for the MatMuls sharing their left \
-         operand, weights {} concatenated along N ({} columns)",
-        names.join(", "),
+         operand, weights {} concatenated along N ({} columns){bias_note}",
+        names(&ws),
         mm.n
     ))
 }
@@ -493,8 +522,121 @@ impl MergeShared {
         let right = columns(eg, c, &l.lead, l.n, l.n + r.n);
         let mut changed = union_same_facts(eg, l.class, left, rule);
         changed.extend(union_same_facts(eg, r.class, right, rule));
+        changed.extend(Self::merge_biases(eg, (l, r), c, rule));
         changed
     }
+
+    /// When both parts add a bias (`X·W₁ + b₁`, `X·W₂ + b₂`: the projections of an exporter's
+    /// `Linear`), the merged MatMul `c` adds the concatenated bias too and each biased part is
+    /// its columns: `X·W₁ + b₁ = shrink(X·(W₁‖W₂) + (b₁‖b₂), columns of 1)`. The merged GEMM
+    /// then applies the bias in its epilogue as each part did (without this, the parts'
+    /// consumers would add it while loading their tiles).
+    fn merge_biases(
+        eg: &mut TensorGraph,
+        (l, r): (&Matmul, &Matmul),
+        c: Id,
+        rule: Symbol,
+    ) -> Vec<Id> {
+        let (Some(bl), Some(br)) = (biased(eg, l), biased(eg, r)) else {
+            return vec![];
+        };
+        let Some(lin) = concat_vec(eg, bl.bias, l.n, br.bias, r.n)
+            .and_then(|b| bias_expand(eg, b, &l.lead, l.n + r.n))
+            .and_then(|e| try_add(eg, TensorLang::Add([c, e])))
+        else {
+            return vec![];
+        };
+        let left = columns(eg, lin, &l.lead, 0, l.n);
+        let right = columns(eg, lin, &l.lead, l.n, l.n + r.n);
+        let mut changed = union_same_facts(eg, bl.class, left, rule);
+        changed.extend(union_same_facts(eg, br.class, right, rule));
+        changed
+    }
+}
+
+/// A MatMul's bias add found in the e-graph: the class of `X·W + b` and `b: [N]`.
+#[derive(Clone, Copy, Debug)]
+struct Biased {
+    class: Id,
+    bias: Id,
+}
+
+/// The `b: [N]` of `expand(reshape(b, [1…, N]), [L…, N])` in class `e` (the lowering's
+/// broadcast of a bias over the leading axes `lead`), when `b` is a graph input or a
+/// concatenation this rule built (cycle filtering, as for the weights).
+fn bias_of(eg: &TensorGraph, e: Id, lead: &[Dim], n: i64) -> Option<Id> {
+    let want: Vec<Dim> = lead.iter().cloned().chain([Dim::int(n)]).collect();
+    find(eg, e, |node| {
+        let TensorLang::Expand([rs, s]) = node else {
+            return None;
+        };
+        (shape_attr(eg, *s)? == want).then_some(())?;
+        find(eg, *rs, |node| {
+            let TensorLang::Reshape([b, s]) = node else {
+                return None;
+            };
+            let s = shape_attr(eg, *s)?;
+            let b_shape = &tensor(eg, *b)?.shape;
+            let ones = s.len() == lead.len() + 1 && s[..lead.len()].iter().all(|d| d.is_int(1));
+            (ones && s[lead.len()].is_int(n) && b_shape.len() == 1 && b_shape[0].is_int(n))
+                .then_some(())?;
+            leaves(eg, *b, MAX_MERGED).map(|_| eg.find(*b))
+        })
+    })
+}
+
+/// The bias add over MatMul `mm` (`mm + b` or `b + mm` among the parents of its class), when
+/// there is one.
+fn biased(eg: &TensorGraph, mm: &Matmul) -> Option<Biased> {
+    let class = eg.find(mm.class);
+    let mut found: Vec<Biased> = eg[class]
+        .parents()
+        .filter_map(|p| {
+            let TensorLang::Add([a, b]) = eg.id_to_node(p) else {
+                return None;
+            };
+            let (a, b) = (eg.find(*a), eg.find(*b));
+            let other = if a == class {
+                b
+            } else if b == class {
+                a
+            } else {
+                return None;
+            };
+            let bias = bias_of(eg, other, &mm.lead, mm.n)?;
+            Some(Biased {
+                class: eg.find(p),
+                bias,
+            })
+        })
+        .collect();
+    // Deterministic: the parents' order follows insertion; the smallest class wins.
+    found.sort_by_key(|b| (b.class, b.bias));
+    found.first().copied()
+}
+
+/// `b₁‖b₂` of two vectors: `pad(b₁, N₂ right) + pad(b₂, N₁ left)`.
+fn concat_vec(eg: &mut TensorGraph, l: Id, nl: i64, r: Id, nr: i64) -> Option<Id> {
+    let zero = leaf(eg, Attr::num(0.0));
+    let pl = leaf(eg, Attr::Pads(vec![(0, nr)]));
+    let pr = leaf(eg, Attr::Pads(vec![(nl, 0)]));
+    let a = try_add(eg, TensorLang::Pad([l, pl, zero]))?;
+    let b = try_add(eg, TensorLang::Pad([r, pr, zero]))?;
+    try_add(eg, TensorLang::Add([a, b]))
+}
+
+/// `expand(reshape(b, [1…, n]), [L…, n])`: `b: [n]` broadcast over the leading axes.
+fn bias_expand(eg: &mut TensorGraph, b: Id, lead: &[Dim], n: i64) -> Option<Id> {
+    let ones: Vec<Dim> = lead
+        .iter()
+        .map(|_| Dim::int(1))
+        .chain([Dim::int(n)])
+        .collect();
+    let s = shape_leaf(eg, ones);
+    let rs = try_add(eg, TensorLang::Reshape([b, s]))?;
+    let full: Vec<Dim> = lead.iter().cloned().chain([Dim::int(n)]).collect();
+    let s = shape_leaf(eg, full);
+    try_add(eg, TensorLang::Expand([rs, s]))
 }
 
 impl Applier<TensorLang, IndexBook> for MergeShared {
