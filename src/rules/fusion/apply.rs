@@ -49,6 +49,32 @@ pub(super) enum MaxMode {
     /// inputs have such a growth themselves (the `relu` after that add,
     /// [`Grow::grow_shared_kept`]).
     SharedKept = 2,
+    /// Each of the [`EACH_PRODUCER_MAX`] largest kernels of the one input class, one kernel
+    /// apiece: for a scaled reduction (`Σ / n`, a mean's division; [`scales_a_reduction`]),
+    /// whose cover takes whichever of its sum's kernels is cheapest, and the largest alone is
+    /// rarely that one (ResNet's global average pool over the last block: the largest kernel
+    /// of the sum recomputes the residual's convolutions, the cheapest reads it).
+    EachProducer = 3,
+}
+
+/// Most producer kernels one [`MaxMode::EachProducer`] growth absorbs, each into its own kernel.
+const EACH_PRODUCER_MAX: usize = 64;
+
+/// Whether the single-op `body` over `ins` scales a reduction: a multiplication or division
+/// whose only input class (the other operand an immediate) holds a `reduce`.
+fn scales_a_reduction(eg: &impl GrowView, body: &RecExpr<TensorLang>, ins: &[Id]) -> bool {
+    let [input] = ins else {
+        return false;
+    };
+    let scales = matches!(
+        body.as_ref().last(),
+        Some(TensorLang::Mul(_) | TensorLang::Fdiv(_))
+    );
+    scales
+        && eg
+            .op_bodies(*input)
+            .iter()
+            .any(|(b, _)| matches!(b.as_ref().last(), Some(TensorLang::Reduce(_))))
 }
 
 impl Grow {
@@ -72,6 +98,7 @@ impl Grow {
         if mode == MaxMode::SharedKept {
             return self.grow_shared_kept(eg, eclass, body, ins, SHARED_KEPT_DEPTH);
         }
+        debug_assert!(mode != MaxMode::EachProducer, "grow_each");
         let no_contractions = mode == MaxMode::NoContractions;
         let (mut body, mut ins) = (body, ins);
         let mut grew = false;
@@ -109,6 +136,26 @@ impl Grow {
             }
             self.try_fuse(eg, body, ins, pos, p.expr(), &p_ins)
         })
+    }
+
+    /// [`MaxMode::EachProducer`]: `body` (a scaled reduction, one input) with each of the
+    /// largest kernels of its input class that keep it legal absorbed, one kernel apiece.
+    fn grow_each(
+        &self,
+        eg: &impl GrowView,
+        eclass: Id,
+        body: &RecExpr<TensorLang>,
+        ins: &[Id],
+    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+        let [d] = ins else {
+            return Vec::new();
+        };
+        eg.kernels(*d)
+            .into_iter()
+            .filter(|(_, p_ins)| !p_ins.contains(&eclass))
+            .take(EACH_PRODUCER_MAX)
+            .filter_map(|(p, p_ins)| self.try_fuse(eg, body, ins, 0, p.expr(), &p_ins))
+            .collect()
     }
 
     /// [`MaxMode::SharedKept`]: the inputs other kernels read stay inputs; every other input
@@ -236,8 +283,12 @@ impl Grow {
             MaxMode::Largest,
             MaxMode::NoContractions,
             MaxMode::SharedKept,
+            MaxMode::EachProducer,
         ] {
             if mode == MaxMode::NoContractions && !deferred {
+                continue;
+            }
+            if mode == MaxMode::EachProducer && !scales_a_reduction(eg, &body, &ins) {
                 continue;
             }
             let key = (seed.clone(), mode);
@@ -249,18 +300,34 @@ impl Grow {
                 let classes: Vec<Id> = std::iter::once(eclass).chain(ins.iter().copied()).collect();
                 let kind = 1 + mode as u8;
                 let (g, (), _) = self.replays_max.grow(eg, &body, kind, &classes, |rec| {
-                    let g = self.grow_max(rec, eclass, body.clone(), ins.clone(), mode);
-                    (g.into_iter().collect(), ())
+                    (self.grow_max_mode(rec, eclass, &body, &ins, mode), ())
                 });
                 g
             } else {
-                let g = self.grow_max(eg, eclass, body.clone(), ins.clone(), mode);
-                made(g.into_iter().collect())
+                made(self.grow_max_mode(eg, eclass, &body, &ins, mode))
             };
             out.extend(grown);
         }
         out.dedup();
         out
+    }
+
+    /// The maximal growths of `body` in `mode`: one ([`Self::grow_max`]) or, for
+    /// [`MaxMode::EachProducer`], one per absorbed producer kernel.
+    fn grow_max_mode(
+        &self,
+        eg: &impl GrowView,
+        eclass: Id,
+        body: &RecExpr<TensorLang>,
+        ins: &[Id],
+        mode: MaxMode,
+    ) -> Vec<(RecExpr<TensorLang>, Vec<Id>)> {
+        if mode == MaxMode::EachProducer {
+            return self.grow_each(eg, eclass, body, ins);
+        }
+        self.grow_max(eg, eclass, body.clone(), ins.to_vec(), mode)
+            .into_iter()
+            .collect()
     }
 
     /// The seeds of a class: its single-op bodies.
