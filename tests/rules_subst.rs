@@ -154,26 +154,26 @@ fn a_single_matmul_does_not_merge() {
     assert_not_fired(&stats, "matmul-merge-shared-lhs");
 }
 
-/// `Linear` layers sharing `X: [3, 5]` (fp32): `X·Wᵢ + bᵢ` with `Wᵢ: [5, nᵢ]`, the bias added
-/// where `biased[i]` (else the bare MatMul).
-fn linears(ns: &[i64], biased: &[bool]) -> Program {
+/// `Linear` layers sharing `X: [3, 5]` (dtype `dt`): `X·Wᵢ + bᵢ` with `Wᵢ: [5, nᵢ]`, the bias
+/// added where `biased[i]` (else the bare MatMul).
+fn linears(ns: &[i64], biased: &[bool], dt: &str) -> Program {
     let mut tensors = serde_json::Map::new();
-    tensors.insert("X".into(), json!({"dtype": "fp32", "shape": [3, 5]}));
+    tensors.insert("X".into(), json!({"dtype": dt, "shape": [3, 5]}));
     let (mut inputs, mut outputs, mut nodes) = (vec![json!({"tensor": "X"})], vec![], vec![]);
     for (i, (n, b)) in ns.iter().zip(biased).enumerate() {
         let (w, y) = (format!("W{i}"), format!("Y{i}"));
-        tensors.insert(w.clone(), json!({"dtype": "fp32", "shape": [5, n]}));
+        tensors.insert(w.clone(), json!({"dtype": dt, "shape": [5, n]}));
         inputs.push(json!({"tensor": w, "role": "param"}));
         let mm = if *b { format!("M{i}") } else { y.clone() };
-        tensors.insert(mm.clone(), json!({"dtype": "fp32", "shape": [3, n]}));
+        tensors.insert(mm.clone(), json!({"dtype": dt, "shape": [3, n]}));
         nodes.push(
             json!({"op": "MatMul", "name": format!("mm{i}"), "inputs": ["X", w],
             "outputs": [mm], "attrs": {}}),
         );
         if *b {
             let bias = format!("b{i}");
-            tensors.insert(bias.clone(), json!({"dtype": "fp32", "shape": [n]}));
-            tensors.insert(y.clone(), json!({"dtype": "fp32", "shape": [3, n]}));
+            tensors.insert(bias.clone(), json!({"dtype": dt, "shape": [n]}));
+            tensors.insert(y.clone(), json!({"dtype": dt, "shape": [3, n]}));
             inputs.push(json!({"tensor": bias, "role": "param"}));
             nodes.push(json!({"op": "Elementwise", "name": format!("bias{i}"),
                 "inputs": [mm, bias], "outputs": [y], "attrs": {"fn": "add"}}));
@@ -205,24 +205,28 @@ fn merge_explanations(prog: &Program) -> Vec<String> {
 
 #[test]
 fn biased_projections_merge_with_their_biases_bit_exactly() {
-    // Q, K, V with biases: one GEMM whose epilogue adds b0‖b1‖b2, each output its columns.
-    let p = linears(&[4, 6, 2], &[true, true, true]);
-    let (q, stats, reduces) = merged(&p);
-    assert_fired(&stats, "matmul-merge-shared-lhs");
-    assert_eq!(reduces, 1, "{q:#?}");
-    check_sound(&p, &q, &BTreeMap::new(), &[7, 8, 9], Compare::BitExact).unwrap();
-    let lines = merge_explanations(&p);
-    assert!(
-        lines.iter().any(|l| l.contains("weights W0, W1, W2")
-            && l.ends_with("biases b0, b1, b2 concatenated and added in its epilogue")),
-        "{lines:#?}"
-    );
+    // Q, K, V with biases: one GEMM whose epilogue adds b0‖b1‖b2, each output its columns (in
+    // fp16 the bias is added to the MatMul's cast, as the lowering spells a narrow MatMul).
+    for dt in ["fp32", "fp16"] {
+        let p = linears(&[4, 6, 2], &[true, true, true], dt);
+        let (q, stats, reduces) = merged(&p);
+        assert_fired(&stats, "matmul-merge-shared-lhs");
+        assert_eq!(reduces, 1, "{dt}: {q:#?}");
+        check_sound(&p, &q, &BTreeMap::new(), &[7, 8, 9], Compare::BitExact)
+            .unwrap_or_else(|e| panic!("{dt}: {e}"));
+        let lines = merge_explanations(&p);
+        assert!(
+            lines.iter().any(|l| l.contains("weights W0, W1, W2")
+                && l.ends_with("biases b0, b1, b2 concatenated and added in its epilogue")),
+            "{dt}: {lines:#?}"
+        );
+    }
 }
 
 #[test]
 fn a_bias_merges_only_with_another_bias() {
     // One projection has no bias: the weights merge, the bias stays with its own part.
-    let p = linears(&[4, 6], &[true, false]);
+    let p = linears(&[4, 6], &[true, false], "fp32");
     let (q, stats, reduces) = merged(&p);
     assert_fired(&stats, "matmul-merge-shared-lhs");
     assert_eq!(reduces, 1, "{q:#?}");

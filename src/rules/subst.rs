@@ -30,8 +30,9 @@
 //!   exact and tested with `Compare::BitExact` on random inputs.
 //! - Cycle filtering (Tensat): merged weights and biases must be graph inputs, so no merged
 //!   MatMul depends on a class it is unioned with; an e-class cannot end up reading itself.
-//! - A bias is found among the parents of a MatMul's class: `add(X·W, expand(reshape(b,
-//!   [1…, N]), [L…, N]))` in either operand order, `b: [N]` (the lowering's broadcast).
+//! - A bias is found among the parents of a MatMul's class, or of its cast (a narrow MatMul's
+//!   lowering): `add(X·W, expand(reshape(b, [1…, N]), [L…, N]))` in either operand order,
+//!   `b: [N]` (the lowering's broadcast); both parts' casts must agree.
 //! - Budget: a merge group (same `X`, `K`, accumulator and weight dtype) gives only left-deep
 //!   merges whose right part is one weight with a larger class id than every weight on the left
 //!   — every subset once, in one spelling — of at most [`MAX_MERGED`] weights: n siblings give
@@ -398,7 +399,13 @@ pub fn explain(eg: &TensorGraph, class: Id) -> Option<String> {
                 return None;
             };
             [(*a, *b), (*b, *a)].into_iter().find_map(|(x, e)| {
-                let mm = matmul(eg, x)?;
+                let uncast = |x: Id| {
+                    find(eg, x, |n| match n {
+                        TensorLang::Cast([y, _]) => matmul(eg, *y),
+                        _ => None,
+                    })
+                };
+                let mm = matmul(eg, x).or_else(|| uncast(x))?;
                 let bias = bias_of(eg, e, &mm.lead, mm.n)?;
                 Some((mm, Some(bias)))
             })
@@ -540,10 +547,18 @@ impl MergeShared {
         let (Some(bl), Some(br)) = (biased(eg, l), biased(eg, r)) else {
             return vec![];
         };
-        let Some(lin) = concat_vec(eg, bl.bias, l.n, br.bias, r.n)
-            .and_then(|b| bias_expand(eg, b, &l.lead, l.n + r.n))
-            .and_then(|e| try_add(eg, TensorLang::Add([c, e])))
-        else {
+        if bl.cast != br.cast {
+            return vec![];
+        }
+        let value = match bl.cast {
+            Some(d) => try_add(eg, TensorLang::Cast([c, d])),
+            None => Some(c),
+        };
+        let Some(lin) = value.and_then(|v| {
+            let e = concat_vec(eg, bl.bias, l.n, br.bias, r.n)
+                .and_then(|b| bias_expand(eg, b, &l.lead, l.n + r.n))?;
+            try_add(eg, TensorLang::Add([v, e]))
+        }) else {
             return vec![];
         };
         let left = columns(eg, lin, &l.lead, 0, l.n);
@@ -554,11 +569,13 @@ impl MergeShared {
     }
 }
 
-/// A MatMul's bias add found in the e-graph: the class of `X·W + b` and `b: [N]`.
+/// A MatMul's bias add found in the e-graph: the class of `X·W + b` (or of `cast(X·W) + b`),
+/// `b: [N]`, and the cast's dtype attribute class.
 #[derive(Clone, Copy, Debug)]
 struct Biased {
     class: Id,
     bias: Id,
+    cast: Option<Id>,
 }
 
 /// The `b: [N]` of `expand(reshape(b, [1…, N]), [L…, N])` in class `e` (the lowering's
@@ -585,33 +602,40 @@ fn bias_of(eg: &TensorGraph, e: Id, lead: &[Dim], n: i64) -> Option<Id> {
     })
 }
 
-/// The bias add over MatMul `mm` (`mm + b` or `b + mm` among the parents of its class), when
-/// there is one.
+/// The bias add over MatMul `mm` (`mm + b` or `b + mm` among the parents of its class, or of
+/// its cast to a narrow dtype: an fp16 MatMul's lowering), when there is one.
 fn biased(eg: &TensorGraph, mm: &Matmul) -> Option<Biased> {
     let class = eg.find(mm.class);
-    let mut found: Vec<Biased> = eg[class]
-        .parents()
-        .filter_map(|p| {
-            let TensorLang::Add([a, b]) = eg.id_to_node(p) else {
-                return None;
-            };
-            let (a, b) = (eg.find(*a), eg.find(*b));
-            let other = if a == class {
-                b
-            } else if b == class {
-                a
-            } else {
-                return None;
-            };
-            let bias = bias_of(eg, other, &mm.lead, mm.n)?;
-            Some(Biased {
-                class: eg.find(p),
-                bias,
+    // The MatMul's value as the graph uses it: itself, or its casts (with the dtype attribute).
+    let mut values = vec![(class, None)];
+    values.extend(eg[class].parents().filter_map(|p| match eg.id_to_node(p) {
+        TensorLang::Cast([x, d]) if eg.find(*x) == class => Some((eg.find(p), Some(eg.find(*d)))),
+        _ => None,
+    }));
+    let mut found: Vec<Biased> = values
+        .into_iter()
+        .flat_map(|(value, cast)| {
+            eg[value].parents().filter_map(move |p| {
+                let TensorLang::Add([a, b]) = eg.id_to_node(p) else {
+                    return None;
+                };
+                let (a, b) = (eg.find(*a), eg.find(*b));
+                let other = match (a == value, b == value) {
+                    (true, _) => b,
+                    (_, true) => a,
+                    _ => return None,
+                };
+                let bias = bias_of(eg, other, &mm.lead, mm.n)?;
+                Some(Biased {
+                    class: eg.find(p),
+                    bias,
+                    cast,
+                })
             })
         })
         .collect();
     // Deterministic: the parents' order follows insertion; the smallest class wins.
-    found.sort_by_key(|b| (b.class, b.bias));
+    found.sort_by_key(|b| (b.class, b.bias, b.cast));
     found.first().copied()
 }
 
