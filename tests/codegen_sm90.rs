@@ -17,6 +17,7 @@
 
 mod common;
 
+use common::nvrtc_here;
 use dlc_egg::codegen::gpu::{render, Kernel};
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
 use dlc_egg::codegen::manifest::ManifestStep;
@@ -281,17 +282,4 @@ fn run_variants(
 /// Runs `check`'s variants; `staged`: whether the epilogue is the 16-byte staged one.
 fn check(text: &str, variants: &[Variant], rtol: f64, staged: bool) {
     run_variants(text, &[], false, variants, rtol, None, Some(staged));
-}
-
-/// `dlc_egg::cuda::nvrtc` is here (else the compile tests are skipped with
-/// `DLC_SKIP_NVRTC=1`).
-fn nvrtc_here() -> bool {
-    match dlc_egg::cuda::toolchain() {
-        Ok(_) => true,
-        Err(e) if std::env::var("DLC_SKIP_NVRTC").is_ok_and(|v| v == "1") => {
-            eprintln!("skipping (DLC_SKIP_NVRTC=1): {e}");
-            false
-        }
-        Err(e) => panic!("{e} (or set DLC_SKIP_NVRTC=1)"),
-    }
 }

@@ -106,6 +106,18 @@ pub struct AsyncPlan {
     pub epilogue_overlap: bool,
 }
 
+impl AsyncPlan {
+    /// Synchronous loads: no prefetch, no epilogue overlap (the row, reduce, elementwise and
+    /// scan templates).
+    pub fn synchronous() -> AsyncPlan {
+        AsyncPlan {
+            enable: false,
+            prefetch_depth: 0,
+            epilogue_overlap: false,
+        }
+    }
+}
+
 impl Plan {
     /// One line: `contraction mma_sync [64,64,32] stages=2 warp=32x32 vec=8 async`.
     pub fn summary(&self) -> String {

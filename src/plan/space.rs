@@ -706,11 +706,7 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
                     width: lanes as u32,
                 },
                 tails,
-                AsyncPlan {
-                    enable: false,
-                    prefetch_depth: 0,
-                    epilogue_overlap: false,
-                },
+                AsyncPlan::synchronous(),
             )
         }
         _ => unreachable!("knobs come from the grid of the work's own template"),
@@ -782,10 +778,6 @@ fn row_plan(
             width: lanes as u32,
         },
         tails,
-        AsyncPlan {
-            enable: false,
-            prefetch_depth: 0,
-            epilogue_overlap: false,
-        },
+        AsyncPlan::synchronous(),
     )
 }

@@ -447,11 +447,18 @@ pub fn explain(eg: &TensorGraph, class: Id) -> Option<String> {
     ))
 }
 
-/// `W₁‖W₂` along axis 1: `pad(W₁, [(0,0),(0,N₂)], 0) + pad(W₂, [(0,0),(N₁,0)], 0)`.
-fn concat_cols(eg: &mut TensorGraph, l: Id, nl: i64, r: Id, nr: i64) -> Option<Id> {
+/// `L‖R` along the last axis (`l`: `nl` columns, `r`: `nr`): `pad(L, nr right) + pad(R, nl
+/// left)`, Concat's own lowering (weights `[K, N]`, biases `[N]`).
+fn concat_last(eg: &mut TensorGraph, l: Id, nl: i64, r: Id, nr: i64) -> Option<Id> {
+    let lead = tensor(eg, l)?.shape.len().checked_sub(1)?;
+    let pads = |p: (i64, i64)| {
+        let mut v = vec![(0, 0); lead];
+        v.push(p);
+        Attr::Pads(v)
+    };
     let zero = leaf(eg, Attr::num(0.0));
-    let pl = leaf(eg, Attr::Pads(vec![(0, 0), (0, nr)]));
-    let pr = leaf(eg, Attr::Pads(vec![(0, 0), (nl, 0)]));
+    let pl = leaf(eg, pads((0, nr)));
+    let pr = leaf(eg, pads((nl, 0)));
     let a = try_add(eg, TensorLang::Pad([l, pl, zero]))?;
     let b = try_add(eg, TensorLang::Pad([r, pr, zero]))?;
     try_add(eg, TensorLang::Add([a, b]))
@@ -519,7 +526,7 @@ type GroupKey = (Id, String, DType, DType);
 impl MergeShared {
     /// Merges `l` (one weight or a merge of several) with the one-weight MatMul `r`.
     fn merge(eg: &mut TensorGraph, l: &Matmul, r: &Matmul, rule: Symbol) -> Vec<Id> {
-        let Some(wc) = concat_cols(eg, l.w, l.n, r.w, r.n) else {
+        let Some(wc) = concat_last(eg, l.w, l.n, r.w, r.n) else {
             return vec![];
         };
         let Some(c) = build_matmul(eg, l, wc, l.n + r.n) else {
@@ -555,7 +562,7 @@ impl MergeShared {
             None => Some(c),
         };
         let Some(lin) = value.and_then(|v| {
-            let e = concat_vec(eg, bl.bias, l.n, br.bias, r.n)
+            let e = concat_last(eg, bl.bias, l.n, br.bias, r.n)
                 .and_then(|b| bias_expand(eg, b, &l.lead, l.n + r.n))?;
             try_add(eg, TensorLang::Add([v, e]))
         }) else {
@@ -637,16 +644,6 @@ fn biased(eg: &TensorGraph, mm: &Matmul) -> Option<Biased> {
     // Deterministic: the parents' order follows insertion; the smallest class wins.
     found.sort_by_key(|b| (b.class, b.bias, b.cast));
     found.first().copied()
-}
-
-/// `b₁‖b₂` of two vectors: `pad(b₁, N₂ right) + pad(b₂, N₁ left)`.
-fn concat_vec(eg: &mut TensorGraph, l: Id, nl: i64, r: Id, nr: i64) -> Option<Id> {
-    let zero = leaf(eg, Attr::num(0.0));
-    let pl = leaf(eg, Attr::Pads(vec![(0, nr)]));
-    let pr = leaf(eg, Attr::Pads(vec![(nl, 0)]));
-    let a = try_add(eg, TensorLang::Pad([l, pl, zero]))?;
-    let b = try_add(eg, TensorLang::Pad([r, pr, zero]))?;
-    try_add(eg, TensorLang::Add([a, b]))
 }
 
 /// `expand(reshape(b, [1…, n]), [L…, n])`: `b: [n]` broadcast over the leading axes.

@@ -204,15 +204,13 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             // once per staged element as a tiled kernel runs them.
             // TODO(issue 15): the prologues' reads beyond one per operand (the `b`) are not
             // counted.
-            let mut product = 0.0;
             if let Shape::Contraction(g) = &work.shape {
-                product = folded;
                 let extra = g.pointwise_prologue;
-                work.ops.simt += extra.lane.ops;
+                work.ops.simt += folded + extra.lane.ops;
                 work.pointwise_refolds.thread.ops += extra.thread.ops;
             }
             work.ops.simt +=
-                product + work.ops.tensor + refolds + lane.ops + (loads + lane.loads) * LOAD_ISSUE;
+                work.ops.tensor + refolds + lane.ops + (loads + lane.loads) * LOAD_ISSUE;
             work.ops.tensor = 0.0;
             work.shape = Shape::Elementwise {
                 elems: work.out_elems,
