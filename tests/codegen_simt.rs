@@ -17,9 +17,15 @@ use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Every SIMT `(tile, warps)` of the plan space of `text`'s one SIMT contraction on `arch`, each
-/// run on the host against the reference; returns the tiles run.
-fn every_simt_tile(text: &str, arch: Arch) -> BTreeSet<[u64; 3]> {
+/// Every SIMT `(tile, warps, splits)` of the plan space of `text`'s one SIMT contraction on
+/// `arch`, each run on the host against the reference; returns the tiles run (`[BM, BN, BK,
+/// splits]`).
+fn every_simt_tile(text: &str, arch: Arch) -> BTreeSet<[u64; 4]> {
+    every_simt_tile_at(text, arch, &[])
+}
+
+/// [`every_simt_tile`] with the symbols bound to `bindings` at run time.
+fn every_simt_tile_at(text: &str, arch: Arch, bindings: &[(&str, i64)]) -> BTreeSet<[u64; 4]> {
     let (p, o) = common::host::optimized_for(text, arch);
     let target = &o.model.target;
     let regions = common::host::contraction_regions(&o, &[Algo::Simt]);
@@ -28,7 +34,7 @@ fn every_simt_tile(text: &str, arch: Arch) -> BTreeSet<[u64; 3]> {
     let choice = choose_plan(r, &o.model).expect("a plan");
     let generated = generate(&o).expect("generates");
     let planned = emit::kernel_of(r, &choice, target).expect("the plan emits");
-    let b = BTreeMap::new();
+    let b: BTreeMap<String, i64> = bindings.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let ins = random_inputs(&p, &b, 11).expect("inputs");
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");
     let mut seen = BTreeSet::new();
@@ -41,16 +47,17 @@ fn every_simt_tile(text: &str, arch: Arch) -> BTreeSet<[u64; 3]> {
             bk,
             warps_m,
             warps_n,
+            splits,
             ..
         } = c.knobs
         else {
             continue;
         };
-        if !seen.insert((bm, bn, bk, warps_m, warps_n)) {
+        if !seen.insert((bm, bn, bk, warps_m, warps_n, splits)) {
             continue;
         }
-        tiles.insert([bm, bn, bk]);
-        let what = format!("{arch:?} {bm}x{bn}x{bk} warps {warps_m}x{warps_n}");
+        tiles.insert([bm, bn, bk, splits]);
+        let what = format!("{arch:?} {bm}x{bn}x{bk} warps {warps_m}x{warps_n} splits {splits}");
         let mut one = choice.clone();
         one.best.knobs = c.knobs;
         one.best.resources = c.resources;
@@ -87,7 +94,10 @@ fn every_simt_tile_runs_a_gemm_with_tails() {
             arch,
         );
         for t in [[32, 32, 32], [32, 64, 32], [64, 64, 16], [128, 128, 16]] {
-            assert!(tiles.contains(&t), "{arch:?}: {t:?} is in the space");
+            assert!(
+                tiles.contains(&[t[0], t[1], t[2], 1]),
+                "{arch:?}: {t:?} is in the space"
+            );
         }
     }
 }
@@ -99,5 +109,33 @@ fn every_simt_tile_runs_a_transposed_gemm() {
         &common::gemm_bias_relu_t("fp32", ["37", "41", "50"], 1, [true; 2]),
         Arch::Sm90,
     );
-    assert!(tiles.contains(&[32, 32, 32]));
+    assert!(tiles.contains(&[32, 32, 32, 1]));
+}
+
+/// Split-K (`M` = 45, `K` = 530, `N` = 50: 6 tiles of 32×32 for 132 SMs, 17 steps of 32 or 34
+/// of 16): every split of the space, 2 to 16 CTAs per tile, with the `K` tail in the last
+/// split and splits left without a step (17 steps in 8 splits of 3: the seventh and eighth
+/// walk 0 and none; 34 in 16 of 3), each summing its partial tiles back in split order.
+#[test]
+fn every_split_k_point_runs_a_deep_gemm() {
+    let tiles = every_simt_tile(
+        &common::gemm_bias_relu_t("fp32", ["45", "530", "50"], 1, [false; 2]),
+        Arch::Sm90,
+    );
+    for t in [[32, 32, 32, 2], [32, 32, 32, 8], [64, 64, 16, 16]] {
+        assert!(tiles.contains(&t), "{t:?} is in the space: {tiles:?}");
+    }
+}
+
+/// Split-K on a transposed deep GEMM (`B`'s loads walk `K` fastest) with a symbolic `M`
+/// (planned at 100, run at 77): the tile count, the workspace and the counters are sized at
+/// launch.
+#[test]
+fn split_k_runs_a_symbolic_transposed_gemm() {
+    let tiles = every_simt_tile_at(
+        &common::gemm_bias_relu_t("fp32", ["M", "300", "36"], 100, [true; 2]),
+        Arch::Sm80,
+        &[("M", 77)],
+    );
+    assert!(tiles.iter().any(|t| t[3] > 1), "{tiles:?}");
 }

@@ -1,5 +1,5 @@
 //! A ResNet basic block whose input is the previous block's output, `s = relu(conv3x3(X) +
-//! conv1x1(X))` (a downsampling block, one kernel for both convolutions): the block's second
+//! conv1x1(X))` (a downsampling block): the block's second
 //! convolution carries the bias, the residual add and the closing `relu`, and reads the skip
 //! value `s` that the first convolution reads too (issue 23). The closing `relu` is a
 //! single-input seed over the residual add: its shared-kept growth absorbs the add's own
@@ -76,15 +76,14 @@ fn the_second_convolution_closes_the_block_and_reads_the_skip_value() {
         !last.covers.iter().any(|c| c == "stem" || c == "down"),
         "the skip value is read, not recomputed: {covers:?}"
     );
-    // Before: the add and the relu after `conv_b` ran as a fourth kernel (78.619 µs predicted
-    // against 76.904 µs).
-    assert_eq!(
-        o.kernels.len(),
-        3,
-        "the downsampling block, conv_a, conv_b: {covers:?}"
-    );
+    // The downsampling block's two convolutions are kernels of their own (the 3×3 one on
+    // split-K tiles, priced below the pointwise kernel that folded both per output point), and
+    // `s = relu(s0 + s1)` is recomputed where `conv_a` and `conv_b` read it.
+    assert_eq!(o.kernels.len(), 4, "stem, down, conv_a, conv_b: {covers:?}");
     let g = generate(&o).expect("generates");
-    common::host::emulation_matches_reference(&p, &g, &BTreeMap::new(), 5, 1e-4, "sm90");
+    // The split-K convolution sums its `K` shares in split order: compared at the output's
+    // scale (its values reach hundreds; the closest to zero carry their sums' rounding).
+    common::host::emulation_matches_reference_at_scale(&p, &g, &BTreeMap::new(), 5, 1e-4, "sm90");
 }
 
 #[test]

@@ -124,6 +124,7 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Ker
             warps_n,
             stages,
             async_,
+            splits,
             ..
         } => {
             let mut em = Emitter::new(r, "")?;
@@ -133,6 +134,9 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Ker
             let tensor_cores =
                 matches!(&choice.work.shape, Shape::Contraction(g) if g.tensor_cores);
             match algo {
+                _ if splits > 1 && algo != Algo::Simt => {
+                    return Err(not_emittable(r, choice, "only the SIMT template splits K"));
+                }
                 Algo::MmaSync => {
                     let dtype = templates::contraction_mma::mma_dtype(r, &v)
                         .filter(|_| tensor_cores)
@@ -170,6 +174,7 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Ker
                         arch,
                         [bm, bn, bk.min(32)],
                         warps_m * warps_n * 32,
+                        splits,
                     )?,
                     choice,
                 ),
@@ -196,6 +201,27 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Ker
         }
     };
     verified(k, &r.name, target)
+}
+
+/// The workspace buffers of `k` (its [`gpu::ParamKind::Workspace`] parameters, in order),
+/// named `{kernel}_{parameter}`.
+pub fn workspace_buffers(k: &Kernel) -> Vec<BufferDecl> {
+    k.params
+        .iter()
+        .filter_map(|p| {
+            let ws = p.workspace.as_ref()?;
+            let dtype = match p.ty {
+                gpu::CType::I32 => crate::ir::dtype::DType::I32,
+                _ => crate::ir::dtype::DType::F32,
+            };
+            Some(BufferDecl {
+                name: format!("{}_{}", k.name, p.name),
+                dtype,
+                shape: vec![ws.elems.clone()],
+                role: BufferRole::Workspace { zeroed: ws.zeroed },
+            })
+        })
+        .collect()
 }
 
 /// `k` with ptxas capped at the registers per thread its plan priced (`__maxnreg__`), for the
@@ -230,6 +256,17 @@ pub fn kernels(
                     r.outputs.iter().map(|o| o.name.as_str()),
                     &templates::symbols(r),
                 );
+                let at = args
+                    .iter()
+                    .position(|a| matches!(a, KernelArg::Symbol { .. }))
+                    .unwrap_or(args.len());
+                let ws = workspace_buffers(&kernel)
+                    .into_iter()
+                    .map(|b| KernelArg::Buffer {
+                        name: b.name,
+                        write: true,
+                    });
+                args.splice(at..at, ws);
                 args.extend(templates::sm90::tensor_map_args(r, &kernel));
                 EmittedKernel {
                     kernel,
@@ -306,6 +343,7 @@ pub fn emit_planned(
                     KernelArg::Buffer { .. } | KernelArg::TensorMap { .. } => None,
                 }));
                 let k = &ek.kernel;
+                buffers.extend(workspace_buffers(k));
                 steps.push(ManifestStep::Launch(KernelLaunch {
                     kernel: k.name.clone(),
                     template: k.template.clone(),

@@ -168,6 +168,8 @@ struct Storage {
     bytes: u64,
     /// The graph input filling it, if any.
     input: Option<String>,
+    /// A workspace that must start at zero.
+    zeroed: bool,
 }
 
 /// The program's buffers, evaluated under the bindings.

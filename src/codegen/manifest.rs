@@ -66,6 +66,13 @@ pub enum BufferRole {
     Input,
     /// Written by a kernel (a graph output or an intermediate).
     Kernel,
+    /// Scratch memory of one kernel (split-K's partial tiles and tile counters): allocated
+    /// once, never read back; all zero bytes before the first launch when `zeroed` (the
+    /// kernel leaves it zero again), of any content otherwise.
+    Workspace {
+        /// Must be zero before the first launch.
+        zeroed: bool,
+    },
     /// The same storage as buffer `of`, reshaped.
     Alias {
         /// The buffer whose storage it shares.

@@ -178,6 +178,7 @@ mod tests {
             vec_bytes: 8,
             async_: true,
             row_resident: false,
+            splits: 1,
         }
     }
 

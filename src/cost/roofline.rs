@@ -256,6 +256,7 @@ fn contraction(
         stages,
         async_,
         row_resident,
+        splits,
         ..
     } = *knobs
     else {
@@ -268,7 +269,10 @@ fn contraction(
     } else {
         1.0
     };
-    let ctas = g.batch * tm * tn;
+    // Split-K: `splits` CTAs per tile, each over `⌈tk / splits⌉` of the `K` steps.
+    let splits = splits.max(1) as f64;
+    let tiles = g.batch * tm * tn;
+    let ctas = tiles * splits;
     let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
 
     // Arithmetic.
@@ -316,8 +320,11 @@ fn contraction(
             busy.max(LOAD_LATENCY_CYCLES / ahead.max(1.0)),
         )
     };
-    let eff = tk * iter_cycles / (latency + tk * per_iter);
-    let compute_s = core / (peak * occ.max(1e-9) * eff) + unit_time(simt, sfu, target, occ);
+    let steps = (tk / splits).ceil();
+    let eff = steps * iter_cycles / (latency + steps * per_iter);
+    let compute_s = core / (peak * occ.max(1e-9) * eff)
+        + unit_time(simt, sfu, target, occ)
+        + split_fixup_s(splits, bm * bn, target);
 
     // Traffic.
     let bytes_of = |role: Role| -> f64 {
@@ -337,9 +344,18 @@ fn contraction(
     let panels_m = tm.min(RASTER_GROUP as f64).min(wave);
     let panels_n = tn.min((wave / panels_m).ceil());
     let working_set = panels_m * bm * g.k * g.a_elem as f64 + panels_n * bn * g.k * g.b_elem as f64;
-    let dram =
-        unique + (load_l2 - operands).max(0.0) * l2_spill(working_set, target) + work.out_bytes;
-    let l2 = load_l2 + other + work.out_bytes;
+    // Split-K's partial tiles: written once to the workspace (reaching DRAM eventually), read
+    // back from L2 by each tile's last CTA.
+    let partials = if splits > 1.0 {
+        tiles * splits * bm * bn * 4.0
+    } else {
+        0.0
+    };
+    let dram = unique
+        + (load_l2 - operands).max(0.0) * l2_spill(working_set, target)
+        + work.out_bytes
+        + partials;
+    let l2 = load_l2 + other + work.out_bytes + 2.0 * partials;
     let penalty: f64 = work
         .inputs
         .iter()
@@ -394,6 +410,18 @@ fn contraction(
         ctas,
         target,
     )
+}
+
+/// The time split-K adds to a tile's critical path: its last CTA publishes its partial tile
+/// (a fence and an atomic: one global round trip), then reads the `splits` partial tiles of
+/// `tile` fp32 elements back from L2 (independent loads: one latency plus the bytes at the
+/// SM's share of the L2 bandwidth). 0 without a split.
+pub fn split_fixup_s(splits: f64, tile: f64, target: &Target) -> f64 {
+    if splits <= 1.0 {
+        return 0.0;
+    }
+    let round_trips = 2.0 * LOAD_LATENCY_CYCLES / (target.clock_ghz * 1e9);
+    round_trips + splits * tile * 4.0 / (target.l2_bw / target.sms as f64)
 }
 
 /// The estimate of a body of `compute_s` and `memory_s` with its epilogue and launch.

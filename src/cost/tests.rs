@@ -138,6 +138,7 @@ fn seed_gemm_roofline_by_hand() {
         vec_bytes: 16,
         async_: true,
         row_resident: false,
+        splits: 1,
     };
     let res = crate::plan::space::resources(&knobs, &w, &t);
     // Registers (plan::regs): 16·32/32 = 16 accumulators, 2·(1·4 + 4·2) = 24 fragment
@@ -462,6 +463,7 @@ fn wgmma_128x256(stages: u32) -> Knobs {
         vec_bytes: 16,
         async_: true,
         row_resident: false,
+        splits: 1,
     }
 }
 
@@ -522,4 +524,50 @@ fn simt_share_of_the_fma_pipe_is_set_by_the_micro_tile() {
     assert!(at(64, 64, 256, &h100) < at(64, 64, 128, &h100));
     assert_eq!(at(64, 64, 128, &a100), 1.0);
     assert!(at(32, 32, 128, &a100) < 1.0);
+}
+
+/// The seed's GEMM in fp32 (the SIMT template's: no tensor cores).
+fn seed_gemm_f32() -> Region {
+    let text = include_str!("../../tests/region/gemm.json").replace("\"fp16\"", "\"fp32\"");
+    Region::from_json_str(&text).expect("the fp32 GEMM region parses")
+}
+
+/// Split-K: a deep GEMM of few tiles (ResNet-18's last 3×3 convolution as a GEMM: `M = 49`,
+/// `K = 4608`, `N = 512`: 32 tiles of 32×32 for 132 SMs) is planned on split SIMT tiles and
+/// priced below its best unsplit plan; the split adds its fix-up to the price; a GEMM that
+/// fills the GPU (`4096³`) has no split point.
+#[test]
+fn split_k_plans_deep_gemms_of_few_tiles() {
+    use crate::plan::space::candidates;
+    let deep = model(Arch::Sm90.target(), &[("M", 49), ("K", 4608), ("N", 512)]);
+    let c = choose_plan(&seed_gemm_f32(), &deep).expect("plans");
+    assert!(c.best.plan.split_k > 1, "{}", c.best.plan.summary());
+    assert!(c.best.plan.summary().contains("split_k="));
+    let Knobs::Contraction { splits, .. } = c.best.knobs else {
+        panic!("contraction knobs")
+    };
+    assert_eq!(u64::from(c.best.plan.split_k), splits);
+    let mut unsplit = c.best.clone();
+    if let Knobs::Contraction { splits, .. } = &mut unsplit.knobs {
+        *splits = 1;
+    }
+    let t = Arch::Sm90.target();
+    let one = estimate(&c.work, &unsplit.knobs, &unsplit.resources, &t);
+    let split = estimate(&c.work, &c.best.knobs, &c.best.resources, &t);
+    assert!(
+        split.time_s < 0.5 * one.time_s,
+        "split {} s vs unsplit {} s",
+        split.time_s,
+        one.time_s
+    );
+    let fix = super::roofline::split_fixup_s(splits as f64, 32.0 * 64.0, &t);
+    assert!(fix > 0.0 && super::roofline::split_fixup_s(1.0, 4096.0, &t) == 0.0);
+    let big = model(
+        Arch::Sm90.target(),
+        &[("M", 4096), ("K", 4096), ("N", 4096)],
+    );
+    let c = choose_plan(&seed_gemm_f32(), &big).expect("plans");
+    assert!(candidates(&c.work, &t)
+        .iter()
+        .all(|k| !matches!(k.knobs, Knobs::Contraction { splits, .. } if splits > 1)));
 }

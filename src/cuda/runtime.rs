@@ -660,12 +660,15 @@ pub fn run_manifest(
     for (storage, bytes) in &uploads {
         session.upload(*storage, bytes)?;
     }
-    for b in layout
-        .buffers
-        .iter()
-        .filter(|b| b.role == BufferRole::Kernel)
-    {
-        session.fill(b.storage, 0xFF, b.bytes)?;
+    // Kernel outputs start as 0xFF bytes (NaN: an element no kernel wrote shows); zeroed
+    // workspaces as zeros (split-K's counters, which each launch leaves zero again).
+    for b in &layout.buffers {
+        let fill = match b.role {
+            BufferRole::Kernel | BufferRole::Workspace { zeroed: false } => 0xFF,
+            BufferRole::Workspace { zeroed: true } => 0,
+            BufferRole::Input | BufferRole::Alias { .. } => continue,
+        };
+        session.fill(b.storage, fill, b.bytes)?;
     }
     let mut prepared = session.prepare(&launches, &functions)?;
     session.run(&mut prepared)?;

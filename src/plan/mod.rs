@@ -56,6 +56,20 @@ pub struct Plan {
     pub async_: AsyncPlan,
     /// `cp_async_group` (SM80), `mbarrier` (SM90) or `syncthreads` (synchronous loads).
     pub barrier_model: String,
+    /// CTAs that share one contraction tile, each over its own share of the `K` steps
+    /// (split-K; 1, the default, omitted from the dump: none). Their partial tiles meet in a
+    /// global workspace and the last CTA of a tile sums them in split order (deterministic)
+    /// before the epilogue.
+    #[serde(default = "one_split", skip_serializing_if = "is_one_split")]
+    pub split_k: u32,
+}
+
+fn one_split() -> u32 {
+    1
+}
+
+fn is_one_split(s: &u32) -> bool {
+    *s == 1
 }
 
 /// `{"tensor", "where", "at", "pingpong"}`.
@@ -124,14 +138,19 @@ impl Plan {
         let algo: Vec<&str> = self.algo_choice.values().map(|s| s.as_str()).collect();
         let tile: Vec<String> = self.tile.iter().map(|t| t.to_string()).collect();
         format!(
-            "{} {} [{}] stages={} warp={} vec={}{}",
+            "{} {} [{}] stages={} warp={} vec={}{}{}",
             self.template,
             algo.join("+"),
             tile.join(","),
             self.stages,
             self.warp_tile,
             self.vectorize.width,
-            if self.async_.enable { " async" } else { "" }
+            if self.async_.enable { " async" } else { "" },
+            if self.split_k > 1 {
+                format!(" split_k={}", self.split_k)
+            } else {
+                String::new()
+            }
         )
     }
 }

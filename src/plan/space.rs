@@ -114,6 +114,10 @@ pub enum Knobs {
         async_: bool,
         /// The tile holds whole rows of a row epilogue (one pass).
         row_resident: bool,
+        /// CTAs sharing one output tile, each over its own share of the `K` steps (split-K;
+        /// 1: none). The partial tiles meet in a global workspace; the last CTA of a tile to
+        /// finish sums them in split order and runs the epilogue ([`split_k_grid`]).
+        splits: u64,
     },
     /// A cooperative row reduction.
     Reduction {
@@ -413,10 +417,59 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
                             vec_bytes,
                             async_,
                             row_resident: g.row_extent.is_some_and(|r| (bn as f64) >= r),
+                            splits: 1,
                         });
                     }
                 }
             }
+        }
+    }
+    let split = split_k_grid(g, target, &out);
+    out.extend(split);
+    out
+}
+
+/// Most CTAs one split-K tile is divided among.
+pub const MAX_SPLITS: u64 = 16;
+
+/// The split-K points of a contraction whose tiles leave SMs idle: for every SIMT tile of
+/// `grid` (no row epilogue: its rows are reduced by the tile's own pass), the splits
+/// `S ∈ {2, 4, 8, 16}` that keep at least two `K` steps per CTA and at most two waves of
+/// CTAs (`batch · tiles · S ≤ 2 · SMs`), when the unsplit tiles fill less than the GPU
+/// (ResNet-18's last stage: a 7×7 map with 512 channels is 16 tiles of 32×32 for 132 SMs, each
+/// walking `K = 4608`). Each CTA walks `⌈⌈K/BK⌉/S⌉` steps; the partial tiles go through a
+/// global workspace (`codegen::templates::contraction_simt`).
+fn split_k_grid(g: &Gemm, target: &Target, grid: &[Knobs]) -> Vec<Knobs> {
+    let sms = target.sms as f64;
+    let mut out = Vec::new();
+    if g.row_extent.is_some() {
+        return out;
+    }
+    for k in grid {
+        let Knobs::Contraction {
+            algo: Algo::Simt,
+            bm,
+            bn,
+            bk,
+            ..
+        } = *k
+        else {
+            continue;
+        };
+        let ctas = g.batch * (g.m / bm as f64).ceil() * (g.n / bn as f64).ceil();
+        let steps = (g.k / bk as f64).ceil() as u64;
+        if ctas >= sms {
+            continue;
+        }
+        for splits in [2, 4, 8, MAX_SPLITS] {
+            if steps < 2 * splits || ctas * splits as f64 > 2.0 * sms {
+                break;
+            }
+            let mut split = *k;
+            if let Knobs::Contraction { splits: s, .. } = &mut split {
+                *s = splits;
+            }
+            out.push(split);
         }
     }
     out
@@ -516,6 +569,7 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
     let mut layout_hints = BTreeMap::new();
     let mut local_edges = Vec::new();
     let mut epilogue = Vec::new();
+    let mut split_k = 1;
     let barrier_model;
     let (tile, stages, warp_tile, vectorize, predicate_tail, async_) = match (*k, &work.shape) {
         (
@@ -530,9 +584,11 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
                 vec_bytes,
                 async_,
                 row_resident,
+                splits,
             },
             Shape::Contraction(g),
         ) => {
+            split_k = splits as u32;
             for (a, h) in [
                 ("b", "block.z"),
                 ("m.o", "block.y"),
@@ -727,6 +783,7 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
         local_edges,
         async_,
         barrier_model: barrier_model.to_string(),
+        split_k,
     }
 }
 

@@ -56,6 +56,7 @@ pub fn plan() -> Plan {
             epilogue_overlap: false,
         },
         barrier_model: "cp_async_group".into(),
+        split_k: 1,
     }
 }
 

@@ -95,6 +95,20 @@ pub enum ParamKind {
     Symbol,
     /// `const __grid_constant__ dlc_tmap` (a TMA tensor map over an input, [`Param::tmap`]).
     TensorMap,
+    /// `T* __restrict__`: scratch memory the kernel reads and writes, owned by the launch
+    /// ([`Param::workspace`]; split-K's partial tiles and tile counters).
+    Workspace,
+}
+
+/// What a [`ParamKind::Workspace`] parameter needs: `elems` elements of the parameter's type,
+/// zero before the first launch when `zeroed` (a kernel that needs zeros leaves them zero
+/// again, so one allocation serves every launch), otherwise of any content.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkspaceParam {
+    /// Elements, a size expression over the symbols.
+    pub elems: Size,
+    /// Must be zero before the first launch.
+    pub zeroed: bool,
 }
 
 /// What a [`ParamKind::TensorMap`] parameter describes: a tiled TMA tensor map over input
@@ -122,6 +136,9 @@ pub struct Param {
     /// The tensor map of a [`ParamKind::TensorMap`] parameter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tmap: Option<TensorMapParam>,
+    /// The size of a [`ParamKind::Workspace`] parameter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceParam>,
 }
 
 /// Launch configuration: grid as size expressions over the symbols, block constant.
@@ -280,6 +297,10 @@ pub enum Stmt {
     },
     /// `__syncthreads()`.
     Barrier,
+    /// `__threadfence()` (`dlc_fence()`): this thread's global writes before it are visible
+    /// to every thread of the grid before its writes after it (split-K publishes a partial
+    /// tile before counting it).
+    Fence,
     /// `dst = op over the warp of value` (every lane gets it).
     WarpReduce {
         /// The reduction.

@@ -19,7 +19,9 @@ pub fn kernel(k: &Kernel) -> String {
         .iter()
         .map(|p| match p.kind {
             ParamKind::Input => format!("const {}* __restrict__ {}", p.ty.c(), p.name),
-            ParamKind::Output => format!("{}* __restrict__ {}", p.ty.c(), p.name),
+            ParamKind::Output | ParamKind::Workspace => {
+                format!("{}* __restrict__ {}", p.ty.c(), p.name)
+            }
             ParamKind::Symbol => format!("int {}", p.name),
             ParamKind::TensorMap => format!("const __grid_constant__ dlc_tmap {}", p.name),
         })
@@ -208,6 +210,7 @@ fn stmt(out: &mut String, s: &Stmt, depth: usize) {
             out.push('\n');
         }
         Stmt::Barrier => out.push_str("__syncthreads();\n"),
+        Stmt::Fence => out.push_str("dlc_fence();\n"),
         Stmt::WarpReduce { op, dst, value } => {
             let f = match op {
                 WarpOp::Sum => "dlc_warp_sum",

@@ -48,6 +48,7 @@ pub(super) fn layout(m: &Manifest, bindings: &BTreeMap<String, i64>) -> Result<L
         storages.push(Storage {
             bytes: 0,
             input: (b.role == BufferRole::Input).then(|| b.name.clone()),
+            zeroed: b.role == BufferRole::Workspace { zeroed: true },
         });
     }
     let mut bufs = BTreeMap::new();
@@ -192,10 +193,16 @@ pub(super) fn generate(
             why: "too large".into(),
         })?;
         let p = param(bytes, &mut params);
-        let poison = if s.input.is_some() { "false" } else { "true" };
+        // Inputs are read from their files, zeroed workspaces start at zero, and everything
+        // else as 0xFF bytes (NaN), so that an element read before any kernel wrote it shows.
+        let fill = match (&s.input, s.zeroed) {
+            (Some(_), _) => "-1",
+            (None, true) => "0",
+            (None, false) => "0xff",
+        };
         let _ = writeln!(
             body,
-            "  unsigned char* s{i} = dlc_host::alloc({p}, {poison});"
+            "  unsigned char* s{i} = dlc_host::alloc({p}, {fill});"
         );
         let _ = writeln!(body, "  dlc_emu::register_global(s{i}, (size_t){p});");
         if s.input.is_some() {
@@ -375,11 +382,12 @@ static void read_params(long long* p, int n) {
   std::fclose(f);
 }
 // 256-byte aligned like cudaMalloc, exactly `bytes` long so ASan sees overruns.
-static unsigned char* alloc(long long bytes, bool poison) {
+// Every byte is `fill` unless it is negative (an input, read from its file next).
+static unsigned char* alloc(long long bytes, int fill) {
   void* p = nullptr;
   if (posix_memalign(&p, 256, bytes > 0 ? (size_t)bytes : 1) != 0)
     die("out of memory for", "a buffer");
-  if (poison) std::memset(p, 0xff, (size_t)bytes);
+  if (fill >= 0) std::memset(p, fill, (size_t)bytes);
   return static_cast<unsigned char*>(p);
 }
 static void read_file(const char* name, unsigned char* p, long long bytes) {

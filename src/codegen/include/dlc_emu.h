@@ -250,4 +250,15 @@ inline float dlc_min(float a, float b) { return (a != a || b != b) ? dlc_nan() :
 // x < 0 ? 0 : x: NaN stays NaN, -0 stays -0 (the reference evaluator's relu).
 inline float dlc_relu(float x) { return x < 0.0f ? 0.0f : x; }
 
+// Grid-wide memory ordering and atomics (split-K's partial tiles). Blocks run one after
+// another here, so every write of an earlier block is visible: the fence orders nothing, the
+// atomic is a plain read-modify-write and the L2 load a plain load.
+inline void dlc_fence() {}
+inline int dlc_atomic_add(int* p, int v) {
+  const int old = *p;
+  *p = old + v;
+  return old;
+}
+inline float dlc_ld_cg(const float* p) { return *p; }
+
 // Continued in dlc_emu_runtime.h and dlc_emu_warp.h: EMU_HEADER concatenates the three files.

@@ -74,6 +74,13 @@ __device__ __forceinline__ unsigned dlc_pack_bf162(float lo, float hi) {
 }
 
 // ---- math on float ---------------------------------------------------------------------------
+// Grid-wide memory ordering and atomics (split-K: a CTA publishes its partial tile with
+// dlc_fence() before counting it with dlc_atomic_add; the tile's last CTA reads the partials
+// with dlc_ld_cg, from L2, past its own SM's L1).
+__device__ __forceinline__ void dlc_fence() { __threadfence(); }
+__device__ __forceinline__ int dlc_atomic_add(int* p, int v) { return atomicAdd(p, v); }
+__device__ __forceinline__ float dlc_ld_cg(const float* p) { return __ldcg(p); }
+
 __device__ __forceinline__ float dlc_exp(float x) { return expf(x); }
 __device__ __forceinline__ float dlc_exp2(float x) { return exp2f(x); }
 // 2^x on the SFU alone (`ex2.approx.ftz.f32`, one MUFU.EX2; about 2 ulp, subnormal results

@@ -185,6 +185,7 @@ impl AttentionPlan {
             vec_bytes,
             async_: self.async_,
             row_resident: false,
+            splits: 1,
         }
     }
 

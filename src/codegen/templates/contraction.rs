@@ -210,7 +210,14 @@ impl View<'_> {
     /// walked column by column, so the blocks resident at once share `A` rows and `B` columns
     /// in L2), the batch on `grid.y` when it provably fits, else folded into `grid.x` above
     /// the tiles.
-    pub fn open_tile(&self, em: &mut Emitter, [bm, bn, bk]: [u64; 3]) {
+    pub fn open_tile(&self, em: &mut Emitter, tile: [u64; 3]) {
+        self.open_split_tile(em, tile, 1);
+    }
+
+    /// [`View::open_tile`] for one of `splits` CTAs sharing the tile (split-K, `splits > 1`):
+    /// `grid.z` is the split, which walks `kt_count` of the `K` steps from step `kt0` — the
+    /// `⌈steps / splits⌉` steps of its share, or fewer (none) at the end.
+    pub fn open_split_tile(&self, em: &mut Emitter, [bm, bn, bk]: [u64; 3], splits: u64) {
         let k_total = cexpr::dim(&self.k.extent());
         let tiles_m = cexpr::dim(&self.m.extent().ceildiv(bm as i64));
         let tiles_n = cexpr::dim(&self.n.extent().ceildiv(bn as i64));
@@ -235,10 +242,21 @@ impl View<'_> {
             format!("(first_m + in_group % group_m) * {bm}"),
         ));
         em.emit(Stmt::int("n0", format!("(in_group / group_m) * {bn}")));
-        em.emit(Stmt::int(
-            "kt_count",
-            format!("({k_total} + {}) / {bk}", bk - 1),
-        ));
+        let steps = format!("({k_total} + {}) / {bk}", bk - 1);
+        if splits > 1 {
+            em.emit(Stmt::int("kt_total", steps));
+            em.emit(Stmt::int(
+                "kt_per",
+                format!("(kt_total + {}) / {splits}", splits - 1),
+            ));
+            em.emit(Stmt::int("kt0", "(int)blockIdx.z * kt_per"));
+            em.emit(Stmt::int(
+                "kt_count",
+                "dlc_imax(0, dlc_imin(kt_per, kt_total - kt0))",
+            ));
+        } else {
+            em.emit(Stmt::int("kt_count", steps));
+        }
         em.push_scope();
         if batch_on_y {
             self.bind_batch(em, "(int)blockIdx.y");
@@ -259,6 +277,11 @@ impl View<'_> {
     /// The launch grid of a `bm × bn` tile ([`View::open_tile`]'s block order): every tile on
     /// `x`, the batch on `y` or folded into `x`.
     pub fn grid(&self, bm: u64, bn: u64) -> [Dim; 3] {
+        self.split_grid(bm, bn, 1)
+    }
+
+    /// [`View::grid`] with the `splits` CTAs of a split-K tile on `z`.
+    pub fn split_grid(&self, bm: u64, bn: u64, splits: u64) -> [Dim; 3] {
         let one = Dim::int(1);
         let tiles = self
             .m
@@ -267,10 +290,11 @@ impl View<'_> {
             .max_of(&one)
             .mul(&self.n.extent().ceildiv(bn as i64).max_of(&one));
         let batch = self.batch.extent().max_of(&one);
+        let z = Dim::int(splits.max(1) as i64);
         if self.batch_on_y() {
-            [tiles, batch, one.clone()]
+            [tiles, batch, z]
         } else {
-            [tiles.mul(&batch), one.clone(), one]
+            [tiles.mul(&batch), one, z]
         }
     }
 

@@ -57,6 +57,7 @@ pub fn params_of(
         ty,
         kind,
         tmap: None,
+        workspace: None,
     };
     inputs
         .enumerate()

@@ -555,6 +555,7 @@ pub fn build(
                 dims: o.op.dims.iter().cloned().map(Size).collect(),
                 box_dims: box_dims(&o.op, o.outer),
             }),
+            workspace: None,
         });
     }
     let mut k = Kernel {

@@ -37,6 +37,7 @@ impl GemvBlock {
             vec_bytes: elem.max(1),
             async_: false,
             row_resident: false,
+            splits: 1,
         }
     }
 
