@@ -4,7 +4,8 @@
 //! `exp2((s − max)·c) / sum` under `P·V` — not once per operand element as a tiled kernel
 //! stages them. The analysis records that work (`Gemm::pointwise_prologue`) and the pointwise
 //! price adds it: per lane for an operand that reads the fastest output axis, once per thread
-//! for one that does not (the compiler shares it across a vectorized thread's unrolled lanes).
+//! for one that does not (the compiler shares it across a vectorized thread's unrolled lanes),
+//! with the prologue's reads beyond the operand's own (the `c[k]` of `relu(x + c)`).
 //! Before, BERT at sequence 128 took a pointwise softmax·V kernel priced 6.4 µs that runs the
 //! softmax 64 times per score (priced as emitted: QKᵀ, the softmax and a tiled P·V).
 
@@ -74,16 +75,36 @@ fn an_operand_prologue_is_priced_per_multiply_accumulate_on_the_pointwise_templa
         assert_eq!(g.prologue[usize::from(!on_a)].simt, 2.0, "{:?}", g.prologue);
         let p = g.pointwise_prologue;
         assert_eq!((p.thread.ops, p.lane.ops), (thread, lane), "on A: {on_a}");
+        // The prologue's second read (`c[k]`), one at every multiply-accumulate.
+        let (thread_loads, lane_loads) = if on_a {
+            (M * N * K, 0.0)
+        } else {
+            (0.0, M * N * K)
+        };
+        assert_eq!(
+            (p.thread.loads, p.lane.loads),
+            (thread_loads, lane_loads),
+            "on A: {on_a}"
+        );
+        let issue = dlc_egg::cost::roofline::LOAD_ISSUE;
         let tiled = w.ops.simt;
-        let refolds = w.pointwise_refolds.thread.ops;
+        let refolds = w.pointwise_refolds.thread;
         let pw = as_emitted(w.clone(), Emits::Pointwise);
         assert!(matches!(pw.shape, Shape::Elementwise { .. }));
         // The lane part joins the per-point ops, the shared part the per-thread refolds (the
         // roofline divides those by the plan's lanes).
-        assert_eq!(pw.pointwise_refolds.thread.ops - refolds, thread);
+        assert_eq!(pw.pointwise_refolds.thread.ops - refolds.ops, thread);
+        assert_eq!(
+            pw.pointwise_refolds.thread.loads - refolds.loads,
+            thread_loads
+        );
         // The product itself (a multiply and an add, which the analysis leaves to the
         // template) and its two loads of `LOAD_ISSUE` slots each, at every multiply-accumulate.
-        let main = M * N * K * (2.0 + 2.0 * dlc_egg::cost::roofline::LOAD_ISSUE);
-        assert_eq!(pw.ops.simt - tiled, main + lane, "on A: {on_a}");
+        let main = M * N * K * (2.0 + 2.0 * issue);
+        assert_eq!(
+            pw.ops.simt - tiled,
+            main + lane + lane_loads * issue,
+            "on A: {on_a}"
+        );
     }
 }

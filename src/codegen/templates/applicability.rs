@@ -201,13 +201,13 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             // A contraction's own product, which the analysis leaves to the template's price
             // (a multiply and an add per multiply-accumulate), and its operands' prologues (a
             // convolution input's `relu(x + b)`), which run at every multiply-accumulate, not
-            // once per staged element as a tiled kernel runs them.
-            // TODO(issue 15): the prologues' reads beyond one per operand (the `b`) are not
-            // counted.
+            // once per staged element as a tiled kernel runs them — their reads beyond the
+            // operand's own (the `b`) included.
             if let Shape::Contraction(g) = &work.shape {
                 let extra = g.pointwise_prologue;
-                work.ops.simt += folded + extra.lane.ops;
+                work.ops.simt += folded + extra.lane.ops + extra.lane.loads * LOAD_ISSUE;
                 work.pointwise_refolds.thread.ops += extra.thread.ops;
+                work.pointwise_refolds.thread.loads += extra.thread.loads;
             }
             work.ops.simt +=
                 work.ops.tensor + refolds + lane.ops + (loads + lane.loads) * LOAD_ISSUE;

@@ -43,6 +43,24 @@ impl<'a> Cx<'a> {
         Ok(best.map(|(_, mc)| mc))
     }
 
+    /// Input reads of one evaluation of `e`, through the lets it reads that are not reductions
+    /// (each once: `seen`); a reduction's reads are its own evaluations', not counted here.
+    fn reads_per_eval(&self, e: &Expr, seen: &mut BTreeSet<String>) -> f64 {
+        match e {
+            Expr::Read { .. } => 1.0,
+            Expr::Reduce(_) => 0.0,
+            Expr::Let(n) => match self.lets.get(n) {
+                Some(l) if !matches!(l.expr, Expr::Reduce(_)) && seen.insert(n.clone()) => {
+                    self.reads_per_eval(l.expr, seen)
+                }
+                _ => 0.0,
+            },
+            _ => crate::ir::region::verify::children(e)
+                .map(|c| self.reads_per_eval(c, seen))
+                .sum(),
+        }
+    }
+
     /// Whether `Σ a·b` has no M and no N axis: every free iter either operand walks, both
     /// walk (RMSNorm's `Σ_n x[m,n]·x[m,n]`, a dot product per batch point). That is a row
     /// reduction, not a matrix product: no tile of a contraction template has two sides.
@@ -125,6 +143,10 @@ impl<'a> Cx<'a> {
                 &mut pointwise_prologue.lane
             };
             part.ops += inline_ops.total() * (macs - elems);
+            // The pointwise fold reads the operand's inputs at every multiply-accumulate: one
+            // read is the operand's own load (priced with the fold), the others (a prologue's
+            // bias) are loads beyond it.
+            part.loads += (self.reads_per_eval(side, &mut BTreeSet::new()) - 1.0).max(0.0) * macs;
             let mut inline = inline_ops;
             let mut seen = BTreeSet::new();
             self.let_deps(side, &mut seen);
