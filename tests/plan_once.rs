@@ -481,3 +481,62 @@ fn a_depthwise_conv_is_priced_as_the_pointwise_fold_too() {
         assert_eq!(ks[0].1, "pointwise", "{arch}: {ks:?}");
     }
 }
+
+/// A split-K plan (`examples/conv_relu_pool.json` on the A100: its convolution split in two
+/// along `K`) is what the report, `--dump plan` and the manifest say, and the launch is that
+/// plan: `split_k` CTAs per tile on `grid.z`, the partial tiles' and counters' workspaces
+/// declared in the manifest (the counters zeroed) and passed before the symbols.
+#[test]
+fn a_split_k_plan_launches_its_splits_with_their_workspaces() {
+    use dlc_egg::codegen::manifest::{BufferRole, KernelArg};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/conv_relu_pool.json");
+    let v = views(&path, "sm80");
+    check_agree("conv_relu_pool (sm80)", &v);
+    let split = v
+        .manifest
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            ManifestStep::Launch(l) if l.plan.split_k > 1 => Some(l),
+            _ => None,
+        })
+        .expect("a split-K launch");
+    assert_eq!(split.template, "contraction_simt");
+    assert_eq!(
+        split.grid[2].0.as_int(),
+        Some(i64::from(split.plan.split_k))
+    );
+    let workspaces: Vec<(&str, bool)> = split
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            KernelArg::Buffer { name, write: true } => v
+                .manifest
+                .buffers
+                .iter()
+                .find(|b| &b.name == name)
+                .and_then(|b| match b.role {
+                    BufferRole::Workspace { zeroed } => Some((name.as_str(), zeroed)),
+                    _ => None,
+                }),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(workspaces.len(), 2, "{:?}", split.args);
+    assert_eq!(
+        workspaces.iter().map(|w| w.1).collect::<Vec<_>>(),
+        [false, true],
+        "partial tiles, then zeroed counters: {workspaces:?}"
+    );
+    let last_buffer = split
+        .args
+        .iter()
+        .rposition(|a| matches!(a, KernelArg::Buffer { .. }));
+    let first_symbol = split
+        .args
+        .iter()
+        .position(|a| matches!(a, KernelArg::Symbol { .. }));
+    if let (Some(b), Some(s)) = (last_buffer, first_symbol) {
+        assert!(b < s, "buffers before symbols: {:?}", split.args);
+    }
+}
