@@ -116,7 +116,7 @@ pub enum Knobs {
         row_resident: bool,
         /// CTAs sharing one output tile, each over its own share of the `K` steps (split-K;
         /// 1: none). The partial tiles meet in a global workspace; the last CTA of a tile to
-        /// finish sums them in split order and runs the epilogue ([`split_k_grid`]).
+        /// finish sums them in split order and runs the epilogue (`split_k_grid`).
         splits: u64,
     },
     /// A cooperative row reduction.
