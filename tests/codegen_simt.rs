@@ -114,8 +114,9 @@ fn every_simt_tile_runs_a_transposed_gemm() {
 
 /// Split-K (`M` = 45, `K` = 530, `N` = 50: 6 tiles of 32×32 for 132 SMs, 17 steps of 32 or 34
 /// of 16): every split of the space, 2 to 16 CTAs per tile, with the `K` tail in the last
-/// split and splits left without a step (17 steps in 8 splits of 3: the seventh and eighth
-/// walk 0 and none; 34 in 16 of 3), each summing its partial tiles back in split order.
+/// split that has steps and splits left without one (17 steps in 8 splits of 3: the sixth walks
+/// 2, the seventh and eighth none; 34 in 16 of 3: the twelfth walks 1, the last four none),
+/// each summing its partial tiles back in split order.
 #[test]
 fn every_split_k_point_runs_a_deep_gemm() {
     let tiles = every_simt_tile(
