@@ -364,3 +364,59 @@ fn verifier_rejects_the_skeleton_without_its_wait_or_barrier() {
         Err(GpuIrError::TokenNotReady { ref token, .. }) if token == "barrier"
     ));
 }
+
+/// Split-K on the tensor-core template (a fp16 `40×1000×72` GEMM: one or two tiles for 108
+/// SMs, `K` tails in the last step): 2 to 16 CTAs per tile under async and synchronous
+/// pipelines, each split's partial tile summed back in split order by the last CTA, on the
+/// host against the reference.
+#[test]
+fn fp16_split_k_every_split_and_pipeline() {
+    let p = lowered(&gemm_graph("fp16", ["40", "1000", "72"], false, true));
+    let o = optimize(&p, &sm80()).expect("optimizes");
+    let regions = mma_regions(&o);
+    assert_eq!(regions.len(), 1, "one tensor-core contraction kernel");
+    let r = regions[0];
+    let generated = generate(&o).expect("generates");
+    let choice = choose_plan(r, &o.model).expect("plan");
+    let planned = emit::kernel_of(r, &choice, &o.model.target).expect("the plan emits");
+    let b = BTreeMap::new();
+    let ins = random_inputs(&p, &b, 7).expect("inputs");
+    let want = evaluate(&p, &b, &ins).expect("reference evaluates");
+    for v in [VARIANTS[0], VARIANTS[1], VARIANTS[2], VARIANTS[4]] {
+        for splits in [1, 2, 4, 8, 16] {
+            let mut c = choice.clone();
+            let Knobs::Contraction {
+                bm,
+                bn,
+                bk,
+                stages,
+                warps_m,
+                warps_n,
+                async_,
+                splits: s,
+                ..
+            } = &mut c.best.knobs
+            else {
+                panic!("not a contraction plan")
+            };
+            [*bm, *bn, *bk] = v.tile;
+            [*warps_m, *warps_n] = v.warps;
+            *stages = v.stages;
+            *async_ = v.async_;
+            *s = splits;
+            let k = emit::kernel_of(r, &c, &o.model.target).expect("the kernel builds");
+            assert_eq!(k.launch.grid[2].0.as_int(), Some(splits as i64), "{v:?}");
+            let (source, manifest) = common::host::swap_kernel(&generated, &planned, &k);
+            let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
+                .unwrap_or_else(|e| panic!("{v:?} split {splits}: the host run fails: {e}"));
+            for (name, w) in &want {
+                assert_close(
+                    &format!("{name} {v:?} split {splits}"),
+                    &got[name].to_f64(),
+                    &w.to_f64(),
+                    1e-2,
+                );
+            }
+        }
+    }
+}

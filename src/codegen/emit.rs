@@ -134,8 +134,12 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Ker
             let tensor_cores =
                 matches!(&choice.work.shape, Shape::Contraction(g) if g.tensor_cores);
             match algo {
-                _ if splits > 1 && algo != Algo::Simt => {
-                    return Err(not_emittable(r, choice, "only the SIMT template splits K"));
+                _ if splits > 1 && !matches!(algo, Algo::Simt | Algo::MmaSync) => {
+                    return Err(not_emittable(
+                        r,
+                        choice,
+                        "only the SIMT and mma_sync templates split K",
+                    ));
                 }
                 Algo::MmaSync => {
                     let dtype = templates::contraction_mma::mma_dtype(r, &v)
@@ -154,6 +158,7 @@ pub fn kernel_of(r: &Region, choice: &PlanChoice, target: &Target) -> Result<Ker
                             warps: [warps_m, warps_n],
                             stages: u64::from(stages),
                             async_,
+                            splits,
                         },
                     )?
                 }

@@ -432,8 +432,8 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
 /// Most CTAs one split-K tile is divided among.
 pub const MAX_SPLITS: u64 = 16;
 
-/// The split-K points of a contraction whose tiles leave SMs idle: for every SIMT tile of
-/// `grid` (no row epilogue: its rows are reduced by the tile's own pass), the splits
+/// The split-K points of a contraction whose tiles leave SMs idle: for every SIMT or
+/// `mma_sync` tile of `grid` (no row epilogue: its rows are reduced by the tile's own pass), the splits
 /// `S ∈ {2, 4, 8, 16}` that keep at least two `K` steps per CTA and at most two waves of
 /// CTAs (`batch · tiles · S ≤ 2 · SMs`), when the unsplit tiles fill less than the GPU
 /// (ResNet-18's last stage: a 7×7 map with 512 channels is 16 tiles of 32×32 for 132 SMs, each
@@ -445,17 +445,19 @@ fn split_k_grid(g: &Gemm, target: &Target, grid: &[Knobs]) -> Vec<Knobs> {
     if g.row_extent.is_some() {
         return out;
     }
+    // A gathered (convolution) operand's hoisted rows start at step 0: `mma_sync` splits
+    // plain and register-staged operands only.
+    let gathers = g.fill.contains(&crate::plan::work::Fill::Gather);
     for k in grid {
         let Knobs::Contraction {
-            algo: Algo::Simt,
-            bm,
-            bn,
-            bk,
-            ..
+            algo, bm, bn, bk, ..
         } = *k
         else {
             continue;
         };
+        if !(algo == Algo::Simt || algo == Algo::MmaSync && !gathers) {
+            continue;
+        }
         let ctas = g.batch * (g.m / bm as f64).ceil() * (g.n / bn as f64).ceil();
         let steps = (g.k / bk as f64).ceil() as u64;
         if ctas >= sms {

@@ -59,7 +59,7 @@ use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::contraction::{Side, View};
-use super::{bind_flat, params};
+use super::{bind_flat, params, split_k};
 use crate::ir::axis::AxisExpr;
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
@@ -86,6 +86,9 @@ pub struct MmaPlan {
     pub stages: u64,
     /// Whether plain operands are copied with `cp.async`.
     pub async_: bool,
+    /// CTAs per tile, each over its share of the `K` steps (split-K, [`super::split_k`]; 1:
+    /// none). Not with a gathered (convolution) operand, whose hoisted rows start at step 0.
+    pub splits: u64,
 }
 
 impl MmaPlan {
@@ -583,6 +586,19 @@ pub fn build(
         }
     };
     let sides = [mk(Side::A), mk(Side::B)];
+    if p.splits > 1 && sides.iter().any(|s| s.gather.is_some()) {
+        return Err(bad(
+            "split-K with a gathered operand (its hoisted rows start at step 0)".into(),
+        ));
+    }
+    // The `K` tile a loads of local step `kt` reads: the split's share starts at `kt0`.
+    let global = |kt: &str| {
+        if p.splits > 1 {
+            format!("(kt0 + {kt})")
+        } else {
+            kt.to_string()
+        }
+    };
     let any_async = sides.iter().any(|s| s.copy.is_some());
     for s in &sides {
         let how = if let Some(test) = s.copy.and(s.aligned.as_ref()) {
@@ -607,7 +623,7 @@ pub fn build(
     em.emit(Stmt::int("warp", "(int)dlc_warp()"));
     em.emit(Stmt::int("wr", format!("warp / {warps_n} * {wm}")));
     em.emit(Stmt::int("wc", format!("warp % {warps_n} * {wn}")));
-    v.open_tile(em, [bm, bn, bk]);
+    v.open_split_tile(em, [bm, bn, bk], p.splits);
     em.emit(Stmt::Array {
         ty: CType::F32,
         name: "acc".into(),
@@ -631,7 +647,7 @@ pub fn build(
     }
     // The prologue: tiles 0..S-1 into stages 0..S-1, one commit group each.
     for t in 0..stages - 1 {
-        let (kt, st) = (t.to_string(), t.to_string());
+        let (kt, st) = (global(&t.to_string()), t.to_string());
         em.open();
         for s in &sides {
             let mut fill = copies(em, v, s, &p, &kt, &st, TILE, dtype)?;
@@ -660,9 +676,10 @@ pub fn build(
     }
     em.emit(Stmt::Barrier);
     em.open();
+    let nt = global("nt");
     for s in &sides {
-        let mut refill = copies(em, v, s, &p, "nt", "ns", REFILL, dtype)?;
-        refill.extend(reg_loads(em, v, s, &p, "nt", "ns", dtype)?);
+        let mut refill = copies(em, v, s, &p, &nt, "ns", REFILL, dtype)?;
+        refill.extend(reg_loads(em, v, s, &p, &nt, "ns", dtype)?);
         for f in refill {
             em.emit(f);
         }
@@ -746,9 +763,20 @@ pub fn build(
     let chunk = v
         .store_chunk(r, em)
         .filter(|c| warps_m * warps_n * 16 * wn * c.dtype.size_bytes() <= ring);
+    em.open();
     match chunk {
         Some(c) => epilogue::staged(em, v, &p, c)?,
         None => epilogue::direct(em, v, &p)?,
+    }
+    let epi = em.close();
+    if p.splits > 1 {
+        for s in split_k::fixup(p.splits, "acc", &[mi_n, ni_n, 4], threads, epi) {
+            em.emit(s);
+        }
+    } else {
+        for s in epi {
+            em.emit(s);
+        }
     }
     em.pop_scope();
     let body = em.close();
@@ -766,12 +794,16 @@ pub fn build(
             .iter()
             .filter_map(|s| s.gather.as_ref().map(|g| g.table(s, &p))),
     );
-    let grid = v.grid(bm, bn);
+    let grid = v.split_grid(bm, bn, p.splits);
+    let mut ps = params(r);
+    if p.splits > 1 {
+        split_k::declare(&mut ps, &mut smem, &grid, p.splits, bm * bn);
+    }
     let mut k = Kernel {
         name: cexpr::ident(&r.name),
         arch,
         template: "contraction_mma".into(),
-        params: params(r),
+        params: ps,
         launch: Launch {
             grid: grid.map(Size),
             block: [threads as u32, 1, 1],

@@ -10,14 +10,11 @@
 //! the accumulators and stores predicated on the output's bounds.
 
 use super::super::cexpr;
-use super::super::gpu::{
-    CType, Div, Kernel, Launch, Param, ParamKind, Smem, Stmt, Unroll, WorkspaceParam,
-};
+use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::contraction::{Side, View};
-use super::params;
-use crate::ir::dim::Dim;
+use super::{params, split_k};
 use crate::ir::region::{Region, Size};
 use crate::plan::regs::{simt_micro_tile, SIMT_ROW_PAD};
 use crate::target::Arch;
@@ -235,7 +232,7 @@ pub fn build(
     em.emit(Stmt::unrolled("i", tm, rows));
     let epi = em.close();
     if splits > 1 {
-        for s in split_fixup(splits, [tm, tn], threads, epi) {
+        for s in split_k::fixup(splits, "acc", &[tm, tn], threads, epi) {
             em.emit(s);
         }
     } else {
@@ -260,37 +257,7 @@ pub fn build(
     ];
     let mut ps = params(r);
     if splits > 1 {
-        smem.push(Smem {
-            name: "split_last".into(),
-            ty: CType::I32,
-            dims: vec![1],
-            dynamic: false,
-        });
-        let tiles = grid[0].mul(&grid[1]);
-        let at = ps
-            .iter()
-            .position(|p| p.kind == ParamKind::Symbol)
-            .unwrap_or(ps.len());
-        let workspace = [
-            (
-                WS_PARTIAL,
-                CType::F32,
-                tiles.mul(&Dim::int((splits * bm * bn) as i64)),
-                false,
-            ),
-            (WS_COUNTER, CType::I32, tiles, true),
-        ]
-        .map(|(name, ty, elems, zeroed)| Param {
-            name: name.into(),
-            ty,
-            kind: ParamKind::Workspace,
-            tmap: None,
-            workspace: Some(WorkspaceParam {
-                elems: Size(elems),
-                zeroed,
-            }),
-        });
-        ps.splice(at..at, workspace);
+        split_k::declare(&mut ps, &mut smem, &grid, splits, bm * bn);
     }
     Ok(Kernel {
         name: cexpr::ident(&r.name),
@@ -306,88 +273,4 @@ pub fn build(
         body,
         max_regs: None,
     })
-}
-
-/// The workspace parameter of split-K's partial tiles: per tile, per split, each thread's
-/// `TM·TN` accumulators, thread-fastest (a warp's stores and loads coalesce).
-const WS_PARTIAL: &str = "ws_partial";
-/// The workspace parameter of split-K's arrival counters, one per tile (zero between launches).
-const WS_COUNTER: &str = "ws_count";
-
-/// Split-K's end of a CTA, then `epilogue` (on `acc`) in the last CTA of the tile: every CTA
-/// stores its partial accumulators to its slot of [`WS_PARTIAL`], fences, and counts itself in
-/// the tile's [`WS_COUNTER`]; the CTA that counts last (it sees `splits - 1`) resets the
-/// counter for the next launch, reads the `splits` partial tiles back in split order — the
-/// same sum whichever CTA arrives last — and runs the epilogue.
-fn split_fixup(splits: u64, [tm, tn]: [u64; 2], threads: u64, epilogue: Vec<Stmt>) -> Vec<Stmt> {
-    let slot = |split: &str| {
-        format!("(((long long)tile_id * {splits} + {split}) * {tm} * {tn} + i * {tn} + j) * {threads} + tid")
-    };
-    let each = |body: Vec<Stmt>| Stmt::unrolled("i", tm, vec![Stmt::unrolled("j", tn, body)]);
-    let mut sum = vec![Stmt::Let {
-        ty: CType::F32,
-        name: "split_sum".into(),
-        value: "0.0f".into(),
-        mutable: true,
-    }];
-    sum.push(Stmt::unrolled(
-        "q",
-        splits,
-        vec![Stmt::Assign {
-            place: "split_sum".into(),
-            value: format!("split_sum + dlc_ld_cg({WS_PARTIAL} + {})", slot("q")),
-        }],
-    ));
-    sum.push(Stmt::Assign {
-        place: "acc[i][j]".into(),
-        value: "split_sum".into(),
-    });
-    let mut last = vec![Stmt::Fence, each(sum)];
-    last.extend(epilogue);
-    vec![
-        Stmt::int("tile_id", "(int)(blockIdx.x + gridDim.x * blockIdx.y)"),
-        each(vec![Stmt::Store {
-            buffer: WS_PARTIAL.into(),
-            index: slot("(int)blockIdx.z"),
-            value: "acc[i][j]".into(),
-            ty: CType::F32,
-            vector: 1,
-        }]),
-        Stmt::Fence,
-        Stmt::Barrier,
-        Stmt::If {
-            cond: "tid == 0".into(),
-            div: Div::Thread,
-            then: vec![
-                Stmt::int(
-                    "arrived",
-                    format!("dlc_atomic_add({WS_COUNTER} + tile_id, 1)"),
-                ),
-                Stmt::Assign {
-                    place: "split_last[0]".into(),
-                    value: format!("arrived == {}", splits - 1),
-                },
-                Stmt::If {
-                    cond: format!("arrived == {}", splits - 1),
-                    div: Div::Thread,
-                    then: vec![Stmt::Store {
-                        buffer: WS_COUNTER.into(),
-                        index: "tile_id".into(),
-                        value: "0".into(),
-                        ty: CType::I32,
-                        vector: 1,
-                    }],
-                    otherwise: vec![],
-                },
-            ],
-            otherwise: vec![],
-        },
-        Stmt::Barrier,
-        Stmt::If {
-            cond: "split_last[0]".into(),
-            div: Div::Block,
-            then: last,
-            otherwise: vec![],
-        },
-    ]
 }

@@ -26,6 +26,7 @@ pub mod row;
 pub mod row_guard;
 pub mod scan;
 pub mod sm90;
+pub mod split_k;
 pub mod vector;
 
 use super::cexpr;

@@ -43,10 +43,11 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 // The slices' partial sums (`part[slices][bn][bm]` fp32).
                 Algo::Gemv if warps_m > 1 => warps_m * bn * bm * 4,
                 Algo::Gemv => 0,
-                // Split-K adds the block's `split_last` flag (an int).
-                Algo::Simt => regs::simt_smem_bytes(bm, bn, bk) + if splits > 1 { 4 } else { 0 },
+                Algo::Simt => regs::simt_smem_bytes(bm, bn, bk),
                 _ => stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem),
             };
+            // Split-K adds the block's `split_last` flag (an int).
+            let smem = smem + if splits > 1 { 4 } else { 0 };
             (regs, smem)
         }
         Knobs::Reduction {

@@ -11,17 +11,18 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48*max(1, (T+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, float* __restrict__ out0, int s_T) {
+// contraction_mma kernel `k0_mul_add_erf_reduce` for sm90: grid (48*max(1, (T+63)//64), 1, 4), block (128, 1, 1), 32768 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(128, 1) k0_mul_add_erf_reduce(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, float* __restrict__ out0, float* __restrict__ ws_partial, int* __restrict__ ws_count, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
   __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
   __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
+  __shared__ __align__(16) int split_last[1];
   // operand A: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
   const int lane = (int)dlc_lane();
   const int warp = (int)dlc_warp();
-  const int wr = warp / 2 * 16;
+  const int wr = warp / 2 * 32;
   const int wc = warp % 2 * 32;
   const int tiles_m = (dlc_floordiv((63 + s_T), 64));
   const int tiles_n = 48;
@@ -32,28 +33,31 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   const int in_group = pid % (8 * tiles_n);
   const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
-  const int kt_count = (768 + 31) / 32;
-  float acc[1][4][4] = {};
+  const int kt_total = (768 + 31) / 32;
+  const int kt_per = (kt_total + 3) / 4;
+  const int kt0 = (int)blockIdx.z * kt_per;
+  const int kt_count = dlc_imax(0, dlc_imin(kt_per, kt_total - kt0));
+  float acc[2][4][4] = {};
   if (0 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 1; l += 1) {
-      const int c = tid + l * 256;
+    for (int l = 0; l < 2; l += 1) {
+      const int c = tid + l * 128;
       const int o = c / 4;
       const int kk = (c % 4) * 8;
       const int go = m0 + o;
-      const int gk = 0 * 32 + kk;
+      const int gk = (kt0 + 0) * 32 + kk;
       const bool ok = go < (s_T) && gk < 768;
       const int o_m_1 = go;
       const int k_k_2 = gk;
       dlc_cp_async_16(&As[0][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_1 * 768 + k_k_2)) : in0), ok ? 16 : 0);  // -> tile
     }
     #pragma unroll
-    for (int l = 0; l < 1; l += 1) {
-      const int c = tid + l * 256;
+    for (int l = 0; l < 2; l += 1) {
+      const int c = tid + l * 128;
       const int o = (c % 8) * 8;
       const int kk = c / 8;
       const int go = n0 + o;
-      const int gk = 0 * 32 + kk;
+      const int gk = (kt0 + 0) * 32 + kk;
       const bool ok = go < 3072 && gk < 768;
       const int o_n_3 = go;
       const int k_k_4 = gk;
@@ -63,24 +67,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   dlc_cp_async_commit();  // TokLoad tile
   if (1 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 1; l += 1) {
-      const int c = tid + l * 256;
+    for (int l = 0; l < 2; l += 1) {
+      const int c = tid + l * 128;
       const int o = c / 4;
       const int kk = (c % 4) * 8;
       const int go = m0 + o;
-      const int gk = 1 * 32 + kk;
+      const int gk = (kt0 + 1) * 32 + kk;
       const bool ok = go < (s_T) && gk < 768;
       const int o_m_5 = go;
       const int k_k_6 = gk;
       dlc_cp_async_16(&As[1][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_5 * 768 + k_k_6)) : in0), ok ? 16 : 0);  // -> tile
     }
     #pragma unroll
-    for (int l = 0; l < 1; l += 1) {
-      const int c = tid + l * 256;
+    for (int l = 0; l < 2; l += 1) {
+      const int c = tid + l * 128;
       const int o = (c % 8) * 8;
       const int kk = c / 8;
       const int go = n0 + o;
-      const int gk = 1 * 32 + kk;
+      const int gk = (kt0 + 1) * 32 + kk;
       const bool ok = go < 3072 && gk < 768;
       const int o_n_7 = go;
       const int k_k_8 = gk;
@@ -90,24 +94,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
   dlc_cp_async_commit();  // TokLoad tile
   if (2 < kt_count) {
     #pragma unroll
-    for (int l = 0; l < 1; l += 1) {
-      const int c = tid + l * 256;
+    for (int l = 0; l < 2; l += 1) {
+      const int c = tid + l * 128;
       const int o = c / 4;
       const int kk = (c % 4) * 8;
       const int go = m0 + o;
-      const int gk = 2 * 32 + kk;
+      const int gk = (kt0 + 2) * 32 + kk;
       const bool ok = go < (s_T) && gk < 768;
       const int o_m_9 = go;
       const int k_k_10 = gk;
       dlc_cp_async_16(&As[2][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_9 * 768 + k_k_10)) : in0), ok ? 16 : 0);  // -> tile
     }
     #pragma unroll
-    for (int l = 0; l < 1; l += 1) {
-      const int c = tid + l * 256;
+    for (int l = 0; l < 2; l += 1) {
+      const int c = tid + l * 128;
       const int o = (c % 8) * 8;
       const int kk = c / 8;
       const int go = n0 + o;
-      const int gk = 2 * 32 + kk;
+      const int gk = (kt0 + 2) * 32 + kk;
       const bool ok = go < 3072 && gk < 768;
       const int o_n_11 = go;
       const int k_k_12 = gk;
@@ -124,24 +128,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
     __syncthreads();
     if (nt < kt_count) {
       #pragma unroll
-      for (int l = 0; l < 1; l += 1) {
-        const int c = tid + l * 256;
+      for (int l = 0; l < 2; l += 1) {
+        const int c = tid + l * 128;
         const int o = c / 4;
         const int kk = (c % 4) * 8;
         const int go = m0 + o;
-        const int gk = nt * 32 + kk;
+        const int gk = (kt0 + nt) * 32 + kk;
         const bool ok = go < (s_T) && gk < 768;
         const int o_m_13 = go;
         const int k_k_14 = gk;
         dlc_cp_async_16(&As[ns][o][kk ^ (((o >> 1) & 3) << 3)], (ok ? in0 + ((o_m_13 * 768 + k_k_14)) : in0), ok ? 16 : 0);  // -> tile_refill
       }
       #pragma unroll
-      for (int l = 0; l < 1; l += 1) {
-        const int c = tid + l * 256;
+      for (int l = 0; l < 2; l += 1) {
+        const int c = tid + l * 128;
         const int o = (c % 8) * 8;
         const int kk = c / 8;
         const int go = n0 + o;
-        const int gk = nt * 32 + kk;
+        const int gk = (kt0 + nt) * 32 + kk;
         const bool ok = go < 3072 && gk < 768;
         const int o_n_15 = go;
         const int k_k_16 = gk;
@@ -151,10 +155,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
     dlc_cp_async_commit();  // TokLoad tile_refill
     #pragma unroll
     for (int ks = 0; ks < 2; ks += 1) {
-      unsigned af[1][4];
+      unsigned af[2][4];
       unsigned bfr[2][4];
       #pragma unroll
-      for (int mi = 0; mi < 1; mi += 1) {
+      for (int mi = 0; mi < 2; mi += 1) {
         const int lo = wr + mi * 16 + (((lane >> 3) & 1) * 8) + (lane & 7);
         const int lk = ks * 16 + ((lane >> 4) * 8);
         dlc_ldmatrix_x4(af[mi], &As[st][lo][lk ^ (((lo >> 1) & 3) << 3)]);
@@ -166,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
         dlc_ldmatrix_x4_trans(bfr[nj], &Bs[st][lk][lo ^ ((lk & 7) << 3)]);
       }
       #pragma unroll
-      for (int mi = 0; mi < 1; mi += 1) {
+      for (int mi = 0; mi < 2; mi += 1) {
         #pragma unroll
         for (int ni = 0; ni < 4; ni += 1) {
           dlc_mma_m16n8k16_f16(acc[mi][ni], af[mi], &bfr[ni >> 1][(ni & 1) * 2], acc[mi][ni]);
@@ -174,56 +178,105 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_add_erf_reduce(const
       }
     }
   }
-  // the output tile staged through shared memory (the operand ring), stored in 4-element (16-byte) chunks along N
-  __syncthreads();
+  const int tile_id = (int)(blockIdx.x + gridDim.x * blockIdx.y);
+  const long long split_base = (long long)tile_id * 16384 + tid;
   #pragma unroll
-  for (int mi = 0; mi < 1; mi += 1) {
-    /* epilogue: after acc_ready, -> stored */ {
+  for (int sk0 = 0; sk0 < 2; sk0 += 1) {
+    #pragma unroll
+    for (int sk1 = 0; sk1 < 4; sk1 += 1) {
       #pragma unroll
-      for (int ni = 0; ni < 4; ni += 1) {
+      for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+        ws_partial[split_base + ((int)blockIdx.z * 32 + (((0) * 2 + sk0) * 4 + sk1) * 4 + sk2) * 128] = acc[sk0][sk1][sk2];
+      }
+    }
+  }
+  dlc_fence();
+  __syncthreads();
+  if (tid == 0) {
+    const int arrived = dlc_atomic_add(ws_count + tile_id, 1);
+    split_last[0] = arrived == 3;
+    if (arrived == 3) {
+      ws_count[tile_id] = 0;
+    }
+  }
+  __syncthreads();
+  if (split_last[0]) {
+    dlc_fence();
+    #pragma unroll
+    for (int sk0 = 0; sk0 < 2; sk0 += 1) {
+      #pragma unroll
+      for (int sk1 = 0; sk1 < 4; sk1 += 1) {
         #pragma unroll
-        for (int e = 0; e < 4; e += 1) {
-          const int rl = (lane >> 2) + (e >> 1) * 8;
-          const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
-          if (m0 + wr + mi * 16 + rl < (s_T) && n0 + wc + cl < 3072) {
-            const int m_m_17 = m0 + wr + mi * 16 + rl;
-            const int n_n_18 = n0 + wc + cl;
-            const float c1_19 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
-            const float c2_20 = dlc_round_f16(c1_19);
-            const float c3_21 = (c2_20 * 0.70710677f);
-            const float c4_22 = dlc_erf(c3_21);
-            const float c5_23 = (c4_22 + ((float)1));
-            const float c6_24 = (c2_20 * c5_23);
-            const float c7_25 = (c6_24 * 0.5f);
-            reinterpret_cast<float*>(&As[0][0][0])[(warp * 16 + rl) * 32 + (((cl) / 4 + rl) % 8) * 4 + (cl) % 4] = c7_25;
+        for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+          acc[sk0][sk1][sk2] = 0.0f;
+        }
+      }
+    }
+    #pragma unroll 1
+    for (int q = 0; q < 4; q += 1) {
+      #pragma unroll
+      for (int sk0 = 0; sk0 < 2; sk0 += 1) {
+        #pragma unroll
+        for (int sk1 = 0; sk1 < 4; sk1 += 1) {
+          #pragma unroll
+          for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+            acc[sk0][sk1][sk2] = acc[sk0][sk1][sk2] + dlc_ld_cg(ws_partial + split_base + (q * 32 + (((0) * 2 + sk0) * 4 + sk1) * 4 + sk2) * 128);
           }
         }
       }
     }
+    // the output tile staged through shared memory (the operand ring), stored in 4-element (16-byte) chunks along N
     __syncthreads();
-    // reads shared memory staged by barrier
     #pragma unroll
-    for (int i = 0; i < 4; i += 1) {
-      const int ch = lane + i * 32;
-      const int sr = ch / 8;
-      const int sc = ch % 8;
-      const int gm = m0 + wr + mi * 16 + sr;
-      const int gn = n0 + wc + sc * 4;
-      if (ch < 128 && gm < (s_T) && gn < 3072) {
-        const int m_m_26 = gm;
-        const int n_n_27 = gn;
-        dlc_st_vec<16>(&out0[(m_m_26 * 3072 + n_n_27)], &(&reinterpret_cast<float*>(&As[0][0][0])[(warp * 16 + sr) * 32 + (((sc * 4) / 4 + sr) % 8) * 4 + (sc * 4) % 4])[0]);
+    for (int mi = 0; mi < 2; mi += 1) {
+      /* epilogue: after acc_ready, -> stored */ {
+        #pragma unroll
+        for (int ni = 0; ni < 4; ni += 1) {
+          #pragma unroll
+          for (int e = 0; e < 4; e += 1) {
+            const int rl = (lane >> 2) + (e >> 1) * 8;
+            const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
+            if (m0 + wr + mi * 16 + rl < (s_T) && n0 + wc + cl < 3072) {
+              const int m_m_17 = m0 + wr + mi * 16 + rl;
+              const int n_n_18 = n0 + wc + cl;
+              const float c1_19 = (acc[mi][ni][e] + dlc_f32(in2[n_n_18]));
+              const float c2_20 = dlc_round_f16(c1_19);
+              const float c3_21 = (c2_20 * 0.70710677f);
+              const float c4_22 = dlc_erf(c3_21);
+              const float c5_23 = (c4_22 + ((float)1));
+              const float c6_24 = (c2_20 * c5_23);
+              const float c7_25 = (c6_24 * 0.5f);
+              reinterpret_cast<float*>(&As[0][0][0])[(warp * 16 + rl) * 32 + (((cl) / 4 + rl) % 8) * 4 + (cl) % 4] = c7_25;
+            }
+          }
+        }
       }
+      __syncthreads();
+      // reads shared memory staged by barrier
+      #pragma unroll
+      for (int i = 0; i < 4; i += 1) {
+        const int ch = lane + i * 32;
+        const int sr = ch / 8;
+        const int sc = ch % 8;
+        const int gm = m0 + wr + mi * 16 + sr;
+        const int gn = n0 + wc + sc * 4;
+        if (ch < 128 && gm < (s_T) && gn < 3072) {
+          const int m_m_26 = gm;
+          const int n_n_27 = gn;
+          dlc_st_vec<16>(&out0[(m_m_26 * 3072 + n_n_27)], &(&reinterpret_cast<float*>(&As[0][0][0])[(warp * 16 + sr) * 32 + (((sc * 4) / 4 + sr) % 8) * 4 + (sc * 4) % 4])[0]);
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
   }
 }
 
-// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12*max(1, (T+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_T) {
+// contraction_mma kernel `k1_add_reduce_mul` for sm90: grid (12*max(1, (T+63)//64), 1, 8), block (256, 1, 1), 32768 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const float* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, float* __restrict__ ws_partial, int* __restrict__ ws_count, int s_T) {
   DLC_DYN_SMEM(dlc_dyn_smem);
   __half (&As)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 0);
   __half (&Bs)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 16384);
+  __shared__ __align__(16) int split_last[1];
   // operand A: K-major tile, loaded through registers: not a plain contiguous, 16-byte aligned read, so cp.async cannot copy it
   // operand B: outer-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
@@ -240,7 +293,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
   const int in_group = pid % (8 * tiles_n);
   const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
-  const int kt_count = (3072 + 31) / 32;
+  const int kt_total = (3072 + 31) / 32;
+  const int kt_per = (kt_total + 7) / 8;
+  const int kt0 = (int)blockIdx.z * kt_per;
+  const int kt_count = dlc_imax(0, dlc_imin(kt_per, kt_total - kt0));
   float acc[1][4][4] = {};
   unsigned ra[4];
   if (0 < kt_count) {
@@ -250,17 +306,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       const int o = c / 16;
       const int kk = (c % 16) * 2;
       float x0 = 0.0f;
-      if (m0 + o < (s_T) && 0 * 32 + kk < 3072) {
+      if (m0 + o < (s_T) && (kt0 + 0) * 32 + kk < 3072) {
         const int o_m_1 = m0 + o;
-        const int k_k_2 = 0 * 32 + kk;
+        const int k_k_2 = (kt0 + 0) * 32 + kk;
         x0 = dlc_round_f16(dlc_f32(in0[(o_m_1 * 3072 + k_k_2)]));
       } else {
         x0 = 0.0f;
       }
       float x1 = 0.0f;
-      if (m0 + o < (s_T) && 0 * 32 + kk + 1 < 3072) {
+      if (m0 + o < (s_T) && (kt0 + 0) * 32 + kk + 1 < 3072) {
         const int o_m_3 = m0 + o;
-        const int k_k_4 = 0 * 32 + kk + 1;
+        const int k_k_4 = (kt0 + 0) * 32 + kk + 1;
         x1 = dlc_round_f16(dlc_f32(in0[(o_m_3 * 3072 + k_k_4)]));
       } else {
         x1 = 0.0f;
@@ -280,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       const int o = (c % 8) * 8;
       const int kk = c / 8;
       const int go = n0 + o;
-      const int gk = 0 * 32 + kk;
+      const int gk = (kt0 + 0) * 32 + kk;
       const bool ok = go < 768 && gk < 3072;
       const int o_n_5 = go;
       const int k_k_6 = gk;
@@ -295,17 +351,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       const int o = c / 16;
       const int kk = (c % 16) * 2;
       float x0 = 0.0f;
-      if (m0 + o < (s_T) && 1 * 32 + kk < 3072) {
+      if (m0 + o < (s_T) && (kt0 + 1) * 32 + kk < 3072) {
         const int o_m_7 = m0 + o;
-        const int k_k_8 = 1 * 32 + kk;
+        const int k_k_8 = (kt0 + 1) * 32 + kk;
         x0 = dlc_round_f16(dlc_f32(in0[(o_m_7 * 3072 + k_k_8)]));
       } else {
         x0 = 0.0f;
       }
       float x1 = 0.0f;
-      if (m0 + o < (s_T) && 1 * 32 + kk + 1 < 3072) {
+      if (m0 + o < (s_T) && (kt0 + 1) * 32 + kk + 1 < 3072) {
         const int o_m_9 = m0 + o;
-        const int k_k_10 = 1 * 32 + kk + 1;
+        const int k_k_10 = (kt0 + 1) * 32 + kk + 1;
         x1 = dlc_round_f16(dlc_f32(in0[(o_m_9 * 3072 + k_k_10)]));
       } else {
         x1 = 0.0f;
@@ -325,7 +381,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       const int o = (c % 8) * 8;
       const int kk = c / 8;
       const int go = n0 + o;
-      const int gk = 1 * 32 + kk;
+      const int gk = (kt0 + 1) * 32 + kk;
       const bool ok = go < 768 && gk < 3072;
       const int o_n_11 = go;
       const int k_k_12 = gk;
@@ -340,17 +396,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       const int o = c / 16;
       const int kk = (c % 16) * 2;
       float x0 = 0.0f;
-      if (m0 + o < (s_T) && 2 * 32 + kk < 3072) {
+      if (m0 + o < (s_T) && (kt0 + 2) * 32 + kk < 3072) {
         const int o_m_13 = m0 + o;
-        const int k_k_14 = 2 * 32 + kk;
+        const int k_k_14 = (kt0 + 2) * 32 + kk;
         x0 = dlc_round_f16(dlc_f32(in0[(o_m_13 * 3072 + k_k_14)]));
       } else {
         x0 = 0.0f;
       }
       float x1 = 0.0f;
-      if (m0 + o < (s_T) && 2 * 32 + kk + 1 < 3072) {
+      if (m0 + o < (s_T) && (kt0 + 2) * 32 + kk + 1 < 3072) {
         const int o_m_15 = m0 + o;
-        const int k_k_16 = 2 * 32 + kk + 1;
+        const int k_k_16 = (kt0 + 2) * 32 + kk + 1;
         x1 = dlc_round_f16(dlc_f32(in0[(o_m_15 * 3072 + k_k_16)]));
       } else {
         x1 = 0.0f;
@@ -370,7 +426,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       const int o = (c % 8) * 8;
       const int kk = c / 8;
       const int go = n0 + o;
-      const int gk = 2 * 32 + kk;
+      const int gk = (kt0 + 2) * 32 + kk;
       const bool ok = go < 768 && gk < 3072;
       const int o_n_17 = go;
       const int k_k_18 = gk;
@@ -392,17 +448,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         const int o = c / 16;
         const int kk = (c % 16) * 2;
         float x0 = 0.0f;
-        if (m0 + o < (s_T) && nt * 32 + kk < 3072) {
+        if (m0 + o < (s_T) && (kt0 + nt) * 32 + kk < 3072) {
           const int o_m_19 = m0 + o;
-          const int k_k_20 = nt * 32 + kk;
+          const int k_k_20 = (kt0 + nt) * 32 + kk;
           x0 = dlc_round_f16(dlc_f32(in0[(o_m_19 * 3072 + k_k_20)]));
         } else {
           x0 = 0.0f;
         }
         float x1 = 0.0f;
-        if (m0 + o < (s_T) && nt * 32 + kk + 1 < 3072) {
+        if (m0 + o < (s_T) && (kt0 + nt) * 32 + kk + 1 < 3072) {
           const int o_m_21 = m0 + o;
-          const int k_k_22 = nt * 32 + kk + 1;
+          const int k_k_22 = (kt0 + nt) * 32 + kk + 1;
           x1 = dlc_round_f16(dlc_f32(in0[(o_m_21 * 3072 + k_k_22)]));
         } else {
           x1 = 0.0f;
@@ -415,7 +471,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
         const int o = (c % 8) * 8;
         const int kk = c / 8;
         const int go = n0 + o;
-        const int gk = nt * 32 + kk;
+        const int gk = (kt0 + nt) * 32 + kk;
         const bool ok = go < 768 && gk < 3072;
         const int o_n_23 = go;
         const int k_k_24 = gk;
@@ -457,42 +513,90 @@ extern "C" __global__ void __launch_bounds__(256, 1) k1_add_reduce_mul(const flo
       }
     }
   }
-  // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along N
-  __syncthreads();
+  const int tile_id = (int)(blockIdx.x + gridDim.x * blockIdx.y);
+  const long long split_base = (long long)tile_id * 32768 + tid;
   #pragma unroll
-  for (int mi = 0; mi < 1; mi += 1) {
-    /* epilogue: after acc_ready, -> stored */ {
+  for (int sk0 = 0; sk0 < 1; sk0 += 1) {
+    #pragma unroll
+    for (int sk1 = 0; sk1 < 4; sk1 += 1) {
       #pragma unroll
-      for (int ni = 0; ni < 4; ni += 1) {
+      for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+        ws_partial[split_base + ((int)blockIdx.z * 16 + (((0) * 1 + sk0) * 4 + sk1) * 4 + sk2) * 256] = acc[sk0][sk1][sk2];
+      }
+    }
+  }
+  dlc_fence();
+  __syncthreads();
+  if (tid == 0) {
+    const int arrived = dlc_atomic_add(ws_count + tile_id, 1);
+    split_last[0] = arrived == 7;
+    if (arrived == 7) {
+      ws_count[tile_id] = 0;
+    }
+  }
+  __syncthreads();
+  if (split_last[0]) {
+    dlc_fence();
+    #pragma unroll
+    for (int sk0 = 0; sk0 < 1; sk0 += 1) {
+      #pragma unroll
+      for (int sk1 = 0; sk1 < 4; sk1 += 1) {
         #pragma unroll
-        for (int e = 0; e < 4; e += 1) {
-          const int rl = (lane >> 2) + (e >> 1) * 8;
-          const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
-          if (m0 + wr + mi * 16 + rl < (s_T) && n0 + wc + cl < 768) {
-            const int m_m_25 = m0 + wr + mi * 16 + rl;
-            const int n_n_26 = n0 + wc + cl;
-            const float c1_27 = (acc[mi][ni][e] + dlc_f32(in2[n_n_26]));
-            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + rl) * 32 + (((cl) / 8 + rl) % 4) * 8 + (cl) % 8] = dlc_cvt<__half>(c1_27);
+        for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+          acc[sk0][sk1][sk2] = 0.0f;
+        }
+      }
+    }
+    #pragma unroll 1
+    for (int q = 0; q < 8; q += 1) {
+      #pragma unroll
+      for (int sk0 = 0; sk0 < 1; sk0 += 1) {
+        #pragma unroll
+        for (int sk1 = 0; sk1 < 4; sk1 += 1) {
+          #pragma unroll
+          for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+            acc[sk0][sk1][sk2] = acc[sk0][sk1][sk2] + dlc_ld_cg(ws_partial + split_base + (q * 16 + (((0) * 1 + sk0) * 4 + sk1) * 4 + sk2) * 256);
           }
         }
       }
     }
+    // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along N
     __syncthreads();
-    // reads shared memory staged by barrier
     #pragma unroll
-    for (int i = 0; i < 2; i += 1) {
-      const int ch = lane + i * 32;
-      const int sr = ch / 4;
-      const int sc = ch % 4;
-      const int gm = m0 + wr + mi * 16 + sr;
-      const int gn = n0 + wc + sc * 8;
-      if (ch < 64 && gm < (s_T) && gn < 768) {
-        const int m_m_28 = gm;
-        const int n_n_29 = gn;
-        dlc_st_vec<16>(&out0[(m_m_28 * 768 + n_n_29)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + sr) * 32 + (((sc * 8) / 8 + sr) % 4) * 8 + (sc * 8) % 8])[0]);
+    for (int mi = 0; mi < 1; mi += 1) {
+      /* epilogue: after acc_ready, -> stored */ {
+        #pragma unroll
+        for (int ni = 0; ni < 4; ni += 1) {
+          #pragma unroll
+          for (int e = 0; e < 4; e += 1) {
+            const int rl = (lane >> 2) + (e >> 1) * 8;
+            const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
+            if (m0 + wr + mi * 16 + rl < (s_T) && n0 + wc + cl < 768) {
+              const int m_m_25 = m0 + wr + mi * 16 + rl;
+              const int n_n_26 = n0 + wc + cl;
+              const float c1_27 = (acc[mi][ni][e] + dlc_f32(in2[n_n_26]));
+              reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + rl) * 32 + (((cl) / 8 + rl) % 4) * 8 + (cl) % 8] = dlc_cvt<__half>(c1_27);
+            }
+          }
+        }
       }
+      __syncthreads();
+      // reads shared memory staged by barrier
+      #pragma unroll
+      for (int i = 0; i < 2; i += 1) {
+        const int ch = lane + i * 32;
+        const int sr = ch / 4;
+        const int sc = ch % 4;
+        const int gm = m0 + wr + mi * 16 + sr;
+        const int gn = n0 + wc + sc * 8;
+        if (ch < 64 && gm < (s_T) && gn < 768) {
+          const int m_m_28 = gm;
+          const int n_n_29 = gn;
+          dlc_st_vec<16>(&out0[(m_m_28 * 768 + n_n_29)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 16 + sr) * 32 + (((sc * 8) / 8 + sr) % 4) * 8 + (sc * 8) % 8])[0]);
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
   }
 }
 
