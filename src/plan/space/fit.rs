@@ -32,6 +32,7 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 async_,
             };
             let regs = match algo {
+                Algo::MmaSync if splits > 1 => regs::mma_sync(g.fill, &t) + regs::SPLIT_K_REGS,
                 Algo::MmaSync => regs::mma_sync(g.fill, &t),
                 Algo::Simt => regs::simt(&t, g.pattern == crate::plan::work::Pattern::Conv),
                 // wgmma reads its operands from shared memory (a conv's image gathered by
