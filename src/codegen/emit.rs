@@ -229,6 +229,20 @@ pub fn workspace_buffers(k: &Kernel) -> Vec<BufferDecl> {
         .collect()
 }
 
+/// Passes `k`'s workspace buffers ([`workspace_buffers`]) in `args`, after its other buffers
+/// and before its symbols (the order of `k`'s parameters).
+pub fn splice_workspace_args(args: &mut Vec<KernelArg>, k: &Kernel) {
+    let at = args
+        .iter()
+        .position(|a| matches!(a, KernelArg::Symbol { .. }))
+        .unwrap_or(args.len());
+    let ws = workspace_buffers(k).into_iter().map(|b| KernelArg::Buffer {
+        name: b.name,
+        write: true,
+    });
+    args.splice(at..at, ws);
+}
+
 /// `k` with ptxas capped at the registers per thread its plan priced (`__maxnreg__`), for the
 /// templates whose register use the launch bounds alone do not hold to the plan's occupancy
 /// (the scan and the SIMT contraction; the others' plans price what their launch bounds give).
@@ -261,17 +275,7 @@ pub fn kernels(
                     r.outputs.iter().map(|o| o.name.as_str()),
                     &templates::symbols(r),
                 );
-                let at = args
-                    .iter()
-                    .position(|a| matches!(a, KernelArg::Symbol { .. }))
-                    .unwrap_or(args.len());
-                let ws = workspace_buffers(&kernel)
-                    .into_iter()
-                    .map(|b| KernelArg::Buffer {
-                        name: b.name,
-                        write: true,
-                    });
-                args.splice(at..at, ws);
+                splice_workspace_args(&mut args, &kernel);
                 args.extend(templates::sm90::tensor_map_args(r, &kernel));
                 EmittedKernel {
                     kernel,

@@ -185,16 +185,7 @@ pub fn swap_kernel(
                 l.block = new.launch.block;
                 l.dyn_smem_bytes = new.launch.dyn_smem_bytes;
                 l.args.retain(|a| !matches!(a, KernelArg::Buffer { name, .. } if old_ws.iter().any(|w| &w.name == name)));
-                let at = l
-                    .args
-                    .iter()
-                    .position(|a| matches!(a, KernelArg::Symbol { .. }))
-                    .unwrap_or(l.args.len());
-                let ws = new_ws.iter().map(|w| KernelArg::Buffer {
-                    name: w.name.clone(),
-                    write: true,
-                });
-                l.args.splice(at..at, ws);
+                dlc_egg::codegen::emit::splice_workspace_args(&mut l.args, new);
             }
         }
     }
