@@ -354,6 +354,78 @@ fn batch_one_literal_stays_on_tensor_cores() {
     assert_eq!(check(&c), staged(true, true));
 }
 
+/// Split-K with the image gathered (`K` = 288 in 9 steps of 32; a bf16 strided, dilated conv
+/// with `K` = 144, half a step in the last): 1 to 16 CTAs per tile — the last splits of 16
+/// walk no step — under 2 to 4 stages, synchronous and `cp.async`. Each split fills the conv
+/// gather's `K` table for its own global tiles (`kt0 + t`) into the local slots its loads
+/// read; the last CTA sums the partial tiles. On the host against the reference.
+#[test]
+fn gathered_conv_split_k_every_split_and_pipeline() {
+    let convs = [
+        Conv { c: 32, ..BASE },
+        Conv {
+            dt: "bf16",
+            n: 1,
+            c: 16,
+            hw: 11,
+            co: 24,
+            stride: 2,
+            dil: 2,
+            pad: 2,
+            ..BASE
+        },
+    ];
+    for c in convs {
+        let (p, o) = optimized(&c, Arch::Sm80);
+        let regions = mma_regions(&o);
+        assert_eq!(regions.len(), 1, "{c:?}: one tensor-core kernel");
+        let r = regions[0];
+        let generated = generate(&o).expect("generates");
+        let tiled = choose_tiled_plan(r, &o.model).expect("a plan");
+        let chosen = choose_plan(r, &o.model).expect("a plan");
+        let emitted = emit::kernel_of(r, &chosen, &o.model.target).expect("builds");
+        let b: BTreeMap<String, i64> = c
+            .bindings()
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        let ins = random_inputs(&p, &b, 5).expect("inputs");
+        let want = evaluate(&p, &b, &ins).expect("reference evaluates");
+        let rtol = if c.dt == "bf16" { 2e-2 } else { 1e-2 };
+        for (stages, async_) in [(2, false), (3, true), (4, true)] {
+            for splits in [1, 2, 4, 8, 16] {
+                let mut plan = tiled.clone();
+                let Knobs::Contraction {
+                    stages: st,
+                    async_: a,
+                    splits: s,
+                    ..
+                } = &mut plan.best.knobs
+                else {
+                    panic!("not a contraction plan")
+                };
+                (*st, *a, *s) = (stages, async_, splits);
+                let k = emit::kernel_of(r, &plan, &o.model.target).expect("the kernel builds");
+                let text = render::kernel(&k);
+                let at = format!("{c:?} stages {stages} async {async_} split {splits}");
+                assert!(text.contains("by the conv gather"), "{at}: gathered");
+                assert_eq!(text.contains("kt0"), splits > 1, "{at}: split");
+                let (source, manifest) = common::host::swap_kernel(&generated, &emitted, &k);
+                let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
+                    .unwrap_or_else(|e| panic!("{at}: the host run fails: {e}\n{text}"));
+                for (name, w) in &want {
+                    assert_close(
+                        &format!("{name} {at}"),
+                        &got[name].to_f64(),
+                        &w.to_f64(),
+                        rtol,
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Realistic shapes through NVRTC for sm_80 and sm_90a: the emitted tensor-core kernel
 /// compiles without spills (a spill is a compile error), issues `mma.sync`, copies `W` with
 /// `cp.async` and gathers `X`.

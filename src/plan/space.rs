@@ -445,9 +445,6 @@ fn split_k_grid(g: &Gemm, target: &Target, grid: &[Knobs]) -> Vec<Knobs> {
     if g.row_extent.is_some() {
         return out;
     }
-    // A gathered (convolution) operand's hoisted rows start at step 0: `mma_sync` splits
-    // plain and register-staged operands only.
-    let gathers = g.fill.contains(&crate::plan::work::Fill::Gather);
     for k in grid {
         let Knobs::Contraction {
             algo, bm, bn, bk, ..
@@ -455,7 +452,7 @@ fn split_k_grid(g: &Gemm, target: &Target, grid: &[Knobs]) -> Vec<Knobs> {
         else {
             continue;
         };
-        if !(algo == Algo::Simt || algo == Algo::MmaSync && !gathers) {
+        if !matches!(algo, Algo::Simt | Algo::MmaSync) {
             continue;
         }
         let ctas = g.batch * (g.m / bm as f64).ceil() * (g.n / bn as f64).ceil();

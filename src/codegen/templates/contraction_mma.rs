@@ -87,7 +87,7 @@ pub struct MmaPlan {
     /// Whether plain operands are copied with `cp.async`.
     pub async_: bool,
     /// CTAs per tile, each over its share of the `K` steps (split-K, [`super::split_k`]; 1:
-    /// none). Not with a gathered (convolution) operand, whose hoisted rows start at step 0.
+    /// none).
     pub splits: u64,
 }
 
@@ -95,6 +95,16 @@ impl MmaPlan {
     /// Threads per block.
     pub fn threads(&self) -> u64 {
         self.warps[0] * self.warps[1] * 32
+    }
+
+    /// The global `K` tile (C) of the CTA's local step `kt` (C): a split's share starts at
+    /// `kt0`. Shared-memory stages and the conv gather's table slots stay local.
+    fn k_tile(&self, kt: &str) -> String {
+        if self.splits > 1 {
+            format!("(kt0 + {kt})")
+        } else {
+            kt.to_string()
+        }
     }
 }
 
@@ -416,7 +426,7 @@ fn reg_loads(
         return Ok(vec![]);
     }
     if let Some(g) = &s.gather {
-        return g.loads(em, v, s, p, kt);
+        return g.loads(em, v, s, p, kt, st);
     }
     let bk = p.tile[2];
     let (o, k) = s.run("c", 2);
@@ -586,19 +596,8 @@ pub fn build(
         }
     };
     let sides = [mk(Side::A), mk(Side::B)];
-    if p.splits > 1 && sides.iter().any(|s| s.gather.is_some()) {
-        return Err(bad(
-            "split-K with a gathered operand (its hoisted rows start at step 0)".into(),
-        ));
-    }
     // The `K` tile a loads of local step `kt` reads: the split's share starts at `kt0`.
-    let global = |kt: &str| {
-        if p.splits > 1 {
-            format!("(kt0 + {kt})")
-        } else {
-            kt.to_string()
-        }
-    };
+    let global = |kt: &str| p.k_tile(kt);
     let any_async = sides.iter().any(|s| s.copy.is_some());
     for s in &sides {
         let how = if let Some(test) = s.copy.and(s.aligned.as_ref()) {

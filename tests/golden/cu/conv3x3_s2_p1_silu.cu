@@ -11,12 +11,13 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (max(1, (784*N+63)//64), 1, 1), block (256, 1, 1), 32768 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, int s_N) {
+// contraction_mma kernel `k0_mul_recip_add_exp2` for sm90: grid (max(1, (784*N+63)//64), 1, 4), block (256, 1, 1), 32768 B dynamic shared memory
+extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out0, float* __restrict__ ws_partial, int* __restrict__ ws_count, int s_N) {
   DLC_DYN_SMEM(dlc_dyn_smem);
   __half (&As)[4][32][64] = *reinterpret_cast<__half (*)[4][32][64]>(dlc_dyn_smem + 0);
   __half (&Bs)[4][64][32] = *reinterpret_cast<__half (*)[4][64][32]>(dlc_dyn_smem + 16384);
   __shared__ __align__(16) int ra_ktab[4][32][3];
+  __shared__ __align__(16) int split_last[1];
   // operand A: outer-major tile, loaded through registers by the conv gather (rows hoisted out of the K loop)
   // operand B: K-major tile, loaded cp.async 16-byte chunks (a plain, aligned read)
   const int tid = (int)threadIdx.x;
@@ -33,7 +34,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   const int in_group = pid % (8 * tiles_n);
   const int m0 = (first_m + in_group % group_m) * 64;
   const int n0 = (in_group / group_m) * 64;
-  const int kt_count = (576 + 31) / 32;
+  const int kt_total = (576 + 31) / 32;
+  const int kt_per = (kt_total + 3) / 4;
+  const int kt0 = (int)blockIdx.z * kt_per;
+  const int kt_count = dlc_imax(0, dlc_imin(kt_per, kt_total - kt0));
   float acc[1][4][4] = {};
   unsigned ra[4];
   int ra_g_row[1][2];
@@ -69,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   for (int l = 0; l < 1; l += 1) {
     const int e = tid + l * 256;
     if (e < 32) {
-      const int gk_13 = (0) * 32 + e;
+      const int gk_13 = ((kt0 + 0)) * 32 + e;
       const int k_k2_14 = (gk_13) % 3;
       const int q_15 = (gk_13) / 3;
       const int k_k1_16 = (q_15) % 3;
@@ -84,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   for (int l = 0; l < 1; l += 1) {
     const int e = tid + l * 256;
     if (e < 32) {
-      const int gk_19 = (1) * 32 + e;
+      const int gk_19 = ((kt0 + 1)) * 32 + e;
       const int k_k2_20 = (gk_19) % 3;
       const int q_21 = (gk_19) / 3;
       const int k_k1_22 = (q_21) % 3;
@@ -99,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   for (int l = 0; l < 1; l += 1) {
     const int e = tid + l * 256;
     if (e < 32) {
-      const int gk_25 = (2) * 32 + e;
+      const int gk_25 = ((kt0 + 2)) * 32 + e;
       const int k_k2_26 = (gk_25) % 3;
       const int q_27 = (gk_25) / 3;
       const int k_k1_28 = (q_27) % 3;
@@ -114,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
   for (int l = 0; l < 1; l += 1) {
     const int e = tid + l * 256;
     if (e < 32) {
-      const int gk_31 = (3) * 32 + e;
+      const int gk_31 = ((kt0 + 3)) * 32 + e;
       const int k_k2_32 = (gk_31) % 3;
       const int q_33 = (gk_31) / 3;
       const int k_k1_34 = (q_33) % 3;
@@ -132,9 +136,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int c = tid + l * 256;
       const int kk = (int)((unsigned)tid / 32u) + l * 8;
       // reads shared memory staged by barrier
-      const int ko_37 = ra_ktab[(0) % 4][kk + 0][0];
-      const int kc_38 = ra_ktab[(0) % 4][kk + 0][1];
-      const int kc_39 = ra_ktab[(0) % 4][kk + 0][2];
+      const int ko_37 = ra_ktab[0][kk + 0][0];
+      const int kc_38 = ra_ktab[0][kk + 0][1];
+      const int kc_39 = ra_ktab[0][kk + 0][2];
       const unsigned x_40 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_38) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_39) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_37]) : 0u;
       const unsigned x_41 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_38) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_39) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_37]) : 0u;
       ra[l] = x_40 | (x_41 << 16);
@@ -152,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int o = c / 4;
       const int kk = (c % 4) * 8;
       const int go = n0 + o;
-      const int gk = 0 * 32 + kk;
+      const int gk = (kt0 + 0) * 32 + kk;
       const bool ok = go < 64 && gk < 576;
       const int o_h_42 = go;
       const int k_k2_43 = (gk) % 3;
@@ -170,9 +174,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int c = tid + l * 256;
       const int kk = (int)((unsigned)tid / 32u) + l * 8;
       // reads shared memory staged by barrier
-      const int ko_48 = ra_ktab[(1) % 4][kk + 0][0];
-      const int kc_49 = ra_ktab[(1) % 4][kk + 0][1];
-      const int kc_50 = ra_ktab[(1) % 4][kk + 0][2];
+      const int ko_48 = ra_ktab[1][kk + 0][0];
+      const int kc_49 = ra_ktab[1][kk + 0][1];
+      const int kc_50 = ra_ktab[1][kk + 0][2];
       const unsigned x_51 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_49) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_50) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_48]) : 0u;
       const unsigned x_52 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_49) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_50) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_48]) : 0u;
       ra[l] = x_51 | (x_52 << 16);
@@ -190,7 +194,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int o = c / 4;
       const int kk = (c % 4) * 8;
       const int go = n0 + o;
-      const int gk = 1 * 32 + kk;
+      const int gk = (kt0 + 1) * 32 + kk;
       const bool ok = go < 64 && gk < 576;
       const int o_h_53 = go;
       const int k_k2_54 = (gk) % 3;
@@ -208,9 +212,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int c = tid + l * 256;
       const int kk = (int)((unsigned)tid / 32u) + l * 8;
       // reads shared memory staged by barrier
-      const int ko_59 = ra_ktab[(2) % 4][kk + 0][0];
-      const int kc_60 = ra_ktab[(2) % 4][kk + 0][1];
-      const int kc_61 = ra_ktab[(2) % 4][kk + 0][2];
+      const int ko_59 = ra_ktab[2][kk + 0][0];
+      const int kc_60 = ra_ktab[2][kk + 0][1];
+      const int kc_61 = ra_ktab[2][kk + 0][2];
       const unsigned x_62 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_60) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_61) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_59]) : 0u;
       const unsigned x_63 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_60) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_61) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_59]) : 0u;
       ra[l] = x_62 | (x_63 << 16);
@@ -228,7 +232,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       const int o = c / 4;
       const int kk = (c % 4) * 8;
       const int go = n0 + o;
-      const int gk = 2 * 32 + kk;
+      const int gk = (kt0 + 2) * 32 + kk;
       const bool ok = go < 64 && gk < 576;
       const int o_h_64 = go;
       const int k_k2_65 = (gk) % 3;
@@ -253,9 +257,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
         const int c = tid + l * 256;
         const int kk = (int)((unsigned)tid / 32u) + l * 8;
         // reads shared memory staged by barrier
-        const int ko_70 = ra_ktab[(nt) % 4][kk + 0][0];
-        const int kc_71 = ra_ktab[(nt) % 4][kk + 0][1];
-        const int kc_72 = ra_ktab[(nt) % 4][kk + 0][2];
+        const int ko_70 = ra_ktab[ns][kk + 0][0];
+        const int kc_71 = ra_ktab[ns][kk + 0][1];
+        const int kc_72 = ra_ktab[ns][kk + 0][2];
         const unsigned x_73 = (ra_g_row_ok[0][0] != 0 && (unsigned)(ra_g_rc0[0][0] + kc_71) < 56u && (unsigned)(ra_g_rc2[0][0] + kc_72) < 56u) ? dlc_bits(in0[ra_g_row[0][0] + ko_70]) : 0u;
         const unsigned x_74 = (ra_g_row_ok[0][1] != 0 && (unsigned)(ra_g_rc0[0][1] + kc_71) < 56u && (unsigned)(ra_g_rc2[0][1] + kc_72) < 56u) ? dlc_bits(in0[ra_g_row[0][1] + ko_70]) : 0u;
         ra[l] = x_73 | (x_74 << 16);
@@ -266,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
         const int o = c / 4;
         const int kk = (c % 4) * 8;
         const int go = n0 + o;
-        const int gk = nt * 32 + kk;
+        const int gk = (kt0 + nt) * 32 + kk;
         const bool ok = go < 64 && gk < 576;
         const int o_h_75 = go;
         const int k_k2_76 = (gk) % 3;
@@ -316,7 +320,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       for (int l = 0; l < 1; l += 1) {
         const int e = tid + l * 256;
         if (e < 32) {
-          const int gk_81 = (nt + 1) * 32 + e;
+          const int gk_81 = ((kt0 + nt + 1)) * 32 + e;
           const int k_k2_82 = (gk_81) % 3;
           const int q_83 = (gk_81) / 3;
           const int k_k1_84 = (q_83) % 3;
@@ -329,57 +333,105 @@ extern "C" __global__ void __launch_bounds__(256, 1) k0_mul_recip_add_exp2(const
       }
     }
   }
-  // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along M
-  __syncthreads();
+  const int tile_id = (int)(blockIdx.x + gridDim.x * blockIdx.y);
+  const long long split_base = (long long)tile_id * 16384 + tid;
   #pragma unroll
-  for (int mi = 0; mi < 1; mi += 1) {
-    /* epilogue: after acc_ready, -> stored */ {
+  for (int sk0 = 0; sk0 < 1; sk0 += 1) {
+    #pragma unroll
+    for (int sk1 = 0; sk1 < 4; sk1 += 1) {
       #pragma unroll
-      for (int ni = 0; ni < 4; ni += 1) {
+      for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+        ws_partial[split_base + ((int)blockIdx.z * 16 + (((0) * 1 + sk0) * 4 + sk1) * 4 + sk2) * 256] = acc[sk0][sk1][sk2];
+      }
+    }
+  }
+  dlc_fence();
+  __syncthreads();
+  if (tid == 0) {
+    const int arrived = dlc_atomic_add(ws_count + tile_id, 1);
+    split_last[0] = arrived == 3;
+    if (arrived == 3) {
+      ws_count[tile_id] = 0;
+    }
+  }
+  __syncthreads();
+  if (split_last[0]) {
+    dlc_fence();
+    #pragma unroll
+    for (int sk0 = 0; sk0 < 1; sk0 += 1) {
+      #pragma unroll
+      for (int sk1 = 0; sk1 < 4; sk1 += 1) {
         #pragma unroll
-        for (int e = 0; e < 4; e += 1) {
-          const int rl = (lane >> 2) + (e >> 1) * 8;
-          const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
-          if (m0 + wr + mi * 16 + rl < (784 * s_N) && n0 + wc + cl < 64) {
-            const int m_n_87 = (m0 + wr + mi * 16 + rl) % 28;
-            const int q_88 = (m0 + wr + mi * 16 + rl) / 28;
-            const int m_m_89 = (q_88) % 28;
-            const int q_90 = (q_88) / 28;
-            const int m_b_91 = q_90;
-            const int n_h_92 = n0 + wc + cl;
-            const float c1_93 = (acc[mi][ni][e] + dlc_f32(in2[n_h_92]));
-            const float c2_94 = dlc_round_f16(c1_93);
-            const float c3_95 = (-c2_94);
-            const float c4_96 = (c3_95 * 1.442695f);
-            const float c5_97 = dlc_exp2(c4_96);
-            const float c6_98 = (c5_97 + ((float)1));
-            const float c7_99 = dlc_recip(c6_98);
-            const float c8_100 = (c2_94 * c7_99);
-            reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_100);
+        for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+          acc[sk0][sk1][sk2] = 0.0f;
+        }
+      }
+    }
+    #pragma unroll 1
+    for (int q = 0; q < 4; q += 1) {
+      #pragma unroll
+      for (int sk0 = 0; sk0 < 1; sk0 += 1) {
+        #pragma unroll
+        for (int sk1 = 0; sk1 < 4; sk1 += 1) {
+          #pragma unroll
+          for (int sk2 = 0; sk2 < 4; sk2 += 1) {
+            acc[sk0][sk1][sk2] = acc[sk0][sk1][sk2] + dlc_ld_cg(ws_partial + split_base + (q * 16 + (((0) * 1 + sk0) * 4 + sk1) * 4 + sk2) * 256);
           }
         }
       }
     }
+    // the output tile staged through shared memory (the operand ring), stored in 8-element (16-byte) chunks along M
     __syncthreads();
-    // reads shared memory staged by barrier
     #pragma unroll
-    for (int i = 0; i < 2; i += 1) {
-      const int ch = lane + i * 32;
-      const int sr = ch / 2;
-      const int sc = ch % 2;
-      const int gm = m0 + wr + mi * 16 + sc * 8;
-      const int gn = n0 + wc + sr;
-      if (ch < 64 && gm < (784 * s_N) && gn < 64) {
-        const int m_n_101 = (gm) % 28;
-        const int q_102 = (gm) / 28;
-        const int m_m_103 = (q_102) % 28;
-        const int q_104 = (q_102) / 28;
-        const int m_b_105 = q_104;
-        const int n_h_106 = gn;
-        dlc_st_vec<16>(&out0[(((m_b_105 * 64 + n_h_106) * 28 + m_m_103) * 28 + m_n_101)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
+    for (int mi = 0; mi < 1; mi += 1) {
+      /* epilogue: after acc_ready, -> stored */ {
+        #pragma unroll
+        for (int ni = 0; ni < 4; ni += 1) {
+          #pragma unroll
+          for (int e = 0; e < 4; e += 1) {
+            const int rl = (lane >> 2) + (e >> 1) * 8;
+            const int cl = ni * 8 + (lane & 3) * 2 + (e & 1);
+            if (m0 + wr + mi * 16 + rl < (784 * s_N) && n0 + wc + cl < 64) {
+              const int m_n_87 = (m0 + wr + mi * 16 + rl) % 28;
+              const int q_88 = (m0 + wr + mi * 16 + rl) / 28;
+              const int m_m_89 = (q_88) % 28;
+              const int q_90 = (q_88) / 28;
+              const int m_b_91 = q_90;
+              const int n_h_92 = n0 + wc + cl;
+              const float c1_93 = (acc[mi][ni][e] + dlc_f32(in2[n_h_92]));
+              const float c2_94 = dlc_round_f16(c1_93);
+              const float c3_95 = (-c2_94);
+              const float c4_96 = (c3_95 * 1.442695f);
+              const float c5_97 = dlc_exp2(c4_96);
+              const float c6_98 = (c5_97 + ((float)1));
+              const float c7_99 = dlc_recip(c6_98);
+              const float c8_100 = (c2_94 * c7_99);
+              reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + cl) * 16 + (((rl) / 8 + cl) % 2) * 8 + (rl) % 8] = dlc_cvt<__half>(c8_100);
+            }
+          }
+        }
       }
+      __syncthreads();
+      // reads shared memory staged by barrier
+      #pragma unroll
+      for (int i = 0; i < 2; i += 1) {
+        const int ch = lane + i * 32;
+        const int sr = ch / 2;
+        const int sc = ch % 2;
+        const int gm = m0 + wr + mi * 16 + sc * 8;
+        const int gn = n0 + wc + sr;
+        if (ch < 64 && gm < (784 * s_N) && gn < 64) {
+          const int m_n_101 = (gm) % 28;
+          const int q_102 = (gm) / 28;
+          const int m_m_103 = (q_102) % 28;
+          const int q_104 = (q_102) / 28;
+          const int m_b_105 = q_104;
+          const int n_h_106 = gn;
+          dlc_st_vec<16>(&out0[(((m_b_105 * 64 + n_h_106) * 28 + m_m_103) * 28 + m_n_101)], &(&reinterpret_cast<__half*>(&As[0][0][0])[(warp * 32 + sr) * 16 + (((sc * 8) / 8 + sr) % 2) * 8 + (sc * 8) % 8])[0]);
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
   }
 }
 

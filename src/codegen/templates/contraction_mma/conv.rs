@@ -512,7 +512,7 @@ impl Gather<'_> {
         s: &Stage,
         p: &MmaPlan,
     ) -> Result<Stmt, CodegenError> {
-        let fill = self.fill(em, v, s, p, "nt + 1", "st")?;
+        let fill = self.fill(em, v, s, p, &p.k_tile("nt + 1"), "st")?;
         Ok(Stmt::uniform_if("nt + 1 < kt_count", vec![fill]))
     }
 
@@ -589,15 +589,17 @@ impl Gather<'_> {
         em.emit(Stmt::unrolled("l", slots, body));
         // The `K` table of tiles `0..stages` (the prologue's and the first step's loads).
         for t in 0..p.stages {
-            let fill = self.fill(em, v, s, p, &t.to_string(), &t.to_string())?;
+            let fill = self.fill(em, v, s, p, &p.k_tile(&t.to_string()), &t.to_string())?;
             em.emit(fill);
         }
         em.emit(Stmt::Barrier);
         Ok(())
     }
 
-    /// The loads of tile `kt` (C): per run, the `K` decomposition once, then per element the
-    /// guard and a predicated load of its raw 2-byte bits, packed into `regs[l]`.
+    /// The loads of global `K` tile `kt` (C) whose table entries are in slot `tslot` (C: the
+    /// CTA's local step modulo the stages, as the shared-memory stage; under split-K the
+    /// global tile is `kt0` further): per run, the `K` decomposition once, then per element
+    /// the guard and a predicated load of its raw 2-byte bits, packed into `regs[l]`.
     pub(super) fn loads(
         &self,
         em: &mut Emitter,
@@ -605,6 +607,7 @@ impl Gather<'_> {
         s: &Stage,
         p: &MmaPlan,
         kt: &str,
+        tslot: &str,
     ) -> Result<Vec<Stmt>, CodegenError> {
         let bk = p.tile[2];
         let (rows, ks) = self.shape();
@@ -636,7 +639,6 @@ impl Gather<'_> {
                 .is_some_and(|k| k > 0 && (k as u64).is_multiple_of(bk));
         // The `K` decomposition of this tile's positions, from the table `fill` wrote (a
         // warp's lanes read the same entry: one broadcast shared load per value).
-        let tslot = format!("({kt}) % {}", p.stages);
         em.emit(Stmt::SmemUse {
             token: BARRIER_TOKEN.into(),
         });
