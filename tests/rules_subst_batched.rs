@@ -195,3 +195,19 @@ fn the_pipeline_gates_the_merge_by_its_pricer() {
         "the CPU model merges always"
     );
 }
+
+/// `subst::has_merged_matmuls` (what gives the fast extractor `MERGED_WORK_PER_NODE`) sees
+/// the merge's unions: after a gated merge at batch 1 yes, where the gate refuses (and on the
+/// e-graph before the phase) no.
+#[test]
+fn merged_matmuls_are_seen_in_the_e_graph() {
+    let p = projections(json!("B"), json!("S"), &[768, 704, 640]);
+    let subst_phase = |g: MergeGate| {
+        let mut eg = TensorGraph::default();
+        add_program(&mut eg, &p);
+        assert!(!subst::has_merged_matmuls(&eg), "before the phase");
+        run_phase(eg, "subst", &[subst::merge_rule(Some(g))], &Budget::default()).0
+    };
+    assert!(subst::has_merged_matmuls(&subst_phase(gate(1, 128))));
+    assert!(!subst::has_merged_matmuls(&subst_phase(gate(1024, 1024))));
+}

@@ -9,14 +9,14 @@
 
 mod build;
 pub mod compute_at;
+mod cover;
+pub use cover::{choose_cover, MERGED_WORK_PER_NODE};
 pub mod explain;
 pub mod extend;
 mod load_steps;
 
-use crate::extract::cover::{extract_cover_derived, Cover, CoverError};
-use crate::extract::dag::{
-    DagExtractor, ExactExtractor, ExtractError, ExtractOptions, FastExtractor, Status,
-};
+use crate::extract::cover::Cover;
+use crate::extract::dag::Status;
 use crate::extract::derived::Derived;
 use crate::extract::kernels::{cover_cost_derived, CostModel, KernelCost, RegionCache};
 use crate::extract::pricing::{KernelPricer, Roofline};
@@ -308,7 +308,9 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         .map(|o| eg.find(class[o.node.index()]))
         .collect();
     let derived = Derived::analyze(&eg, &opts.constants, &sizes);
-    let (cover, pricing) = choose_cover_timed(&eg, prog, &roots, &sizes, opts, &derived)?;
+    let fast = cover::fast_extractor(&eg);
+    let (cover, pricing) =
+        cover::choose_cover_timed(&eg, prog, &roots, &sizes, opts, &derived, &fast)?;
     steps.split("pricing", pricing, "extraction");
     let choose = |c: Id| {
         cover
@@ -616,57 +618,6 @@ pub struct ExtractionInfo {
     /// built-in ones (the CLI's report).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub custom: Option<String>,
-}
-
-/// The kernel cover of the outputs (`roots`, their classes in `eg` after the kernels phase) by
-/// the extractor and pricer of `opts`; an output without a finite cover is
-/// [`OptimizeError::Unrealizable`].
-pub fn choose_cover(
-    eg: &TensorGraph,
-    prog: &Program,
-    roots: &[Id],
-    sizes: &CostModel,
-    opts: &OptimizeOptions,
-) -> Result<Cover, OptimizeError> {
-    let derived = Derived::analyze(eg, &opts.constants, sizes);
-    choose_cover_timed(eg, prog, roots, sizes, opts, &derived).map(|(c, _)| c)
-}
-
-/// [`choose_cover`], also returning the wall and CPU seconds spent pricing the kernel e-nodes
-/// (the rest is the extractor's).
-fn choose_cover_timed(
-    eg: &TensorGraph,
-    prog: &Program,
-    roots: &[Id],
-    sizes: &CostModel,
-    opts: &OptimizeOptions,
-    derived: &Derived,
-) -> Result<(Cover, (f64, Option<f64>)), OptimizeError> {
-    let builtin: Box<dyn DagExtractor> = match opts.extractor {
-        ExtractorKind::Fast => Box::new(FastExtractor::default()),
-        ExtractorKind::Exact => Box::new(ExactExtractor::default()),
-    };
-    let extractor: &dyn DagExtractor = match &opts.extensions.extractor {
-        Some(e) => e.as_ref(),
-        None => builtin.as_ref(),
-    };
-    let limits = ExtractOptions {
-        time_limit: Some(opts.extract_time_limit),
-    };
-    let cover = extract_cover_derived(eg, roots, sizes, pricer(opts), extractor, &limits, derived);
-    cover.map_err(|e| match e {
-        CoverError::Extract(ExtractError::NoFiniteSolution { root }) => {
-            let output = prog
-                .outputs
-                .iter()
-                .zip(roots)
-                .find(|(_, r)| r.to_string() == root)
-                .map(|(o, _)| o.tensor.clone())
-                .unwrap_or(root);
-            OptimizeError::Unrealizable(output)
-        }
-        e => OptimizeError::Extraction(e.to_string()),
-    })
 }
 
 /// The report of an optimization (`--report`, and what `--explain` prints).

@@ -308,6 +308,21 @@ pub(crate) fn is_weight_matmul(eg: &TensorGraph, class: Id) -> bool {
     matmul(eg, class).is_some()
 }
 
+/// Whether `matmul-merge-shared-lhs` merged MatMuls in `eg`: a lowered MatMul's class also
+/// holds a column block (`shrink`) of another lowered MatMul — the union the rule makes
+/// (`crate::optimize::MERGED_WORK_PER_NODE`).
+pub fn has_merged_matmuls(eg: &TensorGraph) -> bool {
+    eg.classes().any(|c| {
+        c.nodes.iter().any(|n| match n {
+            TensorLang::Shrink([x, ..]) => {
+                let x = eg.find(*x);
+                x != c.id && is_weight_matmul(eg, x) && is_weight_matmul(eg, c.id)
+            }
+            _ => false,
+        })
+    })
+}
+
 /// The first `f(acc, a, b)` accepted over the lowered MatMuls of `class`:
 /// `reduce(sum, [r], acc, a · b)` over the last axis of `a, b: [L…, N, K]` (`r` = rank − 1;
 /// `[M, N, K]` and axis 2 for a rank-2 `X`).
