@@ -206,7 +206,13 @@ fn merged_matmuls_are_seen_in_the_e_graph() {
         let mut eg = TensorGraph::default();
         add_program(&mut eg, &p);
         assert!(!subst::has_merged_matmuls(&eg), "before the phase");
-        run_phase(eg, "subst", &[subst::merge_rule(Some(g))], &Budget::default()).0
+        run_phase(
+            eg,
+            "subst",
+            &[subst::merge_rule(Some(g))],
+            &Budget::default(),
+        )
+        .0
     };
     assert!(subst::has_merged_matmuls(&subst_phase(gate(1, 128))));
     assert!(!subst::has_merged_matmuls(&subst_phase(gate(1024, 1024))));
