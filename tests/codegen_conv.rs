@@ -243,20 +243,23 @@ fn fp16_3x3_pad1_batch3_with_tails() {
     assert_eq!(check(&BASE), staged(true, true));
 }
 
+/// A bf16 conv with stride 2, dilation 2 and padding 2 (`K` = 144: half a step of 32 in the
+/// last).
+const BF16_STRIDED_DILATED: Conv = Conv {
+    dt: "bf16",
+    n: 1,
+    c: 16,
+    hw: 11,
+    co: 24,
+    stride: 2,
+    dil: 2,
+    pad: 2,
+    ..BASE
+};
+
 #[test]
 fn bf16_3x3_stride2_dilation2_pad2() {
-    let c = Conv {
-        dt: "bf16",
-        n: 1,
-        c: 16,
-        hw: 11,
-        co: 24,
-        stride: 2,
-        dil: 2,
-        pad: 2,
-        ..BASE
-    };
-    assert_eq!(check(&c), staged(true, true));
+    assert_eq!(check(&BF16_STRIDED_DILATED), staged(true, true));
 }
 
 /// A stride-2 conv whose output plane (4·4 = 16) is a multiple of 8 while its rows (4 wide) are
@@ -361,20 +364,7 @@ fn batch_one_literal_stays_on_tensor_cores() {
 /// read; the last CTA sums the partial tiles. On the host against the reference.
 #[test]
 fn gathered_conv_split_k_every_split_and_pipeline() {
-    let convs = [
-        Conv { c: 32, ..BASE },
-        Conv {
-            dt: "bf16",
-            n: 1,
-            c: 16,
-            hw: 11,
-            co: 24,
-            stride: 2,
-            dil: 2,
-            pad: 2,
-            ..BASE
-        },
-    ];
+    let convs = [Conv { c: 32, ..BASE }, BF16_STRIDED_DILATED];
     for c in convs {
         let (p, o) = optimized(&c, Arch::Sm80);
         let regions = mma_regions(&o);
