@@ -318,3 +318,40 @@ fn the_merged_attention_matches_the_reference() {
         "sm90",
     );
 }
+
+/// The merged Q‖K‖V GEMM with its bias epilogue is in the e-graph reading the concatenated
+/// bias as one input (a class of its own: a constant computed at load time when the biases are
+/// bound, `extract::derived`), not only with the concatenation inlined into the epilogue: kernel
+/// growth absorbs the epilogue's other inputs before the GEMM's product, so it also offers the
+/// completed GEMM first (`Grow::complete_product`).
+#[test]
+fn the_merged_gemm_reads_its_concatenated_bias_as_an_input() {
+    let p = batched_attention();
+    let o = optimize(&p, &OptimizeOptions::default()).expect("optimizes");
+    let eg = &o.egraph;
+    let shape = |c: &egg::Id| {
+        let f = eg[*c].data.tensor()?;
+        f.shape
+            .iter()
+            .map(|d| d.as_int())
+            .collect::<Option<Vec<i64>>>()
+    };
+    let reads: Vec<Vec<Option<Vec<i64>>>> = eg
+        .classes()
+        .flat_map(|c| c.nodes.iter())
+        .filter_map(|n| match n {
+            TensorLang::Kernel(ch) => Some(ch[1..].iter().map(shape).collect()),
+            _ => None,
+        })
+        .collect();
+    let want = vec![
+        Some(vec![1, 128, 768]),
+        Some(vec![768, 2304]),
+        Some(vec![2304]),
+    ];
+    assert!(
+        reads.contains(&want),
+        "no kernel reads X, W_q‖W_k‖W_v and b_q‖b_k‖b_v: {:?}",
+        reads.iter().filter(|r| r.len() == 3).collect::<Vec<_>>()
+    );
+}

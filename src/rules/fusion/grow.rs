@@ -249,7 +249,7 @@ impl Grow {
         let mut rest = candidates.into_iter();
         for (p, p_ins) in rest.by_ref() {
             if let Some((b, i)) = self.try_fuse(eg, &g.body, &g.ins, pos, &p, &p_ins) {
-                let alternatives = if contraction {
+                let mut alternatives: Vec<Grown> = if contraction {
                     rest.filter_map(|(q, q_ins)| {
                         self.try_fuse(eg, &g.body, &g.ins, pos, &q, &q_ins)
                     })
@@ -257,12 +257,40 @@ impl Grow {
                 } else {
                     Vec::new()
                 };
+                let reduction = matches!(p.as_ref().last(), Some(TensorLang::Reduce(_)));
+                // Other inputs wait ahead of the GEMM's product: the body with the GEMM
+                // completed first ([`Grow::complete_product`]).
+                let ahead = !g.waiting.is_empty();
                 g.absorb(d, b, i, &p_ins);
                 g.computing += 1;
+                if contraction && reduction && ahead && eg.is_dense(d) {
+                    alternatives.extend(self.complete_product(eg, eclass, g.clone()));
+                }
                 return Some(alternatives);
             }
         }
         None
+    }
+}
+
+impl Grow {
+    /// A dense-layer GEMM's reduction `g` just absorbed, completed: its product (queued) and the
+    /// product's free producers absorbed, the other waiting inputs left as inputs. The
+    /// breadth-first order absorbs those inputs first, so without this no kernel reads them
+    /// over the whole GEMM: a merged Q‖K‖V GEMM whose epilogue adds the concatenated bias (a
+    /// constant computed at load time, `crate::extract::derived`) computed the concatenation
+    /// in the epilogue instead of reading it (issue 23). `None` when the product does not fuse.
+    fn complete_product(&self, eg: &impl GrowView, eclass: Id, mut g: Growth) -> Option<Grown> {
+        let products: Vec<Id> = g.queue.drain(..).collect();
+        for d in products {
+            if let Absorbed::No = self.absorb_free(eg, eclass, &mut g, d, true) {
+                self.absorb_computing(eg, eclass, &mut g, d, false)?;
+            }
+        }
+        while let Some(d) = g.queue.pop_front() {
+            self.absorb_free(eg, eclass, &mut g, d, true);
+        }
+        Some((g.body, g.ins))
     }
 }
 
