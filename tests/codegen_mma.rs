@@ -13,7 +13,7 @@ use dlc_egg::codegen::gpu::verify::{verify, GpuIrError};
 use dlc_egg::codegen::gpu::{render, Kernel, Stmt};
 use dlc_egg::codegen::host::{run_on_host, HostOptions};
 use dlc_egg::codegen::{emit, generate};
-use dlc_egg::cost::choose_plan;
+use dlc_egg::cost::{choose_plan, PlanChoice};
 use dlc_egg::eval::evaluate;
 use dlc_egg::ir::tiny::Program;
 use dlc_egg::optimize::{optimize, OptimizeOptions, Optimized};
@@ -100,9 +100,10 @@ fn mma_regions(o: &Optimized) -> Vec<&dlc_egg::ir::region::Region> {
     common::host::contraction_regions(o, &[Algo::MmaSync])
 }
 
-/// The tensor-core kernel of `r` under `v` (verified by `kernel_of`).
-fn kernel_for(o: &Optimized, r: &dlc_egg::ir::region::Region, v: Variant) -> Kernel {
-    let mut choice = choose_plan(r, &o.model).expect("a plan");
+/// `choice` with the tile, warps, stages and pipeline of `v`, and `splits` CTAs per tile when
+/// given (else the plan's).
+fn with_variant(choice: &PlanChoice, v: Variant, splits: Option<u64>) -> PlanChoice {
+    let mut c = choice.clone();
     let Knobs::Contraction {
         bm,
         bn,
@@ -111,8 +112,9 @@ fn kernel_for(o: &Optimized, r: &dlc_egg::ir::region::Region, v: Variant) -> Ker
         warps_m,
         warps_n,
         async_,
+        splits: s,
         ..
-    } = &mut choice.best.knobs
+    } = &mut c.best.knobs
     else {
         panic!("not a contraction plan")
     };
@@ -120,6 +122,15 @@ fn kernel_for(o: &Optimized, r: &dlc_egg::ir::region::Region, v: Variant) -> Ker
     [*warps_m, *warps_n] = v.warps;
     *stages = v.stages;
     *async_ = v.async_;
+    if let Some(splits) = splits {
+        *s = splits;
+    }
+    c
+}
+
+/// The tensor-core kernel of `r` under `v` (verified by `kernel_of`).
+fn kernel_for(o: &Optimized, r: &dlc_egg::ir::region::Region, v: Variant) -> Kernel {
+    let choice = with_variant(&choose_plan(r, &o.model).expect("a plan"), v, None);
     let k = emit::kernel_of(r, &choice, &o.model.target).expect("the kernel builds and verifies");
     assert_eq!(k.template, "contraction_mma", "{v:?}");
     k
@@ -384,26 +395,7 @@ fn fp16_split_k_every_split_and_pipeline() {
     let want = evaluate(&p, &b, &ins).expect("reference evaluates");
     for v in [VARIANTS[0], VARIANTS[1], VARIANTS[2], VARIANTS[4]] {
         for splits in [1, 2, 4, 8, 16] {
-            let mut c = choice.clone();
-            let Knobs::Contraction {
-                bm,
-                bn,
-                bk,
-                stages,
-                warps_m,
-                warps_n,
-                async_,
-                splits: s,
-                ..
-            } = &mut c.best.knobs
-            else {
-                panic!("not a contraction plan")
-            };
-            [*bm, *bn, *bk] = v.tile;
-            [*warps_m, *warps_n] = v.warps;
-            *stages = v.stages;
-            *async_ = v.async_;
-            *s = splits;
+            let c = with_variant(&choice, v, Some(splits));
             let k = emit::kernel_of(r, &c, &o.model.target).expect("the kernel builds");
             assert_eq!(k.launch.grid[2].0.as_int(), Some(splits as i64), "{v:?}");
             let (source, manifest) = common::host::swap_kernel(&generated, &planned, &k);

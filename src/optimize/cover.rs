@@ -24,8 +24,7 @@ pub fn choose_cover(
     opts: &OptimizeOptions,
 ) -> Result<Cover, OptimizeError> {
     let derived = Derived::analyze(eg, &opts.constants, sizes);
-    let fast = fast_extractor(eg);
-    choose_cover_timed(eg, prog, roots, sizes, opts, &derived, &fast).map(|(c, _)| c)
+    choose_cover_timed(eg, prog, roots, sizes, opts, &derived).map(|(c, _)| c)
 }
 
 /// Phase 2's work per e-node of the fast extractor when the graph substitutions merged
@@ -40,7 +39,7 @@ pub const MERGED_WORK_PER_NODE: u64 = 1200;
 
 /// The built-in fast extractor for `eg`: the default, or with [`MERGED_WORK_PER_NODE`] when
 /// the substitutions merged MatMuls in it (`crate::rules::subst::has_merged_matmuls`).
-pub(super) fn fast_extractor(eg: &TensorGraph) -> FastExtractor {
+fn fast_extractor(eg: &TensorGraph) -> FastExtractor {
     let base = FastExtractor::default();
     if crate::rules::subst::has_merged_matmuls(eg) {
         FastExtractor {
@@ -61,10 +60,9 @@ pub(super) fn choose_cover_timed(
     sizes: &CostModel,
     opts: &OptimizeOptions,
     derived: &Derived,
-    fast: &FastExtractor,
 ) -> Result<(Cover, (f64, Option<f64>)), OptimizeError> {
     let builtin: Box<dyn DagExtractor> = match opts.extractor {
-        ExtractorKind::Fast => Box::new(fast.clone()),
+        ExtractorKind::Fast => Box::new(fast_extractor(eg)),
         ExtractorKind::Exact => Box::new(ExactExtractor::default()),
     };
     let extractor: &dyn DagExtractor = match &opts.extensions.extractor {

@@ -308,9 +308,7 @@ pub fn optimize(prog: &Program, opts: &OptimizeOptions) -> Result<Optimized, Opt
         .map(|o| eg.find(class[o.node.index()]))
         .collect();
     let derived = Derived::analyze(&eg, &opts.constants, &sizes);
-    let fast = cover::fast_extractor(&eg);
-    let (cover, pricing) =
-        cover::choose_cover_timed(&eg, prog, &roots, &sizes, opts, &derived, &fast)?;
+    let (cover, pricing) = cover::choose_cover_timed(&eg, prog, &roots, &sizes, opts, &derived)?;
     steps.split("pricing", pricing, "extraction");
     let choose = |c: Id| {
         cover

@@ -596,8 +596,6 @@ pub fn build(
         }
     };
     let sides = [mk(Side::A), mk(Side::B)];
-    // The `K` tile a loads of local step `kt` reads: the split's share starts at `kt0`.
-    let global = |kt: &str| p.k_tile(kt);
     let any_async = sides.iter().any(|s| s.copy.is_some());
     for s in &sides {
         let how = if let Some(test) = s.copy.and(s.aligned.as_ref()) {
@@ -646,7 +644,7 @@ pub fn build(
     }
     // The prologue: tiles 0..S-1 into stages 0..S-1, one commit group each.
     for t in 0..stages - 1 {
-        let (kt, st) = (global(&t.to_string()), t.to_string());
+        let (kt, st) = (p.k_tile(&t.to_string()), t.to_string());
         em.open();
         for s in &sides {
             let mut fill = copies(em, v, s, &p, &kt, &st, TILE, dtype)?;
@@ -675,7 +673,7 @@ pub fn build(
     }
     em.emit(Stmt::Barrier);
     em.open();
-    let nt = global("nt");
+    let nt = p.k_tile("nt");
     for s in &sides {
         let mut refill = copies(em, v, s, &p, &nt, "ns", REFILL, dtype)?;
         refill.extend(reg_loads(em, v, s, &p, &nt, "ns", dtype)?);
