@@ -154,17 +154,7 @@ fn kernels(o: &Optimized, r: &Region) -> [Kernel; 2] {
     [planned, sync]
 }
 
-fn assert_close(name: &str, got: &[f64], want: &[f64], rtol: f64) {
-    assert_eq!(got.len(), want.len(), "{name}: element count");
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let tol = rtol * w.abs().max(scale * 0.1).max(1e-6);
-        assert!(
-            (g - w).abs() <= tol,
-            "{name}[{i}]: got {g}, want {w} (tolerance {tol})"
-        );
-    }
-}
+use common::host::assert_close_at_scale as assert_close;
 
 /// What the planned kernel of a conv looks like.
 #[derive(Debug, PartialEq)]
@@ -400,17 +390,7 @@ fn gathered_conv_split_k_every_split_and_pipeline() {
                 let at = format!("{c:?} stages {stages} async {async_} split {splits}");
                 assert!(text.contains("by the conv gather"), "{at}: gathered");
                 assert_eq!(text.contains("kt0"), splits > 1, "{at}: split");
-                let (source, manifest) = common::host::swap_kernel(&generated, &emitted, &k);
-                let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
-                    .unwrap_or_else(|e| panic!("{at}: the host run fails: {e}\n{text}"));
-                for (name, w) in &want {
-                    assert_close(
-                        &format!("{name} {at}"),
-                        &got[name].to_f64(),
-                        &w.to_f64(),
-                        rtol,
-                    );
-                }
+                common::host::variant_matches(&generated, &emitted, &k, &ins, &b, &want, rtol, &at);
             }
         }
     }

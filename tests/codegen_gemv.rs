@@ -89,17 +89,7 @@ fn with_block(choice: &PlanChoice, block: GemvBlock, arch: Arch) -> PlanChoice {
 }
 
 /// Relative error within `rtol` of the larger of |want| and a tenth of the output's scale.
-fn assert_close(name: &str, got: &[f64], want: &[f64], rtol: f64) {
-    assert_eq!(got.len(), want.len(), "{name}: element count");
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let tol = rtol * w.abs().max(scale * 0.1).max(1e-6);
-        assert!(
-            (g - w).abs() <= tol,
-            "{name}[{i}]: got {g}, want {w} (tolerance {tol})"
-        );
-    }
-}
+use common::host::assert_close_at_scale as assert_close;
 
 /// Optimizes the GEMM, checks its plan is the GEMV one, and runs the program with the kernel of
 /// every GEMV block shape on the host against the reference evaluator.

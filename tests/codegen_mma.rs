@@ -138,17 +138,7 @@ fn kernel_for(o: &Optimized, r: &dlc_egg::ir::region::Region, v: Variant) -> Ker
 
 /// Relative error within `rtol` (against the larger of |want| and a tenth of the output's
 /// largest magnitude, so that cancellation near 0 is measured on the output's scale).
-fn assert_close(name: &str, got: &[f64], want: &[f64], rtol: f64) {
-    assert_eq!(got.len(), want.len(), "{name}: element count");
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let tol = rtol * w.abs().max(scale * 0.1).max(1e-6);
-        assert!(
-            (g - w).abs() <= tol,
-            "{name}[{i}]: got {g}, want {w} (tolerance {tol})"
-        );
-    }
-}
+use common::host::assert_close_at_scale as assert_close;
 
 /// Optimizes `text`, and for every variant runs the program with its tensor-core kernel built
 /// under that variant on the host, against the reference evaluator; returns the number of
@@ -398,17 +388,8 @@ fn fp16_split_k_every_split_and_pipeline() {
             let c = with_variant(&choice, v, Some(splits));
             let k = emit::kernel_of(r, &c, &o.model.target).expect("the kernel builds");
             assert_eq!(k.launch.grid[2].0.as_int(), Some(splits as i64), "{v:?}");
-            let (source, manifest) = common::host::swap_kernel(&generated, &planned, &k);
-            let got = run_on_host(&source, &manifest, &ins, &b, &HostOptions::default())
-                .unwrap_or_else(|e| panic!("{v:?} split {splits}: the host run fails: {e}"));
-            for (name, w) in &want {
-                assert_close(
-                    &format!("{name} {v:?} split {splits}"),
-                    &got[name].to_f64(),
-                    &w.to_f64(),
-                    1e-2,
-                );
-            }
+            let at = format!("{v:?} split {splits}");
+            common::host::variant_matches(&generated, &planned, &k, &ins, &b, &want, 1e-2, &at);
         }
     }
 }

@@ -168,17 +168,7 @@ fn kernel_for(o: &Optimized, r: &Region, v: Variant) -> Kernel {
     k
 }
 
-fn assert_close(name: &str, got: &[f64], want: &[f64], rtol: f64) {
-    assert_eq!(got.len(), want.len(), "{name}: element count");
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let tol = rtol * w.abs().max(scale * 0.1).max(1e-6);
-        assert!(
-            (g - w).abs() <= tol,
-            "{name}[{i}]: got {g}, want {w} (tolerance {tol})"
-        );
-    }
-}
+use common::host::assert_close_at_scale as assert_close;
 
 /// The program's source and manifest with `r`'s kernel replaced by `k`.
 fn with_kernel(

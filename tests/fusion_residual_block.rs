@@ -6,7 +6,8 @@
 //! shared-kept growth (`rules::fusion::apply::Grow::grow_shared_kept`); before, its only
 //! maximal growth recomputed `s` inside the kernel, and the cheaper cover left the add and the
 //! `relu` to a kernel of their own (ResNet-18 21 → 20 kernels). The emitted CUDA (CPU
-//! emulation) and the native program match the reference.
+//! emulation) and the native program match the reference. The block's first two convolutions
+//! of `X` (3×3 and the 1×1 projection) are one kernel summing both contractions.
 
 mod common;
 
@@ -76,10 +77,26 @@ fn the_second_convolution_closes_the_block_and_reads_the_skip_value() {
         !last.covers.iter().any(|c| c == "stem" || c == "down"),
         "the skip value is read, not recomputed: {covers:?}"
     );
-    // The downsampling block's two convolutions are kernels of their own (the 3×3 one on
-    // split-K tiles, priced below the pointwise kernel that folded both per output point), and
-    // `s = relu(s0 + s1)` is recomputed where `conv_a` and `conv_b` read it.
-    assert_eq!(o.kernels.len(), 4, "stem, down, conv_a, conv_b: {covers:?}");
+    // The downsampling block's two convolutions are one kernel: the SIMT tile sums the 3×3
+    // and the 1×1 convolution of `X` in accumulators of their own, one `K` loop after the
+    // other (`plan::work::Gemm::second`), and applies both biases, the add and the `relu` in
+    // its epilogue; `s = relu(s0 + s1)` is recomputed where `conv_a` and `conv_b` read it.
+    assert_eq!(
+        o.kernels.len(),
+        3,
+        "stem with down, conv_a, conv_b: {covers:?}"
+    );
+    let pair = o
+        .kernels
+        .iter()
+        .find(|k| k.covers.iter().any(|c| c == "down"))
+        .expect("a kernel computes the 1x1 convolution");
+    for node in ["stem", "stem_add", "stem_relu"] {
+        assert!(
+            pair.covers.iter().any(|c| c == node),
+            "the projection's kernel holds {node}: {covers:?}"
+        );
+    }
     let g = generate(&o).expect("generates");
     // The split-K convolution sums its `K` shares in split order: compared at the output's
     // scale (its values reach hundreds; the closest to zero carry their sums' rounding).

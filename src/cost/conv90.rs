@@ -155,6 +155,8 @@ mod tests {
             a_elem: 2,
             b_elem: 2,
             tensor_cores: true,
+            second: None,
+            k_second: 0.0,
             prologue: Default::default(),
             pointwise_prologue: Default::default(),
             row_passes: 1,

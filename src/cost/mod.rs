@@ -105,10 +105,14 @@ fn choose_plan_as(
     // codegen emits). Only then is the work analysis kept for the second pricing.
     let thin = matches!(&raw.shape, Shape::Contraction(g)
         if g.row_extent.is_none() && g.k < THIN_SIDE && g.m.min(g.n) < THIN_SIDE);
+    // A tile summing a second contraction runs on SIMT only; the pointwise fold (both sums per
+    // output point) is priced too, as it was the only form before the tile summed both (a
+    // 1×1 projection beside another at MobileNetV2's small sizes folds faster).
+    let summed = matches!(&raw.shape, Shape::Contraction(g) if g.second.is_some());
     // A plain reduction ([`crate::codegen::templates::reduce`]) is priced as the pointwise fold too.
     let plain = matches!(e, Emits::Reduce { .. });
     let fold_work = (fold_too
-        && (plain || thin && !online && matches!(e, Emits::Contraction { .. })))
+        && (plain || (thin || summed) && !online && matches!(e, Emits::Contraction { .. })))
     .then(|| raw.clone());
     let mut work = as_emitted(raw, e);
     if let (true, Shape::Contraction(g)) = (online, &mut work.shape) {

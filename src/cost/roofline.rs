@@ -263,7 +263,10 @@ fn contraction(
         unreachable!("contraction knobs")
     };
     let (bm, bn, bk) = (bm as f64, bn as f64, bk as f64);
-    let (tm, tn, tk) = ((g.m / bm).ceil(), (g.n / bn).ceil(), (g.k / bk).ceil());
+    // `K` steps: a tile summing two contractions walks each one's steps (`Gemm::second`).
+    let main_steps = ((g.k - g.k_second) / bk).ceil();
+    let tk = main_steps + (g.k_second / bk).ceil();
+    let (tm, tn) = ((g.m / bm).ceil(), (g.n / bn).ceil());
     let passes = if g.row_extent.is_some() && !row_resident {
         g.row_passes as f64
     } else {
@@ -271,6 +274,17 @@ fn contraction(
     };
     // Split-K: `splits` CTAs per tile, each over `⌈tk / splits⌉` of the `K` steps.
     let splits = splits.max(1) as f64;
+    // The partial tiles the splits store: with a second contraction, each split stores only
+    // the accumulator halves its steps touched (`templates::split_k::halves_written`).
+    let written = if g.second.is_some() && splits > 1.0 {
+        crate::codegen::templates::split_k::halves_written(
+            splits as u64,
+            tk as u64,
+            main_steps as u64,
+        ) as f64
+    } else {
+        splits
+    };
     let tiles = g.batch * tm * tn;
     let ctas = tiles * splits;
     let (occ, waves) = occupancy(ctas, res.threads as f64 / 32.0, res, target);
@@ -324,7 +338,7 @@ fn contraction(
     let eff = steps * iter_cycles / (latency + steps * per_iter);
     let compute_s = core / (peak * occ.max(1e-9) * eff)
         + unit_time(simt, sfu, target, occ)
-        + split_fixup_s(splits, bm * bn, target);
+        + split_fixup_s(written, bm * bn, target);
 
     // Traffic.
     let bytes_of = |role: Role| -> f64 {
@@ -347,7 +361,7 @@ fn contraction(
     // Split-K's partial tiles: written once to the workspace (reaching DRAM eventually), read
     // back from L2 by each tile's last CTA.
     let partials = if splits > 1.0 {
-        tiles * splits * bm * bn * 4.0
+        tiles * written * bm * bn * 4.0
     } else {
         0.0
     };

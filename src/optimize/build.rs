@@ -139,18 +139,31 @@ pub fn fusion_reasons(body: &RecExpr<TensorLang>, embedded: usize) -> Vec<String
         }
     }
     let reduces: Vec<&TensorLang> = nodes.iter().filter(|n| matches!(n, T::Reduce(_))).collect();
-    let contraction = nodes.iter().any(|n| match n {
-        T::Reduce([op, _, _, x]) => {
-            matches!(
-                &body[*op],
-                T::Attr(Attr::Op(crate::ir::tiny::ReduceOp::Sum))
-            ) && matches!(&body[*x], T::Mul(_))
-        }
-        _ => false,
-    });
-    if contraction {
+    let contractions = nodes
+        .iter()
+        .filter(|n| match n {
+            T::Reduce([op, _, _, x]) => {
+                matches!(
+                    &body[*op],
+                    T::Attr(Attr::Op(crate::ir::tiny::ReduceOp::Sum))
+                ) && matches!(&body[*x], T::Mul(_))
+            }
+            _ => false,
+        })
+        .count();
+    if contractions > 0 {
         reasons.push(
             "contraction: a sum of a product of reads (C-CON1), the accumulator in registers"
+                .into(),
+        );
+    }
+    // Two contractions side by side (neither reads the other): one tile sums both, each in
+    // accumulators of its own (`plan::work::Gemm::second`).
+    let side_by_side = contractions == 2 && reduces.len() == 2 && !under_reduce_of_reduce(body);
+    if side_by_side {
+        reasons.push(
+            "a second contraction over the same output (e.g. a residual block's projection \
+             shortcut), summed by the same tile in accumulators of its own"
                 .into(),
         );
     }
@@ -160,7 +173,7 @@ pub fn fusion_reasons(body: &RecExpr<TensorLang>, embedded: usize) -> Vec<String
              reduction and recomputed per window point (seed 003); no intermediate buffer"
         ));
     }
-    if reduces.len() > embedded + 1 {
+    if reduces.len() > embedded + 1 && !side_by_side {
         reasons.push(format!(
             "{} reductions share the kernel's iteration space (row reductions whose results are \
              broadcast back: softmax / normalization)",
@@ -656,4 +669,22 @@ fn cover_map(
         out.insert(*c, tags);
     }
     out
+}
+
+/// Whether a reduction of `body` is nested in another's body.
+fn under_reduce_of_reduce(body: &RecExpr<TensorLang>) -> bool {
+    let nodes = body.as_ref();
+    let mut inside = vec![false; nodes.len()];
+    for (k, n) in nodes.iter().enumerate().rev() {
+        let is_reduce = matches!(n, TensorLang::Reduce(_));
+        if is_reduce && inside[k] {
+            return true;
+        }
+        if inside[k] || is_reduce {
+            for c in egg::Language::children(n) {
+                inside[usize::from(*c)] = true;
+            }
+        }
+    }
+    false
 }

@@ -257,11 +257,18 @@ pub fn simt_micro_tile(e: u64) -> (u64, u64) {
 /// uncapped): the fp16 conv's gather on `32×32×32` over 128 threads wants 128–138 registers
 /// and spilled 20 bytes on sm_90a under a cap of 124; the GEMMs' 99–109.
 pub fn simt(t: &Tile, gather: bool) -> u32 {
+    simt_summing(t, gather, 1)
+}
+
+/// [`simt`] of a tile that sums `sums` contractions, each in its own accumulators
+/// (`crate::plan::work::Gemm::second`: 2).
+pub fn simt_summing(t: &Tile, gather: bool, sums: u32) -> u32 {
     let (wm, wn) = t.warp_tile();
-    let acc = (wm * wn / 32) as u32;
-    // Micro-tile tm × tn = acc per thread, tm ≈ tn.
-    let tm = (acc as f64).sqrt().ceil() as u32;
-    let micro = 2 * (tm + acc.div_ceil(tm.max(1)));
+    let micro_elems = (wm * wn / 32) as u32;
+    let acc = micro_elems * sums.max(1);
+    // Micro-tile tm × tn = micro_elems per thread, tm ≈ tn.
+    let tm = (micro_elems as f64).sqrt().ceil() as u32;
+    let micro = 2 * (tm + micro_elems.div_ceil(tm.max(1)));
     // The next k-step's elements, loaded ahead.
     let next = SIMT_PER_LOADED * ((t.bm + t.bn) * t.bk).div_ceil(t.threads()) as u32;
     let gathered = if gather {
@@ -269,7 +276,14 @@ pub fn simt(t: &Tile, gather: bool) -> u32 {
     } else {
         0
     };
-    (acc + micro + next + gathered + BASE_REGS).next_multiple_of(REG_ALLOC_UNIT)
+    // A second contraction's unrolled multiply and loads keep their own fragments and
+    // addressing live beside the main one's: its micro-tile's fragment registers again and one
+    // register per element loaded a step (ptxas, NVRTC 13.4, uncapped, the summed ResNet-18
+    // projection blocks: `32×64×32` 196 registers on sm_80 and 212 on sm_90a against this
+    // estimate's 232; `64×64×16` at batch 8, 204 on sm_80, and 56 bytes of spills on sm_90a
+    // under a cap of 216, none at 240).
+    let second = (sums.max(1) - 1) * (micro + ((t.bm + t.bn) * t.bk).div_ceil(t.threads()) as u32);
+    (acc + micro + next + gathered + second + BASE_REGS).next_multiple_of(REG_ALLOC_UNIT)
 }
 
 /// Registers per thread of the compute-at nest computing `lanes` outputs per thread.

@@ -3,7 +3,8 @@
 //!
 //! Templates (seed 001 §9, issue 5's list):
 //! - **contraction**: one `reduce(sum, K, mul(a, b))` — the *main* contraction, the largest
-//!   when there are several — with a prologue (what its operands compute before the product:
+//!   when there are several, and possibly a second one over the same `M`, `N` and batch axes
+//!   that the tile sums in accumulators of its own ([`Gemm::second`]) — with a prologue (what its operands compute before the product:
 //!   guards, casts, producers inlined at the reads) and an epilogue (every let that reads the
 //!   accumulator). Axes are classified from the operands' index maps: `M` = iters only `a`
 //!   reads, `N` = iters only `b` reads, batch = iters both read, `K` = the reduce axes. A conv
@@ -36,10 +37,14 @@ mod contraction;
 mod exprs;
 mod fold_traffic;
 mod footprint;
+mod refolds;
 mod strides;
+#[cfg(test)]
+mod summed_tests;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
 pub use fold_traffic::{FoldRead, FoldTraffic, Window, L1_WINDOW_BYTES};
+pub use refolds::{Refold, Refolds};
 // the per-op cost table, for the CPU backend's own count (`crate::cpu::work`)
 pub use exprs::node_cost;
 pub use strides::LaneStrides;
@@ -139,8 +144,17 @@ pub struct Gemm {
     pub m: f64,
     /// Product of the output column extents.
     pub n: f64,
-    /// Product of the reduced extents.
+    /// Product of the reduced extents: the main contraction's, plus the [`Gemm::second`]'s
+    /// when there is one (the template walks both in one `K` loop of the same tile).
     pub k: f64,
+    /// A second `Σ a·b` over the same output tile (a projection shortcut's 1×1 convolution
+    /// beside a residual block's last convolution: `conv(h) + b + conv₁ₓ₁(x) + b'`): the let
+    /// it defines. The SIMT template accumulates it in its own registers after the main
+    /// contraction's `K` steps, so the epilogue sees both sums exactly as computed apart
+    /// (`Cx::second_contraction`); it has no tensor-core or GEMV form.
+    pub second: Option<String>,
+    /// The [`Gemm::second`] contraction's reduced extent (its share of `k`; 0 without one).
+    pub k_second: f64,
     /// Element bytes of the operands as multiplied (after prologue casts).
     pub a_elem: u64,
     /// Element bytes of `B` as multiplied.
@@ -311,29 +325,6 @@ pub struct KernelWork {
     pub fold_traffic: FoldTraffic,
 }
 
-/// The reduce lets of a contraction region other than the main one, as the pointwise template
-/// computes them: no value is shared between threads, and a thread computes `lanes` output
-/// points along the fastest output axis — a let that depends on that axis once per point
-/// (`lane`), one that does not once per thread (`thread`: counted here per output point, divided
-/// by the plan's lanes where they are known, `cost::roofline`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Refolds {
-    /// Lets that depend on the fastest output axis.
-    pub lane: Refold,
-    /// Lets that do not (a normalization's row sums, a softmax's max and sum along the keys).
-    pub thread: Refold,
-}
-
-/// One part of [`Refolds`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Refold {
-    /// Operations beyond those [`KernelWork::ops`] counts (each let's fold times the output
-    /// points it was not counted at).
-    pub ops: f64,
-    /// Folded elements, nested folds multiplied out, at every output point: each a load.
-    pub loads: f64,
-}
-
 impl KernelWork {
     /// Bytes read from global memory, each input once.
     pub fn in_bytes(&self) -> f64 {
@@ -421,21 +412,24 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
         },
         Err(e) => return Err(e),
     };
-    let pointwise_refolds = match &main {
-        Some(mc) => cx.refolds(&mc.name, out_elems, fast_axis.as_deref())?,
-        None => Refolds::default(),
-    };
     let mut roles: BTreeMap<String, Role> = BTreeMap::new();
+    let mut summed: Vec<String> = Vec::new();
     let shape = match &main {
         Some(mc) => {
-            for (side, role) in [(&mc.a, Role::A), (&mc.b, Role::B)] {
-                let mut names = BTreeSet::new();
-                cx.inputs_read(side, &mut names, &mut BTreeSet::new());
-                for n in names {
-                    roles.entry(n).or_insert(role);
+            let second = cx.second_contraction(mc)?;
+            let g = cx.gemm(mc, second.as_ref(), &iters, &mut ops)?;
+            let parts = std::iter::once(mc).chain(second.as_ref().filter(|_| g.second.is_some()));
+            for part in parts {
+                summed.push(part.name.clone());
+                for (side, role) in [(&part.a, Role::A), (&part.b, Role::B)] {
+                    let mut names = BTreeSet::new();
+                    cx.inputs_read(side, &mut names, &mut BTreeSet::new());
+                    for n in names {
+                        roles.entry(n).or_insert(role);
+                    }
                 }
             }
-            Shape::Contraction(Box::new(cx.gemm(mc, &iters, &mut ops)?))
+            Shape::Contraction(Box::new(g))
         }
         None => match compute_at {
             Some(ca) => Shape::ComputeAt(Box::new(ca)),
@@ -444,6 +438,11 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
                     .unwrap_or(Shape::Elementwise { elems: out_elems })
             }),
         },
+    };
+    let pointwise_refolds = if summed.is_empty() {
+        Refolds::default()
+    } else {
+        cx.refolds(&summed, out_elems, fast_axis.as_deref())?
     };
     // Axes a read may walk its input's last dimension with and stay coalesced: the fastest
     // output axis; a reduction's fastest reduce axis; a contraction stages its operands through
@@ -527,71 +526,6 @@ impl<'a> Cx<'a> {
             Expr::Reduce(_) => self.lets[name].evals,
             _ => out_elems,
         }
-    }
-
-    /// [`Refolds`] of every reduce let but `main`, at `out_elems` output points; `fast` is the
-    /// fastest output axis.
-    fn refolds(
-        &self,
-        main: &str,
-        out_elems: f64,
-        fast: Option<&str>,
-    ) -> Result<Refolds, WorkError> {
-        let mut r = Refolds::default();
-        for l in &self.r.lets {
-            if l.name == main || !matches!(l.expr, Expr::Reduce(_)) {
-                continue;
-            }
-            let info = &self.lets[&l.name];
-            let part = match fast {
-                Some(f) if !info.free.contains(f) => &mut r.thread,
-                _ => &mut r.lane,
-            };
-            let again = (out_elems - info.evals).max(0.0);
-            part.ops += self.expr_ops(&l.expr, &l.name, Some(&[]))?.total() * again;
-            part.loads += self.fold_elems(&l.expr, &l.name, &[])? * out_elems;
-        }
-        Ok(r)
-    }
-
-    /// Innermost evaluations of one evaluation of `e` folded at an output point: the product of
-    /// the extents of nested reductions (`Σ_n Σ_k`: N·K), summed over sibling folds, through
-    /// the lets [`Self::refolded_let`] recomputes; 0 without a reduction.
-    fn fold_elems(&self, e: &Expr, at: &str, folds: &[String]) -> Result<f64, WorkError> {
-        if let Expr::Reduce(red) = e {
-            let n: f64 = self.extents(red, at)?.iter().product();
-            let inner = [folds, &red.axes].concat();
-            return Ok(n * self.fold_elems(&red.body, at, &inner)?.max(1.0));
-        }
-        if let Some((name, l)) = self.refolded_let(e, Some(folds)) {
-            return self.fold_elems(l.expr, name, folds);
-        }
-        let mut s = 0.0;
-        for c in children(e) {
-            s += self.fold_elems(c, at, folds)?;
-        }
-        Ok(s)
-    }
-
-    /// The let `e` reads when a fold over `folds` (the axes of the reductions around `e`)
-    /// recomputes it at every step: the pointwise template shares nothing between the steps of
-    /// a fold, so a let that varies along a folded axis — the `Σ_k a·w` of every `n` a
-    /// LayerNorm's variance `Σ_n (h − mean)²` reads — is evaluated again at each. `None` for
-    /// any other expression, or without `folds` (the let is counted once per point of its
-    /// free iters).
-    fn refolded_let<'e>(
-        &'e self,
-        e: &'e Expr,
-        folds: Option<&[String]>,
-    ) -> Option<(&'e str, &'e LetInfo<'a>)> {
-        let (Expr::Let(name), Some(folds)) = (e, folds) else {
-            return None;
-        };
-        let l = self.lets.get(name)?;
-        folds
-            .iter()
-            .any(|f| l.free.contains(f))
-            .then_some((name.as_str(), l))
     }
 
     fn size(&self, d: &Dim) -> f64 {

@@ -191,3 +191,45 @@ pub fn swap_kernel(
     }
     (source, manifest)
 }
+
+/// Asserts `got` within `rtol·max(|want|, max|want| / 10, 10⁻⁶)` of `want` elementwise: a
+/// kernel's output against the reference at the output's scale (an element that cancels to near
+/// zero carries the rounding of sums of the output's size); `name` names the case.
+pub fn assert_close_at_scale(name: &str, got: &[f64], want: &[f64], rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{name}: element count");
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let tol = rtol * w.abs().max(scale * 0.1).max(1e-6);
+        assert!(
+            (g - w).abs() <= tol,
+            "{name}[{i}]: got {g}, want {w} (tolerance {tol})"
+        );
+    }
+}
+
+/// Runs `generated` with its kernel `old` replaced by `new` (a variant of the planned kernel)
+/// on the CPU emulation and asserts every output within [`assert_close_at_scale`] of `want`;
+/// `at` names the variant.
+#[allow(clippy::too_many_arguments)]
+pub fn variant_matches(
+    generated: &Generated,
+    old: &dlc_egg::codegen::gpu::Kernel,
+    new: &dlc_egg::codegen::gpu::Kernel,
+    ins: &BTreeMap<String, dlc_egg::tensor::Tensor>,
+    bindings: &BTreeMap<String, i64>,
+    want: &BTreeMap<String, dlc_egg::tensor::Tensor>,
+    rtol: f64,
+    at: &str,
+) {
+    let (source, manifest) = swap_kernel(generated, old, new);
+    let got = run_on_host(&source, &manifest, ins, bindings, &HostOptions::default())
+        .unwrap_or_else(|e| panic!("{at}: the host run fails: {e}"));
+    for (name, w) in want {
+        assert_close_at_scale(
+            &format!("{name} {at}"),
+            &got[name].to_f64(),
+            &w.to_f64(),
+            rtol,
+        );
+    }
+}

@@ -181,8 +181,19 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             // whose result is broadcast to more output points than it has (a normalization's
             // row sum under every element of the row) is folded again at each of them: the
             // analysis priced it once per point of its free iters.
+            // A second contraction summed beside the main one ([`crate::plan::work::Gemm::second`])
+            // folds at its output point once: its product and accumulation (which the analysis
+            // left to the tiled template) and a load per folded element.
+            let (mut second_ops, mut second_loads) = (0.0, 0.0);
+            if let Shape::Contraction(g) = &work.shape {
+                second_ops = 2.0 * g.batch * g.m * g.n * g.k_second;
+                second_loads = work.out_elems * g.k_second;
+            }
             let (folded, ops_once) = match &work.shape {
-                Shape::Contraction(g) => (2.0 * g.batch * g.m * g.n * g.k, g.batch * g.m * g.n),
+                Shape::Contraction(g) => (
+                    2.0 * g.batch * g.m * g.n * (g.k - g.k_second),
+                    g.batch * g.m * g.n,
+                ),
                 Shape::Reduction {
                     rows, len, passes, ..
                 } => (rows * len * f64::from(*passes), *rows),
@@ -209,8 +220,11 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
                 work.pointwise_refolds.thread.ops += extra.thread.ops;
                 work.pointwise_refolds.thread.loads += extra.thread.loads;
             }
-            work.ops.simt +=
-                work.ops.tensor + refolds + lane.ops + (loads + lane.loads) * LOAD_ISSUE;
+            work.ops.simt += work.ops.tensor
+                + refolds
+                + lane.ops
+                + second_ops
+                + (loads + lane.loads + second_loads) * LOAD_ISSUE;
             work.ops.tensor = 0.0;
             work.shape = Shape::Elementwise {
                 elems: work.out_elems,

@@ -65,6 +65,22 @@ pub struct View<'r> {
     pub batch: Axes,
     /// The reduced axes (`K`).
     pub k: Axes,
+    /// A second contraction the tile sums in its own accumulators
+    /// ([`crate::plan::work::Gemm::second`]; only the SIMT template runs it).
+    pub second: Option<Part<'r>>,
+}
+
+/// A second contraction of a [`View`]: `Σ_k a·b` over the same `M`, `N` and batch axes.
+#[derive(Clone, Debug)]
+pub struct Part<'r> {
+    /// Its let.
+    pub acc: String,
+    /// The operand that reads `M` (and batch, `K`).
+    pub a: &'r Expr,
+    /// The operand that reads `N` (and batch, `K`).
+    pub b: &'r Expr,
+    /// Its reduced axes.
+    pub k: Axes,
 }
 
 fn reduces_in(e: &Expr) -> usize {
@@ -83,17 +99,16 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
         return None;
     };
     let total: usize = r.lets.iter().map(|l| reduces_in(&l.expr)).sum();
-    if total != 1 {
+    if total != 1 + usize::from(g.second.is_some()) {
         return None;
     }
     let (acc, red) = r.lets.iter().find_map(|l| match &l.expr {
-        Expr::Reduce(red) => Some((l.name.clone(), red.as_ref())),
+        Expr::Reduce(red) if Some(&l.name) != g.second.as_ref() => {
+            Some((l.name.clone(), red.as_ref()))
+        }
         _ => None,
     })?;
-    let (a, b) = match (&red.op, &red.body, red.dtype.unwrap_or(DType::F32)) {
-        (ReduceOp::Sum, Expr::Binary(BinaryFn::Mul, a, b), DType::F32) => (a.as_ref(), b.as_ref()),
-        _ => return None,
-    };
+    let (a, b) = sum_of_products(red)?;
     let iter_axes = |names: &[String]| -> Option<Axes> {
         let mut sizes = Vec::new();
         for n in names {
@@ -132,6 +147,26 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
     }
     let k_sizes =
         crate::ir::region::verify::reduce_extents(r, red, &em.iter_sizes, &r.name).ok()?;
+    let second = match &g.second {
+        Some(name) => {
+            let Expr::Reduce(red2) = &r.lets.iter().find(|l| &l.name == name)?.expr else {
+                return None;
+            };
+            let (a, b) = sum_of_products(red2)?;
+            let sizes =
+                crate::ir::region::verify::reduce_extents(r, red2, &em.iter_sizes, &r.name).ok()?;
+            Some(Part {
+                acc: name.clone(),
+                a,
+                b,
+                k: Axes {
+                    names: red2.axes.clone(),
+                    sizes,
+                },
+            })
+        }
+        None => None,
+    };
     Some(View {
         acc,
         red,
@@ -144,7 +179,18 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
             names: red.axes.clone(),
             sizes: k_sizes,
         },
+        second,
     })
+}
+
+/// The operands of an fp32 `Σ a·b`.
+fn sum_of_products(red: &Reduce) -> Option<(&Expr, &Expr)> {
+    match (&red.op, &red.body, red.dtype.unwrap_or(DType::F32)) {
+        (ReduceOp::Sum, Expr::Binary(BinaryFn::Mul, a, b), DType::F32) => {
+            Some((a.as_ref(), b.as_ref()))
+        }
+        _ => None,
+    }
 }
 
 impl View<'_> {
@@ -152,35 +198,52 @@ impl View<'_> {
     /// dimension with the innermost `K` axis (row-major `A[m, k]`); else the outer axis is
     /// fastest (`B[k, n]`), so consecutive threads read consecutive addresses either way.
     pub fn k_fastest(&self, side: Side) -> bool {
-        let operand = match side {
-            Side::A => self.a,
-            Side::B => self.b,
-        };
-        // Size-1 `K` axes and constant trailing indices (a 1×1 filter's taps) move nothing.
-        let Some(k_last) = self
-            .k
-            .names
-            .iter()
-            .zip(&self.k.sizes)
-            .rev()
-            .find(|(_, s)| s.as_int() != Some(1))
-            .map(|(n, _)| n)
-            .or(self.k.names.last())
-        else {
-            return true;
-        };
-        let mut found: Option<bool> = None;
-        first_read(operand, &mut |map| {
-            if found.is_none() {
-                found = map
-                    .iter()
-                    .rev()
-                    .find(|a| !matches!(a, crate::ir::axis::AxisExpr::Const(_)))
-                    .map(|a| a.mentions(&|n| n == k_last.as_str()));
-            }
-        });
-        found.unwrap_or(true)
+        k_fastest(pick(side, self.a, self.b), &self.k)
     }
+
+    /// [`View::k_fastest`] of the [`View::second`] contraction's operand (the main one's
+    /// without a second).
+    pub fn second_k_fastest(&self, side: Side) -> bool {
+        match &self.second {
+            Some(p) => k_fastest(pick(side, p.a, p.b), &p.k),
+            None => self.k_fastest(side),
+        }
+    }
+}
+
+/// `a` for [`Side::A`], `b` for [`Side::B`].
+fn pick<'e>(side: Side, a: &'e Expr, b: &'e Expr) -> &'e Expr {
+    match side {
+        Side::A => a,
+        Side::B => b,
+    }
+}
+
+/// Whether loads of `operand` (reduced over `k`) should walk `K` fastest ([`View::k_fastest`]).
+fn k_fastest(operand: &Expr, k: &Axes) -> bool {
+    // Size-1 `K` axes and constant trailing indices (a 1×1 filter's taps) move nothing.
+    let Some(k_last) = k
+        .names
+        .iter()
+        .zip(&k.sizes)
+        .rev()
+        .find(|(_, s)| s.as_int() != Some(1))
+        .map(|(n, _)| n)
+        .or(k.names.last())
+    else {
+        return true;
+    };
+    let mut found: Option<bool> = None;
+    first_read(operand, &mut |map| {
+        if found.is_none() {
+            found = map
+                .iter()
+                .rev()
+                .find(|a| !matches!(a, crate::ir::axis::AxisExpr::Const(_)))
+                .map(|a| a.mentions(&|n| n == k_last.as_str()));
+        }
+    });
+    found.unwrap_or(true)
 }
 
 fn first_read(e: &Expr, f: &mut dyn FnMut(&[crate::ir::axis::AxisExpr])) {
@@ -218,7 +281,6 @@ impl View<'_> {
     /// `grid.z` is the split, which walks `kt_count` of the `K` steps from step `kt0` — the
     /// `⌈steps / splits⌉` steps of its share, or fewer (none) at the end.
     pub fn open_split_tile(&self, em: &mut Emitter, [bm, bn, bk]: [u64; 3], splits: u64) {
-        let k_total = cexpr::dim(&self.k.extent());
         let tiles_m = cexpr::dim(&self.m.extent().ceildiv(bm as i64));
         let tiles_n = cexpr::dim(&self.n.extent().ceildiv(bn as i64));
         let batch_on_y = self.batch_on_y();
@@ -242,7 +304,7 @@ impl View<'_> {
             format!("(first_m + in_group % group_m) * {bm}"),
         ));
         em.emit(Stmt::int("n0", format!("(in_group / group_m) * {bn}")));
-        let steps = format!("({k_total} + {}) / {bk}", bk - 1);
+        let steps = self.k_steps(bk);
         if splits > 1 {
             em.emit(Stmt::int("kt_total", steps));
             em.emit(Stmt::int(
@@ -263,6 +325,25 @@ impl View<'_> {
         } else {
             self.bind_batch(em, "(int)blockIdx.x / (tiles_m * tiles_n)");
         }
+    }
+
+    /// The number of `bk`-deep `K` steps (C): the main contraction's, then the
+    /// [`View::second`]'s ([`View::main_steps`] of them first).
+    pub fn k_steps(&self, bk: u64) -> String {
+        let main = self.main_steps(bk);
+        match &self.second {
+            Some(p) => format!(
+                "{main} + ({} + {}) / {bk}",
+                cexpr::dim(&p.k.extent()),
+                bk - 1
+            ),
+            None => main,
+        }
+    }
+
+    /// The main contraction's `K` steps (C).
+    pub fn main_steps(&self, bk: u64) -> String {
+        format!("({} + {}) / {bk}", cexpr::dim(&self.k.extent()), bk - 1)
     }
 
     /// Whether the batch goes on `grid.y`: its extent is a known number within the 65535
@@ -315,18 +396,54 @@ impl View<'_> {
         k: &str,
         dst: &str,
     ) -> Result<(), CodegenError> {
-        let (axes, operand) = match side {
-            Side::A => (&self.m, self.a),
-            Side::B => (&self.n, self.b),
+        self.load_operand(
+            em,
+            (side, pick(side, self.a, self.b), &self.k),
+            outer,
+            k,
+            dst,
+        )
+    }
+
+    /// [`View::load`] of the [`View::second`] contraction's operand (`K` its own).
+    pub fn load_second(
+        &self,
+        em: &mut Emitter,
+        side: Side,
+        outer: &str,
+        k: &str,
+        dst: &str,
+    ) -> Result<(), CodegenError> {
+        let Some(p) = &self.second else {
+            return Err(CodegenError::Unsupported {
+                kernel: em.region.name.clone(),
+                why: "the region has no second contraction".into(),
+            });
+        };
+        self.load_operand(em, (side, pick(side, p.a, p.b), &p.k), outer, k, dst)
+    }
+
+    /// `dst = operand[outer][k]` for `side`'s operand with reduced axes `k_axes`.
+    fn load_operand(
+        &self,
+        em: &mut Emitter,
+        (side, operand, k_axes): (Side, &Expr, &Axes),
+        outer: &str,
+        k: &str,
+        dst: &str,
+    ) -> Result<(), CodegenError> {
+        let axes = match side {
+            Side::A => &self.m,
+            Side::B => &self.n,
         };
         let guard = format!(
             "{outer} < {} && {k} < {}",
             cexpr::dim(&axes.extent()),
-            cexpr::dim(&self.k.extent())
+            cexpr::dim(&k_axes.extent())
         );
         let then = em.assign_f32(dst, operand, |em| {
             bind_flat(em, &axes.names, &axes.c_sizes(), outer, "o_");
-            bind_flat(em, &self.k.names, &self.k.c_sizes(), k, "k_");
+            bind_flat(em, &k_axes.names, &k_axes.c_sizes(), k, "k_");
         })?;
         em.emit(Stmt::If {
             cond: guard,
@@ -349,6 +466,27 @@ impl View<'_> {
         n: &str,
         acc: &str,
     ) -> Result<(), CodegenError> {
+        self.epilogue_summed(em, m, n, [acc, ""])
+    }
+
+    /// [`View::epilogue`] with the [`View::second`] contraction's accumulator `accs[1]` (C;
+    /// ignored without one).
+    pub fn epilogue_summed(
+        &self,
+        em: &mut Emitter,
+        m: &str,
+        n: &str,
+        [acc, acc2]: [&str; 2],
+    ) -> Result<(), CodegenError> {
+        if let Some(p) = &self.second {
+            if acc2.is_empty() {
+                return Err(CodegenError::Unsupported {
+                    kernel: em.region.name.clone(),
+                    why: "the template does not sum the second contraction".into(),
+                });
+            }
+            em.provide(&p.acc, acc2.to_string());
+        }
         let guard = format!(
             "{m} < {} && {n} < {}",
             cexpr::dim(&self.m.extent()),

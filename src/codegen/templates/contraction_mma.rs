@@ -129,6 +129,9 @@ fn operand_dtype(r: &Region, e: &Expr) -> Option<DType> {
 
 /// The tensor-core input type of `v`: both operands fp16 or both bf16 after their prologue.
 pub fn mma_dtype(r: &Region, v: &View) -> Option<DType> {
+    if v.second.is_some() {
+        return None; // a second contraction's accumulators: the SIMT template's
+    }
     match (operand_dtype(r, v.a), operand_dtype(r, v.b)) {
         (Some(DType::F16), Some(DType::F16)) => Some(DType::F16),
         (Some(DType::BF16), Some(DType::BF16)) => Some(DType::BF16),

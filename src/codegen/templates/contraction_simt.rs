@@ -62,10 +62,16 @@ pub fn build(
     v.open_split_tile(em, [bm, bn, bk], splits);
     // The first `K` step of this CTA's share.
     let kt_first = if splits > 1 { "kt0 + " } else { "" };
+    // A second contraction ([`View::second`]) sums in rows `tm..2·tm` of the accumulators,
+    // over the `K` steps after the main contraction's `kt_main`.
+    let sums = 1 + u64::from(v.second.is_some());
+    if v.second.is_some() {
+        em.emit(Stmt::int("kt_main", v.main_steps(bk)));
+    }
     em.emit(Stmt::Array {
         ty: CType::F32,
         name: "acc".into(),
-        dims: vec![tm, tn],
+        dims: vec![tm * sums, tn],
         zero: true,
     });
     em.emit(Stmt::Array {
@@ -80,116 +86,81 @@ pub fn build(
         dims: vec![lb],
         zero: false,
     });
-    // Loads step `kt`'s tiles into `ra`/`rb`; stores them to shared memory.
-    let loads = |em: &mut Emitter, kt: &str| -> Result<Vec<Stmt>, CodegenError> {
-        em.open();
-        for (side, regs, count, rows) in [(Side::A, "ra", la, bm), (Side::B, "rb", lb, bn)] {
-            em.open();
-            em.emit(Stmt::int("e", format!("tid + l * {threads}")));
-            let origin = if side == Side::A { "m0" } else { "n0" };
-            let (outer, k) = tile_index(v.k_fastest(side), rows, bk);
-            em.open();
-            v.load(
-                em,
-                side,
-                &format!("{origin} + {outer}"),
-                &format!("({kt_first}{kt}) * {bk} + {k}"),
-                &format!("{regs}[l]"),
-            )?;
-            let body = em.close();
-            em.emit(Stmt::If {
-                cond: format!("e < {}", rows * bk),
-                div: Div::Thread,
-                then: body,
-                otherwise: vec![],
-            });
-            let per = em.close();
-            em.emit(Stmt::unrolled("l", count, per));
-        }
-        Ok(em.close())
+    let tiles = Tiles {
+        v,
+        threads,
+        rows: [bm, bn],
+        bk,
+        counts: [la, lb],
     };
-    let fastest = [v.k_fastest(Side::A), v.k_fastest(Side::B)];
-    let stores = |_: ()| -> Vec<Stmt> {
-        let mut out = Vec::new();
-        for (side, (sm, regs, count, rows)) in [("As", "ra", la, bm), ("Bs", "rb", lb, bn)]
-            .into_iter()
-            .enumerate()
-        {
-            let (outer, k) = tile_index(fastest[side], rows, bk);
-            out.push(Stmt::unrolled(
-                "l",
-                count,
-                vec![
-                    Stmt::int("e", format!("tid + l * {threads}")),
-                    Stmt::If {
-                        cond: format!("e < {}", rows * bk),
-                        div: Div::Thread,
-                        then: vec![Stmt::Assign {
-                            place: format!("{sm}[{k}][{outer}]"),
-                            value: format!("{regs}[l]"),
-                        }],
-                        otherwise: vec![],
-                    },
-                ],
-            ));
-        }
-        out
-    };
-    let first = loads(em, "0")?;
+    // The global `K` step of local step `kt`, and whether it is the second contraction's.
+    let global = |kt: &str| format!("({kt_first}{kt})");
+    let first = tiles.loads_of_step(em, &global("0"))?;
     em.emit(Stmt::If {
         cond: "kt_count > 0".into(),
         div: Div::Block,
         then: first,
         otherwise: vec![],
     });
-    for s in stores(()) {
+    for s in tiles.stores_of_step(&global("0")) {
         em.emit(s);
     }
     em.emit(Stmt::Barrier);
     // The main loop.
-    let next = loads(em, "(kt + 1)")?;
-    let micro = vec![
-        Stmt::Array {
-            ty: CType::F32,
-            name: "a_frag".into(),
-            dims: vec![tm],
-            zero: false,
-        },
-        Stmt::Array {
-            ty: CType::F32,
-            name: "b_frag".into(),
-            dims: vec![tn],
-            zero: false,
-        },
-        Stmt::unrolled(
-            "i",
-            tm,
-            vec![Stmt::Assign {
-                place: "a_frag[i]".into(),
-                value: format!("As[kk][tr + i * {tm_threads}]"),
-            }],
-        ),
-        Stmt::unrolled(
-            "j",
-            tn,
-            vec![Stmt::Assign {
-                place: "b_frag[j]".into(),
-                value: format!("Bs[kk][tc + j * {tn_threads}]"),
-            }],
-        ),
-        Stmt::unrolled(
-            "i",
-            tm,
-            vec![Stmt::unrolled(
+    let next = tiles.loads_of_step(em, &global("(kt + 1)"))?;
+    let micro = |row0: u64| {
+        vec![
+            Stmt::Array {
+                ty: CType::F32,
+                name: "a_frag".into(),
+                dims: vec![tm],
+                zero: false,
+            },
+            Stmt::Array {
+                ty: CType::F32,
+                name: "b_frag".into(),
+                dims: vec![tn],
+                zero: false,
+            },
+            Stmt::unrolled(
+                "i",
+                tm,
+                vec![Stmt::Assign {
+                    place: "a_frag[i]".into(),
+                    value: format!("As[kk][tr + i * {tm_threads}]"),
+                }],
+            ),
+            Stmt::unrolled(
                 "j",
                 tn,
                 vec![Stmt::Assign {
-                    place: "acc[i][j]".into(),
-                    value: "acc[i][j] + a_frag[i] * b_frag[j]".into(),
+                    place: "b_frag[j]".into(),
+                    value: format!("Bs[kk][tc + j * {tn_threads}]"),
                 }],
-            )],
-        ),
-    ];
+            ),
+            Stmt::unrolled(
+                "i",
+                tm,
+                vec![Stmt::unrolled(
+                    "j",
+                    tn,
+                    vec![Stmt::Assign {
+                        place: format!("acc[{}][j]", row(row0, "i")),
+                        value: format!("acc[{}][j] + a_frag[i] * b_frag[j]", row(row0, "i")),
+                    }],
+                )],
+            ),
+        ]
+    };
+    let multiply = match v.second {
+        None => Stmt::unrolled("kk", bk, micro(0)),
+        Some(_) => Stmt::If {
+            cond: format!("{} < kt_main", global("kt")),
+            div: Div::Block,
+            then: vec![Stmt::unrolled("kk", bk, micro(0))],
+            otherwise: vec![Stmt::unrolled("kk", bk, micro(tm))],
+        },
+    };
     let mut main = vec![
         Stmt::If {
             cond: "kt + 1 < kt_count".into(),
@@ -197,13 +168,13 @@ pub fn build(
             then: next,
             otherwise: vec![],
         },
-        Stmt::unrolled("kk", bk, micro),
+        multiply,
         Stmt::Barrier,
     ];
     main.push(Stmt::If {
         cond: "kt + 1 < kt_count".into(),
         div: Div::Block,
-        then: stores(()),
+        then: tiles.stores_of_step(&global("(kt + 1)")),
         otherwise: vec![],
     });
     main.push(Stmt::Barrier);
@@ -220,11 +191,11 @@ pub fn build(
     em.open();
     em.open();
     em.open();
-    v.epilogue(
+    v.epilogue_summed(
         em,
         &format!("m0 + tr + i * {tm_threads}"),
         &format!("n0 + tc + j * {tn_threads}"),
-        "acc[i][j]",
+        ["acc[i][j]", &format!("acc[{}][j]", row(tm, "i"))],
     )?;
     let inner = em.close();
     em.emit(Stmt::unrolled("j", tn, inner));
@@ -232,7 +203,8 @@ pub fn build(
     em.emit(Stmt::unrolled("i", tm, rows));
     let epi = em.close();
     if splits > 1 {
-        for s in split_k::fixup(splits, "acc", &[tm, tn], threads, epi) {
+        let halves = v.second.as_ref().map(|_| tm);
+        for s in split_k::fixup_halves(splits, "acc", &[tm * sums, tn], threads, epi, halves) {
             em.emit(s);
         }
     } else {
@@ -257,7 +229,7 @@ pub fn build(
     ];
     let mut ps = params(r);
     if splits > 1 {
-        split_k::declare(&mut ps, &mut smem, &grid, splits, bm * bn);
+        split_k::declare(&mut ps, &mut smem, &grid, splits, bm * bn * sums);
     }
     Ok(Kernel {
         name: cexpr::ident(&r.name),
@@ -273,4 +245,131 @@ pub fn build(
         body,
         max_regs: None,
     })
+}
+
+/// Accumulator row `row0 + i` (C): the second contraction's rows follow the main one's.
+fn row(row0: u64, i: &str) -> String {
+    if row0 == 0 {
+        i.to_string()
+    } else {
+        format!("{row0} + {i}")
+    }
+}
+
+/// The operand tiles of one CTA: `counts[s]` elements per thread of side `s`'s
+/// `rows[s] × bk` tile, loaded into `ra`/`rb` and stored to `As`/`Bs`, `K`-major.
+struct Tiles<'v, 'r> {
+    v: &'v View<'r>,
+    threads: u64,
+    rows: [u64; 2],
+    bk: u64,
+    counts: [u64; 2],
+}
+
+impl Tiles<'_, '_> {
+    const SIDES: [(Side, &'static str, &'static str); 2] =
+        [(Side::A, "ra", "As"), (Side::B, "rb", "Bs")];
+
+    /// Whether side `s` of the main contraction (`second`: of the second) walks `K` fastest.
+    fn fastest(&self, s: usize, second: bool) -> bool {
+        let side = Self::SIDES[s].0;
+        if second {
+            self.v.second_k_fastest(side)
+        } else {
+            self.v.k_fastest(side)
+        }
+    }
+
+    /// The loads of global `K` step `step` (C) into `ra`/`rb`: the main contraction's, or
+    /// the second's past `kt_main` (a block-uniform branch).
+    fn loads_of_step(&self, em: &mut Emitter, step: &str) -> Result<Vec<Stmt>, CodegenError> {
+        if self.v.second.is_none() {
+            return self.loads(em, step, false);
+        }
+        let main = self.loads(em, step, false)?;
+        let second = self.loads(em, &format!("({step} - kt_main)"), true)?;
+        Ok(vec![Stmt::If {
+            cond: format!("{step} < kt_main"),
+            div: Div::Block,
+            then: main,
+            otherwise: second,
+        }])
+    }
+
+    /// The loads of one contraction's `K` step `kt` (C, counted from its first step).
+    fn loads(&self, em: &mut Emitter, kt: &str, second: bool) -> Result<Vec<Stmt>, CodegenError> {
+        let (threads, bk) = (self.threads, self.bk);
+        em.open();
+        for (s, (side, regs, _)) in Self::SIDES.into_iter().enumerate() {
+            let (count, rows) = (self.counts[s], self.rows[s]);
+            em.open();
+            em.emit(Stmt::int("e", format!("tid + l * {threads}")));
+            let origin = if side == Side::A { "m0" } else { "n0" };
+            let (outer, k) = tile_index(self.fastest(s, second), rows, bk);
+            em.open();
+            let (outer, k, dst) = (
+                format!("{origin} + {outer}"),
+                format!("{kt} * {bk} + {k}"),
+                format!("{regs}[l]"),
+            );
+            if second {
+                self.v.load_second(em, side, &outer, &k, &dst)?;
+            } else {
+                self.v.load(em, side, &outer, &k, &dst)?;
+            }
+            let body = em.close();
+            em.emit(Stmt::If {
+                cond: format!("e < {}", rows * bk),
+                div: Div::Thread,
+                then: body,
+                otherwise: vec![],
+            });
+            let per = em.close();
+            em.emit(Stmt::unrolled("l", count, per));
+        }
+        Ok(em.close())
+    }
+
+    /// The stores of global step `step`'s tiles (C) from `ra`/`rb` to shared memory, in the
+    /// element order its loads used.
+    fn stores_of_step(&self, step: &str) -> Vec<Stmt> {
+        let main = self.stores(false);
+        if self.v.second.is_none()
+            || (0..2).all(|s| self.fastest(s, false) == self.fastest(s, true))
+        {
+            return main;
+        }
+        vec![Stmt::If {
+            cond: format!("{step} < kt_main"),
+            div: Div::Block,
+            then: main,
+            otherwise: self.stores(true),
+        }]
+    }
+
+    fn stores(&self, second: bool) -> Vec<Stmt> {
+        let (threads, bk) = (self.threads, self.bk);
+        let mut out = Vec::new();
+        for (s, (_, regs, sm)) in Self::SIDES.into_iter().enumerate() {
+            let (count, rows) = (self.counts[s], self.rows[s]);
+            let (outer, k) = tile_index(self.fastest(s, second), rows, bk);
+            out.push(Stmt::unrolled(
+                "l",
+                count,
+                vec![
+                    Stmt::int("e", format!("tid + l * {threads}")),
+                    Stmt::If {
+                        cond: format!("e < {}", rows * bk),
+                        div: Div::Thread,
+                        then: vec![Stmt::Assign {
+                            place: format!("{sm}[{k}][{outer}]"),
+                            value: format!("{regs}[l]"),
+                        }],
+                        otherwise: vec![],
+                    },
+                ],
+            ));
+        }
+        out
+    }
 }

@@ -34,7 +34,11 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
             let regs = match algo {
                 Algo::MmaSync if splits > 1 => regs::mma_sync(g.fill, &t) + regs::SPLIT_K_REGS,
                 Algo::MmaSync => regs::mma_sync(g.fill, &t),
-                Algo::Simt => regs::simt(&t, g.pattern == crate::plan::work::Pattern::Conv),
+                Algo::Simt => regs::simt_summing(
+                    &t,
+                    g.pattern == crate::plan::work::Pattern::Conv,
+                    1 + u32::from(g.second.is_some()),
+                ),
                 // wgmma reads its operands from shared memory (a conv's image gathered by
                 // the producer warpgroup).
                 Algo::Wgmma => regs::wgmma(g.fill, &t),

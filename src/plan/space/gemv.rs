@@ -113,7 +113,12 @@ pub const GEMV_UNROLL: u64 = 4;
 /// epilogue: `BM` the rows rounded up to a power of two, [`GEMV_BLOCKS`] for the warps.
 pub(super) fn gemv_grid(g: &Gemm, elem: u64) -> Vec<Knobs> {
     let max = GEMV_MAX_ROWS;
-    if g.row_extent.is_some() || g.m < 1.0 || g.m > max as f64 || g.m.fract() != 0.0 {
+    if g.row_extent.is_some()
+        || g.second.is_some()
+        || g.m < 1.0
+        || g.m > max as f64
+        || g.m.fract() != 0.0
+    {
         return Vec::new();
     }
     let bm = (g.m as u64).next_power_of_two();

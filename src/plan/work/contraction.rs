@@ -77,9 +77,60 @@ impl<'a> Cx<'a> {
         free(&a_ax) == free(&b_ax)
     }
 
+    /// The contraction a tile sums beside `mc` ([`Gemm::second`]): in a region whose only
+    /// reductions are `mc` and one other top-level `Σ_K' a'·b'` over inputs, that one, when
+    /// neither reads the other (no operand holds a contraction). Whether its axes fit `mc`'s
+    /// tile is [`Cx::gemm`]'s test.
+    pub(super) fn second_contraction(
+        &self,
+        mc: &MainContraction<'a>,
+    ) -> Result<Option<MainContraction<'a>>, WorkError> {
+        let reduces: usize = self.r.lets.iter().map(|l| count_reduces(&l.expr)).sum();
+        if reduces != 2 {
+            return Ok(None);
+        }
+        for l in &self.r.lets {
+            let Expr::Reduce(red) = &l.expr else { continue };
+            let Some((a, b)) = product_operands(red) else {
+                continue;
+            };
+            if l.name == mc.name
+                || !self.reads_input(a)
+                || !self.reads_input(b)
+                || self.is_batched_dot(red, a, b)
+            {
+                continue;
+            }
+            let nested = [a, b]
+                .iter()
+                .any(|side| self.contains_contraction(side, &mut BTreeSet::new()));
+            return Ok((!nested).then(|| MainContraction {
+                name: l.name.clone(),
+                red,
+                a,
+                b,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Whether `part`'s operands read only `axes`' `M` (for `a`) and `N` (for `b`) axes
+    /// besides the batch and their own `K`: a contraction the tile of `axes` can sum.
+    fn fits_tile(&self, part: &MainContraction, axes: &GemmAxes) -> bool {
+        [(part.a, &axes.m), (part.b, &axes.n)]
+            .iter()
+            .all(|(side, own)| {
+                let mut ax = BTreeSet::new();
+                self.axes_of(side, &part.red.axes, &mut ax);
+                ax.iter()
+                    .all(|a| part.red.axes.contains(a) || own.contains(a) || axes.batch.contains(a))
+            })
+    }
+
     pub(super) fn gemm(
         &self,
         mc: &MainContraction<'a>,
+        second: Option<&MainContraction<'a>>,
         iters: &[(String, f64)],
         ops: &mut Ops,
     ) -> Result<Gemm, WorkError> {
@@ -103,12 +154,20 @@ impl<'a> Cx<'a> {
                 (false, false) => {}
             }
         }
+        let second = second.filter(|s| self.fits_tile(s, &axes));
+        let parts: Vec<&MainContraction> = std::iter::once(mc).chain(second).collect();
         let prod = |v: &[String]| v.iter().filter_map(|n| size_of(n)).product::<f64>();
-        let k: f64 = self.extents(mc.red, &mc.name)?.iter().product();
+        let mut ks = Vec::new();
+        for p in &parts {
+            ks.push(self.extents(p.red, &p.name)?.iter().product::<f64>());
+        }
+        let k: f64 = ks.iter().sum();
         let (batch, m, n) = (prod(&axes.batch), prod(&axes.m), prod(&axes.n));
-        let conv = [mc.a, mc.b]
-            .iter()
-            .any(|side| mixes_axes(side, &k_axes, &self.r.iters));
+        let conv = parts.iter().any(|p| {
+            [p.a, p.b]
+                .iter()
+                .any(|side| mixes_axes(side, &p.red.axes, &self.r.iters))
+        });
         let pattern = if conv {
             Pattern::Conv
         } else if batch > 1.0 {
@@ -116,76 +175,41 @@ impl<'a> Cx<'a> {
         } else {
             Pattern::Matmul
         };
-        // Prologue: ops of the operands (inline, and the lets they read that are not the
-        // accumulator's), per operand element.
         let mut prologue = [Ops::default(), Ops::default()];
-        // The pointwise template's extra operand work: per lane, or once per thread for an
-        // operand that does not read the fastest output axis (`P` of `P·V` with the value
-        // column fastest: the compiler shares it across a chunk's unrolled lanes).
         let mut pointwise_prologue = Refolds::default();
-        let fast = iters.last().map(|(name, _)| name.as_str());
-        let invariant = |i: usize| {
-            let other = if i == 0 { &axes.n } else { &axes.m };
-            fast.is_some_and(|f| other.iter().any(|a| a == f))
-        };
-        let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
-        let macs = batch * m * n * k;
         let mut adjusted = BTreeSet::new();
-        for (i, side) in [mc.a, mc.b].into_iter().enumerate() {
-            let elems = batch * if i == 0 { m } else { n } * k;
-            let inline_ops = self.expr_ops(side, &mc.name, None)?;
-            // The inline operand ops were counted per multiply-accumulate; a tiled kernel applies
-            // them per loaded element.
-            ops.add(inline_ops, elems - macs);
-            let part = if invariant(i) {
-                &mut pointwise_prologue.thread
-            } else {
-                &mut pointwise_prologue.lane
-            };
-            part.ops += inline_ops.total() * (macs - elems);
-            // The pointwise fold reads the operand's inputs at every multiply-accumulate: one
-            // read is the operand's own load (priced with the fold), the others (a prologue's
-            // bias) are loads beyond it.
-            part.loads += (self.reads_per_eval(side, &mut BTreeSet::new()) - 1.0).max(0.0) * macs;
-            let mut inline = inline_ops;
-            let mut seen = BTreeSet::new();
-            self.let_deps(side, &mut seen);
-            for l in &seen {
-                let let_ops = self.expr_ops(self.lets[l].expr, l, None)?;
-                let reduce = matches!(self.lets[l].expr, Expr::Reduce(_));
-                let per_elem = if reduce {
-                    self.lets[l].evals / elems.max(1.0)
-                } else {
-                    1.0
-                };
-                inline.add(let_ops, per_elem);
-                // Computed once per operand element, not per output element.
-                if !reduce && adjusted.insert(l.clone()) {
-                    ops.add(let_ops, elems - out_elems);
-                    pointwise_prologue.lane.ops += let_ops.total() * (out_elems - elems);
-                }
+        for (p, kp) in parts.iter().zip(&ks) {
+            let share = if k > 0.0 { kp / k } else { 1.0 };
+            let pro = self.prologue(p, [batch, m, n, *kp], iters, &axes, ops, &mut adjusted)?;
+            for (total, (per_elem, pointwise)) in prologue.iter_mut().zip(pro.0) {
+                total.add(per_elem, share);
+                pointwise_prologue.lane.ops += pointwise.lane.ops;
+                pointwise_prologue.lane.loads += pointwise.lane.loads;
+                pointwise_prologue.thread.ops += pointwise.thread.ops;
+                pointwise_prologue.thread.loads += pointwise.thread.loads;
             }
-            prologue[i] = inline;
         }
-        // The main product itself is the template's (priced per plan), not part of `ops`.
-        let tensor_cores = tensor_cores_of(self, mc);
-        if tensor_cores {
-            ops.tensor -= 2.0 * macs;
-        } else {
-            ops.simt -= 2.0 * macs;
+        // The products themselves are the template's (priced per plan), not part of `ops`.
+        let tensor_cores = second.is_none() && tensor_cores_of(self, mc);
+        for (p, kp) in parts.iter().zip(&ks) {
+            let macs = batch * m * n * kp;
+            if half_pair(self, p.a, p.b) {
+                ops.tensor -= 2.0 * macs;
+            } else {
+                ops.simt -= 2.0 * macs;
+            }
         }
-        let (a_elem, b_elem) = (
-            operand_dtype(self, mc.a).map_or(4, |d| d.size_bytes()),
-            operand_dtype(self, mc.b).map_or(4, |d| d.size_bytes()),
-        );
-        // Epilogue: lets that read the accumulator, in order; reductions among them over M or N
-        // make a row epilogue.
-        let mut downstream: BTreeSet<String> = [mc.name.clone()].into();
+        let elem = |e: &Expr| operand_dtype(self, e).map_or(4, |d| d.size_bytes());
+        let a_elem = parts.iter().map(|p| elem(p.a)).max().unwrap_or(4);
+        let b_elem = parts.iter().map(|p| elem(p.b)).max().unwrap_or(4);
+        // Epilogue: lets that read the accumulators, in order; reductions among them over M
+        // or N make a row epilogue.
+        let mut downstream: BTreeSet<String> = parts.iter().map(|p| p.name.clone()).collect();
         let mut depth: BTreeMap<String, u32> = BTreeMap::new();
         let mut epilogue = Vec::new();
         let mut row_extent = None;
         for l in &self.r.lets {
-            if l.name == mc.name {
+            if parts.iter().any(|p| p.name == l.name) {
                 continue;
             }
             let mut deps = BTreeSet::new();
@@ -219,6 +243,8 @@ impl<'a> Cx<'a> {
             a_elem,
             b_elem,
             tensor_cores,
+            second: second.map(|p| p.name.clone()),
+            k_second: ks.get(1).copied().unwrap_or(0.0),
             prologue,
             pointwise_prologue,
             row_passes,
@@ -229,4 +255,84 @@ impl<'a> Cx<'a> {
             staged_store: true,
         })
     }
+
+    /// The prologue of contraction `p` (`[batch, m, n, k]` its sizes) on the tile of `axes`:
+    /// per operand (`A`, `B`), its work per loaded element and what the pointwise template
+    /// adds; corrects `ops`, which counted the inline operand ops per multiply-accumulate and
+    /// the lets they read per output element (`adjusted`: the lets already corrected).
+    fn prologue(
+        &self,
+        p: &MainContraction<'a>,
+        [batch, m, n, k]: [f64; 4],
+        iters: &[(String, f64)],
+        axes: &GemmAxes,
+        ops: &mut Ops,
+        adjusted: &mut BTreeSet<String>,
+    ) -> Result<Prologue, WorkError> {
+        // The pointwise template's extra operand work: per lane, or once per thread for an
+        // operand that does not read the fastest output axis (`P` of `P·V` with the value
+        // column fastest: the compiler shares it across a chunk's unrolled lanes).
+        let fast = iters.last().map(|(name, _)| name.as_str());
+        let invariant = |i: usize| {
+            let other = if i == 0 { &axes.n } else { &axes.m };
+            fast.is_some_and(|f| other.iter().any(|a| a == f))
+        };
+        let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
+        let macs = batch * m * n * k;
+        let mut out = Prologue::default();
+        for (i, side) in [p.a, p.b].into_iter().enumerate() {
+            let elems = batch * if i == 0 { m } else { n } * k;
+            let inline_ops = self.expr_ops(side, &p.name, None)?;
+            // The inline operand ops were counted per multiply-accumulate; a tiled kernel
+            // applies them per loaded element.
+            ops.add(inline_ops, elems - macs);
+            let mut pointwise = Refolds::default();
+            let part = if invariant(i) {
+                &mut pointwise.thread
+            } else {
+                &mut pointwise.lane
+            };
+            part.ops += inline_ops.total() * (macs - elems);
+            // The pointwise fold reads the operand's inputs at every multiply-accumulate: one
+            // read is the operand's own load (priced with the fold), the others (a prologue's
+            // bias) are loads beyond it.
+            part.loads += (self.reads_per_eval(side, &mut BTreeSet::new()) - 1.0).max(0.0) * macs;
+            let mut inline = inline_ops;
+            let mut seen = BTreeSet::new();
+            self.let_deps(side, &mut seen);
+            for l in &seen {
+                let let_ops = self.expr_ops(self.lets[l].expr, l, None)?;
+                let reduce = matches!(self.lets[l].expr, Expr::Reduce(_));
+                let per_elem = if reduce {
+                    self.lets[l].evals / elems.max(1.0)
+                } else {
+                    1.0
+                };
+                inline.add(let_ops, per_elem);
+                // Computed once per operand element, not per output element.
+                if !reduce && adjusted.insert(l.clone()) {
+                    ops.add(let_ops, elems - out_elems);
+                    pointwise.lane.ops += let_ops.total() * (out_elems - elems);
+                }
+            }
+            out.0[i] = (inline, pointwise);
+        }
+        Ok(out)
+    }
+}
+
+/// Per operand (`A`, `B`) of one contraction: its prologue work per loaded element and what
+/// the pointwise template adds ([`Cx::prologue`]).
+#[derive(Default)]
+struct Prologue([(Ops, Refolds); 2]);
+
+/// Reductions in `e`, nested ones included.
+fn count_reduces(e: &Expr) -> usize {
+    let own = match e {
+        Expr::Reduce(r) => 1 + count_reduces(&r.body),
+        _ => 0,
+    };
+    own + crate::ir::region::verify::children(e)
+        .map(count_reduces)
+        .sum::<usize>()
 }
