@@ -157,13 +157,13 @@ pub fn fusion_reasons(body: &RecExpr<TensorLang>, embedded: usize) -> Vec<String
                 .into(),
         );
     }
-    // Two contractions side by side (neither reads the other): one tile sums both, each in
-    // accumulators of its own (`plan::work::Gemm::second`).
+    // Two contractions side by side (neither reads the other): the SIMT tile sums both, each
+    // in accumulators of its own (`plan::work::Gemm::second`), or the pointwise fold both.
     let side_by_side = contractions == 2 && reduces.len() == 2 && !under_reduce_of_reduce(body);
     if side_by_side {
         reasons.push(
             "a second contraction over the same output (e.g. a residual block's projection \
-             shortcut), summed by the same tile in accumulators of its own"
+             shortcut), summed with the first in this kernel"
                 .into(),
         );
     }

@@ -261,9 +261,13 @@ impl Grow {
                 // Other inputs wait ahead of the GEMM's product: the body with the GEMM
                 // completed first ([`Grow::complete_product`]).
                 let ahead = !g.waiting.is_empty();
+                // Or another contraction waits (a residual block's projection shortcut beside
+                // its last convolution): the body over the whole contraction reading the other
+                // branch's output.
+                let beside = g.waiting.iter().any(|w| eg.is_contraction(*w));
                 g.absorb(d, b, i, &p_ins);
                 g.computing += 1;
-                if contraction && reduction && ahead && eg.is_dense(d) {
+                if contraction && reduction && ahead && (beside || eg.is_dense(d)) {
                     alternatives.extend(self.complete_product(eg, eclass, g.clone()));
                 }
                 return Some(alternatives);
@@ -279,7 +283,11 @@ impl Grow {
     /// breadth-first order absorbs those inputs first, so without this no kernel reads them
     /// over the whole GEMM: a merged Q‖K‖V GEMM whose epilogue adds the concatenated bias (a
     /// constant computed at load time, `crate::extract::derived`) computed the concatenation
-    /// in the epilogue instead of reading it (issue 23). `None` when the product does not fuse.
+    /// in the epilogue instead of reading it (issue 23). Also for any contraction while another
+    /// contraction waits: a residual block's last convolution reading its projection shortcut's
+    /// output (fp16: the `mma_sync` convolution, two kernels, where the summed SIMT tile was the
+    /// only one-kernel form; MobileNetV2's projection reading the previous block's, 52 → 51
+    /// kernels). `None` when the product does not fuse.
     fn complete_product(&self, eg: &impl GrowView, eclass: Id, mut g: Growth) -> Option<Grown> {
         let products: Vec<Id> = g.queue.drain(..).collect();
         for d in products {
