@@ -186,6 +186,22 @@ fn the_cooperative_compute_at_window_is_emitted_as_planned() {
     assert_eq!(t, "reduce", "{arch}");
 }
 
+/// A residual block's projection shortcut summed in one SIMT tile (`plan::work::Gemm::second`,
+/// `tests/codegen_summed_contractions.rs`; batch 1 splits `K`) keeps one plan on both targets:
+/// the report, `--dump plan` and the manifest agree, and it is launched on the SIMT template.
+#[test]
+fn the_summed_projection_is_emitted_as_planned() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("projection_block.json");
+    std::fs::write(&path, common::projection_block(1, 128, 64, 28)).expect("written");
+    for arch in ["sm80", "sm90"] {
+        let v = views(&path, arch);
+        let ks = check_agree(&format!("projection block ({arch})"), &v);
+        assert_eq!(ks.len(), 1, "{arch}: one kernel: {ks:?}");
+        assert_eq!(ks[0].1, "contraction_simt", "{arch}: {ks:?}");
+    }
+}
+
 /// `examples/conv_relu_pool.json` with fp16 tensors and a batch of 1.
 fn conv_n1_fp16(dir: &Path) -> std::path::PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/conv_relu_pool.json");

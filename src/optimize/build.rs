@@ -159,7 +159,11 @@ pub fn fusion_reasons(body: &RecExpr<TensorLang>, embedded: usize) -> Vec<String
     }
     // Two contractions side by side (neither reads the other): the SIMT tile sums both, each
     // in accumulators of its own (`plan::work::Gemm::second`), or the pointwise fold both.
-    let side_by_side = contractions == 2 && reduces.len() == 2 && !under_reduce_of_reduce(body);
+    let nested = nodes
+        .iter()
+        .enumerate()
+        .any(|(k, n)| matches!(n, T::Reduce(_)) && under_reduce[k]);
+    let side_by_side = contractions == 2 && reduces.len() == 2 && !nested;
     if side_by_side {
         reasons.push(
             "a second contraction over the same output (e.g. a residual block's projection \
@@ -669,22 +673,4 @@ fn cover_map(
         out.insert(*c, tags);
     }
     out
-}
-
-/// Whether a reduction of `body` is nested in another's body.
-fn under_reduce_of_reduce(body: &RecExpr<TensorLang>) -> bool {
-    let nodes = body.as_ref();
-    let mut inside = vec![false; nodes.len()];
-    for (k, n) in nodes.iter().enumerate().rev() {
-        let is_reduce = matches!(n, TensorLang::Reduce(_));
-        if is_reduce && inside[k] {
-            return true;
-        }
-        if inside[k] || is_reduce {
-            for c in egg::Language::children(n) {
-                inside[usize::from(*c)] = true;
-            }
-        }
-    }
-    false
 }

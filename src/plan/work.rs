@@ -4,11 +4,12 @@
 //! Templates (seed 001 §9, issue 5's list):
 //! - **contraction**: one `reduce(sum, K, mul(a, b))` — the *main* contraction, the largest
 //!   when there are several, and possibly a second one over the same `M`, `N` and batch axes
-//!   that the tile sums in accumulators of its own ([`Gemm::second`]) — with a prologue (what its operands compute before the product:
-//!   guards, casts, producers inlined at the reads) and an epilogue (every let that reads the
-//!   accumulator). Axes are classified from the operands' index maps: `M` = iters only `a`
-//!   reads, `N` = iters only `b` reads, batch = iters both read, `K` = the reduce axes. A conv
-//!   is the same template (implicit GEMM): its input map mixes an output axis with a `K` axis.
+//!   that the tile sums in accumulators of its own ([`Gemm::second`]) — with a prologue (what
+//!   its operands compute before the product: guards, casts, producers inlined at the reads)
+//!   and an epilogue (every let that reads the accumulator). Axes are classified from the
+//!   operands' index maps: `M` = iters only `a` reads, `N` = iters only `b` reads, batch = iters
+//!   both read, `K` = the reduce axes. A conv is the same template (implicit GEMM): its input
+//!   map mixes an output axis with a `K` axis.
 //!   An epilogue reducing over `M` or `N` (a softmax or a norm of the product's rows) needs the
 //!   whole row in one block, or one pass per dependent reduction ([`Gemm::row_passes`]).
 //! - **reduction**: a row reduction (softmax, norms, pooling windows), rows × length.

@@ -349,6 +349,51 @@ pub fn gemm_bias_relu_t(dt: &str, [m, k, n]: [&str; 3], default: i64, trans: [bo
     )
 }
 
+/// `Y = relu(conv3x3(H, w, b) + conv1x1(X, wd, bd, stride 2))`: `H[n, c, hw, hw]`,
+/// `X[n, cx, 2·hw, 2·hw]`, `c` output channels.
+pub fn projection_block(n: i64, c: i64, cx: i64, hw: i64) -> String {
+    projection_block_of("fp32", n, c, cx, hw)
+}
+
+/// [`projection_block`] in `dtype`.
+pub fn projection_block_of(dtype: &str, n: i64, c: i64, cx: i64, hw: i64) -> String {
+    let conv = |name: &str, ins: [&str; 3], out: &str, k: i64, s: i64| {
+        let p = k / 2;
+        serde_json::json!({"op": "Conv", "name": name, "inputs": ins, "outputs": [out],
+            "attrs": {"stride": [s, s], "pad": [[p, p], [p, p]], "dilation": [1, 1],
+            "groups": 1}})
+    };
+    let ew = |name: &str, f: &str, ins: serde_json::Value, out: &str| {
+        serde_json::json!({"op": "Elementwise", "name": name, "inputs": ins, "outputs": [out],
+            "attrs": {"fn": f}})
+    };
+    let param = |t: &str| serde_json::json!({"tensor": t, "role": "param"});
+    let t = |shape: serde_json::Value| serde_json::json!({"dtype": dtype, "shape": shape});
+    serde_json::json!({
+        "signature": {
+            "inputs": [{"tensor": "H"}, {"tensor": "X"}, param("w"), param("b"), param("wd"),
+                param("bd")],
+            "outputs": [{"tensor": "Y"}]
+        },
+        "tensors": {
+            "H": t(serde_json::json!([n, c, hw, hw])),
+            "X": t(serde_json::json!([n, cx, 2 * hw, 2 * hw])),
+            "w": t(serde_json::json!([c, c, 3, 3])),
+            "b": t(serde_json::json!([c])),
+            "wd": t(serde_json::json!([c, cx, 1, 1])),
+            "bd": t(serde_json::json!([c])),
+            "Y": t(serde_json::json!([n, c, hw, hw]))
+        },
+        "graph": [
+            conv("conv", ["H", "w", "b"], "p", 3, 1),
+            conv("down", ["X", "wd", "bd"], "d", 1, 2),
+            ew("residual", "add", serde_json::json!(["p", "d"]), "r"),
+            ew("out_relu", "relu", serde_json::json!(["r"]), "Y")
+        ]
+    })
+    .to_string()
+}
+
 /// A ResNet stage's tail: `Y = fc(flatten(mean_hw(relu(conv3x3(X) + b + S))))`, `C` channels at `H×W`, batch `n`.
 pub fn stage_tail(c: i64, hw: i64, n: i64) -> String {
     let param = |t: &str| json!({"tensor": t, "role": "param"});

@@ -184,11 +184,13 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             // A second contraction summed beside the main one ([`crate::plan::work::Gemm::second`])
             // folds at its output point once: its product and accumulation (which the analysis
             // left to the tiled template) and a load per folded element.
-            let (mut second_ops, mut second_loads) = (0.0, 0.0);
-            if let Shape::Contraction(g) = &work.shape {
-                second_ops = 2.0 * g.batch * g.m * g.n * g.k_second;
-                second_loads = work.out_elems * g.k_second;
-            }
+            let (second_ops, second_loads) = match &work.shape {
+                Shape::Contraction(g) => (
+                    2.0 * g.batch * g.m * g.n * g.k_second,
+                    work.out_elems * g.k_second,
+                ),
+                _ => (0.0, 0.0),
+            };
             let (folded, ops_once) = match &work.shape {
                 Shape::Contraction(g) => (
                     2.0 * g.batch * g.m * g.n * (g.k - g.k_second),
@@ -217,8 +219,7 @@ pub fn as_emitted(mut work: KernelWork, e: Emits) -> KernelWork {
             if let Shape::Contraction(g) = &work.shape {
                 let extra = g.pointwise_prologue;
                 work.ops.simt += folded + extra.lane.ops + extra.lane.loads * LOAD_ISSUE;
-                work.pointwise_refolds.thread.ops += extra.thread.ops;
-                work.pointwise_refolds.thread.loads += extra.thread.loads;
+                work.pointwise_refolds.thread.add(&extra.thread);
             }
             work.ops.simt += work.ops.tensor
                 + refolds

@@ -16,7 +16,7 @@ use super::super::CodegenError;
 use super::{bind_flat, store_yields, yield_output};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::ir::region::verify::children;
+use crate::ir::region::verify::{children, reduces_in};
 use crate::ir::region::{BinaryFn, Expr, Reduce, Region};
 use crate::ir::tiny::ReduceOp;
 use crate::plan::space::RASTER_GROUP;
@@ -81,15 +81,6 @@ pub struct Part<'r> {
     pub b: &'r Expr,
     /// Its reduced axes.
     pub k: Axes,
-}
-
-fn reduces_in(e: &Expr) -> usize {
-    let own = usize::from(matches!(e, Expr::Reduce(_)));
-    let inner = match e {
-        Expr::Reduce(r) => reduces_in(&r.body),
-        _ => 0,
-    };
-    own + inner + children(e).map(reduces_in).sum::<usize>()
 }
 
 /// The GEMM view of `r`, when a tiled template can run it (see the module doc); `work` is the
@@ -466,25 +457,26 @@ impl View<'_> {
         n: &str,
         acc: &str,
     ) -> Result<(), CodegenError> {
-        self.epilogue_summed(em, m, n, [acc, ""])
+        self.epilogue_summed(em, m, n, acc, None)
     }
 
-    /// [`View::epilogue`] with the [`View::second`] contraction's accumulator `accs[1]` (C;
-    /// ignored without one).
+    /// [`View::epilogue`] with the [`View::second`] contraction's accumulator `acc2` (C), which
+    /// a view with a second contraction needs.
     pub fn epilogue_summed(
         &self,
         em: &mut Emitter,
         m: &str,
         n: &str,
-        [acc, acc2]: [&str; 2],
+        acc: &str,
+        acc2: Option<&str>,
     ) -> Result<(), CodegenError> {
         if let Some(p) = &self.second {
-            if acc2.is_empty() {
+            let Some(acc2) = acc2 else {
                 return Err(CodegenError::Unsupported {
                     kernel: em.region.name.clone(),
                     why: "the template does not sum the second contraction".into(),
                 });
-            }
+            };
             em.provide(&p.acc, acc2.to_string());
         }
         let guard = format!(

@@ -195,7 +195,8 @@ pub fn build(
         em,
         &format!("m0 + tr + i * {tm_threads}"),
         &format!("n0 + tc + j * {tn_threads}"),
-        ["acc[i][j]", &format!("acc[{}][j]", row(tm, "i"))],
+        "acc[i][j]",
+        Some(&format!("acc[{}][j]", row(tm, "i"))),
     )?;
     let inner = em.close();
     em.emit(Stmt::unrolled("j", tn, inner));

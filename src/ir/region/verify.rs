@@ -253,6 +253,17 @@ pub fn children_mut(e: &mut Expr) -> impl Iterator<Item = &mut Expr> {
     child_slots!(e, mut)
 }
 
+/// The reductions of `e`, itself and nested ones included (a contraction template's region has
+/// exactly its contractions: `codegen::templates::contraction::view`, `plan::work`).
+pub fn reduces_in(e: &Expr) -> usize {
+    let own = usize::from(matches!(e, Expr::Reduce(_)));
+    let inner = match e {
+        Expr::Reduce(r) => reduces_in(&r.body),
+        _ => 0,
+    };
+    own + inner + children(e).map(reduces_in).sum::<usize>()
+}
+
 /// True when `e` has a reduce or a scan strictly inside it.
 fn nests_fold(e: &Expr) -> bool {
     children(e)

@@ -4,6 +4,7 @@
 
 use super::exprs::*;
 use super::{Cx, Fill, Gemm, GemmAxes, MainContraction, Ops, Pattern, Refolds, WorkError};
+use crate::ir::region::verify::reduces_in;
 use crate::ir::region::{Expr, Reduce};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -85,7 +86,7 @@ impl<'a> Cx<'a> {
         &self,
         mc: &MainContraction<'a>,
     ) -> Result<Option<MainContraction<'a>>, WorkError> {
-        let reduces: usize = self.r.lets.iter().map(|l| count_reduces(&l.expr)).sum();
+        let reduces: usize = self.r.lets.iter().map(|l| reduces_in(&l.expr)).sum();
         if reduces != 2 {
             return Ok(None);
         }
@@ -181,12 +182,9 @@ impl<'a> Cx<'a> {
         for (p, kp) in parts.iter().zip(&ks) {
             let share = if k > 0.0 { kp / k } else { 1.0 };
             let pro = self.prologue(p, [batch, m, n, *kp], iters, &axes, ops, &mut adjusted)?;
-            for (total, (per_elem, pointwise)) in prologue.iter_mut().zip(pro.0) {
+            for (total, (per_elem, pointwise)) in prologue.iter_mut().zip(pro) {
                 total.add(per_elem, share);
-                pointwise_prologue.lane.ops += pointwise.lane.ops;
-                pointwise_prologue.lane.loads += pointwise.lane.loads;
-                pointwise_prologue.thread.ops += pointwise.thread.ops;
-                pointwise_prologue.thread.loads += pointwise.thread.loads;
+                pointwise_prologue.add(&pointwise);
             }
         }
         // The products themselves are the template's (priced per plan), not part of `ops`.
@@ -268,7 +266,7 @@ impl<'a> Cx<'a> {
         axes: &GemmAxes,
         ops: &mut Ops,
         adjusted: &mut BTreeSet<String>,
-    ) -> Result<Prologue, WorkError> {
+    ) -> Result<[(Ops, Refolds); 2], WorkError> {
         // The pointwise template's extra operand work: per lane, or once per thread for an
         // operand that does not read the fastest output axis (`P` of `P·V` with the value
         // column fastest: the compiler shares it across a chunk's unrolled lanes).
@@ -279,7 +277,7 @@ impl<'a> Cx<'a> {
         };
         let out_elems: f64 = iters.iter().map(|(_, s)| *s).product();
         let macs = batch * m * n * k;
-        let mut out = Prologue::default();
+        let mut out = [(Ops::default(), Refolds::default()); 2];
         for (i, side) in [p.a, p.b].into_iter().enumerate() {
             let elems = batch * if i == 0 { m } else { n } * k;
             let inline_ops = self.expr_ops(side, &p.name, None)?;
@@ -315,24 +313,8 @@ impl<'a> Cx<'a> {
                     pointwise.lane.ops += let_ops.total() * (out_elems - elems);
                 }
             }
-            out.0[i] = (inline, pointwise);
+            out[i] = (inline, pointwise);
         }
         Ok(out)
     }
-}
-
-/// Per operand (`A`, `B`) of one contraction: its prologue work per loaded element and what
-/// the pointwise template adds ([`Cx::prologue`]).
-#[derive(Default)]
-struct Prologue([(Ops, Refolds); 2]);
-
-/// Reductions in `e`, nested ones included.
-fn count_reduces(e: &Expr) -> usize {
-    let own = match e {
-        Expr::Reduce(r) => 1 + count_reduces(&r.body),
-        _ => 0,
-    };
-    own + crate::ir::region::verify::children(e)
-        .map(count_reduces)
-        .sum::<usize>()
 }

@@ -29,6 +29,22 @@ pub struct Refold {
     pub loads: f64,
 }
 
+impl Refold {
+    /// Adds `o`'s operations and loads.
+    pub fn add(&mut self, o: &Refold) {
+        self.ops += o.ops;
+        self.loads += o.loads;
+    }
+}
+
+impl Refolds {
+    /// Adds `o`'s parts to this one's.
+    pub fn add(&mut self, o: &Refolds) {
+        self.lane.add(&o.lane);
+        self.thread.add(&o.thread);
+    }
+}
+
 impl<'a> Cx<'a> {
     /// [`Refolds`] of every reduce let but the contractions the tile sums (`summed`: the main
     /// one and its [`Gemm::second`]), at `out_elems` output points; `fast` is the fastest
