@@ -94,6 +94,19 @@ def vit_b_16():
     return vision(torchvision.models.vit_b_16)()
 
 
+def vit_s_16_6():
+    """The ViT-S/16 of issue 23's tinygrad table, 6 layers (torchvision has no ViT-S: its
+    `VisionTransformer` with ViT-S's sizes)."""
+    import torchvision
+    torch.backends.mha.set_fastpath_enabled(False)
+
+    def build(weights=None):
+        return torchvision.models.VisionTransformer(
+            image_size=224, patch_size=16, num_layers=6, num_heads=6, hidden_dim=384,
+            mlp_dim=1536)
+    return vision(build)()
+
+
 def token_inputs(seq, vocab, mask=True, seed=2):
     g = torch.Generator().manual_seed(seed + seq)
     ids = torch.randint(0, vocab, (1, seq), generator=g, dtype=torch.int64)
@@ -112,9 +125,22 @@ def bert():
     return m, token_inputs(7, cfg.vocab_size)
 
 
-def gpt2():
+def bert_4l():
+    """BERT-base with 4 layers (issue 23's tinygrad table)."""
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(num_hidden_layers=4)
+    m = BertModel(cfg, add_pooling_layer=True).eval()
+    return m, token_inputs(7, cfg.vocab_size)
+
+
+def gpt2_2l():
+    """GPT-2 with 2 layers (issue 23's tinygrad table)."""
+    return gpt2(n_layer=2)
+
+
+def gpt2(**config):
     from transformers import GPT2Config, GPT2Model
-    cfg = GPT2Config(use_cache=False)
+    cfg = GPT2Config(use_cache=False, **config)
     m = GPT2Model(cfg).eval()
     # With an attention mask (as a user batching prompts passes it); without one transformers
     # looks for packed sequences with `torch.diff`, which the TorchScript exporter cannot export.
@@ -131,6 +157,12 @@ MODELS = {
                     "attention_mask": {0: "batch", 1: "sequence"}}, [16]),
     "gpt2": (gpt2, {"input_ids": {0: "batch", 1: "sequence"},
                     "attention_mask": {0: "batch", 1: "sequence"}}, [12]),
+    # the sizes of issue 23's tinygrad table
+    "vit_s_16_6": (vit_s_16_6, None, []),
+    "bert_4l": (bert_4l, {"input_ids": {0: "batch", 1: "sequence"},
+                          "attention_mask": {0: "batch", 1: "sequence"}}, []),
+    "gpt2_2l": (gpt2_2l, {"input_ids": {0: "batch", 1: "sequence"},
+                          "attention_mask": {0: "batch", 1: "sequence"}}, []),
 }
 
 

@@ -9,16 +9,13 @@
 
 mod common;
 
-use dlc_egg::codegen::gpu::render;
-use dlc_egg::codegen::{emit, generate};
+use dlc_egg::codegen::generate;
 use dlc_egg::cost::{choose_plan, PlanChoice};
 use dlc_egg::cuda::{compile, CompileOptions};
-use dlc_egg::eval::evaluate;
 use dlc_egg::ir::region::Region;
 use dlc_egg::optimize::Optimized;
 use dlc_egg::plan::space::{Algo, Knobs};
 use dlc_egg::plan::work::Shape;
-use dlc_egg::rules::testing::random_inputs;
 use dlc_egg::target::Arch;
 use std::collections::BTreeMap;
 
@@ -60,36 +57,23 @@ fn the_projection_is_summed_in_the_tile_every_split_and_tile() {
     let text = projection_block(1, 36, 20, 9);
     let (p, o) = common::host::optimized_for(&text, Arch::Sm80);
     let (r, planned) = summed_kernel(&o);
-    let generated = generate(&o).expect("generates");
-    let emitted = emit::kernel_of(r, &planned, &o.model.target).expect("builds");
-    let b = BTreeMap::new();
-    let ins = random_inputs(&p, &b, 7).expect("inputs");
-    let want = evaluate(&p, &b, &ins).expect("reference evaluates");
-    for tile in [[32, 32, 32], [32, 64, 32], [64, 64, 16]] {
-        for splits in [1, 2, 3, 4, 8, 16] {
-            let mut plan = planned.clone();
-            let Knobs::Contraction {
-                bm,
-                bn,
-                bk,
-                warps_m,
-                warps_n,
-                splits: s,
-                ..
-            } = &mut plan.best.knobs
-            else {
-                unreachable!("a contraction plan")
-            };
-            (*bm, *bn, *bk, *s) = (tile[0], tile[1], tile[2], splits);
-            (*warps_m, *warps_n) = (tile[0] / 32, tile[1] / 32);
-            let k = emit::kernel_of(r, &plan, &o.model.target).expect("the kernel builds");
-            let text = render::kernel(&k);
-            let at = format!("tile {tile:?} split {splits}");
+    common::host::tile_variants_match(
+        &p,
+        &o,
+        r,
+        &planned,
+        &planned,
+        (
+            &[[32, 32, 32], [32, 64, 32], [64, 64, 16]],
+            &[1, 2, 3, 4, 8, 16],
+        ),
+        |t| (t[0] / 32, t[1] / 32),
+        7,
+        &|text, at, splits| {
             assert!(text.contains("kt_main"), "{at}: two K loops");
             assert_eq!(text.contains("kt0"), splits > 1, "{at}: split");
-            common::host::variant_matches(&generated, &emitted, &k, &ins, &b, &want, 1e-4, &at);
-        }
-    }
+        },
+    );
 }
 
 /// The summed kernel against the two it replaces, ResNet-18's second stage at batch 1: one

@@ -82,8 +82,18 @@ fn conv_relu_maxpool_is_one_kernel_with_its_legality_and_price() {
         text.contains("in 1 kernel(s)") && text.contains("in 2 kernel(s)") && text.contains("pays"),
         "{text}"
     );
+    // The fused region runs as a pooled contraction tile (each 2×2 window's points are rows of
+    // the convolution's tile, folded by its epilogue), priced below the compute-at nest.
     let plan = k.plan.as_ref().expect("a plan");
-    assert_eq!(plan.plan.template, "compute_at");
+    assert_eq!(plan.plan.template, "contraction", "{text}");
+    assert!(
+        plan.plan
+            .algo_choice
+            .values()
+            .any(|a| a.ends_with("_pooled4")),
+        "{:?}",
+        plan.plan.algo_choice
+    );
     // The kernel's values equal the reference at two batch sizes.
     for (n, seed) in [(1, 3), (3, 4)] {
         let b: BTreeMap<String, i64> = [("N".to_string(), n)].into_iter().collect();

@@ -77,6 +77,8 @@ pub fn store_value(v: &Val, dt: DType) -> String {
 struct Scope {
     axes: BTreeMap<String, String>,
     memo: BTreeMap<String, Val>,
+    /// Reductions a template computes itself ([`Emitter::provide_reduce`]), by node address.
+    reduces: Vec<(usize, Val)>,
     /// The block statements of this scope go to.
     block: usize,
 }
@@ -212,6 +214,32 @@ impl<'a> Emitter<'a> {
                 },
             );
         }
+    }
+
+    /// Makes the reduction node `r` of the region (by identity) available as the fp32 value
+    /// `code` in the innermost scope: a template computed it (a pooled tile's accumulator,
+    /// read in the window's body).
+    pub fn provide_reduce(&mut self, r: &crate::ir::region::Reduce, code: impl Into<String>) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.reduces.push((
+                r as *const _ as usize,
+                Val {
+                    code: code.into(),
+                    kind: Kind::Float,
+                },
+            ));
+        }
+    }
+
+    /// The value a template provided for reduction `r` ([`Emitter::provide_reduce`]).
+    pub(crate) fn provided_reduce(&self, r: &crate::ir::region::Reduce) -> Option<Val> {
+        let key = r as *const _ as usize;
+        self.scopes.iter().rev().find_map(|s| {
+            s.reduces
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
+        })
     }
 
     /// Starts collecting statements into a new block.

@@ -165,6 +165,7 @@ mod tests {
             epilogue: vec![],
             fill: [Fill::Gather, Fill::CpAsync],
             staged_store: true,
+            pool: None,
         }
     }
 

@@ -111,6 +111,12 @@ fn choose_plan_as(
     let summed = matches!(&raw.shape, Shape::Contraction(g) if g.second.is_some());
     // A plain reduction ([`crate::codegen::templates::reduce`]) is priced as the pointwise fold too.
     let plain = matches!(e, Emits::Reduce { .. });
+    // A compute-at nest that is also a pooled tile (`crate::plan::work::PoolTile`): both are
+    // priced, the faster is the plan.
+    let pooled = match &raw.shape {
+        Shape::ComputeAt(ca) => ca.tiled.as_deref().cloned(),
+        _ => None,
+    };
     let fold_work = (fold_too
         && (plain || (thin || summed) && !online && matches!(e, Emits::Contraction { .. })))
     .then(|| raw.clone());
@@ -154,14 +160,25 @@ fn choose_plan_as(
             _ => true,
         })
         .collect();
-    let tiled = choose_among(work, all, &model.target);
+    let mut tiled = choose_among(work, all, &model.target);
+    if let Some(pw) = pooled {
+        let all = candidates(&pw, &model.target);
+        tiled = faster(tiled, choose_among(pw, all, &model.target));
+    }
     let Some(raw) = fold_work else {
         return tiled;
     };
     let folded = as_emitted(raw, Emits::Pointwise);
     let all = emitted_candidates(region, &folded, &model.target);
-    let folded = choose_among(folded, all, &model.target);
-    match (tiled, folded) {
+    faster(tiled, choose_among(folded, all, &model.target))
+}
+
+/// The faster of two plan choices (`first` on a tie), or the one that exists.
+fn faster(
+    first: Result<PlanChoice, PlanError>,
+    other: Result<PlanChoice, PlanError>,
+) -> Result<PlanChoice, PlanError> {
+    match (first, other) {
         (Ok(t), Ok(f)) if f.best.time < t.best.time => Ok(f),
         (Err(_), Ok(f)) => Ok(f),
         (t, _) => t,

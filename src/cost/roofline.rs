@@ -266,7 +266,9 @@ fn contraction(
     // `K` steps: a tile summing two contractions walks each one's steps (`Gemm::second`).
     let main_steps = ((g.k - g.k_second) / bk).ceil();
     let tk = main_steps + (g.k_second / bk).ceil();
-    let (tm, tn) = ((g.m / bm).ceil(), (g.n / bn).ceil());
+    // A pooled tile computes `bm` rows but advances by its whole windows' rows.
+    let rows = g.rows_per_tile(bm as u64).max(1) as f64;
+    let (tm, tn) = ((g.m / rows).ceil(), (g.n / bn).ceil());
     let passes = if g.row_extent.is_some() && !row_resident {
         g.row_passes as f64
     } else {
@@ -297,7 +299,14 @@ fn contraction(
         + g.prologue[1].simt * elems_b * (reload_b - 1.0).max(0.0);
     let pro_sfu = g.prologue[0].sfu * elems_a * (reload_a - 1.0).max(0.0)
         + g.prologue[1].sfu * elems_b * (reload_b - 1.0).max(0.0);
-    let simt = work.ops.simt + pro_simt;
+    // A pooled tile's epilogue: each value stored to shared memory, then each window folded
+    // from it (a load and an op per row and column).
+    let pool_simt = if g.pool.is_some() {
+        3.0 * g.batch * tm * tn * bm * bn
+    } else {
+        0.0
+    };
+    let simt = work.ops.simt + pro_simt + pool_simt;
     let sfu = work.ops.sfu + pro_sfu;
     let peak = match algo {
         Algo::Simt => target.fp32_flops,

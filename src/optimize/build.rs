@@ -174,7 +174,8 @@ pub fn fusion_reasons(body: &RecExpr<TensorLang>, embedded: usize) -> Vec<String
     if embedded > 0 {
         reasons.push(format!(
             "compute-at: {embedded} producer reduction(s) embedded in the consumer's window \
-             reduction and recomputed per window point (seed 003); no intermediate buffer"
+             reduction and computed at each window point (seed 003: by the nest, or as the rows \
+             of a pooled contraction tile, per the plan); no intermediate buffer"
         ));
     }
     if reduces.len() > embedded + 1 && !side_by_side {

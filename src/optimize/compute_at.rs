@@ -104,7 +104,7 @@ pub fn embedding_lines(
         };
         out.push(format!(
             "compute-at: the producer reduction (fold {}) is embedded at [{}] inside the \
-             consumer window {}; its values stay in registers and never reach global memory",
+             consumer window {}; its values never reach global memory (registers in the nest, shared memory in a pooled tile)",
             show(&prod_axes),
             point.join(", "),
             show(&window)
@@ -358,6 +358,14 @@ fn recompute_note(w: &crate::cost::work::KernelWork) -> String {
             "{:.3e} producer evaluations of {} fold steps, {:.3e} loads",
             ca.producer_evals, ca.producer_len, ca.loads
         ),
+        crate::cost::work::Shape::Contraction(g) => match &g.pool {
+            Some(p) => format!(
+                "a pooled tile: each window's {} points are rows of the contraction's tile, \
+                 folded by its epilogue",
+                p.window
+            ),
+            None => "a contraction".into(),
+        },
         _ => "not a compute-at shape".into(),
     }
 }

@@ -88,6 +88,12 @@ pub fn simt_smem_bytes(bm: u64, bn: u64, bk: u64) -> u64 {
     4 * bk * (bm + bn + 2 * SIMT_ROW_PAD)
 }
 
+/// Shared memory of a pooled tile's epilogue values (`Ps[bm][bn + SIMT_ROW_PAD]` fp32, the
+/// SIMT template's pooled epilogue).
+pub fn pooled_smem_bytes(bm: u64, bn: u64) -> u64 {
+    4 * bm * (bn + SIMT_ROW_PAD)
+}
+
 /// Registers per thread the SM allocates a warp's registers in (256 per warp).
 pub const REG_ALLOC_UNIT: u32 = 8;
 

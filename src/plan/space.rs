@@ -397,6 +397,13 @@ fn contraction_grid(g: &Gemm, target: &Target, wgmma: bool) -> Vec<Knobs> {
             Algo::Simt => &[(2, false)],
             _ => &[(2, true), (3, true), (4, true), (2, false)],
         };
+        // A pooled tile holds whole windows: only tiles at least one window tall, and for a
+        // window of 33–64 rows (a 7×7 map) a narrower 64-row tile, which launches as many
+        // CTAs as the 32×64 tile of the unpooled contraction.
+        if g.pool.is_some() && algo == Algo::Simt {
+            tiles.push([64, 32, 32]);
+        }
+        tiles.retain(|t| g.rows_per_tile(t[0]) > 0);
         for [bm, bn, bk] in tiles {
             for &(stages, async_) in pipelines {
                 for (wm, wn) in warp_tiles(algo, bm, bn) {
@@ -455,7 +462,8 @@ fn split_k_grid(g: &Gemm, target: &Target, grid: &[Knobs]) -> Vec<Knobs> {
         if !matches!(algo, Algo::Simt | Algo::MmaSync) {
             continue;
         }
-        let ctas = g.batch * (g.m / bm as f64).ceil() * (g.n / bn as f64).ceil();
+        let rows = g.rows_per_tile(bm).max(1) as f64;
+        let ctas = g.batch * (g.m / rows).ceil() * (g.n / bn as f64).ceil();
         let steps = (g.k / bk as f64).ceil() as u64;
         if ctas >= sms {
             continue;
@@ -608,6 +616,11 @@ pub fn plan_of(k: &Knobs, work: &KernelWork, target: &Target) -> Plan {
                 (crate::plan::work::Pattern::Conv, _) => format!("implicit_gemm_{}", algo.name()),
                 (_, true) if !row_resident => format!("{}_rows_{}pass", algo.name(), g.row_passes),
                 _ => algo.name().to_string(),
+            };
+            // A pooled tile folds `W`-point windows of its rows in the epilogue.
+            let impl_name = match &g.pool {
+                Some(p) => format!("{impl_name}_pooled{}", p.window),
+                None => impl_name,
             };
             algo_choice.insert(pattern.to_string(), impl_name);
             for t in work

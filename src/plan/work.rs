@@ -15,7 +15,9 @@
 //! - **reduction**: a row reduction (softmax, norms, pooling windows), rows × length.
 //! - **compute_at**: a window reduction whose body embeds a producer reduction (Conv → Pool
 //!   fused by compute-at, seed 003): consumer points × window × the producer's fold
-//!   (`compute_at`).
+//!   (`compute_at`). When the producer is a contraction of inputs, the same region is also a
+//!   *pooled tile* ([`ComputeAtWork::tiled`], `pooled`): a contraction whose innermost `M`
+//!   axes are the window's, the windows folded by the tile's epilogue; both are priced.
 //! - **scan**: a region with a `scan` let (seed 004's cumulative ops): `lines` independent
 //!   lines of `len` elements, each walked once by one block (`templates::scan`): O(n) work,
 //!   bytes = inputs + outputs.
@@ -38,6 +40,9 @@ mod contraction;
 mod exprs;
 mod fold_traffic;
 mod footprint;
+mod pooled;
+#[cfg(test)]
+mod pooled_tests;
 mod refolds;
 mod strides;
 #[cfg(test)]
@@ -45,6 +50,7 @@ mod summed_tests;
 pub use compute_at::ComputeAtWork;
 use exprs::*;
 pub use fold_traffic::{FoldRead, FoldTraffic, Window, L1_WINDOW_BYTES};
+pub use pooled::{whole_window_rows, PoolTile, MAX_WINDOW};
 pub use refolds::{Refold, Refolds};
 // the per-op cost table, for the CPU backend's own count (`crate::cpu::work`)
 pub use exprs::node_cost;
@@ -193,9 +199,18 @@ pub struct Gemm {
     /// 16 bytes). Set from code generation's applicability, like `fill`.
     #[serde(skip)]
     pub staged_store: bool,
+    /// A pooling epilogue (the pooled tile, `pooled`): the kernel's output folds windows of the
+    /// epilogue values over the innermost `M` axes, each tile holding whole windows.
+    pub pool: Option<PoolTile>,
 }
 
 impl Gemm {
+    /// The `M` rows a `bm`-row tile computes: `bm`, or with a [`Gemm::pool`] the rows of the
+    /// whole windows it holds.
+    pub fn rows_per_tile(&self, bm: u64) -> u64 {
+        self.pool.as_ref().map_or(bm, |p| p.rows_per_tile(bm))
+    }
+
     /// The share of each 32-byte sector the tensor-core epilogue's stores fill: 1 when staged
     /// ([`Gemm::staged_store`]); from the fragments, 8 consecutive rows (or 4 lanes × 2
     /// columns) of `elem`-byte values per sector run: `8·elem / 32`.
@@ -349,6 +364,20 @@ pub enum WorkError {
 
 /// Reads the work of `region`, sizing symbols with `sizes`.
 pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkError> {
+    let mut work = analyze_as(region, sizes, false)?
+        .ok_or_else(|| WorkError::Invalid("the analysis of a region found no shape".into()))?;
+    if let Shape::ComputeAt(ca) = &mut work.shape {
+        ca.tiled = analyze_as(region, sizes, true)?.map(Box::new);
+    }
+    Ok(work)
+}
+
+/// [`analyze`], or with `pooled` the region's pooled tile (`pooled`; `None`: it has none).
+fn analyze_as(
+    region: &Region,
+    sizes: &dyn Sizes,
+    pooled: bool,
+) -> Result<Option<KernelWork>, WorkError> {
     let checked = verify(region).map_err(|e| WorkError::Invalid(e.to_string()))?;
     let size = |d: &Dim| sizes.numel(std::slice::from_ref(d)) as f64;
     let iters: Vec<(String, f64)> = region
@@ -362,6 +391,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
         iter_sizes: &checked.iter_sizes,
         sizes,
         lets: BTreeMap::new(),
+        window: Vec::new(),
     };
     for (l, free) in region.lets.iter().zip(&checked.let_free) {
         let free_names: BTreeSet<String> = free.iter().map(|i| iters[*i].0.clone()).collect();
@@ -404,7 +434,21 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
     // A contraction whose operand embeds another (a depthwise convolution over an expanding
     // 1×1 convolution recomputed at each of its taps, compute-at) has no tile to stage: it is
     // the compute-at nest's, when there is one.
+    let pooled = match pooled {
+        true => match cx.pooled_contraction()? {
+            Some(p) => Some(p),
+            None => return Ok(None),
+        },
+        false => None,
+    };
+    // A pooled tile's `M` rows include the window axes, innermost.
+    let mut gemm_iters = iters.clone();
+    if let Some(p) = &pooled {
+        gemm_iters.extend(p.extents.iter().cloned());
+        cx.window = p.pool.axes.clone();
+    }
     let (main, compute_at) = match cx.main_contraction() {
+        _ if pooled.is_some() => (pooled.as_ref().map(|p| p.mc.clone()), None),
         Ok(Some(mc)) => (Some(mc), None),
         Ok(None) => (None, cx.compute_at_shape()?),
         Err(WorkError::NestedContraction) => match cx.compute_at_shape()? {
@@ -417,8 +461,20 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
     let mut summed: Vec<String> = Vec::new();
     let shape = match &main {
         Some(mc) => {
-            let second = cx.second_contraction(mc)?;
-            let g = cx.gemm(mc, second.as_ref(), &iters, &mut ops)?;
+            let second = match pooled {
+                Some(_) => None,
+                None => cx.second_contraction(mc)?,
+            };
+            let mut g = cx.gemm(mc, second.as_ref(), &gemm_iters, &mut ops)?;
+            if let Some(p) = &pooled {
+                // The window axes must be the innermost rows (each window a run of rows).
+                if !g.axes.m.ends_with(&p.pool.axes) {
+                    return Ok(None);
+                }
+                g.pool = Some(p.pool.clone());
+                g.tensor_cores = false;
+                g.staged_store = false;
+            }
             let parts = std::iter::once(mc).chain(second.as_ref().filter(|_| g.second.is_some()));
             for part in parts {
                 summed.push(part.name.clone());
@@ -440,7 +496,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
             }),
         },
     };
-    let pointwise_refolds = if summed.is_empty() {
+    let pointwise_refolds = if summed.is_empty() || pooled.is_some() {
         Refolds::default()
     } else {
         cx.refolds(&summed, out_elems, fast_axis.as_deref())?
@@ -460,7 +516,12 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
     }
     let lanes = match (&shape, &main) {
         (Shape::Contraction(g), Some(mc)) => {
-            let size_of = |n: &str| iters.iter().find(|(i, _)| i == n).map_or(1.0, |(_, s)| *s);
+            let size_of = |n: &str| {
+                gemm_iters
+                    .iter()
+                    .find(|(i, _)| i == n)
+                    .map_or(1.0, |(_, s)| *s)
+            };
             cx.lane_axes(g, &cx.extents(mc.red, &mc.name)?, &size_of)
         }
         _ => [None, None],
@@ -485,7 +546,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
             }
         })
         .collect();
-    Ok(KernelWork {
+    Ok(Some(KernelWork {
         shape,
         ops,
         inputs,
@@ -495,7 +556,7 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
         inner_extent,
         pointwise_refolds,
         fold_traffic: cx.fold_traffic()?,
-    })
+    }))
 }
 
 struct LetInfo<'a> {
@@ -505,6 +566,7 @@ struct LetInfo<'a> {
 }
 
 /// The main contraction: the let it defines and its two operands.
+#[derive(Clone)]
 struct MainContraction<'a> {
     name: String,
     red: &'a Reduce,
@@ -517,6 +579,8 @@ struct Cx<'a> {
     iter_sizes: &'a [Dim],
     sizes: &'a dyn Sizes,
     lets: BTreeMap<String, LetInfo<'a>>,
+    /// The window axes of a pooled tile (`pooled`), which the GEMM view counts as axes.
+    window: Vec<String>,
 }
 
 impl<'a> Cx<'a> {
@@ -629,8 +693,11 @@ impl<'a> Cx<'a> {
 
     /// Region axes (iters and `extra`) `e` depends on, through lets.
     fn axes_of(&self, e: &Expr, extra: &[String], out: &mut BTreeSet<String>) {
-        let is_axis =
-            |n: &str| self.r.iters.iter().any(|i| i.name == n) || extra.iter().any(|k| k == n);
+        let is_axis = |n: &str| {
+            self.r.iters.iter().any(|i| i.name == n)
+                || extra.iter().any(|k| k == n)
+                || self.window.iter().any(|k| k == n)
+        };
         let names = |a: &AxisExpr, out: &mut BTreeSet<String>| {
             a.for_each_name(&mut |n| {
                 if is_axis(n) {

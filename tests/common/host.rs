@@ -233,3 +233,52 @@ pub fn variant_matches(
         );
     }
 }
+
+/// The kernel of region `r` — `planned` is the plan `o`'s program emitted it with — re-planned
+/// from `base` (a contraction plan) on each tile of `tiles` (warps from `warps`) and each split
+/// of `splits`, each variant run on the CPU emulation against the reference evaluator (inputs
+/// drawn from `seed`, no symbols) within [`assert_close_at_scale`]'s `1e-4`; `check` sees each
+/// variant's CUDA text, its name and its splits first.
+#[allow(clippy::too_many_arguments)]
+pub fn tile_variants_match(
+    p: &Program,
+    o: &dlc_egg::optimize::Optimized,
+    r: &dlc_egg::ir::region::Region,
+    planned: &dlc_egg::cost::PlanChoice,
+    base: &dlc_egg::cost::PlanChoice,
+    (tiles, splits): (&[[u64; 3]], &[u64]),
+    warps: fn([u64; 3]) -> (u64, u64),
+    seed: u64,
+    check: &dyn Fn(&str, &str, u64),
+) {
+    use dlc_egg::codegen::{emit, generate, gpu::render};
+    use dlc_egg::plan::space::Knobs;
+    let generated = generate(o).expect("generates");
+    let emitted = emit::kernel_of(r, planned, &o.model.target).expect("builds");
+    let b = BTreeMap::new();
+    let ins = random_inputs(p, &b, seed).expect("inputs");
+    let want = evaluate(p, &b, &ins).expect("reference evaluates");
+    for tile in tiles {
+        for &split in splits {
+            let mut plan = base.clone();
+            let Knobs::Contraction {
+                bm,
+                bn,
+                bk,
+                warps_m,
+                warps_n,
+                splits: s,
+                ..
+            } = &mut plan.best.knobs
+            else {
+                panic!("a contraction plan: {:?}", plan.best.knobs)
+            };
+            (*bm, *bn, *bk, *s) = (tile[0], tile[1], tile[2], split);
+            (*warps_m, *warps_n) = warps(*tile);
+            let k = emit::kernel_of(r, &plan, &o.model.target).expect("the kernel builds");
+            let at = format!("tile {tile:?} split {split}");
+            check(&render::kernel(&k), &at, split);
+            variant_matches(&generated, &emitted, &k, &ins, &b, &want, 1e-4, &at);
+        }
+    }
+}

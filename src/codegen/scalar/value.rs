@@ -70,7 +70,10 @@ impl Emitter<'_> {
                 let cond = cexpr::pred(pred, &|n| self.name(n));
                 self.branch(cond, Div::Thread, k, then, otherwise)?
             }
-            Expr::Reduce(r) => self.reduce(r)?,
+            Expr::Reduce(r) => match self.provided_reduce(r) {
+                Some(v) => v,
+                None => self.reduce(r)?,
+            },
             // A scan's value exists only inside the scan template, which binds the running
             // accumulator as the scan let's value (`templates::scan`).
             Expr::Scan(_) => {

@@ -5,7 +5,10 @@
 //!
 //! A region runs on a tiled template when it has exactly one `reduce(sum, K, mul(a, b))` in
 //! fp32 at the top level, no other reduction anywhere (the epilogue reduces nothing: softmax
-//! and norm epilogues run on the row template), and every iter is an `M`, `N` or batch axis.
+//! and norm epilogues run on the row template), and every iter is an `M`, `N` or batch axis —
+//! or, on the SIMT template, a second such sum over the same tile ([`View::second`]), or the
+//! contraction inside a window reduction whose axes are the innermost `M` axes, which the
+//! epilogue folds ([`View::pool`], `super::pooled`).
 //! Operand prologues (guards of a padded conv, casts, producers inlined at the reads) are
 //! computed while a tile is loaded, tails are predicated to 0, so any size works.
 
@@ -16,7 +19,7 @@ use super::super::CodegenError;
 use super::{bind_flat, store_yields, yield_output};
 use crate::ir::dim::Dim;
 use crate::ir::dtype::DType;
-use crate::ir::region::verify::{children, reduces_in};
+use crate::ir::region::verify::{children, first_reduce, reduces_in};
 use crate::ir::region::{BinaryFn, Expr, Reduce, Region};
 use crate::ir::tiny::ReduceOp;
 use crate::plan::space::RASTER_GROUP;
@@ -68,6 +71,21 @@ pub struct View<'r> {
     /// A second contraction the tile sums in its own accumulators
     /// ([`crate::plan::work::Gemm::second`]; only the SIMT template runs it).
     pub second: Option<Part<'r>>,
+    /// The window a pooled tile folds ([`crate::plan::work::Gemm::pool`]; only the SIMT
+    /// template runs it): its axes are the innermost of [`View::m`], `acc` is its let.
+    pub pool: Option<Pool<'r>>,
+}
+
+/// The window of a pooled [`View`]: the consumer reduction over the innermost `M` axes whose
+/// body reads the contraction.
+#[derive(Clone, Debug)]
+pub struct Pool<'r> {
+    /// The window reduction (its body reads the contraction, [`View::red`]).
+    pub red: &'r Reduce,
+    /// Window points.
+    pub window: u64,
+    /// The `M` axes outside the window: one flat index per window.
+    pub outer: Axes,
 }
 
 /// A second contraction of a [`View`]: `Σ_k a·b` over the same `M`, `N` and batch axes.
@@ -90,21 +108,36 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
         return None;
     };
     let total: usize = r.lets.iter().map(|l| reduces_in(&l.expr)).sum();
-    if total != 1 + usize::from(g.second.is_some()) {
+    if total != 1 + usize::from(g.second.is_some()) + usize::from(g.pool.is_some()) {
         return None;
     }
-    let (acc, red) = r.lets.iter().find_map(|l| match &l.expr {
+    let (acc, outer_red) = r.lets.iter().find_map(|l| match &l.expr {
         Expr::Reduce(red) if Some(&l.name) != g.second.as_ref() => {
             Some((l.name.clone(), red.as_ref()))
         }
         _ => None,
     })?;
+    // A pooled tile: the contraction inside the window reduction's body.
+    let (red, window_red) = match &g.pool {
+        Some(p) if p.consumer == acc => (first_reduce(&outer_red.body)?, Some(outer_red)),
+        Some(_) => return None,
+        None => (outer_red, None),
+    };
     let (a, b) = sum_of_products(red)?;
+    let window_sizes = match window_red {
+        Some(w) => crate::ir::region::verify::reduce_extents(r, w, &em.iter_sizes, &r.name).ok()?,
+        None => Vec::new(),
+    };
     let iter_axes = |names: &[String]| -> Option<Axes> {
         let mut sizes = Vec::new();
         for n in names {
-            let i = r.iters.iter().position(|it| &it.name == n)?;
-            sizes.push(em.iter_sizes[i].clone());
+            match r.iters.iter().position(|it| &it.name == n) {
+                Some(i) => sizes.push(em.iter_sizes[i].clone()),
+                None => {
+                    let w = window_red?.axes.iter().position(|a| a == n)?;
+                    sizes.push(window_sizes.get(w)?.clone());
+                }
+            }
         }
         Some(Axes {
             names: names.to_vec(),
@@ -133,9 +166,27 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
     );
     // An empty `M` or `N` (a depthwise conv: every output channel is its own batch) has
     // extent 1.
-    if m.names.len() + n.names.len() + batch.names.len() != r.iters.len() {
+    let window_axes = window_red.map_or(0, |w| w.axes.len());
+    if m.names.len() + n.names.len() + batch.names.len() != r.iters.len() + window_axes {
         return None;
     }
+    let pool = match (window_red, &g.pool) {
+        (Some(w), Some(p)) => {
+            let keep = m.names.len().checked_sub(window_axes)?;
+            if m.names[keep..] != w.axes[..] {
+                return None;
+            }
+            Some(Pool {
+                red: w,
+                window: p.window,
+                outer: Axes {
+                    names: m.names[..keep].to_vec(),
+                    sizes: m.sizes[..keep].to_vec(),
+                },
+            })
+        }
+        _ => None,
+    };
     let k_sizes =
         crate::ir::region::verify::reduce_extents(r, red, &em.iter_sizes, &r.name).ok()?;
     let second = match &g.second {
@@ -171,6 +222,7 @@ pub fn view<'r>(r: &'r Region, work: &KernelWork, em: &Emitter) -> Option<View<'
             sizes: k_sizes,
         },
         second,
+        pool,
     })
 }
 
@@ -272,6 +324,7 @@ impl View<'_> {
     /// `grid.z` is the split, which walks `kt_count` of the `K` steps from step `kt0` — the
     /// `⌈steps / splits⌉` steps of its share, or fewer (none) at the end.
     pub fn open_split_tile(&self, em: &mut Emitter, [bm, bn, bk]: [u64; 3], splits: u64) {
+        let bm = self.rows_per_tile(bm);
         let tiles_m = cexpr::dim(&self.m.extent().ceildiv(bm as i64));
         let tiles_n = cexpr::dim(&self.n.extent().ceildiv(bn as i64));
         let batch_on_y = self.batch_on_y();
@@ -318,6 +371,15 @@ impl View<'_> {
         }
     }
 
+    /// The `M` rows a `bm`-row tile advances by: `bm`, or a pooled tile's whole windows
+    /// ([`View::pool`]).
+    pub fn rows_per_tile(&self, bm: u64) -> u64 {
+        match &self.pool {
+            Some(p) => crate::plan::work::whole_window_rows(bm, p.window),
+            None => bm,
+        }
+    }
+
     /// The number of `bk`-deep `K` steps (C): the main contraction's, then the
     /// [`View::second`]'s ([`View::main_steps`] of them first).
     pub fn k_steps(&self, bk: u64) -> String {
@@ -354,6 +416,7 @@ impl View<'_> {
 
     /// [`View::grid`] with the `splits` CTAs of a split-K tile on `z`.
     pub fn split_grid(&self, bm: u64, bn: u64, splits: u64) -> [Dim; 3] {
+        let bm = self.rows_per_tile(bm);
         let one = Dim::int(1);
         let tiles = self
             .m

@@ -14,7 +14,7 @@ use super::super::gpu::{CType, Div, Kernel, Launch, Smem, Stmt, Unroll};
 use super::super::scalar::Emitter;
 use super::super::CodegenError;
 use super::contraction::{Side, View};
-use super::{params, split_k};
+use super::{params, pooled, split_k};
 use crate::ir::region::{Region, Size};
 use crate::plan::regs::{simt_micro_tile, SIMT_ROW_PAD};
 use crate::target::Arch;
@@ -187,22 +187,32 @@ pub fn build(
         div: Div::Block,
         body: main,
     });
-    // The epilogue on the accumulators.
-    em.open();
-    em.open();
-    em.open();
-    v.epilogue_summed(
-        em,
-        &format!("m0 + tr + i * {tm_threads}"),
-        &format!("n0 + tc + j * {tn_threads}"),
-        "acc[i][j]",
-        Some(&format!("acc[{}][j]", row(tm, "i"))),
-    )?;
-    let inner = em.close();
-    em.emit(Stmt::unrolled("j", tn, inner));
-    let rows = em.close();
-    em.emit(Stmt::unrolled("i", tm, rows));
-    let epi = em.close();
+    // The epilogue on the accumulators (a pooled tile's folds its windows).
+    let layout = pooled::Layout {
+        tile: [bm, bn],
+        micro: [tm, tn],
+        threads: [tm_threads, tn_threads],
+    };
+    let epi = match &v.pool {
+        Some(p) => pooled::epilogue(em, v, p, &layout)?,
+        None => {
+            em.open();
+            em.open();
+            em.open();
+            v.epilogue_summed(
+                em,
+                &format!("m0 + tr + i * {tm_threads}"),
+                &format!("n0 + tc + j * {tn_threads}"),
+                "acc[i][j]",
+                Some(&format!("acc[{}][j]", row(tm, "i"))),
+            )?;
+            let inner = em.close();
+            em.emit(Stmt::unrolled("j", tn, inner));
+            let rows = em.close();
+            em.emit(Stmt::unrolled("i", tm, rows));
+            em.close()
+        }
+    };
     if splits > 1 {
         let halves = v.second.as_ref().map(|_| tm);
         for s in split_k::fixup_halves(splits, "acc", &[tm * sums, tn], threads, epi, halves) {
@@ -228,6 +238,9 @@ pub fn build(
             dynamic: false,
         },
     ];
+    if v.pool.is_some() {
+        smem.push(pooled::smem(&layout));
+    }
     let mut ps = params(r);
     if splits > 1 {
         split_k::declare(&mut ps, &mut smem, &grid, splits, bm * bn * sums);

@@ -21,6 +21,7 @@ pub mod contraction_mma;
 pub mod contraction_simt;
 pub mod gemv;
 pub mod pointwise;
+pub mod pooled;
 pub mod reduce;
 pub mod row;
 pub mod row_guard;

@@ -253,15 +253,20 @@ pub fn children_mut(e: &mut Expr) -> impl Iterator<Item = &mut Expr> {
     child_slots!(e, mut)
 }
 
+/// The first reduction of `e` in [`children`] order (`e` itself when it is one; not through
+/// lets): a pooled tile's contraction inside its window's body.
+pub fn first_reduce(e: &Expr) -> Option<&Reduce> {
+    match e {
+        Expr::Reduce(r) => Some(r),
+        _ => children(e).find_map(first_reduce),
+    }
+}
+
 /// The reductions of `e`, itself and nested ones included (a contraction template's region has
 /// exactly its contractions: `codegen::templates::contraction::view`, `plan::work`).
 pub fn reduces_in(e: &Expr) -> usize {
-    let own = usize::from(matches!(e, Expr::Reduce(_)));
-    let inner = match e {
-        Expr::Reduce(r) => reduces_in(&r.body),
-        _ => 0,
-    };
-    own + inner + children(e).map(reduces_in).sum::<usize>()
+    // `children` of a reduce is its body.
+    usize::from(matches!(e, Expr::Reduce(_))) + children(e).map(reduces_in).sum::<usize>()
 }
 
 /// True when `e` has a reduce or a scan strictly inside it.

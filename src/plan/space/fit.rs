@@ -51,8 +51,15 @@ pub fn resources(k: &Knobs, work: &KernelWork, target: &Target) -> Resources {
                 Algo::Simt => regs::simt_smem_bytes(bm, bn, bk),
                 _ => stages as u64 * bk * (bm * g.a_elem + bn * g.b_elem),
             };
-            // Split-K adds the block's `split_last` flag (an int).
-            let smem = smem + if splits > 1 { 4 } else { 0 };
+            // Split-K adds the block's `split_last` flag (an int); a pooled tile its epilogue
+            // values (`[bm][bn + 1]` fp32, `codegen::templates::contraction_simt`).
+            let smem = smem
+                + if splits > 1 { 4 } else { 0 }
+                + if g.pool.is_some() {
+                    regs::pooled_smem_bytes(bm, bn)
+                } else {
+                    0
+                };
             (regs, smem)
         }
         Knobs::Reduction {

@@ -115,6 +115,7 @@ pub(super) fn gemv_grid(g: &Gemm, elem: u64) -> Vec<Knobs> {
     let max = GEMV_MAX_ROWS;
     if g.row_extent.is_some()
         || g.second.is_some()
+        || g.pool.is_some()
         || g.m < 1.0
         || g.m > max as f64
         || g.m.fract() != 0.0

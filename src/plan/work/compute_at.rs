@@ -36,6 +36,9 @@ pub struct ComputeAtWork {
     /// window point's producer fold a loop in its thread, the partials combined by warp
     /// shuffles (and shared memory across warps). Otherwise only the thread-per-point nest.
     pub cooperative: bool,
+    /// The same region as a pooled tile (`super::pooled`), when it is one: a contraction
+    /// tile whose epilogue folds the windows, priced beside the nest (`crate::cost`).
+    pub tiled: Option<Box<super::KernelWork>>,
 }
 
 impl<'a> Cx<'a> {
@@ -60,6 +63,7 @@ impl<'a> Cx<'a> {
                 loads,
                 consumer: l.name.clone(),
                 cooperative: false,
+                tiled: None,
             };
             if best.as_ref().is_none_or(|b| {
                 w.producer_evals * w.producer_len > b.producer_evals * b.producer_len

@@ -164,10 +164,16 @@ impl<'a> Cx<'a> {
         }
         let k: f64 = ks.iter().sum();
         let (batch, m, n) = (prod(&axes.batch), prod(&axes.m), prod(&axes.n));
+        // A pooled tile's window axes index like iters (`7·oh + kh' + kh − 1`).
+        let mut all_iters = self.r.iters.clone();
+        all_iters.extend(self.window.iter().map(|n| crate::ir::region::Iter {
+            name: n.clone(),
+            size: None,
+        }));
         let conv = parts.iter().any(|p| {
             [p.a, p.b]
                 .iter()
-                .any(|side| mixes_axes(side, &p.red.axes, &self.r.iters))
+                .any(|side| mixes_axes(side, &p.red.axes, &all_iters))
         });
         let pattern = if conv {
             Pattern::Conv
@@ -251,6 +257,7 @@ impl<'a> Cx<'a> {
             epilogue,
             fill: [Fill::CpAsync; 2],
             staged_store: true,
+            pool: None,
         })
     }
 

@@ -11,41 +11,255 @@ __device__ __forceinline__ int dlc_isub(int a, int b) { return (int)((unsigned)a
 __device__ __forceinline__ int dlc_imul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int dlc_idiv(int a, int b) { return b == 0 ? 0 : (a == (-2147483647 - 1) && b == -1) ? a : a / b; }
 
-// pointwise kernel `k0_reduce_relu_add_mul` for sm90: grid (max(1, 64*N), 1, 1), block (128, 1, 1), 0 B dynamic shared memory
-extern "C" __global__ void __launch_bounds__(128, 1) k0_reduce_relu_add_mul(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, int s_N) {
-  const int base = (int)blockIdx.x * 128 + (int)threadIdx.x;
-  #pragma unroll
-  for (int it = 0; it < 1; it += 1) {
-    const int p = base + it * 128;
-    if (p < (8192 * s_N)) {
-      const int i_n_1 = (p) % 16;
-      const int q_2 = (p) / 16;
-      const int i_m_3 = (q_2) % 16;
-      const int q_4 = (q_2) / 16;
-      const int i_h_5 = (q_4) % 32;
-      const int q_6 = (q_4) / 32;
-      const int i_b_7 = q_6;
-      const int off_8 = (((i_b_7 * 32 + i_h_5) * 16 + i_m_3) * 16 + i_n_1);
-      float acc_9 = (-dlc_inf());
-      #pragma unroll
-      for (int k_10 = 0; k_10 < 2; k_10 += 1) {
-        #pragma unroll
-        for (int k1_11 = 0; k1_11 < 2; k1_11 += 1) {
-          float acc_12 = 0.0f;
-          #pragma unroll 1
-          for (int k2_13 = 0; k2_13 < 16; k2_13 += 1) {
-            #pragma unroll 2
-            for (int k3_14 = 0; k3_14 < 3; k3_14 += 1) {
-              #pragma unroll
-              for (int k4_15 = 0; k4_15 < 3; k4_15 += 1) {
-                acc_12 = acc_12 + (((((k_10 + k3_14 + (2 * i_m_3)) >= 1) && ((k_10 + k3_14 + (2 * i_m_3)) < 33) && ((k1_11 + k4_15 + (2 * i_n_1)) >= 1) && ((k1_11 + k4_15 + (2 * i_n_1)) < 33)) ? dlc_f32(in0[(((i_b_7 * 16 + k2_13) * 32 + (k_10 + k3_14 + (2 * i_m_3) + (-1))) * 32 + (k1_11 + k4_15 + (2 * i_n_1) + (-1)))]) : ((float)0)) * dlc_f32(in1[(((i_h_5 * 16 + k2_13) * 3 + k3_14) * 3 + k4_15)]));
-              }
-            }
-          }
-          acc_9 = dlc_max(acc_9, dlc_relu((acc_12 + dlc_f32(in2[i_h_5]))));
+// contraction_simt kernel `k0_reduce_relu_add_mul` for sm90: grid (max(1, 32*N), 1, 2), block (256, 1, 1), 0 B dynamic shared memory
+extern "C" __global__ void __maxnreg__(88) k0_reduce_relu_add_mul(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, float* __restrict__ ws_partial, int* __restrict__ ws_count, int s_N) {
+  __shared__ __align__(16) float As[32][33];
+  __shared__ __align__(16) float Bs[32][33];
+  __shared__ __align__(16) float Ps[32][33];
+  __shared__ __align__(16) int split_last[1];
+  const int tid = (int)threadIdx.x;
+  const int tr = tid / 16;
+  const int tc = tid % 16;
+  const int tiles_m = (32 * s_N);
+  const int tiles_n = 1;
+  const int pid = (int)blockIdx.x;
+  const int group = pid / (8 * tiles_n);
+  const int first_m = group * 8;
+  const int group_m = dlc_imin(tiles_m - first_m, 8);
+  const int in_group = pid % (8 * tiles_n);
+  const int m0 = (first_m + in_group % group_m) * 32;
+  const int n0 = (in_group / group_m) * 32;
+  const int kt_total = (144 + 31) / 32;
+  const int kt_per = (kt_total + 1) / 2;
+  const int kt0 = (int)blockIdx.z * kt_per;
+  const int kt_count = dlc_imax(0, dlc_imin(kt_per, kt_total - kt0));
+  float acc[2][2] = {};
+  float ra[4];
+  float rb[4];
+  if (kt_count > 0) {
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int e = tid + l * 256;
+      if (e < 1024) {
+        if (m0 + e / 32 < (1024 * s_N) && (kt0 + 0) * 32 + e % 32 < 144) {
+          const int o_k1_1 = (m0 + e / 32) % 2;
+          const int q_2 = (m0 + e / 32) / 2;
+          const int o_k_3 = (q_2) % 2;
+          const int q_4 = (q_2) / 2;
+          const int o_n_5 = (q_4) % 16;
+          const int q_6 = (q_4) / 16;
+          const int o_m_7 = (q_6) % 16;
+          const int q_8 = (q_6) / 16;
+          const int o_b_9 = q_8;
+          const int k_k4_10 = ((kt0 + 0) * 32 + e % 32) % 3;
+          const int q_11 = ((kt0 + 0) * 32 + e % 32) / 3;
+          const int k_k3_12 = (q_11) % 3;
+          const int q_13 = (q_11) / 3;
+          const int k_k2_14 = q_13;
+          ra[l] = ((((o_k_3 + k_k3_12 + (2 * o_m_7)) >= 1) && ((o_k_3 + k_k3_12 + (2 * o_m_7)) < 33) && ((o_k1_1 + k_k4_10 + (2 * o_n_5)) >= 1) && ((o_k1_1 + k_k4_10 + (2 * o_n_5)) < 33)) ? dlc_f32(in0[(((o_b_9 * 16 + k_k2_14) * 32 + (o_k_3 + k_k3_12 + (2 * o_m_7) + (-1))) * 32 + (o_k1_1 + k_k4_10 + (2 * o_n_5) + (-1)))]) : ((float)0));
+        } else {
+          ra[l] = 0.0f;
         }
       }
-      out0[off_8] = acc_9;
+    }
+    #pragma unroll
+    for (int l = 0; l < 4; l += 1) {
+      const int e = tid + l * 256;
+      if (e < 1024) {
+        if (n0 + e / 32 < 32 && (kt0 + 0) * 32 + e % 32 < 144) {
+          const int o_h_15 = n0 + e / 32;
+          const int k_k4_16 = ((kt0 + 0) * 32 + e % 32) % 3;
+          const int q_17 = ((kt0 + 0) * 32 + e % 32) / 3;
+          const int k_k3_18 = (q_17) % 3;
+          const int q_19 = (q_17) / 3;
+          const int k_k2_20 = q_19;
+          rb[l] = dlc_f32(in1[(((o_h_15 * 16 + k_k2_20) * 3 + k_k3_18) * 3 + k_k4_16)]);
+        } else {
+          rb[l] = 0.0f;
+        }
+      }
+    }
+  }
+  #pragma unroll
+  for (int l = 0; l < 4; l += 1) {
+    const int e = tid + l * 256;
+    if (e < 1024) {
+      As[e % 32][e / 32] = ra[l];
+    }
+  }
+  #pragma unroll
+  for (int l = 0; l < 4; l += 1) {
+    const int e = tid + l * 256;
+    if (e < 1024) {
+      Bs[e % 32][e / 32] = rb[l];
+    }
+  }
+  __syncthreads();
+  for (int kt = 0; kt < kt_count; kt += 1) {
+    if (kt + 1 < kt_count) {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 1024) {
+          if (m0 + e / 32 < (1024 * s_N) && (kt0 + (kt + 1)) * 32 + e % 32 < 144) {
+            const int o_k1_21 = (m0 + e / 32) % 2;
+            const int q_22 = (m0 + e / 32) / 2;
+            const int o_k_23 = (q_22) % 2;
+            const int q_24 = (q_22) / 2;
+            const int o_n_25 = (q_24) % 16;
+            const int q_26 = (q_24) / 16;
+            const int o_m_27 = (q_26) % 16;
+            const int q_28 = (q_26) / 16;
+            const int o_b_29 = q_28;
+            const int k_k4_30 = ((kt0 + (kt + 1)) * 32 + e % 32) % 3;
+            const int q_31 = ((kt0 + (kt + 1)) * 32 + e % 32) / 3;
+            const int k_k3_32 = (q_31) % 3;
+            const int q_33 = (q_31) / 3;
+            const int k_k2_34 = q_33;
+            ra[l] = ((((o_k_23 + k_k3_32 + (2 * o_m_27)) >= 1) && ((o_k_23 + k_k3_32 + (2 * o_m_27)) < 33) && ((o_k1_21 + k_k4_30 + (2 * o_n_25)) >= 1) && ((o_k1_21 + k_k4_30 + (2 * o_n_25)) < 33)) ? dlc_f32(in0[(((o_b_29 * 16 + k_k2_34) * 32 + (o_k_23 + k_k3_32 + (2 * o_m_27) + (-1))) * 32 + (o_k1_21 + k_k4_30 + (2 * o_n_25) + (-1)))]) : ((float)0));
+          } else {
+            ra[l] = 0.0f;
+          }
+        }
+      }
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 1024) {
+          if (n0 + e / 32 < 32 && (kt0 + (kt + 1)) * 32 + e % 32 < 144) {
+            const int o_h_35 = n0 + e / 32;
+            const int k_k4_36 = ((kt0 + (kt + 1)) * 32 + e % 32) % 3;
+            const int q_37 = ((kt0 + (kt + 1)) * 32 + e % 32) / 3;
+            const int k_k3_38 = (q_37) % 3;
+            const int q_39 = (q_37) / 3;
+            const int k_k2_40 = q_39;
+            rb[l] = dlc_f32(in1[(((o_h_35 * 16 + k_k2_40) * 3 + k_k3_38) * 3 + k_k4_36)]);
+          } else {
+            rb[l] = 0.0f;
+          }
+        }
+      }
+    }
+    #pragma unroll
+    for (int kk = 0; kk < 32; kk += 1) {
+      float a_frag[2];
+      float b_frag[2];
+      #pragma unroll
+      for (int i = 0; i < 2; i += 1) {
+        a_frag[i] = As[kk][tr + i * 16];
+      }
+      #pragma unroll
+      for (int j = 0; j < 2; j += 1) {
+        b_frag[j] = Bs[kk][tc + j * 16];
+      }
+      #pragma unroll
+      for (int i = 0; i < 2; i += 1) {
+        #pragma unroll
+        for (int j = 0; j < 2; j += 1) {
+          acc[i][j] = acc[i][j] + a_frag[i] * b_frag[j];
+        }
+      }
+    }
+    __syncthreads();
+    if (kt + 1 < kt_count) {
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 1024) {
+          As[e % 32][e / 32] = ra[l];
+        }
+      }
+      #pragma unroll
+      for (int l = 0; l < 4; l += 1) {
+        const int e = tid + l * 256;
+        if (e < 1024) {
+          Bs[e % 32][e / 32] = rb[l];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  const int tile_id = (int)(blockIdx.x + gridDim.x * blockIdx.y);
+  const long long split_base = (long long)tile_id * 2048 + tid;
+  #pragma unroll
+  for (int sk0 = 0; sk0 < 2; sk0 += 1) {
+    #pragma unroll
+    for (int sk1 = 0; sk1 < 2; sk1 += 1) {
+      ws_partial[split_base + ((int)blockIdx.z * 4 + ((0) * 2 + sk0) * 2 + sk1) * 256] = acc[sk0][sk1];
+    }
+  }
+  dlc_fence();
+  __syncthreads();
+  if (tid == 0) {
+    const int arrived = dlc_atomic_add(ws_count + tile_id, 1);
+    split_last[0] = arrived == 1;
+    if (arrived == 1) {
+      ws_count[tile_id] = 0;
+    }
+  }
+  __syncthreads();
+  if (split_last[0]) {
+    dlc_fence();
+    #pragma unroll
+    for (int sk0 = 0; sk0 < 2; sk0 += 1) {
+      #pragma unroll
+      for (int sk1 = 0; sk1 < 2; sk1 += 1) {
+        acc[sk0][sk1] = 0.0f;
+      }
+    }
+    #pragma unroll 1
+    for (int q = 0; q < 2; q += 1) {
+      #pragma unroll
+      for (int sk0 = 0; sk0 < 2; sk0 += 1) {
+        #pragma unroll
+        for (int sk1 = 0; sk1 < 2; sk1 += 1) {
+          acc[sk0][sk1] = acc[sk0][sk1] + dlc_ld_cg(ws_partial + split_base + (q * 4 + ((0) * 2 + sk0) * 2 + sk1) * 256);
+        }
+      }
+    }
+    {
+      #pragma unroll
+      for (int i = 0; i < 2; i += 1) {
+        #pragma unroll
+        for (int j = 0; j < 2; j += 1) {
+          const int prow = tr + i * 16;
+          const int pcol = tc + j * 16;
+          if (prow < 32 && m0 + prow < (1024 * s_N) && n0 + pcol < 32) {
+            const int m_k1_41 = (m0 + prow) % 2;
+            const int q_42 = (m0 + prow) / 2;
+            const int m_k_43 = (q_42) % 2;
+            const int q_44 = (q_42) / 2;
+            const int m_n_45 = (q_44) % 16;
+            const int q_46 = (q_44) / 16;
+            const int m_m_47 = (q_46) % 16;
+            const int q_48 = (q_46) / 16;
+            const int m_b_49 = q_48;
+            const int n_h_50 = n0 + pcol;
+            Ps[prow][pcol] = dlc_relu((acc[i][j] + dlc_f32(in2[n_h_50])));
+          }
+        }
+      }
+    }
+    __syncthreads();
+    #pragma unroll 1
+    for (int q = tid; q < 256; q += 256) {
+      const int pw = q / 32;
+      const int pcol = q % 32;
+      const int pm = m0 / 4 + pw;
+      if (pm < (256 * s_N) && n0 + pcol < 32) {
+        float pooled_51 = (-dlc_inf());
+        for (int r = 0; r < 4; r += 1) {
+          pooled_51 = dlc_max(pooled_51, Ps[pw * 4 + r][pcol]);
+        }
+        const int c_n_52 = (pm) % 16;
+        const int q_53 = (pm) / 16;
+        const int c_m_54 = (q_53) % 16;
+        const int q_55 = (q_53) / 16;
+        const int c_b_56 = q_55;
+        const int n_h_57 = n0 + pcol;
+        const int off_58 = (((c_b_56 * 32 + n_h_57) * 16 + c_m_54) * 16 + c_n_52);
+        out0[off_58] = pooled_51;
+      }
     }
   }
 }
