@@ -148,6 +148,22 @@ fn a_max_pool_folds_many_windows_per_tile() {
     every_tile_and_split(&graph, &[[32, 32, 32], [64, 32, 32]], &[1, 2]);
 }
 
+/// ResNet's stem pool, a 3×3 max pool of stride 2 padded by 1 over 7×7 (windows of 9 rows that
+/// overlap, so the tile recomputes the shared points; the padded window points are guarded to
+/// the max's identity, their rows computing the convolution off the image).
+#[test]
+fn an_overlapping_padded_max_pool_folds_its_guarded_windows() {
+    let graph = conv_pool(
+        1,
+        20,
+        8,
+        7,
+        json!({"mode": "max", "kernel": 3, "stride": 2, "pad": 1}),
+        4,
+    );
+    every_tile_and_split(&graph, &[[32, 32, 32], [64, 32, 32]], &[1, 4]);
+}
+
 /// ResNet-18's last stage at batch 1 (512 channels at 7×7) is one kernel with the pool, the
 /// pooled tile, predicted faster than the convolution and the pool apart; the kernel compiles
 /// for sm_80 and sm_90a without spills.
