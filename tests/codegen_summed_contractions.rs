@@ -68,7 +68,7 @@ fn the_projection_is_summed_in_the_tile_every_split_and_tile() {
             &[1, 2, 3, 4, 8, 16],
         ),
         |t| (t[0] / 32, t[1] / 32),
-        7,
+        (7, 1e-4),
         &|text, at, splits| {
             assert!(text.contains("kt_main"), "{at}: two K loops");
             assert_eq!(text.contains("kt0"), splits > 1, "{at}: split");

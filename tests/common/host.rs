@@ -237,8 +237,8 @@ pub fn variant_matches(
 /// The kernel of region `r` — `planned` is the plan `o`'s program emitted it with — re-planned
 /// from `base` (a contraction plan) on each tile of `tiles` (warps from `warps`) and each split
 /// of `splits`, each variant run on the CPU emulation against the reference evaluator (inputs
-/// drawn from `seed`, no symbols) within [`assert_close_at_scale`]'s `1e-4`; `check` sees each
-/// variant's CUDA text, its name and its splits first.
+/// drawn from `seed`, no symbols) within [`assert_close_at_scale`] at `rtol`; `check` sees
+/// each variant's CUDA text, its name and its splits first.
 #[allow(clippy::too_many_arguments)]
 pub fn tile_variants_match(
     p: &Program,
@@ -248,7 +248,7 @@ pub fn tile_variants_match(
     base: &dlc_egg::cost::PlanChoice,
     (tiles, splits): (&[[u64; 3]], &[u64]),
     warps: fn([u64; 3]) -> (u64, u64),
-    seed: u64,
+    (seed, rtol): (u64, f64),
     check: &dyn Fn(&str, &str, u64),
 ) {
     use dlc_egg::codegen::{emit, generate, gpu::render};
@@ -278,7 +278,7 @@ pub fn tile_variants_match(
             let k = emit::kernel_of(r, &plan, &o.model.target).expect("the kernel builds");
             let at = format!("tile {tile:?} split {split}");
             check(&render::kernel(&k), &at, split);
-            variant_matches(&generated, &emitted, &k, &ins, &b, &want, 1e-4, &at);
+            variant_matches(&generated, &emitted, &k, &ins, &b, &want, rtol, &at);
         }
     }
 }
