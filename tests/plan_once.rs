@@ -186,6 +186,41 @@ fn the_cooperative_compute_at_window_is_emitted_as_planned() {
     assert_eq!(t, "reduce", "{arch}");
 }
 
+/// ResNet-18's tail at 512 channels: the convolution and its global average pool are one pooled
+/// tile (`plan::work::PoolTile`, `tests/codegen_pooled_tile.rs`) on both targets: the report,
+/// `--dump plan` and the manifest agree, the plan names the 49-point windows, and it is launched
+/// on the SIMT template.
+#[test]
+fn the_pooled_tile_is_emitted_as_planned() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("stage_tail.json");
+    std::fs::write(&path, common::stage_tail(512, 7, 1)).expect("written");
+    for arch in ["sm80", "sm90"] {
+        let v = views(&path, arch);
+        let ks = check_agree(&format!("stage tail 512 ({arch})"), &v);
+        let fused = v.report["kernels"]
+            .as_array()
+            .expect("kernels")
+            .iter()
+            .find(|k| k["covers"].to_string().contains("pool"))
+            .expect("a kernel covers the pool");
+        assert!(
+            fused["covers"].to_string().contains("conv"),
+            "{arch}: {fused}"
+        );
+        let plan = &fused["plan"]["Ok"]["plan"];
+        assert!(
+            plan["algo_choice"].to_string().contains("_pooled49"),
+            "{arch}: {plan}"
+        );
+        let (_, t) = ks
+            .iter()
+            .find(|(n, _)| fused["name"] == n.as_str())
+            .expect("launched");
+        assert_eq!(t, "contraction_simt", "{arch}");
+    }
+}
+
 /// A residual block's projection shortcut summed in one SIMT tile (`plan::work::Gemm::second`,
 /// `tests/codegen_summed_contractions.rs`; batch 1 splits `K`) keeps one plan on both targets:
 /// the report, `--dump plan` and the manifest agree, and it is launched on the SIMT template.
