@@ -44,6 +44,7 @@ mod pooled;
 #[cfg(test)]
 mod pooled_tests;
 mod refolds;
+mod shapes;
 mod strides;
 #[cfg(test)]
 mod summed_tests;
@@ -367,7 +368,9 @@ pub fn analyze(region: &Region, sizes: &dyn Sizes) -> Result<KernelWork, WorkErr
     let mut work = analyze_as(region, sizes, false)?
         .ok_or_else(|| WorkError::Invalid("the analysis of a region found no shape".into()))?;
     if let Shape::ComputeAt(ca) = &mut work.shape {
-        ca.tiled = analyze_as(region, sizes, true)?.map(Box::new);
+        // A region whose tile the analysis cannot size (an operand it cannot classify) is the
+        // nest's only: the nest was analyzed above.
+        ca.tiled = analyze_as(region, sizes, true).ok().flatten().map(Box::new);
     }
     Ok(work)
 }
@@ -431,9 +434,6 @@ fn analyze_as(
     let fast_axis = iters.last().map(|(n, _)| n.clone());
     let inner_extent = iters.last().map(|(_, s)| *s).unwrap_or(1.0);
 
-    // A contraction whose operand embeds another (a depthwise convolution over an expanding
-    // 1×1 convolution recomputed at each of its taps, compute-at) has no tile to stage: it is
-    // the compute-at nest's, when there is one.
     let pooled = match pooled {
         true => match cx.pooled_contraction()? {
             Some(p) => Some(p),
@@ -447,15 +447,20 @@ fn analyze_as(
         gemm_iters.extend(p.extents.iter().cloned());
         cx.window = p.pool.axes.clone();
     }
-    let (main, compute_at) = match cx.main_contraction() {
-        _ if pooled.is_some() => (pooled.as_ref().map(|p| p.mc.clone()), None),
-        Ok(Some(mc)) => (Some(mc), None),
-        Ok(None) => (None, cx.compute_at_shape()?),
-        Err(WorkError::NestedContraction) => match cx.compute_at_shape()? {
-            Some(ca) => (None, Some(ca)),
-            None => return Err(WorkError::NestedContraction),
+    // A contraction whose operand embeds another (a depthwise convolution over an expanding
+    // 1×1 convolution recomputed at each of its taps, compute-at) has no tile to stage: it is
+    // the compute-at nest's, when there is one.
+    let (main, compute_at) = match &pooled {
+        Some(p) => (Some(p.mc.clone()), None),
+        None => match cx.main_contraction() {
+            Ok(Some(mc)) => (Some(mc), None),
+            Ok(None) => (None, cx.compute_at_shape()?),
+            Err(WorkError::NestedContraction) => match cx.compute_at_shape()? {
+                Some(ca) => (None, Some(ca)),
+                None => return Err(WorkError::NestedContraction),
+            },
+            Err(e) => return Err(e),
         },
-        Err(e) => return Err(e),
     };
     let mut roles: BTreeMap<String, Role> = BTreeMap::new();
     let mut summed: Vec<String> = Vec::new();
@@ -501,19 +506,6 @@ fn analyze_as(
     } else {
         cx.refolds(&summed, out_elems, fast_axis.as_deref())?
     };
-    // Axes a read may walk its input's last dimension with and stay coalesced: the fastest
-    // output axis; a reduction's fastest reduce axis; a contraction stages its operands through
-    // shared memory, so the fastest axis of each of M, N, K and the batch.
-    let mut fine: Vec<String> = fast_axis.iter().cloned().collect();
-    match &shape {
-        Shape::Reduction { .. } => fine.extend(cx.last_reduce_axis()),
-        Shape::Contraction(g) => {
-            for group in [&g.axes.m, &g.axes.n, &g.axes.k, &g.axes.batch] {
-                fine.extend(group.last().cloned());
-            }
-        }
-        Shape::Elementwise { .. } | Shape::ComputeAt(_) | Shape::Scan { .. } => {}
-    }
     let lanes = match (&shape, &main) {
         (Shape::Contraction(g), Some(mc)) => {
             let size_of = |n: &str| {
@@ -526,26 +518,7 @@ fn analyze_as(
         }
         _ => [None, None],
     };
-    let inputs = region
-        .inputs
-        .iter()
-        .map(|i| {
-            let shape: Vec<Dim> = i.memref.shape.iter().map(|s| s.0.clone()).collect();
-            let mut contiguous = true;
-            for l in &region.lets {
-                cx.check_contiguous(&l.expr, &i.name, &fine, &mut contiguous);
-            }
-            InputUse {
-                strides: cx.lane_strides(&i.name, &shape, &lanes),
-                name: i.name.clone(),
-                // a sliced read (a shrink absorbed into the kernel) loads the part it reads
-                bytes: cx.footprint(&i.name, &shape) * i.dtype.size_bytes() as f64,
-                elem_bytes: i.dtype.size_bytes(),
-                role: roles.get(&i.name).copied().unwrap_or(Role::Other),
-                contiguous,
-            }
-        })
-        .collect();
+    let inputs = cx.input_uses(&shape, fast_axis, &lanes, &roles);
     Ok(Some(KernelWork {
         shape,
         ops,
@@ -746,59 +719,48 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// A reduction kernel: the reduce let folding the most elements.
-    /// The scan shape of a region with a `scan` let: lines × the scanned iter's extent.
-    fn scan_shape(&self, iters: &[(String, f64)], out_elems: f64) -> Option<Shape> {
-        let axis = self.r.lets.iter().find_map(|l| match &l.expr {
-            Expr::Scan(sc) => Some(sc.axis.clone()),
-            _ => None,
-        })?;
-        let len = iters.iter().find(|(n, _)| *n == axis)?.1;
-        Some(Shape::Scan {
-            lines: if len > 0.0 { out_elems / len } else { 0.0 },
-            len,
-        })
-    }
-
-    fn reduction_shape(&self) -> Option<Shape> {
-        let mut best: Option<(f64, f64, bool)> = None;
-        let mut depth: BTreeMap<String, u32> = BTreeMap::new();
-        for l in &self.r.lets {
-            let mut deps = BTreeSet::new();
-            self.let_deps(&l.expr, &mut deps);
-            let mut d = chain_depth(&deps, &depth);
-            if let Expr::Reduce(red) = &l.expr {
-                d += 1;
-                let len: f64 = self.extents(red, &l.name).ok()?.iter().product();
-                let rows = self.lets[&l.name].evals;
-                let mut body_axes = BTreeSet::new();
-                self.axes_of(&red.body, &red.axes, &mut body_axes);
-                let window = red.axes.iter().all(|a| {
-                    body_axes.contains(a)
-                        && mixes_axes(&red.body, std::slice::from_ref(a), &self.r.iters)
-                });
-                if best.is_none_or(|(r, n, _)| rows * len > r * n) {
-                    best = Some((rows, len, window));
+    /// Every input's use: its bytes, role, lane strides and whether the kernel's reads of it
+    /// coalesce under `shape` (`fast_axis`: the fastest output axis).
+    fn input_uses(
+        &self,
+        shape: &Shape,
+        fast_axis: Option<String>,
+        lanes: &[Option<String>; 2],
+        roles: &BTreeMap<String, Role>,
+    ) -> Vec<InputUse> {
+        // Axes a read may walk its input's last dimension with and stay coalesced: the fastest
+        // output axis; a reduction's fastest reduce axis; a contraction stages its operands
+        // through shared memory, so the fastest axis of each of M, N, K and the batch.
+        let mut fine: Vec<String> = fast_axis.into_iter().collect();
+        match shape {
+            Shape::Reduction { .. } => fine.extend(self.last_reduce_axis()),
+            Shape::Contraction(g) => {
+                for group in [&g.axes.m, &g.axes.n, &g.axes.k, &g.axes.batch] {
+                    fine.extend(group.last().cloned());
                 }
             }
-            depth.insert(l.name.clone(), d);
+            Shape::Elementwise { .. } | Shape::ComputeAt(_) | Shape::Scan { .. } => {}
         }
-        let passes = 1 + depth.values().copied().max().unwrap_or(0);
-        best.map(|(rows, len, window)| Shape::Reduction {
-            rows,
-            len,
-            passes,
-            window,
-            vec_cap: 16,
-            plain: false,
-        })
-    }
-
-    fn last_reduce_axis(&self) -> Option<String> {
-        self.r.lets.iter().rev().find_map(|l| match &l.expr {
-            Expr::Reduce(red) => red.axes.last().cloned(),
-            _ => None,
-        })
+        self.r
+            .inputs
+            .iter()
+            .map(|i| {
+                let shape: Vec<Dim> = i.memref.shape.iter().map(|s| s.0.clone()).collect();
+                let mut contiguous = true;
+                for l in &self.r.lets {
+                    self.check_contiguous(&l.expr, &i.name, &fine, &mut contiguous);
+                }
+                InputUse {
+                    strides: self.lane_strides(&i.name, &shape, lanes),
+                    name: i.name.clone(),
+                    // a sliced read (a shrink absorbed into the kernel) loads the part it reads
+                    bytes: self.footprint(&i.name, &shape) * i.dtype.size_bytes() as f64,
+                    elem_bytes: i.dtype.size_bytes(),
+                    role: roles.get(&i.name).copied().unwrap_or(Role::Other),
+                    contiguous,
+                }
+            })
+            .collect()
     }
 
     /// Clears `ok` when a read of `input` indexes its last dimension with region axes none of
