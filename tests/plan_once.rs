@@ -168,22 +168,29 @@ fn the_cooperative_compute_at_window_is_emitted_as_planned() {
     let arch = "sm90";
     let v = views(&path, arch);
     let ks = check_agree(&format!("stage tail ({arch})"), &v);
+    let (fused, t) = pool_kernel(&v, &ks);
+    let plan = &fused["plan"]["Ok"]["plan"];
+    assert!(
+        plan["algo_choice"].to_string().contains("window_per"),
+        "{arch}: {plan}"
+    );
+    assert_eq!(t, "reduce", "{arch}");
+}
+
+/// The report's kernel that covers the pool, and the template it is launched on (`ks`:
+/// [`check_agree`]'s launches).
+fn pool_kernel<'v>(v: &'v Views, ks: &[(String, String)]) -> (&'v Value, String) {
     let fused = v.report["kernels"]
         .as_array()
         .expect("kernels")
         .iter()
         .find(|k| k["covers"].to_string().contains("pool"))
         .expect("a kernel covers the pool");
-    let plan = &fused["plan"]["Ok"]["plan"];
-    assert!(
-        plan["algo_choice"].to_string().contains("window_per"),
-        "{arch}: {plan}"
-    );
     let (_, t) = ks
         .iter()
         .find(|(n, _)| fused["name"] == n.as_str())
         .expect("launched");
-    assert_eq!(t, "reduce", "{arch}");
+    (fused, t.clone())
 }
 
 /// ResNet-18's tail at 512 channels: the convolution and its global average pool are one pooled
@@ -198,12 +205,7 @@ fn the_pooled_tile_is_emitted_as_planned() {
     for arch in ["sm80", "sm90"] {
         let v = views(&path, arch);
         let ks = check_agree(&format!("stage tail 512 ({arch})"), &v);
-        let fused = v.report["kernels"]
-            .as_array()
-            .expect("kernels")
-            .iter()
-            .find(|k| k["covers"].to_string().contains("pool"))
-            .expect("a kernel covers the pool");
+        let (fused, t) = pool_kernel(&v, &ks);
         assert!(
             fused["covers"].to_string().contains("conv"),
             "{arch}: {fused}"
@@ -213,10 +215,6 @@ fn the_pooled_tile_is_emitted_as_planned() {
             plan["algo_choice"].to_string().contains("_pooled49"),
             "{arch}: {plan}"
         );
-        let (_, t) = ks
-            .iter()
-            .find(|(n, _)| fused["name"] == n.as_str())
-            .expect("launched");
         assert_eq!(t, "contraction_simt", "{arch}");
     }
 }
