@@ -15,7 +15,6 @@ use dlc_egg::cost::{choose_plan, choose_plan_for, PlanChoice};
 use dlc_egg::cuda::{compile, CompileOptions};
 use dlc_egg::ir::region::Region;
 use dlc_egg::optimize::Optimized;
-use dlc_egg::plan::space::{Algo, Knobs};
 use dlc_egg::plan::work::Shape;
 use dlc_egg::target::Arch;
 use serde_json::json;
@@ -91,21 +90,8 @@ fn pooled_kernel(o: &Optimized, chosen: bool) -> (&Region, PlanChoice, PlanChoic
         }
         _ => planned.clone(),
     };
-    let Shape::Contraction(g) = &choice.work.shape else {
-        panic!("a contraction: {:?}", choice.work.shape)
-    };
+    let g = common::host::simt_gemm(&choice);
     assert!(g.pool.is_some(), "the tile folds the windows: {g:?}");
-    assert!(
-        matches!(
-            choice.best.knobs,
-            Knobs::Contraction {
-                algo: Algo::Simt,
-                ..
-            }
-        ),
-        "{:?}",
-        choice.best.knobs
-    );
     (r, planned, choice)
 }
 

@@ -209,7 +209,9 @@ impl Gemm {
     /// The `M` rows a `bm`-row tile computes: `bm`, or with a [`Gemm::pool`] the rows of the
     /// whole windows it holds.
     pub fn rows_per_tile(&self, bm: u64) -> u64 {
-        self.pool.as_ref().map_or(bm, |p| p.rows_per_tile(bm))
+        self.pool
+            .as_ref()
+            .map_or(bm, |p| whole_window_rows(bm, p.window))
     }
 
     /// The share of each 32-byte sector the tensor-core epilogue's stores fill: 1 when staged

@@ -282,3 +282,24 @@ pub fn tile_variants_match(
         }
     }
 }
+
+/// The GEMM view of `choice`, which must be a contraction planned on the SIMT template (the
+/// only one that runs a summed or a pooled tile).
+pub fn simt_gemm(choice: &dlc_egg::cost::PlanChoice) -> &dlc_egg::plan::work::Gemm {
+    use dlc_egg::plan::space::{Algo, Knobs};
+    let dlc_egg::plan::work::Shape::Contraction(g) = &choice.work.shape else {
+        panic!("a contraction: {:?}", choice.work.shape)
+    };
+    assert!(
+        matches!(
+            choice.best.knobs,
+            Knobs::Contraction {
+                algo: Algo::Simt,
+                ..
+            }
+        ),
+        "{:?}",
+        choice.best.knobs
+    );
+    g
+}

@@ -673,7 +673,8 @@ impl View<'_> {
         (em.close(), off)
     }
 
-    fn bind_point(&self, em: &mut Emitter, m: &str, n: &str) {
+    /// Binds the `M` and `N` axes at flat element (`m`, `n`) (C) in the innermost scope.
+    pub fn bind_point(&self, em: &mut Emitter, m: &str, n: &str) {
         bind_flat(em, &self.m.names, &self.m.c_sizes(), m, "m_");
         bind_flat(em, &self.n.names, &self.n.c_sizes(), n, "n_");
     }

@@ -195,23 +195,15 @@ pub fn build(
     };
     let epi = match &v.pool {
         Some(p) => pooled::epilogue(em, v, p, &layout)?,
-        None => {
-            em.open();
-            em.open();
-            em.open();
+        None => per_accumulator(em, [tm, tn], |em| {
             v.epilogue_summed(
                 em,
                 &format!("m0 + tr + i * {tm_threads}"),
                 &format!("n0 + tc + j * {tn_threads}"),
                 "acc[i][j]",
                 Some(&format!("acc[{}][j]", row(tm, "i"))),
-            )?;
-            let inner = em.close();
-            em.emit(Stmt::unrolled("j", tn, inner));
-            let rows = em.close();
-            em.emit(Stmt::unrolled("i", tm, rows));
-            em.close()
-        }
+            )
+        })?,
     };
     if splits > 1 {
         let halves = v.second.as_ref().map(|_| tm);
@@ -259,6 +251,25 @@ pub fn build(
         body,
         max_regs: None,
     })
+}
+
+/// The statements `body` emits once per accumulator `acc[i][j]` of a `tm×tn` micro-tile, in
+/// the unrolled loops over `i` and `j`.
+pub(super) fn per_accumulator(
+    em: &mut Emitter,
+    [tm, tn]: [u64; 2],
+    body: impl FnOnce(&mut Emitter) -> Result<(), CodegenError>,
+) -> Result<Vec<Stmt>, CodegenError> {
+    em.open();
+    em.open();
+    em.open();
+    let r = body(em);
+    let inner = em.close();
+    em.emit(Stmt::unrolled("j", tn, inner));
+    let rows = em.close();
+    em.emit(Stmt::unrolled("i", tm, rows));
+    let out = em.close();
+    r.map(|_| out)
 }
 
 /// Accumulator row `row0 + i` (C): the second contraction's rows follow the main one's.

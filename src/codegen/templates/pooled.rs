@@ -62,37 +62,21 @@ pub fn epilogue(
     let w = pool.window.max(1);
     em.open();
     // The values at the accumulators' points.
-    em.open();
-    em.open();
-    em.open();
-    em.emit(Stmt::int("prow", format!("tr + i * {tm_threads}")));
-    em.emit(Stmt::int("pcol", format!("tc + j * {tn_threads}")));
-    em.open();
-    em.push_scope();
-    bind_flat(em, &v.m.names, &v.m.c_sizes(), "m0 + prow", "m_");
-    bind_flat(em, &v.n.names, &v.n.c_sizes(), "n0 + pcol", "n_");
-    em.provide_reduce(v.red, "acc[i][j]");
-    let body = em.value(&pool.red.body);
-    if let Ok(b) = &body {
-        em.emit(Stmt::Assign {
-            place: format!("{VALUES}[prow][pcol]"),
-            value: super::super::scalar::convert(b, Kind::Float),
+    let values = super::contraction_simt::per_accumulator(em, [tm, tn], |em| {
+        em.emit(Stmt::int("prow", format!("tr + i * {tm_threads}")));
+        em.emit(Stmt::int("pcol", format!("tc + j * {tn_threads}")));
+        let store = em.assign_f32(&format!("{VALUES}[prow][pcol]"), &pool.red.body, |em| {
+            v.bind_point(em, "m0 + prow", "n0 + pcol");
+            em.provide_reduce(v.red, "acc[i][j]");
+        })?;
+        em.emit(Stmt::If {
+            cond: format!("prow < {rows} && {}", v.inside("m0 + prow", "n0 + pcol")),
+            div: Div::Thread,
+            then: store,
+            otherwise: vec![],
         });
-    }
-    em.pop_scope();
-    let store = em.close();
-    body?;
-    em.emit(Stmt::If {
-        cond: format!("prow < {rows} && {}", v.inside("m0 + prow", "n0 + pcol")),
-        div: Div::Thread,
-        then: store,
-        otherwise: vec![],
-    });
-    let per_col = em.close();
-    em.emit(Stmt::unrolled("j", tn, per_col));
-    let per_row = em.close();
-    em.emit(Stmt::unrolled("i", tm, per_row));
-    let values = em.close();
+        Ok(())
+    })?;
     em.emit(Stmt::Block(values));
     em.emit(Stmt::Barrier);
     // One thread per (window, column): the fold, then the yields at the window's point.

@@ -26,13 +26,6 @@ pub struct PoolTile {
     pub window: u64,
 }
 
-impl PoolTile {
-    /// Rows of a `bm`-row tile that hold whole windows ([`whole_window_rows`]).
-    pub fn rows_per_tile(&self, bm: u64) -> u64 {
-        whole_window_rows(bm, self.window)
-    }
-}
-
 /// The rows of a `bm`-row tile that hold whole `window`-row windows (0: the window is taller
 /// than the tile).
 pub fn whole_window_rows(bm: u64, window: u64) -> u64 {
